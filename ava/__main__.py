@@ -1,0 +1,3 @@
+from ava.cli.main import main
+
+main()

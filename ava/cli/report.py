@@ -1,0 +1,8 @@
+"""`ava report`."""
+
+from __future__ import annotations
+
+
+def report() -> None:
+    """Not yet implemented."""
+    raise NotImplementedError

@@ -1,0 +1,249 @@
+"""The on-disk dataset format shared by import, synthesis, split, export, scoring and the cache.
+
+A dataset is a directory::
+
+    DIR/
+      dataset.json                 # format version, source, split provenance, whether synthetic
+      samples/<ability>.jsonl      # one Sample per line
+      images/<sha[:2]>/<sha>.<ext> # images normalized to RGB, content-addressed by sha256 of the file
+
+Sample ids are unique within an ability (the release's ids are per config); ``(ava, id)`` is the global key.
+Images are stored once however many samples share them; the feature cache keys rows by the same sha256.
+Every write goes to a temporary file first and is renamed into place, so an interrupted write never
+leaves a half-written file where a good one was.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from PIL import Image
+
+from ava.errors import AvaError
+
+FORMAT_NAME = "ava-dataset"
+FORMAT_VERSION = 1
+SPLITS = ("train", "test")
+
+
+class DatasetError(AvaError, ValueError):
+    """A dataset directory or one of its records is not as the format requires; names the file at fault."""
+
+
+@dataclass
+class Sample:
+    """One image-question pair with its structured ground truth.
+
+    ``truth`` by answer kind: option ``{"index": i, "text": s}``; integer ``{"value": n}``;
+    depth_bin ``{"index": i, "bin": [lo, hi]}``; box ``{"box": [x1, y1, x2, y2]}`` (normalized 0..1);
+    rgb ``{"rgb": [r, g, b]}`` (0..255); text ``{"text": s}``. ``options`` is the option list of a
+    choice question (``None`` otherwise). ``meta`` carries everything else: source dataset, class,
+    subgroup fields, extra release columns.
+    """
+
+    id: str
+    ava: str
+    image: str  # path relative to DIR/images, "<sha[:2]>/<sha>.<ext>"
+    width: int
+    height: int
+    question: str
+    answer: str  # the reference answer as text, as the release's "gpt" turn gives it
+    truth: dict[str, Any]
+    options: list[str] | None = None
+    split: str | None = None  # "train", "test" or None before splitting
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def image_sha256(self) -> str:
+        return Path(self.image).name.split(".")[0]
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.ava, self.id)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), ensure_ascii=False, sort_keys=False)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Sample:
+        return cls(**d)
+
+
+def read_samples(path: Path) -> list[Sample]:
+    """All samples of one ``samples/<ability>.jsonl`` file; a bad line is reported with its number."""
+    samples = []
+    with path.open(encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                samples.append(Sample.from_dict(json.loads(line)))
+            except (json.JSONDecodeError, TypeError) as e:
+                raise DatasetError(f"{path}:{lineno}: malformed sample ({e})") from e
+    return samples
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file and a rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def encode_png(image: Image.Image) -> bytes:
+    """PNG bytes of an RGB image; level 1 keeps synthesis fast and the bytes deterministic."""
+    buf = io.BytesIO()
+    image.save(buf, format="PNG", compress_level=1)
+    return buf.getvalue()
+
+
+class Dataset:
+    """A dataset directory opened for reading (samples are loaded per ability on first use)."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+        info_path = self.root / "dataset.json"
+        if not info_path.is_file():
+            raise DatasetError(f"{self.root} is not an ava dataset: {info_path} is missing")
+        try:
+            self.info: dict[str, Any] = json.loads(info_path.read_text())
+        except json.JSONDecodeError as e:
+            raise DatasetError(f"{info_path}: not valid JSON ({e})") from e
+        if self.info.get("format") != FORMAT_NAME:
+            raise DatasetError(f"{info_path}: not an ava dataset (format={self.info.get('format')!r})")
+        if self.info.get("version", 0) > FORMAT_VERSION:
+            raise DatasetError(f"{info_path}: format version {self.info['version']} is newer than this ava")
+        self._samples: dict[str, list[Sample]] = {}
+
+    # -- reading -----------------------------------------------------------------------------------
+    def abilities(self) -> list[str]:
+        """The abilities present, in the registry's order."""
+        from ava.abilities import ABILITY_KEYS
+
+        present = {p.stem for p in (self.root / "samples").glob("*.jsonl")}
+        return [k for k in ABILITY_KEYS if k in present]
+
+    def _load(self, ava: str) -> list[Sample]:
+        if ava not in self._samples:
+            path = self.root / "samples" / f"{ava}.jsonl"
+            if not path.is_file():
+                raise DatasetError(f"{self.root}: no samples for ability {ava!r} ({path} is missing)")
+            self._samples[ava] = read_samples(path)
+        return self._samples[ava]
+
+    def samples(self, ava: str | Iterable[str] | None = None, split: str | None = None) -> list[Sample]:
+        """Samples of one ability, several, or all; optionally of one split."""
+        if ava is None:
+            keys = self.abilities()
+        elif isinstance(ava, str):
+            keys = [ava]
+        else:
+            keys = list(ava)
+        out: list[Sample] = []
+        for key in keys:
+            out.extend(s for s in self._load(key) if split is None or s.split == split)
+        return out
+
+    def __iter__(self) -> Iterator[Sample]:
+        return iter(self.samples())
+
+    def image_path(self, sample: Sample | str) -> Path:
+        rel = sample.image if isinstance(sample, Sample) else sample
+        return self.root / "images" / rel
+
+    def load_image(self, sample: Sample | str) -> Image.Image:
+        """The stored image as RGB (stored images are already normalized)."""
+        path = self.image_path(sample)
+        try:
+            with Image.open(path) as im:
+                return im.convert("RGB")
+        except (OSError, Image.DecompressionBombError) as e:
+            sid = sample.id if isinstance(sample, Sample) else sample
+            raise DatasetError(f"image {path} of sample {sid!r} cannot be read: {e}") from e
+
+    @property
+    def split_info(self) -> dict[str, Any] | None:
+        """How the train/test split was made: ``{"made_by": "official"|"ava"|"synthetic", ...}``."""
+        return self.info.get("split")
+
+    @property
+    def is_synthetic(self) -> bool:
+        return bool(self.info.get("synthetic", False))
+
+
+class DatasetWriter:
+    """Builds a dataset directory. Images are content-addressed; samples are written on ``close``.
+
+    Opening an existing dataset for writing keeps its samples (``replace=False``) so an import can
+    add abilities to it; samples with an existing ``(ava, id)`` are replaced.
+    """
+
+    def __init__(self, root: str | os.PathLike[str], info: dict[str, Any] | None = None) -> None:
+        self.root = Path(root)
+        (self.root / "images").mkdir(parents=True, exist_ok=True)
+        (self.root / "samples").mkdir(parents=True, exist_ok=True)
+        self.info: dict[str, Any] = {"format": FORMAT_NAME, "version": FORMAT_VERSION}
+        if (self.root / "dataset.json").is_file():
+            self.info.update(json.loads((self.root / "dataset.json").read_text()))
+        self.info.update(info or {})
+        self._samples: dict[str, dict[str, Sample]] = {}
+
+    def add_image_bytes(self, data: bytes, ext: str) -> str:
+        """Store already-normalized image bytes; returns the relative path (sha256-addressed)."""
+        sha = hashlib.sha256(data).hexdigest()
+        rel = f"{sha[:2]}/{sha}.{ext.lstrip('.').lower()}"
+        path = self.root / "images" / rel
+        if not path.exists():
+            atomic_write_bytes(path, data)
+        return rel
+
+    def add_image(self, image: Image.Image) -> str:
+        """Store an RGB PIL image as PNG; returns the relative path."""
+        if image.mode != "RGB":
+            image = image.convert("RGB")
+        return self.add_image_bytes(encode_png(image), "png")
+
+    def add_sample(self, sample: Sample) -> None:
+        self._samples.setdefault(sample.ava, {})[sample.id] = sample
+
+    def _existing(self, ava: str) -> dict[str, Sample]:
+        path = self.root / "samples" / f"{ava}.jsonl"
+        return {s.id: s for s in read_samples(path)} if path.is_file() else {}
+
+    def close(self) -> None:
+        for ava, new in self._samples.items():
+            merged = self._existing(ava)
+            merged.update(new)
+            text = "".join(s.to_json() + "\n" for s in merged.values())
+            atomic_write_text(self.root / "samples" / f"{ava}.jsonl", text)
+        atomic_write_text(self.root / "dataset.json", json.dumps(self.info, indent=2) + "\n")
+
+    def __enter__(self) -> DatasetWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def write_samples(root: str | os.PathLike[str], ava: str, samples: list[Sample]) -> None:
+    """Replace the sample file of one ability (used by split, which rewrites ``split`` fields)."""
+    atomic_write_text(Path(root) / "samples" / f"{ava}.jsonl", "".join(s.to_json() + "\n" for s in samples))
+
+
+def update_info(root: str | os.PathLike[str], **fields: Any) -> None:
+    path = Path(root) / "dataset.json"
+    info = json.loads(path.read_text())
+    info.update(fields)
+    atomic_write_text(path, json.dumps(info, indent=2) + "\n")

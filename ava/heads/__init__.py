@@ -1,0 +1,12 @@
+"""Heads trained on frozen VFM features. Registered lazily: importing this does not import torch."""
+
+from ava.heads.base import HeadSpec
+from ava.registry import Registry
+
+HEADS: Registry[HeadSpec] = Registry("head")
+HEADS.register("llm", "ava.heads.llm:SPEC")
+HEADS.register("probe-linear", "ava.heads.probe:LINEAR_SPEC", aliases=("linear",))
+HEADS.register("probe-attn", "ava.heads.probe:ATTN_SPEC", aliases=("attentive",))
+HEADS.register("knn", "ava.heads.knn:SPEC")
+
+__all__ = ["HEADS", "HeadSpec"]
