@@ -2,7 +2,80 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
 
-def score() -> None:
-    """Not yet implemented."""
-    raise NotImplementedError
+import typer
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+    from ava.metrics.scoring import ScoreReport
+
+_SHOW = 5  # ids listed in a warning
+
+
+def score(
+    data: Annotated[Path, typer.Option("--data", help="Dataset directory (ava format).")],
+    pred: Annotated[Path, typer.Option("--pred", help='Predictions JSONL: {"id", "prediction"[, "ava"]} per line.')],
+    ava: Annotated[list[str] | None, typer.Option("--ava", help="Ability to score (repeatable); default all.")] = None,
+    split: Annotated[str, typer.Option("--split", help="test, train or all.")] = "test",
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the results JSON here.")] = None,
+    per_sample: Annotated[
+        Path | None, typer.Option("--per-sample", help="Write per-sample records (JSONL) here.")
+    ] = None,
+) -> None:
+    """Score raw model replies against a dataset: parse each reply, apply the ability's metric.
+
+    Unparsed replies and samples without a prediction are scored at the metric's worst value and counted
+    as unparsed, never dropped. See docs/metrics.md for the parsing rules and worst values.
+    """
+    from rich.console import Console
+
+    from ava.metrics.scoring import score_file, write_json, write_records
+
+    report = score_file(data, pred, abilities=ava, split=split)
+    _warn(report, Console(stderr=True))
+    Console().print(_table(report))
+    if json_out:
+        write_json(report.results, json_out)
+    if per_sample:
+        write_records(report.records, per_sample)
+
+
+def _ids(keys: list[tuple[str, str]]) -> str:
+    shown = ", ".join(f"{a}/{i}" if a else i for a, i in keys[:_SHOW])
+    return shown + (", ..." if len(keys) > _SHOW else "")
+
+
+def _warn(report: ScoreReport, console: Console) -> None:
+    if report.missing:
+        console.print(
+            f"[yellow]warning:[/] {len(report.missing)} samples have no prediction (scored as unparsed): "
+            f"{_ids(report.missing)}",
+            highlight=False,
+        )
+    if report.unknown:
+        console.print(
+            f"[yellow]warning:[/] {len(report.unknown)} predictions match no scored sample (ignored): "
+            f"{_ids(report.unknown)}",
+            highlight=False,
+        )
+
+
+def _table(report: ScoreReport) -> Table:
+    from rich.table import Table
+
+    split = report.results["split"]
+    title = f"split {split['name']} (made by {split.get('made_by') or 'unknown'})"
+    if report.results.get("synthetic"):
+        title += ", synthetic data"
+    table = Table(title=title)
+    for col, justify in (("ability", "left"), ("metric", "left"), ("value", "right"), ("dir", "center"),
+                         ("n", "right"), ("unparsed", "right")):  # fmt: skip
+        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    for key, res in report.results["abilities"].items():
+        arrow = "↑" if res["higher_is_better"] else "↓"
+        table.add_row(key, res["metric"], f"{res['value']:.4f}", arrow, str(res["n"]), str(res["n_unparsed"]))
+    return table

@@ -1,0 +1,62 @@
+"""CIEDE2000 colour difference between two sRGB colours (lower is better), through colour-science.
+
+sRGB 0..255 is scaled to 0..1, decoded and converted to XYZ (``colour.sRGB_to_XYZ``), then to CIE Lab under
+the D65 illuminant (``colour.XYZ_to_Lab``), and compared with ``colour.delta_E(..., method="CIE 2000")``
+(kL = kC = kH = 1). Verified against all 34 pairs of Sharma, Wu & Dalal (2005).
+
+An unparsed reply scores the largest delta E from the true colour to any of the 8 corners of the sRGB cube
+(black, white, the primaries and secondaries): a fixed, sample-specific rule, roughly "as wrong as a colour
+can be" for that truth (a colour inside the cube can exceed it slightly, CIEDE2000 not being convex).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import product
+from typing import Any
+
+import numpy as np
+
+from ava.metrics.base import Metric
+
+D65 = "D65"
+OBSERVER = "CIE 1931 2 Degree Standard Observer"
+SRGB_CORNERS = tuple(product((0, 255), repeat=3))
+
+
+def srgb_to_lab(rgb: Sequence[float] | np.ndarray) -> np.ndarray:
+    """CIE Lab (D65) of sRGB colours given as 0..255 values, shape ``[..., 3]``."""
+    import colour
+
+    illuminant = colour.CCS_ILLUMINANTS[OBSERVER][D65]
+    xyz = colour.sRGB_to_XYZ(np.asarray(rgb, dtype=np.float64) / 255.0, illuminant=illuminant)
+    return colour.XYZ_to_Lab(xyz, illuminant=illuminant)
+
+
+def delta_e_lab(lab_a: Any, lab_b: Any) -> np.ndarray:
+    """CIEDE2000 between Lab colours (arrays broadcast)."""
+    import colour
+
+    return np.asarray(colour.delta_E(np.asarray(lab_a, float), np.asarray(lab_b, float), method="CIE 2000"))
+
+
+def ciede2000(prediction: Sequence[float], truth: Sequence[float]) -> float:
+    """CIEDE2000 between two sRGB 0..255 colours."""
+    return float(delta_e_lab(srgb_to_lab(prediction), srgb_to_lab(truth)))
+
+
+def worst_ciede2000(truth: Any, ability: Any = None, sample: Any = None) -> float:
+    """The largest delta E from ``truth`` to a corner of the sRGB cube."""
+    corners = srgb_to_lab(np.array(SRGB_CORNERS, dtype=np.float64))
+    return float(delta_e_lab(corners, srgb_to_lab(truth)[None, :]).max())
+
+
+CIEDE2000 = Metric(
+    key="ciede2000",
+    title="CIEDE2000",
+    higher_is_better=False,
+    best=0.0,
+    compute=ciede2000,
+    worst=worst_ciede2000,
+    worst_rule="the largest delta E 2000 from the true colour to any of the 8 corners of the sRGB cube.",
+)

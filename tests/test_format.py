@@ -1,0 +1,50 @@
+import json
+
+import pytest
+from PIL import Image
+
+from ava.data.format import Dataset, DatasetError, DatasetWriter, Sample
+
+
+def _sample(rel: str, sid: str = "s1", ava: str = "color") -> Sample:
+    return Sample(id=sid, ava=ava, image=rel, width=8, height=8, question="q", answer="(1, 2, 3)",
+                  truth={"rgb": [1, 2, 3]})  # fmt: skip
+
+
+def test_images_are_content_addressed_and_stored_once(tmp_path):
+    with DatasetWriter(tmp_path, {"source": "test"}) as w:
+        a = w.add_image(Image.new("RGB", (8, 8), (1, 2, 3)))
+        b = w.add_image(Image.new("RGB", (8, 8), (1, 2, 3)))
+        c = w.add_image(Image.new("L", (8, 8), 9))
+        w.add_sample(_sample(a, "s1"))
+        w.add_sample(_sample(b, "s2"))
+    assert a == b != c
+    assert len(list((tmp_path / "images").rglob("*.png"))) == 2
+    ds = Dataset(tmp_path)
+    assert [s.id for s in ds.samples("color")] == ["s1", "s2"]
+    assert ds.load_image(ds.samples()[0]).getpixel((0, 0)) == (1, 2, 3)
+    assert ds.samples()[0].image_sha256 in a
+
+
+def test_reopening_a_dataset_merges_samples(tmp_path):
+    with DatasetWriter(tmp_path) as w:
+        w.add_sample(_sample(w.add_image(Image.new("RGB", (4, 4))), "s1"))
+    with DatasetWriter(tmp_path) as w:
+        w.add_sample(_sample(w.add_image(Image.new("RGB", (4, 4))), "s2", ava="ocr"))
+    ds = Dataset(tmp_path)
+    assert ds.abilities() == ["ocr", "color"]
+    assert len(ds.samples()) == 2
+
+
+def test_bad_inputs_name_the_file(tmp_path):
+    with pytest.raises(DatasetError, match="dataset.json is missing"):
+        Dataset(tmp_path)
+    with DatasetWriter(tmp_path) as w:
+        w.add_sample(_sample(w.add_image(Image.new("RGB", (4, 4)))))
+    with (tmp_path / "samples" / "color.jsonl").open("a") as f:
+        f.write("{not json\n")
+    with pytest.raises(DatasetError, match=r"color.jsonl:2: malformed"):
+        Dataset(tmp_path).samples()
+    (tmp_path / "dataset.json").write_text(json.dumps({"format": "other"}))
+    with pytest.raises(DatasetError, match="not an ava dataset"):
+        Dataset(tmp_path)

@@ -1,0 +1,201 @@
+"""Reply parsers: the forms real models write, per answer kind, and the release's parsing bugs."""
+
+from __future__ import annotations
+
+import pytest
+from _metrics_fixtures import HEIGHT, WIDTH, make_sample
+
+from ava.abilities import ABILITY_KEYS, DTD_TEXTURES, INDOOR_DEPTH_BINS, format_options, get_ability
+from ava.abilities.parsers import extract_options, format_reply, parse_reply, truth_value, words_to_digits
+from ava.errors import AvaError
+
+ORIENT, SPATIAL, COUNT, DEPTH = (get_ability(k) for k in ("orientation", "spatial", "counting", "abs_depth"))
+BOX, COLOR, OCR, REC = (get_ability(k) for k in ("localization", "color", "ocr", "recognition"))
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        ("2", 1), ("front right", 1), ("Front Right", 1), ("front-right", 1), ("2. front right", 1),
+        ("(2)", 1), ("Option 2", 1), ("option 2.", 1), ("The answer is 2", 1), ("Answer: 2. front right", 1),
+        ("**front right**", 1), ('"front right"', 1), ("It is facing front right.", 1),
+        ("the answer is (b)", 1), ("B. front right", 1), ("2) front right", 1),
+        ("front", 0), ("top", 8), ("9", 8), ("The car faces back left.", 5), ("left", 6),
+        ("10", None), ("0", None), ("2. left", None),  # out of range; label and text disagree
+        ("It could be front or back", None), ("upright", None), ("I don't know", None), ("", None),
+        ("The answer is a dog", None),
+    ],
+)  # fmt: skip
+def test_orientation_replies(reply: str, expected: int | None) -> None:
+    assert parse_reply(ORIENT, reply) == expected
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        ("C", 2), ("c", 2), ("(C)", 2), ("C.", 2), ("C. Right above", 2), ("Right above", 2), ("right above", 2),
+        ("3", 2), ("3. Right above", 2), ("The answer is C.", 2), ("the answer is (c)", 2), ("Option C", 2),
+        ("A. Left above", 0), ("Left below", 1), ("B", 1), ("D. Right below", 3), ("Right below.", 3),
+        ("The cup is left below the plate.", 1),
+        ("A. Left below", None),  # label and text disagree
+        ("left", None), ("above", None), ("Left above or left below", None), ("E", None), ("below left", None),
+    ],
+)  # fmt: skip
+def test_spatial_replies(reply: str, expected: int | None) -> None:
+    assert parse_reply(SPATIAL, reply) == expected
+
+
+@pytest.mark.parametrize("truth", range(4))
+@pytest.mark.parametrize("wrong", range(4))
+def test_spatial_never_confuses_answers(truth: int, wrong: int) -> None:
+    """The release's substring scorer marked "Left below" right for "Left above"; every pair is distinct here."""
+    reply = SPATIAL.fixed_options[wrong]
+    assert (parse_reply(SPATIAL, reply) == truth) == (truth == wrong)
+
+
+def test_option_texts_from_question_options() -> None:
+    options = ["running", "jumping rope", "jumping"]
+    action = get_ability("action")
+    assert parse_reply(action, "jumping rope", options=options) == 1
+    assert parse_reply(action, "The person is jumping.", options=options) == 2
+    assert parse_reply(action, "They are jumping rope in a park", options=options) == 1  # longest option wins
+    assert parse_reply(action, "3", options=options) == 2
+    texture = get_ability("texture")
+    assert parse_reply(texture, "polka dotted", options=list(DTD_TEXTURES)) == DTD_TEXTURES.index("polka-dotted")
+    with pytest.raises(AvaError, match="options"):
+        parse_reply(REC, "cat")
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        ("7", 7), ("seven", 7), ("Seven.", 7), ("There are 7 birds.", 7), ("twenty-one", 21), ("twenty one", 21),
+        ("forty", 40), ("eighteen", 18), ("thirty-nine", 39), ("The answer is 12.", 12), ("12 (twelve)", 12),
+        ("2.5", 2.5), ("about 2.5 birds", 2.5), ("I see 3 dogs and 2 cats", None),
+        ("There are 3 cats and 2 dogs, so the total is 5", 5), ("none", 0), ("many", None),
+        ("", None), ("-3", None), ("3-4", None),
+    ],
+)  # fmt: skip
+def test_counting_replies(reply: str, expected: int | float | None) -> None:
+    got = parse_reply(COUNT, reply)
+    assert got == expected and type(got) is type(expected)
+
+
+def test_decimal_is_one_number() -> None:
+    """The release split "2.5" into the integers 2 and 5."""
+    assert parse_reply(COUNT, "2.5") == 2.5
+    assert words_to_digits("twenty-one birds and seven cats") == "21 birds and 7 cats"
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        ("2-3", 2.5), ("2 - 3 m", 2.5), ("2 to 3 meters", 2.5), ("between 2 and 3 metres", 2.5), ("B", 2.5),
+        ("(b)", 2.5), ("B. 2-3", 2.5), ("The answer is B", 2.5), ("about 2.5 m", 2.5), ("2.5 meters", 2.5),
+        ("2.7", 2.7), ("3", 3.0), ("three meters", 3.0), ("250 cm", 2.5), ("F. 6-7", 6.5), ("6 - 7", 6.5),
+        ("B. 3-4", None), ("3-4 m, so the answer is B", None), ("3-4 m, the answer is C", 3.5), ("Z", None),
+        ("far away", None), ("2 or 3 meters, maybe 4", None),
+    ],
+)  # fmt: skip
+def test_depth_replies(reply: str, expected: float | None) -> None:
+    assert parse_reply(DEPTH, reply, options=list(INDOOR_DEPTH_BINS)) == expected
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        ("[0.1, 0.2, 0.5, 0.6]", (0.1, 0.2, 0.5, 0.6)), ("(0.1,0.2,0.5,0.6)", (0.1, 0.2, 0.5, 0.6)),
+        ("0.1 0.2 0.5 0.6", (0.1, 0.2, 0.5, 0.6)), ("[0.5, 0.6, 0.1, 0.2]", (0.1, 0.2, 0.5, 0.6)),
+        ("[0.5, 0.2, 0.1, 0.6]", (0.1, 0.2, 0.5, 0.6)), ("x1=0.1, y1=0.2, x2=0.5, y2=0.6", (0.1, 0.2, 0.5, 0.6)),
+        ("xmin: 0.1, ymin: 0.2, xmax: 0.5, ymax: 0.6", (0.1, 0.2, 0.5, 0.6)),
+        ("[2, 2, 10, 6]", (0.1, 0.2, 0.5, 0.6)), ("(10, 6, 2, 2)", (0.1, 0.2, 0.5, 0.6)),
+        ("[0, 0.2, 10, 1]", (0.0, 0.02, 0.5, 0.1)),  # one value > 1: the whole box is in pixels
+        ("The box is [0.1, 0.2, 0.5, 0.6].", (0.1, 0.2, 0.5, 0.6)), ("[0.1, 0.2, 0.5]", None),
+        ("[0.1, 0.2, 0.5, 0.6, 0.7]", None), ("top left", None),
+    ],
+)  # fmt: skip
+def test_box_replies(reply: str, expected: tuple[float, ...] | None) -> None:
+    got = parse_reply(BOX, reply, image_size=(WIDTH, HEIGHT))
+    assert got == (pytest.approx(expected) if expected else None)
+
+
+def test_pixel_box_needs_image_size() -> None:
+    assert parse_reply(BOX, "[2, 2, 10, 6]") is None
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        ("(12, 200, 3)", (12, 200, 3)), ("[12,200,3]", (12, 200, 3)), ("12 200 3", (12, 200, 3)),
+        ("#0cc803", (12, 200, 3)), ("#0CC803", (12, 200, 3)), ("rgb(12,200,3)", (12, 200, 3)),
+        ("RGB: (12, 200, 3)", (12, 200, 3)), ("R: 12, G: 200, B: 3", (12, 200, 3)),
+        ("red=12 green=200 blue=3", (12, 200, 3)), ("The colour is (12, 200, 3).", (12, 200, 3)),
+        ("#fff", (255, 255, 255)), ("(0.0, 0.5, 1.0)", (0, 128, 255)), ("(300, 2, 3)", None), ("(12, 200)", None),
+        ("green", None),
+    ],
+)  # fmt: skip
+def test_color_replies(reply: str, expected: tuple[int, int, int] | None) -> None:
+    assert parse_reply(COLOR, reply) == expected
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [("EXIT", "EXIT"), ("  EXIT 12 ", "EXIT 12"), ('"EXIT"', "EXIT"), ("\u201cEXIT\u201d", "EXIT"), ("", None),
+     ("   ", None)],
+)  # fmt: skip
+def test_ocr_replies(reply: str, expected: str | None) -> None:
+    assert parse_reply(OCR, reply) == expected
+
+
+@pytest.mark.parametrize("key", ABILITY_KEYS)
+@pytest.mark.parametrize("variant", [0, 1])
+def test_format_reply_round_trips_the_truth(key: str, variant: int) -> None:
+    ability = get_ability(key)
+    sample = make_sample(key, variant)
+    value = truth_value(ability, sample)
+    reply = format_reply(ability, value, options=sample.options)
+    assert parse_reply(ability, reply, options=sample.options, image_size=(sample.width, sample.height)) == value
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "reply", "parsed"),
+    [("counting", 12, "12", 12), ("counting", 2.5, "2.5", 2.5),
+     ("localization", (0.12, 0.3, 0.55, 0.8), "[0.120, 0.300, 0.550, 0.800]", (0.12, 0.3, 0.55, 0.8)),
+     ("color", (12, 200, 3), "(12, 200, 3)", (12, 200, 3)), ("abs_depth", 1, "2-3", 2.5),
+     ("abs_depth", 2.5, "2-3", 2.5), ("abs_depth", 2.7, "2.7 m", 2.7), ("orientation", 1, "front right", 1),
+     ("ocr", "EXIT", "EXIT", "EXIT")],
+)  # fmt: skip
+def test_format_reply_canonical_forms(key: str, value: object, reply: str, parsed: object) -> None:
+    ability = get_ability(key)
+    options = list(INDOOR_DEPTH_BINS) if key == "abs_depth" else None
+    assert format_reply(ability, value, options=options) == reply
+    assert parse_reply(ability, reply, options=options) == parsed
+
+
+def test_format_reply_accepts_numpy_values() -> None:
+    import numpy as np
+
+    bins = list(INDOOR_DEPTH_BINS)
+    assert format_reply(DEPTH, np.int64(1), options=bins) == "2-3"  # a bin index, not 1 metre
+    assert format_reply(DEPTH, np.float32(2.5), options=bins) == "2-3"
+    assert format_reply(COUNT, np.float64(7.0)) == "7"
+    assert format_reply(COLOR, np.array([12.2, 199.6, 3.0])) == "(12, 200, 3)"
+    assert format_reply(ORIENT, np.int64(8)) == "top"
+
+
+def test_extract_options() -> None:
+    views = ["front", "front right", "right", "back right", "back", "back left", "left", "front left", "top"]
+    q = ORIENT.question_templates[0].format(object="car", options=format_options(views))
+    assert extract_options(q) == (views, "number")
+    q = DEPTH.question_templates[0].format(object="chair", options=format_options(["1-2", "2-3", "3-4"], "letter"))
+    assert extract_options(q) == (["1-2", "2-3", "3-4"], "letter")
+    q = "Step 1. look. Which? Choose one: 1. red, 2. blue."
+    assert extract_options(q) == (["red", "blue"], "number")
+    assert extract_options("How many dogs are there in the image?") is None
+
+
+def test_truth_value_rejects_bad_truth() -> None:
+    sample = make_sample("counting")
+    sample.truth = {"text": "x"}
+    with pytest.raises(AvaError, match="counting-0"):
+        truth_value(COUNT, sample)
