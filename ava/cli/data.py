@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
 import typer
 
 from ava.cli import synth
@@ -9,3 +13,123 @@ from ava.cli import synth
 app = typer.Typer(no_args_is_help=True)
 app.command("synth")(synth.synth)
 app.command("preview")(synth.preview)
+
+MAX_ERRORS_SHOWN = 10
+
+
+@app.command("import")
+def import_(
+    src: Annotated[Path, typer.Argument(help="Release repo/train dir/config dir/parquet file, or a JSON/JSONL file.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Dataset directory to create or extend.")],
+    fmt: Annotated[str, typer.Option("--format", help="auto, hf, llava or eval.")] = "auto",
+    image_root: Annotated[
+        Path | None, typer.Option(help="Directory image paths are relative to (default: the JSON's directory).")
+    ] = None,
+    answers: Annotated[Path | None, typer.Option(help="eval format: JSONL of {question_id, answer}.")] = None,
+    ava: Annotated[str | None, typer.Option(help="Force the ability of every row (key or config name).")] = None,
+    workers: Annotated[int, typer.Option(help="Processes that decode and normalize images (0: none).")] = 0,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+) -> None:
+    """Import the release (parquet), LLaVA JSON or eval questions into an ava dataset.
+
+    Rows that cannot be imported (corrupt image, malformed conversations, unknown config,
+    unparseable answer) are skipped and listed in OUT/import_errors.jsonl; the exit code is then 1.
+    """
+    from rich.console import Console
+    from rich.table import Table
+
+    from ava.data.importers import ERRORS_FILE, import_dataset
+
+    report = import_dataset(
+        src, out, fmt=fmt, image_root=image_root, answers=answers, ava=ava, workers=workers, progress=not quiet
+    )
+    console = Console()
+    table = Table(title=f"imported {report.source} ({report.fmt}) -> {report.out}")
+    for col in ("ability", "imported", "skipped"):
+        table.add_column(col, justify="left" if col == "ability" else "right")
+    for key in sorted(set(report.imported) | set(report.skipped)):
+        table.add_row(key, str(report.imported.get(key, 0)), str(report.skipped.get(key, 0)))
+    table.add_row("[bold]total", f"[bold]{report.n_imported}", f"[bold]{report.n_skipped}")
+    console.print(table)
+    console.print(f"{report.n_images} distinct images; split: {report.split or 'none (run `ava data split`)'}")
+    if report.errors:
+        err = Console(stderr=True)
+        for issue in report.errors[:MAX_ERRORS_SHOWN]:
+            err.print(
+                f"[red]skipped[/] id={issue.id!r} ({issue.file}, row {issue.row}): {issue.reason}", highlight=False
+            )
+        more = len(report.errors) - MAX_ERRORS_SHOWN
+        err.print(f"{'... and ' + str(more) + ' more; ' if more > 0 else ''}all in {report.out / ERRORS_FILE}")
+        raise typer.Exit(1)
+
+
+@app.command("split")
+def split(
+    data: Annotated[Path, typer.Argument(help="Dataset directory.")],
+    test_frac: Annotated[float, typer.Option(help="Fraction of each class/answer bin that goes to test.")] = 0.2,
+    seed: Annotated[int, typer.Option(help="Seed of the hash order inside each stratum.")] = 0,
+    force: Annotated[bool, typer.Option(help="Replace an existing split (official, synthetic or ava's).")] = False,
+) -> None:
+    """Split a dataset into train/test: deterministic, 80/20 within each ability x class or answer bin."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from ava.data.split import split_dataset
+
+    result = split_dataset(data, test_frac=test_frac, seed=seed, force=force)
+    table = Table(title=f"split of {data} (test_frac={test_frac}, seed={seed})")
+    for col in ("ability", "train", "test", "stratified by"):
+        table.add_column(col)
+    for ava, counts in result["counts"].items():
+        table.add_row(ava, str(counts["train"]), str(counts["test"]), result["split"]["stratified_by"][ava])
+    Console().print(table)
+
+
+@app.command("export")
+def export(
+    data: Annotated[Path, typer.Argument(help="Dataset directory.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output directory.")],
+    fmt: Annotated[str, typer.Option("--format", help="Output format (llava).")] = "llava",
+    split: Annotated[str | None, typer.Option(help="Export only this split (train or test).")] = None,
+) -> None:
+    """Export a dataset as LLaVA JSON (one file per split) + images as <Config>/images/<id>.<ext>."""
+    from ava.data.export import export_dataset
+
+    path = export_dataset(data, out, fmt=fmt, split=split)
+    typer.echo(f"exported {data} -> {path}")
+
+
+@app.command("info")
+def info(
+    data: Annotated[Path, typer.Argument(help="Dataset directory.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
+) -> None:
+    """Counts per ability x split, per source dataset and per answer class."""
+    from ava.data.info import dataset_info
+
+    result = dataset_info(data)
+    if as_json:
+        typer.echo(json.dumps(result, indent=2, ensure_ascii=False))
+        return
+    _print_info(result)
+
+
+def _print_info(result: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    split = result["split"]
+    made_by = f"{split.get('made_by')} (seed {split.get('seed')})" if split else "unsplit"
+    console.print(
+        f"[bold]{result['root']}[/]: {result['n_samples']} samples, {result['n_images']} images, split {made_by}"
+        + (", synthetic" if result["synthetic"] else ""),
+        highlight=False,
+    )
+    table = Table()
+    for col in ("ability", "total", "train", "test", "unsplit", "classes", "sources"):
+        table.add_column(col, justify="left" if col in ("ability", "sources") else "right")
+    for ava, a in result["abilities"].items():
+        sources = ", ".join(f"{k} {v}" for k, v in list(a["sources"].items())[:4])
+        table.add_row(ava, *(str(a[k]) for k in ("total", "train", "test", "unsplit")), str(len(a["classes"])), sources)
+    console.print(table)
