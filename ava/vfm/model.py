@@ -1,0 +1,398 @@
+"""Building and loading VFMs, and :class:`FrozenVFM`: the one feature contract every head and the cache use.
+
+``FrozenVFM.forward(pixel_values) -> [B, L, T, D]``: for each chosen layer of ``output_hidden_states``, the
+patch tokens with the prefix tokens (CLS, registers, summary) dropped and the post-processing applied.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from types import SimpleNamespace
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from PIL import Image
+from torch import nn
+
+from ava.errors import AvaError
+from ava.vfm import preprocess as pp
+from ava.vfm.families import FAMILIES
+from ava.vfm.spec import VFMSpec, parse_pool
+
+IDENTITY_FORMAT = 1
+DTYPES = {
+    "fp32": torch.float32, "float32": torch.float32, "float": torch.float32,
+    "fp16": torch.float16, "float16": torch.float16, "half": torch.float16,
+    "bf16": torch.bfloat16, "bfloat16": torch.bfloat16,
+}  # fmt: skip
+
+
+def resolve_dtype(dtype: torch.dtype | str | None) -> torch.dtype:
+    if dtype is None:
+        return torch.float32
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype not in DTYPES:
+        raise AvaError(f"unknown dtype {dtype!r}; choose one of fp32, fp16, bf16")
+    return DTYPES[dtype]
+
+
+def resolve_device(device: str | torch.device | None) -> torch.device:
+    """``"auto"`` -> cuda when available, else cpu."""
+    if device in (None, "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except RuntimeError as e:
+        raise AvaError(f"unknown device {device!r}; use auto, cpu, cuda or cuda:N") from e
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise AvaError(f"device {device!r} asked for, but CUDA is not available here; use --device cpu or auto")
+    return dev
+
+
+def config_digest(spec: VFMSpec) -> str:
+    return hashlib.sha256(json.dumps(spec.config, sort_keys=True).encode()).hexdigest()
+
+
+def build_config(spec: VFMSpec) -> Any:
+    import transformers
+
+    if spec.config is None or spec.config_class is None:
+        raise AvaError(f"VFM {spec.key!r} has no architecture config to build")
+    return getattr(transformers, spec.config_class)(**spec.config)
+
+
+def build_model(spec: VFMSpec, device: str | torch.device = "cpu") -> nn.Module:
+    """The architecture of ``spec`` from its config. On ``"meta"`` no memory is used (shapes, parameter counts);
+    otherwise the weights are random, seeded by ``spec.seed`` (0 when unset) on the CPU so every device agrees."""
+    import transformers
+
+    fam = FAMILIES.get(spec.model_class)
+    kwargs = fam.model_kwargs if fam else {}
+    config = build_config(spec)
+    cls = getattr(transformers, spec.model_class)
+    if str(device) == "meta":
+        with torch.device("meta"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return cls(config, **kwargs)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(spec.seed or 0)
+        model = cls(config, **kwargs)
+    return model.to(device)
+
+
+_PARAMS: dict[tuple[str, str | None, str], int] = {}
+
+
+def param_count(spec: VFMSpec) -> int:
+    """Number of parameters of the architecture, computed on the meta device (no weights, no download)."""
+    if spec.model_class == "pixels":
+        return 0
+    key = (spec.model_class, spec.config_class, config_digest(spec))
+    if key not in _PARAMS:
+        _PARAMS[key] = sum(p.numel() for p in build_model(spec, "meta").parameters())
+    return _PARAMS[key]
+
+
+class PixelPatches(nn.Module):
+    """The ``pixels`` baseline: each token is one normalized patch, flattened channel-major (c, y, x)."""
+
+    def __init__(self, patch_size: int) -> None:
+        super().__init__()
+        self.patch_size = patch_size
+
+    def forward(self, pixel_values: torch.Tensor, **_: Any) -> Any:
+        b, c, h, w = pixel_values.shape
+        p = self.patch_size
+        patches = pixel_values.reshape(b, c, h // p, p, w // p, p).permute(0, 2, 4, 1, 3, 5)
+        tokens = patches.reshape(b, (h // p) * (w // p), c * p * p)
+        return SimpleNamespace(hidden_states=(tokens,))
+
+
+def normalize_layers(layers: tuple[int, ...], num_hidden: int, key: str) -> tuple[int, ...]:
+    """Layers as negative indices into the ``num_hidden`` hidden states (embeddings + one per block)."""
+    out = []
+    for layer in layers:
+        if not -num_hidden <= layer < num_hidden:
+            raise AvaError(
+                f"layer {layer} is out of range for VFM {key!r}: it has {num_hidden} hidden states "
+                f"(0 = embeddings, -1 = last block); use -{num_hidden}..{num_hidden - 1}"
+            )
+        out.append(layer - num_hidden if layer >= 0 else layer)
+    if len(set(out)) != len(out):
+        raise AvaError(f"duplicate layers {list(layers)} for VFM {key!r}")
+    return tuple(out)
+
+
+class FrozenVFM(nn.Module):
+    """A frozen backbone that turns normalized images into patch tokens ``[B, L, T, D]``."""
+
+    def __init__(self, spec: VFMSpec, model: nn.Module, *, weights: str, preprocess: str, layers: tuple[int, ...],
+                 dtype: torch.dtype, source: str | None = None, processor: Any = None) -> None:  # fmt: skip
+        super().__init__()
+        self.spec = spec
+        self.model = model.eval().requires_grad_(False)
+        self.weights = weights
+        self.source = source
+        self.preprocess_mode = pp.check_mode(preprocess)
+        self.processor = processor
+        self.dtype = dtype
+        self.random_weights = spec.random_weights
+        self.layers = layers
+        self.num_tokens = spec.num_tokens
+        self.dim = spec.dim
+        self.grid = spec.grid
+        self._layout = FAMILIES[spec.model_class].layout if spec.model_class in FAMILIES else "tokens"
+
+    def train(self, mode: bool = True) -> FrozenVFM:
+        """Always eval: the VFM is frozen (dropout off, norms fixed) even inside a module put in train mode."""
+        return super().train(False)
+
+    @property
+    def device(self) -> torch.device:
+        for tensor in self.model.parameters():
+            return tensor.device
+        return torch.device("cpu")
+
+    def identity(self) -> dict[str, Any]:
+        """Everything that defines the features; the feature cache derives its key from this dict."""
+        spec = self.spec
+        ident: dict[str, Any] = {
+            "format": IDENTITY_FORMAT,
+            "vfm": self._portable_key(),
+            "model_class": spec.model_class,
+            "weights": self.weights,
+            "random_weights": self.random_weights,
+            "image_size": spec.image_size,
+            "patch_size": spec.patch_size,
+            "mean": list(spec.mean),
+            "std": list(spec.std),
+            "preprocess": self.preprocess_mode,
+            "layers": list(self.layers),
+            "prefix_tokens": spec.prefix_tokens,
+            "postprocess": spec.postprocess,
+            "grid": list(self.grid),
+            "num_tokens": self.num_tokens,
+            "dim": self.dim,
+            "dtype": str(self.dtype).removeprefix("torch."),
+        }
+        if self.preprocess_mode == "pad":
+            ident["pad_fill"] = list(pp.PAD_FILL)
+        else:
+            ident["processor_sha256"] = hashlib.sha256(
+                json.dumps(self.processor.to_dict(), sort_keys=True, default=str).encode()
+            ).hexdigest()
+        return ident
+
+    def _portable_key(self) -> str:
+        """The spec key with a local weights path replaced by "<local>": moving a directory keeps the identity
+        (the weights' sha256 is in the identity anyway)."""
+        key, hub_id = self.spec.key, self.spec.hub_id
+        if hub_id and self.weights.startswith("sha256:"):
+            key = key.replace(hub_id, "<local>")
+        return key
+
+    def preprocess(self, image: Image.Image) -> torch.Tensor:
+        """One image -> float32 [3, S, S], normalized for this model (see ``ava.vfm.preprocess``)."""
+        if self.preprocess_mode == "processor":
+            return pp.processor_preprocess(image, self.processor, self.spec.image_size)
+        return pp.pad_preprocess(image, self.spec.image_size, self.spec.mean, self.spec.std)
+
+    @torch.no_grad()
+    def forward(self, pixel_values: torch.Tensor) -> torch.Tensor:
+        """[B, 3, S, S] normalized images -> [B, L, T, D] patch tokens of the chosen layers (model dtype)."""
+        size = self.spec.image_size
+        if pixel_values.ndim != 4 or tuple(pixel_values.shape[1:]) != (3, size, size):
+            raise AvaError(
+                f"VFM {self.spec.key!r} takes [B, 3, {size}, {size}] images, got {tuple(pixel_values.shape)}"
+            )
+        x = pixel_values.to(device=self.device, dtype=self.dtype)
+        out = self.model(pixel_values=x, output_hidden_states=True)
+        hidden = getattr(out, "hidden_states", None)
+        if hidden is None:
+            raise AvaError(f"VFM {self.spec.key!r} ({type(self.model).__name__}) returned no hidden states")
+        return torch.stack([self._tokens(hidden[layer]) for layer in self.layers], dim=1)
+
+    def _tokens(self, h: torch.Tensor) -> torch.Tensor:
+        if self._layout == "nhwc":
+            h = h.flatten(1, 2)
+        gh, gw = self.spec.native_grid
+        expected = self.spec.prefix_tokens + gh * gw
+        if h.shape[1] != expected:
+            raise AvaError(
+                f"VFM {self.spec.key!r}: a hidden state has {h.shape[1]} tokens, expected "
+                f"{self.spec.prefix_tokens} prefix + {gh}x{gw} patches = {expected}; the prefix count or the "
+                f"input size of this spec does not match the model"
+            )
+        h = h[:, self.spec.prefix_tokens :]
+        if self.spec.postprocess:
+            oh, ow = parse_pool(self.spec.postprocess)
+            grid = h.reshape(h.shape[0], gh, gw, h.shape[-1]).permute(0, 3, 1, 2)
+            h = F.adaptive_avg_pool2d(grid.float(), (oh, ow)).to(h.dtype).flatten(2).transpose(1, 2)
+        return h
+
+
+def _num_hidden(spec: VFMSpec, model: nn.Module) -> int:
+    if spec.model_class == "pixels":
+        return 1
+    config = getattr(model, "config", None)
+    n = getattr(config, "num_hidden_layers", None)
+    if n is None:
+        raise AvaError(f"cannot tell how many layers VFM {spec.key!r} has (no num_hidden_layers in its config)")
+    return int(n) + 1
+
+
+def load_vfm(name: str | VFMSpec, *, device: str | torch.device = "cpu", dtype: torch.dtype | str | None = None,
+             preprocess: str = "pad", layers: tuple[int, ...] | None = None,
+             trust_remote_code: bool = False) -> FrozenVFM:  # fmt: skip
+    """A frozen VFM ready for ``forward``: by registry key, ``key@/dir``, ``hf:<hub-id-or-dir>`` or a spec.
+
+    Weights load through transformers' native classes, safetensors only; remote code runs only when
+    ``trust_remote_code`` is passed. ``layers`` default to the spec's (-2, the release's choice).
+    """
+    from ava.vfm.resolve import resolve_vfm
+
+    spec = resolve_vfm(name) if isinstance(name, str) else name
+    pp.check_mode(preprocess)
+    torch_dtype = resolve_dtype(dtype)
+    dev = resolve_device(device)
+    processor = None
+    if spec.model_class == "pixels":
+        model: nn.Module = PixelPatches(spec.patch_size)
+        weights, source = "pixels", None
+    elif spec.builtin:
+        model = build_model(spec, "cpu").to(dev, torch_dtype)
+        weights, source = f"random:{spec.seed}:config-sha256:{config_digest(spec)}", None
+    else:
+        model, spec, weights, source = _load_pretrained(spec, torch_dtype, trust_remote_code or spec.trust_remote_code)
+        model = model.to(dev)
+    if preprocess == "processor":
+        processor = pp.load_processor(source, spec)
+    if spec.model_class == "pixels":
+        chosen: tuple[int, ...] = (-1,)
+    else:
+        chosen = normalize_layers(tuple(layers) if layers else spec.layers, _num_hidden(spec, model), spec.key)
+    return FrozenVFM(spec, model, weights=weights, preprocess=preprocess, layers=chosen, dtype=torch_dtype,
+                     source=source, processor=processor)  # fmt: skip
+
+
+def random_vfm(name: str | VFMSpec, *, device: str | torch.device = "cpu", dtype: torch.dtype | str | None = None,
+               seed: int = 0, layers: tuple[int, ...] | None = None) -> FrozenVFM:  # fmt: skip
+    """The architecture of ``name`` at full size with RANDOM weights (``random_weights`` True), nothing downloaded.
+
+    For speed benchmarks (speed depends on shapes, not weights) and shape checks; ``device="meta"`` allocates
+    nothing at all (forward then gives meta tensors of the right shape).
+    """
+    from ava.vfm.resolve import resolve_vfm
+
+    spec = resolve_vfm(name) if isinstance(name, str) else name
+    if spec.config is None:
+        raise AvaError(f"VFM {spec.key!r} has no architecture to build with random weights")
+    spec = replace(spec, hub_id=None, revision=None, seed=seed)
+    torch_dtype = resolve_dtype(dtype)
+    if str(device) == "meta":
+        model = build_model(spec, "meta").to(torch_dtype)
+    else:
+        model = build_model(spec, "cpu").to(resolve_device(device), torch_dtype)
+    chosen = normalize_layers(tuple(layers) if layers else spec.layers, _num_hidden(spec, model), spec.key)
+    weights = f"random:{seed}:config-sha256:{config_digest(spec)}"
+    return FrozenVFM(spec, model, weights=weights, preprocess="pad", layers=chosen, dtype=torch_dtype)
+
+
+def _load_pretrained(spec: VFMSpec, dtype: torch.dtype, trust_remote_code: bool) -> tuple[nn.Module, VFMSpec, str, str]:
+    """Weights of ``spec.hub_id`` into the spec's transformers class; refuses partial loads."""
+    import transformers
+
+    from ava.vfm.weights import locate
+
+    where = locate(spec.hub_id or "", spec.revision, key=spec.key)
+    path = str(where.path)
+    if trust_remote_code:
+        model = transformers.AutoModel.from_pretrained(path, trust_remote_code=True, use_safetensors=True, dtype=dtype)
+        return model, spec, where.identity, path
+    _check_native(path, spec)
+    cls = getattr(transformers, spec.model_class)
+    fam = FAMILIES.get(spec.model_class)
+    try:
+        model, missing = _from_pretrained(cls, path, dtype, fam.model_kwargs if fam else {})
+    except (RuntimeError, ValueError, OSError) as e:
+        raise AvaError(
+            f"cannot load {path} as {spec.model_class} for VFM {spec.key!r}: {str(e).splitlines()[0]}"
+        ) from e
+    if missing:  # a composite checkpoint (e.g. AIMv2 or InternVL with its text side): take its vision tower
+        tower = _vision_tower(path, cls, dtype)
+        if tower is None:
+            raise AvaError(
+                f"the weights in {path} do not fit {spec.model_class} ({len(missing)} missing, e.g. "
+                f"{', '.join(sorted(missing)[:3])}): this is not a {spec.model_class} checkpoint of VFM {spec.key!r}"
+            )
+        model = tower
+    actual = fam.prefix(model.config) if fam else spec.prefix_tokens
+    if actual != spec.prefix_tokens:
+        warnings.warn(
+            f"VFM {spec.key!r}: the checkpoint's config has {actual} prefix tokens, the registry says "
+            f"{spec.prefix_tokens}; using the checkpoint's",
+            stacklevel=3,
+        )
+        spec = replace(spec, prefix_tokens=actual)
+    return model, spec, where.identity, path
+
+
+def _from_pretrained(cls: Any, path: str, dtype: torch.dtype, kwargs: dict[str, Any]) -> tuple[nn.Module, list[str]]:
+    """The model and the weights it lacks (pooler and heads aside: features never use them)."""
+    with _quiet_transformers():
+        model, info = cls.from_pretrained(path, use_safetensors=True, dtype=dtype, output_loading_info=True, **kwargs)
+    return model, [k for k in info.get("missing_keys", []) if "pooler" not in k and "head" not in k]
+
+
+def _vision_tower(path: str, cls: Any, dtype: torch.dtype) -> nn.Module | None:
+    """The ``cls`` sub-module of a composite checkpoint loaded whole with AutoModel, when it loads completely."""
+    import transformers
+
+    config = transformers.AutoConfig.from_pretrained(path)
+    if getattr(config, "vision_config", None) is None:
+        return None
+    try:
+        model, missing = _from_pretrained(transformers.AutoModel, path, dtype, {})
+    except (ValueError, OSError):
+        return None
+    towers = [m for m in model.modules() if type(m) is cls]
+    if missing or not towers:
+        return None
+    return towers[0]
+
+
+@contextmanager
+def _quiet_transformers() -> Iterator[None]:
+    """No "Loading weights" bar or load report from transformers: ava draws its own progress, and checks the
+    missing keys itself."""
+    from transformers.utils import logging as hf_logging
+
+    enabled, verbosity = hf_logging.is_progress_bar_enabled(), hf_logging.get_verbosity()
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()  # the load report lists the unused text tower of composite checkpoints
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if enabled:
+            hf_logging.enable_progress_bar()
+
+
+def _check_native(path: str, spec: VFMSpec) -> None:
+    """A clear error for checkpoints that need remote code (their model_type is unknown to transformers)."""
+    import transformers
+
+    try:
+        transformers.AutoConfig.from_pretrained(path)
+    except (ValueError, KeyError, OSError) as e:
+        raise AvaError(
+            f"{spec.hub_id} is not a native transformers checkpoint ({str(e).splitlines()[0]}). Convert it to "
+            f"{spec.model_class} format, or, if you trust its code, pass --trust-remote-code"
+        ) from e

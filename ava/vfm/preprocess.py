@@ -1,0 +1,108 @@
+"""The one image preprocessing used by the feature cache and by the online (in-training) path.
+
+Two modes:
+
+- ``"pad"`` (default): convert to RGB, pad to a square with RGB(124, 120, 111) keeping the image centred,
+  resize (bicubic) to the model's input size, scale to [0, 1], normalize with the model's mean/std. Nothing
+  is cut off, so boxes drawn near the borders of wide or tall images stay in view. The fill colour is the
+  paper's (the mean of nine processors' pixel means).
+- ``"processor"``: the checkpoint's own image processor (``AutoImageProcessor``), with its output size set to
+  the model's input size. This is the release's behaviour: most processors resize the short side and
+  centre-crop, which cuts off the sides of non-square images (and boxes drawn there).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from PIL import Image
+
+from ava.errors import AvaError
+
+if TYPE_CHECKING:
+    import torch
+
+    from ava.vfm.spec import VFMSpec
+
+PAD_FILL = (124, 120, 111)
+MODES = ("pad", "processor")
+
+
+def pad_to_square(image: Image.Image, fill: tuple[int, int, int] = PAD_FILL) -> Image.Image:
+    """``image`` (as RGB) centred on a square canvas of ``fill``; square images are returned as RGB unchanged."""
+    image = image.convert("RGB")
+    w, h = image.size
+    if w == h:
+        return image
+    side = max(w, h)
+    canvas = Image.new("RGB", (side, side), fill)
+    canvas.paste(image, ((side - w) // 2, (side - h) // 2))
+    return canvas
+
+
+def to_normalized_tensor(image: Image.Image, mean: tuple[float, ...], std: tuple[float, ...]) -> torch.Tensor:
+    """RGB image -> float32 [3, H, W], (x / 255 - mean) / std."""
+    import numpy as np
+    import torch
+
+    array = np.asarray(image.convert("RGB"), dtype=np.float32) / 255.0
+    tensor = torch.from_numpy(array).permute(2, 0, 1).contiguous()
+    mean_t = torch.tensor(mean, dtype=torch.float32).view(3, 1, 1)
+    std_t = torch.tensor(std, dtype=torch.float32).view(3, 1, 1)
+    return (tensor - mean_t) / std_t
+
+
+def pad_preprocess(image: Image.Image, size: int, mean: tuple[float, ...], std: tuple[float, ...]) -> torch.Tensor:
+    """The default pipeline: pad to square, bicubic resize to ``size``, normalize. [3, size, size] float32."""
+    square = pad_to_square(image)
+    if square.size != (size, size):
+        square = square.resize((size, size), Image.Resampling.BICUBIC)
+    return to_normalized_tensor(square, mean, std)
+
+
+def load_processor(source: str | None, spec: VFMSpec) -> Any:
+    """The checkpoint's image processor, set to output ``spec.image_size`` squares (the model's input)."""
+    if source is None:
+        raise AvaError(
+            f"VFM {spec.key!r} has no checkpoint directory, so it has no image processor; use --preprocess pad"
+        )
+    from transformers import AutoImageProcessor
+
+    try:
+        processor = AutoImageProcessor.from_pretrained(source)
+    except (OSError, ValueError) as e:
+        raise AvaError(f"no image processor in {source} for VFM {spec.key!r} ({e}); use --preprocess pad") from e
+    _set_output_size(processor, spec.image_size)
+    return processor
+
+
+def _set_output_size(processor: Any, side: int) -> None:
+    """Keep the processor's own resize/crop policy but make its output the model's input size."""
+    size = dict(getattr(processor, "size", None) or {})
+    if "shortest_edge" in size:
+        processor.size = {"shortest_edge": side}
+    elif "longest_edge" in size:
+        processor.size = {"longest_edge": side}
+    elif size:
+        processor.size = {"height": side, "width": side}
+    if getattr(processor, "crop_size", None):
+        processor.crop_size = {"height": side, "width": side}
+    if getattr(processor, "pad_size", None):
+        processor.pad_size = {"height": side, "width": side}
+
+
+def processor_preprocess(image: Image.Image, processor: Any, size: int) -> torch.Tensor:
+    """The checkpoint's own pipeline (the release's: resize + centre crop for most models). [3, size, size]."""
+    pixel_values = processor(images=image.convert("RGB"), return_tensors="pt")["pixel_values"][0].float()
+    if tuple(pixel_values.shape[-2:]) != (size, size):
+        raise AvaError(
+            f"the image processor produced {tuple(pixel_values.shape[-2:])} pixels, the model needs "
+            f"({size}, {size}); use --preprocess pad"
+        )
+    return pixel_values
+
+
+def check_mode(mode: str) -> str:
+    if mode not in MODES:
+        raise AvaError(f"unknown preprocess {mode!r}; choose one of {', '.join(MODES)}")
+    return mode

@@ -1,0 +1,137 @@
+"""Names -> specs: a registry key or alias, ``key@<hub-id-or-dir>`` (a registered VFM with weights from
+elsewhere), or ``hf:<hub-id-or-dir>`` (any transformers vision backbone, facts read from its config).
+
+``hf:`` options follow a ``#``: ``hf:/models/beit#prefix=1,size=224,pool=24`` sets the prefix-token count
+(needed for classes ``ava`` does not know), the input size, and area-pooling of the patch grid to 24x24.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ava.errors import AvaError
+from ava.vfm.families import BY_CONFIG
+from ava.vfm.spec import HALF, IDENTITY_MEAN, IDENTITY_STD, VFMSpec
+from ava.vfm.zoo import VFMS
+
+HF_OPTIONS = ("prefix", "size", "pool")
+
+
+def resolve_vfm(name: str | VFMSpec) -> VFMSpec:
+    """The spec for ``name``: registry key/alias, ``key@source`` or ``hf:<hub-id-or-local-dir>[#options]``."""
+    if isinstance(name, VFMSpec):
+        return name
+    if name.startswith("hf:"):
+        return hf_spec(name[3:])
+    if "@" in name:
+        key, _, source = name.partition("@")
+        spec = VFMS.get(key)
+        if spec.model_class == "pixels" or spec.config is None:
+            raise AvaError(f"VFM {key!r} has no weights to load; use {key!r} without '@{source}'")
+        return replace(spec.with_weights(source), key=f"{spec.key}@{source}")
+    return VFMS.get(name)
+
+
+def _options(text: str, name: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for item in filter(None, text.split(",")):
+        key, _, value = item.partition("=")
+        if key not in HF_OPTIONS or not value.lstrip("-").isdigit():
+            raise AvaError(
+                f"bad option {item!r} in --vfm {name!r}; options: prefix=N, size=S, pool=G (e.g. '#prefix=1')"
+            )
+        out[key] = int(value)
+    return out
+
+
+def _first(value: Any) -> int:
+    return int(value[0] if isinstance(value, (list, tuple)) else value)
+
+
+def hf_spec(text: str) -> VFMSpec:
+    """A spec for any transformers vision backbone, read from its config and preprocessor config."""
+    from ava.vfm.weights import locate
+
+    name = f"hf:{text}"
+    source, _, opts = text.partition("#")
+    options = _options(opts, name)
+    where = locate(source, key=name, config_only=True)
+    config = _vision_config(where.path, source)
+    fam = BY_CONFIG.get(type(config).__name__)
+    model_class = fam.model_class if fam else _model_class_of(config, source)
+    if "prefix" in options:
+        prefix = options["prefix"]
+    elif fam is not None:
+        prefix = fam.prefix(config)
+    else:
+        raise AvaError(
+            f"cannot tell how many prefix tokens (CLS, registers) {model_class} puts before its patch tokens; "
+            f"say it: --vfm '{name}#prefix=N'"
+        )
+    mean, std = _normalization(where.path, fam)
+    size = options.get("size") or _first(getattr(config, "image_size", 0) or 0)
+    patch = _first(getattr(config, "patch_size", 0) or 0)
+    if not size or not patch:
+        raise AvaError(f"{source}: its config gives no image_size/patch_size; pass --vfm '{name}#size=S'")
+    return VFMSpec(
+        key=name,
+        model_class=model_class,
+        config_class=type(config).__name__,
+        hub_id=source,
+        image_size=size,
+        patch_size=patch,
+        dim=int(config.hidden_size),
+        prefix_tokens=prefix,
+        prefix_desc=fam.prefix_desc if fam and "prefix" not in options else f"{prefix} (given)",
+        mean=mean,
+        std=std,
+        config=_config_kwargs(config),
+        postprocess=f"pool:{options['pool']}x{options['pool']}" if options.get("pool") else None,
+        title=f"{model_class} from {source}",
+        seed=None,
+    )
+
+
+def _vision_config(path: Path, source: str) -> Any:
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(str(path))
+    except (ValueError, KeyError, OSError) as e:
+        raise AvaError(
+            f"{source} is not a native transformers checkpoint ({str(e).splitlines()[0]}); convert it first"
+        ) from e
+    if type(config).__name__ not in BY_CONFIG and getattr(config, "vision_config", None) is not None:
+        return config.vision_config  # a CLIP/SigLIP/SAM-style composite: its vision tower
+    return config
+
+
+def _model_class_of(config: Any, source: str) -> str:
+    from transformers import MODEL_MAPPING
+
+    try:
+        return MODEL_MAPPING[type(config)].__name__
+    except KeyError as e:
+        raise AvaError(f"{source}: transformers has no base model for {type(config).__name__}") from e
+
+
+def _normalization(path: Path, fam: Any) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """Mean/std from the checkpoint's preprocessor_config.json, else the class's usual ones."""
+    if fam is not None and fam.internal_norm:
+        return IDENTITY_MEAN, IDENTITY_STD
+    file = path / "preprocessor_config.json"
+    if file.is_file():
+        data = json.loads(file.read_text())
+        if data.get("image_mean") and data.get("image_std") and data.get("do_normalize", True):
+            return tuple(map(float, data["image_mean"])), tuple(map(float, data["image_std"]))
+    return (fam.mean, fam.std) if fam is not None else (HALF, HALF)
+
+
+def _config_kwargs(config: Any) -> dict[str, Any]:
+    data = config.to_dict()
+    for key in ("transformers_version", "architectures", "_name_or_path", "model_type", "dtype", "torch_dtype"):
+        data.pop(key, None)
+    return data
