@@ -106,3 +106,15 @@ def test_split_cli(tmp_path: Path) -> None:
     assert isinstance(again.exception, AvaError)
     with pytest.raises(AvaError, match="between 0 and 1"):
         split_dataset(root, test_frac=1.5, force=True)
+
+
+def test_small_abilities_still_get_their_test_fraction() -> None:
+    # 20 counts seen once each: no stratum can be split 80/20, but the ability still gets 4 test samples
+    samples = [_sample("counting", f"c{i}", {"value": i + 1}) for i in range(20)]
+    assign_splits(samples, test_frac=0.2, seed=0)
+    assert sum(s.split == "test" for s in samples) == 4
+    # a stratum that can keep a train sample is preferred over a singleton
+    samples = [_sample("counting", f"a{i}", {"value": 1}) for i in range(3)] + [_sample("counting", "b", {"value": 2})]
+    assign_splits(samples, test_frac=0.2, seed=0)
+    assert [s.split for s in samples if s.truth["value"] == 2] == ["train"]
+    assert sum(s.split == "test" for s in samples) == 1

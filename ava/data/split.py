@@ -4,9 +4,8 @@ The release publishes only train data, and the paper splits every ability 80/20 
 or answer bin, so every test class or bin also appears in train. :func:`assign_splits` does that:
 inside each stratum (see :func:`stratum`), samples are ordered by ``sha256(seed, ava, id)``, which
 depends on nothing but the sample itself, so the split is the same whatever order the samples come
-in, and adding a sample never moves another one between strata. The first ``round(n * test_frac)``
-samples of a stratum go to test, but at most ``n - 1``: a stratum of 1 goes to train, and every
-stratum of 2 or more keeps a train sample. The synthetic suite uses the same functions. Box-area
+in, and adding a sample never moves another one between strata. The first samples of each stratum in
+that order go to test; :func:`assign_splits` says how many. The synthetic suite uses the same functions. Box-area
 and text-length bins are the paper's subgroup bins (``ava.abilities.subgroups``), so every reported
 subgroup is split 80/20 too.
 """
@@ -73,17 +72,46 @@ def _order_key(sample: Sample, seed: int) -> str:
 
 
 def assign_splits(samples: list[Sample], *, test_frac: float = 0.2, seed: int = 0) -> None:
-    """Set ``sample.split`` in place: 80/20 (``test_frac``) within every stratum, deterministic."""
+    """Set ``sample.split`` in place: 80/20 (``test_frac``) within every stratum, deterministic.
+
+    Each ability gets ``round(n * test_frac)`` test samples in all. Every stratum first gets
+    ``floor(n_s * test_frac)``; the rest go one each to the strata with the largest remainders (ties in
+    hash order), preferring strata that keep a train sample. So a large dataset is split 80/20 inside
+    every class or bin, and a small one (few samples per bin, e.g. a synthetic smoke run) still has its
+    test fraction, at the price of some test bins without a train sample.
+    """
     if not 0.0 <= test_frac < 1.0:
         raise AvaError(f"test fraction must be in [0, 1), got {test_frac}")
-    strata: dict[str, list[Sample]] = defaultdict(list)
+    by_ava: dict[str, dict[str, list[Sample]]] = defaultdict(lambda: defaultdict(list))
     for s in samples:
-        strata[stratum(s)].append(s)
-    for members in strata.values():
-        members.sort(key=lambda s: _order_key(s, seed))
-        n_test = min(math.floor(len(members) * test_frac + 0.5), len(members) - 1)
-        for i, s in enumerate(members):
-            s.split = "test" if i < n_test else "train"
+        by_ava[s.ava][stratum(s)].append(s)
+    for strata in by_ava.values():
+        n_test = _apportion(strata, test_frac, seed)
+        for name, members in strata.items():
+            members.sort(key=lambda s: _order_key(s, seed))
+            for i, s in enumerate(members):
+                s.split = "test" if i < n_test[name] else "train"
+
+
+def _apportion(strata: dict[str, list[Sample]], test_frac: float, seed: int) -> dict[str, int]:
+    """Test samples per stratum: largest-remainder apportionment of the ability's test total."""
+    total = math.floor(sum(len(m) for m in strata.values()) * test_frac + 0.5)
+    n_test = {name: math.floor(len(m) * test_frac) for name, m in strata.items()}
+    left = total - sum(n_test.values())
+
+    def priority(name: str) -> tuple[bool, float, str]:
+        n = len(strata[name])
+        keeps_train = n - n_test[name] >= 2
+        tie = hashlib.sha256(f"{seed}\0{name}".encode()).hexdigest()
+        return (not keeps_train, -(n * test_frac - n_test[name]), tie)
+
+    for name in sorted(strata, key=priority):
+        if left <= 0:
+            break
+        if n_test[name] < len(strata[name]):
+            n_test[name] += 1
+            left -= 1
+    return n_test
 
 
 def split_dataset(
