@@ -1,0 +1,30 @@
+"""The compressed Zarr feature cache: extract frozen-VFM patch features once, read them by image sha256.
+
+Layout and key: :mod:`ava.cache.store`; codecs: :mod:`ava.cache.codecs`; extraction pipeline:
+:mod:`ava.cache.extraction`; reading: :mod:`ava.cache.reader`; ``ls``/``info``/``verify``:
+:mod:`ava.cache.inspect`.
+"""
+
+from ava.cache.codecs import CODECS, Codec, get_codec
+from ava.cache.extraction import ExtractConfig, extract
+from ava.cache.inspect import cache_info, content_digest, list_cache, verify_cache
+from ava.cache.reader import FeatureCache, FeatureDataset, open_cache
+from ava.cache.store import FORMAT_VERSION, CacheError, CacheGroup
+
+__all__ = [
+    "CODECS",
+    "FORMAT_VERSION",
+    "CacheError",
+    "CacheGroup",
+    "Codec",
+    "ExtractConfig",
+    "FeatureCache",
+    "FeatureDataset",
+    "cache_info",
+    "content_digest",
+    "extract",
+    "get_codec",
+    "list_cache",
+    "open_cache",
+    "verify_cache",
+]

@@ -1,7 +1,193 @@
-"""`ava cache` commands."""
+"""`ava cache` commands: extract, ls, info, verify."""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 
 app = typer.Typer(no_args_is_help=True)
+
+MAX_ERRORS_SHOWN = 10
+
+
+def _split_list(values: list[str] | None) -> list[str] | None:
+    if not values:
+        return None
+    return [v.strip() for item in values for v in item.split(",") if v.strip()]
+
+
+def _parse_layers(text: str | None) -> tuple[int, ...] | None:
+    if text is None:
+        return None
+    from ava.errors import AvaError
+
+    try:
+        return tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError as e:
+        raise AvaError(f"--layers {text!r}: give comma-separated integers, e.g. -2 or -2,-1") from e
+
+
+@app.command("extract")
+def extract_cmd(
+    vfm: Annotated[
+        str | None, typer.Option(help="VFM registry key or hf:<hub-id-or-dir> (see `ava vfm list`).")
+    ] = None,
+    data: Annotated[Path | None, typer.Option(help="Dataset directory.")] = None,
+    cache: Annotated[Path | None, typer.Option(help="Cache directory (a Zarr store; created if absent).")] = None,
+    ava: Annotated[
+        list[str] | None, typer.Option(help="Abilities to extract (repeat or comma-separate; default all).")
+    ] = None,
+    split: Annotated[str | None, typer.Option(help="Only images of this split: train or test (default both).")] = None,
+    codec: Annotated[str | None, typer.Option(help="fp16 (default), bf16 or int8.")] = None,
+    layers: Annotated[str | None, typer.Option(help="Hidden layer(s), comma-separated; default -2.")] = None,
+    batch_size: Annotated[int | None, typer.Option(help="Images per forward pass (default 32).")] = None,
+    device: Annotated[str | None, typer.Option(help="auto, cpu or cuda.")] = None,
+    dtype: Annotated[str | None, typer.Option(help="Forward dtype: fp32 (default), bf16 or fp16.")] = None,
+    num_workers: Annotated[int | None, typer.Option(help="DataLoader workers decoding images (default 0).")] = None,
+    preprocess: Annotated[str | None, typer.Option(help="pad (pad to square, default) or processor.")] = None,
+    shard_size: Annotated[int | None, typer.Option(help="Images per shard (default 64).")] = None,
+    key: Annotated[str | None, typer.Option(help="Fixed group name instead of the spec hash.")] = None,
+    config: Annotated[Path | None, typer.Option(help="TOML file with any of these options.")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+) -> None:
+    """Extract frozen-VFM features of a dataset's images into the compressed cache.
+
+    Resumable: re-running skips finished rows. Under torchrun each rank writes its own shards.
+    Images that cannot be read are listed by sample id and the exit code is 1.
+    """
+    from rich.console import Console
+
+    from ava.cache import ExtractConfig, extract
+    from ava.config import load_config
+    from ava.errors import AvaError
+
+    try:
+        cfg = load_config(
+            ExtractConfig,
+            config,
+            vfm=vfm,
+            data=str(data) if data else None,
+            cache=str(cache) if cache else None,
+            ava=_split_list(ava),
+            split=split,
+            codec=codec,
+            layers=_parse_layers(layers),
+            batch_size=batch_size,
+            device=device,
+            dtype=dtype,
+            num_workers=num_workers,
+            preprocess=preprocess,
+            shard_size=shard_size,
+            key=key,
+            progress=False if quiet else None,
+        )
+    except TypeError as e:  # a required field given neither as an option nor in --config
+        raise AvaError(f"--vfm, --data and --cache are required (as options or in --config): {e}") from e
+    summary = extract(cfg)
+    console, err = Console(), Console(stderr=True)
+    if summary["rank"] == 0:
+        who = f" by rank 0 of {summary['world_size']}" if summary["world_size"] > 1 else ""
+        console.print(
+            f"cache {summary['cache']} group {summary['key']} ({summary['vfm']}, {summary['codec']}): "
+            f"{summary['extracted']} extracted{who}, {summary['already_done']} already done, "
+            f"{len(summary['failed'])} failed, {summary['images_per_s']} img/s",
+            highlight=False,
+        )
+    for msg in summary["failed"][:MAX_ERRORS_SHOWN]:
+        err.print(f"[red]failed[/] {msg}", highlight=False)
+    if summary["failed"]:
+        raise typer.Exit(1)
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if n < 1024 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def _table(groups: list[dict[str, Any]], title: str, digest: bool) -> Any:
+    from rich.table import Table
+
+    table = Table(title=title)
+    cols = ["key", "vfm", "codec", "dtype", "layers", "T x D", "done/rows", "on disk", "vs fp16"]
+    for col in cols + (["digest"] if digest else []):
+        table.add_column(col, no_wrap=col in ("key", "vfm", "done/rows", "digest"))
+    for g in groups:
+        vfm = g["vfm"] + (" (random)" if g["random_weights"] else "")
+        ratio = f"{g['ratio_to_fp16']:.2f}x" if g["ratio_to_fp16"] is not None else "-"
+        row = [
+            g["key"],
+            vfm,
+            g["codec"],
+            g["dtype"],
+            ",".join(map(str, g["layers"])),
+            f"{g['num_tokens']} x {g['dim']}",
+            f"{g['rows_done']}/{g['rows']}",
+            _size(g["bytes"]),
+            ratio,
+        ]
+        table.add_row(*row, *([g["digest"][:16]] if digest else []))
+    return table
+
+
+@app.command("ls")
+def ls(cache: Annotated[Path, typer.Argument(help="Cache directory.")]) -> None:
+    """List the cache groups (one per VFM and spec) with their progress."""
+    from rich.console import Console
+
+    from ava.cache import list_cache
+
+    Console().print(_table(list_cache(cache), str(cache), digest=False))
+
+
+@app.command("info")
+def info(
+    cache: Annotated[Path, typer.Argument(help="Cache directory.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON (with each group's full spec).")] = False,
+    digest: Annotated[bool, typer.Option(help="Compute the content digest (reads every finished row).")] = True,
+) -> None:
+    """Rows, bytes on disk, ratio to raw fp16, codec and content digest of every cache group."""
+    from rich.console import Console
+
+    from ava.cache import cache_info
+
+    result = cache_info(cache, digest=digest, progress=not as_json)
+    if as_json:
+        typer.echo(json.dumps(result, indent=2))
+        return
+    console = Console()
+    console.print(_table(result["groups"], f"{cache} ({_size(result['bytes'])})", digest=digest))
+    for g in result["groups"] if digest else []:
+        console.print(f"{g['key']} digest {g['digest']}", highlight=False, soft_wrap=True)
+
+
+@app.command("verify")
+def verify(
+    cache: Annotated[Path, typer.Argument(help="Cache directory.")],
+    data: Annotated[
+        Path | None, typer.Option(help="Also check every image of this dataset is present and done.")
+    ] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+) -> None:
+    """Check the cache: spec consistent, every row done, no NaN/inf, and every image of --data present.
+
+    Exit code 1 when any problem is found.
+    """
+    from rich.console import Console
+
+    from ava.cache import verify_cache
+
+    report = verify_cache(cache, data=data, progress=not quiet)
+    console = Console()
+    for key, g in report["groups"].items():
+        status = "[green]ok[/]" if not g["problems"] else f"[red]{len(g['problems'])} problem(s)[/]"
+        console.print(f"{key} ({g['vfm']}): {status}")
+    for p in report["problems"]:
+        Console(stderr=True).print(f"[red]problem[/] {p}", highlight=False)
+    if not report["ok"]:
+        raise typer.Exit(1)

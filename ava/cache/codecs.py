@@ -1,0 +1,105 @@
+"""How feature values are stored: one registry of codecs, each a lossy or exact map float -> stored arrays.
+
+Every codec stores one array of values shaped like the features ``[N, T, D]`` (zstd-compressed by Zarr)
+and, for ``int8``, a sibling array of per-token scales ``[N, T]``.
+
+- ``fp16`` (default): IEEE half precision. Exact for features already computed in fp16; from fp32 it is
+  the usual round-to-nearest-even. Values beyond +-65504 would become inf, so encoding refuses them
+  (use ``bf16`` for such models).
+- ``bf16``: bfloat16 stored as its raw 16 bits in a ``uint16`` array (Zarr v3 has no bfloat16 type);
+  decode by shifting the bits into the top half of a float32. Same range as fp32, 8 bits of mantissa.
+- ``int8``: per-token symmetric quantization: ``scale = max|x| / 127`` over the D values of a token,
+  ``q = round(x / scale)``. The absolute error of a value is at most ``scale / 2`` (plus the fp32
+  rounding of the scale), i.e. at most 1/254 of that token's largest magnitude.
+
+Encoding takes a torch tensor on any device (so quantization runs on the GPU next to the forward pass)
+and returns numpy arrays; decoding takes numpy and returns float32 numpy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ava.errors import AvaError
+from ava.registry import Registry
+
+if TYPE_CHECKING:
+    import torch
+
+ZSTD_LEVEL = 3
+
+
+@dataclass(frozen=True)
+class Codec:
+    """Base codec: subclasses define ``encode`` and ``decode``."""
+
+    name: str
+    storage_dtype: str  # numpy dtype of the stored values
+    has_scale: bool
+    description: str
+
+    def encode(self, x: torch.Tensor) -> tuple[np.ndarray, np.ndarray | None]:
+        """``x [..., T, D]`` float -> (stored values, per-token scales or None)."""
+        raise NotImplementedError
+
+    def decode(self, values: np.ndarray, scale: np.ndarray | None) -> np.ndarray:
+        """Stored arrays -> float32 values of the same shape."""
+        raise NotImplementedError
+
+    def compressors(self) -> Any:
+        import zarr.codecs
+
+        return zarr.codecs.ZstdCodec(level=ZSTD_LEVEL)
+
+
+class Fp16Codec(Codec):
+    def encode(self, x: torch.Tensor) -> tuple[np.ndarray, None]:
+        import torch
+
+        half = x.to(torch.float16)
+        if not torch.isfinite(half).all() and torch.isfinite(x).all():
+            big = x.abs().max().item()
+            raise AvaError(f"features reach {big:.4g}, beyond the fp16 range (65504): use --codec bf16 or int8")
+        return half.cpu().numpy(), None
+
+    def decode(self, values: np.ndarray, scale: np.ndarray | None) -> np.ndarray:
+        return values.astype(np.float32)
+
+
+class Bf16Codec(Codec):
+    def encode(self, x: torch.Tensor) -> tuple[np.ndarray, None]:
+        import torch
+
+        bits = x.to(torch.bfloat16).view(torch.int16).cpu().numpy()
+        return bits.view(np.uint16), None
+
+    def decode(self, values: np.ndarray, scale: np.ndarray | None) -> np.ndarray:
+        return (values.astype(np.uint32) << 16).view(np.float32)
+
+
+class Int8Codec(Codec):
+    def encode(self, x: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+        import torch
+
+        x = x.float()
+        scale = x.abs().amax(dim=-1) / 127.0
+        safe = torch.where(scale > 0, scale, torch.ones_like(scale))
+        q = torch.round(x / safe.unsqueeze(-1)).clamp_(-127, 127).to(torch.int8)
+        return q.cpu().numpy(), scale.cpu().numpy().astype(np.float32)
+
+    def decode(self, values: np.ndarray, scale: np.ndarray | None) -> np.ndarray:
+        assert scale is not None
+        return values.astype(np.float32) * scale[..., None].astype(np.float32)
+
+
+CODECS: Registry[Codec] = Registry("codec")
+CODECS.register("fp16", Fp16Codec("fp16", "float16", False, "IEEE half precision, zstd (default)"))
+CODECS.register("bf16", Bf16Codec("bf16", "uint16", False, "bfloat16 stored as raw uint16 bits, zstd"))
+CODECS.register("int8", Int8Codec("int8", "int8", True, "per-token symmetric int8 + fp32 scale per token, zstd"))
+
+
+def get_codec(name: str) -> Codec:
+    return CODECS.get(name)

@@ -1,0 +1,436 @@
+"""`ava cache extract`: compute frozen-VFM features of a dataset's images once, store them compressed.
+
+The pipeline overlaps three stages: DataLoader workers decode and preprocess images (through
+``FrozenVFM.preprocess``, the one preprocessing function shared with the online path), the main thread
+runs the forward pass (no grad; autocast on CUDA for bf16/fp16) and encodes with the codec on the
+device, and a background thread writes whole shards (Zarr compresses them) and then marks their rows
+done. Re-running skips done rows; a kill loses at most the shards in flight.
+
+Under ``torchrun`` every rank computes the same row assignment (from the sorted sha256 list), rank 0
+grows the store, and rank r writes the shards ``s`` with ``s % world_size == r``: whole shards, so no
+two processes ever write the same shard file, and batches never cross a shard boundary, so the bytes
+are the same as those of a single-process run.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from ava.cache.codecs import get_codec
+from ava.cache.store import (
+    DEFAULT_SHARD_SIZE,
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    CacheGroup,
+    add_rows,
+    create_group,
+)
+from ava.data.format import SPLITS, Dataset
+from ava.errors import AvaError
+
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+@dataclass
+class ExtractConfig:
+    """What to extract: the VFM, the data (optionally some abilities / one split), where, and how."""
+
+    vfm: str
+    data: str
+    cache: str
+    ava: list[str] | None = None
+    split: str | None = None
+    codec: str = "fp16"
+    layers: tuple[int, ...] = (-2,)
+    batch_size: int = 32
+    device: str = "auto"
+    dtype: str = "fp32"
+    num_workers: int = 0
+    preprocess: str = "pad"
+    progress: bool = True
+    shard_size: int = DEFAULT_SHARD_SIZE  # images per shard: the unit of writing, resuming and rank ownership
+    key: str | None = None  # a fixed group name instead of the spec hash (refused if its spec differs)
+
+
+@dataclass
+class _Dist:
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+    initialized_here: bool = False
+
+    def barrier(self) -> None:
+        if self.world > 1:
+            torch.distributed.barrier()
+
+    def share(self, obj: Any) -> Any:
+        """Rank 0's ``obj`` on every rank."""
+        if self.world == 1:
+            return obj
+        box = [obj]
+        torch.distributed.broadcast_object_list(box, src=0)
+        return box[0]
+
+    def close(self) -> None:
+        if self.initialized_here:
+            torch.distributed.destroy_process_group()
+
+
+def _init_dist(cuda: bool) -> _Dist:
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return _Dist()
+    import torch.distributed as dist
+
+    here, local_rank = False, int(os.environ.get("LOCAL_RANK", "0"))
+    if cuda:
+        torch.cuda.set_device(local_rank)  # NCCL collectives use the current device
+    if not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if cuda else "gloo")
+        here = True
+    return _Dist(dist.get_rank(), dist.get_world_size(), local_rank, here)
+
+
+def resolve_device(device: str, local_rank: int = 0) -> torch.device:
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda":
+        if not torch.cuda.is_available():
+            raise AvaError("--device cuda was asked for but torch sees no CUDA device; use --device cpu")
+        device = f"cuda:{local_rank}"
+    try:
+        return torch.device(device)
+    except RuntimeError as e:
+        raise AvaError(f"--device {device!r}: {e}; use auto, cpu or cuda") from e
+
+
+@dataclass
+class _Image:
+    path: str
+    sample_ids: list[str] = field(default_factory=list)
+
+
+def collect_images(data: str | os.PathLike[str], ava: list[str] | None, split: str | None) -> dict[str, _Image]:
+    """The distinct images (by sha256) of the selected samples, with the ids of the samples using each."""
+    if split is not None and split not in SPLITS:
+        raise AvaError(f"--split {split!r}: must be one of {', '.join(SPLITS)}")
+    ds = Dataset(data)
+    if ava:
+        from ava.abilities import ABILITIES
+
+        # a sample file that is not an ability (``captions``, see ava/heads/llm/align.py) is taken as named
+        ava = [a if a not in ABILITIES and (ds.root / "samples" / f"{a}.jsonl").is_file() else ABILITIES.canonical(a)
+               for a in ava]  # fmt: skip
+    images: dict[str, _Image] = {}
+    for s in ds.samples(ava, split):
+        images.setdefault(s.image_sha256, _Image(s.image)).sample_ids.append(f"{s.ava}/{s.id}")
+    if not images:
+        raise AvaError(f"{data}: no samples match --ava {ava or 'all'} --split {split or 'any'}")
+    return images
+
+
+def build_spec(vfm: Any, name: str, config: ExtractConfig) -> dict[str, Any]:
+    """The resolved spec stored in the group's attrs; its key fields define the cache key."""
+    ident = vfm.identity()
+    return {
+        "format": FORMAT_NAME,
+        "format_version": FORMAT_VERSION,
+        "vfm": name,
+        "requested": config.vfm,  # the name the user gave (an alias, hf:...); not part of the key
+        "identity": ident,
+        "preprocess": ident.get("preprocess", config.preprocess),
+        "layers": [int(la) for la in vfm.layers],
+        "prefix_policy": ident.get("prefix_policy", ident.get("prefix_tokens")),
+        "dtype": config.dtype,
+        "codec": config.codec,
+        "num_tokens": int(vfm.num_tokens),
+        "dim": int(vfm.dim),
+        "grid": [int(g) for g in vfm.grid],
+        "random_weights": bool(vfm.random_weights),
+    }
+
+
+class _ImageSet(torch.utils.data.Dataset):
+    """Rows to compute; an item is (row, preprocessed tensor or None, error message or None)."""
+
+    def __init__(self, data: Dataset, items: list[tuple[int, _Image]], preprocess: Any) -> None:
+        self.data, self.items, self.preprocess = data, items, preprocess
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, i: int) -> tuple[int, torch.Tensor | None, str | None]:
+        row, img = self.items[i]
+        path = self.data.image_path(img.path)
+        try:
+            return row, self.preprocess(self.data.load_image(img.path)), None
+        except Exception as e:  # any decode/preprocess failure is reported by sample, not fatal
+            return row, None, f"sample(s) {', '.join(img.sample_ids[:5])}: image {path} failed: {e}"
+
+
+def _collate(items: list[tuple[int, torch.Tensor | None, str | None]]) -> dict[str, Any]:
+    ok = [(r, x) for r, x, _ in items if x is not None]
+    return {
+        "rows": [r for r, _ in ok],
+        "pixels": torch.stack([x for _, x in ok]) if ok else None,
+        "failed": [(r, e) for r, x, e in items if x is None],
+    }
+
+
+def _batches(rows: list[int], shard_size: int, batch_size: int) -> list[list[int]]:
+    """Positions into ``rows`` (sorted) grouped in batches that never cross a shard boundary."""
+    out: list[list[int]] = []
+    for i, row in enumerate(rows):
+        if out and len(out[-1]) < batch_size and rows[out[-1][0]] // shard_size == row // shard_size:
+            out[-1].append(i)
+        else:
+            out.append([i])
+    return out
+
+
+class _Writer(threading.Thread):
+    """Writes finished shards in the background: values first, then the done flags of their rows."""
+
+    def __init__(self, group: CacheGroup) -> None:
+        super().__init__(daemon=True, name="ava-cache-writer")
+        self.group = group
+        self.jobs: queue.Queue[tuple[int, dict[int, list]] | None] = queue.Queue(maxsize=2)
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        while (job := self.jobs.get()) is not None:
+            if self.error is None:
+                try:
+                    write_shard(self.group, *job)
+                except BaseException as e:  # re-raised in the main thread
+                    self.error = e
+
+    def put(self, job: tuple[int, dict[int, list]] | None) -> None:
+        self.check()
+        self.jobs.put(job)
+
+    def check(self) -> None:
+        if self.error is not None:
+            raise self.error
+
+
+def write_shard(group: CacheGroup, shard: int, results: dict[int, list[tuple[np.ndarray, np.ndarray | None]]]) -> None:
+    """Write one whole shard: rows already done are kept, new rows replace the rest; then mark done."""
+    if not results:  # every pending image of the shard failed: nothing to write
+        return
+    rows = group.shard_rows(shard)
+    lo, hi = rows.start, rows.stop
+    done = np.asarray(group.done[lo:hi], dtype=bool)
+    new = np.zeros(hi - lo, dtype=bool)
+    new[[r - lo for r in results]] = True
+    keep = done & ~new
+    for li, layer in enumerate(group.layers):
+        targets = [(group.features(layer), 0)]
+        if group.codec.has_scale:
+            targets.append((group.scales(layer), 1))
+        for arr, part in targets:
+            block = arr[lo:hi] if keep.any() else np.zeros((hi - lo, *arr.shape[1:]), dtype=arr.dtype)
+            for r, per_layer in results.items():
+                block[r - lo] = per_layer[li][part]
+            arr[lo:hi] = block
+    if new.any():
+        group.done[lo:hi] = done | new
+
+
+def _forward(vfm: Any, pixels: torch.Tensor, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+    pixels = pixels.to(device, non_blocking=True)
+    autocast = device.type == "cuda" and dtype != torch.float32
+    ctx = torch.autocast(device.type, dtype=dtype) if autocast else nullcontext()
+    with torch.no_grad(), ctx:
+        return vfm(pixels if autocast else pixels.to(dtype))
+
+
+class _Rate:
+    """Images per second over the whole run, for the progress bar and the summary."""
+
+    def __init__(self) -> None:
+        self.start, self.n = time.perf_counter(), 0
+
+    def add(self, n: int) -> float:
+        self.n += n
+        return self.n / max(time.perf_counter() - self.start, 1e-9)
+
+
+def _progress(enabled: bool, total: int, done: int) -> Any:
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]:.1f} img/s"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    )
+    progress = Progress(*columns, disable=not enabled)
+    task = progress.add_task("extract", total=total, completed=done, rate=0.0)
+    return progress, task
+
+
+def _prepare(config: ExtractConfig, vfm: Any, name: str, shas: list[str], dist: _Dist) -> CacheGroup:
+    """Rank 0 opens or creates the group and indexes new images; every rank then opens the same group."""
+    message, key = None, None
+    if dist.rank == 0:
+        try:
+            group = create_group(
+                config.cache, build_spec(vfm, name, config), key=config.key, shard_size=config.shard_size
+            )
+            add_rows(group, shas)
+            key = group.key
+        except AvaError as e:
+            message = str(e)
+    message, key = dist.share((message, key))
+    if message is not None:
+        raise AvaError(message)
+    return CacheGroup.open(config.cache, key, writable=True)
+
+
+def _vfm_name(vfm: Any, fallback: str) -> str:
+    return str(getattr(vfm.spec, "key", None) or getattr(vfm.spec, "name", None) or fallback)
+
+
+def extract(config: ExtractConfig) -> dict[str, Any]:
+    """Extract (or finish extracting) the features of the selected images; returns a summary.
+
+    ``summary["failed"]`` lists the images that could not be read (by sample id and file); their rows
+    stay not done, so a later run retries them.
+    """
+    from ava.vfm import load_vfm
+
+    if config.dtype not in DTYPES:
+        raise AvaError(f"--dtype {config.dtype!r}: must be one of {', '.join(DTYPES)}")
+    get_codec(config.codec)  # unknown codec: fail before loading anything
+    if config.batch_size < 1:
+        raise AvaError(f"--batch-size must be >= 1, got {config.batch_size}")
+    images = collect_images(config.data, config.ava, config.split)
+    want_cuda = config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available())
+    dist = _init_dist(want_cuda)
+    try:
+        device = resolve_device(config.device, dist.local_rank)
+        vfm = load_vfm(
+            config.vfm,
+            device=str(device),
+            dtype=DTYPES[config.dtype],
+            preprocess=config.preprocess,
+            layers=tuple(config.layers),
+        )
+        vfm.eval()
+        group = _prepare(config, vfm, _vfm_name(vfm, config.vfm), sorted(images), dist)
+        summary = _run(config, vfm, group, images, device, dist)
+        dist.barrier()
+        return summary
+    finally:
+        dist.close()
+
+
+def _pending(group: CacheGroup, images: dict[str, _Image], dist: _Dist) -> tuple[list[int], int]:
+    """Rows of the selected images that this rank must compute, and how many selected rows are done."""
+    index, done = group.index(), group.done_mask()
+    rows = sorted(index[sha] for sha in images)
+    todo = [r for r in rows if not done[r] and (r // group.shard_size) % dist.world == dist.rank]
+    return todo, int(done[rows].sum())
+
+
+def _loader(
+    config: ExtractConfig, vfm: Any, group: CacheGroup, images: dict[str, _Image], todo: list[int], device: torch.device
+) -> torch.utils.data.DataLoader:
+    rows_sha = group.rows()
+    items = [(r, images[rows_sha[r]]) for r in todo]
+    return torch.utils.data.DataLoader(
+        _ImageSet(Dataset(config.data), items, vfm.preprocess),
+        batch_sampler=_batches(todo, group.shard_size, config.batch_size),
+        num_workers=config.num_workers,
+        collate_fn=_collate,
+        pin_memory=device.type == "cuda",
+        prefetch_factor=4 if config.num_workers else None,
+    )
+
+
+def _run(
+    config: ExtractConfig, vfm: Any, group: CacheGroup, images: dict[str, _Image], device: torch.device, dist: _Dist
+) -> dict[str, Any]:
+    todo, already = _pending(group, images, dist)
+    batches = iter(_loader(config, vfm, group, images, todo, device))  # workers fork here, before any thread starts
+    remaining: dict[int, set[int]] = {}
+    for r in todo:
+        remaining.setdefault(r // group.shard_size, set()).add(r)
+    writer = _Writer(group)
+    writer.start()
+    rate, failed, results = _Rate(), [], {}
+    progress, task = _progress(config.progress and dist.rank == 0, len(todo), 0)
+    try:
+        with progress:
+            for batch in batches:
+                _compute(vfm, group, batch, device, DTYPES[config.dtype], results)
+                failed.extend(e for _, e in batch["failed"])
+                for r in batch["rows"] + [r for r, _ in batch["failed"]]:
+                    shard = r // group.shard_size
+                    remaining[shard].discard(r)
+                    if not remaining[shard]:  # the shard is complete: hand it to the writer
+                        rows = [q for q in results if q // group.shard_size == shard]
+                        writer.put((shard, {q: results.pop(q) for q in rows}))
+                n = len(batch["rows"]) + len(batch["failed"])
+                progress.update(task, advance=n, rate=rate.add(n))
+    finally:
+        writer.jobs.put(None)  # finish the shards already handed over, even when interrupted
+        writer.join()
+    writer.check()
+    seconds = time.perf_counter() - rate.start
+    extracted = len(todo) - len(failed)
+    return {
+        "key": group.key,
+        "cache": str(config.cache),
+        "vfm": group.spec["vfm"],
+        "codec": group.spec["codec"],
+        "images": len(images),
+        "already_done": already,
+        "extracted": extracted,
+        "failed": failed,
+        "seconds": round(seconds, 3),
+        "images_per_s": round(extracted / seconds, 2) if seconds > 0 else None,
+        "rank": dist.rank,
+        "world_size": dist.world,
+    }
+
+
+def _compute(
+    vfm: Any,
+    group: CacheGroup,
+    batch: dict[str, Any],
+    device: torch.device,
+    dtype: torch.dtype,
+    results: dict[int, list],
+) -> None:
+    """Forward one batch and encode each layer on the device; results[row] = [(values, scale) per layer]."""
+    if batch["pixels"] is None:
+        return
+    out = _forward(vfm, batch["pixels"], device, dtype)  # [B, L, T, D]
+    if out.ndim != 4 or out.shape[2:] != (group.num_tokens, group.dim) or out.shape[1] != len(group.layers):
+        raise AvaError(
+            f"VFM output {tuple(out.shape)} does not match the cache spec "
+            f"[B, {len(group.layers)}, {group.num_tokens}, {group.dim}]"
+        )
+    encoded = [group.codec.encode(out[:, li]) for li in range(out.shape[1])]
+    for i, row in enumerate(batch["rows"]):
+        results[row] = [(v[i], None if s is None else s[i]) for v, s in encoded]

@@ -1,0 +1,202 @@
+"""`ava cache ls|info|verify`: what a cache holds, a content digest, and an integrity check.
+
+The content digest of a group is independent of row layout, shard size and the number of writers:
+sha256 over the finished rows in sha256 order, each row contributing its image sha256 and the stored
+bytes of every layer (values, then int8 scales). Two extractions of the same images with the same spec
+give the same digest exactly when they stored the same bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ava.cache.store import KEY_FIELDS, CacheGroup, disk_bytes, group_keys, spec_key
+from ava.errors import AvaError
+
+_SHA = re.compile(r"^[0-9a-f]{64}$")
+
+
+def _groups(cache_dir: str | os.PathLike[str]) -> list[CacheGroup]:
+    return [CacheGroup.open(cache_dir, k) for k in group_keys(cache_dir)]
+
+
+def _shards(group: CacheGroup, progress: bool, what: str) -> Iterator[range]:
+    from rich.progress import Progress
+
+    with Progress(disable=not progress, transient=True) as bar:
+        task = bar.add_task(f"{what} {group.key}", total=group.num_shards())
+        for shard in range(group.num_shards()):
+            yield group.shard_rows(shard)
+            bar.advance(task)
+
+
+def _stored(group: CacheGroup, rows: range) -> list[np.ndarray]:
+    """The stored arrays of a run of rows, layer by layer (values, then scales)."""
+    out = []
+    for layer in group.layers:
+        out.append(group.features(layer)[rows.start : rows.stop])
+        scales = group.scales(layer)
+        if scales is not None:
+            out.append(scales[rows.start : rows.stop])
+    return out
+
+
+def content_digest(group: CacheGroup, *, progress: bool = False) -> str:
+    """sha256 of the finished rows' stored bytes, in sha256 order (see the module docstring)."""
+    rows, done = group.rows(), group.done_mask()
+    per_row: dict[str, bytes] = {}
+    for rng in _shards(group, progress, "digest"):
+        arrays = _stored(group, rng)
+        for i, row in enumerate(rng):
+            if done[row]:
+                h = hashlib.sha256(rows[row].encode())
+                for a in arrays:
+                    h.update(np.ascontiguousarray(a[i]).tobytes())
+                per_row[rows[row]] = h.digest()
+    total = hashlib.sha256()
+    for sha in sorted(per_row):
+        total.update(per_row[sha])
+    return total.hexdigest()
+
+
+def group_summary(group: CacheGroup) -> dict[str, Any]:
+    spec = group.spec
+    n, done = len(group.rows()), int(group.done_mask().sum())
+    size = disk_bytes(group.path)
+    raw = done * len(group.layers) * group.num_tokens * group.dim * 2
+    return {
+        "key": group.key,
+        "vfm": spec["vfm"],
+        "codec": spec["codec"],
+        "dtype": spec["dtype"],
+        "layers": list(group.layers),
+        "preprocess": spec.get("preprocess"),
+        "num_tokens": group.num_tokens,
+        "dim": group.dim,
+        "random_weights": bool(spec.get("random_weights", False)),
+        "rows": n,
+        "rows_done": done,
+        "shard_size": group.shard_size,
+        "bytes": size,
+        "ratio_to_fp16": round(size / raw, 4) if raw else None,
+        "bytes_per_value": round(size / (raw / 2), 4) if raw else None,
+    }
+
+
+def list_cache(cache_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """One summary per group (no digest: cheap)."""
+    return [group_summary(g) for g in _groups(cache_dir)]
+
+
+def cache_info(cache_dir: str | os.PathLike[str], *, digest: bool = True, progress: bool = False) -> dict[str, Any]:
+    """Per-group summaries with the content digest of each; ``spec`` is the group's full resolved spec."""
+    groups = []
+    for g in _groups(cache_dir):
+        info = group_summary(g)
+        info["digest"] = content_digest(g, progress=progress) if digest else None
+        info["spec"] = g.spec
+        groups.append(info)
+    return {"cache": str(cache_dir), "bytes": disk_bytes(Path(cache_dir)), "groups": groups}
+
+
+def _check_spec(group: CacheGroup) -> list[str]:
+    problems = []
+    spec = group.spec
+    missing = [k for k in (*KEY_FIELDS, "vfm", "num_tokens", "dim") if k not in spec]
+    if missing:
+        return [f"spec lacks field(s) {missing}"]
+    if group.attrs.get("auto_key") != spec_key(spec):
+        problems.append(f"spec hash {spec_key(spec)} != recorded {group.attrs.get('auto_key')} (attrs edited?)")
+    rows = group.rows()
+    if len(set(rows)) != len(rows):
+        problems.append("rows.json lists an image twice")
+    bad = [r for r in rows if not _SHA.match(r)]
+    if bad:
+        problems.append(f"rows.json has {len(bad)} entries that are not sha256 hex, e.g. {bad[0]!r}")
+    t, d = group.num_tokens, group.dim
+    for name in group.array_names():
+        try:
+            arr = group.array(name)
+        except Exception as e:  # a missing or unreadable array
+            problems.append(f"array {name} cannot be opened: {e}")
+            continue
+        if arr.shape[0] < len(rows):
+            problems.append(f"array {name} has {arr.shape[0]} rows, rows.json {len(rows)}")
+        want = {"done": (), "features": (t, d), "scales": (t,)}[name.split("/")[0]]
+        if tuple(arr.shape[1:]) != want:
+            problems.append(f"array {name} shape {arr.shape} does not match tokens x dim {t} x {d}")
+        if name.startswith("features/") and str(arr.dtype) != group.codec.storage_dtype:
+            problems.append(f"array {name} dtype {arr.dtype} != codec {group.codec.name} ({group.codec.storage_dtype})")
+    return problems
+
+
+def _check_values(group: CacheGroup, progress: bool) -> list[str]:
+    done, rows = group.done_mask(), group.rows()
+    bad: list[str] = []
+    for rng in _shards(group, progress, "verify"):
+        mask = done[rng.start : rng.stop]
+        if not mask.any():
+            continue
+        for layer in group.layers:
+            values = group.features(layer)[rng.start : rng.stop]
+            scales = group.scales(layer)
+            scale = scales[rng.start : rng.stop] if scales is not None else None
+            finite = np.isfinite(group.codec.decode(values, scale)).reshape(len(rng), -1).all(axis=1)
+            bad += [f"row {r} (image {rows[r]}) layer {layer} has NaN/inf" for r in np.asarray(rng)[mask & ~finite]]
+    return bad
+
+
+def _check_data(group: CacheGroup, data: str | os.PathLike[str]) -> list[str]:
+    from ava.data.format import Dataset
+
+    ds = Dataset(data)
+    index, done = group.index(), group.done_mask()
+    lost: dict[str, str] = {}
+    for s in ds.samples():
+        sha = s.image_sha256
+        if sha not in lost and (sha not in index or not done[index[sha]]):
+            lost[sha] = f"{s.ava}/{s.id}"
+    if not lost:
+        return []
+    eg = ", ".join(f"{sid} (image {sha[:12]})" for sha, sid in list(lost.items())[:5])
+    return [f"{len(lost)} image(s) of {data} are not in the cache or not done, e.g. {eg}"]
+
+
+def verify_cache(
+    cache_dir: str | os.PathLike[str], *, data: str | os.PathLike[str] | None = None, progress: bool = False
+) -> dict[str, Any]:
+    """Check every group: spec consistent, every indexed row done, all values finite, and (with ``data``)
+    every image of the dataset present and done. ``ok`` is False if any problem was found."""
+    report: dict[str, Any] = {"cache": str(cache_dir), "groups": {}}
+    try:
+        groups = _groups(cache_dir)
+    except AvaError as e:
+        return {**report, "ok": False, "problems": [str(e)]}
+    if not groups and not group_keys(cache_dir, incomplete=True):
+        return {**report, "ok": False, "problems": [f"{cache_dir} holds no cache group"]}
+    for key in group_keys(cache_dir, incomplete=True):
+        report["groups"][key] = {
+            "vfm": None,
+            "problems": ["group was cut off while being made (no spec); re-run the extraction or delete it"],
+        }
+    for g in groups:
+        problems = _check_spec(g)
+        if not problems:
+            done = g.done_mask()
+            if not done.all():
+                eg = ", ".join(g.rows()[r][:12] for r in np.flatnonzero(~done)[:5])
+                problems.append(f"{int((~done).sum())} of {len(done)} rows are not done, e.g. images {eg}")
+            problems += _check_values(g, progress)
+            if data is not None:
+                problems += _check_data(g, data)
+        report["groups"][g.key] = {"vfm": g.spec.get("vfm"), "problems": problems}
+    report["problems"] = [f"{k}: {p}" for k, v in report["groups"].items() for p in v["problems"]]
+    report["ok"] = not report["problems"]
+    return report

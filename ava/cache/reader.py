@@ -1,0 +1,173 @@
+"""Reading the feature cache: ``open_cache`` -> ``FeatureCache`` (rows by image sha256) and a torch
+``FeatureDataset`` that joins samples with cache rows.
+
+Reads touch only the requested rows: with one image per chunk, Zarr fetches each row's byte range from
+its shard file. Nothing opens a whole array. Zarr handles are opened lazily in each process, so a
+``FeatureDataset`` decodes in DataLoader workers.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ava.cache.store import CacheError, CacheGroup, group_keys
+from ava.errors import AvaError
+
+
+def _read_rows(arr: Any, rows: np.ndarray) -> np.ndarray:
+    """Rows (sorted, unique) of a Zarr array, one slice per run of consecutive rows. Zarr 3.1's integer-array
+    (orthogonal) selection is ~6x slower than slices on sharded arrays, so it is not used."""
+    breaks = np.flatnonzero(np.diff(rows) != 1) + 1
+    runs = np.split(rows, breaks)
+    parts = [arr[int(run[0]) : int(run[-1]) + 1] for run in runs]
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+class FeatureCache:
+    """The features of one cache group (one VFM under one spec), addressed by image sha256."""
+
+    def __init__(self, group: CacheGroup) -> None:
+        self.group = group
+        self.key = group.key
+        spec = group.spec
+        self.identity: dict[str, Any] = spec["identity"]
+        self.spec = spec
+        self.vfm: str = spec["vfm"]
+        self.random_weights: bool = bool(spec.get("random_weights", False))
+        self.num_tokens: int = group.num_tokens
+        self.dim: int = group.dim
+        self.layers: tuple[int, ...] = group.layers
+        self.grid: tuple[int, int] = tuple(spec.get("grid") or (0, 0))  # type: ignore[assignment]
+        self._done: np.ndarray | None = None
+
+    def __repr__(self) -> str:
+        return f"FeatureCache({self.group.path}, vfm={self.vfm!r}, key={self.key!r}, codec={self.spec['codec']!r})"
+
+    @property
+    def done(self) -> np.ndarray:
+        if self._done is None:
+            self._done = self.group.done_mask()
+        return self._done
+
+    def has(self, sha256: str) -> bool:
+        row = self.group.index().get(sha256)
+        return row is not None and bool(self.done[row])
+
+    def missing(self, sha256s: list[str]) -> list[str]:
+        return [s for s in sha256s if not self.has(s)]
+
+    def _layer(self, layer: int | None) -> int:
+        if layer is None:
+            return self.layers[0]
+        if layer not in self.layers:
+            raise AvaError(
+                f"layer {layer} is not in cache {self.key} (layers {list(self.layers)}); "
+                f"extract it with `ava cache extract --vfm {self.vfm} --layers {layer} ...`"
+            )
+        return layer
+
+    def _rows(self, sha256s: list[str]) -> np.ndarray:
+        index = self.group.index()
+        rows = []
+        for sha in sha256s:
+            row = index.get(sha)
+            if row is None or not self.done[row]:
+                raise CacheError(
+                    f"image {sha} is not in cache {self.group.path} (vfm {self.vfm}); "
+                    f"run `ava cache extract --vfm {self.vfm} --data DIR --cache {self.group.path.parent}`"
+                )
+            rows.append(row)
+        return np.asarray(rows, dtype=np.int64)
+
+    def read(self, sha256s: list[str], layer: int | None = None) -> np.ndarray:
+        """Features ``[B, T, D]`` float32 of the given images, in the order given."""
+        layer = self._layer(layer)
+        rows = self._rows(list(sha256s))
+        if len(rows) == 0:
+            return np.zeros((0, self.num_tokens, self.dim), dtype=np.float32)
+        uniq, inverse = np.unique(rows, return_inverse=True)
+        values = _read_rows(self.group.features(layer), uniq)
+        scales = self.group.scales(layer)
+        scale = _read_rows(scales, uniq) if scales is not None else None
+        return self.group.codec.decode(values, scale)[inverse]
+
+    def read_pooled(self, sha256s: list[str], layer: int | None = None) -> np.ndarray:
+        """Mean over tokens ``[B, D]`` float32."""
+        return self.read(sha256s, layer).mean(axis=1)
+
+
+def _describe(group: CacheGroup) -> str:
+    s = group.spec
+    return f"{group.key} (vfm {s['vfm']}, codec {s['codec']}, dtype {s['dtype']}, layers {s['layers']})"
+
+
+def _matches(group: CacheGroup, vfm: str) -> bool:
+    spec = group.spec
+    names = {spec["vfm"], spec.get("requested"), spec.get("identity", {}).get("vfm")} - {None}
+    if vfm in names:
+        return True
+    try:
+        from ava.vfm import VFMS
+
+        return VFMS.canonical(vfm) in names
+    except (AvaError, ImportError, AttributeError):
+        return False
+
+
+def open_cache(cache_dir: str | os.PathLike[str], vfm: str, *, key: str | None = None) -> FeatureCache:
+    """The cache group of ``vfm`` in ``cache_dir``; ``key`` picks one when several specs are stored."""
+    cache_dir = Path(cache_dir)
+    hint = f"`ava cache extract --vfm {vfm} --data DIR --cache {cache_dir}`"
+    if not (cache_dir / "zarr.json").is_file():
+        raise CacheError(f"{cache_dir} holds no feature cache; make it with {hint}")
+    groups = [CacheGroup.open(cache_dir, k) for k in group_keys(cache_dir)]
+    if key is not None:
+        chosen = [g for g in groups if g.key == key]
+        if not chosen:
+            raise CacheError(f"{cache_dir}: no cache group {key!r}; groups: {', '.join(map(_describe, groups))}")
+        if not _matches(chosen[0], vfm):
+            raise CacheError(f"{cache_dir}: group {key!r} holds vfm {chosen[0].spec['vfm']!r}, not {vfm!r}")
+        return FeatureCache(chosen[0])
+    chosen = [g for g in groups if _matches(g, vfm)]
+    if not chosen:
+        known = ", ".join(map(_describe, groups)) or "none"
+        raise CacheError(f"{cache_dir}: no features of vfm {vfm!r} (groups: {known}); run {hint}")
+    if len(chosen) > 1:
+        raise CacheError(
+            f"{cache_dir}: several cache groups hold vfm {vfm!r}: "
+            f"{'; '.join(map(_describe, chosen))}. Keep one spec per --cache directory, "
+            "or open it with open_cache(..., key=KEY)"
+        )
+    return FeatureCache(chosen[0])
+
+
+class FeatureDataset(torch.utils.data.Dataset):
+    """Samples joined with their cache rows; item ``{"features": Tensor[T, D] float32, "index": i}``.
+
+    ``index`` is the position in ``samples``, so a training loop gets the sample's fields from there.
+    Every sample must be in the cache: missing ones are refused up front, naming them.
+    """
+
+    def __init__(self, cache: FeatureCache, samples: list[Any], layer: int | None = None) -> None:
+        self.cache, self.samples, self.layer = cache, list(samples), cache._layer(layer)
+        self.sha256s = [s.image_sha256 for s in self.samples]
+        missing = [s for s, sha in zip(self.samples, self.sha256s, strict=True) if not cache.has(sha)]
+        if missing:
+            ids = ", ".join(f"{s.ava}/{s.id}" for s in missing[:5])
+            raise CacheError(
+                f"{len(missing)} of {len(self.samples)} samples have no features in cache "
+                f"{cache.key} (vfm {cache.vfm}), e.g. {ids}; run `ava cache extract --vfm {cache.vfm} "
+                f"--data DIR --cache {cache.group.path.parent}`"
+            )
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        feats = self.cache.read([self.sha256s[i]], self.layer)[0]
+        return {"features": torch.from_numpy(feats), "index": i}

@@ -1,0 +1,290 @@
+"""The on-disk layout of the feature cache: a Zarr v3 store with one group per cache key.
+
+::
+
+    CACHE/                              # Zarr v3 root group, attrs {"format": "ava-feature-cache", ...}
+      <key>/                            # one group per resolved spec; attrs {"spec": {...}, "key", ...}
+        rows.json                       # row -> image sha256 (the index), written atomically
+        done                            # [N] bool, chunk = one shard: row finished and valid
+        features/<layer>                # [N, T, D] stored values; chunk = 1 image, shard = S images
+        scales/<layer>                  # [N, T] float32 per-token scales (int8 codec only)
+
+The key is a short hash of the canonical JSON of the fields that define the features (``KEY_FIELDS``):
+the VFM's identity (weights, preprocessing, layers, prefix policy...), the dtype of the forward pass,
+the codec and the format version. Extracting the same VFM with another codec or dtype therefore makes a
+new group beside the old one. A key named by the user (``--key``) is fixed: reusing it with a spec that
+differs is refused, naming the differing fields.
+
+Writers own whole shards: a shard (S consecutive rows) is only ever written by one process at a time,
+in one write, then its rows are marked done. Zarr's local store writes every shard file through a
+temporary file and a rename, so a killed writer leaves either the old or the new shard, never a torn one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ava.cache.codecs import Codec, get_codec
+from ava.data.format import atomic_write_text
+from ava.errors import AvaError
+
+FORMAT_NAME = "ava-feature-cache"
+FORMAT_VERSION = 1
+ROWS_FILE = "rows.json"
+DEFAULT_SHARD_SIZE = 64
+_KEY = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]*$")
+KEY_FIELDS = ("identity", "preprocess", "layers", "prefix_policy", "dtype", "codec", "format_version")
+
+
+class CacheError(AvaError, ValueError):
+    """A cache directory or group is missing, inconsistent, or does not match the requested spec."""
+
+
+def canonical_json(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def spec_key(spec: dict[str, Any]) -> str:
+    """Short hash of the fields that define the stored features."""
+    keyed = {k: spec.get(k) for k in KEY_FIELDS}
+    return hashlib.sha256(canonical_json(keyed).encode()).hexdigest()[:12]
+
+
+def _flatten(obj: Any, prefix: str) -> dict[str, Any]:
+    if isinstance(obj, dict):
+        out: dict[str, Any] = {}
+        for k, v in obj.items():
+            out.update(_flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    return {prefix: obj}
+
+
+def spec_diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """Dotted names of the key fields that differ, with both values (``codec: 'fp16' != 'int8'``)."""
+    a = _flatten(json.loads(canonical_json({k: old.get(k) for k in KEY_FIELDS})), "")
+    b = _flatten(json.loads(canonical_json({k: new.get(k) for k in KEY_FIELDS})), "")
+    return [f"{k}: {a.get(k)!r} != {b.get(k)!r}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+
+
+def open_root(cache_dir: str | os.PathLike[str], *, create: bool) -> Any:
+    """The root Zarr group of a cache directory, checked to be an ava feature cache of a known version."""
+    import zarr
+
+    path = Path(cache_dir)
+    if not (path / "zarr.json").is_file():
+        if not create:
+            raise CacheError(f"{path} is not a feature cache (no zarr.json); make one with `ava cache extract`")
+        path.mkdir(parents=True, exist_ok=True)
+        root = zarr.open_group(str(path), mode="a")
+        root.attrs.update({"format": FORMAT_NAME, "format_version": FORMAT_VERSION})
+        return root
+    root = zarr.open_group(str(path), mode="a" if create else "r")
+    attrs = dict(root.attrs)
+    if attrs.get("format") != FORMAT_NAME:
+        raise CacheError(f"{path} is a Zarr store but not an ava feature cache (format={attrs.get('format')!r})")
+    if attrs.get("format_version", 0) > FORMAT_VERSION:
+        raise CacheError(f"{path}: cache format version {attrs['format_version']} is newer than this ava")
+    return root
+
+
+def group_keys(cache_dir: str | os.PathLike[str], *, incomplete: bool = False) -> list[str]:
+    """Names of the groups that hold a spec (or, with ``incomplete``, of those cut off while being made)."""
+    root = open_root(cache_dir, create=False)
+    return sorted(name for name, g in root.groups() if ("spec" in g.attrs) != incomplete)
+
+
+@dataclass
+class CacheGroup:
+    """One cache group opened for reading or writing. Zarr handles are opened lazily and not pickled,
+    so the object can be sent to DataLoader workers."""
+
+    path: Path
+    key: str
+    attrs: dict[str, Any]
+    writable: bool = False
+    _arrays: dict[str, Any] = field(default_factory=dict, repr=False)
+    _rows: list[str] | None = field(default=None, repr=False)
+    _index: dict[str, int] | None = field(default=None, repr=False)
+
+    @classmethod
+    def open(cls, cache_dir: str | os.PathLike[str], key: str, *, writable: bool = False) -> CacheGroup:
+        import zarr
+
+        root = open_root(cache_dir, create=False)
+        if key not in {name for name, _ in root.groups()}:
+            raise CacheError(f"{cache_dir}: no cache group {key!r}; groups: {group_keys(cache_dir)}")
+        attrs = dict(zarr.open_group(str(Path(cache_dir) / key), mode="r").attrs)
+        if "spec" not in attrs:
+            raise CacheError(f"{Path(cache_dir) / key}: not an ava cache group (no spec in its attrs)")
+        return cls(Path(cache_dir) / key, key, attrs, writable)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_arrays"] = {}
+        return state
+
+    # -- spec ---------------------------------------------------------------------------------------
+    @property
+    def spec(self) -> dict[str, Any]:
+        return self.attrs["spec"]
+
+    @property
+    def codec(self) -> Codec:
+        return get_codec(self.spec["codec"])
+
+    @property
+    def layers(self) -> tuple[int, ...]:
+        return tuple(self.spec["layers"])
+
+    @property
+    def shard_size(self) -> int:
+        return int(self.attrs["shard_size"])
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.spec["num_tokens"])
+
+    @property
+    def dim(self) -> int:
+        return int(self.spec["dim"])
+
+    # -- arrays -------------------------------------------------------------------------------------
+    def array(self, name: str) -> Any:
+        if name not in self._arrays:
+            import zarr
+
+            self._arrays[name] = zarr.open_array(str(self.path / name), mode="r+" if self.writable else "r")
+        return self._arrays[name]
+
+    def features(self, layer: int) -> Any:
+        return self.array(f"features/{layer}")
+
+    def scales(self, layer: int) -> Any | None:
+        return self.array(f"scales/{layer}") if self.codec.has_scale else None
+
+    @property
+    def done(self) -> Any:
+        return self.array("done")
+
+    def array_names(self) -> list[str]:
+        names = ["done"] + [f"features/{la}" for la in self.layers]
+        return names + ([f"scales/{la}" for la in self.layers] if self.codec.has_scale else [])
+
+    # -- index --------------------------------------------------------------------------------------
+    def rows(self) -> list[str]:
+        """Image sha256 of each row, in row order."""
+        if self._rows is None:
+            path = self.path / ROWS_FILE
+            self._rows = json.loads(path.read_text()) if path.is_file() else []
+        return self._rows
+
+    def index(self) -> dict[str, int]:
+        if self._index is None:
+            self._index = {sha: i for i, sha in enumerate(self.rows())}
+        return self._index
+
+    def done_mask(self) -> np.ndarray:
+        n = len(self.rows())
+        return np.asarray(self.done[:n], dtype=bool) if n else np.zeros(0, dtype=bool)
+
+    def reload(self) -> None:
+        self._rows = self._index = None
+        self._arrays = {}
+
+    # -- layout -------------------------------------------------------------------------------------
+    def shard_rows(self, shard: int) -> range:
+        n = len(self.rows())
+        return range(shard * self.shard_size, min((shard + 1) * self.shard_size, n))
+
+    def num_shards(self) -> int:
+        return -(-len(self.rows()) // self.shard_size)
+
+
+def create_group(
+    cache_dir: str | os.PathLike[str], spec: dict[str, Any], *, key: str | None = None, shard_size: int = 64
+) -> CacheGroup:
+    """Open the group of ``spec`` (creating the store and group if needed); refuses a differing spec."""
+    import zarr
+
+    root = open_root(cache_dir, create=True)
+    auto = spec_key(spec)
+    key = key or auto
+    if not _KEY.match(key):
+        raise CacheError(f"--key {key!r}: use letters, digits, '.', '_' and '-' only (it names a directory)")
+    existing = {name: dict(g.attrs) for name, g in root.groups()}
+    if key in existing and "spec" in existing[key]:  # a group without a spec was cut off while being made
+        group = CacheGroup.open(cache_dir, key, writable=True)
+        diff = spec_diff(group.spec, spec)
+        if diff:
+            raise CacheError(
+                f"{Path(cache_dir) / key}: cache group {key!r} holds features of another spec; differing fields: "
+                + "; ".join(diff)
+                + ". Use another --key, or leave --key out to get a group of its own."
+            )
+        return group
+    if shard_size < 1:
+        raise CacheError(f"shard size must be >= 1, got {shard_size}")
+    attrs = {"spec": spec, "key": key, "auto_key": auto, "shard_size": shard_size}
+    g = zarr.open_group(str(Path(cache_dir) / key), mode="a")
+    _create_arrays(g, spec, shard_size)
+    g.attrs.update(attrs)  # written last: a group with a spec is complete
+    return CacheGroup(Path(cache_dir) / key, key, attrs, writable=True)
+
+
+def _create_arrays(g: Any, spec: dict[str, Any], shard_size: int) -> None:
+    codec = get_codec(spec["codec"])
+    t, d = int(spec["num_tokens"]), int(spec["dim"])
+    g.create_array("done", shape=(0,), dtype="bool", chunks=(shard_size,), fill_value=False, overwrite=True)
+    for layer in spec["layers"]:
+        g.create_array(
+            f"features/{layer}",
+            shape=(0, t, d),
+            dtype=codec.storage_dtype,
+            chunks=(1, t, d),
+            shards=(shard_size, t, d),
+            compressors=codec.compressors(),
+            fill_value=0,
+            overwrite=True,
+        )
+        if codec.has_scale:
+            g.create_array(
+                f"scales/{layer}",
+                shape=(0, t),
+                dtype="float32",
+                chunks=(1, t),
+                shards=(shard_size, t),
+                compressors=codec.compressors(),
+                fill_value=0,
+                overwrite=True,
+            )
+
+
+def add_rows(group: CacheGroup, shas: list[str]) -> int:
+    """Append the images not yet indexed (sorted by sha, so every rank computes the same rows).
+
+    Arrays are grown before the index is rewritten: a kill in between leaves spare rows, never an
+    index pointing past the arrays. Returns the number of rows added.
+    """
+    known = group.index()
+    new = sorted(set(shas) - set(known))
+    rows = group.rows() + new
+    for name in group.array_names():
+        arr = group.array(name)
+        if arr.shape[0] != len(rows):
+            arr.resize((len(rows), *arr.shape[1:]))
+    if new:
+        atomic_write_text(group.path / ROWS_FILE, json.dumps(rows))
+    group.reload()
+    return len(new)
+
+
+def disk_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())

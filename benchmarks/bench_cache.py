@@ -1,0 +1,256 @@
+"""Feature-cache benchmark: pipeline overhead, bytes per value, read speed and error per codec.
+
+For each model, in one run on one device:
+  1. forward-only images/s: images preprocessed in advance, timed loop of ``vfm(batch)`` (synchronized);
+  2. extraction images/s: ``ava.cache.extract`` end to end (decode + preprocess in DataLoader workers,
+     forward, encode, compress, write) for the same model, batch size and device; the ratio
+     extract/forward is the pipeline's efficiency (1.0 = no overhead beyond the forward pass);
+  3. per codec: bytes on disk per stored value, read MB/s (float32 MB delivered by ``FeatureCache.read`` in
+     random batches of 32) and the error against the fp32 forward (relative RMS; max |error| / token max).
+
+Models: any registry key; ``<key>:random`` builds that real architecture at full size with random weights
+(speed depends on shapes, not weights), e.g. ``siglip:random`` (SigLIP-so400m, 729 x 1152) and
+``dinov2:random`` (DINOv2-L at 384, 729 x 1024).
+
+    python benchmarks/bench_cache.py                                   # CPU, small models
+    python benchmarks/bench_cache.py --device cuda --dtype bf16 --images 512 --batch-size 64 \\
+        --models siglip:random,dinov2:random --num-workers 8
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import io
+import json
+import os
+import platform
+import shutil
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from PIL import Image
+
+from ava.cache import ExtractConfig, extract, open_cache
+from ava.cache.inspect import group_summary
+from ava.data.format import Dataset, DatasetWriter, Sample
+
+CPU_MODELS = "pixels,random-vit,tiny-siglip,tiny-dinov2"
+GPU_MODELS = "siglip:random,dinov2:random"
+
+
+def register_random(name: str) -> str:
+    """``key:random`` -> a registry entry of the full-size architecture with random weights (seed 0)."""
+    from ava.vfm import VFMS
+
+    if not name.endswith(":random"):
+        return name
+    key = name.removesuffix(":random")
+    bench_key = f"{key}-random-bench"
+    if bench_key not in VFMS:
+        VFMS.register(bench_key, replace(VFMS.get(key), key=bench_key, hub_id=None, revision=None, seed=0))
+    return bench_key
+
+
+def make_images(root: Path, n: int, seed: int = 0) -> Path:
+    """``n`` random photos-sized JPEG images (decode cost is part of extraction), one sample each."""
+    rng = np.random.default_rng(seed)
+    with DatasetWriter(root, {"source": "bench"}) as w:
+        for i in range(n):
+            small = rng.integers(0, 256, size=(30, 40, 3), dtype=np.uint8)  # smooth, JPEG-like content
+            image = Image.fromarray(small).resize((640, 480), Image.BILINEAR)
+            buf = io.BytesIO()
+            image.save(buf, format="JPEG", quality=90)
+            rel = w.add_image_bytes(buf.getvalue(), "jpg")
+            w.add_sample(Sample(f"b{i}", "scene", rel, 640, 480, "q", "a", {"index": 0, "text": "a"}, split="test"))
+    return root
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def forward_only(name: str, data: Path, args: argparse.Namespace) -> tuple[float, dict[str, np.ndarray]]:
+    """Images/s of the bare forward pass, and fp32 reference features of the first images (by sha256)."""
+    from ava.cache.extraction import DTYPES, _forward, resolve_device
+    from ava.vfm import load_vfm
+
+    device = resolve_device(args.device)
+    vfm = load_vfm(name, device=str(device), dtype=DTYPES[args.dtype])
+    ds = Dataset(data)
+    samples = ds.samples()
+    pixels = torch.stack([vfm.preprocess(ds.load_image(s)) for s in samples])
+    batches = list(pixels.split(args.batch_size))
+    _forward(vfm, batches[0], device, DTYPES[args.dtype])  # warm-up (kernels, allocator)
+    _sync(device)
+    start = time.perf_counter()
+    for b in batches:
+        _forward(vfm, b, device, DTYPES[args.dtype])
+    _sync(device)
+    ips = len(samples) / (time.perf_counter() - start)
+    ref_vfm = vfm if args.dtype == "fp32" else load_vfm(name, device=str(device), dtype=torch.float32)
+    k = min(args.error_images, len(samples))
+    ref = _forward(ref_vfm, pixels[:k], device, torch.float32)[:, 0].float().cpu().numpy()
+    return ips, {s.image_sha256: ref[i] for i, s in enumerate(samples[:k])}
+
+
+def loader_only(name: str, data: Path, args: argparse.Namespace) -> float:
+    """Images/s of decode + preprocess alone, through the same DataLoader setup extraction uses."""
+    from ava.cache.extraction import _collate, _Image, _ImageSet
+    from ava.vfm import load_vfm
+
+    vfm = load_vfm(name, device="cpu")
+    ds = Dataset(data)
+    items = [(i, _Image(s.image, [s.id])) for i, s in enumerate(ds.samples())]
+    loader = torch.utils.data.DataLoader(
+        _ImageSet(ds, items, vfm.preprocess),
+        batch_size=args.batch_size,
+        num_workers=args.num_workers,
+        collate_fn=_collate,
+    )
+    start = time.perf_counter()
+    for _ in loader:
+        pass
+    return len(items) / (time.perf_counter() - start)
+
+
+def read_speed(cache_dir: Path, name: str, shas: list[str], rounds: int = 2) -> tuple[float, float]:
+    """(float32 MB/s, images/s) of ``FeatureCache.read`` in random batches of 32, fresh handle."""
+    cache = open_cache(cache_dir, name)
+    order = np.random.default_rng(0).permutation(len(shas))
+    start, nbytes, n = time.perf_counter(), 0, 0
+    for _ in range(rounds):
+        for i in range(0, len(order), 32):
+            x = cache.read([shas[j] for j in order[i : i + 32]])
+            nbytes, n = nbytes + x.nbytes, n + len(x)
+    seconds = time.perf_counter() - start
+    return nbytes / 1e6 / seconds, n / seconds
+
+
+def codec_error(cache_dir: Path, name: str, ref: dict[str, np.ndarray]) -> tuple[float, float]:
+    shas = sorted(ref)
+    x = np.stack([ref[s] for s in shas])
+    got = open_cache(cache_dir, name).read(shas)
+    rel_rms = float(np.linalg.norm(got - x) / max(np.linalg.norm(x), 1e-30))
+    token_max = np.abs(x).max(axis=-1, keepdims=True)
+    max_rel = float((np.abs(got - x) / np.maximum(token_max, 1e-30)).max())
+    return rel_rms, max_rel
+
+
+def bench_model(model: str, data: Path, work: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
+    name = register_random(model)
+    fwd_ips, ref = forward_only(name, data, args)
+    load_ips = loader_only(name, data, args)
+    rows = []
+    for codec in args.codecs.split(","):
+        cache_dir = work / f"{name}-{codec}"
+        shutil.rmtree(cache_dir, ignore_errors=True)
+        summary = extract(
+            ExtractConfig(
+                vfm=name,
+                data=str(data),
+                cache=str(cache_dir),
+                codec=codec,
+                batch_size=args.batch_size,
+                device=args.device,
+                dtype=args.dtype,
+                num_workers=args.num_workers,
+                shard_size=args.shard_size,
+                progress=False,
+            )
+        )
+        cache = open_cache(cache_dir, name)
+        info = group_summary(cache.group)
+        shas = sorted({s.image_sha256 for s in Dataset(data).samples()})
+        mbps, read_ips = read_speed(cache_dir, name, shas)
+        rel_rms, max_rel = codec_error(cache_dir, name, ref)
+        rows.append(
+            {
+                "model": model,
+                "tokens_x_dim": f"{cache.num_tokens}x{cache.dim}",
+                "codec": codec,
+                "forward_img_s": round(fwd_ips, 2),
+                "decode_preprocess_img_s": round(load_ips, 2),
+                "extract_img_s": summary["images_per_s"],
+                "extract_over_forward": round(summary["images_per_s"] / fwd_ips, 3),
+                "bytes_per_value": info["bytes_per_value"],
+                "read_mb_s": round(mbps, 1),
+                "read_img_s": round(read_ips, 1),
+                "rel_rms_error": f"{rel_rms:.2e}",
+                "max_error_over_token_max": f"{max_rel:.2e}",
+            }
+        )
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def device_name(device: str) -> str:
+    if device.startswith("cuda") or (device == "auto" and torch.cuda.is_available()):
+        return torch.cuda.get_device_name(0)
+    cpuinfo = Path("/proc/cpuinfo")
+    lines = cpuinfo.read_text().splitlines() if cpuinfo.exists() else []
+    model = next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("model name")), platform.processor())
+    return f"CPU {model} ({os.cpu_count()} cores), torch threads {torch.get_num_threads()}"
+
+
+COLUMNS = "model tokens_x_dim codec forward_img_s decode_preprocess_img_s extract_img_s extract_over_forward"
+COLUMNS += " bytes_per_value read_mb_s rel_rms_error max_error_over_token_max"
+
+
+def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
+    cols = COLUMNS.split()
+    head = (
+        f"Device: {meta['device']}; date {meta['date']}; {meta['images']} images (640x480 JPEG), batch "
+        f"{meta['batch_size']}, dtype {meta['dtype']}, {meta['num_workers']} workers, shard {meta['shard_size']}.\n\n"
+    )
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(str(r[c]) for c in cols) + " |" for r in rows]
+    return head + "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--models", default=None, help=f"comma-separated (default cpu: {CPU_MODELS}; cuda: {GPU_MODELS})")
+    p.add_argument("--images", type=int, default=64)
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--dtype", default="fp32", choices=["fp32", "bf16", "fp16"])
+    p.add_argument("--num-workers", type=int, default=2)
+    p.add_argument("--shard-size", type=int, default=16)
+    p.add_argument("--codecs", default="fp16,bf16,int8")
+    p.add_argument("--error-images", type=int, default=16, help="images compared with the fp32 forward")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    p.add_argument("--json", type=Path, default=None, help="write rows + metadata here")
+    p.add_argument("--workdir", type=Path, default=None, help="where the dataset and caches go (default: a tmp dir)")
+    args = p.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    models = args.models or (GPU_MODELS if args.device.startswith("cuda") else CPU_MODELS)
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="ava-bench-cache-"))
+    data = make_images(work / "data", args.images)
+    rows = [r for m in models.split(",") for r in bench_model(m, data, work, args)]
+    meta = {
+        "device": device_name(args.device),
+        "date": dt.date.today().isoformat(),
+        "images": args.images,
+        "batch_size": args.batch_size,
+        "dtype": args.dtype,
+        "num_workers": args.num_workers,
+        "shard_size": args.shard_size,
+        "torch": torch.__version__,
+    }
+    print(markdown(rows, meta))
+    if args.json:
+        args.json.write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
+    if args.workdir is None:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

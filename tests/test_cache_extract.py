@@ -1,0 +1,166 @@
+"""Extraction and reading: stored features equal the online forward, dedup, resume, bad images, spec refusal."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from ava.cache import ExtractConfig, FeatureDataset, content_digest, extract, open_cache, verify_cache
+from ava.cache import extraction as extract_mod
+from ava.data.format import Dataset
+from ava.errors import AvaError
+from tests._cache_fixtures import corrupt_image, make_dataset
+
+torch.set_num_threads(1)
+VFM = "tiny-dinov2"
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_dataset(tmp_path_factory.mktemp("cache-data") / "data", n_images=10)
+
+
+def _cfg(data: Path, cache: Path, **kw: object) -> ExtractConfig:
+    base = {"vfm": VFM, "batch_size": 2, "shard_size": 4, "device": "cpu", "progress": False}
+    return ExtractConfig(data=str(data), cache=str(cache), **{**base, **kw})  # type: ignore[arg-type]
+
+
+def online(vfm_name: str, data: Path, shas: list[str], batch_size: int) -> np.ndarray:
+    """The forward pass of the same images outside the cache, batched as extraction batches them."""
+    from ava.vfm import load_vfm
+
+    vfm = load_vfm(vfm_name, device="cpu")
+    ds = Dataset(data)
+    paths = {s.image_sha256: s.image for s in ds.samples()}
+    outs = []
+    for i in range(0, len(shas), batch_size):
+        pixels = torch.stack([vfm.preprocess(ds.load_image(paths[s])) for s in shas[i : i + batch_size]])
+        outs.append(vfm(pixels)[:, 0].float())
+    return torch.cat(outs).numpy()
+
+
+def test_fp16_features_equal_the_rounded_online_forward(data: Path, tmp_path: Path) -> None:
+    summary = extract(_cfg(data, tmp_path / "c"))
+    shas = sorted({s.image_sha256 for s in Dataset(data).samples()})
+    assert summary["images"] == len(shas) == 10 and summary["extracted"] == 10  # 15 samples, 10 images
+    cache = open_cache(tmp_path / "c", VFM)
+    assert cache.random_weights and cache.layers == (-2,) and all(cache.has(s) for s in shas)
+    expected = online(VFM, data, shas, batch_size=2)
+    got = cache.read(shas[::-1])[::-1]  # any order in, same order out
+    np.testing.assert_array_equal(got, expected.astype(np.float16).astype(np.float32))
+    np.testing.assert_allclose(cache.read_pooled(shas[:3]), got[:3].mean(axis=1), rtol=1e-6)
+    assert got.shape == (10, cache.num_tokens, cache.dim)
+
+
+@pytest.mark.parametrize("codec", ["bf16", "int8"])
+def test_other_codecs_within_their_stated_error(data: Path, tmp_path: Path, codec: str) -> None:
+    extract(_cfg(data, tmp_path / "c", codec=codec))
+    shas = sorted({s.image_sha256 for s in Dataset(data).samples()})
+    expected = online(VFM, data, shas, batch_size=2)
+    got = open_cache(tmp_path / "c", VFM).read(shas)
+    if codec == "bf16":
+        np.testing.assert_array_equal(got, torch.from_numpy(expected).bfloat16().float().numpy())
+    else:  # per token: |error| <= max|x| / 254
+        bound = np.abs(expected).max(axis=-1, keepdims=True) / 254.0
+        assert (np.abs(got - expected) <= bound * (1 + 1e-5)).all()
+
+
+def test_subset_first_then_the_rest(data: Path, tmp_path: Path) -> None:
+    first = extract(_cfg(data, tmp_path / "c", ava=["counting"], split="test"))
+    rest = extract(_cfg(data, tmp_path / "c"))
+    assert first["images"] == 3 and rest["already_done"] == 3 and rest["extracted"] == 7
+    again = extract(_cfg(data, tmp_path / "c"))
+    assert again["extracted"] == 0 and again["already_done"] == 10
+    fresh = extract(_cfg(data, tmp_path / "d"))
+    assert fresh["key"] == rest["key"]
+    a, b = open_cache(tmp_path / "c", VFM), open_cache(tmp_path / "d", VFM)
+    assert content_digest(a.group) == content_digest(b.group)  # row layout differs, content does not
+
+
+def test_interrupted_writer_resumes_to_the_same_digest(data: Path, tmp_path: Path, monkeypatch) -> None:
+    """A failure after a shard's values were (badly) written but before its rows were marked done."""
+    real = extract_mod.write_shard
+    calls = []
+
+    def broken(group, shard, results):  # type: ignore[no-untyped-def]
+        calls.append(shard)
+        if len(calls) == 2:
+            rows = group.shard_rows(shard)
+            group.features(-2)[rows.start : rows.stop] = np.full((len(rows), group.num_tokens, group.dim), 7.0)
+            raise RuntimeError("killed while writing")
+        real(group, shard, results)
+
+    monkeypatch.setattr(extract_mod, "write_shard", broken)
+    with pytest.raises(RuntimeError, match="killed"):
+        extract(_cfg(data, tmp_path / "c"))
+    monkeypatch.setattr(extract_mod, "write_shard", real)
+    cache = open_cache(tmp_path / "c", VFM)
+    assert cache.done.sum() == 4  # the first shard only
+    resumed = extract(_cfg(data, tmp_path / "c"))
+    assert resumed["already_done"] == 4 and resumed["extracted"] == 6
+    extract(_cfg(data, tmp_path / "ref"))
+    digest = content_digest(open_cache(tmp_path / "c", VFM).group)
+    assert digest == content_digest(open_cache(tmp_path / "ref", VFM).group)
+
+
+def test_corrupt_image_is_reported_by_sample_and_left_undone(data: Path, tmp_path: Path) -> None:
+    import shutil
+
+    bad_data = tmp_path / "bad"
+    shutil.copytree(data, bad_data)
+    path = corrupt_image(bad_data, "c3")
+    summary = extract(_cfg(bad_data, tmp_path / "c", num_workers=1))
+    assert summary["extracted"] == 9 and len(summary["failed"]) == 1
+    assert "color/c3" in summary["failed"][0] and str(path) in summary["failed"][0]
+    cache = open_cache(tmp_path / "c", VFM)
+    assert not cache.has(path.stem) and cache.done.sum() == 9
+    report = verify_cache(tmp_path / "c", data=bad_data)
+    assert not report["ok"] and any("not done" in p for p in report["problems"])
+    with pytest.raises(AvaError, match="not in cache"):
+        cache.read([path.stem])
+
+
+def test_named_key_refuses_another_codec(data: Path, tmp_path: Path) -> None:
+    extract(_cfg(data, tmp_path / "c", key="mine", ava=["counting"]))
+    with pytest.raises(AvaError, match=r"codec: 'fp16' != 'int8'"):
+        extract(_cfg(data, tmp_path / "c", key="mine", codec="int8", ava=["counting"]))
+    other = extract(_cfg(data, tmp_path / "c", codec="int8", ava=["counting"]))  # no --key: a group of its own
+    assert other["key"] != "mine"
+    with pytest.raises(AvaError, match="several cache groups"):
+        open_cache(tmp_path / "c", VFM)
+    assert open_cache(tmp_path / "c", VFM, key="mine").spec["codec"] == "fp16"
+    with pytest.raises(AvaError, match="ava cache extract --vfm pixels"):
+        open_cache(tmp_path / "c", "pixels")
+
+
+def test_feature_dataset_decodes_in_workers(data: Path, tmp_path: Path) -> None:
+    extract(_cfg(data, tmp_path / "c", ava=["counting"]))
+    cache = open_cache(tmp_path / "c", VFM)
+    samples = Dataset(data).samples("counting")
+    loader = torch.utils.data.DataLoader(FeatureDataset(cache, samples), batch_size=2, num_workers=1)
+    batches = list(loader)
+    feats = torch.cat([b["features"] for b in batches]).numpy()
+    index = torch.cat([b["index"] for b in batches]).tolist()
+    assert index == list(range(len(samples)))
+    np.testing.assert_array_equal(feats, cache.read([s.image_sha256 for s in samples]))
+    with pytest.raises(AvaError, match="color/c"):
+        FeatureDataset(cache, Dataset(data).samples("color"))  # not extracted: refused, naming samples
+
+
+@pytest.mark.slow
+def test_every_builtin_model_class_extracts(tmp_path: Path) -> None:
+    """The synthetic suite through the tiny variant of every model class (plus the two controls)."""
+    from ava.synth import SynthConfig, generate
+    from ava.vfm import VFMS
+
+    data = generate(SynthConfig(out=str(tmp_path / "synth"), per_ava=2, ava=["color", "ocr"], size=64), progress=False)
+    names = [n for n in VFMS.names() if n.startswith("tiny-")] + ["pixels", "random-vit"]
+    shas = sorted({s.image_sha256 for s in Dataset(data).samples()})
+    for name in names:
+        extract(_cfg(data, tmp_path / "c", vfm=name, batch_size=4))
+        got = open_cache(tmp_path / "c", name).read(shas)
+        expected = online(name, data, shas, batch_size=4)
+        np.testing.assert_array_equal(got, expected.astype(np.float16).astype(np.float32), err_msg=name)

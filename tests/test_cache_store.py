@@ -1,0 +1,101 @@
+"""The cache's store layer: the key, spec differences, refusing a mismatched group, growing the index."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ava.cache.store import CacheError, CacheGroup, add_rows, create_group, open_root, spec_diff, spec_key
+
+SPEC = {
+    "format": "ava-feature-cache",
+    "format_version": 1,
+    "vfm": "tiny-x",
+    "identity": {"key": "tiny-x", "revision": "abc", "image_size": 32},
+    "preprocess": "pad",
+    "layers": [-2],
+    "prefix_policy": 1,
+    "dtype": "fp32",
+    "codec": "fp16",
+    "num_tokens": 4,
+    "dim": 8,
+    "grid": [2, 2],
+    "random_weights": True,
+}
+
+
+def _other(**changes: object) -> dict:
+    spec = copy.deepcopy(SPEC)
+    for k, v in changes.items():
+        if k == "revision":
+            spec["identity"]["revision"] = v
+        else:
+            spec[k] = v
+    return spec
+
+
+def test_key_depends_on_defining_fields_only() -> None:
+    assert spec_key(SPEC) == spec_key(copy.deepcopy(SPEC))
+    assert spec_key(SPEC) != spec_key(_other(codec="int8"))
+    assert spec_key(SPEC) != spec_key(_other(revision="def"))
+    assert spec_key(SPEC) == spec_key(_other(random_weights=False))  # derived, not defining
+
+
+def test_diff_names_nested_fields() -> None:
+    diff = spec_diff(SPEC, _other(codec="int8", revision="def"))
+    assert len(diff) == 2
+    assert diff[0].startswith("codec: 'fp16' != 'int8'") and diff[1].startswith("identity.revision")
+
+
+def test_new_spec_makes_new_group_but_named_key_refuses(tmp_path: Path) -> None:
+    a = create_group(tmp_path / "c", SPEC, shard_size=4)
+    b = create_group(tmp_path / "c", _other(codec="int8"), shard_size=4)
+    assert a.key != b.key and a.key == spec_key(SPEC)
+    assert create_group(tmp_path / "c", SPEC).key == a.key  # same spec: same group
+    create_group(tmp_path / "c", SPEC, key="mine")
+    with pytest.raises(CacheError, match=r"differing fields: codec: 'fp16' != 'int8'.*--key"):
+        create_group(tmp_path / "c", _other(codec="int8"), key="mine")
+
+
+def test_add_rows_appends_sorted_new_images(tmp_path: Path) -> None:
+    g = create_group(tmp_path / "c", _other(codec="int8"), shard_size=4)
+    shas = [f"{i:064x}" for i in (5, 3, 9)]
+    assert add_rows(g, shas) == 3
+    assert g.rows() == sorted(shas)
+    assert add_rows(g, [f"{i:064x}" for i in (3, 1, 7)]) == 2
+    assert g.rows()[3:] == [f"{1:064x}", f"{7:064x}"]
+    reopened = CacheGroup.open(tmp_path / "c", g.key)
+    assert reopened.rows() == g.rows() and reopened.features(-2).shape == (5, 4, 8)
+    assert reopened.scales(-2).shape == (5, 4) and not reopened.done_mask().any()
+    assert reopened.num_shards() == 2 and list(reopened.shard_rows(1)) == [4]
+
+
+def test_a_foreign_zarr_store_is_refused(tmp_path: Path) -> None:
+    import zarr
+
+    zarr.open_group(str(tmp_path / "z"), mode="w").create_array("x", shape=(2,), dtype="f4")
+    with pytest.raises(CacheError, match="not an ava feature cache"):
+        open_root(tmp_path / "z", create=False)
+    with pytest.raises(CacheError, match="ava cache extract"):
+        open_root(tmp_path / "missing", create=False)
+    assert np.asarray(zarr.open_array(str(tmp_path / "z" / "x"))[:]).shape == (2,)
+
+
+def test_a_group_cut_off_while_being_made_is_remade(tmp_path: Path) -> None:
+    import zarr
+
+    from ava.cache.inspect import list_cache, verify_cache
+
+    create_group(tmp_path / "c", SPEC, shard_size=4)
+    zarr.open_group(str(tmp_path / "c" / spec_key(_other(codec="int8"))), mode="a").create_array(
+        "done", shape=(0,), dtype="bool"
+    )  # arrays begun, spec never written
+    assert [g["codec"] for g in list_cache(tmp_path / "c")] == ["fp16"]
+    report = verify_cache(tmp_path / "c")
+    assert not report["ok"] and any("cut off" in p for p in report["problems"])
+    assert create_group(tmp_path / "c", _other(codec="int8"), shard_size=4).spec["codec"] == "int8"
+    with pytest.raises(CacheError, match="letters, digits"):
+        create_group(tmp_path / "c", SPEC, key="../escape")
