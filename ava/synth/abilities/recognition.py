@@ -1,0 +1,46 @@
+"""Recognition: a red box around one of the icon classes amid clutter; options are all classes, shuffled.
+
+Distractors are other classes, so only the boxed object answers the question. The canvas is padded to a
+square with RGB(124,120,111), as the paper pads recognition images.
+"""
+
+from __future__ import annotations
+
+from PIL import ImageDraw
+
+from ava.synth.abilities import ask, option_truth
+from ava.synth.core import RED, Ctx, Rendered
+from ava.synth.shapes import OBJECTS, add_noise, draw_box, draw_icon, icon_size, pad_to_square, place, random_color
+from ava.synth.textures import backdrop
+
+
+def render_recognition(ctx: Ctx) -> Rendered:
+    s = ctx.size
+    (k,) = ctx.balanced(len(OBJECTS))
+    name = OBJECTS[k]
+    short = round(s * ctx.uniform(0.7, 1.0))
+    cw, ch = (s, short) if ctx.rng.random() < 0.5 else (short, s)
+    m = s * 0.03
+    target = place(ctx, *icon_size(name, s * ctx.uniform(0.18, 0.32) * ctx.knobs.scale), (m, m, cw - m, ch - m), [])
+    if target is None:  # very wide icon on a narrow canvas: shrink until it fits
+        target = place(ctx, *icon_size(name, s * 0.12), (m, m, cw - m, ch - m), [])
+    assert target is not None
+    canvas = backdrop(ctx, cw, ch)
+    draw = ImageDraw.Draw(canvas)
+    boxes = [target]
+    others = [o for o in OBJECTS if o != name]
+    for _ in range(ctx.n_clutter(2, 4)):
+        other = ctx.choice(others)
+        bb = place(ctx, *icon_size(other, s * ctx.uniform(0.12, 0.25)), (0, 0, cw, ch), boxes, gap=s * 0.04)
+        if bb is not None:
+            boxes.append(bb)
+            draw_icon(draw, other, bb, random_color(ctx))
+    draw_icon(draw, name, target, random_color(ctx))
+    image, (ox, oy) = pad_to_square(add_noise(ctx, canvas), s)
+    draw_box(image, (target[0] + ox, target[1] + oy, target[2] + ox, target[3] + oy), RED)
+    options = [OBJECTS[int(i)] for i in ctx.rng.permutation(len(OBJECTS))]
+    return Rendered(
+        image=image, question=ask("recognition", options), answer=name,
+        truth=option_truth(options, options.index(name)), options=options,
+        meta={"class": name, "object_px": round(max(target[2] - target[0], target[3] - target[1]), 1)},
+    )  # fmt: skip
