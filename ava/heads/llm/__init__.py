@@ -1,0 +1,45 @@
+"""The paper's LLM head: ``mlp2x_gelu`` connector + a causal LM (default Qwen2-0.5B) with LoRA, trained on
+cached VFM patch features (or, for parity and speed baselines, on features computed online).
+
+Importing this package is light; torch/transformers load when ``train``/``evaluate``/``align`` run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ava.heads.base import HeadSpec
+from ava.heads.llm.config import AlignConfig, LLMHeadConfig
+
+
+def train(config: LLMHeadConfig) -> Path:
+    """Train (resumably) and, when ``config.eval_after``, evaluate; returns the run directory."""
+    from ava.heads.llm.train import train as _train
+
+    return _train(config)
+
+
+def evaluate(run_dir: str | Path, split: str = "test", **options: Any) -> dict[str, Any]:
+    """Decode and score a run's abilities on ``split``; options: decode, max_eval, batch_size, device."""
+    from ava.heads.llm.evaluate import evaluate as _evaluate
+
+    return _evaluate(run_dir, split, **options)
+
+
+def align(config: AlignConfig) -> Path:
+    """Connector pre-training on image-caption pairs (the paper's stage 1)."""
+    from ava.heads.llm.align import align as _align
+
+    return _align(config)
+
+
+SPEC = HeadSpec(
+    name="llm",
+    description="mlp2x_gelu connector + causal LM with LoRA (the paper's protocol), on cached features",
+    config_cls=LLMHeadConfig,
+    train=train,
+    evaluate=evaluate,
+)
+
+__all__ = ["SPEC", "AlignConfig", "LLMHeadConfig", "align", "evaluate", "train"]

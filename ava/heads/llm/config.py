@@ -1,0 +1,78 @@
+"""Configs of the LLM head (spec section 6) and of connector pre-training (the paper's stage 1).
+
+Defaults are the paper's stage-3 hyperparameters; ``None`` means "the paper's value for this ability"
+(e.g. ``epochs`` is 10, or 20 for localization, from :attr:`ava.abilities.Ability.epochs`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class LLMHeadConfig:
+    """One LLM-head run. The paper trains one head per ability (one run per ``--ava``); several abilities in one
+    run train one joint head on their union (epochs default to the largest of theirs)."""
+
+    # shared head fields (CONTRACTS section 4)
+    ava: list[str] = field(default_factory=list)
+    vfm: str = ""
+    data: str = ""
+    cache: str = ""
+    out: str = ""
+    seed: int = 0
+    device: str = "auto"
+    epochs: int | None = None  # None: Ability.epochs (10, or 20 for localization)
+    lr: float | None = None  # None: 1e-4
+    batch_size: int | None = None  # the GLOBAL batch (all ranks x grad_accum x micro batch); None: 16
+    layer: int | None = None  # the VFM layer among the cached ones; None: the first cached layer
+    split: str = "test"
+    eval_after: bool = True
+    max_train: int | None = None
+    # LLM-head fields
+    llm: str = "qwen2-0.5b"
+    grad_accum: int = 1
+    lora_r: int = 128
+    lora_alpha: int | None = None  # None: 2 * lora_r (the paper: r 128, alpha 256)
+    lora_dropout: float = 0.05
+    features: str = "cache"  # "cache" (read the feature cache) or "online" (run the VFM on every batch)
+    init: str | None = None  # an align run, an LLM-head run, or a stage-2 directory (see ava/heads/llm/align.py)
+    dtype: str = "auto"  # "auto" (bf16 autocast on GPU, fp32 on CPU), "fp32", "bf16", "fp16"
+    max_eval: int | None = None
+    decode: str = "generate"  # evaluation after training: "generate" or "score"
+    warmup_ratio: float = 0.03
+    weight_decay: float = 0.0
+    gradient_checkpointing: bool = False
+    num_workers: int = 0
+    checkpoint_every: int = 200  # optimizer steps between resumable checkpoints (and at every epoch end)
+    stop_after_steps: int | None = None  # stop (with a checkpoint) after this many optimizer steps: a time box
+    eval_batch_size: int = 16
+    progress: bool = True
+
+
+@dataclass
+class AlignConfig:
+    """Connector-only training on image-caption pairs (LLaVA-558K JSON, imported with ``import_captions``)."""
+
+    vfm: str = ""
+    data: str = ""  # a captions dataset dir made by ``ava head import-captions`` (samples/captions.jsonl)
+    cache: str = ""
+    out: str = ""
+    llm: str = "qwen2-0.5b"
+    seed: int = 0
+    device: str = "auto"
+    epochs: int | None = 1
+    lr: float | None = 1e-3  # the paper's stage 1
+    batch_size: int | None = 32
+    layer: int | None = None
+    max_train: int | None = None
+    features: str = "cache"
+    dtype: str = "auto"
+    grad_accum: int = 1
+    warmup_ratio: float = 0.03
+    weight_decay: float = 0.0
+    gradient_checkpointing: bool = False
+    num_workers: int = 0
+    checkpoint_every: int = 200
+    stop_after_steps: int | None = None
+    progress: bool = True

@@ -1,0 +1,109 @@
+"""Where the head's image tokens come from, and how samples are batched.
+
+Two interchangeable sources give the same tensors for the same sample:
+
+- ``cache``: :class:`ava.cache.FeatureDataset` rows (decoded in DataLoader workers): no VFM, no image decode.
+- ``online``: the image, through the VFM's own ``preprocess`` (the function the cache was extracted with);
+  the VFM runs on every batch in the training loop. This is the release's way, kept as the parity and speed
+  baseline.
+
+Batches are grouped by length (megabatches sorted by length, then shuffled), so padding is minimal.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from ava.data.format import Dataset, Sample
+from ava.errors import AvaError
+from ava.heads.llm.prompt import Encoded, build_batch
+
+
+class OnlineImages(torch.utils.data.Dataset):
+    """Items ``{"pixels": [3, S, S], "index": i}``: the sample's image through ``vfm.preprocess``."""
+
+    def __init__(self, dataset: Dataset, samples: Sequence[Sample], preprocess: Any) -> None:
+        self.dataset, self.samples, self.preprocess = dataset, list(samples), preprocess
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        return {"pixels": self.preprocess(self.dataset.load_image(self.samples[i])), "index": i}
+
+
+def check_cached(cache: Any, samples: Sequence[Sample], data: str, vfm: str, cache_dir: str) -> None:
+    """AvaError naming the extraction command when some samples' images are not in the cache."""
+    missing = [s for s in samples if not cache.has(s.image_sha256)]
+    if missing:
+        s = missing[0]
+        avas = ",".join(sorted({m.ava for m in missing}))
+        raise AvaError(
+            f"feature cache {cache_dir} (key {cache.key}) has no features for {len(missing)} sample(s), e.g. "
+            f"{s.ava}/{s.id} (image {s.image}); run `ava cache extract --vfm {vfm} --data {data} "
+            f"--cache {cache_dir} --ava {avas}` first"
+        )
+
+
+def cached_items(cache: Any, samples: Sequence[Sample], layer: int | None) -> torch.utils.data.Dataset:
+    from ava.cache import FeatureDataset
+
+    return FeatureDataset(cache, list(samples), layer=layer)
+
+
+class Collator:
+    """Stacks features or pixels and builds the padded text batch of the same samples."""
+
+    def __init__(self, encoded: Sequence[Encoded], num_image_tokens: int, pad_id: int, left_pad: bool = False):
+        self.encoded, self.num_image_tokens, self.pad_id, self.left_pad = encoded, num_image_tokens, pad_id, left_pad
+
+    def __call__(self, items: list[dict[str, Any]]) -> dict[str, Any]:
+        index = [int(it["index"]) for it in items]
+        batch = build_batch(
+            [self.encoded[i] for i in index], self.num_image_tokens, self.pad_id, left_pad=self.left_pad
+        )
+        batch["index"] = torch.tensor(index)
+        for key in ("features", "pixels"):
+            if key in items[0]:
+                batch[key] = torch.stack([torch.as_tensor(it[key]) for it in items])
+        return batch
+
+
+def length_grouped_batches(
+    lengths: Sequence[int],
+    micro_batch: int,
+    *,
+    seed: int,
+    epoch: int,
+    rank: int = 0,
+    world: int = 1,
+    megabatch: int = 32,
+) -> list[list[int]]:
+    """This rank's micro-batches for one epoch: deterministic in (seed, epoch), similar lengths together.
+
+    A seeded permutation is cut into megabatches of ``megabatch`` global batches, each sorted by length,
+    cut into global batches of ``micro_batch * world`` and shuffled; rank r takes its slice of each.
+    With several ranks the last global batch is filled up from the start so every rank steps equally.
+    """
+    rng = random.Random(f"{seed}-{epoch}")
+    order = list(range(len(lengths)))
+    rng.shuffle(order)
+    step = micro_batch * world
+    if world > 1 and len(order) % step:
+        order += order[: step - len(order) % step]
+    size = step * megabatch
+    globals_: list[list[int]] = []
+    for start in range(0, len(order), size):
+        mega = sorted(order[start : start + size], key=lambda i: -lengths[i])
+        globals_.extend(mega[j : j + step] for j in range(0, len(mega), step))
+    rng.shuffle(globals_)
+    return [g[rank * micro_batch : (rank + 1) * micro_batch] for g in globals_ if g[rank * micro_batch :]]
+
+
+def steps_per_epoch(n_micro: int, grad_accum: int) -> int:
+    return math.ceil(n_micro / grad_accum)

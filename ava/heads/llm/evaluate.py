@@ -1,0 +1,236 @@
+"""Evaluating a trained LLM head (``ava head eval``): greedy generation, or option scoring for choice abilities.
+
+``decode="generate"``: greedy decoding (no sampling, temperature 0) with a KV cache, prompts left-padded in
+batches of similar length; the reply is parsed and scored exactly as ``ava score`` does. Results go to
+``results_<split>.json`` / ``predictions_<split>.jsonl``.
+
+``decode="score"``: for choice abilities (options, depth bins), every option's text is scored as the reply
+(sum of log-probabilities of its tokens and eos) and the best one is the prediction, so nothing is
+unparseable. Other abilities fall back to generation. Results go to ``results_<split>_score.json`` /
+``predictions_<split>_score.jsonl`` and say ``"decode": "score"``.
+
+Under ``torchrun`` every rank decodes a slice of the samples; rank 0 gathers, scores and writes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ava.data.format import Dataset, Sample
+from ava.errors import AvaError
+from ava.heads.llm.config import LLMHeadConfig
+from ava.heads.llm.data import Collator
+from ava.heads.llm.prompt import PromptEncoder, build_batch, prompt_text
+
+
+class SubsetDataset(Dataset):
+    """A dataset restricted to some samples (``--max-eval``), so scoring does not count the rest as missing."""
+
+    def __init__(self, root: str | Path, keep: set[tuple[str, str]]) -> None:
+        super().__init__(root)
+        self.keep = keep
+
+    def samples(self, ava: Any = None, split: str | None = None) -> list[Sample]:
+        return [s for s in super().samples(ava, split) if s.key in self.keep]
+
+
+def load_run_config(run_dir: Path) -> tuple[LLMHeadConfig, dict[str, Any]]:
+    from ava.heads.common import read_json
+
+    cfg = read_json(run_dir / "config.json")
+    run = read_json(run_dir / "run.json")
+    if run.get("head") != "llm":
+        raise AvaError(f"{run_dir} is a {run.get('head')!r} run, not an LLM-head run")
+    return LLMHeadConfig(**cfg), run
+
+
+def eval_samples(dataset: Dataset, abilities: list[str], split: str, max_eval: int | None) -> list[Sample]:
+    from ava.heads.common import stable_order
+
+    out = []
+    for a in abilities:
+        samples = dataset.samples(a, split=split)
+        if max_eval is not None and len(samples) > max_eval:
+            samples = sorted(stable_order(samples, "eval")[:max_eval], key=lambda s: s.id)
+        out.extend(samples)
+    if not out:
+        raise AvaError(f"{dataset.root}: no {split!r} samples of {', '.join(abilities)} (run `ava data split`?)")
+    return out
+
+
+def _max_new_tokens(encoder: PromptEncoder, dataset: Dataset, ability: str, samples: list[Sample]) -> int:
+    """Room for the longest reference answer or option of this ability (from the train split), plus slack."""
+    from ava.abilities import get_ability
+
+    ab = get_ability(ability)
+    texts = [s.answer for s in dataset.samples(ability, split="train")[:2000]]
+    for s in samples:
+        texts.extend(s.options or ab.fixed_options)
+    longest = max((len(encoder.answer_ids(t)) for t in texts), default=16)
+    return min(int(longest * 1.25) + 4, 256)
+
+
+def _loader(items: Any, order: list[int], collate: Collator, batch_size: int) -> Any:
+    batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+    return torch.utils.data.DataLoader(items, batch_sampler=batches, collate_fn=collate)
+
+
+def _generate(
+    head: Any,
+    tokenizer: Any,
+    source: Any,
+    encoded: list,
+    idx: list[int],
+    max_new: int,
+    batch_size: int,
+    device: torch.device,
+    dtype: torch.dtype,
+    bar: Any,
+    task: Any,
+) -> dict[int, str]:
+    from ava.heads.llm.train import autocast
+
+    order = sorted(idx, key=lambda i: -len(encoded[i].post))
+    collate = Collator(encoded, source.num_tokens, tokenizer.pad_token_id, left_pad=True)
+    out: dict[int, str] = {}
+    for batch in _loader(source.items, order, collate, batch_size):
+        batch = {k: v.to(device) for k, v in batch.items()}
+        with autocast(device, dtype):
+            new = head.generate(
+                batch,
+                source.featurize(batch),
+                max_new_tokens=max_new,
+                eos_token_id=tokenizer.eos_token_id,
+                pad_token_id=tokenizer.pad_token_id,
+            )
+        for i, row in zip(batch["index"].tolist(), new.tolist(), strict=True):
+            out[i] = tokenizer.decode(row, skip_special_tokens=True).strip()
+        bar.advance(task, len(new))
+    return out
+
+
+def _score_options(
+    head: Any,
+    tokenizer: Any,
+    encoder: PromptEncoder,
+    source: Any,
+    samples: list[Sample],
+    idx: list[int],
+    batch_size: int,
+    device: torch.device,
+    dtype: torch.dtype,
+    bar: Any,
+    task: Any,
+) -> dict[int, str]:
+    """The option with the highest log-likelihood as the reply, for each choice question."""
+    from ava.abilities import get_ability
+    from ava.abilities.parsers import format_reply
+    from ava.heads.common import question_options
+    from ava.heads.llm.train import autocast
+
+    out: dict[int, str] = {}
+    for i in idx:
+        s = samples[i]
+        ability = get_ability(s.ava)
+        options = question_options(ability, s)
+        item = source.items[i]
+        one = {k: torch.as_tensor(v).unsqueeze(0).to(device) for k, v in item.items() if k != "index"}
+        prompt = build_batch([encoder.encode(s.question)], source.num_tokens, tokenizer.pad_token_id)
+        prompt = {k: v.to(device) for k, v in prompt.items()}
+        with autocast(device, dtype):
+            scores = head.option_logprobs(prompt, source.featurize(one), [encoder.answer_ids(o) for o in options],
+                                          chunk=batch_size).tolist()  # fmt: skip
+        best = max(range(len(options)), key=lambda j: scores[j])
+        out[i] = format_reply(ability, best, options=options)
+        bar.advance(task, 1)
+    return out
+
+
+def evaluate(
+    run_dir: str | Path,
+    split: str = "test",
+    decode: str = "generate",
+    max_eval: int | None = None,
+    *,
+    batch_size: int | None = None,
+    device: str | None = None,
+    progress: bool = True,
+    features: str | None = None,
+) -> dict[str, Any]:
+    """Decode the ``split`` samples of a run's abilities, score them like ``ava score``, write the results."""
+    from ava.abilities import get_ability
+    from ava.heads.llm.runtime import feature_source, load_trained
+    from ava.heads.llm.train import _progress, init_dist, resolve_dtype
+
+    if decode not in ("generate", "score"):
+        raise AvaError(f"--decode {decode!r}: use 'generate' or 'score'")
+    run_dir = Path(run_dir)
+    cfg, run = load_run_config(run_dir)
+    dist, dev = init_dist(device or cfg.device)
+    dtype = resolve_dtype(cfg.dtype, dev)
+    dataset = Dataset(cfg.data)
+    abilities = list(run["abilities"])
+    samples = eval_samples(dataset, abilities, split, max_eval)
+    source = feature_source(cfg, dataset, samples, dev, features=features)
+    head, tokenizer = load_trained(run_dir, cfg, dev, source.dim, dtype)
+    encoder = PromptEncoder(tokenizer)
+    encoded = [encoder.encode(s.question) for s in samples]
+    mine = list(range(dist.rank, len(samples), dist.world))
+    bs = batch_size or cfg.eval_batch_size
+    replies: dict[int, str] = {}
+    with _progress(progress and dist.main, training=False) as bar:
+        task = bar.add_task(f"eval {split} ({decode})", total=len(mine))
+        for a in abilities:
+            idx = [i for i in mine if samples[i].ava == a]
+            if decode == "score" and get_ability(a).is_choice:
+                replies.update(
+                    _score_options(head, tokenizer, encoder, source, samples, idx, bs, dev, dtype, bar, task)
+                )
+            else:
+                a_samples = [samples[i] for i in idx]
+                max_new = _max_new_tokens(encoder, dataset, a, a_samples)
+                replies.update(_generate(head, tokenizer, source, encoded, idx, max_new, bs, dev, dtype, bar, task))
+    if dist.world > 1:
+        parts: list[Any] = [None] * dist.world
+        torch.distributed.all_gather_object(parts, replies)
+        replies = {k: v for p in parts for k, v in p.items()}
+    if not dist.main:
+        return {}
+    return _write(run_dir, cfg, run, samples, replies, split, decode, max_eval, abilities)
+
+
+def _write(
+    run_dir: Path,
+    cfg: LLMHeadConfig,
+    run: dict,
+    samples: list[Sample],
+    replies: dict[int, str],
+    split: str,
+    decode: str,
+    max_eval: int | None,
+    abilities: list[str],
+) -> dict[str, Any]:
+    from ava.config import to_jsonable
+    from ava.metrics.scoring import score_predictions, write_results
+
+    keep = {s.key for s in samples}
+    dataset = SubsetDataset(cfg.data, keep) if max_eval is not None else Dataset(cfg.data)
+    predictions = {samples[i].key: r for i, r in replies.items()}
+    run = {**run, "decode": decode, "max_eval": max_eval}
+    report = score_predictions(dataset, predictions, abilities=abilities, split=split, run=run, config=to_jsonable(cfg))
+    prompts = {s.key: prompt_text(s.question) for s in samples}
+    for rec in report.records:
+        rec["prompt"] = prompts.get((rec["ava"], rec["id"]))
+        rec["decode"] = decode
+    report.results["decode"] = decode
+    write_results(report, run_dir, split if decode == "generate" else f"{split}_score")
+    return report.results
+
+
+def read_results(run_dir: str | Path, split: str = "test", decode: str = "generate") -> dict[str, Any]:
+    name = f"results_{split}.json" if decode == "generate" else f"results_{split}_score.json"
+    return json.loads((Path(run_dir) / name).read_text())

@@ -1,0 +1,187 @@
+"""The LLM head: ``mlp2x_gelu`` connector + a causal LM with LoRA (spec section 6).
+
+The connector maps each patch token of the frozen VFM to the LLM's embedding width; the projected
+tokens take the place of ``<image>`` in the prompt (``inputs_embeds``). The loss is computed only where
+there are labels: the decoder's hidden states are gathered at the supervised positions before the
+output head, so the ~700-1000 image and prompt positions never reach the (vocab-wide) output layer.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ava.heads.llm.prompt import IGNORE
+
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+class Connector(nn.Sequential):
+    """``mlp2x_gelu``: Linear(vfm_dim -> llm_dim), GELU, Linear(llm_dim -> llm_dim). Keys ``0.*``, ``2.*`` as
+    in LLaVA's ``mm_projector``."""
+
+    def __init__(self, vfm_dim: int, llm_dim: int) -> None:
+        super().__init__(nn.Linear(vfm_dim, llm_dim), nn.GELU(), nn.Linear(llm_dim, llm_dim))
+
+
+def add_lora(llm: nn.Module, r: int = 128, alpha: int | None = None, dropout: float = 0.05) -> nn.Module:
+    """Wrap ``llm`` with LoRA on every linear layer of its blocks (not the output head); base weights frozen."""
+    from peft import LoraConfig, get_peft_model
+
+    if any("lora_" in n for n, _ in llm.named_modules()):
+        raise ValueError("this model already carries LoRA layers (peft wraps in place): load a fresh copy")
+    names = {n.rsplit(".", 1)[-1] for n, m in llm.named_modules() if isinstance(m, nn.Linear)}
+    targets = sorted(names & set(LORA_TARGETS)) or sorted(names - {"lm_head"})
+    config = LoraConfig(
+        r=r,
+        lora_alpha=alpha if alpha is not None else 2 * r,
+        lora_dropout=dropout,
+        target_modules=targets,
+        bias="none",
+        task_type="CAUSAL_LM",
+    )
+    return get_peft_model(llm, config)
+
+
+class LLMHead(nn.Module):
+    """Connector + LLM. ``forward`` returns the mean cross-entropy over the supervised tokens of a batch."""
+
+    def __init__(self, llm: nn.Module, vfm_dim: int) -> None:
+        super().__init__()
+        self.llm = llm
+        self.llm_dim = self.base.config.hidden_size
+        self.connector = Connector(vfm_dim, self.llm_dim)
+
+    @property
+    def base(self) -> nn.Module:
+        """The causal LM inside the peft wrapper (or the LM itself)."""
+        return self.llm.get_base_model() if hasattr(self.llm, "get_base_model") else self.llm
+
+    def embed(self, batch: dict[str, torch.Tensor], features: torch.Tensor) -> torch.Tensor:
+        """Token embeddings with the projected image tokens spliced into the image slots."""
+        embeds = self.base.get_input_embeddings()(batch["input_ids"])
+        proj = self.connector(features.to(self.connector[0].weight.dtype))
+        mask = batch["image_mask"].unsqueeze(-1)
+        return embeds.masked_scatter(mask, proj.to(embeds.dtype))
+
+    def hidden(self, batch: dict[str, torch.Tensor], features: torch.Tensor) -> torch.Tensor:
+        embeds = self.embed(batch, features)
+        out = self.base.get_decoder()(inputs_embeds=embeds, attention_mask=batch["attention_mask"], use_cache=False)
+        return out.last_hidden_state
+
+    def supervised_logits(self, batch: dict[str, torch.Tensor], features: torch.Tensor) -> tuple:
+        """(logits at the positions that predict a label [N, V], targets [N], row of each [N])."""
+        hidden = self.hidden(batch, features)
+        targets = batch["labels"][:, 1:]
+        sel = targets != IGNORE
+        logits = self.base.get_output_embeddings()(hidden[:, :-1][sel]).float()
+        rows = torch.arange(targets.shape[0], device=targets.device).unsqueeze(1).expand_as(targets)[sel]
+        return logits, targets[sel], rows
+
+    def forward(self, batch: dict[str, torch.Tensor], features: torch.Tensor) -> torch.Tensor:
+        logits, targets, _ = self.supervised_logits(batch, features)
+        return F.cross_entropy(logits, targets)
+
+    def full_logits_loss(self, batch: dict[str, torch.Tensor], features: torch.Tensor) -> torch.Tensor:
+        """The same loss the plain way (logits at every position, transformers' own shifted loss): a reference."""
+        embeds = self.embed(batch, features)
+        out = self.llm(inputs_embeds=embeds, attention_mask=batch["attention_mask"], labels=batch["labels"])
+        return out.loss
+
+    @torch.no_grad()
+    def sequence_logprob(self, batch: dict[str, torch.Tensor], features: torch.Tensor) -> torch.Tensor:
+        """Sum of log-probabilities of each row's supervised tokens [B] (option scoring)."""
+        logits, targets, rows = self.supervised_logits(batch, features)
+        lp = torch.log_softmax(logits, -1).gather(1, targets.unsqueeze(1)).squeeze(1)
+        return torch.zeros(batch["labels"].shape[0], device=lp.device).index_add_(0, rows, lp)
+
+    @torch.no_grad()
+    def option_logprobs(self, prompt: dict[str, torch.Tensor], features: torch.Tensor, options: list[list[int]],
+                        chunk: int = 16) -> torch.Tensor:  # fmt: skip
+        """Sum of log-probabilities of each option's tokens after one prompt (batch of 1) [K].
+
+        The prompt (image included) runs once; its KV cache is shared by the options, ``chunk`` at a time, so
+        scoring 100 options costs about one prompt, not 100.
+        """
+        decoder, out_layer = self.base.get_decoder(), self.base.get_output_embeddings()
+        out = decoder(
+            inputs_embeds=self.embed(prompt, features), attention_mask=prompt["attention_mask"], use_cache=True
+        )
+        past, last = out.past_key_values, out.last_hidden_state[:, -1:]
+        scores = []
+        for start in range(0, len(options), chunk):
+            part = options[start : start + chunk]
+            k, width = len(part), max(len(o) for o in part)
+            ids = torch.zeros((k, width), dtype=torch.long, device=last.device)
+            mask = torch.zeros((k, width), dtype=torch.long, device=last.device)
+            for i, o in enumerate(part):
+                ids[i, : len(o)], mask[i, : len(o)] = torch.tensor(o), 1
+            cache = copy.deepcopy(past)
+            cache.batch_repeat_interleave(k)
+            attn = torch.cat([prompt["attention_mask"].expand(k, -1), mask], 1)
+            h = decoder(input_ids=ids, attention_mask=attn, past_key_values=cache, use_cache=True).last_hidden_state
+            h = torch.cat([last.expand(k, 1, -1), h[:, :-1]], 1)  # the state that predicts each option token
+            sel = mask.bool()
+            lp = torch.log_softmax(out_layer(h[sel]).float(), -1).gather(1, ids[sel].unsqueeze(1)).squeeze(1)
+            rows = torch.arange(k, device=lp.device).unsqueeze(1).expand(k, width)[sel]
+            scores.append(torch.zeros(k, device=lp.device).index_add_(0, rows, lp))
+        return torch.cat(scores)
+
+    @torch.no_grad()
+    def generate(
+        self,
+        batch: dict[str, torch.Tensor],
+        features: torch.Tensor,
+        *,
+        max_new_tokens: int,
+        eos_token_id: int,
+        pad_token_id: int,
+    ) -> torch.Tensor:
+        """Greedy decoding with a KV cache from left-padded prompts; returns the new tokens [B, <=max_new]."""
+        embeds = self.embed(batch, features)
+        return self.llm.generate(
+            inputs_embeds=embeds,
+            attention_mask=batch["attention_mask"],
+            do_sample=False,
+            max_new_tokens=max_new_tokens,
+            eos_token_id=eos_token_id,
+            pad_token_id=pad_token_id,
+            num_beams=1,
+            temperature=None,
+            top_p=None,
+            top_k=None,
+        )
+
+    # -- weights ------------------------------------------------------------------------------------
+    def trainable_state(self) -> dict[str, torch.Tensor]:
+        """Only what training changes: connector and LoRA weights."""
+        names = {n for n, p in self.named_parameters() if p.requires_grad}
+        return {k: v.detach().cpu().contiguous() for k, v in self.state_dict().items() if k in names}
+
+    def load_trainable_state(self, state: dict[str, torch.Tensor]) -> None:
+        missing = {n for n, p in self.named_parameters() if p.requires_grad} - set(state)
+        if missing:
+            raise KeyError(f"missing weights: {sorted(missing)[:5]}")
+        self.load_state_dict(state, strict=False)
+
+
+def build_head(
+    llm: Any,
+    vfm_dim: int,
+    *,
+    lora_r: int | None,
+    lora_alpha: int | None = None,
+    lora_dropout: float = 0.05,
+    seed: int = 0,
+) -> LLMHead:
+    """Connector + LLM (+ LoRA when ``lora_r``), initialized reproducibly from ``seed``."""
+    torch.manual_seed(seed)
+    if lora_r:
+        llm = add_lora(llm, lora_r, lora_alpha, lora_dropout)
+    else:
+        llm.requires_grad_(False)
+    return LLMHead(llm, vfm_dim)

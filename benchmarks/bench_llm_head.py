@@ -1,0 +1,255 @@
+"""LLM-head training speed: cached features vs the VFM run online on every batch, same model and data, one run.
+
+Both paths go through the real training code (``ava.heads.llm.train.fit``): the cached path reads fp16 patch
+features from the Zarr cache in the DataLoader; the online path decodes each JPEG, preprocesses it with the
+VFM's own ``preprocess`` and runs the frozen VFM in the loop (the paper release's way). Each path first runs
+``--warmup`` optimizer steps (kernels, allocator), stops with a checkpoint, then resumes for ``--steps`` timed
+steps, so the numbers are steady-state samples/s and tokens/s (image + text tokens).
+
+MFU: model FLOPs per second over the device's *measured* dense matmul rate at the same dtype (a square
+matmul timed here), not a datasheet peak. Model FLOPs per token: LLM forward 2 N (N = block weights; the
+vocab-wide output layer only at supervised positions) + attention 4 L s d, times 2 for training (the forward
+and the backward pass to the activations; the frozen base weights get no weight gradients, LoRA's are
+negligible), + the connector's 6 P per image token; the online path adds the VFM forward (2 N_vfm per patch
+token + attention).
+
+    python benchmarks/bench_llm_head.py                                  # CPU: random-vit + tiny-random-qwen2
+    python benchmarks/bench_llm_head.py --device cuda                    # real sizes, random weights, bf16:
+        # SigLIP-so400m (729 x 1152) + Qwen2-0.5B shapes, LoRA r 128, global batch 16
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import io
+import json
+import platform
+import shutil
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from PIL import Image
+
+from ava.abilities import REL_DEPTH_ANSWERS, format_options, get_ability
+from ava.cache import ExtractConfig, extract
+from ava.data.format import DatasetWriter, Sample
+
+PRESETS = {
+    "cpu": dict(
+        vfm="random-vit", llm="tiny-random-qwen2", samples=48, batch_size=8, steps=4, warmup=1, lora_r=128, dtype="fp32"
+    ),
+    "cuda": dict(
+        vfm="siglip:random",
+        llm="random-qwen2-0.5b",
+        samples=384,
+        batch_size=16,
+        steps=16,
+        warmup=3,
+        lora_r=128,
+        dtype="bf16",
+    ),
+}
+
+
+def register_random(name: str) -> str:
+    """``key:random`` -> a registry entry of that full-size VFM architecture with random weights (seed 0)."""
+    from ava.vfm import VFMS
+
+    if not name.endswith(":random"):
+        return name
+    key = name.removesuffix(":random")
+    bench_key = f"{key}-random-bench"
+    if bench_key not in VFMS:
+        VFMS.register(bench_key, replace(VFMS.get(key), key=bench_key, hub_id=None, revision=None, seed=0))
+    return bench_key
+
+
+def make_data(root: Path, n: int, seed: int = 0) -> Path:
+    """``n`` rel_depth-style samples with photo-sized JPEGs (decoding is part of the online path's cost)."""
+    rng = np.random.default_rng(seed)
+    template = get_ability("rel_depth").question_templates[0]
+    with DatasetWriter(root, {"source": "bench", "split": {"made_by": "synthetic"}}) as w:
+        for i in range(n):
+            small = rng.integers(0, 256, size=(30, 40, 3), dtype=np.uint8)
+            buf = io.BytesIO()
+            Image.fromarray(small).resize((640, 480), Image.BILINEAR).save(buf, format="JPEG", quality=90)
+            rel = w.add_image_bytes(buf.getvalue(), "jpg")
+            q = template.format(a=f"object {i % 7}", b="chair", options=format_options(REL_DEPTH_ANSWERS))
+            ans = REL_DEPTH_ANSWERS[i % 2]
+            w.add_sample(
+                Sample(f"b{i}", "rel_depth", rel, 640, 480, q, ans, {"index": i % 2, "text": ans}, split="train")
+            )
+    return root
+
+
+def matmul_rate(device: torch.device, dtype: torch.dtype, n: int) -> float:
+    """Measured FLOP/s of a square matmul at ``dtype`` (the MFU denominator)."""
+    a, b = torch.randn(n, n, device=device, dtype=dtype), torch.randn(n, n, device=device, dtype=dtype)
+    for _ in range(3):
+        a @ b
+    _sync(device)
+    reps, start = 10 if device.type == "cuda" else 3, time.perf_counter()
+    for _ in range(reps):
+        a @ b
+    _sync(device)
+    return 2 * n**3 * reps / (time.perf_counter() - start)
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _block_params(module: torch.nn.Module, skip: tuple[str, ...]) -> int:
+    return sum(
+        m.weight.numel()
+        for n, m in module.named_modules()
+        if isinstance(m, torch.nn.Linear) and not any(s in n for s in skip) and "lora_" not in n
+    )
+
+
+def flops_per_sample(head: Any, seq: float, sup: float, img: int, vfm: Any | None) -> float:
+    """Training FLOPs of one sample of mean length ``seq`` with ``sup`` supervised and ``img`` image tokens."""
+    cfg = head.base.config
+    n_llm = _block_params(head.base.get_decoder(), ())
+    d, layers, vocab = cfg.hidden_size, cfg.num_hidden_layers, cfg.vocab_size
+    fwd = 2 * n_llm * seq + 4 * layers * seq * seq * d + 2 * vocab * d * sup
+    conn = sum(p.numel() for p in head.connector.parameters())
+    total = 2 * fwd + 6 * conn * img
+    if vfm is not None:
+        n_vfm = _block_params(vfm, ())
+        vcfg = vfm.model.config if hasattr(vfm, "model") else None
+        vl = getattr(vcfg, "num_hidden_layers", 0)
+        vd = getattr(vcfg, "hidden_size", 0)
+        total += 2 * n_vfm * img + 4 * vl * img * img * vd
+    return float(total)
+
+
+def run_path(mode: str, args: argparse.Namespace, data: Path, cache: Path, work: Path) -> dict[str, Any]:
+    from ava.heads.llm.config import LLMHeadConfig
+    from ava.heads.llm.runtime import prepare_training
+    from ava.heads.llm.train import fit, resolve_dtype
+
+    device = torch.device(args.device)
+    dtype = resolve_dtype(args.dtype, device)
+    cfg = LLMHeadConfig(
+        ava=["rel_depth"],
+        vfm=args.vfm,
+        data=str(data),
+        cache=str(cache),
+        out=str(work / f"run_{mode}"),
+        llm=args.llm,
+        features=mode,
+        batch_size=args.batch_size,
+        lora_r=args.lora_r,
+        epochs=1000,
+        device=args.device,
+        dtype=args.dtype,
+        num_workers=args.num_workers,
+        progress=False,
+        gradient_checkpointing=args.gradient_checkpointing,
+        stop_after_steps=args.warmup,
+    )
+    prep = prepare_training(cfg, device=device, dtype=dtype)
+    kw = dict(dist=_single(), device=device, dtype=dtype, epochs=cfg.epochs, lr=1e-4, batch_size=args.batch_size)
+    fit(prep.head, prep.loop, cfg, Path(cfg.out), **kw)  # warm-up steps, then a checkpoint
+    cfg.stop_after_steps = args.steps
+    _sync(device)
+    summary = fit(prep.head, prep.loop, cfg, Path(cfg.out), **kw)  # resumes: the timed steps
+    lengths = [e.length(prep.loop.num_image_tokens) for e in prep.loop.encoded]
+    sup = float(np.mean([len(e.answer) for e in prep.loop.encoded]))
+    vfm = getattr(prep.loop.featurize, "vfm", None)
+    fps = flops_per_sample(prep.head, float(np.mean(lengths)), sup, prep.loop.num_image_tokens, vfm)
+    return {
+        "mode": mode,
+        "samples_per_s": summary["samples_per_s"],
+        "tokens_per_s": summary["tokens_per_s"],
+        "steps": summary["step"] - summary["resumed_from_step"],
+        "seconds": summary["seconds"],
+        "flops_per_sample": fps,
+        "mean_seq_len": float(np.mean(lengths)),
+        "peak_mem_gb": torch.cuda.max_memory_allocated(device) / 1e9 if device.type == "cuda" else None,
+    }
+
+
+def _single() -> Any:
+    from ava.heads.llm.train import Dist
+
+    return Dist()
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", default="cpu")
+    for key in ("vfm", "llm", "dtype"):
+        p.add_argument(f"--{key}")
+    for key in ("samples", "batch_size", "steps", "warmup", "lora_r"):
+        p.add_argument(f"--{key.replace('_', '-')}", type=int)
+    p.add_argument("--num-workers", type=int, default=0)
+    p.add_argument("--gradient-checkpointing", action="store_true")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    p.add_argument("--json", type=Path, help="also write the results here")
+    args = p.parse_args()
+    preset = PRESETS["cuda" if args.device.startswith("cuda") else "cpu"]
+    for k, v in preset.items():
+        if getattr(args, k) is None:
+            setattr(args, k, v)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    args.vfm = register_random(args.vfm)
+    device = torch.device(args.device)
+    work = Path(tempfile.mkdtemp(prefix="bench_llm_"))
+    try:
+        data = make_data(work / "data", args.samples)
+        extract(
+            ExtractConfig(
+                vfm=args.vfm,
+                data=str(data),
+                cache=str(work / "cache"),
+                device=args.device,
+                codec="fp16",
+                dtype="fp32" if args.dtype == "fp32" else "bf16",
+                progress=False,
+                batch_size=args.batch_size,
+            )
+        )
+        results = [run_path(m, args, data, work / "cache", work) for m in ("cache", "online")]
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    mm_dtype = torch.float32 if args.dtype == "fp32" else torch.bfloat16
+    rate = matmul_rate(device, mm_dtype, 8192 if device.type == "cuda" else 1024)
+    for r in results:
+        r["mfu"] = r["flops_per_sample"] * r["samples_per_s"] / rate
+    report(args, results, rate)
+
+
+def report(args: argparse.Namespace, results: list[dict[str, Any]], rate: float) -> None:
+    device = torch.cuda.get_device_name(args.device) if args.device.startswith("cuda") else platform.processor()
+    header = (
+        f"device {args.device} ({device or platform.machine()}, torch threads {torch.get_num_threads()}), "
+        f"{dt.date.today()}, vfm {args.vfm}, llm {args.llm}, LoRA r {args.lora_r}, {args.dtype}, "
+        f"global batch {args.batch_size}, {args.steps} timed steps after {args.warmup} warm-up; "
+        f"measured {args.dtype} matmul {rate / 1e12:.3f} TFLOP/s"
+    )
+    print(header)
+    print("| path | samples/s | tokens/s | mean tokens/sample | MFU |")
+    print("|---|---:|---:|---:|---:|")
+    for r in results:
+        print(
+            f"| {r['mode']} | {r['samples_per_s']:.2f} | {r['tokens_per_s']:.0f} | {r['mean_seq_len']:.0f} "
+            f"| {100 * r['mfu']:.1f}% |"
+        )
+    c, o = results
+    print(f"cached / online: {c['samples_per_s'] / o['samples_per_s']:.2f}x samples/s")
+    if args.json:
+        args.json.write_text(json.dumps({"header": header, "results": results}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
