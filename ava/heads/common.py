@@ -1,0 +1,332 @@
+"""Helpers shared by the heads trained on cached features (probes, kNN, and whatever else wants them).
+
+What lives here is what every such head does the same way: pick the abilities of a run, cap and split the
+train samples deterministically (a held-out slice for model selection), join samples to cache rows, turn a
+sample's structured truth into a training target and a prediction back into a reply (through
+``ava.abilities.parsers.format_reply``, so every head is scored exactly like ``ava score``), and write the
+run directory of :mod:`ava.heads.base`.
+
+Targets, by answer kind (``value`` is what a head predicts for one sample):
+
+- ``option``: the option text; a head predicts a score per vocabulary entry, and the reply is the best-scoring
+  option among *this question's* options (per-question option lists differ between samples).
+- ``integer`` (counting): ``log(count)``; the reply is the rounded count, at least 1.
+- ``depth_bin`` (absolute depth): ``log(metres)`` of the bin midpoint; the reply is the option bin whose
+  midpoint is nearest to the predicted metres.
+- ``rgb`` (colour): RGB / 255; the reply is the clipped, rounded sRGB triple.
+- ``box`` (localization): normalized x1, y1, x2, y2; corners are reordered before the reply.
+- ``text`` (OCR): the string itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ava.errors import AvaError
+
+if TYPE_CHECKING:
+    from ava.abilities import Ability
+    from ava.data.format import Dataset, Sample
+
+REGRESSION_KINDS = ("integer", "depth_bin", "rgb", "box")
+TARGET_DIMS = {"integer": 1, "depth_bin": 1, "rgb": 3, "box": 4}
+_BIN_RE = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*-\s*(-?\d+(?:\.\d+)?)\s*$")
+
+
+# -- devices and seeds ----------------------------------------------------------------------------------
+def resolve_device(device: str) -> str:
+    """``"auto"`` becomes ``"cuda"`` when torch sees a GPU, else ``"cpu"``; anything else is kept."""
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+# -- abilities and samples ------------------------------------------------------------------------------
+def select_abilities(dataset: Dataset, ava: Sequence[str] | None) -> list[str]:
+    """The ability keys of a run: the requested ones (validated, canonical), or all present in the data."""
+    from ava.abilities import get_ability
+
+    present = dataset.abilities()
+    if not ava:
+        if not present:
+            raise AvaError(f"dataset {dataset.root} has no samples (no samples/*.jsonl)")
+        return present
+    keys = []
+    for name in ava:
+        key = get_ability(name).key
+        if key not in present:
+            raise AvaError(f"dataset {dataset.root} has no samples for ability {key!r}; present: {present}")
+        if key not in keys:
+            keys.append(key)
+    return keys
+
+
+def _rank(sample: Sample, salt: str) -> str:
+    return hashlib.sha256(f"{salt}|{sample.ava}|{sample.id}".encode()).hexdigest()
+
+
+def stable_order(samples: Sequence[Sample], salt: str) -> list[Sample]:
+    """Samples in a pseudo-random order that depends only on their keys and ``salt`` (not on input order)."""
+    return sorted(samples, key=lambda s: _rank(s, salt))
+
+
+def train_samples(dataset: Dataset, ava: str, max_train: int | None, seed: int) -> list[Sample]:
+    """The train split of one ability, capped at ``max_train`` by a deterministic draw."""
+    samples = dataset.samples(ava, split="train")
+    if not samples:
+        splits = sorted({str(s.split) for s in dataset.samples(ava)})
+        raise AvaError(
+            f"dataset {dataset.root}: ability {ava!r} has no train samples (splits present: {splits}); "
+            f"run `ava data split {dataset.root}` first"
+        )
+    if max_train is not None and len(samples) > max_train:
+        samples = stable_order(samples, f"cap{seed}")[:max_train]
+    return stable_order(samples, f"order{seed}")
+
+
+def holdout_split(samples: Sequence[Sample], frac: float = 0.1, seed: int = 0) -> tuple[list[Sample], list[Sample]]:
+    """(fit, held-out): a deterministic ``frac`` slice of train for model selection (at least one each side)."""
+    ordered = stable_order(samples, f"holdout{seed}")
+    if len(ordered) < 2:
+        return list(ordered), list(ordered)
+    n_held = min(len(ordered) - 1, max(1, round(frac * len(ordered))))
+    return ordered[n_held:], ordered[:n_held]
+
+
+def question_options(ability: Ability, sample: Sample) -> list[str]:
+    """The options of this question (the sample's own list, or the ability's fixed one)."""
+    if sample.options:
+        return list(sample.options)
+    if ability.fixed_options:
+        return list(ability.fixed_options)
+    raise AvaError(f"sample {sample.ava}/{sample.id}: a {ability.answer_kind} question without options")
+
+
+# -- targets --------------------------------------------------------------------------------------------
+def _truth(sample: Sample, field: str) -> Any:
+    if field not in sample.truth:
+        raise AvaError(f"sample {sample.ava}/{sample.id}: truth {sample.truth!r} has no {field!r}")
+    return sample.truth[field]
+
+
+def option_text(ability: Ability, sample: Sample) -> str:
+    """The true option's text of a choice question."""
+    if "text" in sample.truth:
+        return str(sample.truth["text"])
+    return question_options(ability, sample)[int(_truth(sample, "index"))]
+
+
+def bin_midpoint(label: str) -> float:
+    """Metres at the middle of a depth bin written ``"2-3"``."""
+    m = _BIN_RE.match(label)
+    if not m:
+        raise AvaError(f"depth option {label!r} is not a bin like '2-3'")
+    return (float(m.group(1)) + float(m.group(2))) / 2
+
+
+def depth_metres(ability: Ability, sample: Sample) -> float:
+    if "bin" in sample.truth:
+        lo, hi = sample.truth["bin"]
+        return (float(lo) + float(hi)) / 2
+    return bin_midpoint(question_options(ability, sample)[int(_truth(sample, "index"))])
+
+
+def regression_target(ability: Ability, sample: Sample) -> np.ndarray:
+    """The regression target of one sample (see the module docstring), float32."""
+    kind = ability.answer_kind
+    if kind == "integer":
+        return np.array([math.log(max(float(_truth(sample, "value")), 0.5))], np.float32)
+    if kind == "depth_bin":
+        return np.array([math.log(depth_metres(ability, sample))], np.float32)
+    if kind == "rgb":
+        return np.asarray(_truth(sample, "rgb"), np.float32) / 255.0
+    if kind == "box":
+        x1, y1, x2, y2 = (float(v) for v in _truth(sample, "box"))
+        return np.array([min(x1, x2), min(y1, y2), max(x1, x2), max(y1, y2)], np.float32)
+    raise AvaError(f"ability {ability.key!r}: no regression target for answer kind {kind!r}")
+
+
+def regression_targets(ability: Ability, samples: Sequence[Sample]) -> np.ndarray:
+    return np.stack([regression_target(ability, s) for s in samples]).astype(np.float32)
+
+
+def option_vocabulary(ability: Ability, samples: Sequence[Sample]) -> list[str]:
+    """The union of option texts a classifier covers: fixed options, then every train option and truth."""
+    vocab: dict[str, None] = dict.fromkeys(ability.fixed_options)
+    for s in samples:
+        vocab.update(dict.fromkeys(s.options or ()))
+        vocab[option_text(ability, s)] = None
+    return list(vocab)
+
+
+def choice_reply(ability: Ability, sample: Sample, scores: np.ndarray, vocab_index: Mapping[str, int]) -> str:
+    """The reply naming the best-scoring option among this question's options (unknown options score -inf)."""
+    from ava.abilities.parsers import format_reply
+
+    options = question_options(ability, sample)
+    best, best_score = 0, -math.inf
+    for i, opt in enumerate(options):
+        j = vocab_index.get(opt)
+        score = float(scores[j]) if j is not None else -math.inf
+        if score > best_score:
+            best, best_score = i, score
+    return format_reply(ability, best, options=options)
+
+
+def regression_reply(ability: Ability, sample: Sample, value: np.ndarray) -> str:
+    """The reply for a predicted regression target (see the module docstring)."""
+    from ava.abilities.parsers import format_reply
+
+    kind = ability.answer_kind
+    value = np.asarray(value, np.float64).reshape(-1)
+    if kind == "integer":
+        return format_reply(ability, max(1, int(round(math.exp(min(value[0], 20.0))))))
+    if kind == "depth_bin":
+        options = question_options(ability, sample)
+        metres = math.exp(min(value[0], 20.0))
+        mids = [bin_midpoint(o) for o in options]
+        best = min(range(len(mids)), key=lambda i: abs(mids[i] - metres))
+        return format_reply(ability, int(best), options=options)  # an int is a bin index
+    if kind == "rgb":
+        rgb = tuple(int(round(float(v))) for v in np.clip(value * 255.0, 0, 255))
+        return format_reply(ability, rgb)
+    if kind == "box":
+        v = np.clip(value, 0.0, 1.0)
+        box = (float(min(v[0], v[2])), float(min(v[1], v[3])), float(max(v[0], v[2])), float(max(v[1], v[3])))
+        return format_reply(ability, box)
+    raise AvaError(f"ability {ability.key!r}: no regression reply for answer kind {kind!r}")
+
+
+# -- features -------------------------------------------------------------------------------------------
+def read_rows(cache: Any, samples: Sequence[Sample], layer: int | None, pooled: bool) -> np.ndarray:
+    """Features of ``samples`` in order ([N, D] pooled or [N, T, D]); each image is read once."""
+    shas = [s.image_sha256 for s in samples]
+    missing = [s for s in samples if not cache.has(s.image_sha256)]
+    if missing:
+        s = missing[0]
+        raise AvaError(
+            f"feature cache {cache.key} has no features for {len(missing)} sample(s), e.g. {s.ava}/{s.id} "
+            f"(image {s.image}); run `ava cache extract` for this dataset and VFM first"
+        )
+    unique = list(dict.fromkeys(shas))
+    rows = cache.read_pooled(unique, layer=layer) if pooled else cache.read(unique, layer=layer)
+    where = {sha: i for i, sha in enumerate(unique)}
+    index = np.fromiter((where[sha] for sha in shas), dtype=np.int64, count=len(shas))
+    return np.ascontiguousarray(rows[index], dtype=np.float32)
+
+
+def read_layers(cache: Any, samples: Sequence[Sample], layers: Sequence[int | None], pooled: bool) -> np.ndarray:
+    """Features of several cached layers, concatenated along the feature axis."""
+    parts = [read_rows(cache, samples, layer, pooled) for layer in layers]
+    return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=-1)
+
+
+def layer_sets(cache: Any, layer: int | None) -> list[tuple[int | None, ...]]:
+    """The layer choices a grid tries: the requested layer; else the last cached layer, and all of them
+    concatenated when the cache holds several (dinov2's linear eval tries 1 vs 4 last blocks the same way)."""
+    if layer is not None:
+        return [(layer,)]
+    layers = tuple(getattr(cache, "layers", ()) or ())
+    if len(layers) <= 1:
+        return [(None,)]
+    same_sign = all(v < 0 for v in layers) or all(v >= 0 for v in layers)
+    deepest = max(layers) if same_sign else layers[-1]
+    return [(deepest,), layers]
+
+
+# -- model selection ------------------------------------------------------------------------------------
+def mean_score(ability: Ability, samples: Sequence[Sample], replies: Sequence[str]) -> float:
+    """The ability's metric over ``samples`` (scored by ``ava.metrics``, exactly as ``ava score`` does)."""
+    from ava.metrics.scoring import score_sample
+
+    values = [score_sample(ability, s, r).value for s, r in zip(samples, replies, strict=True)]
+    return float(np.mean(values)) if values else float("nan")
+
+
+def is_better(ability: Ability, value: float, best: float | None) -> bool:
+    """Whether ``value`` beats ``best`` in the ability's direction (the first candidate wins ties)."""
+    if best is None:
+        return True
+    if math.isnan(value):
+        return False
+    if math.isnan(best):
+        return True
+    return value > best if ability.higher_is_better else value < best
+
+
+# -- run directories ------------------------------------------------------------------------------------
+def write_json(path: Path, obj: Any) -> None:
+    """Write JSON atomically (tmp + rename)."""
+    from ava.config import to_jsonable
+    from ava.data.format import atomic_write_text
+
+    atomic_write_text(path, json.dumps(to_jsonable(obj), indent=2, ensure_ascii=False) + "\n")
+
+
+def read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError as e:
+        raise AvaError(f"{path.parent} is not a complete run directory: {path.name} is missing") from e
+    except json.JSONDecodeError as e:
+        raise AvaError(f"{path}: not valid JSON ({e})") from e
+
+
+def run_block(head: str, vfm: str, abilities: list[str], cache: Any, dataset: Dataset, **extra: Any) -> dict:
+    """The ``run`` block of run.json and of every results file."""
+    return {
+        "head": head,
+        "vfm": vfm,
+        "abilities": abilities,
+        "random_weights": bool(getattr(cache, "random_weights", False)),
+        "llm": None,
+        "cache_key": getattr(cache, "key", None),
+        "split": dataset.split_info,
+        "synthetic": dataset.is_synthetic,
+        **extra,
+    }
+
+
+def start_run(out: str | os.PathLike[str], config: Any, run: dict) -> Path:
+    """Create the run directory and write config.json and run.json."""
+    from ava.config import save_config
+
+    if not str(out):
+        raise AvaError("no output directory given (--out)")
+    run_dir = Path(out)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    save_config(config, run_dir / "config.json")
+    write_json(run_dir / "run.json", run)
+    return run_dir
+
+
+def score_and_write(
+    dataset: Dataset,
+    predictions: Mapping[tuple[str, str], str],
+    abilities: list[str],
+    split: str,
+    run: dict,
+    config: dict,
+    run_dir: Path,
+    extra: Mapping[str, dict] | None = None,
+) -> dict:
+    """Score replies like ``ava score`` does, add per-ability ``extra`` (selection details), write results."""
+    from ava.metrics.scoring import score_predictions, write_results
+
+    report = score_predictions(dataset, predictions, abilities=abilities, split=split, run=run, config=config)
+    for key, info in (extra or {}).items():
+        if key in report.results.get("abilities", {}):
+            report.results["abilities"][key]["extra"] = info
+    write_results(report, run_dir, split)
+    return report.results

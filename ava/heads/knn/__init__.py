@@ -1,0 +1,32 @@
+"""kNN head: cosine neighbours of L2-normalized mean-pooled features in a faiss index (see
+:mod:`ava.heads.knn.model` for the voting and averaging rules, :mod:`ava.heads.knn.train` for k selection)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ava.heads.base import HeadSpec
+from ava.heads.knn.config import KNNConfig
+
+
+def _train(config: KNNConfig) -> Any:
+    from ava.heads.knn.train import train
+
+    return train(config)
+
+
+def _evaluate(run_dir: Any, split: str = "test", **options: Any) -> dict[str, Any]:
+    from ava.heads.knn.train import evaluate
+
+    return evaluate(run_dir, split, **options)
+
+
+SPEC = HeadSpec(
+    name="knn",
+    description="k nearest neighbours (faiss, cosine on mean-pooled features); k in {1, 5, 20} picked on held-out",
+    config_cls=KNNConfig,
+    train=_train,
+    evaluate=_evaluate,
+)
+
+__all__ = ["SPEC", "KNNConfig"]

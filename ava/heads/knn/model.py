@@ -1,0 +1,128 @@
+"""The kNN head's index and its rules for turning neighbours into a prediction.
+
+Features are mean-pooled patch tokens, L2-normalized, searched by inner product (cosine) in a
+``faiss.IndexFlatIP`` (exact). The index goes to every GPU when faiss was built with GPU support and the
+device is CUDA; otherwise it stays on the CPU.
+
+- Choice abilities: majority vote among the k nearest train samples whose label is one of *this question's*
+  options (per-question option lists differ); ties go to the option with the larger summed similarity.
+- Counts, depth, colour, boxes: the inverse-distance-weighted mean of the neighbours' targets, in the same
+  target space as the probes (log count, log metres, RGB/255, normalized box; see :mod:`ava.heads.common`).
+- OCR: the nearest neighbour's text, whatever k. This is a weak baseline: it can only ever repeat a train
+  string, so it measures whether images with the same text land near each other, not reading.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ava.abilities import Ability
+from ava.data.format import Sample
+from ava.heads import common
+
+SEARCH_BATCH = 4096
+CHOICE_SEARCH = 256  # neighbours searched for choice questions, so k valid ones exist among per-question options
+
+
+def normalized(x: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit L2 norm (zero rows stay zero), float32 C-contiguous as faiss wants."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    return np.ascontiguousarray(x / np.maximum(norms, 1e-12), dtype=np.float32)
+
+
+def build_index(features: np.ndarray) -> Any:
+    """A CPU ``IndexFlatIP`` over normalized ``features``."""
+    import faiss
+
+    index = faiss.IndexFlatIP(features.shape[1])
+    index.add(normalized(features))
+    return index
+
+
+def on_device(index: Any, device: str) -> Any:
+    """The index on all GPUs when faiss has GPU support and ``device`` is CUDA, else unchanged."""
+    import faiss
+
+    if device.startswith("cuda") and hasattr(faiss, "get_num_gpus") and faiss.get_num_gpus() > 0:
+        return faiss.index_cpu_to_all_gpus(index)
+    return index
+
+
+def search(index: Any, queries: np.ndarray, k: int, batch_size: int = SEARCH_BATCH) -> tuple[np.ndarray, np.ndarray]:
+    """(similarities, ids), each [Q, k], nearest first."""
+    q = normalized(queries)
+    sims, ids = [], []
+    for i in range(0, len(q), batch_size):
+        s, j = index.search(q[i : i + batch_size], k)
+        sims.append(s)
+        ids.append(j)
+    if not sims:
+        return np.zeros((0, k), np.float32), np.zeros((0, k), np.int64)
+    return np.concatenate(sims), np.concatenate(ids)
+
+
+@dataclass
+class Memory:
+    """What the index's rows stand for: option labels, regression targets or texts, row-aligned."""
+
+    ability: Ability
+    labels: list[str] | None = None  # choice: option text of each train row; OCR: the text
+    targets: np.ndarray | None = None  # regression targets [N, d]
+
+    @classmethod
+    def build(cls, ability: Ability, samples: Sequence[Sample]) -> Memory:
+        kind = ability.answer_kind
+        if kind == "option":
+            return cls(ability, labels=[common.option_text(ability, s) for s in samples])
+        if kind == "text":
+            return cls(ability, labels=[str(s.truth.get("text", "")) for s in samples])
+        return cls(ability, targets=common.regression_targets(ability, samples))
+
+    @property
+    def search_k(self) -> int:
+        return CHOICE_SEARCH if self.ability.answer_kind == "option" else 0
+
+    def reply(self, sample: Sample, sims: np.ndarray, ids: np.ndarray, k: int) -> str:
+        """The reply for one query from its neighbours (nearest first; id -1 means none)."""
+        valid = ids >= 0
+        sims, ids = sims[valid], ids[valid]
+        kind = self.ability.answer_kind
+        if kind == "text":
+            from ava.abilities.parsers import format_reply
+
+            return format_reply(self.ability, self.labels[int(ids[0])] if len(ids) else "")
+        if kind == "option":
+            return self._vote(sample, sims, ids, k)
+        d = np.sqrt(np.maximum(2.0 - 2.0 * sims[:k].astype(np.float64), 0.0))  # L2 distance on the unit sphere
+        w = 1.0 / (d + 1e-6)
+        value = (w[:, None] * self.targets[ids[:k]]).sum(0) / w.sum()
+        return common.regression_reply(self.ability, sample, value)
+
+    def _vote(self, sample: Sample, sims: np.ndarray, ids: np.ndarray, k: int) -> str:
+        options = common.question_options(self.ability, sample)
+        allowed = set(options)
+        count: dict[str, int] = {}
+        summed: dict[str, float] = {}
+        taken = 0
+        for s, j in zip(sims, ids, strict=True):
+            label = self.labels[int(j)]
+            if label not in allowed:
+                continue
+            count[label] = count.get(label, 0) + 1
+            summed[label] = summed.get(label, 0.0) + float(s)
+            taken += 1
+            if taken == k:
+                break
+        # votes first; the summed similarity (|sum| <= k) breaks ties without outweighing a vote
+        scores = np.array([count.get(o, 0) + summed.get(o, 0.0) / (2 * k + 1) if o in count else -1.0 for o in options])
+        from ava.abilities.parsers import format_reply
+
+        return format_reply(self.ability, int(np.argmax(scores)), options=options)
+
+    def replies(self, samples: Sequence[Sample], sims: np.ndarray, ids: np.ndarray, k: int) -> list[str]:
+        return [self.reply(s, sims[i], ids[i], k) for i, s in enumerate(samples)]

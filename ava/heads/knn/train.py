@@ -1,0 +1,171 @@
+"""Build and evaluate the kNN head from the feature cache.
+
+For each ability: neighbours of a deterministic held-out 10% of train are searched among the other 90%,
+every candidate k is scored with the ability's metric, and the best k is kept (the smaller on ties). The
+saved index then holds all train samples. Evaluation reports the chosen k's predictions and, in the
+results' ``extra`` field, the held-out and test metric of every candidate k.
+
+Run directory (besides config.json, run.json, results_<split>.json, predictions_<split>.jsonl)::
+
+    knn.json               # per ability: candidate and chosen k, held-out scores, layer, row labels / ids
+    knn.safetensors        # per ability: regression targets of the index rows, key "<ability>.targets"
+    knn/<ability>.faiss    # the faiss index (CPU form; moved to GPUs at load when asked)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ava.abilities import Ability, get_ability
+from ava.data.format import Dataset, Sample
+from ava.errors import AvaError
+from ava.heads import common
+from ava.heads.knn.config import KNNConfig
+from ava.heads.knn.model import Memory, build_index, on_device, search
+
+META_FILE = "knn.json"
+TARGETS_FILE = "knn.safetensors"
+INDEX_DIR = "knn"
+
+
+def candidate_ks(k: list[int] | int | None) -> list[int]:
+    """The k values to try, sorted, validated."""
+    ks = [1, 5, 20] if k is None else [k] if isinstance(k, int) else list(k)
+    if not ks or any(int(v) < 1 for v in ks):
+        raise AvaError(f"k must be positive integers, got {k!r}")
+    return sorted({int(v) for v in ks})
+
+
+def _search_depth(memory: Memory, ks: Sequence[int], n_rows: int) -> int:
+    return max(1, min(n_rows, max(max(ks), memory.search_k)))
+
+
+def _pooled(cache: Any, samples: Sequence[Sample], layer: int | None) -> np.ndarray:
+    return common.read_rows(cache, samples, layer, pooled=True)
+
+
+def select_k(ability: Ability, fit: list[Sample], held: list[Sample], x_fit: np.ndarray, x_held: np.ndarray,
+             ks: Sequence[int], device: str) -> tuple[int, dict[int, float]]:  # fmt: skip
+    """The k with the best held-out metric (the smaller k on ties) and every candidate's score."""
+    memory = Memory.build(ability, fit)
+    index = on_device(build_index(x_fit), device)
+    sims, ids = search(index, x_held, _search_depth(memory, ks, len(fit)))
+    scores = {k: common.mean_score(ability, held, memory.replies(held, sims, ids, k)) for k in ks}
+    best: int | None = None
+    for k in ks:
+        if best is None or common.is_better(ability, scores[k], scores[best]):
+            best = k
+    assert best is not None
+    return best, scores
+
+
+def _write_index(run_dir: Path, ava: str, x: np.ndarray) -> None:
+    import faiss
+
+    folder = run_dir / INDEX_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".{ava}.faiss.{os.getpid()}.tmp"
+    faiss.write_index(build_index(x), str(tmp))
+    os.replace(tmp, folder / f"{ava}.faiss")
+
+
+def _save_targets(run_dir: Path, targets: dict[str, np.ndarray]) -> None:
+    from safetensors.numpy import save_file
+
+    tmp = run_dir / f".{TARGETS_FILE}.{os.getpid()}.tmp"
+    save_file({f"{a}.targets": np.ascontiguousarray(t) for a, t in targets.items()}, str(tmp))
+    os.replace(tmp, run_dir / TARGETS_FILE)
+
+
+def train(config: KNNConfig) -> Path:
+    """Build one index per ability, pick k on the held-out slice, write the run dir (evaluates when eval_after)."""
+    from ava.cache import open_cache
+    from ava.heads.probe.train import _progress
+
+    dataset = Dataset(config.data)
+    abilities = common.select_abilities(dataset, config.ava)
+    cache = open_cache(config.cache, config.vfm)
+    device = common.resolve_device(config.device)
+    ks = candidate_ks(config.k)
+    run = common.run_block("knn", config.vfm, abilities, cache, dataset, seed=config.seed)
+    run_dir = common.start_run(config.out, config, run)
+    metas: dict[str, dict[str, Any]] = {}
+    targets: dict[str, np.ndarray] = {}
+    with _progress(config.progress) as bar:
+        job = bar.add_task(f"knn {config.vfm}", total=len(abilities))
+        for ava in abilities:
+            ability = get_ability(ava)
+            fit, held = common.holdout_split(
+                common.train_samples(dataset, ava, config.max_train, config.seed), config.heldout_frac, config.seed
+            )
+            x_fit, x_held = _pooled(cache, fit, config.layer), _pooled(cache, held, config.layer)
+            k, scores = select_k(ability, fit, held, x_fit, x_held, ks, device)
+            rows = fit + held
+            _write_index(run_dir, ava, np.concatenate([x_fit, x_held]))
+            memory = Memory.build(ability, rows)
+            if memory.targets is not None:
+                targets[ava] = memory.targets
+            metas[ava] = {
+                "k": k, "ks": ks, "heldout": {str(c): v for c, v in scores.items()}, "layer": config.layer,
+                "n_train": len(rows), "n_fit": len(fit), "n_heldout": len(held),
+                "labels": memory.labels, "ids": [s.id for s in rows],
+            }  # fmt: skip
+            bar.advance(job)
+    _save_targets(run_dir, targets)
+    common.write_json(run_dir / META_FILE, metas)
+    if config.eval_after:
+        evaluate(run_dir, config.split, device=config.device)
+    return run_dir
+
+
+def _load(
+    run_dir: Path, ava: str, meta: dict[str, Any], targets: dict[str, np.ndarray], device: str
+) -> tuple[Any, Memory]:
+    import faiss
+
+    path = run_dir / INDEX_DIR / f"{ava}.faiss"
+    if not path.is_file():
+        raise AvaError(f"{run_dir} is not a complete kNN run: {path} is missing")
+    index = faiss.read_index(str(path))
+    if index.ntotal != meta["n_train"]:
+        raise AvaError(f"{path}: {index.ntotal} rows, but {META_FILE} lists {meta['n_train']}")
+    memory = Memory(get_ability(ava), labels=meta.get("labels"), targets=targets.get(f"{ava}.targets"))
+    return on_device(index, device), memory
+
+
+def evaluate(run_dir: str | os.PathLike[str], split: str = "test", *, data: str | None = None,
+             cache: str | None = None, device: str | None = None, **_: Any) -> dict[str, Any]:  # fmt: skip
+    """Reload the saved indexes, predict ``split`` with each ability's chosen k, write results_<split>.json."""
+    from safetensors.numpy import load_file
+
+    from ava.cache import open_cache
+
+    run_dir = Path(run_dir)
+    config = common.read_json(run_dir / "config.json")
+    run = common.read_json(run_dir / "run.json")
+    metas = common.read_json(run_dir / META_FILE)
+    targets = load_file(str(run_dir / TARGETS_FILE)) if (run_dir / TARGETS_FILE).is_file() else {}
+    dataset = Dataset(data or config["data"])
+    feature_cache = open_cache(cache or config["cache"], config["vfm"], key=run.get("cache_key"))
+    dev = common.resolve_device(device or config.get("device", "auto"))
+    predictions: dict[tuple[str, str], str] = {}
+    extra: dict[str, dict] = {}
+    for ava, meta in metas.items():
+        index, memory = _load(run_dir, ava, meta, targets, dev)
+        samples = dataset.samples(ava, split=split)
+        by_k: dict[str, float] = {}
+        if samples:
+            sims, ids = search(index, _pooled(feature_cache, samples, meta["layer"]),
+                               _search_depth(memory, meta["ks"], meta["n_train"]))  # fmt: skip
+            for k in meta["ks"]:
+                replies = memory.replies(samples, sims, ids, k)
+                by_k[str(k)] = common.mean_score(memory.ability, samples, replies)
+                if k == meta["k"]:
+                    predictions.update({s.key: r for s, r in zip(samples, replies, strict=True)})
+        extra[ava] = {"k": meta["k"], "heldout": meta["heldout"], f"{split}_by_k": by_k}
+    return common.score_and_write(dataset, predictions, list(metas), split, run, config, run_dir, extra)

@@ -1,0 +1,170 @@
+"""Probe modules: mean-pooled linear and attentive-pooled linear, trained as a grid side by side.
+
+The attentive probe follows V-JEPA/AIMv2: learned queries attend over the patch tokens and the pooled
+vectors feed a linear layer. A single learned query against a linear key projection scores a token by
+``q . (W_k x) = (W_k^T q) . x``, so the query lives directly in feature space (one vector per head); a learned
+per-head bias over token positions lets a head look at a region (raw-pixel tokens carry no position of
+their own; VFM tokens do, and the bias then costs nothing). Each head's pooled vector also carries the
+attention-weighted (x, y) position of the tokens it attended to: where it looked, which is what spatial
+relations and boxes need (again free for VFMs whose tokens encode position). Values are the (standardized)
+tokens themselves, and the linear layer on the concatenated per-head pools absorbs
+any value/output projection. This keeps the probe linear in the tokens given the attention, and cheap
+enough to train a grid of them on CPU. Queries start at zero, i.e. as mean pooling.
+
+Targets and losses by answer kind (see :mod:`ava.heads.common`): cross-entropy over the option vocabulary;
+mean squared error on standardized regression targets (log count, log metres, RGB/255); for boxes,
+sigmoid centre and size (DETR's parameterization), loss = L1 + (1 - GIoU).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+POS_DIM = 2  # the attention-weighted (x, y) of the tokens a head looked at, appended to its pooled vector
+POS_SCALE = 4.0  # positions span ~[-2, 2], like standardized features
+
+
+def giou(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Generalized IoU of boxes [..., 4] given as x1, y1, x2, y2 (corners already ordered), in -1..1.
+
+    GIoU = IoU - |C minus (A union B)| / |C| with C the smallest box enclosing both (spec section 3).
+    """
+    area_p = (pred[..., 2] - pred[..., 0]).clamp(min=0) * (pred[..., 3] - pred[..., 1]).clamp(min=0)
+    area_t = (target[..., 2] - target[..., 0]).clamp(min=0) * (target[..., 3] - target[..., 1]).clamp(min=0)
+    iw = (torch.minimum(pred[..., 2], target[..., 2]) - torch.maximum(pred[..., 0], target[..., 0])).clamp(min=0)
+    ih = (torch.minimum(pred[..., 3], target[..., 3]) - torch.maximum(pred[..., 1], target[..., 1])).clamp(min=0)
+    inter = iw * ih
+    union = area_p + area_t - inter
+    cw = torch.maximum(pred[..., 2], target[..., 2]) - torch.minimum(pred[..., 0], target[..., 0])
+    ch = torch.maximum(pred[..., 3], target[..., 3]) - torch.minimum(pred[..., 1], target[..., 1])
+    enclose = cw * ch
+    eps = 1e-9
+    iou = inter / union.clamp(min=eps)
+    return iou - (enclose - union) / enclose.clamp(min=eps)
+
+
+def box_from_output(out: torch.Tensor) -> torch.Tensor:
+    """Raw outputs [..., 4] -> x1, y1, x2, y2: sigmoid centre and size (as DETR), so corners are always ordered.
+
+    Sigmoids on the corners themselves need min/max reordering, which routes gradients to one corner at a
+    time, and squash the corners near the image border; fitting was markedly worse that way.
+    """
+    cx, cy, w, h = torch.sigmoid(out).unbind(-1)
+    return torch.stack([cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2], -1)
+
+
+def box_loss(out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """L1 + (1 - GIoU) of the decoded boxes, averaged over the batch."""
+    pred = box_from_output(out)
+    return (pred - target).abs().sum(-1).mean() + (1 - giou(pred, target)).mean()
+
+
+class Standardize(nn.Module):
+    """Centering per feature and one global scale, from train statistics, saved with the probe.
+
+    Features of different VFMs differ in scale by orders of magnitude; unit-scale inputs let one learning-rate
+    grid fit them all. The scale is shared by all features (the root mean variance) rather than per feature,
+    so near-constant, noisy features are not blown up to the loudness of informative ones.
+    """
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.register_buffer("mean", torch.zeros(dim))
+        self.register_buffer("std", torch.ones(dim))
+
+    def fit(self, x: torch.Tensor) -> None:
+        flat = x.reshape(-1, x.shape[-1]).double()
+        self.mean.copy_(flat.mean(0).float())
+        rms = flat.var(0, unbiased=False).mean().sqrt().clamp(min=1e-6)
+        self.std.copy_(rms.float().expand(self.std.shape[0]))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (x - self.mean) / self.std
+
+
+class Probe(nn.Module):
+    """One probe: (standardized) features -> mean or attentive pooling -> linear.
+
+    ``pooling="mean"`` takes pooled [B, D] features (or [B, T, D], averaged here); ``"attn"`` takes tokens.
+    """
+
+    def __init__(self, dim: int, out_dim: int, pooling: str = "mean", heads: int = 4, num_tokens: int = 1,
+                 grid: tuple[int, int] | None = None) -> None:  # fmt: skip
+        super().__init__()
+        self.pooling, self.heads, self.dim = pooling, heads, dim
+        self.norm = Standardize(dim)
+        if pooling == "attn":
+            self.query = nn.Parameter(torch.zeros(heads, dim))
+            self.pos_bias = nn.Parameter(torch.zeros(heads, num_tokens))
+            self.register_buffer("positions", token_positions(num_tokens, grid))
+            self.linear = nn.Linear(heads * (dim + POS_DIM), out_dim)
+        elif pooling == "mean":
+            self.linear = nn.Linear(dim, out_dim)
+        else:
+            raise ValueError(f"unknown pooling {pooling!r}")
+
+    def init_weights(self, generator: torch.Generator) -> None:
+        with torch.no_grad():
+            self.linear.weight.normal_(0.0, 0.01, generator=generator)
+            self.linear.bias.zero_()
+
+    def pool(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.norm(x)
+        if self.pooling == "mean":
+            return x.mean(1) if x.dim() == 3 else x
+        return attentive_pool(x, self.query, self.pos_bias, self.positions).flatten(1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(self.pool(x))
+
+
+def token_positions(num_tokens: int, grid: tuple[int, int] | None) -> torch.Tensor:
+    """[T, 2] (x, y) centre of every token in 0..1, row-major over ``grid`` (rows, cols); a token sequence
+    without a known grid gets its index as x."""
+    rows, cols = grid if grid and grid[0] * grid[1] == num_tokens else (1, num_tokens)
+    ys, xs = torch.meshgrid(torch.arange(rows), torch.arange(cols), indexing="ij")
+    return torch.stack([(xs.flatten() + 0.5) / cols, (ys.flatten() + 0.5) / rows], -1).float()
+
+
+def attentive_pool(x: torch.Tensor, queries: torch.Tensor, pos_bias: torch.Tensor,
+                   positions: torch.Tensor) -> torch.Tensor:  # fmt: skip
+    """[B, T, D] tokens, [K, D] queries, [K, T] position biases, [T, 2] token positions -> [B, K, D + 2]: per
+    query, the softmax(q . x / sqrt(D) + bias)-weighted mean of the tokens and of their positions."""
+    attn = (torch.einsum("btd,kd->bkt", x, queries) / math.sqrt(x.shape[-1]) + pos_bias).softmax(-1)
+    where = (attn @ positions - 0.5) * POS_SCALE  # [B, K, 2], centred and on the scale of the features
+    return torch.cat([torch.einsum("bkt,btd->bkd", attn, x), where], -1)
+
+
+class ProbeGrid(nn.Module):
+    """G probes of one input type trained on the same batches, each with its own learning rate.
+
+    The members share the input standardization; attentive members' queries are scored in one batched
+    product so the tokens are read once per step for the whole grid.
+    """
+
+    def __init__(self, dim: int, out_dim: int, n: int, pooling: str, heads: int, num_tokens: int,
+                 grid: tuple[int, int] | None, generator: torch.Generator) -> None:  # fmt: skip
+        super().__init__()
+        self.members = nn.ModuleList(Probe(dim, out_dim, pooling, heads, num_tokens, grid) for _ in range(n))
+        for m in self.members:
+            m.init_weights(generator)
+        self.pooling, self.heads = pooling, heads
+
+    def fit_norm(self, x: torch.Tensor) -> None:
+        self.members[0].norm.fit(x)
+        for m in self.members[1:]:
+            m.norm.load_state_dict(self.members[0].norm.state_dict())
+
+    def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
+        x = self.members[0].norm(x)
+        if self.pooling == "mean":
+            pooled = x.mean(1) if x.dim() == 3 else x
+            return [m.linear(pooled) for m in self.members]
+        queries = torch.cat([m.query for m in self.members])  # [G*h, D]
+        bias = torch.cat([m.pos_bias for m in self.members])
+        pools = attentive_pool(x, queries, bias, self.members[0].positions)
+        pools = pools.unflatten(1, (len(self.members), self.heads))  # [B, G, h, D + 2]
+        return [m.linear(pools[:, g].flatten(1)) for g, m in enumerate(self.members)]

@@ -1,0 +1,447 @@
+"""Train and evaluate the probe heads from the feature cache.
+
+Like dinov2's linear evaluation: for each ability, the features are loaded once, a small grid (learning
+rates x layer choices) of probes is trained side by side on the same batches, the member with the best
+metric on a deterministic held-out 10% of train is kept, and it is evaluated on the test split. The
+held-out slice is not folded back into training: selection and the saved probe stay consistent.
+Predictions become replies through ``format_reply`` and are scored by ``ava.metrics`` like ``ava score``.
+
+Run directory (besides config.json, run.json, results_<split>.json, predictions_<split>.jsonl)::
+
+    probe.json           # per ability: probe kind, layers, vocabulary/target statistics, the grid's scores
+    probe.safetensors    # per ability: the chosen probe's tensors, keys "<ability>.<tensor>"
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from ava.abilities import Ability, get_ability
+from ava.data.format import Dataset, Sample
+from ava.errors import AvaError
+from ava.heads import common
+from ava.heads.probe.config import ProbeConfig
+from ava.heads.probe.model import Probe, ProbeGrid, box_from_output, box_loss
+from ava.heads.probe.ocr import CTCReader, char_vocabulary, ctc_loss, encode_texts, greedy_decode, num_slots
+
+META_FILE = "probe.json"
+WEIGHTS_FILE = "probe.safetensors"
+EVAL_BATCH = 256
+
+
+# -- features -------------------------------------------------------------------------------------------
+class CacheRows:
+    """Token features read from the cache batch by batch, for train sets too large to hold in memory."""
+
+    def __init__(self, cache: Any, samples: Sequence[Sample], layers: tuple[int | None, ...]) -> None:
+        self.cache, self.samples, self.layers = cache, list(samples), layers
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def __getitem__(self, index: np.ndarray) -> np.ndarray:
+        return common.read_layers(self.cache, [self.samples[i] for i in np.asarray(index)], self.layers, False)
+
+
+Rows = np.ndarray | CacheRows
+
+
+def load_features(cache: Any, samples: Sequence[Sample], layers: tuple[int | None, ...], tokens: bool,
+                  max_memory_gb: float) -> Rows:  # fmt: skip
+    """Pooled [N, D] or token [N, T, D] features in memory, or a streaming reader when tokens are too large."""
+    if not tokens:
+        return common.read_layers(cache, samples, layers, pooled=True)
+    size = len(samples) * cache.num_tokens * cache.dim * len(layers) * 4
+    if size > max_memory_gb * 2**30:
+        return CacheRows(cache, samples, layers)
+    return common.read_layers(cache, samples, layers, pooled=False)
+
+
+def _batches(n: int, batch_size: int, generator: torch.Generator | None) -> list[np.ndarray]:
+    order = torch.randperm(n, generator=generator).numpy() if generator is not None else np.arange(n)
+    return [order[i : i + batch_size] for i in range(0, n, batch_size)]
+
+
+def _as_tensor(rows: Rows, index: np.ndarray, device: str) -> torch.Tensor:
+    return torch.from_numpy(np.ascontiguousarray(rows[index])).to(device)
+
+
+def _stats_rows(rows: Rows) -> torch.Tensor:
+    """The rows the input standardization is fitted on (all in memory; the first 512 when streaming)."""
+    if isinstance(rows, CacheRows):
+        return torch.from_numpy(rows[np.arange(min(len(rows), 512))])
+    return torch.from_numpy(rows)
+
+
+# -- targets --------------------------------------------------------------------------------------------
+@dataclass
+class Task:
+    """How one ability's samples become targets, losses and replies for a probe."""
+
+    ability: Ability
+    kind: str  # "classify" | "regress" | "box" | "ctc"
+    vocab: list[str] | None = None
+    mean: np.ndarray | None = None
+    std: np.ndarray | None = None
+    chars: list[str] | None = None
+    slots: int = 0
+
+    @property
+    def out_dim(self) -> int:
+        if self.kind == "classify":
+            return len(self.vocab or ())
+        return common.TARGET_DIMS[self.ability.answer_kind]
+
+    @classmethod
+    def build(cls, ability: Ability, train: Sequence[Sample], num_tokens: int) -> Task:
+        kind = ability.answer_kind
+        if kind == "option":
+            return cls(ability, "classify", vocab=common.option_vocabulary(ability, train))
+        if kind == "text":
+            texts = [common._truth(s, "text") for s in train]
+            return cls(ability, "ctc", chars=char_vocabulary(texts), slots=num_slots(texts, num_tokens))
+        if kind == "box":
+            return cls(ability, "box")
+        y = common.regression_targets(ability, train)
+        return cls(ability, "regress", mean=y.mean(0), std=np.maximum(y.std(0), 1e-3))
+
+    def targets(self, samples: Sequence[Sample]) -> Any:
+        if self.kind == "classify":
+            index = {v: i for i, v in enumerate(self.vocab or ())}
+            return torch.tensor([index[common.option_text(self.ability, s)] for s in samples], dtype=torch.long)
+        if self.kind == "ctc":
+            return [str(s.truth.get("text", "")) for s in samples]
+        y = common.regression_targets(self.ability, samples)
+        if self.kind == "regress":
+            y = (y - self.mean) / self.std
+        return torch.from_numpy(y.astype(np.float32))
+
+    def loss(self, out: torch.Tensor, y: Any) -> torch.Tensor:
+        if self.kind == "classify":
+            return nn.functional.cross_entropy(out, y)
+        if self.kind == "box":
+            return box_loss(out, y)
+        if self.kind == "ctc":
+            flat, lengths = encode_texts(y, self.chars or [])
+            return ctc_loss(out, flat.to(out.device), lengths.to(out.device))
+        return nn.functional.mse_loss(out, y)
+
+    def replies(self, out: torch.Tensor, samples: Sequence[Sample]) -> list[str]:
+        """Replies from a batch of raw probe outputs."""
+        from ava.abilities.parsers import format_reply
+
+        if self.kind == "ctc":
+            return [format_reply(self.ability, t) for t in greedy_decode(out.cpu(), self.chars or [])]
+        if self.kind == "box":
+            out = box_from_output(out.detach().double())
+        out = out.detach().cpu().double().numpy()
+        if self.kind == "classify":
+            index = {v: i for i, v in enumerate(self.vocab or ())}
+            return [common.choice_reply(self.ability, s, o, index) for s, o in zip(samples, out, strict=True)]
+        values = out if self.kind == "box" else out * self.std + self.mean
+        return [common.regression_reply(self.ability, s, v) for s, v in zip(samples, values, strict=True)]
+
+    def meta(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "vocab": self.vocab,
+            "mean": None if self.mean is None else self.mean.tolist(),
+            "std": None if self.std is None else self.std.tolist(),
+            "chars": self.chars,
+            "slots": self.slots,
+        }
+
+    @classmethod
+    def from_meta(cls, ability: Ability, meta: dict[str, Any]) -> Task:
+        arr = lambda v: None if v is None else np.asarray(v, np.float64)  # noqa: E731
+        return cls(ability, meta["kind"], meta.get("vocab"), arr(meta.get("mean")), arr(meta.get("std")),
+                   meta.get("chars"), int(meta.get("slots", 0)))  # fmt: skip
+
+
+def _member_batch_targets(y: Any, index: np.ndarray, device: str) -> Any:
+    if isinstance(y, list):
+        return [y[i] for i in index]
+    return y[torch.from_numpy(index)].to(device)
+
+
+# -- models ---------------------------------------------------------------------------------------------
+def build_model(task: Task, meta: dict[str, Any]) -> nn.Module:
+    """The probe module of one ability (the chosen grid member's architecture) from its metadata."""
+    dim, num_tokens = int(meta["dim"]), int(meta["num_tokens"])
+    if task.kind == "ctc":
+        return CTCReader(dim, num_tokens, task.slots, len(task.chars or []))
+    grid = tuple(meta["grid_shape"]) if meta.get("grid_shape") else None
+    return Probe(dim, task.out_dim, meta["pooling"], int(meta["heads"]), num_tokens, grid)  # type: ignore[arg-type]
+
+
+class _ReaderGrid(nn.Module):
+    """CTC readers of a grid, trained on the same batches of tokens reduced once by their shared PCA."""
+
+    def __init__(self, dim: int, num_tokens: int, task: Task, n: int, generator: torch.Generator) -> None:
+        super().__init__()
+        self.members = nn.ModuleList(CTCReader(dim, num_tokens, task.slots, len(task.chars or [])) for _ in range(n))
+        for m in self.members:
+            m.init_weights(generator)
+
+    def fit_norm(self, x: torch.Tensor) -> None:
+        self.members[0].fit_input(x)
+        for m in self.members[1:]:
+            m.norm.load_state_dict(self.members[0].norm.state_dict())
+            m.basis.copy_(self.members[0].basis)
+
+    @torch.no_grad()
+    def reduce_rows(self, rows: Rows) -> Rows:
+        """Rows with tokens already reduced (in memory: once, now; streamed: batch by batch)."""
+        reducer = self.members[0]
+        if isinstance(rows, CacheRows):
+            return _Reduced(rows, reducer)
+        return np.concatenate([reducer.reduce(torch.from_numpy(rows[i : i + EVAL_BATCH])).numpy()
+                               for i in range(0, len(rows), EVAL_BATCH)]) if len(rows) else rows  # fmt: skip
+
+    def forward(self, z: torch.Tensor) -> list[torch.Tensor]:
+        return [m.read(z) for m in self.members]
+
+
+class _Reduced:
+    """Streamed rows passed through a reader's PCA reduction."""
+
+    def __init__(self, rows: CacheRows, reducer: CTCReader) -> None:
+        self.rows, self.reducer = rows, reducer
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @torch.no_grad()
+    def __getitem__(self, index: np.ndarray) -> np.ndarray:
+        x = torch.from_numpy(self.rows[index]).to(self.reducer.basis.device)
+        return self.reducer.reduce(x).cpu().numpy()
+
+
+class _ReadOnly(nn.Module):
+    """A reader applied to already reduced tokens (held-out scoring inside the grid)."""
+
+    def __init__(self, reader: CTCReader) -> None:
+        super().__init__()
+        self.reader = reader
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        return self.reader.read(z)
+
+
+def train_grid(grid: nn.Module, lrs: Sequence[float], rows: Rows, y: Any, task: Task, *, epochs: int,
+               batch_size: int, weight_decay: float, generator: torch.Generator, device: str,
+               on_epoch: Callable[[], None] | None = None) -> None:  # fmt: skip
+    """Train every grid member on the same shuffled batches, member g with learning rate lrs[g] (cosine decay)."""
+    groups = [{"params": list(m.parameters()), "lr": lr} for m, lr in zip(grid.members, lrs, strict=True)]
+    opt = torch.optim.AdamW(groups, weight_decay=weight_decay)
+    total = max(1, epochs * math.ceil(len(rows) / batch_size))
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda step: 0.5 * (1 + math.cos(math.pi * min(step, total) / total))
+    )
+    grid.train()
+    for _ in range(epochs):
+        for index in _batches(len(rows), batch_size, generator):
+            xb = _as_tensor(rows, index, device)
+            yb = _member_batch_targets(y, index, device)
+            loss = sum(task.loss(out, yb) for out in grid(xb))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            sched.step()
+        if on_epoch is not None:
+            on_epoch()
+    grid.eval()
+
+
+@torch.no_grad()
+def predict(model: nn.Module, task: Task, rows: Rows, samples: Sequence[Sample], device: str) -> list[str]:
+    """Replies of one probe for ``samples`` (rows aligned with samples)."""
+    model.eval()
+    replies: list[str] = []
+    for index in _batches(len(samples), EVAL_BATCH, None):
+        out = model(_as_tensor(rows, index, device))
+        replies.extend(task.replies(out, [samples[i] for i in index]))
+    return replies
+
+
+# -- one ability ----------------------------------------------------------------------------------------
+def _grid_shape(cache: Any) -> list[int] | None:
+    """The token grid (rows, cols) of the cache, when it is known and matches the token count."""
+    grid = tuple(getattr(cache, "grid", None) or ())
+    return list(grid) if len(grid) == 2 and grid[0] * grid[1] == cache.num_tokens else None
+
+
+def _defaults(config: ProbeConfig, n: int, tokens: bool) -> tuple[int, int]:
+    batch_size = config.batch_size or (32 if tokens else 128)
+    batch_size = max(1, min(batch_size, n))
+    # token probes cost ~T times more per sample: fewer epochs (they also converge faster from mean pooling)
+    epochs = config.epochs or int(
+        min(40 if tokens else 300, max(5, math.ceil(config.steps / math.ceil(n / batch_size))))
+    )
+    return epochs, batch_size
+
+
+def fit_ability(config: ProbeConfig, ability: Ability, train: list[Sample], cache: Any, device: str,
+                on_epoch: Callable[[], None] | None = None) -> tuple[nn.Module, dict[str, Any]]:  # fmt: skip
+    """Train the grid of one ability and return the probe chosen on the held-out slice, with its metadata."""
+    fit, held = common.holdout_split(train, config.heldout_frac, config.seed)
+    task = Task.build(ability, fit, cache.num_tokens)
+    tokens = config.pooling == "attn" or task.kind == "ctc"
+    lrs = [config.lr] if config.lr else list(config.ocr_lrs if task.kind == "ctc" else config.lrs)
+    epochs, batch_size = _defaults(config, len(fit), tokens)
+    y = task.targets(fit)
+    grid_log: list[dict[str, Any]] = []
+    best: tuple[float, nn.Module, tuple[int | None, ...], float] | None = None
+    for layers in common.layer_sets(cache, config.layer):
+        generator = torch.Generator().manual_seed(config.seed)
+        torch.manual_seed(config.seed)
+        x_fit = load_features(cache, fit, layers, tokens, config.max_memory_gb)
+        x_held = load_features(cache, held, layers, tokens, config.max_memory_gb)
+        dim = cache.dim * len(layers)
+        if task.kind == "ctc":
+            grid: nn.Module = _ReaderGrid(dim, cache.num_tokens, task, len(lrs), generator)
+        else:
+            grid = ProbeGrid(dim, task.out_dim, len(lrs), config.pooling, config.heads, cache.num_tokens,
+                             _grid_shape(cache), generator)  # fmt: skip
+        grid.fit_norm(_stats_rows(x_fit))
+        if isinstance(grid, _ReaderGrid):
+            x_fit, x_held = grid.reduce_rows(x_fit), grid.reduce_rows(x_held)
+        grid.to(device)
+        train_grid(grid, lrs, x_fit, y, task, epochs=epochs, batch_size=batch_size,
+                   weight_decay=config.weight_decay, generator=generator, device=device, on_epoch=on_epoch)  # fmt: skip
+        for member, lr in zip(grid.members, lrs, strict=True):
+            scorer = _ReadOnly(member) if isinstance(grid, _ReaderGrid) else member
+            score = common.mean_score(ability, held, predict(scorer, task, x_held, held, device))
+            grid_log.append({"layers": list(layers), "lr": lr, "heldout": score})
+            if best is None or common.is_better(ability, score, best[0]):
+                best = (score, member, layers, lr)
+    assert best is not None
+    score, model, layers, lr = best
+    meta = {
+        **task.meta(),
+        "pooling": config.pooling,
+        "heads": config.heads,
+        "dim": cache.dim * len(layers),
+        "num_tokens": cache.num_tokens,
+        "grid_shape": _grid_shape(cache),
+        "layers": list(layers),
+        "lr": lr,
+        "heldout": score,
+        "epochs": epochs,
+        "batch_size": batch_size,
+        "n_fit": len(fit),
+        "n_heldout": len(held),
+        "grid": grid_log,
+    }
+    return model.cpu(), meta
+
+
+# -- runs -----------------------------------------------------------------------------------------------
+def _save_weights(run_dir: Path, models: dict[str, nn.Module]) -> None:
+    from safetensors.torch import save_file
+
+    tensors = {
+        f"{ava}.{k}": v.detach().cpu().contiguous() for ava, m in models.items() for k, v in m.state_dict().items()
+    }
+    tmp = run_dir / f".{WEIGHTS_FILE}.{os.getpid()}.tmp"
+    save_file(tensors, str(tmp), metadata={"format": "ava-probe", "abilities": ",".join(models)})
+    os.replace(tmp, run_dir / WEIGHTS_FILE)
+
+
+def _load_models(run_dir: Path, metas: dict[str, dict[str, Any]]) -> dict[str, tuple[nn.Module, Task]]:
+    from safetensors.torch import load_file
+
+    path = run_dir / WEIGHTS_FILE
+    if not path.is_file():
+        raise AvaError(f"{run_dir} is not a probe run directory: {WEIGHTS_FILE} is missing")
+    tensors = load_file(str(path))
+    out = {}
+    for ava, meta in metas.items():
+        ability = get_ability(ava)
+        task = Task.from_meta(ability, meta)
+        model = build_model(task, meta)
+        prefix = f"{ava}."
+        state = {k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)}
+        try:
+            model.load_state_dict(state)
+        except RuntimeError as e:
+            raise AvaError(f"{path}: the tensors of {ava!r} do not match {META_FILE} ({e})") from e
+        out[ava] = (model.eval(), task)
+    return out
+
+
+def _head_name(config: ProbeConfig) -> str:
+    return "probe-attn" if config.pooling == "attn" else "probe-linear"
+
+
+def _progress(enabled: bool) -> Any:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    disable=not enabled, transient=True)  # fmt: skip
+
+
+def train(config: ProbeConfig) -> Path:
+    """Train probes for the abilities of ``config`` and write the run directory (evaluates when eval_after)."""
+    from ava.cache import open_cache
+
+    if config.pooling not in ("mean", "attn"):
+        raise AvaError(f"unknown pooling {config.pooling!r}; use 'mean' or 'attn'")
+    dataset = Dataset(config.data)
+    abilities = common.select_abilities(dataset, config.ava)
+    cache = open_cache(config.cache, config.vfm)
+    device = common.resolve_device(config.device)
+    torch.manual_seed(config.seed)
+    run = common.run_block(_head_name(config), config.vfm, abilities, cache, dataset, seed=config.seed)
+    run_dir = common.start_run(config.out, config, run)
+    models, metas = {}, {}
+    with _progress(config.progress) as bar:
+        for ava in abilities:
+            samples = common.train_samples(dataset, ava, config.max_train, config.seed)
+            job = bar.add_task(f"{_head_name(config)} {config.vfm} {ava}", total=None)
+            models[ava], metas[ava] = fit_ability(
+                config, get_ability(ava), samples, cache, device, on_epoch=lambda job=job: bar.advance(job)
+            )
+            bar.remove_task(job)
+    _save_weights(run_dir, models)
+    common.write_json(run_dir / META_FILE, metas)
+    if config.eval_after:
+        evaluate(run_dir, config.split, device=config.device)
+    return run_dir
+
+
+def evaluate(run_dir: str | os.PathLike[str], split: str = "test", *, data: str | None = None,
+             cache: str | None = None, device: str | None = None, **_: Any) -> dict[str, Any]:  # fmt: skip
+    """Reload the saved probes, predict ``split`` from the cache and write results_<split>.json."""
+    from ava.cache import open_cache
+
+    run_dir = Path(run_dir)
+    config = common.read_json(run_dir / "config.json")
+    run = common.read_json(run_dir / "run.json")
+    metas = common.read_json(run_dir / META_FILE)
+    dataset = Dataset(data or config["data"])
+    feature_cache = open_cache(cache or config["cache"], config["vfm"], key=run.get("cache_key"))
+    dev = common.resolve_device(device or config.get("device", "auto"))
+    predictions: dict[tuple[str, str], str] = {}
+    extra = {}
+    for ava, (model, task) in _load_models(run_dir, metas).items():
+        samples = dataset.samples(ava, split=split)
+        meta = metas[ava]
+        if samples:
+            tokens = meta["pooling"] == "attn" or task.kind == "ctc"
+            rows = load_features(
+                feature_cache, samples, tuple(meta["layers"]), tokens, float(config.get("max_memory_gb", 4.0))
+            )
+            replies = predict(model.to(dev), task, rows, samples, dev)
+            predictions.update({s.key: r for s, r in zip(samples, replies, strict=True)})
+        extra[ava] = {k: meta[k] for k in ("layers", "lr", "heldout", "grid", "epochs", "n_fit", "n_heldout")}
+    return common.score_and_write(dataset, predictions, list(metas), split, run, config, run_dir, extra)

@@ -1,0 +1,145 @@
+"""kNN head: voting and averaging rules, k selection, run dirs, re-evaluation, determinism, and beating the
+majority baseline through the real `pixels` extractor and cache."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from _heads_fixtures import FakeCache, handmade, majority_baseline, synth_pixels
+
+from ava.abilities import get_ability
+from ava.data.format import Sample
+from ava.errors import AvaError
+from ava.heads import HEADS
+from ava.heads.knn import SPEC, KNNConfig
+from ava.heads.knn.model import Memory, build_index, search
+from ava.heads.knn.train import INDEX_DIR, META_FILE, candidate_ks, evaluate, train
+
+KINDS = ("localization", "counting", "abs_depth", "color", "spatial", "scene", "ocr")
+
+
+def _sample(ava: str, options: list[str] | None = None, **truth: object) -> Sample:
+    return Sample(id="q", ava=ava, image="00/00.png", width=10, height=10, question="?", answer="", truth=dict(truth),
+                  options=options)  # fmt: skip
+
+
+def _predictions(run_dir: Path, split: str = "test") -> list[dict]:
+    return [json.loads(line) for line in (run_dir / f"predictions_{split}.jsonl").read_text().splitlines()]
+
+
+def test_registered_and_ks() -> None:
+    assert HEADS.get("knn") is SPEC and SPEC.config_cls is KNNConfig
+    assert candidate_ks(None) == [1, 5, 20] and candidate_ks(3) == [3] and candidate_ks([20, 1, 5, 5]) == [1, 5, 20]
+    with pytest.raises(AvaError):
+        candidate_ks([0])
+
+
+def test_vote_majority_tie_break_and_question_options() -> None:
+    ability = get_ability("scene")
+    memory = Memory(ability, labels=["beach", "forest", "forest", "beach", "desert", "city"])
+    query = _sample("scene", options=["beach", "forest", "city"], index=0, text="beach")
+    ids = np.array([0, 1, 2, 3, 4, 5])
+    # k=4: beach 2 votes (0.9 + 0.5), forest 2 votes (0.8 + 0.7): a tie, broken by the summed similarity
+    sims = np.array([0.9, 0.8, 0.7, 0.5, 0.45, 0.4])
+    assert memory.reply(query, sims, ids, 4) == "forest"
+    sims = np.array([0.95, 0.8, 0.7, 0.65, 0.45, 0.4])
+    assert memory.reply(query, sims, ids, 4) == "beach"
+    # "desert" is not an option of this question: it is skipped, the next allowed neighbour counts instead
+    sims = np.array([0.3, 0.2, 0.1, 0.05, 0.99, 0.0])
+    order = np.argsort(-sims)
+    assert memory.reply(query, sims[order], ids[order], 1) == "beach"
+    # no allowed neighbour at all: a reply is still one of the question's options
+    only_desert = Memory(ability, labels=["desert"])
+    assert only_desert.reply(query, np.array([0.9]), np.array([0]), 5) in query.options
+
+
+def test_weighted_mean_and_ocr_nearest() -> None:
+    counting = get_ability("counting")
+    memory = Memory(counting, targets=np.log(np.array([[2.0], [8.0], [100.0]])))
+    query = _sample("counting", value=3)
+    # equal similarities: the geometric mean of 2 and 8
+    assert memory.reply(query, np.array([0.5, 0.5]), np.array([0, 1]), 2) == "4"
+    # a much nearer neighbour dominates the inverse-distance weights
+    assert memory.reply(query, np.array([0.9999, 0.1, 0.1]), np.array([1, 0, 2]), 3) == "8"
+    ocr = Memory(get_ability("ocr"), labels=["stop", "exit"])
+    assert ocr.reply(_sample("ocr", text="x"), np.array([0.2, 0.9]), np.array([1, 0]), 20) == "exit"
+
+
+def test_index_is_cosine() -> None:
+    x = np.array([[1.0, 0.0], [0.0, 3.0], [1.0, 1.0]], np.float32)
+    sims, ids = search(build_index(x), np.array([[10.0, 0.1]], np.float32), 3)
+    assert ids[0].tolist() == [0, 2, 1]
+    assert sims[0, 0] == pytest.approx(np.cos(np.arctan(0.01)), abs=1e-5)
+
+
+@pytest.fixture(scope="module")
+def handmade_data(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, FakeCache]:
+    return handmade(tmp_path_factory.mktemp("hm") / "data", abilities=KINDS, n=50)
+
+
+def test_every_kind_run_dir_reevaluation_and_determinism(
+    monkeypatch: pytest.MonkeyPatch, handmade_data: tuple[Path, FakeCache], tmp_path: Path
+) -> None:
+    data, cache = handmade_data
+    monkeypatch.setattr("ava.cache.open_cache", lambda *a, **k: cache)
+    config = dict(data=str(data), cache="unused", vfm="fake", progress=False)
+    run = train(KNNConfig(out=str(tmp_path / "run"), **config))
+    names = {p.name for p in run.iterdir()}
+    assert {"config.json", "run.json", "results_test.json", "predictions_test.jsonl", META_FILE, INDEX_DIR} <= names
+    assert sorted(p.name for p in (run / INDEX_DIR).iterdir()) == sorted(f"{a}.faiss" for a in KINDS)
+    results = json.loads((run / "results_test.json").read_text())
+    assert results["run"]["head"] == "knn" and results["run"]["cache_key"] == "fake0001"
+    for ava, r in results["abilities"].items():
+        extra = r["extra"]
+        assert extra["k"] in (1, 5, 20) and set(extra["heldout"]) == set(extra["test_by_k"]) == {"1", "5", "20"}
+        assert extra["test_by_k"][str(extra["k"])] == pytest.approx(r["value"]), ava
+    values = {k: v["value"] for k, v in results["abilities"].items()}
+    assert values["spatial"] >= 0.9 and values["scene"] >= 0.8
+    for ava in ("counting", "abs_depth", "color"):
+        assert values[ava] < 0.7 * majority_baseline(data, ava), (ava, values[ava])
+    before = _predictions(run)
+    evaluate(run, "test")
+    assert _predictions(run) == before
+    again = train(KNNConfig(out=str(tmp_path / "again"), **config))
+    assert _predictions(again) == before
+    single = train(KNNConfig(out=str(tmp_path / "k1"), k=1, ava=["ocr", "spatial"], **config))
+    meta = json.loads((single / META_FILE).read_text())
+    assert meta["ocr"]["k"] == 1 and meta["spatial"]["ks"] == [1]
+
+
+@pytest.mark.slow
+def test_pixels_beat_majority(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Mean-pooled raw pixels keep the overall colour, which separates synthetic scene and depth classes (the
+    colour inside a box, counts and spatial relations do not survive the mean: see test_probe's attentive probe)."""
+    data, cache = synth_pixels(tmp_path_factory.getbasetemp() / "heads_synth")
+    out = tmp_path_factory.mktemp("knn_pixels")
+    run = train(KNNConfig(data=str(data), cache=str(cache), vfm="pixels", out=str(out), progress=False,
+                          ava=["scene", "abs_depth"]))  # fmt: skip
+    values = {k: v["value"] for k, v in json.loads((run / "results_test.json").read_text())["abilities"].items()}
+    base = {ava: majority_baseline(data, ava) for ava in values}
+    assert values["scene"] > base["scene"] + 0.5, (values, base)
+    assert values["abs_depth"] < 0.75 * base["abs_depth"], (values, base)
+
+
+def test_cli_train_and_eval(
+    monkeypatch: pytest.MonkeyPatch, handmade_data: tuple[Path, FakeCache], tmp_path: Path
+) -> None:
+    from typer.testing import CliRunner
+
+    from ava.cli.main import app
+
+    data, cache = handmade_data
+    monkeypatch.setattr("ava.cache.open_cache", lambda *a, **k: cache)
+    out = tmp_path / "cli"
+    args = ["head", "train", "--head", "knn", "--data", str(data), "--cache", "x", "--vfm", "fake", "--out", str(out)]
+    options = ["--ava", "spatial", "--ava", "color", "--k", "1", "--k", "5", "--max-train", "10"]
+    result = CliRunner().invoke(app, [*args, *options])
+    assert result.exit_code == 0, result.output
+    meta = json.loads((out / META_FILE).read_text())
+    assert list(meta) == ["spatial", "color"] and meta["color"]["ks"] == [1, 5] and meta["color"]["n_train"] == 10
+    result = CliRunner().invoke(app, ["head", "eval", "--run", str(out), "--split", "train"])
+    assert result.exit_code == 0, result.output
+    assert json.loads((out / "results_train.json").read_text())["split"]["name"] == "train"

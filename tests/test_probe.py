@@ -1,0 +1,184 @@
+"""Probe heads: GIoU loss, CTC decoding, every answer kind end to end, determinism, run dirs, re-evaluation,
+and beating the majority baseline on synthetic data through the real `pixels` extractor and cache."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from _heads_fixtures import FakeCache, handmade, majority_baseline, synth_pixels
+
+from ava.abilities import get_ability
+from ava.data.format import Dataset
+from ava.heads import HEADS, common
+from ava.heads.probe import ATTN_SPEC, LINEAR_SPEC, AttnProbeConfig, ProbeConfig
+from ava.heads.probe.model import box_from_output, box_loss, giou
+from ava.heads.probe.ocr import greedy_decode
+from ava.heads.probe.train import META_FILE, WEIGHTS_FILE, evaluate, fit_ability, train
+from ava.metrics.giou import giou as metric_giou
+
+torch.set_num_threads(1)
+KINDS = ("localization", "counting", "abs_depth", "color", "spatial", "scene", "ocr")  # one per answer kind
+
+
+def _predictions(run_dir: Path, split: str = "test") -> list[dict]:
+    return [json.loads(line) for line in (run_dir / f"predictions_{split}.jsonl").read_text().splitlines()]
+
+
+def _values(run_dir: Path, split: str = "test") -> dict[str, float]:
+    results = json.loads((run_dir / f"results_{split}.json").read_text())
+    return {k: v["value"] for k, v in results["abilities"].items()}
+
+
+@pytest.fixture(scope="module")
+def handmade_data(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, FakeCache]:
+    return handmade(tmp_path_factory.mktemp("hm") / "data", abilities=KINDS, n=50)
+
+
+@pytest.fixture()
+def fake_cache(monkeypatch: pytest.MonkeyPatch, handmade_data: tuple[Path, FakeCache]) -> tuple[Path, FakeCache]:
+    monkeypatch.setattr("ava.cache.open_cache", lambda *a, **k: handmade_data[1])
+    return handmade_data
+
+
+def test_registered() -> None:
+    assert HEADS.get("probe-linear") is LINEAR_SPEC and HEADS.get("attentive") is ATTN_SPEC
+    assert ATTN_SPEC.config_cls().pooling == "attn" and LINEAR_SPEC.config_cls().pooling == "mean"
+
+
+def test_giou_loss_matches_metric() -> None:
+    rng = np.random.default_rng(0)
+
+    def boxes(n: int) -> np.ndarray:
+        xs, ys = np.sort(rng.uniform(0, 1, (n, 2)), axis=1), np.sort(rng.uniform(0, 1, (n, 2)), axis=1)
+        return np.stack([xs[:, 0], ys[:, 0], xs[:, 1], ys[:, 1]], 1)
+
+    a, b = boxes(200), boxes(200)
+    special = np.array([[0.1, 0.1, 0.3, 0.3], [0.1, 0.1, 0.3, 0.3], [0.0, 0.0, 0.2, 0.2], [0.5, 0.5, 0.9, 0.9]])
+    a = np.concatenate([a, special[[0, 2]]])  # identical boxes; disjoint boxes
+    b = np.concatenate([b, special[[1, 3]]])
+    ours = giou(torch.from_numpy(a), torch.from_numpy(b)).numpy()
+    ref = np.array([metric_giou(x, y) for x, y in zip(a, b, strict=True)])
+    np.testing.assert_allclose(ours, ref, atol=1e-6)
+    assert ours[-2] == pytest.approx(1.0) and ours[-1] < 0
+    # the loss is 1 - GIoU + L1, so a perfect prediction has zero loss
+    target = torch.tensor([[0.2, 0.3, 0.6, 0.7]])
+    logit = lambda p: float(np.log(p / (1 - p)))  # noqa: E731
+    out = torch.tensor([[logit(0.4), logit(0.5), logit(0.4), logit(0.4)]], dtype=torch.float64)
+    np.testing.assert_allclose(box_from_output(out).numpy(), target.numpy(), atol=1e-6)
+    assert float(box_loss(out, target.double())) == pytest.approx(0.0, abs=1e-6)
+
+
+def test_greedy_ctc_decode() -> None:
+    chars = ["a", "b", "c"]
+    path = [1, 1, 0, 1, 2, 2, 0, 0, 3]  # a a _ a b b _ _ c -> "aabc"
+    log_probs = torch.full((len(path), 1, 4), -10.0)
+    log_probs[torch.arange(len(path)), 0, torch.tensor(path)] = 0.0
+    assert greedy_decode(log_probs, chars) == ["aabc"]
+
+
+@pytest.mark.slow
+def test_tiny_ocr_probe_reads(tmp_path: Path) -> None:
+    root, cache = handmade(tmp_path / "ocr", abilities=("ocr",), n=60, noise=0.2)
+    ds, ability = Dataset(root), get_ability("ocr")
+    train_set = common.train_samples(ds, "ocr", None, 0)
+    config = ProbeConfig(lrs=[1e-2], epochs=300, batch_size=48, progress=False)
+    model, meta = fit_ability(config, ability, train_set, cache, "cpu")
+    from ava.heads.probe.train import Task, load_features, predict
+
+    test = ds.samples("ocr", split="test")
+    replies = predict(model, Task.from_meta(ability, meta), load_features(cache, test, (None,), True, 1.0), test, "cpu")
+    exact = np.mean([r == s.truth["text"] for r, s in zip(replies, test, strict=True)])
+    assert exact >= 0.8, list(zip(replies, [s.truth["text"] for s in test], strict=True))
+
+
+def _train(config_cls: type, data: Path, out: Path, **kw: object) -> Path:
+    return train(config_cls(data=str(data), cache="unused", vfm="fake", out=str(out), progress=False, **kw))
+
+
+@pytest.mark.slow
+def test_linear_every_kind_run_dir_and_reevaluation(fake_cache: tuple[Path, FakeCache], tmp_path: Path) -> None:
+    data, _ = fake_cache
+    run = _train(ProbeConfig, data, tmp_path / "run")
+    names = {p.name for p in run.iterdir()}
+    assert {"config.json", "run.json", "results_test.json", "predictions_test.jsonl", META_FILE, WEIGHTS_FILE} <= names
+    run_info = json.loads((run / "run.json").read_text())
+    assert run_info["head"] == "probe-linear" and run_info["random_weights"] is False
+    assert run_info["cache_key"] == "fake0001" and sorted(run_info["abilities"]) == sorted(KINDS)
+    results = json.loads((run / "results_test.json").read_text())
+    assert results["run"]["head"] == "probe-linear" and results["abilities"]["counting"]["extra"]["grid"]
+    values = _values(run)
+    for ava in ("counting", "abs_depth", "color", "spatial", "scene"):  # features carry the answer
+        assert values[ava] < 0.5 * majority_baseline(data, ava) if ava in ("counting", "abs_depth", "color") \
+            else values[ava] >= 0.9, (ava, values[ava])  # fmt: skip
+    assert values["localization"] > 0.3 and values["ocr"] > 0.5
+    assert all(p["ok"] for p in _predictions(run))
+    before = _predictions(run)
+    evaluate(run, "test")
+    assert _predictions(run) == before  # reloaded probes predict exactly what training predicted
+    train_results = evaluate(run, "train")
+    assert train_results["split"]["name"] == "train" and (run / "results_train.json").is_file()
+
+
+@pytest.mark.slow
+def test_attentive_deterministic(fake_cache: tuple[Path, FakeCache], tmp_path: Path) -> None:
+    data, _ = fake_cache
+    kw = dict(ava=["spatial", "counting"], epochs=15)
+    a = _train(AttnProbeConfig, data, tmp_path / "a", **kw)
+    b = _train(AttnProbeConfig, data, tmp_path / "b", **kw)
+    c = _train(AttnProbeConfig, data, tmp_path / "c", seed=1, **kw)
+    assert _predictions(a) == _predictions(b)
+    from safetensors.torch import load_file
+
+    wa, wb, wc = (load_file(str(r / WEIGHTS_FILE)) for r in (a, b, c))
+    assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+    assert not all(torch.equal(wa[k], wc[k]) for k in wa)  # another seed, another draw
+    assert json.loads((a / "run.json").read_text())["head"] == "probe-attn"
+
+
+def test_streamed_tokens_match_in_memory(fake_cache: tuple[Path, FakeCache], tmp_path: Path) -> None:
+    data, _ = fake_cache
+    kw = dict(ava=["color", "ocr"], epochs=4)
+    memory = _train(AttnProbeConfig, data, tmp_path / "memory", **kw)
+    streamed = _train(AttnProbeConfig, data, tmp_path / "streamed", max_memory_gb=1e-9, **kw)
+    assert _predictions(memory) == _predictions(streamed)
+
+
+def test_layer_grid_uses_every_cached_layer(tmp_path: Path) -> None:
+    root, cache = handmade(tmp_path / "ml", abilities=("emotion",), n=30, layers=3)
+    ds = Dataset(root)
+    samples = common.train_samples(ds, "emotion", None, 0)
+    _, meta = fit_ability(ProbeConfig(lrs=[1e-2, 3e-2], epochs=5), get_ability("emotion"), samples, cache, "cpu")
+    assert {tuple(g["layers"]) for g in meta["grid"]} == {(-1,), (-3, -2, -1)}
+    assert len(meta["grid"]) == 4 and meta["dim"] in (16, 48)
+
+
+def test_bad_input_is_named(fake_cache: tuple[Path, FakeCache], tmp_path: Path) -> None:
+    from ava.errors import AvaError
+
+    data, _ = fake_cache
+    with pytest.raises(AvaError, match="emotion"):
+        _train(ProbeConfig, data, tmp_path / "x", ava=["emotion"])  # not in this dataset
+    with pytest.raises(AvaError, match="run directory"):
+        evaluate(tmp_path / "nothing", "test")
+
+
+@pytest.mark.slow
+def test_pixels_beat_majority(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Raw pixel patches through the real synth -> extract -> cache path. The colour inside the red box and the
+    object count only survive in the tokens (a mean over the image washes them out), so the attentive probe is
+    asked to find them; scene and depth classes differ in overall colour, which the linear probe sees."""
+    data, cache = synth_pixels(tmp_path_factory.getbasetemp() / "heads_synth")
+    out = tmp_path_factory.mktemp("probe_pixels")
+    common_kw = dict(data=str(data), cache=str(cache), vfm="pixels", progress=False)
+    lin = train(ProbeConfig(out=str(out / "lin"), ava=["scene", "abs_depth"], **common_kw))
+    attn = train(AttnProbeConfig(out=str(out / "attn"), ava=["color", "counting"], **common_kw))
+    values = {**_values(lin), **_values(attn)}
+    base = {ava: majority_baseline(data, ava) for ava in values}
+    assert values["scene"] > base["scene"] + 0.5, (values, base)
+    assert values["abs_depth"] < 0.7 * base["abs_depth"], (values, base)
+    assert values["color"] < 0.9 * base["color"], (values, base)
+    assert values["counting"] < 0.9 * base["counting"], (values, base)
