@@ -28,7 +28,6 @@ import platform
 import shutil
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -42,19 +41,6 @@ from ava.data.format import Dataset, DatasetWriter, Sample
 
 CPU_MODELS = "pixels,random-vit,tiny-siglip,tiny-dinov2"
 GPU_MODELS = "siglip:random,dinov2:random"
-
-
-def register_random(name: str) -> str:
-    """``key:random`` -> a registry entry of the full-size architecture with random weights (seed 0)."""
-    from ava.vfm import VFMS
-
-    if not name.endswith(":random"):
-        return name
-    key = name.removesuffix(":random")
-    bench_key = f"{key}-random-bench"
-    if bench_key not in VFMS:
-        VFMS.register(bench_key, replace(VFMS.get(key), key=bench_key, hub_id=None, revision=None, seed=0))
-    return bench_key
 
 
 def make_images(root: Path, n: int, seed: int = 0) -> Path:
@@ -144,7 +130,7 @@ def codec_error(cache_dir: Path, name: str, ref: dict[str, np.ndarray]) -> tuple
 
 
 def bench_model(model: str, data: Path, work: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
-    name = register_random(model)
+    name = model  # "key:random" names resolve to the full-size architecture at random weights
     fwd_ips, ref = forward_only(name, data, args)
     load_ips = loader_only(name, data, args)
     rows = []

@@ -28,7 +28,6 @@ import platform
 import shutil
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -55,19 +54,6 @@ PRESETS = {
         dtype="bf16",
     ),
 }
-
-
-def register_random(name: str) -> str:
-    """``key:random`` -> a registry entry of that full-size VFM architecture with random weights (seed 0)."""
-    from ava.vfm import VFMS
-
-    if not name.endswith(":random"):
-        return name
-    key = name.removesuffix(":random")
-    bench_key = f"{key}-random-bench"
-    if bench_key not in VFMS:
-        VFMS.register(bench_key, replace(VFMS.get(key), key=bench_key, hub_id=None, revision=None, seed=0))
-    return bench_key
 
 
 def make_data(root: Path, n: int, seed: int = 0) -> Path:
@@ -202,7 +188,6 @@ def main() -> None:
             setattr(args, k, v)
     if args.threads:
         torch.set_num_threads(args.threads)
-    args.vfm = register_random(args.vfm)
     device = torch.device(args.device)
     work = Path(tempfile.mkdtemp(prefix="bench_llm_"))
     try:

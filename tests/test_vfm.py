@@ -303,3 +303,11 @@ def test_remote_code_never_runs_by_default(tmp_path):
     with pytest.raises(AvaError, match="not a native"):
         load_vfm(f"hf:{tmp_path}")
     assert not marker.exists()
+
+
+def test_key_random_is_the_full_size_architecture_at_random_weights():
+    spec = resolve_vfm("dinov2:random")
+    assert spec.key == "dinov2:random" and spec.random_weights and spec.hub_id is None
+    assert (spec.num_tokens, spec.dim) == (729, 1024)
+    with pytest.raises(AvaError, match="no architecture"):
+        resolve_vfm("pixels:random")

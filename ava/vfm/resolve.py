@@ -1,5 +1,7 @@
 """Names -> specs: a registry key or alias, ``key@<hub-id-or-dir>`` (a registered VFM with weights from
-elsewhere), or ``hf:<hub-id-or-dir>`` (any transformers vision backbone, facts read from its config).
+elsewhere), ``key:random`` (the full-size architecture with random weights, seed 0: for speed benchmarks, since
+speed depends on shapes, not weights), or ``hf:<hub-id-or-dir>`` (any transformers vision backbone, facts read from
+its config).
 
 ``hf:`` options follow a ``#``: ``hf:/models/beit#prefix=1,size=224,pool=24`` sets the prefix-token count
 (needed for classes ``ava`` does not know), the input size, and area-pooling of the patch grid to 24x24.
@@ -21,11 +23,16 @@ HF_OPTIONS = ("prefix", "size", "pool")
 
 
 def resolve_vfm(name: str | VFMSpec) -> VFMSpec:
-    """The spec for ``name``: registry key/alias, ``key@source`` or ``hf:<hub-id-or-local-dir>[#options]``."""
+    """The spec for ``name``: registry key/alias, ``key@source``, ``key:random`` or ``hf:<hub-id-or-dir>[#options]``."""
     if isinstance(name, VFMSpec):
         return name
     if name.startswith("hf:"):
         return hf_spec(name[3:])
+    if name.endswith(":random"):
+        spec = VFMS.get(name.removesuffix(":random"))
+        if spec.config is None:
+            raise AvaError(f"VFM {spec.key!r} has no architecture to build with random weights")
+        return replace(spec, key=f"{spec.key}:random", hub_id=None, revision=None, seed=0)
     if "@" in name:
         key, _, source = name.partition("@")
         spec = VFMS.get(key)
