@@ -37,24 +37,46 @@ def _a(**kw: object) -> Ability:
 
 
 _a(
-    key="localization", config_name="Localization", title="Localization", answer_kind="box", metric="giou",
-    higher_is_better=True, epochs=20, subgroups=("box_area",),
+    key="localization",
+    config_name="Localization",
+    title="Localization",
+    answer_kind="box",
+    metric="giou",
+    higher_is_better=True,
+    epochs=20,
+    subgroups=("box_area",),
     question_templates=("Provide bounding box coordinate for {object}.",),
     notes="No box is drawn; the answer is x1,y1,x2,y2 in normalized image coordinates.",
 )
 _a(
-    key="counting", config_name="Counting", title="Counting", answer_kind="integer", metric="mae_gt",
-    higher_is_better=False, subgroups=("count_range", "source"),
+    key="counting",
+    config_name="Counting",
+    title="Counting",
+    answer_kind="integer",
+    metric="mae_gt",
+    higher_is_better=False,
+    subgroups=("count_range", "source"),
     question_templates=("How many {object} are there in the image?",),
 )
 _a(
-    key="fine_grained", config_name="Fine-grained", title="Fine-grained", answer_kind="option",
-    metric="accuracy", higher_is_better=True, subgroups=("source",),
+    key="fine_grained",
+    config_name="Fine-grained",
+    title="Fine-grained",
+    answer_kind="option",
+    metric="accuracy",
+    higher_is_better=True,
+    subgroups=("source",),
     question_templates=("What species of {family} is in the image? Choose one from below: {options}.",),
 )
 _a(
-    key="abs_depth", config_name="Absolute_depth", title="Absolute depth", answer_kind="depth_bin",
-    metric="mae_gt", higher_is_better=False, option_style="letter", subgroups=("scene_type",),
+    key="abs_depth",
+    config_name="Absolute_depth",
+    title="Absolute depth",
+    answer_kind="depth_bin",
+    metric="mae_gt",
+    higher_is_better=False,
+    option_style="letter",
+    subgroups=("scene_type",),
     question_templates=(
         "Based on the image, estimate how far the closest point of the {object} (highlighted by a red box) is "
         "from the camera in meters. Select the best option: {options}.",
@@ -62,63 +84,116 @@ _a(
     notes="Bins score at their midpoints, e.g. '2-3' is 2.5 m.",
 )
 _a(
-    key="rel_depth", config_name="Relative_depth", title="Relative depth", answer_kind="option",
-    metric="accuracy", higher_is_better=True, fixed_options=REL_DEPTH_ANSWERS, subgroups=("scene_type",),
+    key="rel_depth",
+    config_name="Relative_depth",
+    title="Relative depth",
+    answer_kind="option",
+    metric="accuracy",
+    higher_is_better=True,
+    fixed_options=REL_DEPTH_ANSWERS,
+    subgroups=("scene_type",),
     question_templates=(
         "Which object is closer to the camera, the {a} (highlighted by a red box) or the {b} (highlighted by a "
         "blue box)? Choose one: {options}.",
     ),
 )
 _a(
-    key="ocr", config_name="OCR", title="OCR", answer_kind="text", metric="anls", higher_is_better=True,
+    key="ocr",
+    config_name="OCR",
+    title="OCR",
+    answer_kind="text",
+    metric="anls",
+    higher_is_better=True,
     subgroups=("text_length",),
     question_templates=("What is written in the red bounding box in the image?",),
 )
 _a(
-    key="orientation", config_name="Orientation", title="Orientation", answer_kind="option", metric="accuracy",
-    higher_is_better=True, fixed_options=ORIENTATION_VIEWS, subgroups=("view",),
+    key="orientation",
+    config_name="Orientation",
+    title="Orientation",
+    answer_kind="option",
+    metric="accuracy",
+    higher_is_better=True,
+    fixed_options=ORIENTATION_VIEWS,
+    subgroups=("view",),
     question_templates=("What is the orientation of the {object} in the image? Choose one from below: {options}.",),
 )
 _a(
-    key="recognition", config_name="Recognition", title="Object recognition", answer_kind="option",
-    metric="accuracy", higher_is_better=True, subgroups=("source",),
+    key="recognition",
+    config_name="Recognition",
+    title="Object recognition",
+    answer_kind="option",
+    metric="accuracy",
+    higher_is_better=True,
+    subgroups=("source",),
     question_templates=("What is in the red bounding box? Choose from the following option: {options}.",),
 )
 _a(
-    key="action", config_name="Action", title="Action", answer_kind="option", metric="accuracy",
-    higher_is_better=True, subgroups=("source",),
+    key="action",
+    config_name="Action",
+    title="Action",
+    answer_kind="option",
+    metric="accuracy",
+    higher_is_better=True,
+    subgroups=("source",),
     question_templates=(
         "Which action or activity is shown in the image? Choose from the following option: {options}.",
     ),
 )
 _a(
-    key="texture", config_name="Texture", title="Texture", answer_kind="option", metric="accuracy",
-    higher_is_better=True, subgroups=("class",),
+    key="texture",
+    config_name="Texture",
+    title="Texture",
+    answer_kind="option",
+    metric="accuracy",
+    higher_is_better=True,
+    subgroups=("class",),
     question_templates=("What is the texture attribute of the image? Choose one from below: {options}.",),
 )
 _a(
-    key="spatial", config_name="Spatial", title="Spatial", answer_kind="option", metric="accuracy",
-    higher_is_better=True, fixed_options=SPATIAL_ANSWERS, option_style="letter", subgroups=("class",),
+    key="spatial",
+    config_name="Spatial",
+    title="Spatial",
+    answer_kind="option",
+    metric="accuracy",
+    higher_is_better=True,
+    fixed_options=SPATIAL_ANSWERS,
+    option_style="letter",
+    subgroups=("class",),
     question_templates=(
         "In the image, where is the {a} (annotated by the red box) located with respect to the {b} (annotated "
         "by the blue box)? Choose from {options}.",
     ),
 )
 _a(
-    key="scene", config_name="Scene_Classification", title="Scene", answer_kind="option", metric="accuracy",
-    higher_is_better=True, subgroups=("source",),
+    key="scene",
+    config_name="Scene_Classification",
+    title="Scene",
+    answer_kind="option",
+    metric="accuracy",
+    higher_is_better=True,
+    subgroups=("source",),
     question_templates=("What is the scene class of the image? Choose one from below: {options}.",),
 )
 _a(
-    key="emotion", config_name="Emotion", title="Emotion", answer_kind="option", metric="accuracy",
-    higher_is_better=True, fixed_options=EMOTIONS, subgroups=("class",),
-    question_templates=(
-        "Which of the following best describes the person's emotion in the red box? {options}.",
-    ),
+    key="emotion",
+    config_name="Emotion",
+    title="Emotion",
+    answer_kind="option",
+    metric="accuracy",
+    higher_is_better=True,
+    fixed_options=EMOTIONS,
+    subgroups=("class",),
+    question_templates=("Which of the following best describes the person's emotion in the red box? {options}.",),
 )
 _a(
-    key="color", config_name="Color", title="Colour", answer_kind="rgb", metric="ciede2000",
-    higher_is_better=False, subgroups=(),
+    key="color",
+    config_name="Color",
+    title="Colour",
+    answer_kind="rgb",
+    metric="ciede2000",
+    higher_is_better=False,
+    subgroups=(),
     question_templates=("What color is shown within the red bounding box?",),
     notes="Answer is an sRGB triple 0..255; scored by CIEDE2000 (lower is better).",
 )
