@@ -101,10 +101,36 @@ def handmade(root: Path, abilities: tuple[str, ...] = ABILITY_KEYS, n: int = 60,
     return root, FakeCache(rows, layers=layer_ids)
 
 
+def positional(root: Path, n: int = 100, dim: int = 8, noise: float = 0.3, seed: int = 0) -> tuple[Path, FakeCache]:
+    """A spatial dataset whose answer is only *where* a marker sits: 16 tokens on a 4 x 4 grid, answer i puts the
+    same marker vector on a random token of quadrant i. The mean over tokens is the same for every answer (chance
+    for a mean probe); grid cells (``grid2``: one per quadrant, ``grid4``: one per token) separate them."""
+    from ava.abilities import SPATIAL_ANSWERS
+
+    rng = np.random.default_rng(seed)
+    marker = np.zeros(dim)
+    marker[:2] = 3.0
+    rows: dict[str, np.ndarray] = {}
+    options = list(SPATIAL_ANSWERS)
+    with DatasetWriter(root, info={"source": "positional", "synthetic": True, "split": {"made_by": "synthetic"}}) as w:
+        for i in range(n):
+            answer = i % len(options)
+            x = rng.normal(0, noise, (4, 4, dim))
+            row, col = 2 * (answer // 2) + rng.integers(2), 2 * (answer % 2) + rng.integers(2)
+            x[row, col] += marker
+            x = x.reshape(16, dim)
+            rel = w.add_image(Image.new("RGB", (4, 4), (i % 256, i // 256, 9)))
+            rows[Path(rel).name.split(".")[0]] = x[None].astype(np.float32)
+            w.add_sample(Sample(id=f"pos-{i}", ava="spatial", image=rel, width=4, height=4, question="q?",
+                                answer=options[answer], truth={"index": answer, "text": options[answer]},
+                                options=options, split="train" if i < int(0.8 * n) else "test"))  # fmt: skip
+    return root, FakeCache(rows, key="fakepos1")
+
+
 # -- the synthetic suite through the real cache ----------------------------------------------------------
-# colour and counting (answers in the pixels, found by the attentive probe); scene and depth (their classes
-# differ in overall colour, which survives mean pooling, so the linear probe and kNN see them too)
-PIXEL_ABILITIES = ("color", "counting", "scene", "abs_depth")
+# colour (inside a red box: found by the attentive probe), counting and spatial (answers in where things are:
+# the linear probe's and kNN's grid-cell views), scene and depth (classes differ in overall colour)
+PIXEL_ABILITIES = ("color", "counting", "spatial", "scene", "abs_depth")
 _SYNTH: dict[str, tuple[Path, Path]] = {}
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _heads_fixtures import FakeCache, handmade, majority_baseline, synth_pixels
+from _heads_fixtures import FakeCache, handmade, majority_baseline, positional, synth_pixels
 
 from ava.abilities import get_ability
 from ava.data.format import Sample
@@ -16,7 +16,7 @@ from ava.errors import AvaError
 from ava.heads import HEADS
 from ava.heads.knn import SPEC, KNNConfig
 from ava.heads.knn.model import Memory, build_index, search
-from ava.heads.knn.train import INDEX_DIR, META_FILE, candidate_ks, evaluate, train
+from ava.heads.knn.train import INDEX_DIR, META_FILE, _without_self, candidate_ks, evaluate, train
 
 KINDS = ("localization", "counting", "abs_depth", "color", "spatial", "scene", "ocr")
 
@@ -75,6 +75,38 @@ def test_index_is_cosine() -> None:
     assert sims[0, 0] == pytest.approx(np.cos(np.arctan(0.01)), abs=1e-5)
 
 
+def test_leave_one_out_drops_each_row_itself() -> None:
+    sims = np.array([[1.0, 0.5, 0.2], [0.9, 0.8, 0.1], [0.7, 0.6, 0.3]])
+    ids = np.array([[0, 1, 2], [0, 1, 2], [0, 1, 2]])
+    ids[2] = [0, 1, 3]  # row 2 is not among its own results (ties): its farthest neighbour goes instead
+    s, i = _without_self(sims, ids, 2)
+    assert i.tolist() == [[1, 2], [0, 2], [0, 1]] and s.tolist() == [[0.5, 0.2], [0.9, 0.1], [0.7, 0.6]]
+
+
+def test_grid_view_sees_where(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An answer that is only a position: the mean view is at chance, the grid view picked by leave-one-out
+    solves it; the chosen view is recorded and used again at re-evaluation."""
+    data, cache = positional(tmp_path / "pos")
+    monkeypatch.setattr("ava.cache.open_cache", lambda *a, **k: cache)
+    config = dict(data=str(data), cache="unused", vfm="fake", progress=False)
+    run = train(KNNConfig(out=str(tmp_path / "grid"), **config))
+    mean_only = train(KNNConfig(out=str(tmp_path / "mean"), pools=["mean"], **config))
+    result = json.loads((run / "results_test.json").read_text())["abilities"]["spatial"]
+    meta = json.loads((run / META_FILE).read_text())["spatial"]
+    assert result["extra"]["pool"] == meta["pool"] != "mean"
+    assert set(meta["heldout_by_pool"]) == {"mean", "grid2", "grid4"}
+    assert meta["selection"] == "loo" and meta["n_heldout"] == meta["n_train"] == 80
+    mean_value = json.loads((mean_only / "results_test.json").read_text())["abilities"]["spatial"]["value"]
+    assert result["value"] >= 0.9 and mean_value <= 0.5, (result["value"], mean_value)
+    before = _predictions(run)
+    evaluate(run, "test")
+    assert _predictions(run) == before
+    held = train(KNNConfig(out=str(tmp_path / "held"), selection="heldout", **config))
+    assert json.loads((held / META_FILE).read_text())["spatial"]["n_heldout"] == 8
+    with pytest.raises(AvaError, match="selection"):
+        train(KNNConfig(out=str(tmp_path / "bad"), selection="kfold", **config))
+
+
 @pytest.fixture(scope="module")
 def handmade_data(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, FakeCache]:
     return handmade(tmp_path_factory.mktemp("hm") / "data", abilities=KINDS, n=50)
@@ -112,16 +144,21 @@ def test_every_kind_run_dir_reevaluation_and_determinism(
 
 @pytest.mark.slow
 def test_pixels_beat_majority(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Mean-pooled raw pixels keep the overall colour, which separates synthetic scene and depth classes (the
-    colour inside a box, counts and spatial relations do not survive the mean: see test_probe's attentive probe)."""
+    """Raw pixels through the real cache. The mean keeps the overall colour, which separates synthetic scene and
+    depth classes; counts need where things are, which the grid-cell views keep (the mean alone barely beats
+    the median count). The colour inside a box is beyond a nearest-neighbour vote on pooled pixels (see
+    test_probe's attentive probe), and spatial relations only marginally within its reach."""
     data, cache = synth_pixels(tmp_path_factory.getbasetemp() / "heads_synth")
     out = tmp_path_factory.mktemp("knn_pixels")
     run = train(KNNConfig(data=str(data), cache=str(cache), vfm="pixels", out=str(out), progress=False,
-                          ava=["scene", "abs_depth"]))  # fmt: skip
-    values = {k: v["value"] for k, v in json.loads((run / "results_test.json").read_text())["abilities"].items()}
+                          ava=["scene", "abs_depth", "counting"]))  # fmt: skip
+    results = json.loads((run / "results_test.json").read_text())["abilities"]
+    values = {k: v["value"] for k, v in results.items()}
     base = {ava: majority_baseline(data, ava) for ava in values}
     assert values["scene"] > base["scene"] + 0.5, (values, base)
     assert values["abs_depth"] < 0.75 * base["abs_depth"], (values, base)
+    assert values["counting"] < 0.75 * base["counting"], (values, base)
+    assert results["counting"]["extra"]["pool"].startswith("grid"), results["counting"]["extra"]
 
 
 def test_cli_train_and_eval(

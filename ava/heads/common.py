@@ -232,6 +232,93 @@ def read_layers(cache: Any, samples: Sequence[Sample], layers: Sequence[int | No
     return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=-1)
 
 
+# -- pooled views: the global mean, optionally with coarse cells of the token grid ---------------------------
+_POOL_RE = re.compile(r"^grid(\d+)$")
+
+
+def token_grid(cache: Any) -> tuple[int, int] | None:
+    """The (rows, cols) layout of the cache's patch tokens: the cache's own grid when it matches the token
+    count, else a square sqrt(T) x sqrt(T) grid when T is a perfect square, else None (no known layout)."""
+    t = int(cache.num_tokens)
+    grid = tuple(int(g) for g in (getattr(cache, "grid", None) or ()))
+    if len(grid) == 2 and grid[0] * grid[1] == t and min(grid) > 0:
+        return grid  # type: ignore[return-value]
+    side = math.isqrt(t)
+    return (side, side) if side > 1 and side * side == t else None
+
+
+def pool_cells(pool: str) -> int:
+    """Cells per side of a pooled view: ``"mean"`` -> 0 (the global mean only), ``"gridN"`` -> N."""
+    if pool == "mean":
+        return 0
+    m = _POOL_RE.match(pool)
+    if not m or int(m.group(1)) < 1:
+        raise AvaError(
+            f"unknown pooling {pool!r}; use 'mean' or 'gridN' (the mean plus N x N cell means), e.g. 'grid4'"
+        )
+    return int(m.group(1))
+
+
+def pool_candidates(cache: Any, pools: Sequence[str]) -> list[str]:
+    """The pooled views a selection grid tries: ``pools`` validated, minus grid views the cache's tokens cannot
+    take (no known layout, or more cells per side than token rows/cols); ``"mean"`` when nothing is left."""
+    grid = token_grid(cache)
+    out = []
+    for pool in dict.fromkeys(pools):
+        n = pool_cells(pool)
+        if n == 0 or (grid is not None and n <= min(grid)):
+            out.append(pool)
+    return out or ["mean"]
+
+
+def pool_dim(dim: int, pool: str) -> int:
+    """Feature size of a pooled view of ``dim``-dimensional tokens (the mean, plus N * N cells)."""
+    return dim * (1 + pool_cells(pool) ** 2)
+
+
+def pool_tokens(tokens: np.ndarray, pool: str, grid: tuple[int, int] | None) -> np.ndarray:
+    """[B, T, D] tokens -> [B, D'] pooled view: the mean over tokens, then for ``"gridN"`` the means of N x N
+    cells of the token grid (row-major; cell edges as ``adaptive_avg_pool2d``: floor(i*R/N) .. ceil((i+1)*R/N)).
+
+    Mean pooling forgets where things are; the cells keep coarse position (what spatial relations, counts
+    per region, and the colour at a place need) at the cost of N * N times the features."""
+    mean = tokens.mean(axis=1)
+    n = pool_cells(pool)
+    if n == 0:
+        return mean
+    if grid is None or grid[0] * grid[1] != tokens.shape[1]:
+        raise AvaError(f"pooling {pool!r} needs a token grid, but the cache's {tokens.shape[1]} tokens have no layout")
+    rows, cols = grid
+    x = tokens.reshape(tokens.shape[0], rows, cols, tokens.shape[2])
+    cells = [
+        x[:, (i * rows) // n : -((-(i + 1) * rows) // n), (j * cols) // n : -((-(j + 1) * cols) // n)].mean(axis=(1, 2))
+        for i in range(n)
+        for j in range(n)
+    ]
+    return np.concatenate([mean, *cells], axis=1).astype(np.float32, copy=False)
+
+
+def read_pooled_views(cache: Any, samples: Sequence[Sample], layers: Sequence[int | None], pools: Sequence[str],
+                      chunk: int = 256) -> dict[str, np.ndarray]:  # fmt: skip
+    """Every pooled view in ``pools`` of ``samples`` ([N, D'] each, layers concatenated per view).
+
+    Tokens are read once per chunk of samples and pooled into every view, so memory stays at one chunk of
+    tokens plus the pooled views. A ``["mean"]`` request reads the cache's pooled rows directly."""
+    pools = list(dict.fromkeys(pools))
+    if pools == ["mean"]:
+        return {"mean": read_layers(cache, samples, layers, pooled=True)}
+    grid = token_grid(cache)
+    parts: dict[str, list[np.ndarray]] = {p: [] for p in pools}
+    for start in range(0, len(samples), chunk):
+        tokens = [read_rows(cache, samples[start : start + chunk], layer, pooled=False) for layer in layers]
+        for pool in pools:
+            views = [pool_tokens(t, pool, grid) for t in tokens]
+            parts[pool].append(views[0] if len(views) == 1 else np.concatenate(views, axis=1))
+    if not samples:
+        return {p: np.zeros((0, pool_dim(cache.dim, p) * len(layers)), np.float32) for p in pools}
+    return {p: np.ascontiguousarray(np.concatenate(v)) for p, v in parts.items()}
+
+
 def layer_sets(cache: Any, layer: int | None) -> list[tuple[int | None, ...]]:
     """The layer choices a grid tries: the requested layer; else the last cached layer, and all of them
     concatenated when the cache holds several (dinov2's linear eval tries 1 vs 4 last blocks the same way)."""

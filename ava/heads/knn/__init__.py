@@ -1,4 +1,4 @@
-"""kNN head: cosine neighbours of L2-normalized mean-pooled features in a faiss index (see
+"""kNN head: cosine neighbours of L2-normalized pooled features (mean, or mean plus grid cells) in a faiss index (see
 :mod:`ava.heads.knn.model` for the voting and averaging rules, :mod:`ava.heads.knn.train` for k selection)."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def _evaluate(run_dir: Any, split: str = "test", **options: Any) -> dict[str, An
 
 SPEC = HeadSpec(
     name="knn",
-    description="k nearest neighbours (faiss, cosine on mean-pooled features); k in {1, 5, 20} picked on held-out",
+    description="k nearest neighbours (faiss, cosine on pooled features); pooled view and k picked by leave-one-out",
     config_cls=KNNConfig,
     train=_train,
     evaluate=_evaluate,

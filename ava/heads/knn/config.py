@@ -24,5 +24,11 @@ class KNNConfig:
     eval_after: bool = True
     max_train: int | None = None
     k: list[int] | int | None = field(default_factory=lambda: [1, 5, 20])  # candidates; one int = no choice
+    # pooled views tried with k (picked together on held-out): "mean" over the patch tokens, and "gridN" = the mean
+    # plus N x N cell means of the token grid (keeps coarse position); views the token layout cannot take are skipped
+    pools: list[str] = field(default_factory=lambda: ["mean", "grid2", "grid4"])
+    # how (view, k) is picked: "loo" = leave-one-out over all of train (a kNN gets it for free, and a 10% slice of
+    # a small train set is too few samples to choose among 9 candidates); "heldout" = a heldout_frac slice
+    selection: str = "loo"
     heldout_frac: float = 0.1
     progress: bool = True

@@ -1,8 +1,8 @@
 """The kNN head's index and its rules for turning neighbours into a prediction.
 
-Features are mean-pooled patch tokens, L2-normalized, searched by inner product (cosine) in a
-``faiss.IndexFlatIP`` (exact). The index goes to every GPU when faiss was built with GPU support and the
-device is CUDA; otherwise it stays on the CPU.
+Features are pooled patch tokens (the mean, or the mean plus coarse grid cells), L2-normalized, searched by
+inner product (cosine) in a ``faiss.IndexFlatIP`` (exact). The index goes to every GPU when faiss was built
+with GPU support and the device is CUDA; otherwise it stays on the CPU.
 
 - Choice abilities: majority vote among the k nearest train samples whose label is one of *this question's*
   options (per-question option lists differ); ties go to the option with the larger summed similarity.

@@ -1,7 +1,10 @@
 """Build and evaluate the kNN head from the feature cache.
 
-For each ability: neighbours of a deterministic held-out 10% of train are searched among the other 90%,
-every candidate k is scored with the ability's metric, and the best k is kept (the smaller on ties). The
+For each ability: every train sample is answered by its neighbours among the other train samples
+(leave-one-out; ``selection="heldout"``: a deterministic held-out 10% of train among the other 90%),
+every candidate (pooled view, k) is scored with the ability's metric, and the best is kept (the earlier view
+and the smaller k on ties). Views: the mean over patch tokens, and ``gridN`` = the mean plus the means of
+N x N cells of the token grid (coarse position, which the mean loses; see ``ava.heads.common.pool_tokens``). The
 saved index then holds all train samples. Evaluation reports the chosen k's predictions and, in the
 results' ``extra`` field, the held-out and test metric of every candidate k.
 
@@ -45,16 +48,48 @@ def _search_depth(memory: Memory, ks: Sequence[int], n_rows: int) -> int:
     return max(1, min(n_rows, max(max(ks), memory.search_k)))
 
 
-def _pooled(cache: Any, samples: Sequence[Sample], layer: int | None) -> np.ndarray:
-    return common.read_rows(cache, samples, layer, pooled=True)
+def _pooled(cache: Any, samples: Sequence[Sample], layer: int | None, pool: str = "mean") -> np.ndarray:
+    return common.read_pooled_views(cache, samples, [layer], [pool])[pool]
 
 
-def select_k(ability: Ability, fit: list[Sample], held: list[Sample], x_fit: np.ndarray, x_held: np.ndarray,
-             ks: Sequence[int], device: str) -> tuple[int, dict[int, float]]:  # fmt: skip
-    """The k with the best held-out metric (the smaller k on ties) and every candidate's score."""
+def select_pool(ability: Ability, fit: list[Sample], held: list[Sample] | None, views_fit: dict[str, np.ndarray],
+                views_held: dict[str, np.ndarray] | None, ks: Sequence[int],
+                device: str) -> tuple[str, int, dict[str, dict[int, float]]]:  # fmt: skip
+    """The (pooled view, k) with the best held-out metric (earlier view, then smaller k, on ties), and every
+    candidate's score per view (``held`` None: leave-one-out over ``fit``, see :func:`select_k`)."""
+    scores: dict[str, dict[int, float]] = {}
+    best: tuple[str, int] | None = None
+    for pool in views_fit:
+        x_held = None if views_held is None else views_held[pool]
+        k, scores[pool] = select_k(ability, fit, held, views_fit[pool], x_held, ks, device)
+        if best is None or common.is_better(ability, scores[pool][k], scores[best[0]][best[1]]):
+            best = (pool, k)
+    assert best is not None
+    return best[0], best[1], scores
+
+
+def _without_self(sims: np.ndarray, ids: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
+    """Neighbour lists of the index's own rows with each row's own entry dropped (else the last), ``depth`` wide."""
+    own = ids == np.arange(len(ids))[:, None]
+    own[~own.any(1), -1] = True  # the row itself was not returned (ties): drop the farthest instead
+    keep = ~own
+    return sims[keep].reshape(len(ids), -1)[:, :depth], ids[keep].reshape(len(ids), -1)[:, :depth]
+
+
+def select_k(ability: Ability, fit: list[Sample], held: list[Sample] | None, x_fit: np.ndarray,
+             x_held: np.ndarray | None, ks: Sequence[int], device: str) -> tuple[int, dict[int, float]]:  # fmt: skip
+    """The k with the best held-out metric (the smaller k on ties) and every candidate's score.
+
+    ``held`` None: leave-one-out, every train row is answered by its neighbours among the others (every train
+    sample is a held-out sample once, so the pick rests on all of train, not a 10% slice)."""
     memory = Memory.build(ability, fit)
     index = on_device(build_index(x_fit), device)
-    sims, ids = search(index, x_held, _search_depth(memory, ks, len(fit)))
+    if held is None:
+        depth = _search_depth(memory, ks, len(fit) - 1)
+        sims, ids = _without_self(*search(index, x_fit, depth + 1), depth)
+        held = fit
+    else:
+        sims, ids = search(index, x_held, _search_depth(memory, ks, len(fit)))
     scores = {k: common.mean_score(ability, held, memory.replies(held, sims, ids, k)) for k in ks}
     best: int | None = None
     for k in ks:
@@ -92,6 +127,10 @@ def train(config: KNNConfig) -> Path:
     cache = open_cache(config.cache, config.vfm)
     device = common.resolve_device(config.device)
     ks = candidate_ks(config.k)
+    pools = common.pool_candidates(cache, config.pools)
+    if config.selection not in ("loo", "heldout"):
+        raise AvaError(f"unknown selection {config.selection!r}; use 'loo' (leave-one-out) or 'heldout'")
+    loo = config.selection == "loo"
     run = common.run_block("knn", config.vfm, abilities, cache, dataset, seed=config.seed)
     run_dir = common.start_run(config.out, config, run)
     metas: dict[str, dict[str, Any]] = {}
@@ -100,19 +139,25 @@ def train(config: KNNConfig) -> Path:
         job = bar.add_task(f"knn {config.vfm}", total=len(abilities))
         for ava in abilities:
             ability = get_ability(ava)
-            fit, held = common.holdout_split(
-                common.train_samples(dataset, ava, config.max_train, config.seed), config.heldout_frac, config.seed
-            )
-            x_fit, x_held = _pooled(cache, fit, config.layer), _pooled(cache, held, config.layer)
-            k, scores = select_k(ability, fit, held, x_fit, x_held, ks, device)
-            rows = fit + held
-            _write_index(run_dir, ava, np.concatenate([x_fit, x_held]))
+            samples = common.train_samples(dataset, ava, config.max_train, config.seed)
+            fit, held = (samples, None) if loo and len(samples) >= 2 else \
+                common.holdout_split(samples, config.heldout_frac, config.seed)  # fmt: skip
+            views_fit = common.read_pooled_views(cache, fit, [config.layer], pools)
+            views_held = None if held is None else common.read_pooled_views(cache, held, [config.layer], pools)
+            pool, k, by_pool = select_pool(ability, fit, held, views_fit, views_held, ks, device)
+            scores = by_pool[pool]
+            rows = fit + (held or [])
+            x = views_fit[pool] if views_held is None else np.concatenate([views_fit[pool], views_held[pool]])
+            _write_index(run_dir, ava, x)
             memory = Memory.build(ability, rows)
             if memory.targets is not None:
                 targets[ava] = memory.targets
             metas[ava] = {
-                "k": k, "ks": ks, "heldout": {str(c): v for c, v in scores.items()}, "layer": config.layer,
-                "n_train": len(rows), "n_fit": len(fit), "n_heldout": len(held),
+                "k": k, "ks": ks, "pool": pool, "heldout": {str(c): v for c, v in scores.items()},
+                "heldout_by_pool": {p: {str(c): v for c, v in sc.items()} for p, sc in by_pool.items()},
+                "layer": config.layer,
+                "selection": "loo" if held is None else "heldout",
+                "n_train": len(rows), "n_fit": len(fit), "n_heldout": len(held or fit),
                 "labels": memory.labels, "ids": [s.id for s in rows],
             }  # fmt: skip
             bar.advance(job)
@@ -160,12 +205,13 @@ def evaluate(run_dir: str | os.PathLike[str], split: str = "test", *, data: str 
         samples = dataset.samples(ava, split=split)
         by_k: dict[str, float] = {}
         if samples:
-            sims, ids = search(index, _pooled(feature_cache, samples, meta["layer"]),
+            sims, ids = search(index, _pooled(feature_cache, samples, meta["layer"], meta.get("pool", "mean")),
                                _search_depth(memory, meta["ks"], meta["n_train"]))  # fmt: skip
             for k in meta["ks"]:
                 replies = memory.replies(samples, sims, ids, k)
                 by_k[str(k)] = common.mean_score(memory.ability, samples, replies)
                 if k == meta["k"]:
                     predictions.update({s.key: r for s, r in zip(samples, replies, strict=True)})
-        extra[ava] = {"k": meta["k"], "heldout": meta["heldout"], f"{split}_by_k": by_k}
+        extra[ava] = {"k": meta["k"], "pool": meta.get("pool", "mean"), "heldout": meta["heldout"],
+                      "heldout_by_pool": meta.get("heldout_by_pool"), f"{split}_by_k": by_k}  # fmt: skip
     return common.score_and_write(dataset, predictions, list(metas), split, run, config, run_dir, extra)

@@ -1,4 +1,4 @@
-"""Probe heads: a linear probe on mean-pooled features and an attentive probe on patch tokens.
+"""Probe heads: a linear probe on pooled features (mean, or mean plus grid cells), an attentive probe on tokens.
 
 Both train one small head per ability from the feature cache, pick it from a grid on a held-out slice
 of train, and score through ``ava.metrics`` (see :mod:`ava.heads.probe.train`).
@@ -26,7 +26,7 @@ def _evaluate(run_dir: Any, split: str = "test", **options: Any) -> dict[str, An
 
 LINEAR_SPEC = HeadSpec(
     name="probe-linear",
-    description="linear probe on mean-pooled patch features (OCR: a CTC character decoder over the tokens)",
+    description="linear probe on pooled patch features, mean or mean + grid cells (OCR: a CTC decoder over the tokens)",
     config_cls=ProbeConfig,
     train=_train,
     evaluate=_evaluate,

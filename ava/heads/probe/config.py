@@ -25,6 +25,14 @@ class ProbeConfig:
     max_train: int | None = None
     pooling: str = "mean"  # "mean" (probe-linear) or "attn" (probe-attn)
     lrs: list[float] = field(default_factory=lambda: [1e-3, 3e-3, 1e-2, 3e-2])
+    # pooled views the linear probe tries (picked on held-out with the lr): "mean" over all patch tokens, and
+    # "gridN" = the mean plus the means of N x N cells of the token grid, which keep coarse position (the
+    # mean alone cannot say where things are). Views the cache's token layout cannot take are skipped.
+    # grid2 is not a default: its cells are sums of grid4 cells (the same linear information), and every extra
+    # candidate costs time and makes the pick on a small held-out slice noisier.
+    # The attentive probe pools the tokens itself and ignores this.
+    pools: list[str] = field(default_factory=lambda: ["mean", "grid4"])
+    cell_rank: int = 64  # gridN views: each cell mean is reduced to this many principal components of train
     ocr_lrs: list[float] = field(default_factory=lambda: [3e-3, 1e-2])  # the CTC reader's grid (it costs more)
     weight_decay: float = 1e-4
     heads: int = 4  # attention heads (learned queries) of the attentive pooling

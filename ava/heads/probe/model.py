@@ -85,18 +85,65 @@ class Standardize(nn.Module):
         return (x - self.mean) / self.std
 
 
+class CellReduce(nn.Module):
+    """A fixed PCA of the cell means of a pooled grid view, fitted on train, saved with the probe.
+
+    A ``gridN`` view of L layers is laid out per layer as [mean (D), N * N cell means (D each)]. The global
+    means are kept whole; every cell mean is projected on the ``rank`` leading principal components of the
+    train cells of its layer, so a 4 x 4 grid of 768-dim tokens costs 768 + 16 * 64 inputs instead of 17 x 768:
+    fewer weights to fit from few samples, and a grid of probes that trains in seconds on a CPU.
+    """
+
+    def __init__(self, dim: int, layers: int, cells: int, rank: int) -> None:
+        super().__init__()
+        self.token_dim, self.layers, self.cells = dim // layers, layers, cells
+        self.rank = min(rank, self.token_dim)
+        basis = torch.eye(self.token_dim)[:, : self.rank].expand(layers, -1, -1).clone()
+        self.register_buffer("basis", basis)  # [L, D, r]
+
+    @property
+    def out_dim(self) -> int:
+        return self.layers * (self.token_dim + self.cells**2 * self.rank)
+
+    def _split(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x = x.reshape(x.shape[0], self.layers, 1 + self.cells**2, self.token_dim)
+        return x[:, :, 0], x[:, :, 1:]  # [B, L, D], [B, L, N*N, D]
+
+    def fit(self, x: torch.Tensor) -> None:
+        """Principal components of the train cells, per layer (centred; a fixed sign, so runs repeat)."""
+        _, cells = self._split(x.double())
+        for layer in range(self.layers):
+            flat = cells[:, layer].reshape(-1, self.token_dim)
+            flat = flat - flat.mean(0)
+            _, vectors = torch.linalg.eigh(flat.T @ flat / max(1, len(flat)))
+            basis = vectors[:, -self.rank :].flip(-1)
+            self.basis[layer].copy_((basis * torch.where(basis.sum(0) < 0, -1.0, 1.0)).float())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        means, cells = self._split(x)
+        reduced = torch.einsum("blcd,ldr->blcr", cells, self.basis).flatten(2)
+        return torch.cat([means, reduced], -1).flatten(1)
+
+
 class Probe(nn.Module):
     """One probe: (standardized) features -> mean or attentive pooling -> linear.
 
-    ``pooling="mean"`` takes pooled [B, D] features (or [B, T, D], averaged here); ``"attn"`` takes tokens.
+    ``pooling="mean"`` takes pooled [B, D] features (or [B, T, D], averaged here); with ``cells`` N > 0 it takes
+    a ``gridN`` view instead (the mean plus N x N cell means, see :func:`ava.heads.common.pool_tokens`),
+    whose cells a :class:`CellReduce` projects before the standardization. ``"attn"`` takes tokens.
+    ``dim`` is the token feature size times the number of layers in every case.
     """
 
     def __init__(self, dim: int, out_dim: int, pooling: str = "mean", heads: int = 4, num_tokens: int = 1,
-                 grid: tuple[int, int] | None = None) -> None:  # fmt: skip
+                 grid: tuple[int, int] | None = None, cells: int = 0, layers: int = 1,
+                 rank: int = 64) -> None:  # fmt: skip
         super().__init__()
         self.pooling, self.heads, self.dim = pooling, heads, dim
-        self.norm = Standardize(dim)
-        if pooling == "attn":
+        self.reduce = CellReduce(dim, layers, cells, rank) if cells and pooling == "mean" else None
+        self.norm = Standardize(self.reduce.out_dim if self.reduce is not None else dim)
+        if self.reduce is not None:
+            self.linear = nn.Linear(self.reduce.out_dim, out_dim)
+        elif pooling == "attn":
             self.query = nn.Parameter(torch.zeros(heads, dim))
             self.pos_bias = nn.Parameter(torch.zeros(heads, num_tokens))
             self.register_buffer("positions", token_positions(num_tokens, grid))
@@ -111,7 +158,20 @@ class Probe(nn.Module):
             self.linear.weight.normal_(0.0, 0.01, generator=generator)
             self.linear.bias.zero_()
 
+    def fit_input(self, x: torch.Tensor) -> None:
+        """Fit the fixed input transforms (cell PCA, then standardization) on train rows."""
+        if self.reduce is not None:
+            self.reduce.fit(x)
+            x = self.reduce(x)
+        self.norm.fit(x)
+
+    def prepare(self, x: torch.Tensor) -> torch.Tensor:
+        """Rows after the fixed transforms: what the linear layer of a pooled probe reads."""
+        return self.norm(self.reduce(x) if self.reduce is not None else x)
+
     def pool(self, x: torch.Tensor) -> torch.Tensor:
+        if self.reduce is not None:
+            return self.prepare(x)
         x = self.norm(x)
         if self.pooling == "mean":
             return x.mean(1) if x.dim() == 3 else x

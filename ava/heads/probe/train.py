@@ -1,9 +1,15 @@
 """Train and evaluate the probe heads from the feature cache.
 
 Like dinov2's linear evaluation: for each ability, the features are loaded once, a small grid (learning
-rates x layer choices) of probes is trained side by side on the same batches, the member with the best
-metric on a deterministic held-out 10% of train is kept, and it is evaluated on the test split. The
-held-out slice is not folded back into training: selection and the saved probe stay consistent.
+rates x layer choices, and for the linear probe x pooled views) of probes is trained side by side on the
+same batches, the member with the best metric on a deterministic held-out 10% of train is kept, and it is
+evaluated on the test split. The held-out slice is not folded back into training: selection and the saved
+probe stay consistent.
+
+Pooled views of the linear probe (``ProbeConfig.pools``): ``"mean"`` over the patch tokens, and ``"gridN"`` =
+the mean plus the means of N x N cells of the token grid, each cell reduced by a fixed PCA of train cells
+(``cell_rank``). The mean alone cannot say where anything is (spatial relations were at chance on raw
+pixels); the cells keep coarse position. The chosen view is in probe.json and the results' ``extra.pool``.
 Predictions become replies through ``format_reply`` and are scored by ``ava.metrics`` like ``ava score``.
 
 Run directory (besides config.json, run.json, results_<split>.json, predictions_<split>.jsonl)::
@@ -180,7 +186,9 @@ def build_model(task: Task, meta: dict[str, Any]) -> nn.Module:
     if task.kind == "ctc":
         return CTCReader(dim, num_tokens, task.slots, len(task.chars or []))
     grid = tuple(meta["grid_shape"]) if meta.get("grid_shape") else None
-    return Probe(dim, task.out_dim, meta["pooling"], int(meta["heads"]), num_tokens, grid)  # type: ignore[arg-type]
+    cells, rank = int(meta.get("cells", 0)), int(meta.get("rank", 0)) or 64
+    return Probe(dim, task.out_dim, meta["pooling"], int(meta["heads"]), num_tokens, grid,  # type: ignore[arg-type]
+                 cells=cells, layers=len(meta["layers"]), rank=rank)  # fmt: skip
 
 
 class _ReaderGrid(nn.Module):
@@ -242,7 +250,7 @@ def train_grid(grid: nn.Module, lrs: Sequence[float], rows: Rows, y: Any, task: 
                on_epoch: Callable[[], None] | None = None) -> None:  # fmt: skip
     """Train every grid member on the same shuffled batches, member g with learning rate lrs[g] (cosine decay)."""
     groups = [{"params": list(m.parameters()), "lr": lr} for m, lr in zip(grid.members, lrs, strict=True)]
-    opt = torch.optim.AdamW(groups, weight_decay=weight_decay)
+    opt = torch.optim.AdamW(groups, weight_decay=weight_decay, foreach=True)  # one kernel per op for all members
     total = max(1, epochs * math.ceil(len(rows) / batch_size))
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda step: 0.5 * (1 + math.cos(math.pi * min(step, total) / total))
@@ -252,7 +260,7 @@ def train_grid(grid: nn.Module, lrs: Sequence[float], rows: Rows, y: Any, task: 
         for index in _batches(len(rows), batch_size, generator):
             xb = _as_tensor(rows, index, device)
             yb = _member_batch_targets(y, index, device)
-            loss = sum(task.loss(out, yb) for out in grid(xb))
+            loss = grid.loss(xb, yb, task) if isinstance(grid, _Linears) else sum(task.loss(o, yb) for o in grid(xb))
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
@@ -290,22 +298,109 @@ def _defaults(config: ProbeConfig, n: int, tokens: bool) -> tuple[int, int]:
     return epochs, batch_size
 
 
-def fit_ability(config: ProbeConfig, ability: Ability, train: list[Sample], cache: Any, device: str,
-                on_epoch: Callable[[], None] | None = None) -> tuple[nn.Module, dict[str, Any]]:  # fmt: skip
-    """Train the grid of one ability and return the probe chosen on the held-out slice, with its metadata."""
-    fit, held = common.holdout_split(train, config.heldout_frac, config.seed)
-    task = Task.build(ability, fit, cache.num_tokens)
-    tokens = config.pooling == "attn" or task.kind == "ctc"
-    lrs = [config.lr] if config.lr else list(config.ocr_lrs if task.kind == "ctc" else config.lrs)
-    epochs, batch_size = _defaults(config, len(fit), tokens)
-    y = task.targets(fit)
+class _Linears(nn.Module):
+    """The linear layers of pooled probes, trained together on their prepared inputs side by side.
+
+    Member g reads columns ``slices[g]`` of the concatenated prepared rows (its pooled view after its fixed
+    cell PCA and standardization, computed once), so one optimizer loop trains every view and learning rate.
+    Members reading the same columns are applied as one batched product, and their losses are summed in one
+    call (the loss of a batch is a mean over its rows, so the mean over G stacked copies times G is the sum).
+    """
+
+    def __init__(self, members: Sequence[Probe], slices: Sequence[slice]) -> None:
+        super().__init__()
+        self.members = nn.ModuleList(members)
+        groups: dict[tuple[int, int], list[int]] = {}
+        for g, sl in enumerate(slices):
+            groups.setdefault((sl.start, sl.stop), []).append(g)
+        self.groups = [(slice(*key), ids) for key, ids in groups.items()]
+
+    def _stacked(self, z: torch.Tensor) -> list[torch.Tensor]:
+        """Per group of members sharing a view: outputs [G, B, out]."""
+        outs = []
+        for sl, ids in self.groups:
+            weight = torch.stack([self.members[g].linear.weight for g in ids])  # [G, out, d]
+            bias = torch.stack([self.members[g].linear.bias for g in ids])  # [G, out]
+            outs.append(torch.einsum("bd,god->gbo", z[:, sl], weight) + bias[:, None])
+        return outs
+
+    def forward(self, z: torch.Tensor) -> list[torch.Tensor]:
+        out: list[torch.Tensor | None] = [None] * len(self.members)
+        for (_, ids), stacked in zip(self.groups, self._stacked(z), strict=True):
+            for g, o in zip(ids, stacked, strict=True):
+                out[g] = o
+        return out  # type: ignore[return-value]
+
+    def loss(self, z: torch.Tensor, y: Any, task: Task) -> torch.Tensor:
+        """The summed loss of every member on one batch."""
+        total = z.new_zeros(())
+        for stacked in self._stacked(z):
+            n = stacked.shape[0]
+            target = y.repeat(n) if y.dim() == 1 else y.repeat(n, 1)
+            total = total + n * task.loss(stacked.flatten(0, 1), target)
+        return total
+
+
+Pick = tuple[float, nn.Module, tuple[int | None, ...], float, str]  # held-out score, probe, layers, lr, pool
+
+
+def _fit_pooled(config: ProbeConfig, ability: Ability, task: Task, fit: list[Sample], held: list[Sample],
+                cache: Any, device: str, lrs: list[float], y: Any, on_epoch: Callable[[], None] | None,
+                ) -> tuple[list[dict[str, Any]], Pick]:  # fmt: skip
+    """The linear probe's grid: layer sets x pooled views x learning rates, picked on the held-out slice.
+
+    Per layer set the tokens are read once into every pooled view; each view's fixed transforms are fitted on
+    the fit rows, and all (view, lr) members train in one loop on the same batches."""
+    epochs, batch_size = _defaults(config, len(fit), False)
+    pools = common.pool_candidates(cache, config.pools)
     grid_log: list[dict[str, Any]] = []
-    best: tuple[float, nn.Module, tuple[int | None, ...], float] | None = None
+    best: Pick | None = None
     for layers in common.layer_sets(cache, config.layer):
         generator = torch.Generator().manual_seed(config.seed)
         torch.manual_seed(config.seed)
-        x_fit = load_features(cache, fit, layers, tokens, config.max_memory_gb)
-        x_held = load_features(cache, held, layers, tokens, config.max_memory_gb)
+        views_fit = common.read_pooled_views(cache, fit, layers, pools)
+        views_held = common.read_pooled_views(cache, held, layers, pools)
+        members: list[tuple[str, float, Probe]] = []
+        prepared, slices, offset = [], [], 0
+        for pool in pools:
+            shape = dict(cells=common.pool_cells(pool), layers=len(layers), rank=config.cell_rank)
+            first = Probe(cache.dim * len(layers), task.out_dim, "mean", **shape)
+            first.fit_input(torch.from_numpy(views_fit[pool]))
+            with torch.no_grad():
+                z = first.prepare(torch.from_numpy(views_fit[pool])).numpy()
+            prepared.append(z)
+            for lr in lrs:
+                member = Probe(cache.dim * len(layers), task.out_dim, "mean", **shape)
+                member.load_state_dict(first.state_dict())
+                member.init_weights(generator)
+                members.append((pool, lr, member))
+                slices.append(slice(offset, offset + z.shape[1]))
+            offset += z.shape[1]
+        trainer = _Linears([m for _, _, m in members], slices).to(device)
+        z_fit = np.ascontiguousarray(np.concatenate(prepared, axis=1))
+        train_grid(trainer, [lr for _, lr, _ in members], z_fit, y, task, epochs=epochs, batch_size=batch_size,
+                   weight_decay=config.weight_decay, generator=generator, device=device, on_epoch=on_epoch)  # fmt: skip
+        for pool, lr, member in members:
+            score = common.mean_score(ability, held, predict(member, task, views_held[pool], held, device))
+            grid_log.append({"layers": list(layers), "pool": pool, "lr": lr, "heldout": score})
+            if best is None or common.is_better(ability, score, best[0]):
+                best = (score, member, layers, lr, pool)
+    assert best is not None
+    return grid_log, best
+
+
+def _fit_tokens(config: ProbeConfig, ability: Ability, task: Task, fit: list[Sample], held: list[Sample],
+                cache: Any, device: str, lrs: list[float], y: Any, on_epoch: Callable[[], None] | None,
+                ) -> tuple[list[dict[str, Any]], Pick]:  # fmt: skip
+    """The grid of token probes (attentive pooling, the CTC reader): layer sets x learning rates."""
+    epochs, batch_size = _defaults(config, len(fit), True)
+    grid_log: list[dict[str, Any]] = []
+    best: Pick | None = None
+    for layers in common.layer_sets(cache, config.layer):
+        generator = torch.Generator().manual_seed(config.seed)
+        torch.manual_seed(config.seed)
+        x_fit = load_features(cache, fit, layers, True, config.max_memory_gb)
+        x_held = load_features(cache, held, layers, True, config.max_memory_gb)
         dim = cache.dim * len(layers)
         if task.kind == "ctc":
             grid: nn.Module = _ReaderGrid(dim, cache.num_tokens, task, len(lrs), generator)
@@ -321,14 +416,31 @@ def fit_ability(config: ProbeConfig, ability: Ability, train: list[Sample], cach
         for member, lr in zip(grid.members, lrs, strict=True):
             scorer = _ReadOnly(member) if isinstance(grid, _ReaderGrid) else member
             score = common.mean_score(ability, held, predict(scorer, task, x_held, held, device))
-            grid_log.append({"layers": list(layers), "lr": lr, "heldout": score})
+            grid_log.append({"layers": list(layers), "pool": "tokens", "lr": lr, "heldout": score})
             if best is None or common.is_better(ability, score, best[0]):
-                best = (score, member, layers, lr)
+                best = (score, member, layers, lr, "tokens")
     assert best is not None
-    score, model, layers, lr = best
+    return grid_log, best
+
+
+def fit_ability(config: ProbeConfig, ability: Ability, train: list[Sample], cache: Any, device: str,
+                on_epoch: Callable[[], None] | None = None) -> tuple[nn.Module, dict[str, Any]]:  # fmt: skip
+    """Train the grid of one ability and return the probe chosen on the held-out slice, with its metadata."""
+    fit, held = common.holdout_split(train, config.heldout_frac, config.seed)
+    task = Task.build(ability, fit, cache.num_tokens)
+    tokens = config.pooling == "attn" or task.kind == "ctc"
+    lrs = [config.lr] if config.lr else list(config.ocr_lrs if task.kind == "ctc" else config.lrs)
+    epochs, batch_size = _defaults(config, len(fit), tokens)
+    fit_grid = _fit_tokens if tokens else _fit_pooled
+    grid_log, (score, model, layers, lr, pool) = fit_grid(config, ability, task, fit, held, cache, device, lrs,
+                                                          task.targets(fit), on_epoch)  # fmt: skip
+    reduce = model.reduce if isinstance(model, Probe) else None  # the cell PCA of a grid view
     meta = {
         **task.meta(),
         "pooling": config.pooling,
+        "pool": pool,
+        "cells": reduce.cells if reduce is not None else 0,
+        "rank": reduce.rank if reduce is not None else 0,
         "heads": config.heads,
         "dim": cache.dim * len(layers),
         "num_tokens": cache.num_tokens,
@@ -400,6 +512,7 @@ def train(config: ProbeConfig) -> Path:
     abilities = common.select_abilities(dataset, config.ava)
     cache = open_cache(config.cache, config.vfm)
     device = common.resolve_device(config.device)
+    common.pool_candidates(cache, config.pools)  # an unknown pooling is named before any training
     torch.manual_seed(config.seed)
     run = common.run_block(_head_name(config), config.vfm, abilities, cache, dataset, seed=config.seed)
     run_dir = common.start_run(config.out, config, run)
@@ -438,10 +551,14 @@ def evaluate(run_dir: str | os.PathLike[str], split: str = "test", *, data: str 
         meta = metas[ava]
         if samples:
             tokens = meta["pooling"] == "attn" or task.kind == "ctc"
-            rows = load_features(
-                feature_cache, samples, tuple(meta["layers"]), tokens, float(config.get("max_memory_gb", 4.0))
-            )
+            layers = tuple(meta["layers"])
+            if tokens:
+                rows = load_features(feature_cache, samples, layers, True, float(config.get("max_memory_gb", 4.0)))
+            else:
+                pool = meta.get("pool", "mean")
+                rows = common.read_pooled_views(feature_cache, samples, layers, [pool])[pool]
             replies = predict(model.to(dev), task, rows, samples, dev)
             predictions.update({s.key: r for s, r in zip(samples, replies, strict=True)})
-        extra[ava] = {k: meta[k] for k in ("layers", "lr", "heldout", "grid", "epochs", "n_fit", "n_heldout")}
+        keys = ("pool", "layers", "lr", "heldout", "grid", "epochs", "n_fit", "n_heldout")
+        extra[ava] = {k: meta.get(k, "mean" if k == "pool" else None) for k in keys}
     return common.score_and_write(dataset, predictions, list(metas), split, run, config, run_dir, extra)
