@@ -106,6 +106,9 @@ def train(
     gradient_checkpointing: Annotated[bool | None, _O("--gradient-checkpointing", help="[llm] Save memory.")] = None,
     num_workers: Annotated[int | None, _O(help="[llm] DataLoader workers.")] = None,
     k: Annotated[list[int] | None, _O(help="[knn] Neighbours (repeatable: candidates chosen on held-out).")] = None,
+    pools: Annotated[
+        list[str] | None, _O(help="[probe-linear, knn] Pooled views to choose from: mean, gridN (repeatable).")
+    ] = None,
 ) -> None:
     """Train a head on cached features of one VFM, then evaluate it on the test split."""
     options = dict(
@@ -134,6 +137,7 @@ def train(
         gradient_checkpointing=gradient_checkpointing,
         num_workers=num_workers,
         k=k,
+        pools=pools,
     )
     spec, cfg = build_config(head, config, options)
     run_dir = Path(spec.train(cfg))
