@@ -2,7 +2,46 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated
 
-def demo() -> None:
-    """Not yet implemented."""
-    raise NotImplementedError
+import typer
+
+
+def demo(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Directory for data/, cache/, runs/, report/.")] = Path(
+        "ava-out/demo"
+    ),
+    per_ava: Annotated[
+        int | None, typer.Option(help="Synthetic samples per ability (default 60; 30 with --quick).")
+    ] = None,
+    size: Annotated[
+        int | None, typer.Option(help="Synthetic image side in pixels (default 128; 96 with --quick).")
+    ] = None,
+    ava: Annotated[
+        list[str] | None, typer.Option("--ava", help="An ability to run (repeatable); default: all 14.")
+    ] = None,
+    head: Annotated[
+        list[str] | None,
+        typer.Option("--head", help="A feature head (repeatable); default: knn, probe-linear, probe-attn."),
+    ] = None,
+    llm: Annotated[str, typer.Option(help="LLM of the LLM head; '' for none.")] = "tiny-random-qwen2",
+    llm_ava: Annotated[
+        list[str] | None,
+        typer.Option("--llm-ava", help="An ability for the LLM head (repeatable); default: color, spatial."),
+    ] = None,
+    quick: Annotated[
+        bool, typer.Option(help="Smaller and faster: fewer samples, no attentive probe, LLM on one ability.")
+    ] = False,
+    device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
+    seed: Annotated[int, typer.Option(help="Seed of data and heads.")] = 0,
+) -> None:
+    """The whole pipeline offline in minutes: synthetic data, features of `pixels` and `random-vit` (random weights,
+    a control), kNN/probe heads on every ability, a tiny random LLM head on a few, and the report.
+
+    Re-running resumes: finished stages are skipped. Example: ava demo --out ava-out/demo
+    """
+    from ava.demo import DemoConfig, run_demo
+
+    run_demo(DemoConfig(out=str(out), per_ava=per_ava, size=size, ava=ava or None, heads=head or None, llm=llm or None,
+                        llm_ava=llm_ava or None, quick=quick, device=device, seed=seed))  # fmt: skip

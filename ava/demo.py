@@ -1,0 +1,242 @@
+"""``ava demo``: the whole pipeline, offline, on a fresh machine, in minutes on a laptop CPU.
+
+Synthetic suite -> feature cache for the two extractors that need no download (``pixels``, the floor, and
+``random-vit``, random weights: the control) -> kNN and probe heads on every ability for both -> a tiny random
+LLM head on a few abilities -> the report (Table 5 per head, rank agreement between heads, plots).
+
+The out directory holds ``data/``, ``cache/``, ``runs/<head>-<vfm>/`` and ``report/``. Every stage is resumable:
+the dataset is reused when its synth settings match, extraction skips cached rows, and a head run is skipped when
+its directory already holds results for the same resolved config. Nothing here is a trained VFM: the numbers show
+that the pipeline works and how heads and extractors compare on synthetic data, not any paper result.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from ava.errors import AvaError
+
+FULL = {"per_ava": 60, "size": 128, "heads": ["knn", "probe-linear", "probe-attn"], "llm_ava": ["color", "spatial"]}
+QUICK = {"per_ava": 30, "size": 96, "heads": ["knn", "probe-linear"], "llm_ava": ["color"]}
+
+
+@dataclass
+class DemoConfig:
+    """Settings of ``ava demo``. ``None`` fields take the full or the ``quick`` preset (see FULL / QUICK)."""
+
+    out: str = "ava-out/demo"
+    per_ava: int | None = None  # synthetic samples per ability (80/20 train/test)
+    size: int | None = None  # synthetic image side in pixels
+    ava: list[str] | None = None  # abilities; None = all 14
+    vfms: list[str] = field(default_factory=lambda: ["pixels", "random-vit"])
+    heads: list[str] | None = None  # feature heads run on every ability
+    llm: str | None = "tiny-random-qwen2"  # the LLM of the LLM head; "" or None: no LLM head
+    llm_ava: list[str] | None = None  # abilities of the LLM head
+    llm_max_train: int = 24  # training samples per ability for the (tiny, random) LLM head
+    llm_max_eval: int = 12
+    quick: bool = False
+    seed: int = 0
+    device: str = "auto"
+    progress: bool = True
+
+    def resolved(self) -> DemoConfig:
+        """The config with every ``None`` preset field filled from FULL or QUICK."""
+        preset = QUICK if self.quick else FULL
+        filled = {k: v for k, v in preset.items() if getattr(self, k) is None}
+        return replace(self, **filled)
+
+
+@dataclass
+class _Stage:
+    console: Any
+    total: int
+    index: int = 0
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @contextmanager
+    def __call__(self, name: str, detail: str = ""):
+        self.index += 1
+        self.console.rule(f"[bold][{self.index}/{self.total}] {name}[/] {detail}", align="left")
+        t0 = time.perf_counter()
+        yield
+        self.timings[name] = time.perf_counter() - t0
+        self.console.print(f"  done in {self.timings[name]:.1f} s", style="dim")
+
+
+# -- stages --------------------------------------------------------------------------------------------------
+def _synth(config: DemoConfig, data: Path, console: Any) -> None:
+    """Generate the synthetic suite, or reuse it when it was made with the same settings."""
+    from ava.abilities import ABILITIES
+    from ava.synth import SynthConfig, generate
+
+    synth = SynthConfig(out=str(data), per_ava=config.per_ava, ava=config.ava, seed=config.seed, size=config.size)
+    info_path = data / "dataset.json"
+    if info_path.is_file():
+        saved = json.loads(info_path.read_text()).get("synth_config", {})
+        want = {"per_ava": synth.per_ava, "seed": synth.seed, "size": synth.size,
+                "ava": sorted(ABILITIES.canonical(a) for a in (config.ava or ABILITIES))}  # fmt: skip
+        have = {k: sorted(saved.get(k) or []) if k == "ava" else saved.get(k) for k in want}
+        if have != want:
+            raise AvaError(
+                f"{data} was made with other settings ({have}, not {want}); use another --out or delete {data.parent}"
+            )
+        console.print(f"  reusing {data} (same settings)")
+        return
+    generate(synth, progress=config.progress)
+
+
+def _extract(config: DemoConfig, data: Path, cache: Path, vfm: str) -> dict[str, Any]:
+    from ava.cache import ExtractConfig, extract
+
+    return extract(ExtractConfig(vfm=vfm, data=str(data), cache=str(cache), device=config.device,
+                                 progress=config.progress))  # fmt: skip
+
+
+def _head_config(head: str, config: DemoConfig, vfm: str, paths: dict[str, Path], ava: list[str]) -> Any:
+    """The head's own config dataclass, filled with the shared fields (CONTRACTS section 4) and demo limits."""
+    import dataclasses
+
+    from ava.heads import HEADS
+
+    spec = HEADS.get(head)
+    values: dict[str, Any] = {
+        "ava": list(ava), "vfm": vfm, "data": str(paths["data"]), "cache": str(paths["cache"]),
+        "out": str(run_dir(paths["out"], head, vfm)), "seed": config.seed, "device": config.device,
+    }  # fmt: skip
+    if head == "llm":
+        values.update(llm=config.llm, max_train=config.llm_max_train, max_eval=config.llm_max_eval, epochs=1,
+                      lora_r=8, batch_size=4, eval_batch_size=8)  # fmt: skip
+    names = {f.name for f in dataclasses.fields(spec.config_cls)}
+    if "progress" in names:
+        values["progress"] = config.progress
+    return spec.config_cls(**{k: v for k, v in values.items() if k in names})
+
+
+def run_dir(out: Path, head: str, vfm: str) -> Path:
+    return out / "runs" / f"{head}-{vfm}"
+
+
+DONE = "demo_done.json"  # written into a run directory once its training and scoring finished
+
+
+def _config_json(head_config: Any) -> Any:
+    from ava.config import to_jsonable
+
+    return json.loads(json.dumps(to_jsonable(head_config)))
+
+
+def _finished(run: Path, head_config: Any) -> bool:
+    """A run is done when the demo marked it finished with this very config (changed settings, or a failed retry
+    that left an older results file behind, train again)."""
+    try:
+        done = json.loads((run / DONE).read_text())
+    except (OSError, json.JSONDecodeError):
+        return False
+    return (run / "results_test.json").is_file() and done == _config_json(head_config)
+
+
+def _train(head: str, head_config: Any, console: Any) -> str | None:
+    """Train one head run; returns an error line instead of raising, so one failing head does not sink the rest."""
+    from ava.data.format import atomic_write_text
+    from ava.heads import HEADS
+
+    run = Path(head_config.out)
+    if _finished(run, head_config):
+        console.print(f"  {run.name}: already done, skipped")
+        return None
+    (run / DONE).unlink(missing_ok=True)
+    t0 = time.perf_counter()
+    try:
+        HEADS.get(head).train(head_config)
+    except Exception as e:  # noqa: BLE001 - reported below and re-raised as a summary at the end
+        console.print(f"  [red]{run.name} FAILED[/]: {type(e).__name__}: {e}", highlight=False)
+        return f"{run.name}: {type(e).__name__}: {e}"
+    if not (run / "results_test.json").is_file():
+        return f"{run.name}: training finished but wrote no results_test.json"
+    atomic_write_text(run / DONE, json.dumps(_config_json(head_config), indent=2) + "\n")
+    console.print(f"  {run.name}: {time.perf_counter() - t0:.1f} s")
+    return None
+
+
+def _abilities(data: Path, config: DemoConfig) -> list[str]:
+    from ava.data.format import Dataset
+
+    return config.ava or Dataset(data).abilities()
+
+
+def _run_head(head: str, config: DemoConfig, paths: dict[str, Path], abilities: list[str], console: Any,
+              runs: list[tuple[Path, Any]], failures: list[str]) -> None:  # fmt: skip
+    """One head on every VFM of the demo; appends its runs and any failure lines."""
+    for vfm in config.vfms:
+        hc = _head_config(head, config, vfm, paths, abilities)
+        if error := _train(head, hc, console):
+            failures.append(error)
+        runs.append((Path(hc.out), hc))
+
+
+# -- the demo ------------------------------------------------------------------------------------------------
+def run_demo(config: DemoConfig) -> Path:
+    """Run every stage (skipping finished ones), print the main table, and return the path of report.md."""
+    from rich.console import Console
+
+    from ava.config import save_config
+    from ava.report import make_report, print_report
+
+    config = config.resolved()
+    console = Console()
+    out = Path(config.out)
+    out.mkdir(parents=True, exist_ok=True)
+    save_config(config, out / "demo_config.json")
+    paths = {"out": out, "data": out / "data", "cache": out / "cache", "report": out / "report"}
+    use_llm = bool(config.llm) and bool(config.llm_ava)
+    stage = _Stage(console, total=4 + use_llm)
+    t0 = time.perf_counter()
+
+    with stage(
+        "synthetic suite", f"{config.per_ava} samples x {len(config.ava or []) or 14} abilities, {config.size}px"
+    ):
+        _synth(config, paths["data"], console)
+    abilities = _abilities(paths["data"], config)
+    with stage("feature cache", ", ".join(config.vfms)):
+        for vfm in config.vfms:
+            summary = _extract(config, paths["data"], paths["cache"], vfm)
+            console.print(f"  {vfm}: {_summary_line(summary)}", highlight=False)
+    runs: list[tuple[Path, Any]] = []  # (run dir, head config)
+    failures: list[str] = []
+    with stage("feature heads", f"{', '.join(config.heads)} on {len(abilities)} abilities"):
+        for head in config.heads:
+            _run_head(head, config, paths, abilities, console, runs, failures)
+    if use_llm:
+        llm_ava = [a for a in config.llm_ava if a in abilities]
+        with stage("LLM head", f"{config.llm} on {', '.join(llm_ava)}"):
+            _run_head("llm", config, paths, llm_ava, console, runs, failures)
+    with stage("report"):
+        done = [r for r, hc in runs if _finished(r, hc)]
+        if not done:
+            raise AvaError("no head run finished, nothing to report:\n  " + "\n  ".join(failures))
+        report = make_report(done, paths["report"])
+    print_report(report, console)
+    md = paths["report"] / "report.md"
+    console.print(f"\n[bold]report:[/] {md}  (tables, rank agreement, plots)  total {time.perf_counter() - t0:.0f} s")
+    _save_timings(out, stage.timings, time.perf_counter() - t0)
+    if failures:
+        raise AvaError("some head runs failed (the report covers the others):\n  " + "\n  ".join(failures))
+    return md
+
+
+def _summary_line(summary: dict[str, Any]) -> str:
+    keys = ("images", "extracted", "skipped", "already_done", "done", "key")
+    parts = [f"{k}={summary[k]}" for k in keys if k in summary and not isinstance(summary[k], dict | list)]
+    return ", ".join(parts) or "done"
+
+
+def _save_timings(out: Path, timings: dict[str, float], total: float) -> None:
+    from ava.data.format import atomic_write_text
+
+    data = {"stages_s": {k: round(v, 2) for k, v in timings.items()}, "total_s": round(total, 2)}
+    atomic_write_text(out / "demo_timings.json", json.dumps(data, indent=2) + "\n")

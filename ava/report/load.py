@@ -1,0 +1,159 @@
+"""Reading run directories (layout in :mod:`ava.heads.base`) into one flat record per run.
+
+A report never trusts a run blindly: a missing or malformed ``run.json`` / ``results_<split>.json`` is an
+:class:`~ava.errors.AvaError` that names the run directory and the file at fault.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ava.errors import AvaError
+
+
+@dataclass
+class AbilityResult:
+    """One ability's score in one run."""
+
+    metric: str
+    value: float | None  # None when the run scored no sample of it (n == 0) or the value is not finite
+    higher_is_better: bool
+    n: int
+    n_unparsed: int
+    subgroups: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+
+
+@dataclass
+class RunResult:
+    """What a report needs from one run directory."""
+
+    path: Path
+    head: str  # the head as reports label it: "knn", "probe-linear", "llm (tiny-random-qwen2)", ...
+    vfm: str
+    random_weights: bool  # the run had random weights somewhere (VFM or LLM): its numbers are a control
+    vfm_random_weights: bool  # the VFM's weights were random (falls back to random_weights when not said)
+    llm_random_weights: bool  # an LLM head's LLM was random (a tiny test model, say)
+    synthetic: bool
+    split: dict[str, Any]  # {"name": "test", "made_by": "official"|"ava"|"synthetic", ...}
+    abilities: dict[str, AbilityResult]
+    run: dict[str, Any]
+
+    @property
+    def split_label(self) -> str:
+        return split_label(self.split)
+
+
+def split_label(split: dict[str, Any]) -> str:
+    """``"test (made by synthetic)"``: the split's name and who made it."""
+    return f"{split.get('name', '?')} (made by {split.get('made_by', 'unknown')})"
+
+
+def _read_json(run_dir: Path, name: str) -> dict[str, Any]:
+    path = run_dir / name
+    if not path.is_file():
+        raise AvaError(f"run {run_dir}: {name} is missing (is this a finished run directory?)")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise AvaError(f"run {run_dir}: {name} is not valid JSON ({e})") from e
+    if not isinstance(data, dict):
+        raise AvaError(f"run {run_dir}: {name} must hold a JSON object, not {type(data).__name__}")
+    return data
+
+
+def _finite(value: Any) -> float | None:
+    if value is None or isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _ability(run_dir: Path, fname: str, key: str, d: Any) -> AbilityResult:
+    where = f"run {run_dir}: {fname}: abilities.{key}"
+    if not isinstance(d, dict):
+        raise AvaError(f"{where} must be an object")
+    for name in ("metric", "value", "higher_is_better"):
+        if name not in d:
+            raise AvaError(f"{where} has no {name!r}")
+    if not isinstance(d["higher_is_better"], bool):
+        raise AvaError(f"{where}.higher_is_better must be true or false, not {d['higher_is_better']!r}")
+    value = d["value"]
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+        raise AvaError(f"{where}.value must be a number or null, not {value!r}")
+    subgroups = d.get("subgroups") or {}
+    if not isinstance(subgroups, dict) or not all(isinstance(v, dict) for v in subgroups.values()):
+        raise AvaError(f"{where}.subgroups must map group -> {{bin: {{value, n}}}}")
+    n = int(d.get("n", 0) or 0)
+    return AbilityResult(
+        metric=str(d["metric"]),
+        value=None if ("n" in d and n == 0) else _finite(value),
+        higher_is_better=d["higher_is_better"],
+        n=n,
+        n_unparsed=int(d.get("n_unparsed", 0) or 0),
+        subgroups=subgroups,
+    )
+
+
+def head_label(run: dict[str, Any]) -> str:
+    """Reports group runs by this label; an LLM head is labelled with its LLM, since the LLM changes the head,
+    and says so when that LLM had random weights."""
+    head = str(run.get("head") or "?")
+    llm = run.get("llm")
+    name = llm if isinstance(llm, str) else (llm.get("name") or llm.get("key")) if isinstance(llm, dict) else None
+    if not name:
+        return head
+    return f"{head} ({name}, random weights)" if run.get("llm_random_weights") else f"{head} ({name})"
+
+
+def load_run(run_dir: str | Path, split: str = "test") -> RunResult:
+    """Read ``RUN/run.json`` and ``RUN/results_<split>.json``; the results' ``run`` block wins where both say."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise AvaError(f"run {run_dir}: not a directory")
+    fname = f"results_{split}.json"
+    run_meta = _read_json(run_dir, "run.json")
+    results = _read_json(run_dir, fname)
+    run = {**run_meta, **(results.get("run") or {})}
+    for name in ("head", "vfm"):
+        if not run.get(name):
+            raise AvaError(f"run {run_dir}: neither run.json nor {fname} says which {name!r} it is")
+    abilities = results.get("abilities")
+    if not isinstance(abilities, dict) or not abilities:
+        raise AvaError(f"run {run_dir}: {fname} has no 'abilities' object (expected the `ava score` schema)")
+    split_info = results.get("split") or run_meta.get("split") or {}
+    if not isinstance(split_info, dict):
+        raise AvaError(f"run {run_dir}: {fname}: 'split' must be an object")
+    split_info = {"name": split, **split_info}
+    synthetic = bool(results.get("synthetic", split_info.get("made_by") == "synthetic"))
+    return RunResult(
+        path=run_dir,
+        head=head_label(run),
+        vfm=str(run["vfm"]),
+        random_weights=bool(run.get("random_weights", False)),
+        vfm_random_weights=bool(run.get("vfm_random_weights", run.get("random_weights", False))),
+        llm_random_weights=bool(run.get("llm_random_weights", False)),
+        synthetic=synthetic,
+        split=split_info,
+        abilities={k: _ability(run_dir, fname, k, v) for k, v in abilities.items()},
+        run=run,
+    )
+
+
+def load_runs(run_dirs: list[str | Path], split: str = "test") -> list[RunResult]:
+    """Load every run; two runs of the same head and VFM are ambiguous in a table, so that is an error."""
+    if not run_dirs:
+        raise AvaError("no run directories given")
+    runs = [load_run(d, split) for d in run_dirs]
+    seen: dict[tuple[str, str], Path] = {}
+    for r in runs:
+        key = (r.head, r.vfm)
+        if key in seen:
+            raise AvaError(
+                f"runs {seen[key]} and {r.path} are both head {r.head!r} on VFM {r.vfm!r}; "
+                "a report compares one run per head and VFM: pass only one of them"
+            )
+        seen[key] = r.path
+    return runs

@@ -1,0 +1,69 @@
+"""A reduced `ava demo` end to end through the CLI: synthetic data, both built-in extractors, kNN + linear probe,
+a tiny random LLM head on one ability, the report; then a re-run that skips every finished stage."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from ava.cli.main import app
+from ava.demo import FULL, QUICK, DemoConfig
+
+ABILITIES = ["color", "counting", "spatial"]
+
+
+def test_presets_fill_only_unset_fields():
+    cfg = DemoConfig(per_ava=7).resolved()
+    assert cfg.per_ava == 7 and cfg.size == FULL["size"] and cfg.heads == FULL["heads"]
+    quick = DemoConfig(quick=True).resolved()
+    assert quick.per_ava == QUICK["per_ava"] and "probe-attn" not in quick.heads
+
+
+@pytest.mark.slow
+def test_reduced_demo(tmp_path):
+    out = tmp_path / "demo"
+    args = ["demo", "--out", str(out), "--per-ava", "30", "--size", "96", "--device", "cpu",
+            *(x for a in ABILITIES for x in ("--ava", a)), "--head", "knn", "--head", "probe-linear",
+            "--llm-ava", "color"]  # fmt: skip
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, f"{result.output}\n{result.exception!r}"
+    for sub in ("data/dataset.json", "report/report.md", "report/report.json", "report/plots/knn-ranks.png"):
+        assert (out / sub).is_file(), sub
+    report = json.loads((out / "report" / "report.json").read_text())
+    heads = set(report["heads"])
+    assert {"knn", "probe-linear"} <= heads
+    assert any(h.startswith("llm") for h in heads), heads
+    knn = report["heads"]["knn"]
+    assert set(knn["vfms"]) == {"pixels", "random-vit"}
+    assert set(knn["abilities"]) == set(ABILITIES)
+    assert knn["random_weights"] == {"pixels": False, "random-vit": True}
+    assert knn["synthetic"] is True
+    md = (out / "report" / "report.md").read_text()
+    assert "random-vit (random weights)" in md and "data: synthetic" in md
+    assert "### knn vs probe-linear" in md
+    assert "report.md" in result.output
+
+    # the second run resumes: every head run is skipped and the report is rebuilt
+    again = CliRunner().invoke(app, args)
+    assert again.exit_code == 0, again.output
+    assert again.output.count("already done, skipped") == 6
+    assert "reusing" in again.output
+
+
+def test_a_run_counts_as_done_only_with_its_own_config(tmp_path):
+    from ava.demo import DONE, _config_json, _finished
+    from ava.heads.knn.config import KNNConfig
+
+    run = tmp_path / "knn-pixels"
+    run.mkdir()
+    cfg = KNNConfig(ava=["color"], vfm="pixels", out=str(run))
+    (run / "results_test.json").write_text("{}")
+    assert not _finished(run, cfg)  # results without the demo's marker: an interrupted or foreign run
+    (run / DONE).write_text(json.dumps(_config_json(KNNConfig(ava=["color"], vfm="pixels", out=str(run), k=1))))
+    assert not _finished(run, cfg)  # finished, but with other settings
+    (run / DONE).write_text(json.dumps(_config_json(cfg)))
+    assert _finished(run, cfg)
+    (run / "results_test.json").unlink()
+    assert not _finished(run, cfg)

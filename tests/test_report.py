@@ -1,0 +1,190 @@
+"""`ava report` over fixture run directories written here in the results schema (CONTRACTS section 1)."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+from typer.testing import CliRunner
+
+from ava.cli.main import app
+from ava.errors import AvaError
+from ava.report import build_report, make_report
+from ava.report.render import markdown
+
+ABILITIES = {  # ability: (metric, higher_is_better)
+    "counting": ("mae_gt", False),
+    "spatial": ("accuracy", True),
+    "ocr": ("anls", True),
+    "color": ("ciede2000", False),
+}
+# head -> vfm -> ability -> value
+VALUES = {
+    "knn": {
+        "big": {"counting": 0.10, "spatial": 0.95, "ocr": 0.60, "color": 4.0},
+        "small": {"counting": 0.30, "spatial": 0.80, "ocr": 0.60, "color": 9.0},
+        "random": {"counting": 0.90, "spatial": 0.30, "ocr": 0.05, "color": 30.0},
+    },
+    "probe-linear": {
+        "big": {"counting": 0.20, "spatial": 0.70, "ocr": 0.50, "color": 6.0},
+        "small": {"counting": 0.15, "spatial": 0.90, "ocr": 0.40, "color": 6.0},
+        "random": {"counting": 0.80, "spatial": 0.25, "ocr": 0.01, "color": 25.0},
+    },
+}
+
+
+def write_run(root: Path, head: str, vfm: str, values: dict[str, float], *, random_weights: bool = False,
+              extra: dict | None = None) -> Path:  # fmt: skip
+    run = root / f"{head}-{vfm}"
+    run.mkdir(parents=True)
+    block = {"head": head, "vfm": vfm, "abilities": sorted(values), "random_weights": random_weights,
+             "llm": None, "cache_key": f"key-{vfm}", **(extra or {})}  # fmt: skip
+    split = {"name": "test", "made_by": "synthetic", "test_frac": 0.2, "seed": 0}
+    (run / "run.json").write_text(json.dumps({**block, "split": split}))
+    abilities = {}
+    for ab, value in values.items():
+        metric, hib = ABILITIES[ab]
+        abilities[ab] = {"metric": metric, "value": value, "higher_is_better": hib, "n": 40, "n_unparsed": 0,
+                         "subgroups": {}}  # fmt: skip
+    abilities["counting"]["subgroups"] = {
+        "count_range": {
+            "<=5": {"value": values["counting"] / 2, "n": 25},
+            "6-10": {"value": values["counting"], "n": 15},
+        }
+    }
+    abilities["ocr"]["subgroups"] = {"text_length": {"1-5": {"value": values["ocr"], "n": 40}}}
+    abilities["ocr"]["n_unparsed"] = 3 if vfm == "random" else 0
+    results = {"schema_version": 1, "ava_version": "0.1.0", "abilities": abilities, "split": split,
+               "synthetic": True, "run": block, "config": {}, "provenance": {}}  # fmt: skip
+    (run / "results_test.json").write_text(json.dumps(results))
+    return run
+
+
+@pytest.fixture(scope="module")
+def run_dirs(tmp_path_factory) -> list[Path]:
+    root = tmp_path_factory.mktemp("runs")
+    return [
+        write_run(root, h, v, vals, random_weights=(v == "random")) for h, d in VALUES.items() for v, vals in d.items()
+    ]
+
+
+@pytest.fixture(scope="module")
+def report(run_dirs, tmp_path_factory) -> tuple[dict, Path]:
+    out = tmp_path_factory.mktemp("report")
+    return make_report(run_dirs, out), out
+
+
+def test_table5_ranks_respect_direction_and_ties(report):
+    rep, _ = report
+    knn = rep["heads"]["knn"]
+    assert knn["ranks"]["counting"] == {"big": 1.0, "small": 2.0, "random": 3.0}  # lower MAE/GT is better
+    assert knn["ranks"]["spatial"] == {"big": 1.0, "small": 2.0, "random": 3.0}
+    assert knn["ranks"]["ocr"] == {"big": 1.5, "small": 1.5, "random": 3.0}  # tie -> average rank
+    probe = rep["heads"]["probe-linear"]
+    assert probe["ranks"]["color"] == {"big": 1.5, "small": 1.5, "random": 3.0}
+    # probe: big = 2,2,1,1.5 -> 1.625 ; small = 1,1,2,1.5 -> 1.375 ; random = 3
+    assert probe["average_rank"] == pytest.approx({"big": 1.625, "small": 1.375, "random": 3.0})
+    assert probe["vfms"] == ["small", "big", "random"]  # best average rank first
+    assert knn["random_weights"] == {"big": False, "small": False, "random": True}
+    assert knn["synthetic"] is True and knn["splits"] == ["test (made by synthetic)"]
+
+
+def test_rank_agreement_between_heads(report):
+    rep, _ = report
+    (agr,) = rep["agreement"]
+    assert agr["heads"] == ["knn", "probe-linear"]
+    # counting: knn big<small<random, probe small<big<random -> 1 discordant pair of 3: tau = 1/3, rho = 0.5
+    assert agr["abilities"]["counting"]["kendall_tau"] == pytest.approx(1 / 3)
+    assert agr["abilities"]["counting"]["spearman_rho"] == pytest.approx(0.5)
+    # average ranks: knn big 1.125, small 1.875, random 3 ; probe big 1.625, small 1.375, random 3 -> same as counting
+    assert agr["average_rank"]["kendall_tau"] == pytest.approx(1 / 3)
+    assert agr["average_over"] == ["counting", "ocr", "spatial", "color"]
+
+
+def test_subgroups(report):
+    rep, _ = report
+    g = rep["subgroups"]["knn"]["counting"]["count_range"]
+    assert g["bins"] == ["<=5", "6-10"]
+    assert g["values"]["<=5"]["big"] == {"value": pytest.approx(0.05), "n": 25}
+
+
+def test_report_md_json_tex(report):
+    rep, out = report
+    md = (out / "report.md").read_text()
+    assert "### Head: knn" in md and "### Head: probe-linear" in md
+    assert "| ability | metric | big | small | random (random weights) |" in md
+    assert "| counting | mae_gt ↓ | 0.1 (1) | 0.3 (2) | 0.9 (3) |" in md
+    assert "split: test (made by synthetic)" in md and "data: synthetic" in md
+    assert "### knn vs probe-linear" in md and "+0.333" in md
+    assert "heads: knn (test (made by synthetic), synthetic data) vs probe-linear" in md
+    assert "### knn · counting by count_range" in md
+    assert "3 of 40 replies unparsed" in md
+    assert json.loads((out / "report.json").read_text())["heads"]["knn"]["vfms"] == ["big", "small", "random"]
+    tex = (out / "report.tex").read_text()
+    assert r"\toprule" in tex and r"mae\_gt $\downarrow$" in tex
+
+
+def test_plots_are_valid_non_blank_images(report):
+    rep, out = report
+    files = [f for kinds in rep["plots"].values() for names in kinds.values() for f in names]
+    assert {Path(f).name for f in files} >= {"knn-radar.png", "knn-bars.svg", "probe-linear-ranks.png"}
+    for f in files:
+        path = out / f
+        assert path.is_file(), f
+        assert f"]({f})" in (out / "report.md").read_text() or f.endswith(".svg")
+        if f.endswith(".png"):
+            with Image.open(path) as im:
+                pixels = np.asarray(im.convert("RGB"), dtype=float)
+            assert pixels.std() > 0, f"{f} is blank"
+        else:
+            assert ET.parse(path).getroot().tag.endswith("svg")
+
+
+def test_missing_and_malformed_files_name_the_run(run_dirs, tmp_path):
+    bad = tmp_path / "bad-run"
+    bad.mkdir()
+    (bad / "run.json").write_text(json.dumps({"head": "knn", "vfm": "x"}))
+    with pytest.raises(AvaError, match=r"bad-run.*results_test.json is missing"):
+        build_report([bad])
+    (bad / "results_test.json").write_text("{not json")
+    with pytest.raises(AvaError, match=r"bad-run.*not valid JSON"):
+        build_report([bad])
+    (bad / "results_test.json").write_text(json.dumps({"abilities": {"ocr": {"metric": "anls", "value": "high",
+                                                                              "higher_is_better": True}}}))  # fmt: skip
+    with pytest.raises(AvaError, match=r"bad-run.*abilities.ocr.value"):
+        build_report([bad])
+    with pytest.raises(AvaError, match="both head 'knn' on VFM 'big'"):
+        build_report([run_dirs[0], run_dirs[0]])
+
+
+def test_single_vfm_agreement_is_na(tmp_path):
+    runs = [write_run(tmp_path, h, "only", VALUES[h]["big"]) for h in VALUES]
+    rep = build_report(runs)
+    agr = rep["agreement"][0]
+    assert agr["average_rank"]["kendall_tau"] is None and "fewer than 2" in agr["average_rank"]["reason"]
+
+
+def test_random_llm_is_not_a_random_vfm(tmp_path):
+    # an LLM head with a random LLM: the run is random, the VFM is not; the head label says which
+    extra = {"llm": "tiny-random-qwen2", "llm_random_weights": True, "vfm_random_weights": False}
+    runs = [write_run(tmp_path, "llm", v, VALUES["knn"][v], random_weights=True, extra=extra) for v in ("big", "small")]
+    rep = build_report(runs)
+    (head,) = rep["heads"]
+    assert head == "llm (tiny-random-qwen2, random weights)"
+    assert rep["heads"][head]["random_weights"] == {"big": False, "small": False}
+    assert rep["heads"][head]["head_random_weights"] is True
+    md = markdown(rep)
+    assert "| llm (tiny-random-qwen2, random weights) | big | **LLM** |" in md
+    assert "the head's LLM has random weights" in md
+
+
+def test_cli_report(run_dirs, tmp_path):
+    out = tmp_path / "rep"
+    result = CliRunner().invoke(app, ["report", *map(str, run_dirs), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert (out / "report.md").is_file() and (out / "plots" / "knn-ranks.svg").is_file()
+    assert "Head: knn" in result.output and "random weights" in result.output
