@@ -90,7 +90,7 @@ def test_table5_ranks_respect_direction_and_ties(report):
     assert probe["average_rank"] == pytest.approx({"big": 1.625, "small": 1.375, "random": 3.0})
     assert probe["vfms"] == ["small", "big", "random"]  # best average rank first
     assert knn["random_weights"] == {"big": False, "small": False, "random": True}
-    assert knn["synthetic"] is True and knn["splits"] == ["test (made by synthetic)"]
+    assert knn["synthetic"] is True and knn["splits"] == ["test (split of the synthetic suite)"]
 
 
 def test_rank_agreement_between_heads(report):
@@ -118,9 +118,9 @@ def test_report_md_json_tex(report):
     assert "### Head: knn" in md and "### Head: probe-linear" in md
     assert "| ability | metric | big | small | random (random weights) |" in md
     assert "| counting | mae_gt ↓ | 0.1 (1) | 0.3 (2) | 0.9 (3) |" in md
-    assert "split: test (made by synthetic)" in md and "data: synthetic" in md
+    assert "split: test (split of the synthetic suite)" in md and "data: synthetic" in md
     assert "### knn vs probe-linear" in md and "+0.333" in md
-    assert "heads: knn (test (made by synthetic), synthetic data) vs probe-linear" in md
+    assert "heads: knn (test (split of the synthetic suite), synthetic data) vs probe-linear" in md
     assert "### knn · counting by count_range" in md
     assert "3 of 40 replies unparsed" in md
     assert json.loads((out / "report.json").read_text())["heads"]["knn"]["vfms"] == ["big", "small", "random"]

@@ -36,7 +36,7 @@ class HeadTable:
     average_over: list[str]  # abilities the average rank is taken over
     random_weights: dict[str, bool]  # vfm -> the VFM's weights were random (a control, not a trained model)
     head_random_weights: bool  # the head itself started from random weights (an LLM head with a random LLM)
-    splits: list[str]  # distinct split labels of its runs ("test (made by synthetic)")
+    splits: list[str]  # distinct split labels of its runs ("test (split of the synthetic suite)")
     synthetic: bool  # any of its runs was scored on synthetic data
     runs: dict[str, str]  # vfm -> run directory
     notes: list[str] = field(default_factory=list)
