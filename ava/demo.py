@@ -21,7 +21,7 @@ from typing import Any
 
 from ava.errors import AvaError
 
-FULL = {"per_ava": 60, "size": 128, "heads": ["knn", "probe-linear", "probe-attn"], "llm_ava": ["color", "spatial"]}
+FULL = {"per_ava": 200, "size": 160, "heads": ["knn", "probe-linear", "probe-attn"], "llm_ava": ["color", "spatial"]}
 QUICK = {"per_ava": 30, "size": 96, "heads": ["knn", "probe-linear"], "llm_ava": ["color"]}
 
 

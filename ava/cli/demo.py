@@ -13,10 +13,10 @@ def demo(
         "ava-out/demo"
     ),
     per_ava: Annotated[
-        int | None, typer.Option(help="Synthetic samples per ability (default 60; 30 with --quick).")
+        int | None, typer.Option(help="Synthetic samples per ability (default 200; 30 with --quick).")
     ] = None,
     size: Annotated[
-        int | None, typer.Option(help="Synthetic image side in pixels (default 128; 96 with --quick).")
+        int | None, typer.Option(help="Synthetic image side in pixels (default 160; 96 with --quick).")
     ] = None,
     ava: Annotated[
         list[str] | None, typer.Option("--ava", help="An ability to run (repeatable); default: all 14.")

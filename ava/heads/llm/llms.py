@@ -203,7 +203,9 @@ def _hub_reachable(timeout: float = 3.0) -> bool:
 
 def _from_pretrained(source: str, dtype: Any, local_only: bool) -> tuple[Any, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
 
+    hf_logging.disable_progress_bar()  # ava's own progress bars report the work; loading is quick
     tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_only)
     model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, use_safetensors=True, local_files_only=local_only)
     return model, tokenizer

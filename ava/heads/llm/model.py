@@ -9,6 +9,7 @@ output head, so the ~700-1000 image and prompt positions never reach the (vocab-
 from __future__ import annotations
 
 import copy
+import warnings
 from typing import Any
 
 import torch
@@ -16,6 +17,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from ava.heads.llm.prompt import IGNORE
+
+# peft reads `is_gradient_checkpointing`, which transformers 5 deprecates: a warning about peft, not for our users
+warnings.filterwarnings("ignore", message=r".*is_gradient_checkpointing.*deprecated", category=FutureWarning)
 
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
