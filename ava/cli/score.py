@@ -67,8 +67,9 @@ def _warn(report: ScoreReport, console: Console) -> None:
 def _table(report: ScoreReport) -> Table:
     from rich.table import Table
 
-    split = report.results["split"]
-    title = f"split {split['name']} (made by {split.get('made_by') or 'unknown'})"
+    from ava.data.split import split_label
+
+    title = f"split {split_label(report.results['split'])}"
     if report.results.get("synthetic"):
         title += ", synthetic data"
     table = Table(title=title)

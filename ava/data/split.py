@@ -146,3 +146,19 @@ def split_dataset(
         info["replaced"] = current.get("made_by")
     update_info(root, split=info)
     return {"split": info, "counts": counts}
+
+
+_MADE_BY = {
+    "official": "official split",
+    "ava": "80/20 split made by ava",
+    "synthetic": "split of the synthetic suite",
+}
+
+
+def split_label(split: dict[str, Any]) -> str:
+    """``"test (80/20 split made by ava, seed 0)"``: the split's name and who made it."""
+    made_by = split.get("made_by", "unknown")
+    label = _MADE_BY.get(made_by, f"split made by {made_by}")
+    if made_by == "ava" and "seed" in split:
+        label += f", seed {split['seed']}"
+    return f"{split.get('name', '?')} ({label})"

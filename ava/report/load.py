@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ava.data.split import split_label
 from ava.errors import AvaError
 
 
@@ -45,22 +46,6 @@ class RunResult:
     @property
     def split_label(self) -> str:
         return split_label(self.split)
-
-
-_MADE_BY = {
-    "official": "official split",
-    "ava": "80/20 split made by ava",
-    "synthetic": "split of the synthetic suite",
-}
-
-
-def split_label(split: dict[str, Any]) -> str:
-    """``"test (80/20 split made by ava, seed 0)"``: the split's name and who made it."""
-    made_by = split.get("made_by", "unknown")
-    label = _MADE_BY.get(made_by, f"split made by {made_by}")
-    if made_by == "ava" and "seed" in split:
-        label += f", seed {split['seed']}"
-    return f"{split.get('name', '?')} ({label})"
 
 
 def _read_json(run_dir: Path, name: str) -> dict[str, Any]:
