@@ -110,28 +110,26 @@ def _size(n: int) -> str:
     return str(n)
 
 
-def _table(groups: list[dict[str, Any]], title: str, digest: bool) -> Any:
+def _table(groups: list[dict[str, Any]], title: str) -> Any:
+    """One row per group, narrow enough for an 80-column terminal (layers, dtype, full spec: ``--json``)."""
+    from rich import box
     from rich.table import Table
 
-    table = Table(title=title)
-    cols = ["key", "vfm", "codec", "dtype", "layers", "T x D", "done/rows", "on disk", "vs fp16"]
-    for col in cols + (["digest"] if digest else []):
-        table.add_column(col, no_wrap=col in ("key", "vfm", "done/rows", "digest"))
+    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
+    for col in ("key", "vfm", "codec", "T x D", "done/rows", "on disk", "vs fp16"):
+        table.add_column(col, no_wrap=col != "vfm", min_width=10 if col == "vfm" else None)
     for g in groups:
         vfm = g["vfm"] + (" (random)" if g["random_weights"] else "")
         ratio = f"{g['ratio_to_fp16']:.2f}x" if g["ratio_to_fp16"] is not None else "-"
-        row = [
+        table.add_row(
             g["key"],
             vfm,
             g["codec"],
-            g["dtype"],
-            ",".join(map(str, g["layers"])),
-            f"{g['num_tokens']} x {g['dim']}",
+            f"{g['num_tokens']}x{g['dim']}",
             f"{g['rows_done']}/{g['rows']}",
             _size(g["bytes"]),
             ratio,
-        ]
-        table.add_row(*row, *([g["digest"][:16]] if digest else []))
+        )
     return table
 
 
@@ -142,7 +140,7 @@ def ls(cache: Annotated[Path, typer.Argument(help="Cache directory.")]) -> None:
 
     from ava.cache import list_cache
 
-    Console().print(_table(list_cache(cache), str(cache), digest=False))
+    Console().print(_table(list_cache(cache), str(cache)))
 
 
 @app.command("info")
@@ -161,7 +159,7 @@ def info(
         typer.echo(json.dumps(result, indent=2))
         return
     console = Console()
-    console.print(_table(result["groups"], f"{cache} ({_size(result['bytes'])})", digest=digest))
+    console.print(_table(result["groups"], f"{cache} ({_size(result['bytes'])})"))
     for g in result["groups"] if digest else []:
         console.print(f"{g['key']} digest {g['digest']}", highlight=False, soft_wrap=True)
 
