@@ -48,3 +48,13 @@ def test_bad_inputs_name_the_file(tmp_path):
     (tmp_path / "dataset.json").write_text(json.dumps({"format": "other"}))
     with pytest.raises(DatasetError, match="not an ava dataset"):
         Dataset(tmp_path)
+
+
+def test_a_failed_write_keeps_the_sample_files_as_they_were(tmp_path):
+    with DatasetWriter(tmp_path) as w:
+        w.add_sample(_sample(w.add_image(Image.new("RGB", (4, 4))), "s1"))
+    before = (tmp_path / "samples" / "color.jsonl").read_text()
+    with pytest.raises(RuntimeError), DatasetWriter(tmp_path) as w:
+        w.add_sample(_sample(w.add_image(Image.new("RGB", (4, 4))), "s2"))
+        raise RuntimeError("interrupted")
+    assert (tmp_path / "samples" / "color.jsonl").read_text() == before

@@ -199,3 +199,19 @@ def test_truth_value_rejects_bad_truth() -> None:
     sample.truth = {"text": "x"}
     with pytest.raises(AvaError, match="counting-0"):
         truth_value(COUNT, sample)
+
+
+def test_pronoun_i_is_not_option_i():
+    orientation = get_ability("orientation")
+    views = list(orientation.fixed_options)
+    assert parse_reply(orientation, "The answer I would give is left", options=views) == views.index("left")
+    spatial = get_ability("spatial")
+    answers = list(spatial.fixed_options)
+    assert parse_reply(spatial, "The answer I would give is Left above", options=answers) == 0
+    assert parse_reply(spatial, "The answer is I", options=answers) is None  # a letter out of range names nothing
+
+
+def test_a_slightly_overshooting_normalized_box_is_not_read_as_pixels():
+    loc = get_ability("localization")
+    assert parse_reply(loc, "[0.1, 0.2, 0.5, 1.02]") == pytest.approx((0.1, 0.2, 0.5, 1.02))
+    assert parse_reply(loc, "[10, 20, 50, 100]", image_size=(100, 200)) == pytest.approx((0.1, 0.1, 0.5, 0.5))

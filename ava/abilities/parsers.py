@@ -18,7 +18,7 @@ the truth and a prediction are never read differently. The rules, per answer kin
   option letter gives the bin midpoint; a single distance (``"about 2.5 m"``, ``"250 cm"``, ``"three
   meters"``) gives that value. For letter-style questions a bare number is metres, not an option number.
 - **box** -> ``(x1, y1, x2, y2)`` normalized to 0..1, corners reordered so x1<=x2, y1<=y2. Four numbers in
-  any brackets, or labelled (``x1=.., y1=..``, ``xmin``.., ``left/top/right/bottom``). If any value is > 1 the
+  any brackets, or labelled (``x1=.., y1=..``, ``xmin``.., ``left/top/right/bottom``). If any value is > 2 the
   box is in pixels and is divided by ``image_size=(width, height)`` (unparsed without it).
 - **rgb** -> ``(r, g, b)`` ints 0..255: ``"(12, 200, 3)"``, ``"[12,200,3]"``, ``"12 200 3"``, ``"#0cc803"``,
   ``"rgb(12,200,3)"``, ``"R: 12, G: 200, B: 3"``; three fractions 0..1 written with a decimal point are scaled
@@ -53,10 +53,11 @@ _NUMBER = re.compile(r"(?<![A-Za-z0-9_.])\d+(?:\.\d+)?(?![0-9])")
 _ANSWER_PREFIX = re.compile(
     r"^(?:(?:the|my|final|correct|best|right)\s+)*(?:answer|option|choice)\s*(?:is\b|would be\b|:|-)?\s*:?\s*", re.I
 )
-# An answer phrase anywhere in a reply; a bare letter must be a capital ("answer is a dog" names no option).
+# An answer phrase anywhere in a reply; a bare letter must be a capital ("answer is a dog" names no option), and the
+# pronoun in "the answer I would give is ..." is not the letter I.
 _ANSWER_PHRASE = re.compile(
     r"\b(?:answer|option|choice)\s*(?:is\b|would be\b)?\s*:?\s*"
-    r"(?:\(([A-Za-z]|\d{1,3})\)|((?-i:[A-Z])|\d{1,3})(?=[\s.,;:)!]|$))",
+    r"(?:\(([A-Za-z]|\d{1,3})\)|((?-i:(?!I\s+[a-z])[A-Z])|\d{1,3})(?=[\s.,;:)!]|$))",
     re.I,
 )
 _LABEL_ONLY = re.compile(r"^\(?([A-Za-z]|\d{1,3})\)?$")
@@ -210,7 +211,8 @@ def _parse_option(reply: str, options: list[str]) -> int | None:
     matched, index = _label_and_text(text, options)
     if matched:
         return index
-    phrases = {_label_index(a or b, len(options)) for a, b in _ANSWER_PHRASE.findall(reply)}
+    labels = (_label_index(a or b, len(options)) for a, b in _ANSWER_PHRASE.findall(reply))
+    phrases = {i for i in labels if i is not None}
     if len(phrases) == 1:
         return phrases.pop()
     if len(phrases) > 1:
@@ -300,7 +302,8 @@ def _parse_box(reply: str, image_size: tuple[int, int] | None) -> tuple[float, f
         if len(found) != 4:
             return None
         values = [float(v) for v in found]
-    if any(v > 1.0 for v in values):
+    # Pixels when any value is over 2, so a normalized box that overshoots a little ("1.02") stays normalized.
+    if any(v > 2.0 for v in values):
         if image_size is None:
             return None
         w, h = image_size

@@ -233,8 +233,11 @@ class DatasetWriter:
     def __enter__(self) -> DatasetWriter:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+        # On an error, keep the sample files as they were: images already stored are harmless (content-addressed),
+        # a half-written sample list is not.
+        if exc_type is None:
+            self.close()
 
 
 def write_samples(root: str | os.PathLike[str], ava: str, samples: list[Sample]) -> None:

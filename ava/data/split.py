@@ -157,7 +157,9 @@ _MADE_BY = {
 
 def split_label(split: dict[str, Any]) -> str:
     """``"test (80/20 split made by ava, seed 0)"``: the split's name and who made it."""
-    made_by = split.get("made_by", "unknown")
+    made_by = split.get("made_by")
+    if not made_by:  # e.g. `ava score --split all` on an unsplit dataset
+        return str(split.get("name", "?"))
     label = _MADE_BY.get(made_by, f"split made by {made_by}")
     if made_by == "ava" and "seed" in split:
         label += f", seed {split['seed']}"

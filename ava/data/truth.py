@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ava.abilities import Ability
+from ava.abilities.subgroups import INDOOR_MAX_DEPTH
 from ava.errors import AvaError
 
-INDOOR_MAX_DEPTH = 7.0  # metres: the paper's indoor bins are 1-2 ... 6-7, outdoor 8-9 ... 30-31
 _BIN_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:-|–|to)\s*(\d+(?:\.\d+)?)\s*(?:m|meters|metres)?\s*$", re.I)
 # Object names inside the paper's question templates, used as the sample's class where the answer is not.
 _CLASS_PATTERNS = {

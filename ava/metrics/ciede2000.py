@@ -11,6 +11,7 @@ can be" for that truth (a colour inside the cube can exceed it slightly, CIEDE20
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from itertools import product
 from typing import Any
@@ -45,10 +46,14 @@ def ciede2000(prediction: Sequence[float], truth: Sequence[float]) -> float:
     return float(delta_e_lab(srgb_to_lab(prediction), srgb_to_lab(truth)))
 
 
+@functools.cache
+def _corners_lab() -> np.ndarray:
+    return srgb_to_lab(np.array(SRGB_CORNERS, dtype=np.float64))
+
+
 def worst_ciede2000(truth: Any, ability: Any = None, sample: Any = None) -> float:
     """The largest delta E from ``truth`` to a corner of the sRGB cube."""
-    corners = srgb_to_lab(np.array(SRGB_CORNERS, dtype=np.float64))
-    return float(delta_e_lab(corners, srgb_to_lab(truth)[None, :]).max())
+    return float(delta_e_lab(_corners_lab(), srgb_to_lab(truth)[None, :]).max())
 
 
 CIEDE2000 = Metric(
