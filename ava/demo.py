@@ -164,9 +164,12 @@ def _train(head: str, head_config: Any, console: Any) -> str | None:
 
 
 def _abilities(data: Path, config: DemoConfig) -> list[str]:
+    from ava.abilities import get_ability
     from ava.data.format import Dataset
 
-    return config.ava or Dataset(data).abilities()
+    if config.ava:
+        return [get_ability(a).key for a in config.ava]
+    return Dataset(data).abilities()
 
 
 def _run_head(head: str, config: DemoConfig, paths: dict[str, Path], abilities: list[str], console: Any,
@@ -184,6 +187,7 @@ def run_demo(config: DemoConfig) -> Path:
     """Run every stage (skipping finished ones), print the main table, and return the path of report.md."""
     from rich.console import Console
 
+    from ava.abilities import get_ability
     from ava.config import save_config
     from ava.report import make_report, print_report
 
@@ -193,7 +197,11 @@ def run_demo(config: DemoConfig) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     save_config(config, out / "demo_config.json")
     paths = {"out": out, "data": out / "data", "cache": out / "cache", "report": out / "report"}
-    use_llm = bool(config.llm) and bool(config.llm_ava)
+    # The LLM head's abilities, canonical, among those the demo runs; none left means no LLM stage at all.
+    llm_ava = [get_ability(a).key for a in config.llm_ava or []]
+    if config.ava:
+        llm_ava = [a for a in llm_ava if a in {get_ability(b).key for b in config.ava}]
+    use_llm = bool(config.llm) and bool(llm_ava)
     stage = _Stage(console, total=4 + use_llm)
     t0 = time.perf_counter()
 
@@ -212,7 +220,6 @@ def run_demo(config: DemoConfig) -> Path:
         for head in config.heads:
             _run_head(head, config, paths, abilities, console, runs, failures)
     if use_llm:
-        llm_ava = [a for a in config.llm_ava if a in abilities]
         with stage("LLM head", f"{config.llm} on {', '.join(llm_ava)}"):
             _run_head("llm", config, paths, llm_ava, console, runs, failures)
     with stage("report"):

@@ -67,3 +67,16 @@ def test_a_run_counts_as_done_only_with_its_own_config(tmp_path):
     assert _finished(run, cfg)
     (run / "results_test.json").unlink()
     assert not _finished(run, cfg)
+
+
+@pytest.mark.slow
+def test_llm_head_only_on_the_abilities_the_demo_runs(tmp_path):
+    """The default LLM abilities (color, spatial) are not in --ava Counting: no LLM stage, not an LLM on counting."""
+    from ava.demo import run_demo
+
+    out = tmp_path / "demo"
+    run_demo(DemoConfig(out=str(out), per_ava=20, size=64, ava=["Counting"], vfms=["pixels"], heads=["knn"],
+                        device="cpu", progress=False))  # fmt: skip
+    assert sorted(p.name for p in (out / "runs").iterdir()) == ["knn-pixels"]
+    report = json.loads((out / "report" / "report.json").read_text())
+    assert set(report["heads"]) == {"knn"} and report["heads"]["knn"]["abilities"] == ["counting"]
