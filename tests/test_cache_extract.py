@@ -146,6 +146,9 @@ def test_feature_dataset_decodes_in_workers(data: Path, tmp_path: Path) -> None:
     index = torch.cat([b["index"] for b in batches]).tolist()
     assert index == list(range(len(samples)))
     np.testing.assert_array_equal(feats, cache.read([s.image_sha256 for s in samples]))
+    ds = FeatureDataset(cache, samples)
+    for item, i in zip(ds.__getitems__([2, 0]), [2, 0], strict=True):  # a batch read equals single reads
+        assert item["index"] == i and torch.equal(item["features"], ds[i]["features"])
     with pytest.raises(AvaError, match="color/c"):
         FeatureDataset(cache, Dataset(data).samples("color"))  # not extracted: refused, naming samples
 

@@ -115,6 +115,12 @@ def test_frozen_and_identity(tmp_path):
         next(local.model.parameters()).add_(1.0)
     local.model.save_pretrained(tmp_path)
     assert load_vfm(f"hf:{tmp_path}").identity()["weights"] != local.identity()["weights"]
+    # the same tensors under another config give other features, so another identity
+    before = load_vfm(f"hf:{tmp_path}").identity()["weights"]
+    config = json.loads((tmp_path / "config.json").read_text())
+    config["layer_norm_eps"] = 0.5
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    assert load_vfm(f"hf:{tmp_path}").identity()["weights"] != before
 
 
 def test_layers_dtype_and_device_errors():

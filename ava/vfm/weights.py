@@ -56,7 +56,9 @@ def _local(path: Path) -> Weights:
         bins = sorted(p.name for p in path.glob("*.bin")) + sorted(p.name for p in path.glob("*.pt*"))
         extra = f" (found {', '.join(bins[:3])}: ava loads safetensors only; convert them)" if bins else ""
         raise AvaError(f"no *.safetensors weights in {path}{extra}")
-    return Weights(path, None, f"sha256:{hash_files(files)}")
+    # The config is hashed with the weights: the same tensors under another config give other features.
+    config = path / "config.json"
+    return Weights(path, None, f"sha256:{hash_files(files + ([config] if config.is_file() else []))}")
 
 
 def hash_files(files: list[Path]) -> str:

@@ -37,7 +37,7 @@ class LLMHeadConfig:
     lora_dropout: float = 0.05
     features: str = "cache"  # "cache" (read the feature cache) or "online" (run the VFM on every batch)
     init: str | None = None  # an align run, an LLM-head run, or a stage-2 directory (see ava/heads/llm/align.py)
-    dtype: str = "auto"  # "auto" (bf16 autocast on GPU, fp32 on CPU), "fp32", "bf16", "fp16"
+    dtype: str = "auto"  # "auto" (bf16 autocast on GPU, fp32 on CPU), "fp32" or "bf16" (fp16 would need a GradScaler)
     max_eval: int | None = None
     decode: str = "generate"  # evaluation after training: "generate" or "score"
     warmup_ratio: float = 0.03

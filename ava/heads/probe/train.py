@@ -283,9 +283,9 @@ def predict(model: nn.Module, task: Task, rows: Rows, samples: Sequence[Sample],
 
 # -- one ability ----------------------------------------------------------------------------------------
 def _grid_shape(cache: Any) -> list[int] | None:
-    """The token grid (rows, cols) of the cache, when it is known and matches the token count."""
-    grid = tuple(getattr(cache, "grid", None) or ())
-    return list(grid) if len(grid) == 2 and grid[0] * grid[1] == cache.num_tokens else None
+    """The token grid (rows, cols) the attentive probe's position bias is laid out on (as the pooled views)."""
+    grid = common.token_grid(cache)
+    return list(grid) if grid else None
 
 
 def _defaults(config: ProbeConfig, n: int, tokens: bool) -> tuple[int, int]:
