@@ -167,3 +167,18 @@ def test_every_builtin_model_class_extracts(tmp_path: Path) -> None:
         got = open_cache(tmp_path / "c", name).read(shas)
         expected = online(name, data, shas, batch_size=4)
         np.testing.assert_array_equal(got, expected.astype(np.float16).astype(np.float32), err_msg=name)
+
+
+def test_a_second_job_on_the_same_group_is_refused_while_the_first_runs(data: Path, tmp_path: Path) -> None:
+    from ava.cache.extraction import _lock_group
+    from ava.cache.store import CacheGroup
+
+    extract(_cfg(data, tmp_path / "c", ava=["counting"]))
+    cache = open_cache(tmp_path / "c", VFM)
+    lock = _lock_group(CacheGroup.open(tmp_path / "c", cache.key, writable=True))  # as a running job holds it
+    try:
+        with pytest.raises(AvaError, match="another `ava cache extract` is writing"):
+            extract(_cfg(data, tmp_path / "c"))
+    finally:
+        lock.close()
+    assert extract(_cfg(data, tmp_path / "c"))["failed"] == []  # free again: it resumes

@@ -288,22 +288,46 @@ def _progress(enabled: bool, total: int, done: int) -> Any:
     return progress, task
 
 
-def _prepare(config: ExtractConfig, vfm: Any, name: str, shas: list[str], dist: _Dist) -> CacheGroup:
-    """Rank 0 opens or creates the group and indexes new images; every rank then opens the same group."""
-    message, key = None, None
+def _lock_group(group: CacheGroup) -> Any:
+    """An exclusive lock on the group for this extraction job (held by rank 0 until it ends; the kernel drops it
+    if the job is killed). Two jobs writing one group would overwrite each other's row index."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no lock
+        return None
+    handle = open(group.path / ".extract.lock", "w")  # noqa: SIM115 (held until the job ends)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.close()
+        raise AvaError(
+            f"another `ava cache extract` is writing cache group {group.key} ({group.path}); "
+            "wait for it to finish, then run this again (it resumes)"
+        ) from None
+    return handle
+
+
+def _prepare(config: ExtractConfig, vfm: Any, name: str, shas: list[str], dist: _Dist) -> tuple[CacheGroup, Any]:
+    """Rank 0 opens or creates the group, locks it and indexes new images; every rank then opens the same group.
+
+    Returns the group and the lock (None on other ranks); the caller closes the lock when the job ends."""
+    message, key, lock = None, None, None
     if dist.rank == 0:
         try:
             group = create_group(
                 config.cache, build_spec(vfm, name, config), key=config.key, shard_size=config.shard_size
             )
+            lock = _lock_group(group)
             add_rows(group, shas)
             key = group.key
         except AvaError as e:
             message = str(e)
     message, key = dist.share((message, key))
     if message is not None:
+        if lock is not None:
+            lock.close()
         raise AvaError(message)
-    return CacheGroup.open(config.cache, key, writable=True)
+    return CacheGroup.open(config.cache, key, writable=True), lock
 
 
 def _vfm_name(vfm: Any, fallback: str) -> str:
@@ -336,9 +360,13 @@ def extract(config: ExtractConfig) -> dict[str, Any]:
             layers=tuple(config.layers),
         )
         vfm.eval()
-        group = _prepare(config, vfm, _vfm_name(vfm, config.vfm), sorted(images), dist)
-        summary = _run(config, vfm, group, images, device, dist)
-        dist.barrier()
+        group, lock = _prepare(config, vfm, _vfm_name(vfm, config.vfm), sorted(images), dist)
+        try:
+            summary = _run(config, vfm, group, images, device, dist)
+            dist.barrier()
+        finally:
+            if lock is not None:
+                lock.close()
         return summary
     finally:
         dist.close()
