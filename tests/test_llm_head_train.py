@@ -91,6 +91,56 @@ def test_resume_continues_identically(suite, trained):
     assert got == ref
 
 
+def test_interrupt_mid_step_resumes_identically(suite, monkeypatch):
+    """Ctrl-C after the first of two micro-batches (its dropout masks drawn), then re-run: the weights of an
+    uninterrupted run, because the checkpoint holds the RNG state of the step boundary, not of the interrupt."""
+    from safetensors.torch import load_file
+
+    import ava.heads.llm.runtime as runtime
+
+    kw = dict(eval_after=False, grad_accum=2, epochs=2, max_train=16)  # 2 steps of 2 micro-batches per epoch
+    ref = train(_cfg(suite, "accum_ref", **kw))
+    prepare, calls = runtime.prepare_training, []
+
+    def prepare_then_interrupt(*args, **kwargs):
+        prep = prepare(*args, **kwargs)
+        featurize = prep.loop.featurize
+
+        def featurize_or_interrupt(batch):
+            calls.append(1)
+            if len(calls) == 4:  # step 2's second micro-batch
+                raise KeyboardInterrupt
+            return featurize(batch)
+
+        prep.loop.featurize = featurize_or_interrupt
+        return prep
+
+    monkeypatch.setattr(runtime, "prepare_training", prepare_then_interrupt)
+    cfg = _cfg(suite, "accum_cut", **kw)
+    with pytest.raises(KeyboardInterrupt):
+        train(cfg)
+    monkeypatch.undo()
+    state = torch.load(ref.parent / "accum_cut" / "checkpoint" / "state.pt", weights_only=False)
+    assert state["step"] == 1 and len(state["rng"]) == 1  # one RNG state per rank
+    out = train(cfg)
+    for name in ("connector.safetensors", "adapter/adapter_model.safetensors"):
+        a, b = load_file(ref / name), load_file(out / name)
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), name
+
+
+def test_uncached_sample_names_the_extract_command(suite):
+    from dataclasses import replace
+
+    from ava.data.format import Dataset
+    from ava.errors import AvaError
+    from ava.heads.llm.runtime import feature_source
+
+    root, data, cache = suite
+    ghost = replace(Dataset(data).samples("rel_depth")[0], id="ghost", image="images/" + "0" * 64 + ".png")
+    with pytest.raises(AvaError, match=r"rel_depth/ghost.*extract --vfm tiny-siglip .*--ava rel_depth` first"):
+        feature_source(_cfg(suite, "unused"), Dataset(data), [ghost], torch.device("cpu"))
+
+
 def test_other_config_in_same_dir_is_refused(suite, trained):
     from ava.errors import AvaError
 
@@ -210,6 +260,8 @@ def test_two_cpu_processes_ddp_gloo(suite, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     training = json.loads((out / "run.json").read_text())["training"]
     assert training["world_size"] == 2 and training["micro_batch"] == 4 and training["done"]
+    rng = torch.load(out / "checkpoint" / "state.pt", weights_only=False)["rng"]
+    assert len(rng) == 2 and not torch.equal(rng[0]["torch"], rng[1]["torch"])  # each rank's own dropout stream
     r = json.loads((out / "results_test.json").read_text())["abilities"]["rel_depth"]
     assert r["n"] == 16 and r["n_missing"] == 0 and r["value"] >= 0.8
     assert proc.stdout.count("rel_depth") == 1  # only rank 0 prints the table

@@ -209,16 +209,28 @@ def regression_reply(ability: Ability, sample: Sample, value: np.ndarray) -> str
 
 
 # -- features -------------------------------------------------------------------------------------------
-def read_rows(cache: Any, samples: Sequence[Sample], layer: int | None, pooled: bool) -> np.ndarray:
-    """Features of ``samples`` in order ([N, D] pooled or [N, T, D]); each image is read once."""
-    shas = [s.image_sha256 for s in samples]
+def require_cached(
+    cache: Any, samples: Sequence[Sample], hint: str = "run `ava cache extract` for this dataset and VFM first"
+) -> None:
+    """AvaError naming the first of ``samples`` whose image has no features in ``cache``, and what to run.
+
+    ``hint`` ends the message; ``{avas}`` in it becomes the abilities of the missing samples (comma-separated),
+    so a caller can spell out the exact ``ava cache extract`` command.
+    """
     missing = [s for s in samples if not cache.has(s.image_sha256)]
     if missing:
         s = missing[0]
+        avas = ",".join(sorted({m.ava for m in missing}))
         raise AvaError(
             f"feature cache {cache.key} has no features for {len(missing)} sample(s), e.g. {s.ava}/{s.id} "
-            f"(image {s.image}); run `ava cache extract` for this dataset and VFM first"
+            f"(image {s.image}); {hint.replace('{avas}', avas)}"
         )
+
+
+def read_rows(cache: Any, samples: Sequence[Sample], layer: int | None, pooled: bool) -> np.ndarray:
+    """Features of ``samples`` in order ([N, D] pooled or [N, T, D]); each image is read once."""
+    shas = [s.image_sha256 for s in samples]
+    require_cached(cache, samples)
     unique = list(dict.fromkeys(shas))
     rows = cache.read_pooled(unique, layer=layer) if pooled else cache.read(unique, layer=layer)
     where = {sha: i for i, sha in enumerate(unique)}

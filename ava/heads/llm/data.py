@@ -20,7 +20,6 @@ from typing import Any
 import torch
 
 from ava.data.format import Dataset, Sample
-from ava.errors import AvaError
 from ava.heads.llm.prompt import Encoded, build_batch
 
 
@@ -35,25 +34,6 @@ class OnlineImages(torch.utils.data.Dataset):
 
     def __getitem__(self, i: int) -> dict[str, Any]:
         return {"pixels": self.preprocess(self.dataset.load_image(self.samples[i])), "index": i}
-
-
-def check_cached(cache: Any, samples: Sequence[Sample], data: str, vfm: str, cache_dir: str) -> None:
-    """AvaError naming the extraction command when some samples' images are not in the cache."""
-    missing = [s for s in samples if not cache.has(s.image_sha256)]
-    if missing:
-        s = missing[0]
-        avas = ",".join(sorted({m.ava for m in missing}))
-        raise AvaError(
-            f"feature cache {cache_dir} (key {cache.key}) has no features for {len(missing)} sample(s), e.g. "
-            f"{s.ava}/{s.id} (image {s.image}); run `ava cache extract --vfm {vfm} --data {data} "
-            f"--cache {cache_dir} --ava {avas}` first"
-        )
-
-
-def cached_items(cache: Any, samples: Sequence[Sample], layer: int | None) -> torch.utils.data.Dataset:
-    from ava.cache import FeatureDataset
-
-    return FeatureDataset(cache, list(samples), layer=layer)
 
 
 class Collator:

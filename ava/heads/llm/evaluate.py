@@ -119,6 +119,7 @@ def _score_options(
     encoder: PromptEncoder,
     source: Any,
     samples: list[Sample],
+    encoded: list,
     idx: list[int],
     batch_size: int,
     device: torch.device,
@@ -126,24 +127,31 @@ def _score_options(
     bar: Any,
     task: Any,
 ) -> dict[int, str]:
-    """The option with the highest log-likelihood as the reply, for each choice question."""
+    """The option with the highest log-likelihood as the reply, for each choice question.
+
+    ``encoded[i]`` is sample i's tokenized prompt; each distinct option text is tokenized once.
+    """
     from ava.abilities import get_ability
     from ava.abilities.parsers import format_reply
     from ava.heads.common import question_options
     from ava.heads.llm.train import autocast
 
     out: dict[int, str] = {}
+    option_ids: dict[str, list[int]] = {}
     for i in idx:
         s = samples[i]
         ability = get_ability(s.ava)
         options = question_options(ability, s)
         item = source.items[i]
         one = {k: torch.as_tensor(v).unsqueeze(0).to(device) for k, v in item.items() if k != "index"}
-        prompt = build_batch([encoder.encode(s.question)], source.num_tokens, tokenizer.pad_token_id)
+        prompt = build_batch([encoded[i]], source.num_tokens, tokenizer.pad_token_id)
         prompt = {k: v.to(device) for k, v in prompt.items()}
+        for o in options:
+            if o not in option_ids:
+                option_ids[o] = encoder.answer_ids(o)
+        ids = [option_ids[o] for o in options]
         with autocast(device, dtype):
-            scores = head.option_logprobs(prompt, source.featurize(one), [encoder.answer_ids(o) for o in options],
-                                          chunk=batch_size).tolist()  # fmt: skip
+            scores = head.option_logprobs(prompt, source.featurize(one), ids, chunk=batch_size).tolist()
         best = max(range(len(options)), key=lambda j: scores[j])
         out[i] = format_reply(ability, best, options=options)
         bar.advance(task, 1)
@@ -188,7 +196,7 @@ def evaluate(
             idx = [i for i in mine if samples[i].ava == a]
             if decode == "score" and get_ability(a).is_choice:
                 replies.update(
-                    _score_options(head, tokenizer, encoder, source, samples, idx, bs, dev, dtype, bar, task)
+                    _score_options(head, tokenizer, encoder, source, samples, encoded, idx, bs, dev, dtype, bar, task)
                 )
             else:
                 a_samples = [samples[i] for i in idx]

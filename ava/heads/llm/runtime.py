@@ -20,7 +20,7 @@ import torch
 
 from ava.data.format import Dataset, Sample
 from ava.errors import AvaError
-from ava.heads.llm.data import OnlineImages, check_cached
+from ava.heads.llm.data import OnlineImages
 from ava.heads.llm.model import Connector, LLMHead, build_head
 from ava.heads.llm.prompt import PromptEncoder
 from ava.heads.llm.train import LoopData
@@ -42,12 +42,16 @@ class Source:
     info: dict[str, Any]
 
 
-def _cache_or_none(cache_dir: str, vfm: str) -> Any:
+def _mirrored_cache(cfg: Any) -> Any:
+    """The cache whose preprocessing, layer and dtype the online source copies, or None if there is none usable."""
+    if not cfg.cache:
+        return None
     from ava.cache import open_cache
 
-    if not cache_dir:
+    try:
+        return open_cache(cfg.cache, cfg.vfm)
+    except AvaError:
         return None
-    return open_cache(cache_dir, vfm)
 
 
 def feature_source(
@@ -60,10 +64,12 @@ def feature_source(
     if mode == "cache":
         if not cfg.cache:
             raise AvaError("--features cache needs --cache DIR (or use --features online)")
-        from ava.cache import FeatureDataset
+        from ava.cache import FeatureDataset, open_cache
+        from ava.heads.common import require_cached
 
-        cache = _cache_or_none(cfg.cache, cfg.vfm)
-        check_cached(cache, samples, cfg.data, cfg.vfm, cfg.cache)
+        cache = open_cache(cfg.cache, cfg.vfm)
+        hint = f"run `ava cache extract --vfm {cfg.vfm} --data {cfg.data} --cache {cfg.cache} --ava {{avas}}` first"
+        require_cached(cache, samples, hint)
         info = {"cache_key": cache.key, "vfm_random_weights": cache.random_weights, "features": "cache"}
         items = FeatureDataset(cache, samples, layer=cfg.layer)
         return Source(items, cache.num_tokens, cache.dim, lambda b: b["features"], info)
@@ -74,11 +80,7 @@ def _online_source(cfg: Any, dataset: Dataset, samples: list[Sample], device: to
     """The VFM on every batch, with the preprocessing, layer and dtype the cache was (or would be) made with."""
     from ava.vfm import load_vfm
 
-    cache = None
-    try:
-        cache = _cache_or_none(cfg.cache, cfg.vfm)
-    except AvaError:
-        cache = None
+    cache = _mirrored_cache(cfg)
     layer = cfg.layer if cfg.layer is not None else (cache.layers[0] if cache is not None else -2)
     spec = cache.spec if cache is not None else {}
     dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}

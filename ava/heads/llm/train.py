@@ -115,10 +115,33 @@ def _set_rng_state(state: dict[str, Any], device: torch.device) -> None:
         torch.cuda.set_rng_state(state["cuda"], device)
 
 
+def rng_states(device: torch.device, dist: Dist) -> list[dict[str, Any]]:
+    """Every rank's RNG state, in rank order (each rank draws its own dropout masks from its own seed).
+
+    Under DDP this is a collective (``all_gather_object``): all ranks call it at the same optimizer step.
+    """
+    mine = _rng_state(device)
+    if dist.world == 1:
+        return [mine]
+    states: list[Any] = [None] * dist.world
+    torch.distributed.all_gather_object(states, mine)
+    return states
+
+
 def save_checkpoint(
-    run_dir: Path, head: Any, optimizer: Any, scheduler: Any, step: int, total: int, device: torch.device
+    run_dir: Path,
+    head: Any,
+    optimizer: Any,
+    scheduler: Any,
+    step: int,
+    total: int,
+    device: torch.device,
+    rng: list[dict[str, Any]] | None = None,
 ) -> None:
-    """Everything needed to continue exactly: written to a temporary directory, then renamed into place."""
+    """Everything needed to continue exactly: written to a temporary directory, then renamed into place.
+
+    ``rng`` is every rank's RNG state at the same step boundary as the weights (default: this process's now).
+    """
     tmp = run_dir / f".{CHECKPOINT}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -127,7 +150,7 @@ def save_checkpoint(
             "model": head.trainable_state(),
             "optimizer": optimizer.state_dict(),
             "scheduler": scheduler.state_dict(),
-            "rng": _rng_state(device),
+            "rng": rng if rng is not None else [_rng_state(device)],
             "step": step,
             "total_steps": total,
         },
@@ -228,7 +251,11 @@ def _restore(run_dir: Path, head: Any, optimizer: Any, scheduler: Any, device: t
     head.load_trainable_state(state["model"])
     optimizer.load_state_dict(state["optimizer"])
     scheduler.load_state_dict(state["scheduler"])
-    _set_rng_state(state["rng"], device)
+    rng = state["rng"]
+    if isinstance(rng, dict):  # a checkpoint from before per-rank states: one state for all ranks
+        _set_rng_state(rng, device)
+    elif dist.rank < len(rng):  # (resumed on more ranks than saved: the new ones keep their fresh seed)
+        _set_rng_state(rng[dist.rank], device)
     if dist.main:
         _trim_log(run_dir / "train_log.jsonl", int(state["step"]))
     return int(state["step"])
@@ -260,6 +287,9 @@ def fit(
         run_dir.mkdir(parents=True, exist_ok=True)
     log = (run_dir / "train_log.jsonl").open("a") if dist.main else None
     meter = _Meter(dist, device)
+    # every rank's RNG state at the current step boundary: a checkpoint holds it with that boundary's weights
+    # (an interrupted step's micro-batches have drawn dropout masks since, which a resumed run must redraw).
+    rng = rng_states(device, dist)
     head.train()
     try:
         with _progress(cfg.progress and dist.main) as bar:
@@ -272,7 +302,7 @@ def fit(
                 optimizer.step()
                 scheduler.step()
                 optimizer.zero_grad(set_to_none=True)
-                step += 1
+                step, rng = step + 1, rng_states(device, dist)
                 rec = {"step": step, "epoch": epoch, "loss": meter.loss, "lr": scheduler.get_last_lr()[0]}
                 rec.update({k: v for k, v in meter.rates().items() if k != "seconds"})
                 bar.update(task, completed=step, loss=meter.loss, sps=rec["samples_per_s"], tps=rec["tokens_per_s"])
@@ -280,10 +310,10 @@ def fit(
                     log.write(json.dumps(rec) + "\n")
                 if dist.main and (step % cfg.checkpoint_every == 0 or step % spe == 0 or step == stop_at):
                     log.flush()
-                    save_checkpoint(run_dir, head, optimizer, scheduler, step, total, device)
+                    save_checkpoint(run_dir, head, optimizer, scheduler, step, total, device, rng)
     except KeyboardInterrupt:
         if dist.main:
-            save_checkpoint(run_dir, head, optimizer, scheduler, step, total, device)
+            save_checkpoint(run_dir, head, optimizer, scheduler, step, total, device, rng)
         raise
     finally:
         if log:
