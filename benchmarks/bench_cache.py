@@ -64,25 +64,25 @@ def _sync(device: torch.device) -> None:
 
 def forward_only(name: str, data: Path, args: argparse.Namespace) -> tuple[float, dict[str, np.ndarray]]:
     """Images/s of the bare forward pass, and fp32 reference features of the first images (by sha256)."""
-    from ava.cache.extraction import DTYPES, _forward, resolve_device
+    from ava.cache.extraction import _forward, resolve_device
     from ava.vfm import load_vfm
 
     device = resolve_device(args.device)
-    vfm = load_vfm(name, device=str(device), dtype=DTYPES[args.dtype])
+    vfm = load_vfm(name, device=str(device), dtype=args.dtype)
     ds = Dataset(data)
     samples = ds.samples()
     pixels = torch.stack([vfm.preprocess(ds.load_image(s)) for s in samples])
     batches = list(pixels.split(args.batch_size))
-    _forward(vfm, batches[0], device, DTYPES[args.dtype])  # warm-up (kernels, allocator)
+    _forward(vfm, batches[0], device)  # warm-up (kernels, allocator)
     _sync(device)
     start = time.perf_counter()
     for b in batches:
-        _forward(vfm, b, device, DTYPES[args.dtype])
+        _forward(vfm, b, device)
     _sync(device)
     ips = len(samples) / (time.perf_counter() - start)
     ref_vfm = vfm if args.dtype == "fp32" else load_vfm(name, device=str(device), dtype=torch.float32)
     k = min(args.error_images, len(samples))
-    ref = _forward(ref_vfm, pixels[:k], device, torch.float32)[:, 0].float().cpu().numpy()
+    ref = _forward(ref_vfm, pixels[:k], device)[:, 0].float().cpu().numpy()
     return ips, {s.image_sha256: ref[i] for i, s in enumerate(samples[:k])}
 
 
@@ -95,7 +95,7 @@ def loader_only(name: str, data: Path, args: argparse.Namespace) -> float:
     ds = Dataset(data)
     items = [(i, _Image(s.image, [s.id])) for i, s in enumerate(ds.samples())]
     loader = torch.utils.data.DataLoader(
-        _ImageSet(ds, items, vfm.preprocess),
+        _ImageSet(ds, items, vfm.preprocess_fn()),
         batch_size=args.batch_size,
         num_workers=args.num_workers,
         collate_fn=_collate,
@@ -178,7 +178,7 @@ def bench_model(model: str, data: Path, work: Path, args: argparse.Namespace) ->
 
 def device_name(device: str) -> str:
     if device.startswith("cuda") or (device == "auto" and torch.cuda.is_available()):
-        return torch.cuda.get_device_name(0)
+        return torch.cuda.get_device_name(torch.device("cuda" if device == "auto" else device))
     cpuinfo = Path("/proc/cpuinfo")
     lines = cpuinfo.read_text().splitlines() if cpuinfo.exists() else []
     model = next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("model name")), platform.processor())

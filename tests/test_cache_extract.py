@@ -182,3 +182,18 @@ def test_a_second_job_on_the_same_group_is_refused_while_the_first_runs(data: Pa
     finally:
         lock.close()
     assert extract(_cfg(data, tmp_path / "c"))["failed"] == []  # free again: it resumes
+
+
+def test_two_names_of_one_checkpoint_share_a_group(data: Path, tmp_path: Path) -> None:
+    """``key@DIR`` and ``hf:DIR`` load the same weights the same way: one cache key, found by either name."""
+    from ava.vfm import load_vfm
+
+    weights = tmp_path / "w"
+    load_vfm(VFM).model.save_pretrained(weights)
+    by_key, by_hf = f"{VFM}@{weights}", f"hf:{weights}"
+    first = extract(_cfg(data, tmp_path / "c", vfm=by_key, ava=["counting"]))
+    second = extract(_cfg(data, tmp_path / "c", vfm=by_hf, ava=["counting"]))
+    assert second["key"] == first["key"] and second["extracted"] == 0 and second["already_done"] == first["images"]
+    assert open_cache(tmp_path / "c", by_key).key == open_cache(tmp_path / "c", by_hf).key == first["key"]
+    with pytest.raises(AvaError, match="no features of vfm"):
+        open_cache(tmp_path / "c", VFM)  # built-in random weights: other features, not this group

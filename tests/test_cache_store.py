@@ -8,17 +8,25 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ava.cache.store import CacheError, CacheGroup, add_rows, create_group, open_root, spec_diff, spec_key
+from ava.cache.store import (
+    FORMAT_VERSION,
+    CacheError,
+    CacheGroup,
+    add_rows,
+    create_group,
+    open_root,
+    spec_diff,
+    spec_key,
+)
 
 SPEC = {
     "format": "ava-feature-cache",
-    "format_version": 1,
+    "format_version": FORMAT_VERSION,
     "vfm": "tiny-x",
-    "identity": {"key": "tiny-x", "revision": "abc", "image_size": 32},
+    "identity": {"weights": "random:0", "revision": "abc", "image_size": 32, "layers": [-2]},
     "preprocess": "pad",
     "layers": [-2],
-    "prefix_policy": 1,
-    "dtype": "fp32",
+    "dtype": "float32",
     "codec": "fp16",
     "num_tokens": 4,
     "dim": 8,

@@ -110,6 +110,7 @@ def test_frozen_and_identity(tmp_path):
     assert local.identity()["weights"].startswith("sha256:")
     assert str(tmp_path) not in json.dumps(local.identity())  # moving the directory keeps the identity
     assert load_vfm(f"hf:{tmp_path}").identity() == local.identity()
+    assert load_vfm(f"tiny-clip@{tmp_path}").identity() == local.identity()  # same features, whatever the name
     assert load_vfm(f"hf:{tmp_path}", layers=(-3,)).identity() != local.identity()
     with torch.no_grad():
         next(local.model.parameters()).add_(1.0)
@@ -294,7 +295,7 @@ def test_hub_snapshot_is_identified_by_its_commit(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     vfm = load_vfm("tiny-clip@someorg/tiny-clip")
     assert vfm.identity()["weights"] == f"hub:someorg/tiny-clip@{commit}"
-    assert vfm.identity()["vfm"] == "tiny-clip@someorg/tiny-clip"
+    assert vfm.spec.key == "tiny-clip@someorg/tiny-clip" and "vfm" not in vfm.identity()  # no name in the key
 
 
 def test_remote_code_never_runs_by_default(tmp_path):
@@ -317,3 +318,14 @@ def test_key_random_is_the_full_size_architecture_at_random_weights():
     assert (spec.num_tokens, spec.dim) == (729, 1024)
     with pytest.raises(AvaError, match="no architecture"):
         resolve_vfm("pixels:random")
+
+
+def test_preprocess_fn_is_small_and_picklable():
+    """DataLoader workers (spawn/forkserver) get the preprocessing function, not the model."""
+    import pickle
+
+    vfm = load_vfm("tiny-dinov2")
+    image = Image.new("RGB", (30, 20), (10, 200, 30))
+    blob = pickle.dumps(vfm.preprocess_fn())
+    assert len(blob) < 10_000 < len(pickle.dumps(vfm))
+    assert torch.equal(pickle.loads(blob)(image), vfm.preprocess(image))

@@ -1,8 +1,8 @@
 """`ava cache extract`: compute frozen-VFM features of a dataset's images once, store them compressed.
 
 The pipeline overlaps three stages: DataLoader workers decode and preprocess images (through
-``FrozenVFM.preprocess``, the one preprocessing function shared with the online path), the main thread
-runs the forward pass (no grad; autocast on CUDA for bf16/fp16) and encodes with the codec on the
+``FrozenVFM.preprocess_fn()``, the one preprocessing function shared with the online path), the main thread
+runs the forward pass (no grad, in the model's dtype on every device) and encodes with the codec on the
 device, and a background thread writes whole shards (Zarr compresses them) and then marks their rows
 done. Re-running skips done rows; a kill loses at most the shards in flight.
 
@@ -18,7 +18,6 @@ import os
 import queue
 import threading
 import time
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,8 +35,8 @@ from ava.cache.store import (
 )
 from ava.data.format import SPLITS, Dataset
 from ava.errors import AvaError
-
-DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+from ava.vfm.model import resolve_device as _resolve_device
+from ava.vfm.model import resolve_dtype
 
 
 @dataclass
@@ -101,16 +100,10 @@ def _init_dist(cuda: bool) -> _Dist:
 
 
 def resolve_device(device: str, local_rank: int = 0) -> torch.device:
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cuda":
-        if not torch.cuda.is_available():
-            raise AvaError("--device cuda was asked for but torch sees no CUDA device; use --device cpu")
-        device = f"cuda:{local_rank}"
-    try:
-        return torch.device(device)
-    except RuntimeError as e:
-        raise AvaError(f"--device {device!r}: {e}; use auto, cpu or cuda") from e
+    """:func:`ava.vfm.model.resolve_device`, with a bare ``cuda`` (or ``auto`` on a GPU machine) meaning this
+    process's GPU under torchrun (``cuda:LOCAL_RANK``)."""
+    dev = _resolve_device(device)
+    return torch.device("cuda", local_rank) if dev.type == "cuda" and dev.index is None else dev
 
 
 @dataclass
@@ -144,14 +137,13 @@ def build_spec(vfm: Any, name: str, config: ExtractConfig) -> dict[str, Any]:
     return {
         "format": FORMAT_NAME,
         "format_version": FORMAT_VERSION,
-        "vfm": name,
-        "requested": config.vfm,  # the name the user gave (an alias, hf:...); not part of the key
-        "identity": ident,
-        "preprocess": ident.get("preprocess", config.preprocess),
-        "layers": [int(la) for la in vfm.layers],
-        "prefix_policy": ident.get("prefix_policy", ident.get("prefix_tokens")),
-        "dtype": config.dtype,
+        "vfm": name,  # names (not part of the key): the resolved one and the one the user gave (alias, hf:...)
+        "requested": config.vfm,
+        "identity": ident,  # with the codec and format version: the key (``KEY_FIELDS``)
         "codec": config.codec,
+        "preprocess": ident["preprocess"],  # copies of identity fields, for listings and readers
+        "layers": [int(la) for la in vfm.layers],
+        "dtype": config.dtype,
         "num_tokens": int(vfm.num_tokens),
         "dim": int(vfm.dim),
         "grid": [int(g) for g in vfm.grid],
@@ -246,12 +238,10 @@ def write_shard(group: CacheGroup, shard: int, results: dict[int, list[tuple[np.
         group.done[lo:hi] = done | new
 
 
-def _forward(vfm: Any, pixels: torch.Tensor, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
-    pixels = pixels.to(device, non_blocking=True)
-    autocast = device.type == "cuda" and dtype != torch.float32
-    ctx = torch.autocast(device.type, dtype=dtype) if autocast else nullcontext()
-    with torch.no_grad(), ctx:
-        return vfm(pixels if autocast else pixels.to(dtype))
+def _forward(vfm: Any, pixels: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """The VFM's features of a batch; ``FrozenVFM.forward`` casts to the model's dtype (no autocast: the same
+    numerics on CPU and GPU)."""
+    return vfm(pixels.to(device, non_blocking=True))
 
 
 class _Rate:
@@ -342,8 +332,10 @@ def extract(config: ExtractConfig) -> dict[str, Any]:
     """
     from ava.vfm import load_vfm
 
-    if config.dtype not in DTYPES:
-        raise AvaError(f"--dtype {config.dtype!r}: must be one of {', '.join(DTYPES)}")
+    try:
+        dtype = resolve_dtype(config.dtype)
+    except AvaError as e:
+        raise AvaError(f"--dtype: {e}") from None
     get_codec(config.codec)  # unknown codec: fail before loading anything
     if config.batch_size < 1:
         raise AvaError(f"--batch-size must be >= 1, got {config.batch_size}")
@@ -355,7 +347,7 @@ def extract(config: ExtractConfig) -> dict[str, Any]:
         vfm = load_vfm(
             config.vfm,
             device=str(device),
-            dtype=DTYPES[config.dtype],
+            dtype=dtype,
             preprocess=config.preprocess,
             layers=tuple(config.layers),
         )
@@ -386,7 +378,7 @@ def _loader(
     rows_sha = group.rows()
     items = [(r, images[rows_sha[r]]) for r in todo]
     return torch.utils.data.DataLoader(
-        _ImageSet(Dataset(config.data), items, vfm.preprocess),
+        _ImageSet(Dataset(config.data), items, vfm.preprocess_fn()),  # picklable: spawn workers get no model
         batch_sampler=_batches(todo, group.shard_size, config.batch_size),
         num_workers=config.num_workers,
         collate_fn=_collate,
@@ -410,7 +402,7 @@ def _run(
     try:
         with progress:
             for batch in batches:
-                _compute(vfm, group, batch, device, DTYPES[config.dtype], results)
+                _compute(vfm, group, batch, device, results)
                 failed.extend(e for _, e in batch["failed"])
                 for r in batch["rows"] + [r for r, _ in batch["failed"]]:
                     shard = r // group.shard_size
@@ -447,13 +439,12 @@ def _compute(
     group: CacheGroup,
     batch: dict[str, Any],
     device: torch.device,
-    dtype: torch.dtype,
     results: dict[int, list],
 ) -> None:
     """Forward one batch and encode each layer on the device; results[row] = [(values, scale) per layer]."""
     if batch["pixels"] is None:
         return
-    out = _forward(vfm, batch["pixels"], device, dtype)  # [B, L, T, D]
+    out = _forward(vfm, batch["pixels"], device)  # [B, L, T, D]
     if out.ndim != 4 or out.shape[2:] != (group.num_tokens, group.dim) or out.shape[1] != len(group.layers):
         raise AvaError(
             f"VFM output {tuple(out.shape)} does not match the cache spec "

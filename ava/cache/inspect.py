@@ -17,14 +17,14 @@ from typing import Any
 
 import numpy as np
 
-from ava.cache.store import KEY_FIELDS, CacheGroup, disk_bytes, group_keys, spec_key
+from ava.cache.store import CacheGroup, disk_bytes, group_keys, key_fields, open_groups, spec_key
 from ava.errors import AvaError
 
 _SHA = re.compile(r"^[0-9a-f]{64}$")
 
 
 def _groups(cache_dir: str | os.PathLike[str]) -> list[CacheGroup]:
-    return [CacheGroup.open(cache_dir, k) for k in group_keys(cache_dir)]
+    return open_groups(cache_dir)
 
 
 def _shards(group: CacheGroup, progress: bool, what: str) -> Iterator[range]:
@@ -109,7 +109,7 @@ def cache_info(cache_dir: str | os.PathLike[str], *, digest: bool = True, progre
 def _check_spec(group: CacheGroup) -> list[str]:
     problems = []
     spec = group.spec
-    missing = [k for k in (*KEY_FIELDS, "vfm", "num_tokens", "dim") if k not in spec]
+    missing = [k for k in (*key_fields(spec), "vfm", "num_tokens", "dim") if k not in spec]
     if missing:
         return [f"spec lacks field(s) {missing}"]
     if group.attrs.get("auto_key") != spec_key(spec):

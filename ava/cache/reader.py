@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ava.cache.store import CacheError, CacheGroup, group_keys
+from ava.cache.store import CacheError, CacheGroup, open_groups
 from ava.errors import AvaError
 
 
@@ -107,8 +107,7 @@ def _describe(group: CacheGroup) -> str:
 
 
 def _matches(group: CacheGroup, vfm: str) -> bool:
-    spec = group.spec
-    names = {spec["vfm"], spec.get("requested"), spec.get("identity", {}).get("vfm")} - {None}
+    names = set(group.names())
     if vfm in names:
         return True
     try:
@@ -125,7 +124,7 @@ def open_cache(cache_dir: str | os.PathLike[str], vfm: str, *, key: str | None =
     hint = f"`ava cache extract --vfm {vfm} --data DIR --cache {cache_dir}`"
     if not (cache_dir / "zarr.json").is_file():
         raise CacheError(f"{cache_dir} holds no feature cache; make it with {hint}")
-    groups = [CacheGroup.open(cache_dir, k) for k in group_keys(cache_dir)]
+    groups = open_groups(cache_dir)
     if key is not None:
         chosen = [g for g in groups if g.key == key]
         if not chosen:

@@ -10,10 +10,11 @@
         scales/<layer>                  # [N, T] float32 per-token scales (int8 codec only)
 
 The key is a short hash of the canonical JSON of the fields that define the features (``KEY_FIELDS``):
-the VFM's identity (weights, preprocessing, layers, prefix policy...), the dtype of the forward pass,
-the codec and the format version. Extracting the same VFM with another codec or dtype therefore makes a
-new group beside the old one. A key named by the user (``--key``) is fixed: reusing it with a spec that
-differs is refused, naming the differing fields.
+the VFM's identity (weights, preprocessing, layers, prefix tokens, forward dtype...), the codec and the
+format version; never a name the user typed, so ``dinov2@DIR`` and ``hf:DIR`` share a group. The names a
+group was extracted under are kept in its attrs (``open_cache`` finds it by any of them). Extracting the
+same VFM with another codec or dtype makes a new group beside the old one. A key named by the user
+(``--key``) is fixed: reusing it with a spec that differs is refused, naming the differing fields.
 
 Writers own whole shards: a shard (S consecutive rows) is only ever written by one process at a time,
 in one write, then its rows are marked done. Zarr's local store writes every shard file through a
@@ -37,11 +38,12 @@ from ava.data.format import atomic_write_text
 from ava.errors import AvaError
 
 FORMAT_NAME = "ava-feature-cache"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: the key is the identity + codec + format version (no name, no repeated fields)
 ROWS_FILE = "rows.json"
 DEFAULT_SHARD_SIZE = 64
 _KEY = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]*$")
-KEY_FIELDS = ("identity", "preprocess", "layers", "prefix_policy", "dtype", "codec", "format_version")
+KEY_FIELDS = ("identity", "codec", "format_version")
+_KEY_FIELDS_V1 = ("identity", "preprocess", "layers", "prefix_policy", "dtype", "codec", "format_version")
 
 
 class CacheError(AvaError, ValueError):
@@ -52,9 +54,14 @@ def canonical_json(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
 
 
+def key_fields(spec: dict[str, Any]) -> tuple[str, ...]:
+    """The fields of ``spec`` that define its features (format 1 groups repeated some identity fields)."""
+    return _KEY_FIELDS_V1 if spec.get("format_version") == 1 else KEY_FIELDS
+
+
 def spec_key(spec: dict[str, Any]) -> str:
     """Short hash of the fields that define the stored features."""
-    keyed = {k: spec.get(k) for k in KEY_FIELDS}
+    keyed = {k: spec.get(k) for k in key_fields(spec)}
     return hashlib.sha256(canonical_json(keyed).encode()).hexdigest()[:12]
 
 
@@ -69,8 +76,9 @@ def _flatten(obj: Any, prefix: str) -> dict[str, Any]:
 
 def spec_diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """Dotted names of the key fields that differ, with both values (``codec: 'fp16' != 'int8'``)."""
-    a = _flatten(json.loads(canonical_json({k: old.get(k) for k in KEY_FIELDS})), "")
-    b = _flatten(json.loads(canonical_json({k: new.get(k) for k in KEY_FIELDS})), "")
+    fields = dict.fromkeys((*key_fields(old), *key_fields(new)))
+    a = _flatten(json.loads(canonical_json({k: old.get(k) for k in fields})), "")
+    b = _flatten(json.loads(canonical_json({k: new.get(k) for k in fields})), "")
     return [f"{k}: {a.get(k)!r} != {b.get(k)!r}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
 
 
@@ -101,6 +109,14 @@ def group_keys(cache_dir: str | os.PathLike[str], *, incomplete: bool = False) -
     return sorted(name for name, g in root.groups() if ("spec" in g.attrs) != incomplete)
 
 
+def open_groups(cache_dir: str | os.PathLike[str]) -> list[CacheGroup]:
+    """Every complete group of a cache, read-only, in key order: one pass over the groups' metadata."""
+    root = open_root(cache_dir, create=False)
+    path = Path(cache_dir)
+    found = [(name, dict(g.attrs)) for name, g in root.groups()]
+    return [CacheGroup(path / name, name, attrs) for name, attrs in sorted(found) if "spec" in attrs]
+
+
 @dataclass
 class CacheGroup:
     """One cache group opened for reading or writing. Zarr handles are opened lazily and not pickled,
@@ -118,8 +134,8 @@ class CacheGroup:
     def open(cls, cache_dir: str | os.PathLike[str], key: str, *, writable: bool = False) -> CacheGroup:
         import zarr
 
-        root = open_root(cache_dir, create=False)
-        if key not in {name for name, _ in root.groups()}:
+        open_root(cache_dir, create=False)
+        if not _KEY.match(key) or not (Path(cache_dir) / key / "zarr.json").is_file():  # only this group's metadata
             raise CacheError(f"{cache_dir}: no cache group {key!r}; groups: {group_keys(cache_dir)}")
         attrs = dict(zarr.open_group(str(Path(cache_dir) / key), mode="r").attrs)
         if "spec" not in attrs:
@@ -135,6 +151,22 @@ class CacheGroup:
     @property
     def spec(self) -> dict[str, Any]:
         return self.attrs["spec"]
+
+    def names(self) -> list[str]:
+        """The VFM names this group was extracted under (``dinov2``, ``dinov2@DIR``, ``hf:DIR``...)."""
+        spec = self.spec
+        legacy = spec.get("identity", {}).get("vfm")  # format 1 kept the name in the identity
+        found = [spec.get("vfm"), spec.get("requested"), legacy, *self.attrs.get("names", [])]
+        return list(dict.fromkeys(n for n in found if n))
+
+    def remember_names(self, spec: dict[str, Any]) -> None:
+        """Add the names of ``spec`` (same features, maybe another name) to the group's attrs."""
+        import zarr
+
+        new = [n for n in (spec.get("vfm"), spec.get("requested")) if n and n not in self.names()]
+        if new:
+            self.attrs["names"] = [*self.attrs.get("names", []), *new]
+            zarr.open_group(str(self.path), mode="a").attrs["names"] = self.attrs["names"]
 
     @property
     def codec(self) -> Codec:
@@ -214,21 +246,23 @@ def create_group(
     """Open the group of ``spec`` (creating the store and group if needed); refuses a differing spec."""
     import zarr
 
-    root = open_root(cache_dir, create=True)
+    open_root(cache_dir, create=True)
     auto = spec_key(spec)
     key = key or auto
     if not _KEY.match(key):
         raise CacheError(f"--key {key!r}: use letters, digits, '.', '_' and '-' only (it names a directory)")
-    existing = {name: dict(g.attrs) for name, g in root.groups()}
-    if key in existing and "spec" in existing[key]:  # a group without a spec was cut off while being made
-        group = CacheGroup.open(cache_dir, key, writable=True)
+    path = Path(cache_dir) / key
+    existing = dict(zarr.open_group(str(path), mode="r").attrs) if (path / "zarr.json").is_file() else {}
+    if "spec" in existing:  # a group without a spec was cut off while being made
+        group = CacheGroup(path, key, existing, writable=True)
         diff = spec_diff(group.spec, spec)
         if diff:
             raise CacheError(
-                f"{Path(cache_dir) / key}: cache group {key!r} holds features of another spec; differing fields: "
+                f"{path}: cache group {key!r} holds features of another spec; differing fields: "
                 + "; ".join(diff)
                 + ". Use another --key, or leave --key out to get a group of its own."
             )
+        group.remember_names(spec)
         return group
     if shard_size < 1:
         raise CacheError(f"shard size must be >= 1, got {shard_size}")

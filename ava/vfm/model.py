@@ -6,6 +6,7 @@ patch tokens with the prefix tokens (CLS, registers, summary) dropped and the po
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import warnings
@@ -25,7 +26,7 @@ from ava.vfm import preprocess as pp
 from ava.vfm.families import FAMILIES
 from ava.vfm.spec import VFMSpec, parse_pool
 
-IDENTITY_FORMAT = 1
+IDENTITY_FORMAT = 2  # 2: no free-form name; random_weights from the weights
 DTYPES = {
     "fp32": torch.float32, "float32": torch.float32, "float": torch.float32,
     "fp16": torch.float16, "float16": torch.float16, "half": torch.float16,
@@ -161,14 +162,18 @@ class FrozenVFM(nn.Module):
         return torch.device("cpu")
 
     def identity(self) -> dict[str, Any]:
-        """Everything that defines the features; the feature cache derives its key from this dict."""
+        """Everything that defines the features; the feature cache derives its key from this dict.
+
+        No name is in it: ``dinov2@DIR`` and ``hf:DIR`` load the same weights the same way, so they get the same
+        identity (and cache key). ``random_weights`` here says the weights were built here from a seed; the
+        label ``self.random_weights`` (tiny test models too) stays out, since it follows from the name.
+        """
         spec = self.spec
         ident: dict[str, Any] = {
             "format": IDENTITY_FORMAT,
-            "vfm": self._portable_key(),
             "model_class": spec.model_class,
             "weights": self.weights,
-            "random_weights": self.random_weights,
+            "random_weights": self.weights.startswith("random:"),
             "image_size": spec.image_size,
             "patch_size": spec.patch_size,
             "mean": list(spec.mean),
@@ -190,19 +195,16 @@ class FrozenVFM(nn.Module):
             ).hexdigest()
         return ident
 
-    def _portable_key(self) -> str:
-        """The spec key with a local weights path replaced by "<local>": moving a directory keeps the identity
-        (the weights' sha256 is in the identity anyway)."""
-        key, hub_id = self.spec.key, self.spec.hub_id
-        if hub_id and self.weights.startswith("sha256:"):
-            key = key.replace(hub_id, "<local>")
-        return key
+    def preprocess_fn(self) -> functools.partial[torch.Tensor]:
+        """The preprocessing of this model as a picklable function of one image: DataLoader workers started with
+        spawn or forkserver get this small object, not the whole model (as a bound ``self.preprocess`` would)."""
+        if self.preprocess_mode == "processor":
+            return functools.partial(pp.processor_preprocess, processor=self.processor, size=self.spec.image_size)
+        return functools.partial(pp.pad_preprocess, size=self.spec.image_size, mean=self.spec.mean, std=self.spec.std)
 
     def preprocess(self, image: Image.Image) -> torch.Tensor:
         """One image -> float32 [3, S, S], normalized for this model (see ``ava.vfm.preprocess``)."""
-        if self.preprocess_mode == "processor":
-            return pp.processor_preprocess(image, self.processor, self.spec.image_size)
-        return pp.pad_preprocess(image, self.spec.image_size, self.spec.mean, self.spec.std)
+        return self.preprocess_fn()(image)
 
     @torch.no_grad()
     def forward(self, pixel_values: torch.Tensor) -> torch.Tensor:
