@@ -249,13 +249,17 @@ _BIN = re.compile(
 _DISTANCE = re.compile(r"(?<![A-Za-z0-9_.])(\d+(?:\.\d+)?)\s*(cm|centimet(?:er|re)s?)?(?![0-9])", re.I)
 
 
-def bin_midpoint(text: str) -> float | None:
-    """The midpoint of a depth bin written as ``"2-3"`` / ``"2 - 3 m"`` / ``"between 2 and 3 meters"``."""
+def parse_bin(text: str) -> tuple[float, float] | None:
+    """The one depth bin written in ``text``: ``"2-3"`` / ``"2 - 3 m"`` / ``"between 2 and 3 meters"`` ->
+    ``(2.0, 3.0)``; None when it names no bin or several different ones."""
     bins = {(float(a), float(b)) for a, b in _BIN.findall(words_to_digits(text))}
-    if len(bins) != 1:
-        return None
-    lo, hi = bins.pop()
-    return (lo + hi) / 2
+    return bins.pop() if len(bins) == 1 else None
+
+
+def bin_midpoint(text: str) -> float | None:
+    """The midpoint of the depth bin :func:`parse_bin` reads in ``text``, or None."""
+    found = parse_bin(text)
+    return None if found is None else (found[0] + found[1]) / 2
 
 
 def _parse_depth(ability: Ability, reply: str, options: list[str] | None) -> float | None:
@@ -354,7 +358,8 @@ def _parse_text(reply: str) -> str | None:
 # -- public API --------------------------------------------------------------------------------------------------
 
 
-def _options_for(ability: Ability, options: list[str] | None) -> list[str] | None:
+def sample_options(ability: Ability, options: list[str] | None) -> list[str] | None:
+    """A question's options, else the ability's fixed options, else None: the list replies are read against."""
     if options:
         return list(options)
     return list(ability.fixed_options) or None
@@ -372,14 +377,14 @@ def parse_reply(
         return None
     kind = ability.answer_kind
     if kind == "option":
-        opts = _options_for(ability, options)
+        opts = sample_options(ability, options)
         if not opts:
             raise AvaError(f"cannot parse a {ability.key} reply without the question's options")
         return _parse_option(reply, opts)
     if kind == "integer":
         return _parse_integer(reply)
     if kind == "depth_bin":
-        return _parse_depth(ability, reply, _options_for(ability, options))
+        return _parse_depth(ability, reply, sample_options(ability, options))
     if kind == "box":
         return _parse_box(reply, image_size)
     if kind == "rgb":
@@ -401,7 +406,7 @@ def format_reply(ability: Ability, value: Any, *, options: list[str] | None = No
     midpoint are written as that bin (``"2-3"``), other metres as ``"2.7 m"``.
     """
     kind = ability.answer_kind
-    opts = _options_for(ability, options)
+    opts = sample_options(ability, options)
     if kind == "option":
         if not opts or not 0 <= int(value) < len(opts):
             raise AvaError(f"{ability.key}: option index {value!r} is outside the {len(opts or [])} options")

@@ -68,6 +68,7 @@ def _table(report: ScoreReport) -> Table:
     from rich.table import Table
 
     from ava.data.split import split_label
+    from ava.metrics import METRICS
 
     title = f"split {split_label(report.results['split'])}"
     if report.results.get("synthetic"):
@@ -77,6 +78,6 @@ def _table(report: ScoreReport) -> Table:
                          ("n", "right"), ("unparsed", "right")):  # fmt: skip
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
     for key, res in report.results["abilities"].items():
-        arrow = "↑" if res["higher_is_better"] else "↓"
+        arrow = METRICS.get(res["metric"]).arrow
         table.add_row(key, res["metric"], f"{res['value']:.4f}", arrow, str(res["n"]), str(res["n_unparsed"]))
     return table

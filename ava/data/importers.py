@@ -54,6 +54,7 @@ from ava.data.format import DatasetWriter, Sample, atomic_write_text, update_inf
 from ava.data.images import NormalizedImage, normalize_image
 from ava.data.truth import derive_truth, source_of
 from ava.errors import AvaError
+from ava.progress import progress as progress_bar
 
 FORMATS = ("auto", "hf", "llava", "eval")
 ERRORS_FILE = "import_errors.jsonl"
@@ -156,7 +157,7 @@ def import_dataset(
     ctx = _Context(report, forced)
     sidecar = _export_sidecar(src_path, fmt)
     info = {"source": {"path": str(src_path.resolve()), "format": fmt}, "synthetic": bool(sidecar.get("synthetic"))}
-    with _progress(progress) as bar, _pool(workers) as pool:
+    with progress_bar(progress, transient=True) as bar, _pool(workers) as pool:
         for total, rows in groups:
             task = bar.add_task("importing", total=total)
             with DatasetWriter(out_path, info) as writer:
@@ -202,16 +203,6 @@ def _normalize_or_error(data: bytes, source: str) -> NormalizedImage | str:
         return normalize_image(data, source=source)
     except AvaError as e:
         return str(e)
-
-
-def _progress(enabled: bool):  # noqa: ANN202 - rich's Progress
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    return Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=Console(stderr=True), disable=not enabled, transient=True,
-    )  # fmt: skip
 
 
 def _write_errors(out: Path, errors: list[ImportIssue]) -> None:

@@ -18,7 +18,6 @@ from ava.abilities import Ability
 from ava.abilities.subgroups import INDOOR_MAX_DEPTH
 from ava.errors import AvaError
 
-_BIN_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:-|–|to)\s*(\d+(?:\.\d+)?)\s*(?:m|meters|metres)?\s*$", re.I)
 # Object names inside the paper's question templates, used as the sample's class where the answer is not.
 _CLASS_PATTERNS = {
     "counting": re.compile(r"how many (.+?) are there", re.I),
@@ -82,12 +81,13 @@ def _extract_options(question: str) -> tuple[str, ...] | None:
 
 
 def _options(ability: Ability, question: str) -> list[str]:
+    from ava.abilities.parsers import sample_options
+
     found = _extract_options(question)
-    if found:
-        return list(found)
-    if ability.fixed_options:
-        return list(ability.fixed_options)
-    raise TruthError("the question lists no options")
+    options = sample_options(ability, list(found) if found else None)
+    if not options:
+        raise TruthError("the question lists no options")
+    return options
 
 
 def _option_truth(ability: Ability, question: str, answer: str) -> Truth:
@@ -106,14 +106,8 @@ def _option_truth(ability: Ability, question: str, answer: str) -> Truth:
     return Truth({"index": int(index), "text": text}, options, meta)
 
 
-def parse_bin(text: str) -> tuple[float, float] | None:
-    """``"2-3"`` / ``"2 - 3 m"`` -> ``(2.0, 3.0)``; None when ``text`` is no depth bin."""
-    m = _BIN_RE.match(text)
-    return (float(m.group(1)), float(m.group(2))) if m else None
-
-
 def _depth_truth(ability: Ability, question: str, answer: str) -> Truth:
-    from ava.abilities.parsers import parse_reply
+    from ava.abilities.parsers import parse_bin, parse_reply
 
     options = _options(ability, question)
     bins = [parse_bin(o) for o in options]

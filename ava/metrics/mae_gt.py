@@ -30,9 +30,9 @@ def mae_gt(prediction: float, truth: float) -> float:
 
 def _depth_midpoints(ability: Ability, sample: Sample) -> list[float]:
     from ava.abilities import INDOOR_DEPTH_BINS, OUTDOOR_DEPTH_BINS
-    from ava.abilities.parsers import bin_midpoint
+    from ava.abilities.parsers import bin_midpoint, sample_options
 
-    options = sample.options or list(ability.fixed_options) or [*INDOOR_DEPTH_BINS, *OUTDOOR_DEPTH_BINS]
+    options = sample_options(ability, sample.options) or [*INDOOR_DEPTH_BINS, *OUTDOOR_DEPTH_BINS]
     mids = [m for m in (bin_midpoint(o) for o in options) if m is not None]
     if not mids:
         raise AvaError(f"sample {sample.ava}/{sample.id}: no depth bin among its options {options}")

@@ -41,6 +41,7 @@ class SampleScore:
     value: float
     parsed: Any | None
     ok: bool  # False: unparsed (or missing), scored at the metric's worst value
+    truth: Any = None  # the sample's structured truth (``truth_value``), kept for the per-sample record
 
 
 @dataclass
@@ -51,10 +52,6 @@ class ScoreReport:
     unknown: list[tuple[str, str]] = field(default_factory=list)  # predictions matching no scored sample
 
 
-def _options(ability: Ability, sample: Sample) -> list[str] | None:
-    return list(sample.options) if sample.options else (list(ability.fixed_options) or None)
-
-
 def score_sample(ability: Ability, sample: Sample, reply: str | None) -> SampleScore:
     """Parse one reply and score it; an unparsed or missing reply gets the metric's worst value."""
     metric = METRICS.get(ability.metric)
@@ -63,13 +60,13 @@ def score_sample(ability: Ability, sample: Sample, reply: str | None) -> SampleS
         parsed = None
         if reply is not None:
             size = (sample.width, sample.height)
-            parsed = parse_reply(ability, reply, options=_options(ability, sample), image_size=size)
+            parsed = parse_reply(ability, reply, options=sample.options, image_size=size)
         if parsed is None:
-            return SampleScore(float(metric.worst(truth, ability, sample)), None, False)
+            return SampleScore(float(metric.worst(truth, ability, sample)), None, False, truth)
         value = float(metric.compute(parsed, truth))
     except AvaError as e:
         raise AvaError(f"sample {sample.ava}/{sample.id}: {e}") from e
-    return SampleScore(value, parsed, True)
+    return SampleScore(value, parsed, True, truth)
 
 
 def _jsonable(value: Any) -> Any:
@@ -109,7 +106,7 @@ def _score_ability(
         values.append(result.value)
         records.append({
             "id": sample.id, "ava": sample.ava, "split": sample.split, "prediction": reply,
-            "parsed": _jsonable(result.parsed), "truth": _jsonable(truth_value(ability, sample)),
+            "parsed": _jsonable(result.parsed), "truth": _jsonable(result.truth),
             "score": result.value, "ok": result.ok,
         })  # fmt: skip
     summary = {

@@ -14,12 +14,14 @@ from __future__ import annotations
 import io
 import math
 import re
+import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ava.report.ranks import normalized_scores
+from ava.report.render import arrow, table_caption, vfm_header
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -34,15 +36,15 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.]+", "-", text).strip("-") or "head"
 
 
-def vfm_label(table: HeadTable, vfm: str) -> str:
-    return f"{vfm} (random weights)" if table.random_weights.get(vfm) else vfm
-
-
 def _caption(table: HeadTable) -> str:
-    data = "synthetic data" if table.synthetic else "real data"
-    rand = [v for v in table.vfms if table.random_weights.get(v)]
-    weights = f" · random weights: {', '.join(rand)}" if rand else ""
-    return f"head: {table.head} · split: {', '.join(table.splits)} · {data}{weights}"
+    """The table caption of :func:`ava.report.render.table_caption`, wrapped to fit under a figure title."""
+    return "\n".join(textwrap.wrap(table_caption(table.to_dict()), 110))
+
+
+def _vfm_labels(table: HeadTable) -> list[str]:
+    """The VFMs' column headers of the report's tables (random-weight VFMs marked)."""
+    info = table.to_dict()
+    return [vfm_header(info, v) for v in table.vfms]
 
 
 def _save(fig: Figure, out_dir: Path, stem: str) -> list[str]:
@@ -81,10 +83,10 @@ def radar(table: HeadTable) -> Figure | None:
         ab: normalized_scores({v: x for v, x in table.values[ab].items() if x is not None}, table.higher_is_better[ab])
         for ab in abilities
     }
-    for vfm, color in zip(table.vfms, _colors(table), strict=True):
+    for vfm, label, color in zip(table.vfms, _vfm_labels(table), _colors(table), strict=True):
         r = [norm[ab].get(vfm, 0.0) for ab in abilities]
         style = "--" if table.random_weights.get(vfm) else "-"
-        ax.plot(angles + angles[:1], r + r[:1], style, color=color, label=vfm_label(table, vfm), linewidth=1.6)
+        ax.plot(angles + angles[:1], r + r[:1], style, color=color, label=label, linewidth=1.6)
         ax.fill(angles + angles[:1], r + r[:1], color=color, alpha=0.08)
     ax.set_xticks(angles, abilities, fontsize=8)
     ax.set_ylim(0, 1)
@@ -117,8 +119,7 @@ def bars(table: HeadTable) -> Figure:
         scored = [y for y in ys if y is not None]
         if scored and min(scored) >= 0:
             ax.set_ylim(0, max(scored) * 1.1 or 1.0)  # all-zero scores: an empty 0..1 axis, not -0.05..0.05
-        arrow = "↑" if table.higher_is_better[ab] else "↓"
-        ax.set_title(f"{ab}: {table.metrics[ab]} {arrow}", fontsize=8)
+        ax.set_title(f"{ab}: {table.metrics[ab]} {arrow(table.higher_is_better[ab])}", fontsize=8)
         ax.set_xticks(range(len(table.vfms)), table.vfms, rotation=30, ha="right", fontsize=7)
         ax.tick_params(axis="y", labelsize=7)
     fig.suptitle(f"Per-ability scores (hatched: random weights)\n{_caption(table)}", fontsize=9)
@@ -144,7 +145,7 @@ def rank_heatmap(table: HeadTable) -> Figure:
     for (i, j), r in np.ndenumerate(grid):
         color = "black" if np.isnan(r) or r < mid else "white"  # dark text on the light (good) end of viridis_r
         ax.text(j, i, "–" if np.isnan(r) else f"{r:.3g}", ha="center", va="center", fontsize=7, color=color)
-    ax.set_xticks(range(len(table.vfms)), [vfm_label(table, v) for v in table.vfms], rotation=30, ha="right",
+    ax.set_xticks(range(len(table.vfms)), _vfm_labels(table), rotation=30, ha="right",
                   fontsize=8)  # fmt: skip
     ax.set_yticks(range(len(rows)), rows, fontsize=8)
     ax.axhline(len(rows) - 1.5, color="white", linewidth=2)

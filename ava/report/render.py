@@ -156,7 +156,10 @@ def markdown(report: dict[str, Any], base: Path | None = None) -> str:
     """
     md = ["# AVA-Bench report", ""]
     if any(r["random_weights"] for r in report["runs"]):
-        md += [f"> **Note:** VFMs marked *{RANDOM}* are controls with untrained weights, not trained models.", ""]
+        md += [
+            f"> **Note:** a VFM or LLM marked *{RANDOM}* is a control with untrained weights, not a trained model.",
+            "",
+        ]
     if any(r["synthetic"] for r in report["runs"]):
         md += ["> **Note:** scored on *synthetic* data: only relative behaviour is meaningful, not paper numbers.", ""]
     md += ["## Runs", "", _md_runs(report, base), ""]

@@ -60,10 +60,11 @@ def _tasks(config: SynthConfig, abilities: list[str]) -> list[Task]:
 
 def _render_all(tasks: list[Task], workers: int, progress: bool):
     """Yield rendered samples in task order, from a process pool when ``workers > 1``."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    from rich.progress import TimeRemainingColumn
 
-    columns = (TextColumn("synth"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
-    with Progress(*columns, disable=not progress, transient=False) as bar:
+    from ava.progress import progress as progress_bar
+
+    with progress_bar(progress, TimeRemainingColumn()) as bar:
         job = bar.add_task("synth", total=len(tasks))
         if workers <= 1:
             for t in tasks:

@@ -30,6 +30,7 @@ from ava.errors import AvaError
 from ava.heads import common
 from ava.heads.knn.config import KNNConfig
 from ava.heads.knn.model import Memory, build_index, on_device, search
+from ava.progress import progress
 
 META_FILE = "knn.json"
 TARGETS_FILE = "knn.safetensors"
@@ -120,7 +121,6 @@ def _save_targets(run_dir: Path, targets: dict[str, np.ndarray]) -> None:
 def train(config: KNNConfig) -> Path:
     """Build one index per ability, pick k on the held-out slice, write the run dir (evaluates when eval_after)."""
     from ava.cache import open_cache
-    from ava.heads.probe.train import _progress
 
     dataset = Dataset(config.data)
     abilities = common.select_abilities(dataset, config.ava)
@@ -135,7 +135,7 @@ def train(config: KNNConfig) -> Path:
     run_dir = common.start_run(config.out, config, run)
     metas: dict[str, dict[str, Any]] = {}
     targets: dict[str, np.ndarray] = {}
-    with _progress(config.progress) as bar:
+    with progress(config.progress, transient=True) as bar:
         job = bar.add_task(f"knn {config.vfm}", total=len(abilities))
         for ava in abilities:
             ability = get_ability(ava)

@@ -38,6 +38,7 @@ from ava.heads import common
 from ava.heads.probe.config import ProbeConfig
 from ava.heads.probe.model import Probe, ProbeGrid, box_from_output, box_loss
 from ava.heads.probe.ocr import CTCReader, char_vocabulary, ctc_loss, encode_texts, greedy_decode, num_slots
+from ava.progress import progress
 
 META_FILE = "probe.json"
 WEIGHTS_FILE = "probe.safetensors"
@@ -495,13 +496,6 @@ def _head_name(config: ProbeConfig) -> str:
     return "probe-attn" if config.pooling == "attn" else "probe-linear"
 
 
-def _progress(enabled: bool) -> Any:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    disable=not enabled, transient=True)  # fmt: skip
-
-
 def train(config: ProbeConfig) -> Path:
     """Train probes for the abilities of ``config`` and write the run directory (evaluates when eval_after)."""
     from ava.cache import open_cache
@@ -517,7 +511,7 @@ def train(config: ProbeConfig) -> Path:
     run = common.run_block(_head_name(config), config.vfm, abilities, cache, dataset, seed=config.seed)
     run_dir = common.start_run(config.out, config, run)
     models, metas = {}, {}
-    with _progress(config.progress) as bar:
+    with progress(config.progress, transient=True) as bar:
         for ava in abilities:
             samples = common.train_samples(dataset, ava, config.max_train, config.seed)
             job = bar.add_task(f"{_head_name(config)} {config.vfm} {ava}", total=None)
