@@ -256,26 +256,14 @@ class _Rate:
 
 
 def _progress(enabled: bool, total: int, done: int) -> Any:
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
+    """The shared progress bar with the extraction rate, and its task."""
+    from rich.progress import TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[rate]:.1f} img/s"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-    )
-    progress = Progress(*columns, disable=not enabled)
-    task = progress.add_task("extract", total=total, completed=done, rate=0.0)
-    return progress, task
+    from ava.progress import progress
+
+    bar = progress(enabled, TextColumn("{task.fields[rate]:.1f} img/s"), TimeElapsedColumn(), TimeRemainingColumn())
+    task = bar.add_task("extract", total=total, completed=done, rate=0.0)
+    return bar, task
 
 
 def _lock_group(group: CacheGroup) -> Any:

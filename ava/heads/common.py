@@ -39,17 +39,15 @@ if TYPE_CHECKING:
 
 REGRESSION_KINDS = ("integer", "depth_bin", "rgb", "box")
 TARGET_DIMS = {"integer": 1, "depth_bin": 1, "rgb": 3, "box": 4}
-_BIN_RE = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*-\s*(-?\d+(?:\.\d+)?)\s*$")
 
 
 # -- devices and seeds ----------------------------------------------------------------------------------
 def resolve_device(device: str) -> str:
-    """``"auto"`` becomes ``"cuda"`` when torch sees a GPU, else ``"cpu"``; anything else is kept."""
-    if device != "auto":
-        return device
-    import torch
+    """``"auto"`` becomes ``"cuda"`` when torch sees a GPU, else ``"cpu"``; a CUDA device asked for where there is
+    none is a user error (the VFM loader's rule, shared)."""
+    from ava.vfm.model import resolve_device as _resolve
 
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    return str(_resolve(device))
 
 
 # -- abilities and samples ------------------------------------------------------------------------------
@@ -106,10 +104,10 @@ def holdout_split(samples: Sequence[Sample], frac: float = 0.1, seed: int = 0) -
 
 def question_options(ability: Ability, sample: Sample) -> list[str]:
     """The options of this question (the sample's own list, or the ability's fixed one)."""
-    if sample.options:
-        return list(sample.options)
-    if ability.fixed_options:
-        return list(ability.fixed_options)
+    from ava.abilities.parsers import sample_options
+
+    if options := sample_options(ability, sample.options):
+        return options
     raise AvaError(f"sample {sample.ava}/{sample.id}: a {ability.answer_kind} question without options")
 
 
@@ -128,11 +126,14 @@ def option_text(ability: Ability, sample: Sample) -> str:
 
 
 def bin_midpoint(label: str) -> float:
-    """Metres at the middle of a depth bin written ``"2-3"``."""
-    m = _BIN_RE.match(label)
-    if not m:
+    """Metres at the middle of a depth bin written ``"2-3"`` (the parsers' reading); an option that is no bin is an
+    error here, since a head cannot regress onto it."""
+    from ava.abilities.parsers import bin_midpoint as _midpoint
+
+    mid = _midpoint(label)
+    if mid is None:
         raise AvaError(f"depth option {label!r} is not a bin like '2-3'")
-    return (float(m.group(1)) + float(m.group(2))) / 2
+    return mid
 
 
 def depth_metres(ability: Ability, sample: Sample) -> float:

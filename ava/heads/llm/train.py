@@ -179,20 +179,14 @@ def _trim_log(path: Path, step: int) -> None:
 
 
 def _progress(enabled: bool, training: bool = True) -> Any:
-    """A rich progress bar; training bars show loss, samples/s and tokens/s."""
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
+    """The shared progress bar; training bars also show loss, samples/s and tokens/s."""
+    from rich.progress import TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from ava.progress import progress
 
     stats = "loss {task.fields[loss]:.4f}  {task.fields[sps]:.1f} samples/s  {task.fields[tps]:.0f} tokens/s"
-    columns = [TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn()]
-    columns += [TextColumn(stats)] if training else []
-    return Progress(*columns, TimeElapsedColumn(), TimeRemainingColumn(), disable=not enabled)
+    extra = [TextColumn(stats)] if training else []
+    return progress(enabled, *extra, TimeElapsedColumn(), TimeRemainingColumn())
 
 
 class _Meter:
