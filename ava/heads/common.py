@@ -26,6 +26,7 @@ import math
 import os
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -372,6 +373,37 @@ def write_json(path: Path, obj: Any) -> None:
     from ava.data.format import atomic_write_text
 
     atomic_write_text(path, json.dumps(to_jsonable(obj), indent=2, ensure_ascii=False) + "\n")
+
+
+@dataclass
+class SavedRun:
+    """A finished feature-head run opened for evaluation: its files, its dataset and its cache group."""
+
+    path: Path
+    config: dict[str, Any]
+    run: dict[str, Any]
+    metas: dict[str, Any]
+    dataset: Dataset
+    cache: Any
+    device: str
+
+
+def open_saved_run(run_dir: str | os.PathLike[str], meta_file: str, *, data: str | None = None,
+                   cache: str | None = None, device: str | None = None) -> SavedRun:  # fmt: skip
+    """Read config.json, run.json and the head's ``meta_file``; open the data and the run's own cache group
+    (``data``/``cache``/``device`` override what the run recorded)."""
+    from ava.cache import open_cache
+    from ava.data.format import Dataset
+
+    path = Path(run_dir)
+    config = read_json(path / "config.json")
+    run = read_json(path / "run.json")
+    return SavedRun(
+        path=path, config=config, run=run, metas=read_json(path / meta_file),
+        dataset=Dataset(data or config["data"]),
+        cache=open_cache(cache or config["cache"], config["vfm"], key=run.get("cache_key")),
+        device=resolve_device(device or config.get("device", "auto")),
+    )  # fmt: skip
 
 
 def read_json(path: Path) -> Any:

@@ -188,16 +188,10 @@ def evaluate(run_dir: str | os.PathLike[str], split: str = "test", *, data: str 
     """Reload the saved indexes, predict ``split`` with each ability's chosen k, write results_<split>.json."""
     from safetensors.numpy import load_file
 
-    from ava.cache import open_cache
-
-    run_dir = Path(run_dir)
-    config = common.read_json(run_dir / "config.json")
-    run = common.read_json(run_dir / "run.json")
-    metas = common.read_json(run_dir / META_FILE)
+    saved = common.open_saved_run(run_dir, META_FILE, data=data, cache=cache, device=device)
+    run_dir, config, run, metas = saved.path, saved.config, saved.run, saved.metas
+    dataset, feature_cache, dev = saved.dataset, saved.cache, saved.device
     targets = load_file(str(run_dir / TARGETS_FILE)) if (run_dir / TARGETS_FILE).is_file() else {}
-    dataset = Dataset(data or config["data"])
-    feature_cache = open_cache(cache or config["cache"], config["vfm"], key=run.get("cache_key"))
-    dev = common.resolve_device(device or config.get("device", "auto"))
     predictions: dict[tuple[str, str], str] = {}
     extra: dict[str, dict] = {}
     for ava, meta in metas.items():

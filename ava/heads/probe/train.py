@@ -529,15 +529,9 @@ def train(config: ProbeConfig) -> Path:
 def evaluate(run_dir: str | os.PathLike[str], split: str = "test", *, data: str | None = None,
              cache: str | None = None, device: str | None = None, **_: Any) -> dict[str, Any]:  # fmt: skip
     """Reload the saved probes, predict ``split`` from the cache and write results_<split>.json."""
-    from ava.cache import open_cache
-
-    run_dir = Path(run_dir)
-    config = common.read_json(run_dir / "config.json")
-    run = common.read_json(run_dir / "run.json")
-    metas = common.read_json(run_dir / META_FILE)
-    dataset = Dataset(data or config["data"])
-    feature_cache = open_cache(cache or config["cache"], config["vfm"], key=run.get("cache_key"))
-    dev = common.resolve_device(device or config.get("device", "auto"))
+    saved = common.open_saved_run(run_dir, META_FILE, data=data, cache=cache, device=device)
+    run_dir, config, run, metas = saved.path, saved.config, saved.run, saved.metas
+    dataset, feature_cache, dev = saved.dataset, saved.cache, saved.device
     predictions: dict[tuple[str, str], str] = {}
     extra = {}
     for ava, (model, task) in _load_models(run_dir, metas).items():
