@@ -244,6 +244,8 @@ def _summary_line(summary: dict[str, Any]) -> str:
 
 def _save_timings(out: Path, timings: dict[str, float], total: float) -> None:
     from ava.data.format import atomic_write_text
+    from ava.threads import threads_in_use
 
-    data = {"stages_s": {k: round(v, 2) for k, v in timings.items()}, "total_s": round(total, 2)}
+    data = {"stages_s": {k: round(v, 2) for k, v in timings.items()}, "total_s": round(total, 2),
+            "threads": threads_in_use()}  # fmt: skip
     atomic_write_text(out / "demo_timings.json", json.dumps(data, indent=2) + "\n")

@@ -1,6 +1,147 @@
 """User-facing errors: the CLI prints their message (which names the file, sample or option at fault)
-and exits with status 2, without a traceback."""
+and exits with status 2, without a traceback.
+
+:func:`describe` turns the other failures a user can cause or meet (an OSError on a read-only or full disk, a
+file where a directory should be, bad UTF-8, a truncated safetensors file, corrupt JSON metadata) into one line
+that names the path and the cause; ``ava/cli/main.py`` prints it instead of a traceback unless ``AVA_DEBUG=1``.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+from types import TracebackType
+from typing import Any
 
 
 class AvaError(Exception):
     """Base of every error whose message is meant for the user."""
+
+
+# errno -> what it means for the user (strerror says it too, but tersely or in the C library's words)
+_ERRNO_HINTS = {
+    errno.ENOSPC: "no space left on the device (disk full)",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EROFS: "read-only file system",
+    errno.ENOTDIR: "a file is where a directory is expected",
+    errno.EISDIR: "a directory is where a file is expected",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+    errno.ENOENT: "no such file or directory",
+    errno.EEXIST: "already exists",
+    errno.ENOTEMPTY: "directory not empty",
+}
+
+_PATH_NAMES = ("path", "file", "filename", "fname", "fn", "p", "info_path", "src", "source", "where", "run_dir")
+
+
+def _looks_like_path(value: Any, must_exist: bool = True) -> Path | None:
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+        if not must_exist and isinstance(value, str):
+            return Path(value)
+    if isinstance(value, str) and 0 < len(value) < 4096 and "\n" not in value:
+        try:
+            path = Path(value)
+            return path if path.exists() else None
+        except (OSError, ValueError):
+            return None
+    return None
+
+
+def path_from_traceback(tb: TracebackType | None, must_exist: bool = True) -> Path | None:
+    """The file the failing code was working on, read from the innermost frame that holds one.
+
+    Decoders (json, UTF-8, safetensors, zarr metadata) raise without a file name; the caller's frame still has
+    the path in a local variable. Locals named like a path are preferred; files are preferred over directories.
+    ``must_exist=False`` also takes ``Path`` objects that no longer exist (a temporary removed on failure).
+    """
+    frames = []
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    # a store root and the key or node path it was reading (zarr's LocalStore has .root; metadata is zarr.json)
+    keys = [v for f in frames for k, v in f.f_locals.items() if k in ("key", "path") and isinstance(v, str) and v]
+    keys += [k.rstrip("/") + "/zarr.json" for k in keys] + ["zarr.json"]
+    roots = [r for f in frames for v in f.f_locals.values() if isinstance(r := getattr(v, "root", None), Path)]
+    for frame in reversed(frames):
+        named: list[Path] = []
+        other: list[Path] = []
+        for name, value in frame.f_locals.items():
+            path = _looks_like_path(value, must_exist)
+            if path is not None:
+                (named if name in _PATH_NAMES else other).append(path)
+        found = named + other
+        files = [p for p in found if p.is_file()]
+        if files:
+            return files[0]
+        for folder in [*(p for p in found if p.is_dir()), *roots]:
+            for key in keys:
+                if (folder / key).is_file():
+                    return folder / key
+        if found:
+            return found[0]
+    return None
+
+
+def _os_error(e: OSError) -> str:
+    where = " -> ".join(str(f) for f in (e.filename, e.filename2) if f is not None)
+    if not where:  # write() and friends raise without a file name: take it from the failing frame
+        where = str(path_from_traceback(e.__traceback__, must_exist=False) or "")
+    cause = _ERRNO_HINTS.get(e.errno or -1) or e.strerror or str(e)
+    return f"{where}: {cause}" if where else cause
+
+
+def describe(e: BaseException) -> str | None:
+    """One line for a failure the user can act on (path and cause), or None for a bug (keep the traceback)."""
+    if isinstance(e, AvaError):
+        return str(e)
+    for inner in (e, e.__cause__, e.__context__):
+        if isinstance(inner, OSError) and not isinstance(inner, ConnectionError | TimeoutError):
+            return _os_error(inner)
+    path = path_from_traceback(e.__traceback__)
+    at = f"{path}: " if path else ""
+    if isinstance(e, UnicodeDecodeError):
+        return f"{at}not valid {e.encoding} text (byte {e.object[e.start : e.start + 1]!r} at offset {e.start})"
+    import json
+
+    if isinstance(e, json.JSONDecodeError):
+        return f"{at}not valid JSON ({e.msg}: line {e.lineno}, column {e.colno}), corrupt or truncated"
+    kind = f"{type(e).__module__}.{type(e).__name__}"
+    if "safetensor" in kind.lower():
+        return f"{at}not a readable safetensors file, truncated or corrupt ({e})"
+    if kind.startswith("zarr.") or kind.startswith("numcodecs."):
+        return f"{at}corrupt cache data or metadata ({type(e).__name__}: {e})"
+    if isinstance(e, MemoryError):
+        return "out of memory (try a smaller --batch-size, fewer --num-workers or --max-train)"
+    return None
+
+
+def remove_own_temp_files(roots: list[Path], max_depth: int = 3) -> list[Path]:
+    """Delete the temporary files this process left under ``roots`` after a failure.
+
+    ava writes files atomically through ``.NAME.<pid>.tmp`` (or ``.NAME.synth-<pid>.tmp``) beside the target;
+    only names holding this process's pid are touched, so another run's temporaries are never removed.
+    """
+    import shutil
+
+    pid = str(os.getpid())
+    removed = []
+    for root in roots:
+        if not root.is_dir():
+            continue
+        base = len(root.parts)
+        for here, dirs, files in os.walk(root):
+            depth = len(Path(here).parts) - base
+            if depth >= max_depth:
+                dirs[:] = []
+            for name in [*files, *dirs]:
+                if name.startswith(".") and name.endswith(".tmp") and (f".{pid}." in name or f"-{pid}." in name):
+                    target = Path(here) / name
+                    if target.is_dir() and not target.is_symlink():
+                        shutil.rmtree(target, ignore_errors=True)
+                    else:
+                        target.unlink(missing_ok=True)
+                    removed.append(target)
+    return removed

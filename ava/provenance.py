@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import ava
+from ava.threads import threads_in_use
 
 _PACKAGES = ("torch", "transformers", "peft", "zarr", "numcodecs", "numpy", "faiss-cpu", "faiss-gpu",
              "colour-science", "rapidfuzz", "pillow")  # fmt: skip
@@ -46,5 +47,6 @@ def provenance() -> dict[str, Any]:
         "packages": package_versions(),
         "python": platform.python_version(),
         "platform": platform.platform(),
+        "threads": threads_in_use(),  # torch's intra-/inter-op threads (ava --threads), None without torch
         "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
     }

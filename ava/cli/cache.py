@@ -8,15 +8,11 @@ from typing import Annotated, Any
 
 import typer
 
+from ava.cli.options import AvaOpt, ThreadsOpt, checked, split_list, threads_setup
+
 app = typer.Typer(no_args_is_help=True)
 
 MAX_ERRORS_SHOWN = 10
-
-
-def _split_list(values: list[str] | None) -> list[str] | None:
-    if not values:
-        return None
-    return [v.strip() for item in values for v in item.split(",") if v.strip()]
 
 
 def _parse_layers(text: str | None) -> tuple[int, ...] | None:
@@ -37,21 +33,27 @@ def extract_cmd(
     ] = None,
     data: Annotated[Path | None, typer.Option(help="Dataset directory.")] = None,
     cache: Annotated[Path | None, typer.Option(help="Cache directory (a Zarr store; created if absent).")] = None,
-    ava: Annotated[
-        list[str] | None, typer.Option(help="Abilities to extract (repeat or comma-separate; default all).")
-    ] = None,
+    ava: AvaOpt = None,
     split: Annotated[str | None, typer.Option(help="Only images of this split: train or test (default both).")] = None,
     codec: Annotated[str | None, typer.Option(help="fp16 (default), bf16 or int8.")] = None,
     layers: Annotated[str | None, typer.Option(help="Hidden layer(s), comma-separated; default -2.")] = None,
-    batch_size: Annotated[int | None, typer.Option(help="Images per forward pass (default 32).")] = None,
+    batch_size: Annotated[
+        int | None, typer.Option(help="Images per forward pass (default 32).", callback=checked("batch_size"))
+    ] = None,
     device: Annotated[str | None, typer.Option(help="auto, cpu or cuda.")] = None,
     dtype: Annotated[str | None, typer.Option(help="Forward dtype: fp32 (default), bf16 or fp16.")] = None,
-    num_workers: Annotated[int | None, typer.Option(help="DataLoader workers decoding images (default 0).")] = None,
+    num_workers: Annotated[
+        int | None,
+        typer.Option(help="DataLoader workers decoding images (default 0).", callback=checked("num_workers")),
+    ] = None,
     preprocess: Annotated[str | None, typer.Option(help="pad (pad to square, default) or processor.")] = None,
-    shard_size: Annotated[int | None, typer.Option(help="Images per shard (default 64).")] = None,
+    shard_size: Annotated[
+        int | None, typer.Option(help="Images per shard (default 64).", callback=checked("shard_size"))
+    ] = None,
     key: Annotated[str | None, typer.Option(help="Fixed group name instead of the spec hash.")] = None,
     config: Annotated[Path | None, typer.Option(help="TOML file with any of these options.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    threads: ThreadsOpt = None,
 ) -> None:
     """Extract frozen-VFM features of a dataset's images into the compressed cache.
 
@@ -71,7 +73,7 @@ def extract_cmd(
             vfm=vfm,
             data=str(data) if data else None,
             cache=str(cache) if cache else None,
-            ava=_split_list(ava),
+            ava=split_list(ava),
             split=split,
             codec=codec,
             layers=_parse_layers(layers),
@@ -86,6 +88,7 @@ def extract_cmd(
         )
     except TypeError as e:  # a required field given neither as an option nor in --config
         raise AvaError(f"--vfm, --data and --cache are required (as options or in --config): {e}") from e
+    threads_setup(threads, cfg.num_workers)
     summary = extract(cfg)
     console, err = Console(), Console(stderr=True)
     if summary["rank"] == 0:

@@ -12,6 +12,8 @@ from typing import Annotated, Any
 
 import typer
 
+from ava.cli.options import PANEL_RESOURCES, ThreadsOpt, checked, list_callback, threads_setup
+
 app = typer.Typer(no_args_is_help=True)
 
 _O = typer.Option
@@ -77,94 +79,218 @@ def _latest_results(run_dir: Path, split: str) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
+P_COMMON, P_TRAIN, P_LLM, P_KNN, P_PROBE = "Common", "Training (llm, probes)", "LLM head", "kNN head", "Probe heads"
+P_RES = PANEL_RESOURCES
+REQUIRED = ("vfm", "data", "cache", "out")
+# Options a head's config carries for uniformity but ignores: refused by name rather than accepted silently.
+IGNORED = {"knn": {"epochs", "lr"}}
+
+
+def _num(name: str, help: str, panel: str = P_COMMON) -> Any:
+    return _O(help=help, callback=checked(name), rich_help_panel=panel, show_default=False)
+
+
+def _check_required(cfg: Any, config_file: Path | None) -> None:
+    from ava.errors import AvaError
+
+    missing = [f"--{name}" for name in REQUIRED if hasattr(cfg, name) and not getattr(cfg, name)]
+    if missing:
+        where = f" or in {config_file}" if config_file else " (or in a --config TOML file)"
+        raise AvaError(f"missing required option(s) {', '.join(missing)}: give them on the command line{where}")
+
+
 @app.command("train")
 def train(
-    head: Annotated[str, _O(help="Head: llm, probe-linear, probe-attn or knn (see `ava head list`).")] = "llm",
-    ava: Annotated[list[str] | None, _O(help="Ability key (repeatable); default: every ability in --data.")] = None,
-    vfm: Annotated[str | None, _O(help="VFM key (the cache's VFM).")] = None,
-    data: Annotated[str | None, _O(help="Dataset directory (already split).")] = None,
-    cache: Annotated[str | None, _O(help="Feature cache directory (`ava cache extract`).")] = None,
-    out: Annotated[str | None, _O(help="Run directory to write (re-running the same command resumes).")] = None,
-    config: Annotated[Path | None, _O("--config", help="TOML file with config fields; options override it.")] = None,
-    seed: Annotated[int | None, _O(help="Random seed.")] = None,
-    device: Annotated[str | None, _O(help="auto, cpu, cuda, cuda:1 ...")] = None,
-    epochs: Annotated[int | None, _O(help="Epochs (LLM default: 10, 20 for localization).")] = None,
-    lr: Annotated[float | None, _O(help="Learning rate (LLM default: 1e-4).")] = None,
-    batch_size: Annotated[int | None, _O(help="Global batch size (LLM default: 16).")] = None,
-    layer: Annotated[int | None, _O(help="Cached VFM layer to use (default: the cache's first).")] = None,
-    split: Annotated[str | None, _O(help="Split evaluated after training.")] = None,
-    eval_after: Annotated[bool | None, _O("--eval-after/--no-eval-after", help="Evaluate after training.")] = None,
-    max_train: Annotated[int | None, _O(help="Cap on training samples per ability (quick runs).")] = None,
-    llm: Annotated[str | None, _O(help="[llm] LLM: registry name, hub id or local dir (default qwen2-0.5b).")] = None,
-    grad_accum: Annotated[int | None, _O(help="[llm] Gradient accumulation steps.")] = None,
-    lora_r: Annotated[int | None, _O(help="[llm] LoRA rank (default 128; alpha = 2 r).")] = None,
-    features: Annotated[str | None, _O(help="[llm] cache (default) or online (VFM on every batch).")] = None,
-    init: Annotated[str | None, _O(help="[llm] Warm start: an align/train run or a stage-2 directory.")] = None,
-    dtype: Annotated[str | None, _O(help="[llm] auto (bf16 on GPU), fp32 or bf16.")] = None,
-    max_eval: Annotated[int | None, _O(help="[llm] Cap on evaluated samples per ability.")] = None,
-    decode: Annotated[str | None, _O(help="[llm] Evaluation after training: generate or score.")] = None,
-    gradient_checkpointing: Annotated[bool | None, _O("--gradient-checkpointing", help="[llm] Save memory.")] = None,
-    num_workers: Annotated[int | None, _O(help="[llm] DataLoader workers.")] = None,
-    k: Annotated[list[int] | None, _O(help="[knn] Neighbours (repeatable: candidates chosen on held-out).")] = None,
-    pools: Annotated[
-        list[str] | None, _O(help="[probe-linear, knn] Pooled views to choose from: mean, gridN (repeatable).")
+    head: Annotated[
+        str, _O(help="Head: llm, probe-linear, probe-attn or knn (see `ava head list`).", rich_help_panel=P_COMMON)
+    ] = "llm",
+    ava: Annotated[
+        list[str] | None,
+        _O(
+            help="Abilities (repeat or comma-separate); default: every ability in --data.",
+            callback=list_callback,
+            rich_help_panel=P_COMMON,
+        ),
     ] = None,
+    vfm: Annotated[str | None, _O(help="VFM key (the cache's VFM). Required.", rich_help_panel=P_COMMON)] = None,
+    data: Annotated[
+        str | None, _O(help="Dataset directory (already split). Required.", rich_help_panel=P_COMMON)
+    ] = None,
+    cache: Annotated[
+        str | None, _O(help="Feature cache directory (`ava cache extract`). Required.", rich_help_panel=P_COMMON)
+    ] = None,
+    out: Annotated[
+        str | None,
+        _O(
+            "--out",
+            "-o",
+            help="Run directory to write (re-running the same command resumes). Required.",
+            rich_help_panel=P_COMMON,
+        ),
+    ] = None,
+    config: Annotated[
+        Path | None, _O("--config", help="TOML file with config fields; options override it.", rich_help_panel=P_COMMON)
+    ] = None,
+    seed: Annotated[int | None, _O(help="Random seed (default 0).", rich_help_panel=P_COMMON)] = None,
+    device: Annotated[str | None, _O(help="auto, cpu, cuda, cuda:1 ...", rich_help_panel=P_RES)] = None,
+    layer: Annotated[
+        int | None,
+        _O(
+            help="Cached VFM layer to use (default: the cache's first; probes try last vs all).",
+            rich_help_panel=P_COMMON,
+        ),
+    ] = None,
+    split: Annotated[
+        str | None, _O(help="Split evaluated after training (default test).", rich_help_panel=P_COMMON)
+    ] = None,
+    eval_after: Annotated[
+        bool | None,
+        _O(
+            "--eval-after/--no-eval-after",
+            help="Evaluate after training (default: yes).",
+            rich_help_panel=P_COMMON,
+            show_default=False,
+        ),
+    ] = None,
+    max_train: Annotated[int | None, _num("max_train", "Cap on training samples per ability (quick runs).")] = None,
+    batch_size: Annotated[
+        int | None,
+        _num(
+            "batch_size",
+            "Batch size. llm: the global batch (default 16); "
+            "probes: 128 mean-pooled / 64 tokens; knn: queries per search (4096).",
+            P_TRAIN,
+        ),
+    ] = None,
+    epochs: Annotated[
+        int | None,
+        _num(
+            "epochs",
+            "Epochs. llm: 10 (20 for localization); probes: enough for ~500 optimizer steps. Not for knn.",
+            P_TRAIN,
+        ),
+    ] = None,
+    lr: Annotated[
+        float | None,
+        _num(
+            "lr",
+            "Learning rate. llm: 1e-4; probes: one rate instead of the grid "
+            "picked on a 10% held-out slice of train (linear 1e-3,3e-3,1e-2,3e-2; attn "
+            "3e-3,1e-2). Not for knn.",
+            P_TRAIN,
+        ),
+    ] = None,
+    llm: Annotated[
+        str | None, _O(help="LLM: registry name, hub id or local dir (default qwen2-0.5b).", rich_help_panel=P_LLM)
+    ] = None,
+    grad_accum: Annotated[int | None, _num("grad_accum", "Gradient accumulation steps (default 1).", P_LLM)] = None,
+    lora_r: Annotated[int | None, _num("lora_r", "LoRA rank (default 128; alpha = 2 r).", P_LLM)] = None,
+    features: Annotated[
+        str | None, _O(help="cache (default) or online (VFM on every batch).", rich_help_panel=P_LLM)
+    ] = None,
+    init: Annotated[
+        str | None, _O(help="Warm start: an align/train run or a stage-2 directory.", rich_help_panel=P_LLM)
+    ] = None,
+    dtype: Annotated[str | None, _O(help="auto (bf16 on GPU), fp32 or bf16.", rich_help_panel=P_LLM)] = None,
+    max_eval: Annotated[int | None, _num("max_eval", "Cap on evaluated samples per ability.", P_LLM)] = None,
+    decode: Annotated[
+        str | None, _O(help="Evaluation after training: generate (default) or score.", rich_help_panel=P_LLM)
+    ] = None,
+    gradient_checkpointing: Annotated[
+        bool | None, _O("--gradient-checkpointing", help="Save memory.", rich_help_panel=P_LLM, show_default=False)
+    ] = None,
+    num_workers: Annotated[int | None, _num("num_workers", "DataLoader workers (default 0).", P_LLM)] = None,
+    k: Annotated[
+        list[str] | None,
+        _O(
+            help="Neighbour counts to choose from (repeat or comma-separate; default "
+            "1,5,20, picked with the pool by leave-one-out over train).",
+            callback=checked("k", as_list=True, convert=int),
+            rich_help_panel=P_KNN,
+            show_default=False,
+        ),
+    ] = None,
+    pools: Annotated[
+        list[str] | None,
+        _O(
+            help="Pooled views to choose from: mean or gridN (N x N cell means "
+            "beside the mean), repeat or comma-separate. Default: knn "
+            "mean,grid2,grid4; probe-linear mean,grid4.",
+            callback=checked("pools", as_list=True),
+            rich_help_panel=P_KNN,
+            show_default=False,
+        ),
+    ] = None,
+    threads: ThreadsOpt = None,
 ) -> None:
-    """Train a head on cached features of one VFM, then evaluate it on the test split."""
+    """Train a head on cached features of one VFM, then evaluate it on the test split.
+
+    Defaults per head: probe-linear and probe-attn pick the learning rate (and probe-linear the pooled view) on a
+    10% held-out slice of train, ~500 optimizer steps; knn picks k and the pooled view by leave-one-out over
+    train (cosine neighbours); llm uses the paper's stage-3 settings (lr 1e-4, batch 16, LoRA r 128).
+    Writes results_<split>.json and predictions_<split>.jsonl into --out.
+    """
+    from ava.errors import AvaError
+
     options = dict(
-        ava=ava,
-        vfm=vfm,
-        data=data,
-        cache=cache,
-        out=out,
-        seed=seed,
-        device=device,
-        epochs=epochs,
-        lr=lr,
-        batch_size=batch_size,
-        layer=layer,
-        split=split,
-        eval_after=eval_after,
-        max_train=max_train,
-        llm=llm,
-        grad_accum=grad_accum,
-        lora_r=lora_r,
-        features=features,
-        init=init,
-        dtype=dtype,
-        max_eval=max_eval,
-        decode=decode,
-        gradient_checkpointing=gradient_checkpointing,
-        num_workers=num_workers,
-        k=k,
-        pools=pools,
-    )
+        ava=ava, vfm=vfm, data=data, cache=cache, out=out, seed=seed, device=device, epochs=epochs, lr=lr,
+        batch_size=batch_size, layer=layer, split=split, eval_after=eval_after, max_train=max_train, llm=llm,
+        grad_accum=grad_accum, lora_r=lora_r, features=features, init=init, dtype=dtype, max_eval=max_eval,
+        decode=decode, gradient_checkpointing=gradient_checkpointing, num_workers=num_workers, k=k, pools=pools,
+    )  # fmt: skip
+    spec_name = _head_name(head)
+    ignored = sorted(n for n in IGNORED.get(spec_name, ()) if options.get(n) is not None)
+    if ignored:
+        flags = ", ".join("--" + n.replace("_", "-") for n in ignored)
+        raise AvaError(f"head {spec_name!r} does not use {flags} (it trains nothing); leave them out")
     spec, cfg = build_config(head, config, options)
+    _check_required(cfg, config)
+    threads_setup(threads, getattr(cfg, "num_workers", 0))
     run_dir = Path(spec.train(cfg))
     split_name = getattr(cfg, "split", "test")
     suffix = "_score" if getattr(cfg, "decode", "generate") == "score" else ""
     print_results(_latest_results(run_dir, split_name + suffix), run_dir)
 
 
+def _head_name(head: str) -> str:
+    from ava.heads import HEADS
+
+    return HEADS.canonical(head)
+
+
 @app.command("eval")
 def evaluate(
     run: Annotated[Path, _O(help="A run directory written by `ava head train`.")],
     split: Annotated[str, _O(help="Split to evaluate.")] = "test",
-    decode: Annotated[str | None, _O(help="[llm] generate (greedy) or score (option log-likelihood).")] = None,
-    max_eval: Annotated[int | None, _O(help="[llm] Cap on evaluated samples per ability.")] = None,
-    batch_size: Annotated[int | None, _O(help="Evaluation batch size.")] = None,
-    device: Annotated[str | None, _O(help="auto, cpu, cuda ...")] = None,
+    decode: Annotated[
+        str | None,
+        _O(
+            help="llm only: generate (greedy; writes results_<split>.json) or score "
+            "(option log-likelihood; writes results_<split>_score.json).",
+            rich_help_panel=P_LLM,
+        ),
+    ] = None,
+    max_eval: Annotated[int | None, _num("max_eval", "llm only: cap on evaluated samples per ability.", P_LLM)] = None,
+    batch_size: Annotated[int | None, _num("batch_size", "Evaluation batch size.")] = None,
+    device: Annotated[str | None, _O(help="auto, cpu, cuda ...", rich_help_panel=P_RES)] = None,
+    threads: ThreadsOpt = None,
 ) -> None:
-    """Evaluate a trained head on a split; writes results_<split>.json and predictions_<split>.jsonl."""
+    """Evaluate a trained head on a split; writes results_<split>.json and predictions_<split>.jsonl
+    (llm with --decode score: results_<split>_score.json and predictions_<split>_score.jsonl)."""
+    from ava.errors import AvaError
     from ava.heads import HEADS
     from ava.heads.common import read_json
 
     head = read_json(run / "run.json").get("head")
     if head == "align":
-        from ava.errors import AvaError
-
         raise AvaError(f"{run} is a connector-alignment run; use it with `ava head train --init {run}`")
+    if decode is not None and decode not in ("generate", "score"):
+        raise AvaError(f"--decode {decode!r}: use 'generate' or 'score'")
+    llm_only = [f for f, v in (("--decode", decode), ("--max-eval", max_eval)) if v is not None]
+    if head != "llm" and llm_only:
+        raise AvaError(f"{', '.join(llm_only)} apply to LLM-head runs only; {run} is a {head} run")
     spec = HEADS.get(head)
+    threads_setup(threads)
     results = spec.evaluate(
         run, split, **_set_options(dict(decode=decode, max_eval=max_eval, batch_size=batch_size, device=device))
     )
@@ -173,20 +299,21 @@ def evaluate(
 
 @app.command("align")
 def align(
-    vfm: Annotated[str | None, _O(help="VFM key.")] = None,
-    data: Annotated[str | None, _O(help="Captions dataset dir made by `ava head import-captions`.")] = None,
-    cache: Annotated[str | None, _O(help="Feature cache holding the caption images.")] = None,
-    out: Annotated[str | None, _O(help="Run directory to write.")] = None,
+    vfm: Annotated[str | None, _O(help="VFM key. Required.")] = None,
+    data: Annotated[str | None, _O(help="Captions dataset dir made by `ava head import-captions`. Required.")] = None,
+    cache: Annotated[str | None, _O(help="Feature cache holding the caption images. Required.")] = None,
+    out: Annotated[str | None, _O("--out", "-o", help="Run directory to write. Required.")] = None,
     config: Annotated[Path | None, _O("--config", help="TOML file with config fields.")] = None,
     llm: Annotated[str | None, _O(help="LLM (default qwen2-0.5b).")] = None,
-    epochs: Annotated[int | None, _O(help="Epochs (default 1).")] = None,
-    lr: Annotated[float | None, _O(help="Learning rate (default 1e-3, the paper's stage 1).")] = None,
-    batch_size: Annotated[int | None, _O(help="Global batch size (default 32).")] = None,
+    epochs: Annotated[int | None, _num("epochs", "Epochs (default 1).")] = None,
+    lr: Annotated[float | None, _num("lr", "Learning rate (default 1e-3, the paper's stage 1).")] = None,
+    batch_size: Annotated[int | None, _num("batch_size", "Global batch size (default 32).")] = None,
     features: Annotated[str | None, _O(help="cache (default) or online.")] = None,
-    max_train: Annotated[int | None, _O(help="Cap on caption pairs.")] = None,
+    max_train: Annotated[int | None, _num("max_train", "Cap on caption pairs.")] = None,
     seed: Annotated[int | None, _O(help="Random seed.")] = None,
     device: Annotated[str | None, _O(help="auto, cpu, cuda ...")] = None,
     dtype: Annotated[str | None, _O(help="auto, fp32 or bf16.")] = None,
+    threads: ThreadsOpt = None,
 ) -> None:
     """Pre-train the connector alone on image-caption pairs (the paper's stage 1); use with `train --init`."""
     from ava.config import load_config
@@ -210,7 +337,10 @@ def align(
             dtype=dtype,
         )
     )
-    run_dir = run_align(load_config(AlignConfig, config, **given))
+    cfg = load_config(AlignConfig, config, **given)
+    _check_required(cfg, config)
+    threads_setup(threads, cfg.num_workers)
+    run_dir = run_align(cfg)
     print_results(None, run_dir)
 
 
@@ -218,8 +348,8 @@ def align(
 def import_captions(
     captions: Annotated[Path, typer.Argument(help="LLaVA-558K-style JSON: [{id, image, conversations}].")],
     images: Annotated[Path, _O(help="Directory the JSON's image paths are relative to.")],
-    out: Annotated[Path, _O(help="Dataset directory to write (samples/captions.jsonl).")],
-    max_pairs: Annotated[int | None, _O(help="Import only the first N pairs.")] = None,
+    out: Annotated[Path, _O("--out", "-o", help="Dataset directory to write (samples/captions.jsonl).")],
+    max_pairs: Annotated[int | None, _num("max_pairs", "Import only the first N pairs.")] = None,
 ) -> None:
     """Import image-caption pairs into a dataset directory that `ava cache extract --ava captions` can read."""
     from rich.console import Console

@@ -7,19 +7,32 @@ from typing import Annotated
 
 import typer
 
+from ava.cli.options import AvaOpt, checked
+
 
 def synth(
-    out: Annotated[Path, typer.Option("--out", help="Dataset directory to write.")],
-    per_ava: Annotated[int | None, typer.Option("--per-ava", help="Samples per ability (default 100).")] = None,
-    ava: Annotated[list[str] | None, typer.Option("--ava", help="Ability key (repeatable; default: all 14).")] = None,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Dataset directory to write.")],
+    per_ava: Annotated[
+        int | None, typer.Option("--per-ava", help="Samples per ability (default 100).", callback=checked("per_ava"))
+    ] = None,
+    ava: AvaOpt = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Seed; same seed and options give the same bytes.")] = None,
-    size: Annotated[int | None, typer.Option("--size", help="Image side in pixels (default 384).")] = None,
+    size: Annotated[
+        int | None, typer.Option("--size", help="Image side in pixels (default 384).", callback=checked("size"))
+    ] = None,
     difficulty: Annotated[
         str | None, typer.Option("--difficulty", help="easy | medium | hard: noise, clutter, object size.")
     ] = None,
-    test_frac: Annotated[float | None, typer.Option("--test-frac", help="Test fraction per class/bin (0.2).")] = None,
-    workers: Annotated[int | None, typer.Option("--workers", help="Worker processes (default min(2, cpus)).")] = None,
-    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace a non-empty --out.")] = False,
+    test_frac: Annotated[
+        float | None,
+        typer.Option("--test-frac", help="Test fraction per class/bin (0.2).", callback=checked("test_frac")),
+    ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option("--workers", help="Worker processes (default min(2, cpus)).", callback=checked("workers")),
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing dataset at --out.")] = False,
+    overwrite: Annotated[bool, typer.Option("--overwrite", hidden=True, help="Deprecated: --force.")] = False,
     config: Annotated[Path | None, typer.Option("--config", help="TOML file with SynthConfig fields.")] = None,
 ) -> None:
     """Generate the built-in synthetic AVA suite (all 14 abilities, exact labels, already split 80/20)."""
@@ -30,7 +43,7 @@ def synth(
 
     cfg = load_config(
         SynthConfig, config, out=str(out), per_ava=per_ava, ava=ava or None, seed=seed, size=size,
-        difficulty=difficulty, test_frac=test_frac, workers=workers, overwrite=overwrite or None,
+        difficulty=difficulty, test_frac=test_frac, workers=workers, overwrite=(force or overwrite) or None,
     )  # fmt: skip
     path = generate(cfg, progress=True)
     Console().print(f"wrote synthetic dataset to [bold]{path}[/]")
@@ -39,8 +52,8 @@ def synth(
 def preview(
     data: Annotated[Path, typer.Argument(help="Dataset directory.")],
     ava: Annotated[str, typer.Option("--ava", help="Ability key to preview.")],
-    out: Annotated[Path, typer.Option("--out", help="PNG file to write.")] = Path("sheet.png"),
-    n: Annotated[int, typer.Option("--n", help="Number of samples.")] = 16,
+    out: Annotated[Path, typer.Option("--out", "-o", help="PNG file to write.")] = Path("sheet.png"),
+    n: Annotated[int, typer.Option("--n", help="Number of samples.", callback=checked("n"))] = 16,
     split: Annotated[str | None, typer.Option("--split", help="Only this split (train/test).")] = None,
 ) -> None:
     """Write a contact sheet of samples with their question and answer, to check a dataset by eye."""
