@@ -3,8 +3,9 @@
 torch sizes its intra-op pool from the machine's core count, not from what this process may use: in a
 container with a CPU quota, under ``taskset``, or beside DataLoader workers it oversubscribes the cores, and
 its threads then spend their time waiting for each other (the demo ran 2.5x slower on a shared 2-core machine).
-The default here is the CPUs this process may use (its affinity mask, capped by a cgroup v2 or v1 CPU quota)
-minus the DataLoader workers that will run beside it; ``OMP_NUM_THREADS``, when set, wins over that guess.
+The default here is the CPUs this process may use (its affinity mask, capped by a cgroup v2 or v1 CPU quota, and
+not counting CPUs other processes keep busy at start) minus the DataLoader workers that will run beside it;
+``OMP_NUM_THREADS``, when set, wins over that guess.
 
 Nothing here imports torch until :func:`apply_threads` runs, so the CLI's ``--help`` stays fast.
 """
@@ -103,6 +104,32 @@ def usable_cpus(root: Path = CGROUP_ROOT, proc_cgroup: Path = PROC_CGROUP) -> in
     return max(1, n)
 
 
+def _cpu_times(proc_stat: Path) -> tuple[int, int] | None:
+    """(idle, total) jiffies of all CPUs from /proc/stat, or None off Linux."""
+    try:
+        fields = proc_stat.read_text().splitlines()[0].split()
+    except (OSError, IndexError):
+        return None
+    if not fields or fields[0] != "cpu":
+        return None
+    values = [int(v) for v in fields[1:9]]  # user nice system idle iowait irq softirq steal
+    return values[3] + values[4], sum(values)
+
+
+def idle_cpus(interval: float = 0.2, proc_stat: Path = Path("/proc/stat")) -> float | None:
+    """How many CPUs of the machine sat idle over the last ``interval`` seconds (None when unknown)."""
+    import time
+
+    first = _cpu_times(proc_stat)
+    if first is None:
+        return None
+    time.sleep(interval)
+    second = _cpu_times(proc_stat)
+    if second is None or second[1] <= first[1]:
+        return None
+    return (second[0] - first[0]) / (second[1] - first[1]) * (os.cpu_count() or 1)
+
+
 def env_threads() -> int | None:
     """``OMP_NUM_THREADS`` as a positive int, or None when unset or not a positive int."""
     text = os.environ.get("OMP_NUM_THREADS", "").strip()
@@ -113,9 +140,19 @@ def env_threads() -> int | None:
     return n if n > 0 else None
 
 
-def default_threads(num_workers: int = 0) -> int:
-    """``OMP_NUM_THREADS`` when set, else the usable CPUs minus the DataLoader workers, at least 1."""
-    return env_threads() or max(1, usable_cpus() - max(0, num_workers or 0))
+def default_threads(num_workers: int = 0, busy_aware: bool = True) -> int:
+    """``OMP_NUM_THREADS`` when set, else the usable CPUs minus the DataLoader workers, at least 1.
+
+    ``busy_aware``: CPUs kept busy by other processes right now are not counted (measured over 0.2 s). On a
+    2-core machine beside one busy process, two torch threads wait on each other at every parallel region
+    (a thread is descheduled half the time), and one thread runs faster than two.
+    """
+    if env := env_threads():
+        return env
+    n = usable_cpus()
+    if busy_aware and (idle := idle_cpus()) is not None:
+        n = min(n, max(1, math.floor(idle + 0.5)))
+    return max(1, n - max(0, num_workers or 0))
 
 
 def apply_threads(threads: int | None = None, num_workers: int = 0) -> dict[str, Any]:

@@ -57,10 +57,24 @@ def test_usable_cpus_is_affinity_capped_by_quota(tmp_path: Path, monkeypatch: py
     assert th.usable_cpus(tmp_path / "none", tmp_path / "none") == 8
 
 
+def test_idle_cpus_from_proc_stat(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    stat = tmp_path / "stat"
+    samples = iter(["cpu 100 0 100 800 0 0 0 0 0 0\n", "cpu 150 0 150 900 0 0 0 0 0 0\n"])
+    monkeypatch.setattr(th.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr("time.sleep", lambda s: stat.write_text(next(samples)))
+    stat.write_text(next(samples))
+    assert th.idle_cpus(proc_stat=stat) == pytest.approx(1.0)  # 100 idle of 200 jiffies on 2 CPUs
+
+
 def test_default_threads(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(th, "usable_cpus", lambda *a: 4)
+    monkeypatch.setattr(th, "idle_cpus", lambda *a, **k: None)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     assert th.default_threads() == 4
+    monkeypatch.setattr(th, "idle_cpus", lambda *a, **k: 1.2)  # three CPUs busy with other work
+    assert th.default_threads() == 1
+    assert th.default_threads(busy_aware=False) == 4
+    monkeypatch.setattr(th, "idle_cpus", lambda *a, **k: None)
     assert th.default_threads(num_workers=3) == 1
     assert th.default_threads(num_workers=9) == 1
     monkeypatch.setenv("OMP_NUM_THREADS", "3")

@@ -76,7 +76,8 @@ ThreadsOpt = Annotated[
     typer.Option(
         "--threads",
         help="CPU threads for torch (default: the CPUs this process may use, from its affinity and cgroup quota, "
-        "minus DataLoader workers; OMP_NUM_THREADS when set). Recorded in the results.",
+        "less those other processes keep busy, minus DataLoader workers; OMP_NUM_THREADS when set). "
+        "Recorded in the results.",
         callback=checked("threads"),
         rich_help_panel=PANEL_RESOURCES,
         show_default=False,
