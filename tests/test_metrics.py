@@ -90,9 +90,10 @@ def test_giou_degenerate_boxes() -> None:
     ("pred", "truth", "expected"),
     [
         ("Hello", "hello", 1.0), ("  Hello   World ", "hello world", 1.0), ("abcd", "abce", 0.75),
-        ("abcd", "abxy", 0.5),  # exactly at the threshold: kept
+        ("abcd", "abxy", 0.0),  # a distance of exactly 0.5 is not < tau: 0 (Biten et al. 2019, the release)
         ("abcdefg", "abcdxyz", 4 / 7), ("abcde", "abxyz", 0.0),  # 0.4 < 0.5 -> 0
-        ("abc", "abcdef", 0.5), ("ab", "abcdef", 0.0), ("", "", 1.0), ("", "abc", 0.0), ("EXIT 12", "exit12", 6 / 7),
+        ("abc", "abcdef", 0.0), ("ab", "abcdef", 0.0), ("V.", "V", 0.0), ("abc", "abcd", 0.75),
+        ("", "", 1.0), ("", "abc", 0.0), ("EXIT 12", "exit12", 6 / 7),
     ],
 )  # fmt: skip
 def test_anls_threshold(pred: str, truth: str, expected: float) -> None:

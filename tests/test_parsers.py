@@ -6,7 +6,15 @@ import pytest
 from _metrics_fixtures import HEIGHT, WIDTH, make_sample
 
 from ava.abilities import ABILITY_KEYS, DTD_TEXTURES, INDOOR_DEPTH_BINS, format_options, get_ability
-from ava.abilities.parsers import extract_options, format_reply, parse_reply, truth_value, words_to_digits
+from ava.abilities.parsers import (
+    extract_options,
+    format_reply,
+    numbers,
+    parse_box,
+    parse_reply,
+    truth_value,
+    words_to_digits,
+)  # fmt: skip
 from ava.errors import AvaError
 
 ORIENT, SPATIAL, COUNT, DEPTH = (get_ability(k) for k in ("orientation", "spatial", "counting", "abs_depth"))
@@ -215,3 +223,90 @@ def test_a_slightly_overshooting_normalized_box_is_not_read_as_pixels():
     loc = get_ability("localization")
     assert parse_reply(loc, "[0.1, 0.2, 0.5, 1.02]") == pytest.approx((0.1, 0.2, 0.5, 1.02))
     assert parse_reply(loc, "[10, 20, 50, 100]", image_size=(100, 200)) == pytest.approx((0.1, 0.1, 0.5, 0.5))
+
+
+# -- goldens for the faults issue 15 found (each failed on the code before the fix) ----------------------------
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        ("[-0.05, 0.2, 0.5, 0.6]", (-0.05, 0.2, 0.5, 0.6)), ("[0.1,-0.05,0.5,0.6]", (0.1, -0.05, 0.5, 0.6)),
+        ("x1=-0.05, y1=0.2, x2=0.5, y2=0.6", (-0.05, 0.2, 0.5, 0.6)),
+        ("[0.1, 0.2, 0.5, \u22120.05]", (0.1, -0.05, 0.5, 0.2)),  # the Unicode minus, corners reordered
+        ("[-2, 2, 10, 6]", (-0.1, 0.2, 0.5, 0.6)),  # pixels: -2 px is -0.1 of a 20 px wide image
+        ("[-100, 2, 10, 6]", None),  # -5 image widths: outside BOX_RANGE, unparsed
+    ],
+)  # fmt: skip
+def test_negative_box_coordinates_stay_negative(reply: str, expected: tuple[float, ...] | None) -> None:
+    got = parse_reply(BOX, reply, image_size=(WIDTH, HEIGHT))
+    assert got == (pytest.approx(expected) if expected else None)
+
+
+def test_a_range_dash_is_no_minus_sign() -> None:
+    assert numbers("2-3 and 2 - 3", signed=True) == ["2", "3", "2", "3"]
+    assert numbers("[0.1,-0.05] x-5 (-7)", signed=True) == ["0.1", "-0.05", "5", "-7"]
+
+
+@pytest.mark.parametrize("reply", ["(-251, 10, 10)", "R: -12, G: 200, B: 3", "-12 200 3", "(-0.5, 0.2, 0.3)"])
+def test_negative_colour_values_are_out_of_range(reply: str) -> None:
+    assert parse_reply(COLOR, reply) is None
+
+
+@pytest.mark.parametrize("reply", ["-5 m", "-5", "about -2.5 meters", "\u22123 m"])
+def test_negative_depth_is_out_of_range(reply: str) -> None:
+    assert parse_reply(DEPTH, reply, options=list(INDOOR_DEPTH_BINS)) is None
+
+
+def test_depth_bins_still_read_with_dashes() -> None:
+    assert parse_reply(DEPTH, "2-3", options=list(INDOOR_DEPTH_BINS)) == 2.5
+    assert parse_reply(DEPTH, "5 m", options=list(INDOOR_DEPTH_BINS)) == 5.0
+
+
+@pytest.mark.parametrize(
+    ("key", "reply"),
+    [
+        ("rel_depth", "not red"), ("rel_depth", "It is not the red one."), ("rel_depth", "Not red"),
+        ("orientation", "it is not the left one"), ("orientation", "It isn't facing left"),
+        ("orientation", "never left"), ("spatial", "The answer is not B"), ("spatial", "Not left above"),
+        ("emotion", "neither happy nor sad"), ("counting", "not 5"), ("abs_depth", "not 2-3"),
+        ("abs_depth", "It is not B"),
+    ],
+)  # fmt: skip
+def test_negated_answers_are_unparsed(key: str, reply: str) -> None:
+    ability = get_ability(key)
+    options = list(INDOOR_DEPTH_BINS) if key == "abs_depth" else None
+    assert parse_reply(ability, reply, options=options) is None
+
+
+def test_a_negation_inside_an_option_text_does_not_count() -> None:
+    options = ["not a bird", "sparrow", "crow"]
+    fine = get_ability("fine_grained")
+    assert parse_reply(fine, "not a bird", options=options) == 0
+    assert parse_reply(fine, "It is not a bird.", options=options) == 0
+    assert parse_reply(fine, "sparrow", options=options) == 1
+    assert parse_reply(fine, "not sparrow", options=options) is None
+
+
+@pytest.mark.parametrize(
+    ("fmt", "reply", "size", "expected"),
+    [
+        ("1000", "<box>[193,315,630,576]</box>", (640, 480), (0.193, 0.315, 0.630, 0.576)),
+        ("1000", "<box>(193,315),(630,576)</box>", None, (0.193, 0.315, 0.630, 0.576)),
+        ("pixels", "[193,315,630,576]", (1000, 1000), (0.193, 0.315, 0.630, 0.576)),
+        ("pixels", "[1, 1, 2, 2]", (10, 10), (0.1, 0.1, 0.2, 0.2)),  # auto would read these as normalized
+        ("normalized", "[0.1, 0.2, 0.5, 0.6]", None, (0.1, 0.2, 0.5, 0.6)),
+        ("normalized", "[193,315,630,576]", (640, 480), None),  # not 0..1: outside BOX_RANGE, unparsed
+        ("auto", "[193,315,630,576]", (640, 480), (193 / 640, 315 / 480, 630 / 640, 576 / 480)),
+    ],
+)  # fmt: skip
+def test_box_formats(fmt: str, reply: str, size: tuple[int, int] | None, expected: tuple | None) -> None:
+    got = parse_reply(BOX, reply, image_size=size, box_format=fmt)
+    assert got == (pytest.approx(expected) if expected else None)
+
+
+def test_box_rule_is_reported_and_bad_format_refused() -> None:
+    assert parse_box("[0.1, 0.2, 0.5, 0.6]")[1] == "normalized"
+    assert parse_box("[10, 20, 50, 60]", (100, 100))[1] == "pixels"
+    with pytest.raises(AvaError, match="box format"):
+        parse_box("[0.1, 0.2, 0.5, 0.6]", box_format="percent")

@@ -206,3 +206,38 @@ def test_unsplit_dataset_and_null_predictions(tmp_path: Path) -> None:
     block = report.results["abilities"]["emotion"]
     assert block["n_unparsed"] == 1 and block["n_missing"] == 0 and block["value"] == pytest.approx(0.5)
     assert report.results["split"] == {"made_by": None, "name": "all"}
+
+
+def test_box_format_1000_reads_qwen_vl_boxes_and_results_count_the_rules(tmp_path: Path) -> None:
+    data = build_dataset(tmp_path / "data", ["localization"])  # images 20 x 10 px
+    # localization-0's truth is [0.1, 0.2, 0.55, 0.8]: on Qwen-VL's 0..1000 grid, 100,200,550,800;
+    # localization-1's is [0.5, 0.5, 0.9, 0.7]: in pixels of the 20 x 10 image, 10,5,18,7
+    rows = [{"id": "localization-0", "prediction": "<box>[100,200,550,800]</box>"},
+            {"id": "localization-1", "prediction": "[10, 5, 18, 7]"}]  # fmt: skip
+    pred = _write_preds(tmp_path / "p.jsonl", rows)
+    auto = tmp_path / "auto.json"
+    res = runner.invoke(app, ["score", "--data", str(data), "--pred", str(pred), "--json", str(auto)])
+    assert res.exit_code == 0, res.output
+    loc = json.loads(auto.read_text())["abilities"]["localization"]
+    assert loc["box_format"] == "auto" and loc["box_rules"] == {"normalized": 0, "pixels": 1, "1000": 0}
+    assert loc["n_unparsed"] == 1  # the 0..1000 box read as pixels lies 80 image heights away: no box
+    out = tmp_path / "k.json"
+    res = runner.invoke(app, ["score", "--data", str(data), "--pred", str(pred), "--json", str(out),
+                              "--box-format", "1000"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    loc = json.loads(out.read_text())["abilities"]["localization"]
+    assert loc["box_rules"] == {"normalized": 0, "pixels": 0, "1000": 2} and loc["n_unparsed"] == 0
+    record = json.loads(out.read_text())["config"]
+    assert record["box_format"] == "1000"
+    res = runner.invoke(app, ["score", "--data", str(data), "--pred", str(pred), "--box-format", "percent"])
+    assert isinstance(res.exception, AvaError) and "--box-format 'percent'" in str(res.exception)
+
+
+def test_auto_box_rule_mix_is_noted(tmp_path: Path) -> None:
+    data = build_dataset(tmp_path / "data", ["localization"])
+    rows = [{"id": "localization-0", "prediction": "[0.1, 0.2, 0.55, 0.8]"},
+            {"id": "localization-1", "prediction": "[10, 5, 18, 7]"}]  # fmt: skip
+    pred = _write_preds(tmp_path / "p.jsonl", rows)
+    res = runner.invoke(app, ["score", "--data", str(data), "--pred", str(pred)])
+    assert res.exit_code == 0, res.output
+    assert "1 as normalized, 1 as pixels" in " ".join(res.output.split())

@@ -9,20 +9,27 @@ the truth and a prediction are never read differently. The rules, per answer kin
   that names one option as a whole phrase (``"it faces front right"``; the longest option named wins, so
   ``"front right"`` beats ``"front"``). A number always means a 1-based option number, a letter A, B, ...
   When a label and a text disagree, or two different options are named equally, the reply is unparsed:
-  a reply is never guessed. The release's spatial scorer tested substrings in the wrong direction and
-  marked ``"Left below"`` right for ``"Left above"``; here ``"left below"`` only ever matches itself.
+  a reply is never guessed. A negated reply (``"not red"``, ``"it is not the left one"``, ``"isn't B"``)
+  asserts no option and is unparsed (a negation inside an option's own text does not count). The release's
+  spatial scorer tested substrings in the wrong direction and marked ``"Left below"`` right for ``"Left above"``;
+  here ``"left below"`` only ever matches itself.
 - **integer** -> int. Digits or number words up to ninety-nine (``"seven"``, ``"twenty-one"``). A
   decimal (``"2.5"``) stays one number (the release split it into 2 and 5) and is returned as a float,
-  scored as given. Several different numbers without an answer phrase are unparsed.
+  scored as given. Several different numbers without an answer phrase are unparsed, and so are a negative
+  and a negated count (``"not 5"``).
 - **depth_bin** -> metres (float). A bin (``"2-3"``, ``"2 - 3 m"``, ``"between 2 and 3 meters"``) or an
   option letter gives the bin midpoint; a single distance (``"about 2.5 m"``, ``"250 cm"``, ``"three
   meters"``) gives that value. For letter-style questions a bare number is metres, not an option number.
+  A negative distance (``"-5 m"``) is out of range and a negated one (``"not 2-3"``) asserts none: unparsed.
 - **box** -> ``(x1, y1, x2, y2)`` normalized to 0..1, corners reordered so x1<=x2, y1<=y2. Four numbers in
-  any brackets, or labelled (``x1=.., y1=..``, ``xmin``.., ``left/top/right/bottom``). If any value is > 2 the
-  box is in pixels and is divided by ``image_size=(width, height)`` (unparsed without it).
+  any brackets, or labelled (``x1=.., y1=..``, ``xmin``.., ``left/top/right/bottom``), signs kept (``-0.05``).
+  ``box_format`` says how they are read (:data:`BOX_FORMATS`); by default (``auto``) if any value is beyond 2
+  in magnitude the box is in pixels and is divided by ``image_size=(width, height)`` (unparsed without it).
+  A normalized coordinate outside :data:`BOX_RANGE` (-1..2) is no box of the image: unparsed.
 - **rgb** -> ``(r, g, b)`` ints 0..255: ``"(12, 200, 3)"``, ``"[12,200,3]"``, ``"12 200 3"``, ``"#0cc803"``,
   ``"rgb(12,200,3)"``, ``"R: 12, G: 200, B: 3"``; three fractions 0..1 written with a decimal point are scaled
-  by 255. Colour names are not parsed.
+  by 255. Signs are kept, and a value outside 0..255 (``"-251"``, ``"300"``) is unparsed. Colour names are
+  not parsed.
 - **text** -> the reply stripped of surrounding whitespace and one pair of enclosing quotes; nothing else
   is removed (ANLS lowercases and collapses whitespace itself). An empty reply is unparsed.
 """
@@ -50,6 +57,12 @@ _WORD_NUMBER = re.compile(
 )
 # A non-negative number that is not part of a word ("x1") or of a longer number; a decimal stays whole.
 _NUMBER = re.compile(r"(?<![A-Za-z0-9_.])\d+(?:\.\d+)?(?![0-9])")
+# The same with its sign: a minus (or U+2212) written against the digits and not against a preceding word or
+# number is a sign ("-0.05", "[0.1,-0.05", "R: -251"); "2-3" and "2 - 3" stay a range of two positive numbers.
+_SIGNED_NUMBER = re.compile(r"(?:(?<![\w.])[-\u2212](?=\d))?(?<![A-Za-z0-9_.])\d+(?:\.\d+)?(?![0-9])")
+_SIGNED = r"(?:[-\u2212](?=\d))?\d+(?:\.\d+)?"
+# A negated answer ("not red", "it isn't the left one") asserts no option; read on normalize_text's output.
+_NEGATION = re.compile(r"\b(?:not|never|neither|nor|no|cannot)\b|\b\w+n t\b")
 _ANSWER_PREFIX = re.compile(
     r"^(?:(?:the|my|final|correct|best|right)\s+)*(?:answer|option|choice)\s*(?:is\b|would be\b|:|-)?\s*:?\s*", re.I
 )
@@ -81,9 +94,21 @@ def words_to_digits(text: str) -> str:
     return _WORD_NUMBER.sub(repl, text)
 
 
-def numbers(text: str) -> list[str]:
-    """The numbers written in ``text`` as strings, decimals kept whole."""
-    return _NUMBER.findall(text)
+def numbers(text: str, *, signed: bool = False) -> list[str]:
+    """The numbers written in ``text`` as strings, decimals kept whole; with ``signed``, a leading minus kept
+    (``"-0.05"``; the Unicode minus is written as ``-``)."""
+    if not signed:
+        return _NUMBER.findall(text)
+    return [n.replace("\u2212", "-") for n in _SIGNED_NUMBER.findall(text)]
+
+
+def negated(text: str, options: list[str] | tuple[str, ...] = ()) -> bool:
+    """Whether ``text`` negates, outside the words of any option (``"not red"``, ``"it is not the left one"``)."""
+    norm = normalize_text(text)
+    for option in sorted((normalize_text(o) for o in options), key=len, reverse=True):
+        if option:
+            norm = re.sub(rf"(?<!\w){re.escape(option)}(?!\w)", " ", norm)
+    return bool(_NEGATION.search(norm))
 
 
 def normalize_text(text: str) -> str:
@@ -208,6 +233,8 @@ def _parse_option(reply: str, options: list[str]) -> int | None:
     exact = [i for i, o in enumerate(options) if normalize_text(o) == normalize_text(text)]
     if len(exact) == 1:
         return exact[0]
+    if negated(text, options):
+        return None
     matched, index = _label_and_text(text, options)
     if matched:
         return index
@@ -230,7 +257,7 @@ def _as_number(s: str) -> int | float:
 
 def _parse_integer(reply: str) -> int | float | None:
     text = words_to_digits(_clean(reply))
-    if re.search(r"(?:^|\s)[-\u2212]\s*\d", text):  # a negative count is no count
+    if re.search(r"(?:^|\s)[-\u2212]\s*\d", text) or negated(text):  # a negative or a negated count is no count
         return None
     found = {_as_number(s) for s in numbers(text)}
     if len(found) == 1:
@@ -246,7 +273,7 @@ _BIN = re.compile(
     r"(\d+(?:\.\d+)?)(?![0-9])",
     re.I,
 )
-_DISTANCE = re.compile(r"(?<![A-Za-z0-9_.])(\d+(?:\.\d+)?)\s*(cm|centimet(?:er|re)s?)?(?![0-9])", re.I)
+_DISTANCE = re.compile(r"(?<![\w.])((?:[-\u2212](?=\d))?\d+(?:\.\d+)?)\s*(cm|centimet(?:er|re)s?)?(?![0-9])", re.I)
 
 
 def parse_bin(text: str) -> tuple[float, float] | None:
@@ -264,7 +291,7 @@ def bin_midpoint(text: str) -> float | None:
 
 def _parse_depth(ability: Ability, reply: str, options: list[str] | None) -> float | None:
     text = _clean(reply)
-    if not text:
+    if not text or negated(text, options or ()):
         return None
     label = re.match(r"^\(?([A-Za-z])\)?(?:[.):,]\s*(.*))?$", text, re.S)
     if ability.option_style == "number":
@@ -290,39 +317,65 @@ def _parse_depth(ability: Ability, reply: str, options: list[str] | None) -> flo
 
 
 def _single_distance(text: str) -> float | None:
-    values = {float(v) / (100.0 if unit else 1.0) for v, unit in _DISTANCE.findall(text)}
-    return values.pop() if len(values) == 1 else None
+    """One distance in metres; a negative one is out of range (a distance from the camera), so unparsed."""
+    values = {float(v.replace("\u2212", "-")) / (100.0 if unit else 1.0) for v, unit in _DISTANCE.findall(text)}
+    if len(values) != 1:
+        return None
+    value = values.pop()
+    return value if value >= 0.0 else None
 
 
 # -- boxes and colours -------------------------------------------------------------------------------------------
 
 _BOX_KEYS = (("x1", "y1", "x2", "y2"), ("xmin", "ymin", "xmax", "ymax"), ("left", "top", "right", "bottom"))
+# How a reply's four box numbers are read (``ava score --box-format``): "normalized" (0..1 as given), "pixels"
+# (divided by the image's width and height), "1000" (a 0..1000 grid, as Qwen-VL writes ``<box>[193,315,630,576]``),
+# or "auto": pixels when any value is beyond 2 in magnitude, else normalized.
+BOX_FORMATS = ("auto", "normalized", "pixels", "1000")
+# A normalized coordinate outside this range is no box of the image (off by more than one image size): unparsed.
+BOX_RANGE = (-1.0, 2.0)
+
+Box = tuple[float, float, float, float]
 
 
-def _parse_box(reply: str, image_size: tuple[int, int] | None) -> tuple[float, float, float, float] | None:
+def parse_box(
+    reply: str, image_size: tuple[int, int] | None = None, box_format: str = "auto", *, bounded: bool = True
+) -> tuple[Box, str] | None:
+    """``(box normalized to 0..1 with ordered corners, the rule that read it)`` or None; see :data:`BOX_FORMATS`.
+
+    ``bounded=False`` skips the :data:`BOX_RANGE` check (for callers that report an outside box themselves).
+    """
+    if box_format not in BOX_FORMATS:
+        raise AvaError(f"unknown box format {box_format!r}: choose one of {', '.join(BOX_FORMATS)}")
     values = _labelled_box(reply)
     if values is None:
-        found = numbers(reply)
+        found = numbers(reply, signed=True)
         if len(found) != 4:
             return None
         values = [float(v) for v in found]
-    # Pixels when any value is over 2, so a normalized box that overshoots a little ("1.02") stays normalized.
-    if any(v > 2.0 for v in values):
+    rule = box_format
+    if rule == "auto":  # "1.02", a normalized box that overshoots a little, stays normalized
+        rule = "pixels" if any(abs(v) > 2.0 for v in values) else "normalized"
+    if rule == "pixels":
         if image_size is None:
             return None
         w, h = image_size
         values = [values[0] / w, values[1] / h, values[2] / w, values[3] / h]
+    elif rule == "1000":
+        values = [v / 1000.0 for v in values]
+    if bounded and not all(BOX_RANGE[0] <= v <= BOX_RANGE[1] for v in values):
+        return None
     x1, y1, x2, y2 = values
-    return (min(x1, x2), min(y1, y2), max(x1, x2), max(y1, y2))
+    return (min(x1, x2), min(y1, y2), max(x1, x2), max(y1, y2)), rule
 
 
 def _labelled_box(reply: str) -> list[float] | None:
     for keys in _BOX_KEYS:
         got = {}
         for key in keys:
-            m = re.search(rf"\b{key}\s*[=:]\s*(\d+(?:\.\d+)?)", reply, re.I)
+            m = re.search(rf"\b{key}\s*[=:]\s*({_SIGNED})", reply, re.I)
             if m:
-                got[key] = float(m.group(1))
+                got[key] = float(m.group(1).replace("\u2212", "-"))
         if len(got) == 4:
             return [got[k] for k in keys]
     return None
@@ -336,15 +389,15 @@ def _parse_rgb(reply: str) -> tuple[int, int, int] | None:
         return (int(h[0:2], 16), int(h[2:4], 16), int(h[4:6], 16))
     if hexes:
         return None
-    labelled = [re.search(rf"\b(?:{c}|{name})\s*[=:]\s*(\d+(?:\.\d+)?)", reply, re.I)
+    labelled = [re.search(rf"\b(?:{c}|{name})\s*[=:]\s*({_SIGNED})", reply, re.I)
                 for c, name in (("r", "red"), ("g", "green"), ("b", "blue"))]  # fmt: skip
-    found = [m.group(1) for m in labelled if m] if all(labelled) else numbers(reply)
+    found = [m.group(1) for m in labelled if m] if all(labelled) else numbers(reply, signed=True)
     if len(found) != 3:
         return None
-    values = [float(v) for v in found]
+    values = [float(v.replace("\u2212", "-")) for v in found]
     if all(v <= 1.0 for v in values) and any("." in v for v in found):
         values = [v * 255.0 for v in values]
-    if any(v > 255.0 for v in values):
+    if any(not 0.0 <= v <= 255.0 for v in values):  # "-251" is no sRGB value
         return None
     r, g, b = (int(math.floor(v + 0.5)) for v in values)
     return (r, g, b)
@@ -366,12 +419,17 @@ def sample_options(ability: Ability, options: list[str] | None) -> list[str] | N
 
 
 def parse_reply(
-    ability: Ability, reply: str, *, options: list[str] | None = None, image_size: tuple[int, int] | None = None
+    ability: Ability,
+    reply: str,
+    *,
+    options: list[str] | None = None,
+    image_size: tuple[int, int] | None = None,
+    box_format: str = "auto",
 ) -> Any | None:
     """The structured value of a reply (see the module docstring), or None when it cannot be read.
 
     ``options`` is the question's option list (the ability's fixed options when omitted); ``image_size`` is
-    ``(width, height)``, used to normalize boxes given in pixels.
+    ``(width, height)``, used to normalize boxes given in pixels; ``box_format`` is one of :data:`BOX_FORMATS`.
     """
     if not isinstance(reply, str):
         return None
@@ -386,7 +444,8 @@ def parse_reply(
     if kind == "depth_bin":
         return _parse_depth(ability, reply, sample_options(ability, options))
     if kind == "box":
-        return _parse_box(reply, image_size)
+        found = parse_box(reply, image_size, box_format)
+        return None if found is None else found[0]
     if kind == "rgb":
         return _parse_rgb(reply)
     if kind == "text":

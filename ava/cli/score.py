@@ -25,6 +25,14 @@ def score(
     per_sample: Annotated[
         Path | None, typer.Option("--per-sample", help="Write per-sample records (JSONL) here.")
     ] = None,
+    box_format: Annotated[
+        str,
+        typer.Option(
+            "--box-format",
+            help="How box replies are read: normalized (0..1), pixels (/ image size), 1000 (a 0..1000 grid, "
+            "Qwen-VL's <box>), or auto (pixels when a value is beyond 2, else normalized; the results count each).",
+        ),
+    ] = "auto",
 ) -> None:
     """Score raw model replies against a dataset: parse each reply, apply the ability's metric.
 
@@ -35,7 +43,7 @@ def score(
 
     from ava.metrics.scoring import score_file, write_json, write_records
 
-    report = score_file(data, pred, abilities=ava, split=split)
+    report = score_file(data, pred, abilities=ava, split=split, box_format=box_format)
     _warn(report, Console(stderr=True))
     Console().print(_table(report))
     if json_out:
@@ -56,6 +64,13 @@ def _warn(report: ScoreReport, console: Console) -> None:
             f"{_ids(report.missing)}",
             highlight=False,
         )
+    for key, res in report.results["abilities"].items():
+        rules = {r: n for r, n in (res.get("box_rules") or {}).items() if n}
+        if len(rules) > 1:  # auto read some boxes as normalized and others as pixels: say so
+            counts = ", ".join(f"{n} as {r}" for r, n in rules.items())
+            console.print(
+                f"[yellow]note:[/] {key}: boxes read {counts} (--box-format {res['box_format']})", highlight=False
+            )
     if report.unknown:
         console.print(
             f"[yellow]warning:[/] {len(report.unknown)} predictions match no scored sample (ignored): "

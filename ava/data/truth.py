@@ -51,9 +51,13 @@ def derive_truth(ability: Ability, question: str, answer: str, *, image_size: tu
         return _option_truth(ability, question, answer)
     if kind == "depth_bin":
         return _depth_truth(ability, question, answer)
-    from ava.abilities.parsers import parse_reply
+    from ava.abilities.parsers import parse_box, parse_reply
 
-    value = parse_reply(ability, answer, image_size=image_size)
+    if kind == "box":  # unbounded, so a box outside the image is reported as such below
+        found = parse_box(answer, image_size, bounded=False)
+        value = None if found is None else found[0]
+    else:
+        value = parse_reply(ability, answer, image_size=image_size)
     if value is None:
         raise TruthError(f"cannot parse the {kind} answer {answer!r}")
     meta = _question_class(ability, question)

@@ -1,8 +1,8 @@
 """ANLS: average normalized Levenshtein similarity with threshold 0.5 (Biten et al., ICCV 2019).
 
-Per sample NLS = 1 - Lev(p, g) / max(len p, len g), both sides lowercased and whitespace-collapsed; an NLS
-below 0.5 counts as 0 (an NLS of exactly 0.5 is kept, as ava-spec section 3 words it and as lmms-eval does;
-the ST-VQA paper's "NL < tau" would zero it: the two differ only at that single point).
+Per sample NL = Lev(p, g) / max(len p, len g), both sides lowercased and whitespace-collapsed; the sample scores
+1 - NL when NL < tau = 0.5 and 0 otherwise (Biten et al. 2019, eq. 1, and the release's scorer). A distance of
+exactly 0.5 scores 0: "V." read for "V" is half wrong, not half right.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ def nls(prediction: str, truth: str, tau: float = TAU) -> float:
     longest = max(len(p), len(g))
     if longest == 0:
         return 1.0
-    score = 1.0 - Levenshtein.distance(p, g) / longest
-    return score if score >= tau else 0.0
+    distance = Levenshtein.distance(p, g) / longest
+    return 1.0 - distance if distance < tau else 0.0
 
 
 ANLS = Metric(

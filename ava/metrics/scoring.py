@@ -25,7 +25,7 @@ from typing import Any
 
 import ava
 from ava.abilities import ABILITIES, Ability, get_ability
-from ava.abilities.parsers import parse_reply, truth_value
+from ava.abilities.parsers import BOX_FORMATS, parse_box, parse_reply, truth_value
 from ava.abilities.subgroups import SUBGROUPS
 from ava.data.format import Dataset, Sample, atomic_write_text
 from ava.errors import AvaError
@@ -42,6 +42,7 @@ class SampleScore:
     parsed: Any | None
     ok: bool  # False: unparsed (or missing), scored at the metric's worst value
     truth: Any = None  # the sample's structured truth (``truth_value``), kept for the per-sample record
+    rule: str | None = None  # boxes: the rule that read the reply ("normalized", "pixels" or "1000")
 
 
 @dataclass
@@ -52,21 +53,28 @@ class ScoreReport:
     unknown: list[tuple[str, str]] = field(default_factory=list)  # predictions matching no scored sample
 
 
-def score_sample(ability: Ability, sample: Sample, reply: str | None) -> SampleScore:
-    """Parse one reply and score it; an unparsed or missing reply gets the metric's worst value."""
+def score_sample(ability: Ability, sample: Sample, reply: str | None, *, box_format: str = "auto") -> SampleScore:
+    """Parse one reply and score it; an unparsed or missing reply gets the metric's worst value.
+
+    ``box_format`` says how a box reply's numbers are read (``ava.abilities.parsers.BOX_FORMATS``).
+    """
     metric = METRICS.get(ability.metric)
     truth = truth_value(ability, sample)
     try:
-        parsed = None
+        parsed, rule = None, None
         if reply is not None:
             size = (sample.width, sample.height)
-            parsed = parse_reply(ability, reply, options=sample.options, image_size=size)
+            if ability.answer_kind == "box":
+                found = parse_box(reply, size, box_format)
+                parsed, rule = found if found is not None else (None, None)
+            else:
+                parsed = parse_reply(ability, reply, options=sample.options, image_size=size)
         if parsed is None:
             return SampleScore(float(metric.worst(truth, ability, sample)), None, False, truth)
         value = float(metric.compute(parsed, truth))
     except AvaError as e:
         raise AvaError(f"sample {sample.ava}/{sample.id}: {e}") from e
-    return SampleScore(value, parsed, True, truth)
+    return SampleScore(value, parsed, True, truth, rule)
 
 
 def _jsonable(value: Any) -> Any:
@@ -94,15 +102,21 @@ def _subgroups(ability: Ability, samples: list[Sample], values: list[float]) -> 
 
 
 def _score_ability(
-    ability: Ability, samples: list[Sample], predictions: Mapping[tuple[str, str], str | None]
+    ability: Ability,
+    samples: list[Sample],
+    predictions: Mapping[tuple[str, str], str | None],
+    box_format: str = "auto",
 ) -> tuple[dict[str, Any], list[dict[str, Any]], list[tuple[str, str]]]:
     metric = METRICS.get(ability.metric)
     records, values, missing = [], [], []
+    rules: dict[str, int] = {}
     for sample in samples:
         if sample.key not in predictions:
             missing.append(sample.key)
         reply = predictions.get(sample.key)
-        result = score_sample(ability, sample, reply)
+        result = score_sample(ability, sample, reply, box_format=box_format)
+        if result.rule:
+            rules[result.rule] = rules.get(result.rule, 0) + 1
         values.append(result.value)
         records.append({
             "id": sample.id, "ava": sample.ava, "split": sample.split, "prediction": reply,
@@ -119,6 +133,9 @@ def _score_ability(
         "unparsed_rule": metric.worst_rule,
         "subgroups": _subgroups(ability, samples, values),
     }
+    if ability.answer_kind == "box":  # how many parsed boxes each rule read (auto mixes normalized and pixels)
+        summary["box_format"] = box_format
+        summary["box_rules"] = {r: rules.get(r, 0) for r in BOX_FORMATS[1:]}
     return summary, records, missing
 
 
@@ -141,8 +158,14 @@ def score_predictions(
     split: str | None = "test",
     run: dict | None = None,
     config: dict | None = None,
+    box_format: str = "auto",
 ) -> ScoreReport:
-    """Score replies keyed by ``(ava, id)`` on one split (``None`` or ``"all"``: every sample)."""
+    """Score replies keyed by ``(ava, id)`` on one split (``None`` or ``"all"``: every sample).
+
+    ``box_format`` says how box replies are read (``ava.abilities.parsers.BOX_FORMATS``; ``auto`` by default).
+    """
+    if box_format not in BOX_FORMATS:
+        raise AvaError(f"unknown box format {box_format!r}: choose one of {', '.join(BOX_FORMATS)}")
     keys = _ability_keys(dataset, abilities)
     wanted = None if split in (None, "all") else split
     results: dict[str, Any] = {}
@@ -151,7 +174,7 @@ def score_predictions(
     for key in keys:
         samples = dataset.samples(key, split=wanted)
         if samples:
-            results[key], recs, miss = _score_ability(get_ability(key), samples, predictions)
+            results[key], recs, miss = _score_ability(get_ability(key), samples, predictions, box_format)
             records.extend(recs)
             missing.extend(miss)
     if not results:
@@ -264,12 +287,21 @@ def read_predictions(
 
 
 def score_file(
-    data: str | Path, pred: str | Path, *, abilities: list[str] | None = None, split: str = "test"
+    data: str | Path,
+    pred: str | Path,
+    *,
+    abilities: list[str] | None = None,
+    split: str = "test",
+    box_format: str = "auto",
 ) -> ScoreReport:
     """``ava score``: read a dataset and a predictions JSONL, and score them."""
     if split not in SPLIT_CHOICES:
         raise AvaError(f"unknown split {split!r}: choose one of {', '.join(SPLIT_CHOICES)}")
+    if box_format not in BOX_FORMATS:
+        raise AvaError(f"--box-format {box_format!r}: choose one of {', '.join(BOX_FORMATS)}")
     dataset = Dataset(data)
     predictions = read_predictions(pred, dataset, abilities=abilities)
-    config = {"data": str(data), "pred": str(pred), "ava": abilities or None, "split": split}
-    return score_predictions(dataset, predictions, abilities=abilities, split=split, config=config)
+    config = {"data": str(data), "pred": str(pred), "ava": abilities or None, "split": split, "box_format": box_format}
+    return score_predictions(
+        dataset, predictions, abilities=abilities, split=split, config=config, box_format=box_format
+    )
