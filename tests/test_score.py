@@ -241,3 +241,28 @@ def test_auto_box_rule_mix_is_noted(tmp_path: Path) -> None:
     res = runner.invoke(app, ["score", "--data", str(data), "--pred", str(pred)])
     assert res.exit_code == 0, res.output
     assert "1 as normalized, 1 as pixels" in " ".join(res.output.split())
+
+
+def test_new_subgroups_and_the_unknown_bin(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from ava.abilities.subgroups import UNKNOWN, depth_range, text_domain
+
+    depth = make_sample("abs_depth")
+    assert depth_range(replace(depth, truth={"index": 0, "bin": [4.0, 5.0]})) == "<=5 m"
+    assert depth_range(replace(depth, truth={"index": 0, "bin": [9.0, 10.0]})) == "5-10 m"
+    assert depth_range(replace(depth, truth={"index": 0, "bin": [19.0, 20.0]})) == "10-20 m"
+    assert depth_range(replace(depth, truth={"index": 0, "bin": [20.0, 21.0]})) == ">20 m"
+    ocr = make_sample("ocr")
+    assert text_domain(replace(ocr, meta={"source": "TextOCR"})) == "scene text"
+    assert text_domain(replace(ocr, meta={"source": "IAM"})) == "handwriting"
+    assert text_domain(replace(ocr, meta={"text_domain": "signs"})) == "signs"
+    assert text_domain(replace(ocr, meta={"source": "mystery"})) is None
+    # scored: a sample whose bin cannot be read lands in "unknown", counted, not dropped
+    data = build_dataset(tmp_path / "data", ["ocr", "abs_depth"])
+    dataset = Dataset(data)
+    report = score_predictions(dataset, {s.key: "x" for k in ("ocr", "abs_depth") for s in dataset.samples(k)})
+    groups = report.results["abilities"]["ocr"]["subgroups"]
+    assert groups["text_domain"] == {UNKNOWN: {"value": 0.0, "n": 2}}  # sources src0/src1 name no domain
+    assert sum(b["n"] for b in groups["source"].values()) == 2
+    assert list(report.results["abilities"]["abs_depth"]["subgroups"]["depth_range"]) == ["<=5 m"]

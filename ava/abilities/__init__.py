@@ -76,7 +76,7 @@ _a(
     metric="mae_gt",
     higher_is_better=False,
     option_style="letter",
-    subgroups=("scene_type",),
+    subgroups=("scene_type", "depth_range"),
     question_templates=(
         "Based on the image, estimate how far the closest point of the {object} (highlighted by a red box) is "
         "from the camera in meters. Select the best option: {options}.",
@@ -104,7 +104,7 @@ _a(
     answer_kind="text",
     metric="anls",
     higher_is_better=True,
-    subgroups=("text_length",),
+    subgroups=("text_length", "source", "text_domain"),
     question_templates=("What is written in the red bounding box in the image?",),
 )
 _a(

@@ -1,7 +1,9 @@
-"""Subgroups the paper reports by (spec section 2): functions ``sample -> bin label`` (None: not in any bin).
+"""Subgroups the paper reports by (spec section 2): functions ``sample -> bin label`` (None: cannot be read).
 
 An ability lists the keys it reports by in ``Ability.subgroups``; scoring averages the per-sample scores
-within each bin. Bins come from the sample's truth or its ``meta`` (source dataset, scene type, class).
+within each bin. Bins come from the sample's truth or its ``meta`` (source dataset, scene type, class). A
+sample whose bin cannot be read goes to the :data:`UNKNOWN` bin, which scoring counts and shows like any other:
+a sample is never dropped from a subgroup table.
 """
 
 from __future__ import annotations
@@ -15,6 +17,15 @@ Subgroup = Callable[[Sample], str | None]
 SUBGROUPS: Registry[Subgroup] = Registry("subgroup")
 
 INDOOR_MAX_DEPTH = 7.0  # metres: indoor bins are 1-2 ... 6-7, outdoor 8-9 ... 30-31
+UNKNOWN = "unknown"  # the bin of a sample whose subgroup (or class) cannot be read
+# Text domains of well-known OCR source datasets (lowercased, punctuation dropped), for ``text_domain`` when a
+# sample does not carry ``meta["text_domain"]``. ava's own table of the datasets' published descriptions.
+OCR_TEXT_DOMAINS = {
+    "scene text": ("icdar", "icdar2013", "icdar2015", "totaltext", "textocr", "cocotext", "svt", "iiit5k",
+                   "hiertext", "mlt", "art", "lsvt", "rects", "ctw", "ctw1500", "textvqa", "stvqa", "uber"),
+    "document": ("docvqa", "funsd", "sroie", "cord", "rvlcdip", "infographicvqa", "chartqa", "xfund"),
+    "handwriting": ("iam", "rimes", "cvl", "hkr", "imgur5k"),
+}  # fmt: skip
 
 
 def _bin(value: float, edges: tuple[tuple[float, str], ...], last: str) -> str:
@@ -58,6 +69,35 @@ def source(sample: Sample) -> str | None:
     return str(value) if value not in (None, "") else None
 
 
+def _key(text: str) -> str:
+    return "".join(ch for ch in text.lower() if ch.isalnum())
+
+
+def text_domain(sample: Sample) -> str | None:
+    """OCR text domain (scene text, document, handwriting): ``meta["text_domain"]``, else from the source dataset
+    (:data:`OCR_TEXT_DOMAINS`); None when neither says."""
+    value = sample.meta.get("text_domain")
+    if value not in (None, ""):
+        return str(value)
+    src = source(sample)
+    if src is None:
+        return None
+    key = _key(src)
+    for domain, names in OCR_TEXT_DOMAINS.items():
+        if any(key == n or key.startswith(n) for n in names):
+            return domain
+    return None
+
+
+def depth_range(sample: Sample) -> str | None:
+    """The true depth (the bin's midpoint, metres): <=5, 5-10, 10-20, >20 m."""
+    bin_ = (sample.truth or {}).get("bin")
+    if not bin_ or len(bin_) != 2:
+        return None
+    mid = (float(bin_[0]) + float(bin_[1])) / 2
+    return _bin(mid, ((5, "<=5 m"), (10, "5-10 m"), (20, "10-20 m")), ">20 m")
+
+
 def text_length(sample: Sample) -> str | None:
     """Characters in the true text: 1-5, 6-10, 11-20, >20."""
     text = (sample.truth or {}).get("text")
@@ -88,9 +128,9 @@ def class_(sample: Sample) -> str | None:
     if text is not None:
         return text
     value = sample.meta.get("class")
-    return str(value) if value not in (None, "") else None
+    return str(value) if value not in (None, "", UNKNOWN) else None
 
 
-for _fn in (box_area, count_range, source, text_length, view, scene_type):
+for _fn in (box_area, count_range, source, text_length, text_domain, view, scene_type, depth_range):
     SUBGROUPS.register(_fn.__name__, _fn)
 SUBGROUPS.register("class", class_)

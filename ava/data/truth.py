@@ -15,15 +15,45 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ava.abilities import Ability
-from ava.abilities.subgroups import INDOOR_MAX_DEPTH
+from ava.abilities.subgroups import INDOOR_MAX_DEPTH, UNKNOWN
 from ava.errors import AvaError
 
-# Object names inside the paper's question templates, used as the sample's class where the answer is not.
-_CLASS_PATTERNS = {
-    "counting": re.compile(r"how many (.+?) are there", re.I),
-    "rel_depth": re.compile(r"\bthe ([^,()]+?) \(highlighted by a red box\)", re.I),
-    "abs_depth": re.compile(r"closest point of the (.+?) \(highlighted", re.I),
-    "localization": re.compile(r"coordinates? for (?:the )?(.+?)\.?\s*$", re.I),
+# How the paper's questions mark a boxed object (supplement, Appendix A, and the release's data): "(highlighted by
+# a red box)", "(highlighted in red)", "(annotated by the red box)", "(red box)", "(marked in blue)", ...
+_MARK = (
+    r"\(\s*(?:(?:highlighted|annotated|marked|outlined|shown|indicated|enclosed|bounded|labell?ed|denoted)\s+"
+    r"(?:by|in|with|using)\s+)?(?:an?\s+|the\s+)?{colour}(?:\s+(?:bounding\s+)?(?:box|rectangle|frame))?\s*\)"
+)
+_RED = _MARK.format(colour="red")  # the target: the object whose class a depth question is about
+# An object name: no punctuation; a leading conjunction ("or the sofa") and the article dropped.
+_OBJECT = r"(?:(?:or|and|to|from)\s+)?(?:the\s+|an?\s+)?([^,()?.:;]+?)"
+# Object names inside the paper's question templates, used as the sample's class where the answer is not; tried
+# in order, the first match wins. Each ability's list covers ava's own templates and the supplement's wordings.
+_CLASS_PATTERNS: dict[str, tuple[re.Pattern[str], ...]] = {
+    "counting": (
+        re.compile(r"\bhow many\s+(.+?)\s+(?:are|is)\s+(?:there|in|visible|shown|present)\b", re.I),
+        re.compile(r"\bhow many\s+(.+?)\s+(?:can|do)\s+(?:you|i|we)\b", re.I),
+        re.compile(r"\bcount(?:\s+the\s+number\s+of)?\s+(?:the\s+)?(.+?)\s+(?:in|on|shown|visible)\b", re.I),
+        re.compile(r"\bnumber of\s+(.+?)\s+(?:in|on|shown|visible)\b", re.I),
+    ),
+    "rel_depth": (
+        re.compile(rf"\b{_OBJECT}\s*{_RED}", re.I),  # the red-marked object, wherever it stands
+        re.compile(r"\bcloser to the camera,?\s+(?:the\s+)?([^,()?]+?)\s+or\s+", re.I),
+    ),
+    "abs_depth": (
+        re.compile(rf"\b(?:closest|nearest)\s+(?:point|part|surface|region)\s+of\s+{_OBJECT}\s*{_RED}", re.I),
+        re.compile(
+            r"\b(?:closest|nearest)\s+(?:point|part|surface|region)\s+of\s+(?:the\s+)?([^,()?.]+?)"
+            r"\s+(?:is|to|from|\()",
+            re.I,
+        ),  # fmt: skip
+        re.compile(rf"\b{_OBJECT}\s*{_RED}", re.I),
+    ),
+    "localization": (
+        re.compile(r"\bregion this sentence describes:\s*(.+?)\s*[.?]?\s*$", re.I),  # LLaVA's RefCOCO wording
+        re.compile(r"\bcoordinates?\s+(?:for|of)\s+(?:the\s+|an?\s+)?(.+?)\s*[.?]?\s*$", re.I),
+        re.compile(r"\b(?:locate|find|detect)\s+(?:the\s+|an?\s+)?(.+?)\s*(?:in the image)?\s*[.?]?\s*$", re.I),
+    ),
 }
 SOURCE_COLUMNS = ("source", "source_dataset", "dataset", "data_source")
 
@@ -141,10 +171,24 @@ def _bin_index(bins: list[tuple[float, float]], metres: float) -> int | None:
     return None
 
 
+def question_class(ability: Ability, question: str) -> str | None:
+    """The object a question is about (its class), for the abilities whose answer is no class; None when the
+    question names it in no known wording."""
+    for pattern in _CLASS_PATTERNS.get(ability.key, ()):
+        m = pattern.search(question)
+        if m:
+            name = " ".join(m.group(1).split()).strip(" \"'")
+            if name and not re.fullmatch(r"(?:object|objects|one|it|this|that)", name, re.I):
+                return name
+    return None
+
+
 def _question_class(ability: Ability, question: str) -> dict[str, Any]:
-    pattern = _CLASS_PATTERNS.get(ability.key)
-    m = pattern.search(question) if pattern else None
-    return {"class": m.group(1).strip()} if m else {}
+    """``{"class": ...}`` for the abilities whose class is in the question; :data:`UNKNOWN` when it cannot be read
+    (kept, so it is counted and shown), ``{}`` for the others."""
+    if ability.key not in _CLASS_PATTERNS:
+        return {}
+    return {"class": question_class(ability, question) or UNKNOWN}
 
 
 def source_of(extra: dict[str, Any]) -> str | None:

@@ -26,7 +26,7 @@ from typing import Any
 import ava
 from ava.abilities import ABILITIES, Ability, get_ability
 from ava.abilities.parsers import BOX_FORMATS, parse_box, parse_reply, truth_value
-from ava.abilities.subgroups import SUBGROUPS
+from ava.abilities.subgroups import SUBGROUPS, UNKNOWN
 from ava.data.format import Dataset, Sample, atomic_write_text
 from ava.errors import AvaError
 from ava.metrics import METRICS
@@ -82,8 +82,13 @@ def _jsonable(value: Any) -> Any:
 
 
 def _bin_order(label: str) -> tuple[int, float, str]:
+    if label == UNKNOWN:
+        return (2, 0.0, label)
     m = re.search(r"\d+(?:\.\d+)?", label)
-    return (0, float(m.group()), label) if m else (1, 0.0, label)
+    if not m:
+        return (1, 0.0, label)
+    bound = {"<": -0.5, ">": 0.5}.get(label[:1], 0.0)  # "<=5 m" before "5-10 m", ">20" after "10-20"
+    return (0, float(m.group()) + bound, label)
 
 
 def _subgroups(ability: Ability, samples: list[Sample], values: list[float]) -> dict[str, Any]:
@@ -92,9 +97,8 @@ def _subgroups(ability: Ability, samples: list[Sample], values: list[float]) -> 
         fn = SUBGROUPS.get(group)
         bins: dict[str, list[float]] = {}
         for sample, value in zip(samples, values, strict=True):
-            label = fn(sample)
-            if label is not None:
-                bins.setdefault(label, []).append(value)
+            label = fn(sample)  # a bin that cannot be read is counted and shown as "unknown", never dropped
+            bins.setdefault(UNKNOWN if label is None else label, []).append(value)
         if bins:
             out[group] = {b: {"value": sum(v) / len(v), "n": len(v)} for b, v in sorted(bins.items(),
                           key=lambda kv: _bin_order(kv[0]))}  # fmt: skip
