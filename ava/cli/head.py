@@ -183,6 +183,10 @@ def train(
     llm: Annotated[
         str | None, _O(help="LLM: registry name, hub id or local dir (default qwen2-0.5b).", rich_help_panel=P_LLM)
     ] = None,
+    joint: Annotated[
+        bool | None,
+        _O("--joint", help="One joint head on all abilities (default: one head per ability).", rich_help_panel=P_LLM),
+    ] = None,
     grad_accum: Annotated[int | None, _num("grad_accum", "Gradient accumulation steps (default 1).", P_LLM)] = None,
     lora_r: Annotated[int | None, _num("lora_r", "LoRA rank (default 128; alpha = 2 r).", P_LLM)] = None,
     features: Annotated[
@@ -235,7 +239,7 @@ def train(
     options = dict(
         ava=ava, vfm=vfm, data=data, cache=cache, out=out, seed=seed, device=device, epochs=epochs, lr=lr,
         batch_size=batch_size, layer=layer, split=split, eval_after=eval_after, max_train=max_train, llm=llm,
-        grad_accum=grad_accum, lora_r=lora_r, features=features, init=init, dtype=dtype, max_eval=max_eval,
+        joint=joint, grad_accum=grad_accum, lora_r=lora_r, features=features, init=init, dtype=dtype, max_eval=max_eval,
         decode=decode, gradient_checkpointing=gradient_checkpointing, num_workers=num_workers, k=k, pools=pools,
     )  # fmt: skip
     spec_name = _head_name(head)

@@ -14,14 +14,20 @@ from ava.heads.llm.config import AlignConfig, LLMHeadConfig
 
 
 def train(config: LLMHeadConfig) -> Path:
-    """Train (resumably) and, when ``config.eval_after``, evaluate; returns the run directory."""
-    from ava.heads.llm.train import train as _train
+    """Train (resumably) one head per ability, or one joint head with ``config.joint``, and, when
+    ``config.eval_after``, evaluate; returns the run directory."""
+    from ava.heads.llm.per_ability import train as _train
 
     return _train(config)
 
 
 def evaluate(run_dir: str | Path, split: str = "test", **options: Any) -> dict[str, Any]:
     """Decode and score a run's abilities on ``split``; options: decode, max_eval, batch_size, device."""
+    from ava.heads.llm.per_ability import evaluate as _per_ability
+    from ava.heads.llm.per_ability import is_per_ability
+
+    if is_per_ability(run_dir):
+        return _per_ability(run_dir, split, **options)
     from ava.heads.llm.evaluate import evaluate as _evaluate
 
     return _evaluate(run_dir, split, **options)

@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 
 @dataclass
 class LLMHeadConfig:
-    """One LLM-head run. The paper trains one head per ability (one run per ``--ava``); several abilities in one
-    run train one joint head on their union (epochs default to the largest of theirs)."""
+    """One LLM-head run. The paper trains one head per ability: several abilities in one run train one head each,
+    in one run directory (:mod:`ava.heads.llm.per_ability`), each with its own epochs; ``joint`` trains one head on
+    their union instead (epochs default to the largest of theirs)."""
 
     # shared head fields (CONTRACTS section 4)
     ava: list[str] = field(default_factory=list)
@@ -30,6 +31,7 @@ class LLMHeadConfig:
     eval_after: bool = True
     max_train: int | None = None
     # LLM-head fields
+    joint: bool = False  # one joint head on all the abilities, not the paper's one head per ability
     llm: str = "qwen2-0.5b"
     grad_accum: int = 1
     lora_r: int = 128
