@@ -32,6 +32,7 @@ class LLMSpec:
     name: str
     hub_id: str | None = None  # None for random models
     arch: str = "qwen2"  # "qwen2" or "llama": which config class a random build uses
+    template: str = "qwen2_base"  # the prompt template (ava.heads.llm.prompt.TEMPLATES) the LLM is trained with
     random_config: dict[str, Any] = field(default_factory=dict)  # non-empty: a random-weight build
     description: str = ""
 
@@ -49,7 +50,18 @@ def _r(spec: LLMSpec, aliases: tuple[str, ...] = ()) -> None:
 
 _r(LLMSpec("qwen2-0.5b", "Qwen/Qwen2-0.5B", description="the paper's LLM"), aliases=("Qwen/Qwen2-0.5B",))
 _r(LLMSpec("qwen2-1.5b", "Qwen/Qwen2-1.5B"), aliases=("Qwen/Qwen2-1.5B",))
-_r(LLMSpec("qwen2-7b", "Qwen/Qwen2-7B", description="the paper's 7B comparison"), aliases=("Qwen/Qwen2-7B",))
+_r(LLMSpec("qwen2-7b", "Qwen/Qwen2-7B"), aliases=("Qwen/Qwen2-7B",))
+# The paper's 7B comparison (a 0.5B LLM ranks VFMs like this 7B one): Vicuna-1.5-7B, with LLaVA's vicuna_v1 prompt.
+_r(
+    LLMSpec(
+        "vicuna-1.5-7b",
+        "lmsys/vicuna-7b-v1.5",
+        arch="llama",
+        template="vicuna_v1",
+        description="the paper's 7B comparison (LLaVA-1.5's LLM)",
+    ),
+    aliases=("lmsys/vicuna-7b-v1.5", "vicuna-7b-v1.5"),
+)
 _r(LLMSpec("qwen2.5-0.5b", "Qwen/Qwen2.5-0.5B"), aliases=("Qwen/Qwen2.5-0.5B",))
 _r(LLMSpec("qwen2.5-1.5b", "Qwen/Qwen2.5-1.5B"), aliases=("Qwen/Qwen2.5-1.5B",))
 _r(LLMSpec("qwen2.5-7b", "Qwen/Qwen2.5-7B"), aliases=("Qwen/Qwen2.5-7B",))
@@ -78,8 +90,9 @@ _r(
     LLMSpec(
         "tiny-random-llama",
         arch="llama",
+        template="vicuna_v1",
         random_config=dict(_TINY),
-        description="2 layers, hidden 64, random weights: for tests",
+        description="2 layers, hidden 64, random weights, Vicuna's prompt: for tests",
     )
 )
 # Qwen2-0.5B's exact shapes at random weights: speed depends on shapes only (benchmarks).
@@ -101,6 +114,35 @@ _r(
         ),
     )
 )
+
+
+TEMPLATE_FILE = "ava_llm.json"  # written beside a saved LLM (stage 2) to say which prompt template it was tuned with
+
+
+def template_of(tokenizer: Any, name: str | None = None) -> str:
+    """The prompt template of an LLM: its registry entry's, else the one a stage-2 directory recorded in
+    :data:`TEMPLATE_FILE`, else ``vicuna_v1`` for a Vicuna checkpoint, else ``qwen2_base``."""
+    import json
+
+    for candidate in (name, getattr(tokenizer, "name_or_path", None)):
+        if not candidate:
+            continue
+        if candidate in LLMS:
+            return LLMS.get(candidate).template
+        path = Path(str(candidate)) / TEMPLATE_FILE
+        if path.is_file():
+            try:
+                return str(json.loads(path.read_text())["template"])
+            except (OSError, ValueError, KeyError) as e:
+                raise AvaError(f"{path}: not a valid LLM description ({e})") from e
+        if "vicuna" in str(candidate).lower():
+            return "vicuna_v1"
+    for spec in (LLMS.get(n) for n in LLMS):
+        if spec.random_weights and str(getattr(tokenizer, "name_or_path", "")).rstrip("/").endswith(
+            f"/{spec.name}-v{_RANDOM_RECIPE}"
+        ):
+            return spec.template
+    return "qwen2_base"
 
 
 def ava_home() -> Path:
@@ -239,5 +281,10 @@ def load_llm(name: str, *, dtype: Any = None, device: str = "cpu") -> tuple[Any,
         tokenizer.pad_token = tokenizer.eos_token
     if tokenizer.eos_token_id is None:
         raise AvaError(f"the tokenizer of LLM {name!r} ({source}) has no eos token; the head needs one")
-    info = {"llm": spec.name, "llm_source": spec.hub_id or source, "llm_random_weights": spec.random_weights}
+    info = {
+        "llm": spec.name,
+        "llm_source": spec.hub_id or source,
+        "llm_random_weights": spec.random_weights,
+        "prompt_template": template_of(tokenizer, name),
+    }
     return model.to(device), tokenizer, info

@@ -1,8 +1,12 @@
-"""The release's ``qwen2_base`` prompt, tokenized in segments so the label mask is exact.
+"""The release's ``qwen2_base`` prompt (and LLaVA's ``vicuna_v1``), tokenized in segments so the label mask is exact.
 
 A training sequence is::
 
     [bos] SYSTEM " USER: " <image tokens x T> "\\n{question} ASSISTANT:" " {answer}" <eos>
+
+Both templates (:data:`TEMPLATES`) write this text; they differ in the tokens around it: ``qwen2_base`` ends a
+reply with Qwen2's ``<|endoftext|>`` and has no bos, ``vicuna_v1`` (Vicuna-1.5, LLaVA-1.5) starts with ``<s>``
+and ends a reply with ``</s>``. The encoder checks that the tokenizer has the template's tokens.
 
 Segments are tokenized separately and concatenated, so the image slot and the answer span are known
 exactly (no re-tokenization guesswork at the boundaries), and the prompt seen at evaluation is
@@ -14,10 +18,35 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ava.heads.llm.llms import SYSTEM_PROMPT
+from ava.errors import AvaError
+from ava.heads.llm.llms import SYSTEM_PROMPT, template_of
 
 IGNORE = -100
 IMAGE_TOKEN = "<image>"
+
+
+@dataclass(frozen=True)
+class Template:
+    """A conversation template: system line, role names, and the special tokens around a reply."""
+
+    name: str
+    system: str
+    user: str = "USER"
+    assistant: str = "ASSISTANT"
+    eos: str | None = None  # the reply terminator the LLM was tuned with (None: the tokenizer's eos, whatever it is)
+    bos: bool = False  # whether a sequence starts with the tokenizer's bos
+
+
+TEMPLATES = {
+    "qwen2_base": Template("qwen2_base", SYSTEM_PROMPT, eos=None, bos=False),
+    "vicuna_v1": Template("vicuna_v1", SYSTEM_PROMPT, eos="</s>", bos=True),
+}
+
+
+def get_template(name: str) -> Template:
+    if name not in TEMPLATES:
+        raise AvaError(f"unknown prompt template {name!r}: choose one of {', '.join(TEMPLATES)}")
+    return TEMPLATES[name]
 
 
 @dataclass
@@ -43,17 +72,28 @@ def _ids(tokenizer: Any, text: str) -> list[int]:
 
 
 class PromptEncoder:
-    """Tokenizes questions and answers; caches the fixed system prefix."""
+    """Tokenizes questions and answers; caches the fixed system prefix.
 
-    def __init__(self, tokenizer: Any) -> None:
+    ``template`` names one of :data:`TEMPLATES`; by default the LLM's own (:func:`ava.heads.llm.llms.template_of`).
+    """
+
+    def __init__(self, tokenizer: Any, template: str | None = None) -> None:
         self.tokenizer = tokenizer
+        self.template = get_template(template or template_of(tokenizer))
+        t = self.template
+        if t.eos is not None and tokenizer.eos_token != t.eos:
+            raise AvaError(
+                f"prompt template {t.name!r} ends replies with {t.eos!r}, but this tokenizer's eos is "
+                f"{tokenizer.eos_token!r}: use the template of this LLM"
+            )
         bos = tokenizer.bos_token_id
-        lead = [bos] if bos is not None and bos != tokenizer.eos_token_id else []
-        self.pre = lead + _ids(tokenizer, f"{SYSTEM_PROMPT} USER: ")
+        lead = [bos] if bos is not None and bos != tokenizer.eos_token_id and (t.bos or t.eos is None) else []
+        self.pre = lead + _ids(tokenizer, f"{t.system} {t.user}: ")
+        self.user, self.assistant = t.user, t.assistant
         self.eos = tokenizer.eos_token_id
 
     def encode(self, question: str, answer: str | None = None) -> Encoded:
-        post = _ids(self.tokenizer, f"\n{question} ASSISTANT:")
+        post = _ids(self.tokenizer, f"\n{question} {self.assistant}:")
         ans = [] if answer is None else _ids(self.tokenizer, f" {answer}") + [self.eos]
         return Encoded(pre=self.pre, post=post, answer=ans)
 
