@@ -97,6 +97,7 @@ RULES: dict[str, Rule] = {
     "max_train": positive_int,
     "max_eval": positive_int,
     "max_pairs": positive_int,
+    "max_items": positive_int,
     "k": each(positive_int),
     "pools": each(pool_name),
     "num_workers": non_negative_int,

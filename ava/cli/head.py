@@ -311,7 +311,9 @@ def align(
     llm: Annotated[str | None, _O(help="LLM (default qwen2-0.5b).")] = None,
     epochs: Annotated[int | None, _num("epochs", "Epochs (default 1).")] = None,
     lr: Annotated[float | None, _num("lr", "Learning rate (default 1e-3, the paper's stage 1).")] = None,
-    batch_size: Annotated[int | None, _num("batch_size", "Global batch size (default 32).")] = None,
+    batch_size: Annotated[
+        int | None, _num("batch_size", "Global batch size (default 256, the paper's stage 1: 8 x 32).")
+    ] = None,
     features: Annotated[str | None, _O(help="cache (default) or online.")] = None,
     max_train: Annotated[int | None, _num("max_train", "Cap on caption pairs.")] = None,
     seed: Annotated[int | None, _O(help="Random seed.")] = None,
@@ -346,6 +348,63 @@ def align(
     threads_setup(threads, cfg.num_workers)
     run_dir = run_align(cfg)
     print_results(None, run_dir)
+
+
+@app.command("instruct")
+def instruct(
+    vfm: Annotated[str | None, _O(help="VFM key. Required.")] = None,
+    data: Annotated[
+        str | None, _O(help="Conversations dataset dir made by `ava head import-instructions`. Required.")
+    ] = None,
+    cache: Annotated[str | None, _O(help="Feature cache holding the conversations' images. Required.")] = None,
+    out: Annotated[
+        str | None, _O("--out", "-o", help="Directory to write: a stage-2 checkpoint `train --init` takes. Required.")
+    ] = None,
+    init: Annotated[str | None, _O(help="The stage-1 run (`ava head align`) whose connector to start from.")] = None,
+    config: Annotated[Path | None, _O("--config", help="TOML file with config fields.")] = None,
+    llm: Annotated[str | None, _O(help="LLM (default qwen2-0.5b).")] = None,
+    epochs: Annotated[int | None, _num("epochs", "Epochs (default 1).")] = None,
+    lr: Annotated[float | None, _num("lr", "Learning rate (default 2e-5, the paper's stage 2).")] = None,
+    batch_size: Annotated[
+        int | None, _num("batch_size", "Global batch size (default 128, the paper's stage 2: 8 x 16).")
+    ] = None,
+    grad_accum: Annotated[
+        int | None, _num("grad_accum", "Gradient accumulation steps (default: micro-batches of 16).")
+    ] = None,
+    max_train: Annotated[int | None, _num("max_train", "Cap on conversations (of each kind).")] = None,
+    seed: Annotated[int | None, _O(help="Random seed.")] = None,
+    device: Annotated[str | None, _O(help="auto, cpu, cuda ...")] = None,
+    dtype: Annotated[str | None, _O(help="auto, fp32 or bf16.")] = None,
+    threads: ThreadsOpt = None,
+) -> None:
+    """Tune the whole LLM and the connector on instruction conversations (the paper's stage 2), from the cache."""
+    from ava.config import load_config
+    from ava.heads.llm import InstructConfig
+    from ava.heads.llm import instruct as run_instruct
+
+    given = _set_options(dict(vfm=vfm, data=data, cache=cache, out=out, init=init, llm=llm, epochs=epochs, lr=lr,
+                              batch_size=batch_size, grad_accum=grad_accum, max_train=max_train, seed=seed,
+                              device=device, dtype=dtype))  # fmt: skip
+    cfg = load_config(InstructConfig, config, **given)
+    _check_required(cfg, config)
+    threads_setup(threads, cfg.num_workers)
+    print_results(None, run_instruct(cfg))
+
+
+@app.command("import-instructions")
+def import_instructions(
+    instructions: Annotated[Path, typer.Argument(help="LLaVA-665K-style JSON: [{id, image?, conversations}].")],
+    images: Annotated[Path, _O(help="Directory the JSON's image paths are relative to.")],
+    out: Annotated[Path, _O("--out", "-o", help="Dataset directory to write (samples/instructions.jsonl).")],
+    max_items: Annotated[int | None, _num("max_items", "Import only the first N conversations.")] = None,
+) -> None:
+    """Import instruction conversations for stage 2 (`ava cache extract --ava instructions` reads their images)."""
+    from rich.console import Console
+
+    from ava.heads.llm.stage2 import import_instructions as run_import
+
+    n_image, n_text = run_import(instructions, images, out, max_items=max_items)
+    Console().print(f"{n_image} conversations with an image, {n_text} without -> [bold]{out}[/]")
 
 
 @app.command("import-captions")

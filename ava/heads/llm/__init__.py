@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ava.heads.base import HeadSpec
-from ava.heads.llm.config import AlignConfig, LLMHeadConfig
+from ava.heads.llm.config import AlignConfig, InstructConfig, LLMHeadConfig
 
 
 def train(config: LLMHeadConfig) -> Path:
@@ -40,6 +40,13 @@ def align(config: AlignConfig) -> Path:
     return _align(config)
 
 
+def instruct(config: InstructConfig) -> Path:
+    """Full fine-tuning of the LLM and the connector on instruction conversations (the paper's stage 2)."""
+    from ava.heads.llm.stage2 import instruct as _instruct
+
+    return _instruct(config)
+
+
 SPEC = HeadSpec(
     name="llm",
     description="mlp2x_gelu connector + causal LM with LoRA (the paper's protocol), on cached features",
@@ -48,4 +55,4 @@ SPEC = HeadSpec(
     evaluate=evaluate,
 )
 
-__all__ = ["SPEC", "AlignConfig", "LLMHeadConfig", "align", "evaluate", "train"]
+__all__ = ["SPEC", "AlignConfig", "InstructConfig", "LLMHeadConfig", "align", "evaluate", "instruct", "train"]

@@ -13,8 +13,9 @@ every dataset). Then::
 
 (``--features online`` skips the cache and runs the VFM on every batch instead.)
 
-Only the connector trains (the LLM is frozen, no LoRA), at the paper's stage-1 learning rate 1e-3, with the
-same ``qwen2_base`` prompt as stage 3 (the instruction as the question, the caption as the answer).
+Only the connector trains (the LLM is frozen, no LoRA), at the paper's stage-1 learning rate 1e-3 and global
+batch 256 (by default 8 accumulated micro-batches of 32), with the same prompt as stage 3 (the instruction as the
+question, the caption as the answer). Stage 2 (:mod:`ava.heads.llm.stage2`) continues from its connector.
 ``--init`` of ``ava head train`` accepts the resulting run directory; see
 :func:`ava.heads.llm.runtime.read_init` for the stage-2 directory layout.
 """
@@ -80,9 +81,12 @@ def import_captions(captions: str | Path, images: str | Path, out: str | Path, *
 
 def align(config: AlignConfig) -> Path:
     """Train the connector alone on caption pairs; writes ``connector.safetensors`` and run.json (head "align")."""
+    import dataclasses
+
     import torch
 
     from ava.heads.common import stable_order
+    from ava.heads.llm.config import auto_grad_accum
     from ava.heads.llm.llms import load_llm
     from ava.heads.llm.model import build_head
     from ava.heads.llm.prompt import PromptEncoder
@@ -92,6 +96,9 @@ def align(config: AlignConfig) -> Path:
     if not config.out:
         raise AvaError("no output directory given (--out)")
     dist, device = init_dist(config.device)
+    if config.grad_accum is None:  # the paper's 256 as 8 x 32 on one device
+        batch = config.batch_size or 256
+        config = dataclasses.replace(config, grad_accum=auto_grad_accum(batch, dist.world, 32))
     dtype = resolve_dtype(config.dtype, device)
     run_dir = Path(config.out)
     check_resumable(run_dir, config)
@@ -135,7 +142,7 @@ def align(config: AlignConfig) -> Path:
         dtype=dtype,
         epochs=config.epochs or 1,
         lr=config.lr or 1e-3,
-        batch_size=config.batch_size or 32,
+        batch_size=config.batch_size or 256,
         description="align",
     )
     if dist.main:

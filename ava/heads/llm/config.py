@@ -65,12 +65,12 @@ class AlignConfig:
     device: str = "auto"
     epochs: int | None = 1
     lr: float | None = 1e-3  # the paper's stage 1
-    batch_size: int | None = 32
+    batch_size: int | None = 256  # the paper's stage-1 global batch
     layer: int | None = None
     max_train: int | None = None
     features: str = "cache"
     dtype: str = "auto"
-    grad_accum: int = 1
+    grad_accum: int | None = None  # None: the fewest steps that keep micro-batches at <= 32 (256 = 8 x 32)
     warmup_ratio: float = 0.03
     weight_decay: float = 0.0
     gradient_checkpointing: bool = False
@@ -78,3 +78,47 @@ class AlignConfig:
     checkpoint_every: int = 200
     stop_after_steps: int | None = None
     progress: bool = True
+
+
+@dataclass
+class InstructConfig:
+    """Full fine-tuning of the LLM and the connector on instruction conversations (the paper's stage 2).
+
+    ``data`` is a dataset made by ``ava head import-instructions`` (LLaVA-665K JSON); ``init`` an ``ava head align``
+    run (stage 1) whose connector starts the training. Defaults are the paper's stage 2: lr 2e-5, global batch
+    128, 1 epoch, cosine decay with 3% warmup, no weight decay.
+    """
+
+    vfm: str = ""
+    data: str = ""
+    cache: str = ""
+    out: str = ""
+    init: str | None = None  # a stage-1 (align) run: its connector is the starting point
+    llm: str = "qwen2-0.5b"
+    seed: int = 0
+    device: str = "auto"
+    epochs: int | None = 1
+    lr: float | None = 2e-5
+    batch_size: int | None = 128
+    layer: int | None = None
+    max_train: int | None = None
+    features: str = "cache"  # stage 2 reads image features from the cache only
+    dtype: str = "auto"
+    grad_accum: int | None = None  # None: the fewest steps that keep micro-batches at <= 16 (128 = 8 x 16)
+    warmup_ratio: float = 0.03
+    weight_decay: float = 0.0
+    gradient_checkpointing: bool = False
+    num_workers: int = 0
+    checkpoint_every: int = 200
+    stop_after_steps: int | None = None
+    progress: bool = True
+
+
+def auto_grad_accum(batch_size: int, world: int, max_micro: int) -> int:
+    """The fewest accumulation steps that split ``batch_size`` evenly over ``world`` ranks into micro-batches of at
+    most ``max_micro`` (1 when the batch does not split evenly: the trainer then names the problem)."""
+    per_rank = batch_size // world if batch_size % world == 0 else 0
+    for accum in range(1, per_rank + 1):
+        if per_rank % accum == 0 and per_rank // accum <= max_micro:
+            return accum
+    return 1

@@ -51,14 +51,20 @@ def get_template(name: str) -> Template:
 
 @dataclass
 class Encoded:
-    """Token ids of one sample around its image slot; the image occupies ``num_image_tokens`` positions."""
+    """Token ids of one sample around its image slot; the image occupies ``num_image_tokens`` positions.
+
+    A multi-turn conversation (stage 2) keeps its earlier replies inside ``post``, supervised through
+    ``post_labels``; a conversation without an image (``image=False``) has no image slot at all.
+    """
 
     pre: list[int]  # everything before the image
-    post: list[int]  # after the image, up to and including "ASSISTANT:"
+    post: list[int]  # after the image, up to and including the last "ASSISTANT:"
     answer: list[int]  # " {answer}" + eos (empty at evaluation)
+    post_labels: list[int] | None = None  # labels of ``post`` (None: none supervised)
+    image: bool = True
 
     def length(self, num_image_tokens: int) -> int:
-        return len(self.pre) + num_image_tokens + len(self.post) + len(self.answer)
+        return len(self.pre) + (num_image_tokens if self.image else 0) + len(self.post) + len(self.answer)
 
 
 def prompt_text(question: str, answer: str | None = None) -> str:
@@ -97,6 +103,31 @@ class PromptEncoder:
         ans = [] if answer is None else _ids(self.tokenizer, f" {answer}") + [self.eos]
         return Encoded(pre=self.pre, post=post, answer=ans)
 
+    def encode_turns(self, turns: list[tuple[str, str]], *, image: bool = True) -> Encoded:
+        """A multi-turn conversation ``[(question, reply), ...]``: every reply (and its eos) carries loss.
+
+        The text is the template's, turn after turn (LLaVA's ``vicuna_v1`` layout)::
+
+            SYSTEM USER: <image>\\n{q1} ASSISTANT: {a1}<eos>USER: {q2} ASSISTANT: {a2}<eos>
+
+        Without an image, the first question follows "USER: " directly.
+        """
+        if not turns:
+            raise AvaError("a conversation needs at least one question and reply")
+        post: list[int] = []
+        labels: list[int] = []
+        for i, (question, reply) in enumerate(turns):
+            lead = ("\n" if image else "") if i == 0 else f"{self.user}: "
+            ask = _ids(self.tokenizer, f"{lead}{question} {self.assistant}:")
+            if i == len(turns) - 1:
+                post += ask
+                labels += [IGNORE] * len(ask)
+                return Encoded(self.pre, post, self.answer_ids(reply), labels, image)
+            said = self.answer_ids(reply)
+            post += ask + said
+            labels += [IGNORE] * len(ask) + said
+        raise AssertionError("unreachable")
+
     def answer_ids(self, answer: str) -> list[int]:
         """The supervised tokens of a reply: " {answer}" + eos."""
         return _ids(self.tokenizer, f" {answer}") + [self.eos]
@@ -105,15 +136,19 @@ class PromptEncoder:
 def build_batch(encoded: list[Encoded], num_image_tokens: int, pad_id: int, *, left_pad: bool = False) -> dict:
     """Pad a batch: input_ids (image slots hold ``pad_id``), image_mask, attention_mask and labels.
 
-    Training pads on the right; generation pads on the left so every prompt ends at the last position.
+    Training pads on the right; generation pads on the left so every prompt ends at the last position. A row
+    without an image (``Encoded.image`` False) has no image slots; its features must come after the image rows'
+    (``LLMHead.embed`` fills the slots in order), see :func:`image_rows_first`.
     """
     import torch
 
     rows = []
     for e in encoded:
-        ids = e.pre + [pad_id] * num_image_tokens + e.post + e.answer
-        img = [0] * len(e.pre) + [1] * num_image_tokens + [0] * (len(e.post) + len(e.answer))
-        lab = [IGNORE] * (len(ids) - len(e.answer)) + e.answer
+        slots = num_image_tokens if e.image else 0
+        ids = e.pre + [pad_id] * slots + e.post + e.answer
+        img = [0] * len(e.pre) + [1] * slots + [0] * (len(e.post) + len(e.answer))
+        post_labels = e.post_labels if e.post_labels is not None else [IGNORE] * len(e.post)
+        lab = [IGNORE] * (len(e.pre) + slots) + post_labels + e.answer
         rows.append((ids, img, lab))
     width = max(len(r[0]) for r in rows)
     out = {
@@ -128,3 +163,14 @@ def build_batch(encoded: list[Encoded], num_image_tokens: int, pad_id: int, *, l
         out["attention_mask"][i, sl] = 1
     out["image_mask"] = out["image_mask"].bool()
     return out
+
+
+def image_rows_first(features: Any, image_mask: Any) -> Any:
+    """``features`` [B, T, D] reordered so the rows that have image slots come first, in order: the order in
+    which ``masked_scatter`` fills a batch's slots when some rows (text-only conversations) have none."""
+    import torch
+
+    has = image_mask.any(dim=1)
+    if bool(has.all()):
+        return features
+    return torch.cat([features[has], features[~has]])
