@@ -81,11 +81,11 @@ def import_instructions(
     if not isinstance(items, list):
         raise AvaError(f"instructions file {path}: expected a JSON list of {{id, image, conversations}}")
     items = items[:max_items] if max_items is not None else items
+    conversations = [conversation_turns(item, str(path)) for item in items]  # all checked before anything is written
     text_only: list[dict[str, Any]] = []
     n_image = 0
     with DatasetWriter(out, info={"source": f"instructions:{path.name}", "instructions": True}) as writer:
-        for item in items:
-            turns = conversation_turns(item, str(path))
+        for item, turns in zip(items, conversations, strict=True):
             sid = str(item.get("id"))
             if not item.get("image"):
                 text_only.append({"id": sid, "turns": [list(t) for t in turns]})
