@@ -19,7 +19,7 @@ from ava.synth import SynthConfig, generate
 RED_BOX = ("abs_depth", "rel_depth", "ocr", "recognition", "spatial", "emotion", "color")
 BLUE_BOX = ("rel_depth", "spatial")
 # Minimum number of distinct answers per choice ability (issue 3).
-MIN_CLASSES = {"texture": 12, "emotion": 5, "action": 8, "fine_grained": 20, "recognition": 20, "scene": 10,
+MIN_CLASSES = {"texture": 12, "emotion": 5, "action": 8, "fine_grained": 20, "recognition": 20, "scene": 30,
                "orientation": 9, "spatial": 4, "rel_depth": 2, "abs_depth": 29}  # fmt: skip
 
 

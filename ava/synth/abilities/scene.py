@@ -1,20 +1,26 @@
-"""Scene: 10 layouts composed from primitives (sky, ground, water, buildings, trees, mountains, road, room).
+"""Scene: 30 classes (9 outdoor layouts x 3 weathers, 3 kinds of room) drawn from primitives (sky, water, ...).
 
 Each layout has a fixed composition rule and random geometry and colours within it, so the class is the
 arrangement, not one colour: e.g. a coast has water meeting sand at an open horizon, a lake has water ringed
 by green banks and hills, a field has crop rows converging to the horizon, a road has a grey road with lane
-dashes. Options list all 10 classes.
+dashes. Each outdoor layout is seen in clear weather, in fog (a haze that thickens towards the horizon and lowers the
+contrast) or in rain (thin slanted streaks over the whole picture, of random density and strength). The layout
+is in the overall colours, which raw pixels keep; fog partly (it greys the picture); rain is a fine texture that
+a mean over pixel patches cannot see, so a trained feature extractor should lead. The rooms differ by their
+furniture only (a table, a bed, shelves of books): shapes, not colours. Every question lists the 30
+classes in a random order, as the paper's scene questions list 30 sampled classes.
 """
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 from PIL import Image, ImageDraw
 
 from ava.synth.abilities import ask, option_truth
 from ava.synth.core import Ctx, Rendered
-from ava.synth.shapes import BROWN, add_noise, draw_icon, gradient, shade
+from ava.synth.shapes import BROWN, add_noise, draw_icon, gradient, random_color, shade
 
 Draw = ImageDraw.ImageDraw
 
@@ -168,7 +174,8 @@ def road(ctx: Ctx, s: int) -> Image.Image:
     return im
 
 
-def room(ctx: Ctx, s: int) -> Image.Image:
+def _room_shell(ctx: Ctx, s: int) -> tuple[Image.Image, tuple[float, float, float, float]]:
+    """Walls, ceiling and floor in one-point perspective, with a window; returns the back wall's box."""
     wall = _j(ctx, (215, 200, 170), 25)
     im = Image.new("RGB", (s, s), shade(wall, 0.85))
     d = ImageDraw.Draw(im)
@@ -186,24 +193,107 @@ def room(ctx: Ctx, s: int) -> Image.Image:
         outline=(240, 240, 240),
         width=max(1, s // 120),
     )
+    return im, (bx0, by0, bx1, by1)
+
+
+def room(ctx: Ctx, s: int) -> Image.Image:
+    im, (bx0, _, bx1, by1) = _room_shell(ctx, s)
     tx = ctx.uniform(bx0, bx1 - 0.2 * s)
-    draw_icon(d, "table", (tx, by1 - 0.12 * s, tx + 0.2 * s, by1 + 0.01 * s), _j(ctx, BROWN, 25))
+    draw_icon(ImageDraw.Draw(im), "table", (tx, by1 - 0.12 * s, tx + 0.2 * s, by1 + 0.01 * s), _j(ctx, BROWN, 25))
     return im
 
 
-LAYOUTS = {
+def bedroom(ctx: Ctx, s: int) -> Image.Image:
+    """A room with a bed: a long low frame, a blanket and a pillow at the head end."""
+    im, (bx0, _, bx1, by1) = _room_shell(ctx, s)
+    d = ImageDraw.Draw(im)
+    w, h = ctx.uniform(0.32, 0.42) * s, ctx.uniform(0.08, 0.12) * s
+    x = ctx.uniform(bx0 - 0.05 * s, bx1 - w + 0.05 * s)
+    y = by1 + ctx.uniform(0.02, 0.1) * s
+    d.rectangle([x, y - h, x + w, y], fill=_j(ctx, BROWN, 25))  # frame
+    d.rectangle([x + 0.02 * w, y - 1.5 * h, x + w, y - 0.6 * h], fill=random_color(ctx))  # blanket
+    left = ctx.rng.random() < 0.5
+    px = x + 0.03 * w if left else x + 0.75 * w
+    d.ellipse([px, y - 1.9 * h, px + 0.22 * w, y - 1.3 * h], fill=(240, 240, 235))
+    d.rectangle([x, y - 2.4 * h, x + 0.04 * w, y] if left else [x + 0.96 * w, y - 2.4 * h, x + w, y],
+                fill=shade(_j(ctx, BROWN, 25), 0.8))  # fmt: skip
+    return im
+
+
+def library(ctx: Ctx, s: int) -> Image.Image:
+    """A room whose back wall is shelves of books: rows of narrow upright spines in many colours."""
+    im, (bx0, by0, bx1, by1) = _room_shell(ctx, s)
+    d = ImageDraw.Draw(im)
+    x0, x1 = bx0 + ctx.uniform(0.0, 0.08) * s, bx1 - ctx.uniform(0.0, 0.08) * s
+    rows = ctx.randint(3, 4)
+    shelf_h = (by1 - by0) * 0.85 / rows
+    for r in range(rows):
+        top = by0 + 0.1 * (by1 - by0) + r * shelf_h
+        d.rectangle([x0, top + shelf_h - 0.08 * shelf_h, x1, top + shelf_h], fill=shade(BROWN, 0.8))
+        x = x0
+        while x < x1 - 2:
+            w = ctx.uniform(0.012, 0.025) * s
+            d.rectangle([x, top + ctx.uniform(0.1, 0.3) * shelf_h, min(x + w, x1), top + 0.92 * shelf_h],
+                        fill=random_color(ctx))  # fmt: skip
+            x += w + 1
+    return im
+
+
+OUTDOOR = {
     "coast": coast, "forest": forest, "skyline": skyline, "desert": desert, "snowy mountain": snowy_mountain,
-    "night sky": night_sky, "lake": lake, "field": field, "road": road, "room": room,
+    "night sky": night_sky, "lake": lake, "field": field, "road": road,
 }  # fmt: skip
-CLASSES: tuple[str, ...] = tuple(LAYOUTS)
+INDOOR = {"living room": room, "bedroom": bedroom, "library": library}
+WEATHERS = ("clear", "foggy", "rainy")
+# (class name, layout, weather): 9 outdoor layouts in 3 weathers, and 3 kinds of room (no weather indoors)
+VARIANTS: tuple[tuple[str, str, str], ...] = (
+    *((name if w == "clear" else f"{w} {name}", name, w) for w in WEATHERS for name in OUTDOOR),
+    *((name, name, "clear") for name in INDOOR),
+)
+CLASSES: tuple[str, ...] = tuple(v[0] for v in VARIANTS)
+
+
+def fog(ctx: Ctx, image: Image.Image, horizon: float) -> Image.Image:
+    """A haze of a random pale grey, densest at ``horizon`` (fraction of the height) and thinning away from it."""
+    s = image.width
+    strength = ctx.uniform(0.45, 0.7)
+    rows = np.abs(np.arange(s, dtype=np.float32) / s - horizon)
+    alpha = strength * np.clip(1.0 - rows / ctx.uniform(0.6, 0.9), 0.25, 1.0)
+    haze = np.asarray(_j(ctx, (200, 203, 208), 12), np.float32)
+    arr = np.asarray(image, np.float32)
+    out = arr * (1 - alpha[:, None, None]) + haze * alpha[:, None, None]
+    return Image.fromarray(np.round(out).astype(np.uint8))
+
+
+def rain(ctx: Ctx, image: Image.Image) -> Image.Image:
+    """Thin slanted streaks, light or heavy, a little lighter than what they fall over."""
+    s = image.width
+    layer = Image.new("L", (s, s), 0)
+    d = ImageDraw.Draw(layer)
+    slant = ctx.uniform(-0.35, 0.35)
+    n = int(ctx.uniform(0.6, 1.6) * s)  # streak count grows with the area's side: the same look at any size
+    length, width = ctx.uniform(0.04, 0.09) * s, max(1, round(s / 256))
+    xs, ys = ctx.rng.uniform(-0.2 * s, 1.2 * s, n), ctx.rng.uniform(-0.1 * s, s, n)
+    for x, y in zip(xs, ys, strict=True):
+        d.line([(x, y), (x + slant * length, y + length)], fill=255, width=width)
+    alpha = np.asarray(layer, np.float32)[..., None] / 255 * ctx.uniform(0.35, 0.6)
+    arr = np.asarray(image, np.float32)
+    out = arr * (1 - alpha) + 225.0 * alpha
+    dim = ctx.uniform(0.8, 0.92)  # overcast: the picture darkens a little under rain
+    return Image.fromarray(np.round(out * dim).astype(np.uint8))
 
 
 def render_scene(ctx: Ctx) -> Rendered:
     (k,) = ctx.balanced(len(CLASSES))
-    name = CLASSES[k]
-    image = add_noise(ctx, LAYOUTS[name](ctx, ctx.size))
-    options = list(CLASSES)
+    name, layout, weather = VARIANTS[k]
+    image = {**OUTDOOR, **INDOOR}[layout](ctx, ctx.size)
+    if weather == "foggy":
+        image = fog(ctx, image, horizon=0.4)
+    elif weather == "rainy":
+        image = rain(ctx, image)
+    image = add_noise(ctx, image)
+    options = [CLASSES[int(i)] for i in ctx.rng.permutation(len(CLASSES))]
     return Rendered(
-        image=image, question=ask("scene", options), answer=name, truth=option_truth(options, k),
-        options=options, meta={"class": name},
+        image=image, question=ask("scene", options), answer=name, truth=option_truth(options, options.index(name)),
+        options=options, meta={"class": name, "layout": layout, "weather": weather},
     )  # fmt: skip

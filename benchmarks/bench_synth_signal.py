@@ -1,0 +1,92 @@
+"""Does every synthetic ability carry signal? The floor, the control and a trained extractor, with the cheap heads.
+
+    python benchmarks/bench_synth_signal.py [--per-ava 200] [--size 160] [--vfms pixels,random-vit,effnet-lite0]
+        [--heads knn,probe-linear] [--out DIR] [--threads 2] [--json FILE]
+
+At the demo's size by default (200 samples per ability, 160 px): generates the suite, extracts each VFM, trains
+kNN and the linear probe on every ability (``ava.synth.calibrate``), and prints one markdown row per ability: the
+chance level, each VFM's best head, and whether the ability separates the VFMs (see ``ava/synth/calibrate.py``
+for the rules). A VFM that cannot load here (``effnet-lite0`` without timm + torchvision) is left out with a note.
+Wall and CPU seconds are printed; CPU seconds do not depend on other jobs sharing the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import resource
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+
+def _cpu_seconds() -> float:
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def _loadable(vfms: list[str]) -> list[str]:
+    """The VFMs whose code can be imported here (a timm VFM needs timm, and timm needs torchvision)."""
+    from ava.vfm import resolve_vfm
+
+    kept = []
+    for name in vfms:
+        if resolve_vfm(name).model_class == "timm":
+            try:
+                import timm  # noqa: F401
+            except Exception as e:  # noqa: BLE001 - any import failure: one line, the others still run
+                print(f"note: {name} left out: timm cannot be imported here ({type(e).__name__}: {e})")
+                continue
+        kept.append(name)
+    return kept
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--per-ava", type=int, default=200)
+    parser.add_argument("--size", type=int, default=160)
+    parser.add_argument("--ava", default="", help="comma-separated abilities (default: all 14)")
+    parser.add_argument("--vfms", default="pixels,random-vit,effnet-lite0")
+    parser.add_argument("--heads", default="knn,probe-linear")
+    parser.add_argument("--difficulty", default="easy")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default="", help="keep the data, cache and runs here (default: a temp dir)")
+    parser.add_argument("--threads", type=int, default=2, help="torch threads")
+    parser.add_argument("--json", default="", help="also write the rows and the device here")
+    args = parser.parse_args()
+
+    import torch
+
+    from ava.synth.calibrate import CalibrateConfig, calibrate, table_lines
+
+    torch.set_num_threads(args.threads)
+    out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="bench_synth_signal_"))
+    config = CalibrateConfig(out=str(out), per_ava=args.per_ava, size=args.size, seed=args.seed,
+                             ava=[a for a in args.ava.split(",") if a] or None, difficulty=args.difficulty,
+                             vfms=_loadable([v for v in args.vfms.split(",") if v]),
+                             heads=[h for h in args.heads.split(",") if h], progress=False)  # fmt: skip
+    device = f"CPU {platform.processor() or platform.machine()} ({os.cpu_count()} cores), torch threads {args.threads}"
+    load = os.getloadavg()[0]
+    t0, c0 = time.perf_counter(), _cpu_seconds()
+    try:
+        rows = calibrate(config)
+    finally:
+        if not args.out:
+            shutil.rmtree(out, ignore_errors=True)
+    wall, cpu = time.perf_counter() - t0, _cpu_seconds() - c0
+    print(f"{device}; load average before start {load:.1f}; {datetime.date.today()}")
+    print(f"{args.per_ava} samples per ability at {args.size} px ({args.difficulty}), heads {args.heads}; "
+          f"wall {wall:.0f} s, cpu {cpu:.0f} s")  # fmt: skip
+    print("\n".join(table_lines(rows)))
+    if args.json:
+        doc = {"device": device, "date": str(datetime.date.today()), "wall_s": wall, "cpu_s": cpu,
+               "config": vars(args), "rows": [r.to_dict() for r in rows]}  # fmt: skip
+        Path(args.json).write_text(json.dumps(doc, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
