@@ -190,6 +190,7 @@ def run_demo(config: DemoConfig) -> Path:
     from ava.abilities import get_ability
     from ava.config import save_config
     from ava.report import make_report, print_report
+    from ava.synth.calibrate import opening_sentences
 
     config = config.resolved()
     console = Console()
@@ -226,7 +227,7 @@ def run_demo(config: DemoConfig) -> Path:
         done = [r for r, hc in runs if _finished(r, hc)]
         if not done:
             raise AvaError("no head run finished, nothing to report:\n  " + "\n  ".join(failures))
-        report = make_report(done, paths["report"])
+        report = make_report(done, paths["report"], opening=opening_sentences(paths["data"], done))
     print_report(report, console)
     md = paths["report"] / "report.md"
     console.print(f"\n[bold]report:[/] {md}  (tables, rank agreement, plots)  total {time.perf_counter() - t0:.0f} s")

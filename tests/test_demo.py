@@ -43,6 +43,10 @@ def test_reduced_demo(tmp_path):
     md = (out / "report" / "report.md").read_text()
     assert "random-vit (random weights)" in md and "data: synthetic" in md
     assert "### knn vs probe-linear" in md
+    # the report opens with one sentence per extractor on what its fingerprint shows
+    assert md.startswith("# AVA-Bench report\n\n## What the fingerprints show\n")
+    assert report["opening"][0].startswith("`pixels` (raw pixels, the floor): leads on ")
+    assert report["opening"][1].startswith("`random-vit` (random weights, the control): leads on ")
     assert "report.md" in result.output
 
     # the second run resumes: every head run is skipped and the report is rebuilt

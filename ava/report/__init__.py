@@ -51,16 +51,19 @@ def build_report(run_dirs: list[str | Path], split: str = "test") -> dict[str, A
     }
 
 
-def make_report(run_dirs: list[str | Path], out: str | Path, split: str = "test") -> dict[str, Any]:
+def make_report(run_dirs: list[str | Path], out: str | Path, split: str = "test",
+                opening: list[str] | None = None) -> dict[str, Any]:  # fmt: skip
     """Read the runs' ``results_<split>.json`` and write, under ``out``: report.md, report.json, report.tex and
     ``plots/`` (PNG and SVG per head). Returns the report dict (as in report.json). Each file is written whole
-    through a temporary file, so an interrupted report never leaves a half-written one."""
+    through a temporary file, so an interrupted report never leaves a half-written one. ``opening``: sentences
+    the report opens with (``ava demo`` says there what each extractor's fingerprint shows)."""
     from ava.data.format import atomic_write_text
     from ava.report.plots import write_plots
     from ava.report.render import latex, markdown
     from ava.report.tables import HeadTable
 
     report = build_report(run_dirs, split)
+    report["opening"] = list(opening or [])
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     for head, t in report["heads"].items():

@@ -155,6 +155,8 @@ def markdown(report: dict[str, Any], base: Path | None = None) -> str:
     Run paths are shown relative to ``base`` (the report's directory) when given, so the file can move with them.
     """
     md = ["# AVA-Bench report", ""]
+    if report.get("opening"):
+        md += ["## What the fingerprints show", "", *(f"- {line}" for line in report["opening"]), ""]
     if any(r["random_weights"] for r in report["runs"]):
         md += [
             f"> **Note:** a VFM or LLM marked *{RANDOM}* is a control with untrained weights, not a trained model.",
@@ -242,6 +244,8 @@ def print_report(report: dict[str, Any], console: Any = None, detail: bool = Fal
         console.print(table)
 
     console = console or Console()
+    for line in report.get("opening") or []:
+        console.print(f"- {line}", highlight=False)
     for t in report["heads"].values():
         show(table_rows(t), f"Head: {t['head']}", table_caption(t), bold_last=True)
     if report["agreement"]:

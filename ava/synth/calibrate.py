@@ -297,3 +297,22 @@ def fingerprint_sentences(rows: Sequence[Row]) -> list[str]:
         what = "; ".join(f"{r.ava.replace('_', '-')} ({why[r.verdict]})" for r in dead)
         sentences.append(f"Abilities that rank nothing at this size: {what}.")
     return sentences
+
+
+def runs_by_key(run_dirs: Sequence[str | Path], skip_heads: Sequence[str] = ("llm",)) -> dict[tuple[str, str], Path]:
+    """{(head, vfm): run dir} read from each run's results_test.json (heads in ``skip_heads`` left out)."""
+    found = {}
+    for run in map(Path, run_dirs):
+        block = json.loads((run / "results_test.json").read_text()).get("run", {})
+        if block.get("head") not in skip_heads:
+            found[(str(block.get("head")), str(block.get("vfm")))] = run
+    return found
+
+
+def opening_sentences(data: str | Path, run_dirs: Sequence[str | Path]) -> list[str]:
+    """What each extractor's fingerprint shows, for the top of a report over feature-head runs on ``data`` (the
+    LLM head is left out: it covers few abilities in the demo). Empty when fewer than two VFMs were run."""
+    runs = runs_by_key(run_dirs)
+    if len({v for _, v in runs}) < 2:
+        return []
+    return fingerprint_sentences(calibration_table(data, runs))
