@@ -266,3 +266,21 @@ def test_new_subgroups_and_the_unknown_bin(tmp_path: Path) -> None:
     assert groups["text_domain"] == {UNKNOWN: {"value": 0.0, "n": 2}}  # sources src0/src1 name no domain
     assert sum(b["n"] for b in groups["source"].values()) == 2
     assert list(report.results["abilities"]["abs_depth"]["subgroups"]["depth_range"]) == ["<=5 m"]
+
+
+def test_questions_without_a_readable_class_are_counted(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from ava.abilities.subgroups import UNKNOWN
+
+    data = build_dataset(tmp_path / "data", ["counting", "color"])
+    dataset = Dataset(data)
+    samples = dataset.samples("counting")
+    samples = [replace(s, meta={**s.meta, "class": UNKNOWN if s.id == "counting-0" else "dogs"}) for s in samples]
+    dataset._samples["counting"] = samples
+    report = score_predictions(dataset, {s.key: "3" for s in samples})
+    assert report.results["abilities"]["counting"]["n_class_unknown"] == 1
+    assert "n_class_unknown" not in report.results["abilities"]["color"]
+    pred = _write_preds(tmp_path / "p.jsonl", [{"id": "counting-0", "prediction": "3"}])
+    res = runner.invoke(app, ["score", "--data", str(data), "--pred", str(pred), "--ava", "counting"])
+    assert res.exit_code == 0 and "class 'unknown'" in " ".join(res.output.split())  # no class in the fixture

@@ -65,6 +65,12 @@ def _warn(report: ScoreReport, console: Console) -> None:
             highlight=False,
         )
     for key, res in report.results["abilities"].items():
+        if res.get("n_class_unknown"):
+            console.print(
+                f"[yellow]note:[/] {key}: {res['n_class_unknown']} of {res['n']} questions name their object in no "
+                "known wording (class 'unknown'; see docs/metrics.md)",
+                highlight=False,
+            )
         rules = {r: n for r, n in (res.get("box_rules") or {}).items() if n}
         if len(rules) > 1:  # auto read some boxes as normalized and others as pixels: say so
             counts = ", ".join(f"{n} as {r}" for r, n in rules.items())

@@ -55,6 +55,8 @@ _CLASS_PATTERNS: dict[str, tuple[re.Pattern[str], ...]] = {
         re.compile(r"\b(?:locate|find|detect)\s+(?:the\s+|an?\s+)?(.+?)\s*(?:in the image)?\s*[.?]?\s*$", re.I),
     ),
 }
+# The abilities whose class is read from the question (the others' class is their answer).
+QUESTION_CLASS_ABILITIES = tuple(_CLASS_PATTERNS)
 SOURCE_COLUMNS = ("source", "source_dataset", "dataset", "data_source")
 
 

@@ -28,6 +28,7 @@ from ava.abilities import ABILITIES, Ability, get_ability
 from ava.abilities.parsers import BOX_FORMATS, parse_box, parse_reply, truth_value
 from ava.abilities.subgroups import SUBGROUPS, UNKNOWN
 from ava.data.format import Dataset, Sample, atomic_write_text
+from ava.data.truth import QUESTION_CLASS_ABILITIES
 from ava.errors import AvaError
 from ava.metrics import METRICS
 from ava.provenance import provenance
@@ -137,6 +138,8 @@ def _score_ability(
         "unparsed_rule": metric.worst_rule,
         "subgroups": _subgroups(ability, samples, values),
     }
+    if ability.key in QUESTION_CLASS_ABILITIES:  # questions whose object could not be read: counted, shown
+        summary["n_class_unknown"] = sum(s.meta.get("class") in (None, "", UNKNOWN) for s in samples)
     if ability.answer_kind == "box":  # how many parsed boxes each rule read (auto mixes normalized and pixels)
         summary["box_format"] = box_format
         summary["box_rules"] = {r: rules.get(r, 0) for r in BOX_FORMATS[1:]}
