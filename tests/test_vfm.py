@@ -56,8 +56,17 @@ def test_full_size_architecture_on_meta(key):
     assert tuple(out.shape) == (1, 1, *PAPER[key])
     assert vfm.layers == (-2,)
     n = param_count(spec)
+    assert n == spec.params  # the declared count `ava vfm list` shows without building anything
     if key in PUBLISHED_PARAMS_M:
         assert n / 1e6 == pytest.approx(PUBLISHED_PARAMS_M[key], rel=0.01)
+
+
+@pytest.mark.parametrize("key", [k for k in VFMS.names() if k not in {s.key for s in REAL}])
+def test_declared_params_of_controls_and_tiny_models(key):
+    spec = VFMS.get(key)
+    if spec.model_class == "timm":
+        pytest.importorskip("timm", exc_type=ImportError)
+    assert spec.params is not None and param_count(spec) == spec.params
 
 
 def _save_tiny(key, path):

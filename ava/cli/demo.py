@@ -47,8 +47,9 @@ def demo(
     seed: Annotated[int, typer.Option(help="Seed of data and heads.")] = 0,
     threads: ThreadsOpt = None,
 ) -> None:
-    """The whole pipeline offline in minutes: synthetic data, features of `pixels` and `random-vit` (random weights,
-    a control), kNN/probe heads on every ability, a tiny random LLM head on a few, and the report.
+    """The whole pipeline offline in minutes: synthetic data, features of `pixels` (the floor), `random-vit` (random
+    weights, a control) and `effnet-lite0` (real ImageNet weights: a trained CNN, not a paper VFM), kNN/probe heads
+    on every ability, a tiny random LLM head on a few, and the report.
 
     Re-running resumes: finished stages are skipped. Example: ava demo --out ava-out/demo
     """

@@ -22,7 +22,8 @@ def _params(n: int | None) -> str:
 
 @app.command("list")
 def list_(as_json: JsonOpt = False) -> None:
-    """List the registered VFMs: hub id, transformers class, input size, tokens x dim, prefix tokens, parameters."""
+    """List the registered VFMs: full hub id, input size, tokens x dim, prefix tokens, parameters, how they load
+    (native, mapped, timm, remote code, built-in) and whether the hub repository is gated. Imports no torch."""
     from ava.vfm import list_vfms
 
     rows = list_vfms()
@@ -30,19 +31,26 @@ def list_(as_json: JsonOpt = False) -> None:
         typer.echo(json.dumps(rows, indent=2))
         return
     from rich.console import Console
-    from rich.table import Table
 
-    table = Table(title="VFMs (parameters counted on the meta device; 'random' = random weights, a control)")
-    for col in ("key", "hub id", "class", "input", "tokens x dim", "prefix", "params"):
-        table.add_column(col, justify="right" if col in ("input", "params") else "left")
+    # Two lines per VFM, so full hub ids fit an 80-column terminal: the facts, then the weights' source.
+    console = Console(highlight=False)
+    head = f"{'key':<16}{'input':>5}  {'tokens x dim':<13}{'prefix':>6}{'params':>8}  loads"
+    console.print(f"[bold]{head}[/]")
     for r in rows:
-        hub = r["hub_id"] or ("random" if r["random_weights"] else "built-in")
-        post = f" ({r['postprocess']})" if r["postprocess"] else ""
-        tokens = f"{r['num_tokens']} x {r['dim']}{post}"
-        table.add_row(r["key"], hub, r["model_class"], str(r["image_size"]), tokens,
-                      str(r["prefix_tokens"]),
-                      _params(r["params"]))  # fmt: skip
-    Console().print(table)
+        loads = r["loader"] + (", gated" if r["gated"] else "")
+        tokens = f"{r['num_tokens']} x {r['dim']}"
+        console.print(f"[bold]{r['key']:<16}[/]{r['image_size']:>5}  {tokens:<13}{r['prefix_tokens']:>6}"
+                      f"{_params(r['params']):>8}  {loads}")  # fmt: skip
+        console.print(f"  [dim]{_weights(r)}[/]")
+    console.print("[dim]'random' = random weights (a control); details: ava vfm show KEY[/]")
+
+
+def _weights(row: dict) -> str:
+    if row["hub_id"]:
+        return row["hub_id"]
+    if row["weights_from"]:
+        return "installed package"
+    return "random" if row["random_weights"] else "built-in"
 
 
 @app.command("show")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib
 import json
 import warnings
 from collections.abc import Iterator
@@ -74,6 +75,14 @@ def build_model(spec: VFMSpec, device: str | torch.device = "cpu") -> nn.Module:
     otherwise the weights are random, seeded by ``spec.seed`` (0 when unset) on the CPU so every device agrees."""
     import transformers
 
+    if spec.model_class == "timm":
+        from ava.vfm import timm_family
+
+        cfg = spec.config or {}
+        if str(device) == "meta":
+            return timm_family.TimmBackbone(timm_family.build(cfg["architecture"], cfg.get("model_args", {}), "meta"))
+        model = timm_family.build(cfg["architecture"], cfg.get("model_args", {}), "cpu", seed=spec.seed or 0)
+        return timm_family.TimmBackbone(model).to(device)
     fam = FAMILIES.get(spec.model_class)
     kwargs = fam.model_kwargs if fam else {}
     config = build_config(spec)
@@ -215,6 +224,8 @@ class FrozenVFM(nn.Module):
                 f"VFM {self.spec.key!r} takes [B, 3, {size}, {size}] images, got {tuple(pixel_values.shape)}"
             )
         x = pixel_values.to(device=self.device, dtype=self.dtype)
+        if getattr(self.model, "takes_layers", False):  # timm: computes only the chosen intermediates
+            return torch.stack([self._tokens(h) for h in self.model(x, self.layers)], dim=1)
         out = self.model(pixel_values=x, output_hidden_states=True)
         hidden = getattr(out, "hidden_states", None)
         if hidden is None:
@@ -243,6 +254,8 @@ class FrozenVFM(nn.Module):
 def _num_hidden(spec: VFMSpec, model: nn.Module) -> int:
     if spec.model_class == "pixels":
         return 1
+    if hasattr(model, "num_hidden"):  # timm: one per intermediate, no embedding output
+        return int(model.num_hidden)
     config = getattr(model, "config", None)
     n = getattr(config, "num_hidden_layers", None)
     if n is None:
@@ -280,6 +293,10 @@ def load_vfm(name: str | VFMSpec, *, device: str | torch.device = "cpu", dtype: 
         chosen: tuple[int, ...] = (-1,)
     else:
         chosen = normalize_layers(tuple(layers) if layers else spec.layers, _num_hidden(spec, model), spec.key)
+    if spec.model_class == "timm":  # a CNN's stages differ in channels and stride
+        from ava.vfm.timm_family import spec_for_layers
+
+        spec = spec_for_layers(spec, model.model, chosen)
     return FrozenVFM(spec, model, weights=weights, preprocess=preprocess, layers=chosen, dtype=torch_dtype,
                      source=source, processor=processor)  # fmt: skip
 
@@ -313,8 +330,16 @@ def _load_pretrained(spec: VFMSpec, dtype: torch.dtype, trust_remote_code: bool)
 
     from ava.vfm.weights import locate
 
-    where = locate(spec.hub_id or "", spec.revision, key=spec.key)
+    if spec.provider:  # weights converted here from an installed package, then loaded like any directory
+        module, _, func = spec.provider.partition(":")
+        where = locate(str(getattr(importlib.import_module(module), func)()), key=spec.key)
+    else:
+        where = locate(spec.hub_id or "", spec.revision, key=spec.key)
     path = str(where.path)
+    if spec.model_class == "timm":
+        from ava.vfm.timm_family import TimmBackbone, load_timm
+
+        return TimmBackbone(load_timm(spec, where.path)).to(dtype), spec, where.identity, path
     if trust_remote_code:
         model = transformers.AutoModel.from_pretrained(path, trust_remote_code=True, use_safetensors=True, dtype=dtype)
         return model, spec, where.identity, path

