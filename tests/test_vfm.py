@@ -316,7 +316,7 @@ def test_remote_code_never_runs_by_default(tmp_path):
     (tmp_path / "model.safetensors").write_bytes(b"")
     with pytest.raises(AvaError, match="trust-remote-code"):
         load_vfm(f"radio@{tmp_path}")
-    with pytest.raises(AvaError, match="not a native"):
+    with pytest.raises(AvaError, match="its own Python code"):
         load_vfm(f"hf:{tmp_path}")
     assert not marker.exists()
 

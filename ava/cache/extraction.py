@@ -58,6 +58,7 @@ class ExtractConfig:
     progress: bool = True
     shard_size: int = DEFAULT_SHARD_SIZE  # images per shard: the unit of writing, resuming and rank ownership
     key: str | None = None  # a fixed group name instead of the spec hash (refused if its spec differs)
+    trust_remote_code: bool = False  # run the checkpoint's own Python code (only when asked; see ava.vfm.remote)
 
 
 @dataclass
@@ -338,6 +339,7 @@ def extract(config: ExtractConfig) -> dict[str, Any]:
             dtype=dtype,
             preprocess=config.preprocess,
             layers=tuple(config.layers),
+            trust_remote_code=config.trust_remote_code,
         )
         vfm.eval()
         group, lock = _prepare(config, vfm, _vfm_name(vfm, config.vfm), sorted(images), dist)

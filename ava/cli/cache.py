@@ -54,6 +54,14 @@ def extract_cmd(
     config: Annotated[Path | None, typer.Option(help="TOML file with any of these options.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
     threads: ThreadsOpt = None,
+    trust_remote_code: Annotated[
+        bool,
+        typer.Option(
+            "--trust-remote-code",
+            help="Run the checkpoint's own Python code (remote-code repositories). Off by default: without it no "
+            "checkpoint code ever runs. Recorded in the cache spec.",
+        ),
+    ] = False,
 ) -> None:
     """Extract frozen-VFM features of a dataset's images into the compressed cache.
 
@@ -85,6 +93,7 @@ def extract_cmd(
             shard_size=shard_size,
             key=key,
             progress=False if quiet else None,
+            trust_remote_code=True if trust_remote_code else None,
         )
     except TypeError as e:  # a required field given neither as an option nor in --config
         raise AvaError(f"--vfm, --data and --cache are required (as options or in --config): {e}") from e

@@ -55,13 +55,19 @@ def _weights(row: dict) -> str:
 
 @app.command("show")
 def show(
-    key: Annotated[str, typer.Argument(help="Registry key or alias, 'key@<hub-id-or-dir>', or 'hf:<hub-id-or-dir>'.")],
+    key: Annotated[
+        str, typer.Argument(help="Registry key or alias, 'key@<hub-id-or-dir>', 'hf:<hub-id-or-dir>' or 'timm:<name>'.")
+    ],
     as_json: JsonOpt = False,
+    trust_remote_code: Annotated[
+        bool, typer.Option("--trust-remote-code", help="Let an hf: config that needs its own Python code run it.")
+    ] = False,
 ) -> None:
-    """Show every fact of one VFM, with its parameter count computed on the meta device (nothing downloaded)."""
+    """Show every fact of one VFM: how it loads (native, mapped, timm, remote code), whether its hub repository is
+    gated, and its parameter count (declared, or computed on the meta device; nothing downloaded)."""
     from ava.vfm import vfm_facts
 
-    facts = vfm_facts(key)
+    facts = vfm_facts(key, trust_remote_code=trust_remote_code)
     if as_json:
         typer.echo(json.dumps(facts, indent=2))
         return

@@ -57,12 +57,14 @@ def param_count(spec: VFMSpec) -> int:
     return _count(spec)
 
 
-def vfm_facts(name: str | VFMSpec) -> dict[str, Any]:
+def vfm_facts(name: str | VFMSpec, *, trust_remote_code: bool = False) -> dict[str, Any]:
     """All facts of a VFM (``ava vfm show``), with its parameter count computed on the meta device."""
-    spec = resolve_vfm(name)
+    spec = resolve_vfm(name, trust_remote_code=trust_remote_code)
     facts = spec.facts()
     if spec.params is not None:  # declared (checked against the meta build by the tests)
         facts["params"] = spec.params
+    elif spec.loader == "remote":  # its class is the publisher's code: not built here
+        facts["params"] = None
     else:
         facts["params"] = param_count(spec) if spec.config is not None or spec.model_class == "pixels" else None
     return facts

@@ -196,6 +196,8 @@ class FrozenVFM(nn.Module):
             "dim": self.dim,
             "dtype": str(self.dtype).removeprefix("torch."),
         }
+        if spec.trust_remote_code:  # only when asked: the model ran its publisher's code, not transformers'
+            ident["trust_remote_code"] = True
         if self.preprocess_mode == "pad":
             ident["pad_fill"] = list(pp.PAD_FILL)
         else:
@@ -273,7 +275,8 @@ def load_vfm(name: str | VFMSpec, *, device: str | torch.device = "cpu", dtype: 
     """
     from ava.vfm.resolve import resolve_vfm
 
-    spec = resolve_vfm(name) if isinstance(name, str) else name
+    trust_remote_code = trust_remote_code or (not isinstance(name, str) and name.trust_remote_code)
+    spec = resolve_vfm(name, trust_remote_code=trust_remote_code) if isinstance(name, str) else name
     pp.check_mode(preprocess)
     torch_dtype = resolve_dtype(dtype)
     dev = resolve_device(device)
@@ -285,7 +288,7 @@ def load_vfm(name: str | VFMSpec, *, device: str | torch.device = "cpu", dtype: 
         model = build_model(spec, "cpu").to(dev, torch_dtype)
         weights, source = f"random:{spec.seed}:config-sha256:{config_digest(spec)}", None
     else:
-        model, spec, weights, source = _load_pretrained(spec, torch_dtype, trust_remote_code or spec.trust_remote_code)
+        model, spec, weights, source = _load_pretrained(spec, torch_dtype, trust_remote_code)
         model = model.to(dev)
     if preprocess == "processor":
         processor = pp.load_processor(source, spec)
@@ -341,8 +344,12 @@ def _load_pretrained(spec: VFMSpec, dtype: torch.dtype, trust_remote_code: bool)
 
         return TimmBackbone(load_timm(spec, where.path)).to(dtype), spec, where.identity, path
     if trust_remote_code:
-        model = transformers.AutoModel.from_pretrained(path, trust_remote_code=True, use_safetensors=True, dtype=dtype)
-        return model, spec, where.identity, path
+        from ava.vfm.remote import load_remote
+
+        if where.hub_id and not list(where.path.glob("*.py")):  # fetched before without its code
+            where = locate(spec.hub_id or "", spec.revision, key=spec.key, code=True)
+            path = str(where.path)
+        return load_remote(spec, path, dtype), replace(spec, trust_remote_code=True), where.identity, path
     _check_native(path, spec)
     cls = getattr(transformers, spec.model_class)
     fam = FAMILIES.get(spec.model_class)
@@ -374,7 +381,8 @@ def _load_pretrained(spec: VFMSpec, dtype: torch.dtype, trust_remote_code: bool)
 def _from_pretrained(cls: Any, path: str, dtype: torch.dtype, kwargs: dict[str, Any]) -> tuple[nn.Module, list[str]]:
     """The model and the weights it lacks (pooler and heads aside: features never use them)."""
     with _quiet_transformers():
-        model, info = cls.from_pretrained(path, use_safetensors=True, dtype=dtype, output_loading_info=True, **kwargs)
+        model, info = cls.from_pretrained(path, use_safetensors=True, dtype=dtype, output_loading_info=True,
+                                          trust_remote_code=False, **kwargs)  # fmt: skip
     return model, [k for k in info.get("missing_keys", []) if "pooler" not in k and "head" not in k]
 
 
@@ -382,7 +390,7 @@ def _vision_tower(path: str, cls: Any, dtype: torch.dtype) -> nn.Module | None:
     """The ``cls`` sub-module of a composite checkpoint loaded whole with AutoModel, when it loads completely."""
     import transformers
 
-    config = transformers.AutoConfig.from_pretrained(path)
+    config = transformers.AutoConfig.from_pretrained(path, trust_remote_code=False)
     if getattr(config, "vision_config", None) is None:
         return None
     try:
@@ -414,12 +422,8 @@ def _quiet_transformers() -> Iterator[None]:
 
 def _check_native(path: str, spec: VFMSpec) -> None:
     """A clear error for checkpoints that need remote code (their model_type is unknown to transformers)."""
-    import transformers
+    from pathlib import Path
 
-    try:
-        transformers.AutoConfig.from_pretrained(path)
-    except (ValueError, KeyError, OSError) as e:
-        raise AvaError(
-            f"{spec.hub_id} is not a native transformers checkpoint ({str(e).splitlines()[0]}). Convert it to "
-            f"{spec.model_class} format, or, if you trust its code, pass --trust-remote-code"
-        ) from e
+    from ava.vfm.resolve import load_config
+
+    load_config(Path(path), spec.hub_id or path, trust_remote_code=False)

@@ -73,7 +73,7 @@ def load_processor(source: str | None, spec: VFMSpec) -> Any:
     from transformers import AutoImageProcessor
 
     try:
-        processor = AutoImageProcessor.from_pretrained(source)
+        processor = AutoImageProcessor.from_pretrained(source, trust_remote_code=spec.trust_remote_code)
     except (OSError, ValueError) as e:
         raise AvaError(f"no image processor in {source} for VFM {spec.key!r} ({e}); use --preprocess pad") from e
     _set_output_size(processor, spec.image_size)

@@ -22,12 +22,13 @@ from ava.vfm.zoo import VFMS
 HF_OPTIONS = ("prefix", "size", "pool")
 
 
-def resolve_vfm(name: str | VFMSpec) -> VFMSpec:
-    """The spec for ``name``: registry key/alias, ``key@source``, ``key:random`` or ``hf:<hub-id-or-dir>[#options]``."""
+def resolve_vfm(name: str | VFMSpec, *, trust_remote_code: bool = False) -> VFMSpec:
+    """The spec for ``name``: registry key/alias, ``key@source``, ``key:random``, ``hf:<hub-id-or-dir>[#options]``
+    or ``timm:<name-or-dir>``. ``trust_remote_code`` lets an ``hf:`` config that needs custom code load it."""
     if isinstance(name, VFMSpec):
         return name
     if name.startswith("hf:"):
-        return hf_spec(name[3:])
+        return hf_spec(name[3:], trust_remote_code=trust_remote_code)
     if name.startswith("timm:"):
         from ava.vfm.timm_family import timm_spec
 
@@ -62,17 +63,21 @@ def _first(value: Any) -> int:
     return int(value[0] if isinstance(value, (list, tuple)) else value)
 
 
-def hf_spec(text: str) -> VFMSpec:
+def hf_spec(text: str, *, trust_remote_code: bool = False) -> VFMSpec:
     """A spec for any transformers vision backbone, read from its config and preprocessor config."""
     from ava.vfm.weights import locate
 
     name = f"hf:{text}"
     source, _, opts = text.partition("#")
     options = _options(opts, name)
-    where = locate(source, key=name, config_only=True)
-    config = _vision_config(where.path, source)
+    where = locate(source, key=name, config_only=True, code=trust_remote_code)
+    config = _vision_config(where.path, source, trust_remote_code)
     fam = BY_CONFIG.get(type(config).__name__)
-    model_class = fam.model_class if fam else _model_class_of(config, source)
+    remote_class = (getattr(config, "auto_map", None) or {}).get("AutoModel") if trust_remote_code else None
+    if remote_class:  # the publisher's class ("modeling_x.XModel", or "repo--modeling_x.XModel")
+        model_class = str(remote_class).rpartition(".")[2]
+    else:
+        model_class = fam.model_class if fam else _model_class_of(config, source)
     if "prefix" in options:
         prefix = options["prefix"]
     elif fam is not None:
@@ -103,21 +108,49 @@ def hf_spec(text: str) -> VFMSpec:
         postprocess=f"pool:{options['pool']}x{options['pool']}" if options.get("pool") else None,
         title=f"{model_class} from {source}",
         seed=None,
+        trust_remote_code=trust_remote_code,
+        loader="remote" if trust_remote_code else "native",
     )
 
 
-def _vision_config(path: Path, source: str) -> Any:
+def _vision_config(path: Path, source: str, trust_remote_code: bool = False) -> Any:
+    config = load_config(path, source, trust_remote_code)
+    if type(config).__name__ not in BY_CONFIG and getattr(config, "vision_config", None) is not None:
+        return config.vision_config  # a CLIP/SigLIP/SAM-style composite: its vision tower
+    return config
+
+
+def needs_remote_code(path: Path) -> bool:
+    """True when the checkpoint's config.json maps a class to its own Python code (``auto_map``)."""
+    try:
+        return bool(json.loads((path / "config.json").read_text()).get("auto_map"))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def remote_code_error(source: str, what: str) -> AvaError:
+    return AvaError(
+        f"{source} is published with its own Python code (config.json 'auto_map'), which ava never runs unless "
+        f"asked. {what}: load it through a native route (ava vfm show KEY says which; a converted directory via "
+        f"'KEY@/path/to/dir'), or, if you trust that code, pass --trust-remote-code to ava cache extract"
+    )
+
+
+def load_config(path: Path, source: str, trust_remote_code: bool = False) -> Any:
+    """``AutoConfig`` of a checkpoint with ``trust_remote_code`` pinned (False unless asked: never a prompt)."""
     from transformers import AutoConfig
 
+    if needs_remote_code(path) and not trust_remote_code:
+        try:  # the native class may know the model_type even when auto_map names custom code
+            return AutoConfig.from_pretrained(str(path), trust_remote_code=False)
+        except (ValueError, KeyError, OSError) as e:
+            raise remote_code_error(source, "Its model type is not native to transformers") from e
     try:
-        config = AutoConfig.from_pretrained(str(path))
+        return AutoConfig.from_pretrained(str(path), trust_remote_code=trust_remote_code)
     except (ValueError, KeyError, OSError) as e:
         raise AvaError(
             f"{source} is not a native transformers checkpoint ({str(e).splitlines()[0]}); convert it first"
         ) from e
-    if type(config).__name__ not in BY_CONFIG and getattr(config, "vision_config", None) is not None:
-        return config.vision_config  # a CLIP/SigLIP/SAM-style composite: its vision tower
-    return config
 
 
 def _model_class_of(config: Any, source: str) -> str:

@@ -34,17 +34,20 @@ def offline() -> bool:
     return any(os.environ.get(v, "").lower() in ("1", "true", "yes", "on") for v in ("HF_HUB_OFFLINE", "AVA_OFFLINE"))
 
 
-def locate(source: str, revision: str | None = None, *, key: str = "", config_only: bool = False) -> Weights:
+def locate(source: str, revision: str | None = None, *, key: str = "", config_only: bool = False,
+           code: bool = False) -> Weights:  # fmt: skip
     """The directory holding ``source``'s weights (a local directory, or the hub snapshot of a hub id).
 
     ``config_only``: just the JSON files (enough to resolve a spec); the weights are neither fetched nor hashed.
+    ``code``: also the repository's Python files (only for ``--trust-remote-code``; otherwise never downloaded).
     """
     path = Path(source).expanduser()
     if path.is_dir():
         return Weights(path, None, "") if config_only else _local(path)
     if looks_like_path(source):
         raise AvaError(f"VFM weights directory {source} does not exist")
-    return _hub(source, revision, key=key, patterns=["*.json"] if config_only else ALLOW_PATTERNS)
+    patterns = ["*.json"] if config_only else ALLOW_PATTERNS
+    return _hub(source, revision, key=key, patterns=[*patterns, "*.py"] if code else patterns)
 
 
 def _local(path: Path) -> Weights:
@@ -94,7 +97,7 @@ def _hub_id_of_snapshot(path: Path) -> str:
 def _hub(hub_id: str, revision: str | None, *, key: str, patterns: list[str]) -> Weights:
     from huggingface_hub import snapshot_download
 
-    need_weights = patterns == ALLOW_PATTERNS
+    need_weights = "*.safetensors" in patterns
     folder, why = None, "no copy in the Hugging Face cache"
     try:
         folder = snapshot_download(hub_id, revision=revision, allow_patterns=patterns, local_files_only=True)

@@ -248,8 +248,10 @@ def _from_pretrained(source: str, dtype: Any, local_only: bool) -> tuple[Any, An
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # ava's own progress bars report the work; loading is quick
-    tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_only)
-    model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, use_safetensors=True, local_files_only=local_only)
+    # trust_remote_code pinned: an LLM's own Python code never runs (and transformers never asks on stdin)
+    tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_only, trust_remote_code=False)
+    model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, use_safetensors=True, local_files_only=local_only,
+                                                 trust_remote_code=False)  # fmt: skip
     return model, tokenizer
 
 

@@ -1,0 +1,113 @@
+"""No checkpoint code runs unless asked (issue 14 item 2), and ``--trust-remote-code`` when asked (issue 13).
+
+A planted checkpoint maps its config and model to its own Python files (``auto_map``), whose import writes a
+marker file: the payload.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+from typer.testing import CliRunner
+
+from ava.cli.main import app
+from ava.errors import AvaError
+from ava.vfm import load_vfm
+from tests._cache_fixtures import make_dataset
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG_PY = '''
+from transformers import ViTConfig
+
+open({marker!r}, "a").write("config code ran\\n")
+
+
+class EvilConfig(ViTConfig):
+    model_type = "evil_vit"
+'''
+MODEL_PY = '''
+from transformers import ViTModel
+
+from .configuration_evil import EvilConfig
+
+open({marker!r}, "a").write("model code ran\\n")
+
+
+class EvilModel(ViTModel):
+    config_class = EvilConfig
+'''
+
+
+def plant(root: Path) -> Path:
+    """A tiny ViT checkpoint whose config.json points at custom code that writes ``root/payload_ran``."""
+    from transformers import ViTConfig, ViTModel
+
+    marker = root / "payload_ran"
+    ckpt = root / "ckpt"
+    cfg = ViTConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, image_size=32,
+                    patch_size=16)  # fmt: skip
+    ViTModel(cfg, add_pooling_layer=False).save_pretrained(ckpt)
+    config = json.loads((ckpt / "config.json").read_text())
+    config.update(model_type="evil_vit", architectures=["EvilModel"],
+                  auto_map={"AutoConfig": "configuration_evil.EvilConfig", "AutoModel": "modeling_evil.EvilModel"})
+    (ckpt / "config.json").write_text(json.dumps(config))
+    (ckpt / "configuration_evil.py").write_text(CONFIG_PY.format(marker=str(marker)))
+    (ckpt / "modeling_evil.py").write_text(MODEL_PY.format(marker=str(marker)))
+    return ckpt
+
+
+def test_yes_on_stdin_runs_no_planted_code(tmp_path):
+    """The issue's repro: `yes | ava cache extract --vfm hf:DIR` ran the planted code; now a one-line refusal."""
+    ckpt = plant(tmp_path)
+    data = make_dataset(tmp_path / "data", n_images=2)
+    args = ["cache", "extract", "--vfm", f"hf:{ckpt}", "--data", str(data), "--cache", str(tmp_path / "cache"),
+            "--device", "cpu", "-q"]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "COLUMNS": "200"}
+    result = subprocess.run([sys.executable, "-m", "ava", *args], input="yes\n" * 50, capture_output=True, text=True,
+                            env=env, timeout=300)  # fmt: skip
+    assert not (tmp_path / "payload_ran").exists()
+    assert result.returncode == 2, result.stderr
+    message = " ".join(result.stderr.split())
+    assert "published with its own Python code" in message and "never runs unless asked" in message, message
+    assert "Traceback" not in result.stderr and "[y/N]" not in result.stdout + result.stderr
+    # the only option it names is one `ava cache extract` has
+    options = set(re.findall(r"--[a-z][a-z-]+", message))
+    help_text = CliRunner().invoke(app, ["cache", "extract", "--help"], terminal_width=200).output
+    assert options == {"--trust-remote-code"} and all(o in help_text for o in options)
+    # a registered key pointed at it, and `vfm show`: the same refusal, no code
+    runner = CliRunner()
+    for argv in ([*args[:3], f"dinov2@{ckpt}", *args[4:]], ["vfm", "show", f"hf:{ckpt}"]):
+        result = runner.invoke(app, argv, input="yes\n" * 20)
+        assert isinstance(result.exception, AvaError) and "its own Python code" in str(result.exception), argv
+    assert not (tmp_path / "payload_ran").exists()
+
+
+def test_trust_remote_code_runs_it_when_asked_and_is_recorded(tmp_path):
+    ckpt = plant(tmp_path)
+    vfm = load_vfm(f"hf:{ckpt}#prefix=1", trust_remote_code=True)
+    assert (tmp_path / "payload_ran").read_text().count("ran") >= 2  # asked for: the publisher's code ran
+    assert type(vfm.model.model).__name__ == "EvilModel"
+    out = vfm(torch.zeros(1, 3, 32, 32))
+    assert tuple(out.shape) == (1, 1, 4, 32)
+    assert vfm.identity()["trust_remote_code"] is True and vfm.spec.loader == "remote"
+    facts = json.loads(
+        CliRunner().invoke(app, ["vfm", "show", f"hf:{ckpt}#prefix=1", "--json", "--trust-remote-code"]).output
+    )
+    assert facts["trust_remote_code"] is True and facts["loader"] == "remote"
+
+
+def test_trust_remote_code_goes_into_the_cache_spec(tmp_path):
+    ckpt = plant(tmp_path)
+    data = make_dataset(tmp_path / "data", n_images=2)
+    args = ["cache", "extract", "--vfm", f"hf:{ckpt}#prefix=1", "--data", str(data), "--cache",
+            str(tmp_path / "cache"), "--device", "cpu", "-q", "--trust-remote-code"]  # fmt: skip
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    specs = [json.loads(p.read_text()) for p in (tmp_path / "cache").rglob("*.json")]
+    assert any('"trust_remote_code": true' in json.dumps(s) for s in specs)
