@@ -22,7 +22,7 @@ from ava.vfm import load_vfm
 from tests._cache_fixtures import make_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIG_PY = '''
+CONFIG_PY = """
 from transformers import ViTConfig
 
 open({marker!r}, "a").write("config code ran\\n")
@@ -30,8 +30,8 @@ open({marker!r}, "a").write("config code ran\\n")
 
 class EvilConfig(ViTConfig):
     model_type = "evil_vit"
-'''
-MODEL_PY = '''
+"""
+MODEL_PY = """
 from transformers import ViTModel
 
 from .configuration_evil import EvilConfig
@@ -41,7 +41,7 @@ open({marker!r}, "a").write("model code ran\\n")
 
 class EvilModel(ViTModel):
     config_class = EvilConfig
-'''
+"""
 
 
 def plant(root: Path) -> Path:
@@ -54,8 +54,11 @@ def plant(root: Path) -> Path:
                     patch_size=16)  # fmt: skip
     ViTModel(cfg, add_pooling_layer=False).save_pretrained(ckpt)
     config = json.loads((ckpt / "config.json").read_text())
-    config.update(model_type="evil_vit", architectures=["EvilModel"],
-                  auto_map={"AutoConfig": "configuration_evil.EvilConfig", "AutoModel": "modeling_evil.EvilModel"})
+    config.update(
+        model_type="evil_vit",
+        architectures=["EvilModel"],
+        auto_map={"AutoConfig": "configuration_evil.EvilConfig", "AutoModel": "modeling_evil.EvilModel"},
+    )
     (ckpt / "config.json").write_text(json.dumps(config))
     (ckpt / "configuration_evil.py").write_text(CONFIG_PY.format(marker=str(marker)))
     (ckpt / "modeling_evil.py").write_text(MODEL_PY.format(marker=str(marker)))
