@@ -71,3 +71,15 @@ def test_fingerprint_sentences() -> None:
     assert second == "`random-vit` (random weights, the control): leads on texture; does not beat chance on ocr."
     assert dead == "Abilities that rank nothing at this size: ocr (no VFM beats chance)."
     assert fingerprint_sentences([]) == []
+
+
+def test_unfinished_run_is_named(tmp_path: Path) -> None:
+    from ava.errors import AvaError
+    from ava.synth.calibrate import runs_by_key
+
+    (tmp_path / "knn-pixels").mkdir()
+    with pytest.raises(AvaError, match="knn-pixels: no results_test.json"):
+        runs_by_key([tmp_path / "knn-pixels"])
+    (tmp_path / "knn-pixels" / "results_test.json").write_text("{not json")
+    with pytest.raises(AvaError, match="not a results file"):
+        runs_by_key([tmp_path / "knn-pixels"])

@@ -178,6 +178,17 @@ def run_heads(config: CalibrateConfig, data: Path, cache: Path, runs: Path) -> d
     return done
 
 
+def _results(run: Path) -> dict[str, Any]:
+    """A run's results_test.json, or a one-line error naming the run that has none (unfinished or not a run)."""
+    path = Path(run) / "results_test.json"
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise AvaError(f"{run}: no results_test.json (the head run did not finish, or this is not a run)") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise AvaError(f"{path}: not a results file ({e})") from None
+
+
 def _per_sample(run: Path, ava: str) -> dict[str, float]:
     scores = {}
     with (run / "predictions_test.jsonl").open(encoding="utf-8") as f:
@@ -194,7 +205,7 @@ def calibration_table(data: str | Path, runs: dict[tuple[str, str], Path], seed:
     from ava.data.format import Dataset
 
     dataset = Dataset(data)
-    results = {key: json.loads((run / "results_test.json").read_text())["abilities"] for key, run in runs.items()}
+    results = {key: _results(run)["abilities"] for key, run in runs.items()}
     vfms = list(dict.fromkeys(v for _, v in runs))
     rows = []
     for ava in dataset.abilities():
@@ -303,7 +314,7 @@ def runs_by_key(run_dirs: Sequence[str | Path], skip_heads: Sequence[str] = ("ll
     """{(head, vfm): run dir} read from each run's results_test.json (heads in ``skip_heads`` left out)."""
     found = {}
     for run in map(Path, run_dirs):
-        block = json.loads((run / "results_test.json").read_text()).get("run", {})
+        block = _results(run).get("run", {})
         if block.get("head") not in skip_heads:
             found[(str(block.get("head")), str(block.get("vfm")))] = run
     return found
