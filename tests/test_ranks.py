@@ -59,13 +59,18 @@ def test_agreement_reversed_and_only_common_keys():
 
 def test_agreement_undefined_cases_have_reasons():
     one = rank_agreement({"p": 1}, {"p": 1, "q": 2})
-    assert one.kendall_tau is None and one.spearman_rho is None and "fewer than 2" in one.reason
-    const = rank_agreement({"p": 1.5, "q": 1.5}, {"p": 1, "q": 2}, names=("knn", "llm"))
+    assert one.kendall_tau is None and one.spearman_rho is None and "needs >= 3 VFMs" in one.reason
+    two = rank_agreement({"p": 1, "q": 2}, {"p": 1, "q": 2})
+    assert two.kendall_tau is None and two.reason == "n/a: needs >= 3 VFMs in common (has 2)"
+    const = rank_agreement({"p": 1.5, "q": 1.5, "r": 1.5}, {"p": 1, "q": 2, "r": 3}, names=("knn", "llm"))
     assert const.kendall_tau is None and "knn" in const.reason and "constant" in const.reason
 
 
-def test_normalized_scores_respect_direction():
-    assert normalized_scores({"a": 0.2, "b": 0.6, "c": 1.0}, True) == pytest.approx({"a": 0.0, "b": 0.5, "c": 1.0})
-    # lower is better: the smallest error is 1
-    assert normalized_scores({"a": 2.0, "b": 4.0, "c": 10.0}, False) == pytest.approx({"a": 1.0, "b": 0.75, "c": 0.0})
-    assert normalized_scores({"a": 3.0, "b": 3.0}, False) == {"a": 0.5, "b": 0.5}
+def test_normalized_scores_between_baseline_and_best():
+    # accuracy: chance 0.25 -> 0, perfect 1.0 -> 1, below chance negative
+    assert normalized_scores({"a": 0.25, "b": 1.0, "c": 0.625, "d": 0.0}, 0.25, 1.0) == pytest.approx(
+        {"a": 0.0, "b": 1.0, "c": 0.5, "d": -1 / 3}
+    )
+    # lower is better (delta E): baseline 30, best 0; 29.10 vs 29.23 stay close, not 0 vs 1
+    out = normalized_scores({"a": 29.10, "b": 29.23}, 30.0, 0.0)
+    assert out["a"] - out["b"] == pytest.approx(0.13 / 30)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +17,7 @@ from ava.cli.main import app
 from ava.errors import AvaError
 from ava.report import build_report, make_report
 from ava.report.render import markdown
+from ava.report.strict_json import loads_strict
 
 ABILITIES = {  # ability: (metric, higher_is_better)
     "counting": ("mae_gt", False),
@@ -37,8 +40,34 @@ VALUES = {
 }
 
 
+N = 40
+
+
+def sample_scores(metric: str, value: float, n: int = N, seed: int = 0) -> list[float]:
+    """``n`` per-sample scores whose mean is exactly ``value`` (0/1 for accuracy, spread around it otherwise)."""
+    rng = np.random.default_rng(seed)
+    if metric == "accuracy":
+        k = round(value * n)
+        scores = [1.0] * k + [0.0] * (n - k)
+    else:
+        z = np.linspace(-1, 1, n)
+        scores = list(value * (1 + 0.5 * z))
+    return [float(x) for x in rng.permutation(scores)]
+
+
+def write_records(run: Path, abilities: dict[str, dict], *, n: int = N, id_prefix: str = "s") -> list[dict]:
+    records = []
+    for ab, block in abilities.items():
+        for i, score in enumerate(sample_scores(block["metric"], block["value"], n, seed=zlib.crc32(ab.encode()))):
+            records.append({"id": f"{id_prefix}{i:02d}", "ava": ab, "split": "test", "prediction": str(score),
+                            "parsed": None, "truth": {"k": i}, "score": score, "ok": True})  # fmt: skip
+    (run / "predictions_test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    return records
+
+
 def write_run(root: Path, head: str, vfm: str, values: dict[str, float], *, random_weights: bool = False,
-              extra: dict | None = None) -> Path:  # fmt: skip
+              extra: dict | None = None, n: int = N, id_prefix: str = "s", fingerprint: bool = True,
+              records: bool = True) -> Path:  # fmt: skip
     run = root / f"{head}-{vfm}"
     run.mkdir(parents=True)
     block = {"head": head, "vfm": vfm, "abilities": sorted(values), "random_weights": random_weights,
@@ -48,7 +77,7 @@ def write_run(root: Path, head: str, vfm: str, values: dict[str, float], *, rand
     abilities = {}
     for ab, value in values.items():
         metric, hib = ABILITIES[ab]
-        abilities[ab] = {"metric": metric, "value": value, "higher_is_better": hib, "n": 40, "n_unparsed": 0,
+        abilities[ab] = {"metric": metric, "value": value, "higher_is_better": hib, "n": n, "n_unparsed": 0,
                          "subgroups": {}}  # fmt: skip
     abilities["counting"]["subgroups"] = {
         "count_range": {
@@ -60,6 +89,11 @@ def write_run(root: Path, head: str, vfm: str, values: dict[str, float], *, rand
     abilities["ocr"]["n_unparsed"] = 3 if vfm == "random" else 0
     results = {"schema_version": 1, "ava_version": "0.1.0", "abilities": abilities, "split": split,
                "synthetic": True, "run": block, "config": {}, "provenance": {}}  # fmt: skip
+    recs = write_records(run, abilities, n=n, id_prefix=id_prefix) if records else []
+    if fingerprint:
+        from ava.metrics.fingerprint import fingerprints
+
+        results["data_fingerprint"] = fingerprints(recs)
     (run / "results_test.json").write_text(json.dumps(results))
     return run
 
@@ -75,7 +109,7 @@ def run_dirs(tmp_path_factory) -> list[Path]:
 @pytest.fixture(scope="module")
 def report(run_dirs, tmp_path_factory) -> tuple[dict, Path]:
     out = tmp_path_factory.mktemp("report")
-    return make_report(run_dirs, out), out
+    return make_report(run_dirs, out, n_boot=500), out
 
 
 def test_table5_ranks_respect_direction_and_ties(report):
@@ -116,22 +150,28 @@ def test_report_md_json_tex(report):
     rep, out = report
     md = (out / "report.md").read_text()
     assert "### Head: knn" in md and "### Head: probe-linear" in md
-    assert "| ability | metric | big | small | random (random weights) |" in md
-    assert "| counting | mae_gt ↓ | 0.1 (1) | 0.3 (2) | 0.9 (3) |" in md
+    assert "| ability | metric | n | chance | majority | big | small | random (random weights) |" in md
+    # value [95% bootstrap interval] (rank); n per ability; no dataset here, so no baselines
+    assert re.search(r"\| counting \| mae_gt ↓ \| 40 \| n/a \| n/a \| 0\.1 \[0\.0\d+, 0\.1\d*\] \(1\) \| 0\.3 \[", md)
+    assert "(1.5~)" in md  # ocr: big and small tie exactly
+    assert "Average rank over 4 abilities: counting, ocr, spatial, color." in md
     assert "split: test (split of the synthetic suite)" in md and "data: synthetic" in md
     assert "### knn vs probe-linear" in md and "+0.333" in md
     assert "heads: knn (test (split of the synthetic suite), synthetic data) vs probe-linear" in md
     assert "### knn · counting by count_range" in md
     assert "3 of 40 replies unparsed" in md
-    assert json.loads((out / "report.json").read_text())["heads"]["knn"]["vfms"] == ["big", "small", "random"]
+    assert loads_strict((out / "report.json").read_text())["heads"]["knn"]["vfms"] == ["big", "small", "random"]
     tex = (out / "report.tex").read_text()
-    assert r"\toprule" in tex and r"mae\_gt $\downarrow$" in tex
+    assert r"\toprule" in tex and r"mae\_gt $\downarrow$" in tex and "95\\% bootstrap interval" in tex
+    assert re.search(r"0\.1 \[0\.0\d+, 0\.1\d*\] \(1\)", tex)
 
 
 def test_plots_are_valid_non_blank_images(report):
     rep, out = report
     files = [f for kinds in rep["plots"].values() for names in kinds.values() for f in names]
-    assert {Path(f).name for f in files} >= {"knn-radar.png", "knn-bars.svg", "probe-linear-ranks.png"}
+    # no dataset behind these runs: no baselines, so no normalized plot and no radar (never min-max across VFMs)
+    assert {Path(f).name for f in files} >= {"knn-bars.png", "knn-bars.svg", "probe-linear-ranks.png"}
+    assert not any("radar" in f or "normalized" in f for f in files)
     for f in files:
         path = out / f
         assert path.is_file(), f
@@ -165,7 +205,8 @@ def test_single_vfm_agreement_is_na(tmp_path):
     runs = [write_run(tmp_path, h, "only", VALUES[h]["big"]) for h in VALUES]
     rep = build_report(runs)
     agr = rep["agreement"][0]
-    assert agr["average_rank"]["kendall_tau"] is None and "fewer than 2" in agr["average_rank"]["reason"]
+    assert agr["average_rank"]["kendall_tau"] is None
+    assert agr["average_rank"]["reason"] == "n/a: needs >= 3 VFMs in common (has 1)"
 
 
 def test_random_llm_is_not_a_random_vfm(tmp_path):
@@ -174,11 +215,12 @@ def test_random_llm_is_not_a_random_vfm(tmp_path):
     runs = [write_run(tmp_path, "llm", v, VALUES["knn"][v], random_weights=True, extra=extra) for v in ("big", "small")]
     rep = build_report(runs)
     (head,) = rep["heads"]
-    assert head == "llm (tiny-random-qwen2, random weights)"
+    assert head == "llm:tiny-random-qwen2"  # a stable id; the label says more
+    assert rep["heads"][head]["head"] == "llm (tiny-random-qwen2, random weights)"
     assert rep["heads"][head]["random_weights"] == {"big": False, "small": False}
     assert rep["heads"][head]["head_random_weights"] is True
     md = markdown(rep)
-    assert "| llm (tiny-random-qwen2, random weights) | big | **LLM** |" in md
+    assert "| llm (tiny-random-qwen2, random weights) | big | real | **LLM** |" in md
     assert "the head's LLM has random weights" in md
 
 
@@ -188,3 +230,19 @@ def test_cli_report(run_dirs, tmp_path):
     assert result.exit_code == 0, result.output
     assert (out / "report.md").is_file() and (out / "plots" / "knn-ranks.svg").is_file()
     assert "Head: knn" in result.output and "random weights" in result.output
+
+
+def test_every_written_json_is_strict(report, run_dirs):
+    _, out = report
+    files = [*out.rglob("*.json"), *(r / "results_test.json" for r in run_dirs)]
+    for path in files:
+        loads_strict(path.read_text())  # raises on NaN / Infinity
+    assert len(files) >= 7
+
+
+def test_opening_hook_opens_the_report(run_dirs):
+    rep = build_report(run_dirs[:3], n_boot=100, opening=["`big` leads on counting.", "`small` on nothing."])
+    assert rep["opening"] == ["`big` leads on counting.", "`small` on nothing."]
+    md = markdown(rep)
+    assert md.startswith("# AVA-Bench report\n\n## What the fingerprints show\n\n- `big` leads on counting.\n")
+    assert md.index("`small` on nothing.") < md.index("## Runs")

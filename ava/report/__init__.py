@@ -1,75 +1,125 @@
-"""Reports over run directories: the paper's Table 5 per head, rank agreement between heads, subgroup tables,
-plots (PNG + SVG), written as report.md, report.json and report.tex.
+"""Reports over run directories: the paper's Table 5 per head with bootstrap intervals, chance and majority
+baselines, rank agreement between heads, subgroup tables, plots (PNG + SVG) and a browsable gallery of failures,
+written as report.md, report.json (schema: docs/report-schema.md), report.tex and report.html.
 
 ``make_report`` is the library call behind ``ava report``; ``print_report`` shows its tables in the terminal.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from ava.report.render import print_report
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # docs/report-schema.md
 
 __all__ = ["make_report", "print_report", "build_report", "SCHEMA_VERSION"]
 
 
-def build_report(run_dirs: list[str | Path], split: str = "test") -> dict[str, Any]:
-    """The report as a JSON-able dict (no files written, no plots yet)."""
+def _weights(r: Any) -> str:
+    """What the run's VFM weights are, so a reader sees which extractor has real (published) weights: "random",
+    "none (raw pixels)", or "real: <source>" from the run or the VFM registry."""
+    if r.vfm_random_weights:
+        return "random"
+    if r.vfm == "pixels":
+        return "none (raw pixels)"
+    source = r.run.get("weights") or r.run.get("vfm_weights") or r.run.get("hub_id")
+    if not source:
+        try:
+            from ava.vfm import VFMS
+
+            source = VFMS.get(r.vfm).hub_id
+        except Exception:  # noqa: BLE001 - a VFM this ava does not know: its weights are still reported as real
+            source = None
+    return f"real: {source}" if isinstance(source, str) and source else "real"
+
+
+def build_report(run_dirs: list[str | Path], split: str = "test", *, allow_mixed: bool = False,
+                 n_boot: int | None = None, seed: int = 0,
+                 opening: list[str] | None = None) -> dict[str, Any]:  # fmt: skip
+    """The report as a JSON-able dict (no files written, no plots yet); arguments as :func:`make_report`."""
+    return _build(run_dirs, split, allow_mixed=allow_mixed, n_boot=n_boot, seed=seed, opening=opening)[0]
+
+
+def _build(run_dirs: list[str | Path], split: str, *, allow_mixed: bool, n_boot: int | None, seed: int,
+           opening: list[str] | None) -> tuple[dict[str, Any], dict[str, Any], list[Any]]:  # fmt: skip
+    """The report dict, the live tables (with bootstrap replicates) and the loaded runs.
+
+    ``opening`` is the hook for opening sentences (``ava demo`` uses it), shown at the top of report.md,
+    report.html and the terminal, and kept in report.json under ``opening``.
+    """
     from ava.provenance import provenance
+    from ava.report import bootstrap as bs
     from ava.report.load import load_runs
     from ava.report.tables import agreements, head_tables, subgroup_tables
 
     runs = load_runs(list(run_dirs), split)
-    tables = head_tables(runs)
-    return {
+    tables = head_tables(runs, allow_mixed=allow_mixed, split=split, n_boot=n_boot or bs.N_BOOT, seed=seed)
+    report = {
         "schema_version": SCHEMA_VERSION,
         "split": split,
+        "allow_mixed": allow_mixed,
+        "opening": list(opening or []),
         "runs": [
             {
                 "path": str(r.path),
                 "head": r.head,
+                "head_id": r.head_id,
                 "vfm": r.vfm,
+                "weights": _weights(r),
                 "random_weights": r.random_weights,
                 "vfm_random_weights": r.vfm_random_weights,
                 "llm_random_weights": r.llm_random_weights,
                 "synthetic": r.synthetic,
                 "split": r.split,
                 "split_label": r.split_label,
+                "decode": r.decode,
+                "fingerprint_source": r.fingerprint_source,
                 "run": r.run,
             }  # fmt: skip
             for r in runs
         ],
         "heads": {h: t.to_dict() for h, t in tables.items()},
+        "refused": {h: t.refused for h, t in tables.items() if t.refused},
         "agreement": agreements(tables),
         "subgroups": subgroup_tables(runs, tables),
         "plots": {},
         "provenance": provenance(),
     }
+    return report, tables, runs
 
 
-def make_report(run_dirs: list[str | Path], out: str | Path, split: str = "test",
-                opening: list[str] | None = None) -> dict[str, Any]:  # fmt: skip
-    """Read the runs' ``results_<split>.json`` and write, under ``out``: report.md, report.json, report.tex and
-    ``plots/`` (PNG and SVG per head). Returns the report dict (as in report.json). Each file is written whole
-    through a temporary file, so an interrupted report never leaves a half-written one. ``opening``: sentences
-    the report opens with (``ava demo`` says there what each extractor's fingerprint shows)."""
+def make_report(run_dirs: list[str | Path], out: str | Path, split: str = "test", *, allow_mixed: bool = False,
+                n_boot: int | None = None, seed: int = 0, opening: list[str] | None = None,
+                html: bool = True) -> dict[str, Any]:  # fmt: skip
+    """Read the runs' ``results_<split>.json`` (and ``predictions_<split>.jsonl``) and write, under ``out``:
+    report.md, report.json (strict JSON), report.tex, report.html (self-contained) and ``plots/`` (PNG and SVG
+    per head). Returns the report dict (as in report.json). Each file is written whole through a temporary
+    file, so an interrupted report never leaves a half-written one.
+
+    A head whose runs were not scored on the same samples is refused (``report["refused"]``, shown in place of
+    its table) unless ``allow_mixed``. ``n_boot`` bootstrap replicates (default 2000) drawn from ``seed``.
+    ``opening``: sentences the report opens with (``ava demo`` says there what each extractor's fingerprint shows).
+    """
     from ava.data.format import atomic_write_text
     from ava.report.plots import write_plots
     from ava.report.render import latex, markdown
-    from ava.report.tables import HeadTable
+    from ava.report.strict_json import dumps
 
-    report = build_report(run_dirs, split)
-    report["opening"] = list(opening or [])
+    report, tables, runs = _build(run_dirs, split, allow_mixed=allow_mixed, n_boot=n_boot, seed=seed, opening=opening)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    for head, t in report["heads"].items():
-        files = write_plots(HeadTable(**t), out / "plots")
+    for head, t in tables.items():
+        if t.refused:
+            continue
+        files = write_plots(t, out / "plots")
         report["plots"][head] = {kind: [f"plots/{f}" for f in names] for kind, names in files.items()}
-    atomic_write_text(out / "report.json", json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    atomic_write_text(out / "report.json", dumps(report))
     atomic_write_text(out / "report.md", markdown(report, base=out))
     atomic_write_text(out / "report.tex", latex(report))
+    if html:
+        from ava.report.html import write_html
+
+        write_html(report, tables, runs, out)
     return report

@@ -26,6 +26,7 @@ class AbilityResult:
     n: int
     n_unparsed: int
     subgroups: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    fingerprint: str | None = None  # of the scored samples (ids and truths); None: unknown (old file, no records)
 
 
 @dataclass
@@ -42,10 +43,23 @@ class RunResult:
     split: dict[str, Any]  # {"name": "test", "made_by": "official"|"ava"|"synthetic", ...}
     abilities: dict[str, AbilityResult]
     run: dict[str, Any]
+    decode: str | None = None  # an LLM head's decode ("generate" or "score"); None for feature heads
+    head_id: str = ""  # stable key of the head in report.json ("knn", "llm:tiny-random-qwen2:generate")
+    fingerprint_source: str = "none"  # "results" (written by the scorer), "predictions" (recomputed), "none"
+    datasets: list[str] = field(default_factory=list)  # where the results say the scored dataset was
+    records_file: Path | None = None  # predictions_<split>.jsonl, the per-sample scores (None: not there)
+    _records: dict[str, list[dict[str, Any]]] | None = field(default=None, repr=False)
 
     @property
     def split_label(self) -> str:
         return split_label(self.split)
+
+    def records(self) -> dict[str, list[dict[str, Any]]]:
+        """Per-sample records by ability (``id``, ``score``, ``ok``, ``prediction``, ``parsed``, ``truth``), read
+        once from ``records_file``; empty when the run has none."""
+        if self._records is None:
+            self._records = read_records(self.records_file) if self.records_file else {}
+        return self._records
 
 
 def _read_json(run_dir: Path, name: str) -> dict[str, Any]:
@@ -93,15 +107,72 @@ def _ability(run_dir: Path, fname: str, key: str, d: Any) -> AbilityResult:
     )
 
 
-def head_label(run: dict[str, Any]) -> str:
-    """Reports group runs by this label; an LLM head is labelled with its LLM, since the LLM changes the head,
-    and says so when that LLM had random weights."""
-    head = str(run.get("head") or "?")
+def _llm_name(run: dict[str, Any]) -> str | None:
     llm = run.get("llm")
     name = llm if isinstance(llm, str) else (llm.get("name") or llm.get("key")) if isinstance(llm, dict) else None
-    if not name:
-        return head
-    return f"{head} ({name}, random weights)" if run.get("llm_random_weights") else f"{head} ({name})"
+    return str(name) if name else None
+
+
+def head_label(run: dict[str, Any], decode: str | None = None) -> str:
+    """Reports group runs by this label; an LLM head is labelled with its LLM, since the LLM changes the head,
+    says so when that LLM had random weights, and names its decode ("generate" or "score"), since the two
+    decodes of one head are two measurements."""
+    head = str(run.get("head") or "?")
+    name = _llm_name(run)
+    parts = [p for p in (name, "random weights" if name and run.get("llm_random_weights") else None, decode) if p]
+    return f"{head} ({', '.join(parts)})" if parts else head
+
+
+def head_id(run: dict[str, Any], decode: str | None = None) -> str:
+    """A stable key for the head: its registry name, then its LLM and decode when it has them."""
+    return ":".join(p for p in (str(run.get("head") or "?"), _llm_name(run), decode) if p)
+
+
+def read_records(path: Path) -> dict[str, list[dict[str, Any]]]:
+    """``predictions_<split>.jsonl`` by ability; a malformed line is an error naming the file and line."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise AvaError(f"{path}: cannot read ({e})") from e
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise AvaError(f"{path}:{lineno}: not valid JSON ({e})") from e
+        if not isinstance(rec, dict) or not {"ava", "id", "score"} <= set(rec):
+            raise AvaError(f'{path}:{lineno}: expected a per-sample record with "ava", "id" and "score"')
+        if _finite(rec["score"]) is None:
+            raise AvaError(f"{path}:{lineno}: score must be a finite number, not {rec['score']!r}")
+        out.setdefault(str(rec["ava"]), []).append(rec)
+    return out
+
+
+def _fingerprints(results: dict[str, Any], records_file: Path | None) -> tuple[dict[str, str], str]:
+    """Per-ability fingerprints from the results file, else recomputed from the per-sample records."""
+    from ava.metrics.fingerprint import fingerprint
+
+    block = results.get("data_fingerprint")
+    found = {}
+    if isinstance(block, dict) and isinstance(block.get("per_ability"), dict):
+        found = {str(k): str(v) for k, v in block["per_ability"].items()}
+    if set(results.get("abilities") or {}) <= set(found):
+        return found, "results"
+    if records_file is None:
+        return found, "results" if found else "none"
+    recs = read_records(records_file)  # an older file, or a merged one that kept only some abilities' fingerprints
+    computed = {a: fingerprint((a, str(r["id"]), r.get("truth")) for r in rows) for a, rows in recs.items()}
+    return {**computed, **found}, "predictions"
+
+
+def _dataset_candidates(results: dict[str, Any], run: dict[str, Any]) -> list[str]:
+    fp = results.get("data_fingerprint")
+    config = results.get("config") if isinstance(results.get("config"), dict) else {}
+    found = [fp.get("dataset") if isinstance(fp, dict) else None, results.get("dataset"), run.get("data"),
+             config.get("data")]  # fmt: skip
+    return [str(c) for c in dict.fromkeys(found) if isinstance(c, str) and c]
 
 
 def load_run(run_dir: str | Path, split: str = "test") -> RunResult:
@@ -124,17 +195,30 @@ def load_run(run_dir: str | Path, split: str = "test") -> RunResult:
         raise AvaError(f"run {run_dir}: {fname}: 'split' must be an object")
     split_info = {"name": split, **split_info}
     synthetic = bool(results.get("synthetic", split_info.get("made_by") == "synthetic"))
+    decode = results.get("decode") or run.get("decode")
+    decode = str(decode) if decode else None
+    records_file = run_dir / f"predictions_{split}.jsonl"
+    records_file = records_file if records_file.is_file() else None
+    prints, source = _fingerprints(results, records_file)
+    parsed = {k: _ability(run_dir, fname, k, v) for k, v in abilities.items()}
+    for k, a in parsed.items():
+        a.fingerprint = prints.get(k)
     return RunResult(
         path=run_dir,
-        head=head_label(run),
+        head=head_label(run, decode),
         vfm=str(run["vfm"]),
         random_weights=bool(run.get("random_weights", False)),
         vfm_random_weights=bool(run.get("vfm_random_weights", run.get("random_weights", False))),
         llm_random_weights=bool(run.get("llm_random_weights", False)),
         synthetic=synthetic,
         split=split_info,
-        abilities={k: _ability(run_dir, fname, k, v) for k, v in abilities.items()},
+        abilities=parsed,
         run=run,
+        decode=decode,
+        head_id=head_id(run, decode),
+        fingerprint_source=source,
+        records_file=records_file,
+        datasets=_dataset_candidates(results, run),
     )
 
 

@@ -1,22 +1,26 @@
-"""Report figures, each written as PNG (for report.md) and SVG (for papers): per head, a radar of normalized
-scores, per-ability bars and a rank heatmap.
+"""Report figures, each written as PNG (for report.md) and SVG (for papers): per head, per-ability bars with
+95% intervals and the chance / majority lines, normalized scores with intervals (and a radar from 3 VFMs on),
+and a rank heatmap.
 
 Figures are built on :class:`matplotlib.figure.Figure` directly (the Agg canvas), never through pyplot's
 global state, so reports render the same headless, in threads and in tests.
 
-Radar normalization: per ability, min-max across the VFMs of that head, direction respected, so 1 is the best
-VFM of the report on that ability and 0 the worst (all 0.5 when every VFM scores the same); see
-:func:`ava.report.ranks.normalized_scores`. It shows relative standing, not absolute skill.
+Normalization: per ability, 0 is the better of the chance and majority baselines and 1 the metric's best
+possible value (:func:`ava.report.ranks.normalized_scores`): an absolute scale that does not stretch a 0.1
+difference between two VFMs into a full spike. Abilities without a baseline are left out of those plots.
+
+Colours: each VFM gets a fixed colour from its id (a hash into an 18-colour palette), the same in every report.
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import math
 import re
 import textwrap
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -50,6 +54,7 @@ def _vfm_labels(table: HeadTable) -> list[str]:
 def _save(fig: Figure, out_dir: Path, stem: str) -> list[str]:
     from ava.data.format import atomic_write_bytes
 
+    fig.set_dpi(110)
     names = []
     for fmt in FORMATS:
         buf = io.BytesIO()
@@ -60,71 +65,188 @@ def _save(fig: Figure, out_dir: Path, stem: str) -> list[str]:
     return names
 
 
-def _colors(table: HeadTable) -> list:
-    """A colour per VFM of ``table.vfms``, assigned by sorted name so a VFM keeps its colour across heads."""
+PALETTE = ("tab10", "Dark2")  # 18 saturated colours that read on white (tab20's pale half does not)
+
+
+def vfm_color(vfm: str) -> tuple[float, float, float, float]:
+    """The fixed colour of a VFM: its id hashed (SHA-256, stable across runs and machines) into the palette.
+    Two VFMs of one report can share a colour (1 in 18 per pair); their labels and markers still tell them apart."""
     from matplotlib import colormaps
 
-    cmap = colormaps["tab10"]
-    index = {v: i for i, v in enumerate(sorted(table.vfms))}
-    return [cmap(index[v] % 10) for v in table.vfms]
+    colors = [c for name in PALETTE for c in colormaps[name].colors]
+    return (*colors[int(hashlib.sha256(vfm.encode("utf-8")).hexdigest(), 16) % len(colors)], 1.0)
+
+
+def _colors(table: HeadTable) -> list:
+    return [vfm_color(v) for v in table.vfms]
+
+
+def baseline_value(table: HeadTable, ab: str) -> tuple[float | None, str | None]:
+    """The better of the chance and majority baselines of ``ab`` and its name, or (None, None)."""
+    found = [(b["value"], kind) for kind, b in table.baselines.get(ab, {}).items() if b.get("value") is not None]
+    if not found:
+        return None, None
+    pick = max if table.higher_is_better[ab] else min
+    return pick(found, key=lambda x: x[0])
+
+
+def _normalized(table: HeadTable) -> tuple[list[str], dict[str, dict[str, tuple[float, float, float]]]]:
+    """Abilities with a baseline and ``ability -> vfm -> (value, low, high)`` on the normalized scale."""
+    out, keep = {}, []
+    for ab in table.abilities:
+        base, _ = baseline_value(table, ab)
+        best = table.best.get(ab)
+        if base is None or best is None or base == best:
+            continue
+        vals = {v: x for v, x in table.values[ab].items() if x is not None}
+        cis = table.intervals.get(ab, {})
+        norm = normalized_scores(vals, base, best)
+        cells = {}
+        for v, x in norm.items():
+            ci = cis.get(v)
+            lo, hi = (normalized_scores({"lo": ci[0], "hi": ci[1]}, base, best).values()) if ci else (x, x)
+            cells[v] = (x, min(lo, hi), max(lo, hi))
+        keep.append(ab)
+        out[ab] = cells
+    return keep, out
 
 
 def radar(table: HeadTable) -> Figure | None:
-    """Normalized score (1 = best VFM of the report) per ability, one polygon per VFM; None below 3 abilities."""
+    """Normalized score per ability (0 = baseline, 1 = best possible), one polygon per VFM; None below 3 VFMs
+    or 3 abilities with a baseline (a radar of 1 or 2 VFMs is a shape with nothing to compare)."""
     from matplotlib.figure import Figure
 
-    abilities = [ab for ab in table.abilities if any(x is not None for x in table.values[ab].values())]
-    if len(abilities) < 3:
+    abilities, norm = _normalized(table)
+    if len(abilities) < 3 or len(table.vfms) < 3:
         return None
     angles = np.linspace(0, 2 * math.pi, len(abilities), endpoint=False).tolist()
-    fig = Figure(figsize=(6.5, 6.5))
+    fig = Figure(figsize=(7.5, 7.5))
     ax = fig.add_subplot(projection="polar")
-    norm = {
-        ab: normalized_scores({v: x for v, x in table.values[ab].items() if x is not None}, table.higher_is_better[ab])
-        for ab in abilities
-    }
+    lo = -0.5
     for vfm, label, color in zip(table.vfms, _vfm_labels(table), _colors(table), strict=True):
-        r = [norm[ab].get(vfm, 0.0) for ab in abilities]
+        r = [float(np.clip(norm[ab].get(vfm, (lo,))[0], lo, 1.0)) for ab in abilities]
         style = "--" if table.random_weights.get(vfm) else "-"
         ax.plot(angles + angles[:1], r + r[:1], style, color=color, label=label, linewidth=1.6)
-        ax.fill(angles + angles[:1], r + r[:1], color=color, alpha=0.08)
-    ax.set_xticks(angles, abilities, fontsize=8)
-    ax.set_ylim(0, 1)
-    ax.set_rorigin(-0.15)  # so a VFM at 0 everywhere is a visible small polygon, not a point
-    ax.set_yticks([0.25, 0.5, 0.75, 1.0], ["", "0.5", "", "1"], fontsize=7)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.06), ncol=min(3, len(table.vfms)), fontsize=8)
-    fig.suptitle(f"Normalized scores (1 = best VFM here)\n{_caption(table)}", fontsize=9)
+        ax.fill(angles + angles[:1], r + r[:1], color=color, alpha=0.06)
+    ax.plot(np.linspace(0, 2 * math.pi, 200), np.zeros(200), color="0.3", linewidth=1, linestyle=":")
+    ax.set_xticks(angles, [ab.replace("_", " ") for ab in abilities], fontsize=10)
+    ax.tick_params(axis="x", pad=12)
+    ax.set_ylim(lo, 1)
+    ax.set_yticks([0.0, 0.5, 1.0], ["baseline", "0.5", "best"], fontsize=8, color="0.35")
+    ax.set_rlabel_position(90 / len(abilities))
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.08), ncol=min(3, len(table.vfms)), fontsize=9)
+    fig.suptitle(f"Normalized scores: 0 = chance/majority baseline, 1 = best possible\n{_caption(table)}",
+                 fontsize=9, y=0.995)  # fmt: skip
     return fig
 
 
-def bars(table: HeadTable) -> Figure:
-    """One small bar chart per ability: the metric value of each VFM, direction in the title."""
+def normalized(table: HeadTable) -> Figure | None:
+    """Normalized score with 95% interval per ability and VFM (0 = baseline, 1 = best possible), as dots with
+    error bars: readable for any number of VFMs. None when no ability has a baseline."""
     from matplotlib.figure import Figure
+
+    abilities, norm = _normalized(table)
+    if not abilities:
+        return None
+    fig = Figure(figsize=(8, 0.45 * len(abilities) * max(1, len(table.vfms)) ** 0.5 + 2.2))
+    ax = fig.add_subplot()
+    k = len(table.vfms)
+    for j, (vfm, label, color) in enumerate(zip(table.vfms, _vfm_labels(table), _colors(table), strict=True)):
+        ys, xs, err = [], [], [[], []]
+        for i, ab in enumerate(abilities):
+            if vfm in norm[ab]:
+                x, lo, hi = norm[ab][vfm]
+                ys.append(i + (j - (k - 1) / 2) * 0.7 / max(k, 1))
+                xs.append(x)
+                err[0].append(x - lo)
+                err[1].append(hi - x)
+        marker = "s" if table.random_weights.get(vfm) else "o"
+        ax.errorbar(xs, ys, xerr=err, fmt=marker, color=color, label=label, capsize=2, markersize=5)
+    ax.axvline(0, color="0.3", linestyle=":", linewidth=1)
+    ax.axvline(1, color="0.3", linestyle="-", linewidth=0.8)
+    ax.set_yticks(range(len(abilities)), [ab.replace("_", " ") for ab in abilities], fontsize=9)
+    ax.invert_yaxis()
+    ax.set_xlabel("normalized score (0 = better of chance and majority baseline, 1 = best possible)", fontsize=9)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=min(4, k), fontsize=8)
+    ax.set_title(f"Normalized scores with 95% bootstrap intervals\n{_caption(table)}", fontsize=9)
+    return fig
+
+
+def _panel_state(table: HeadTable, ab: str) -> str | None:
+    """ "all unparsed" / "all zero" when no VFM's score says anything on this ability; else None."""
+    scored = [v for v in table.vfms if table.values[ab].get(v) is not None]
+    if scored and all(table.n_unparsed[ab].get(v, 0) >= table.n[ab].get(v, 1) > 0 for v in scored):
+        return "all replies unparsed"
+    if scored and all(table.values[ab][v] == 0 for v in scored):
+        return "all scores zero"
+    return None
+
+
+def bars(table: HeadTable) -> Figure:
+    """One small bar chart per ability: each VFM's value with its 95% interval, the chance (dashed) and
+    majority (dotted) baselines; a panel where every reply was unparsed or every score zero is marked so."""
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
 
     n = len(table.abilities)
     cols = min(4, n)
     rows = math.ceil(n / cols)
-    fig = Figure(figsize=(3.2 * cols, 2.6 * rows + 0.6))
+    fig = Figure(figsize=(3.6 * cols, 3.0 * rows + 1.0))
     colors = _colors(table)
     for i, ab in enumerate(table.abilities):
         ax = fig.add_subplot(rows, cols, i + 1)
-        ys = [table.values[ab].get(v) for v in table.vfms]
-        heights = [y if y is not None else 0.0 for y in ys]
-        container = ax.bar(range(len(table.vfms)), heights, color=colors)
-        for patch, vfm, y in zip(container.patches, table.vfms, ys, strict=True):
-            if table.random_weights.get(vfm):
-                patch.set_hatch("//")
-            if y is None:
-                patch.set_alpha(0.2)
-        scored = [y for y in ys if y is not None]
-        if scored and min(scored) >= 0:
-            ax.set_ylim(0, max(scored) * 1.1 or 1.0)  # all-zero scores: an empty 0..1 axis, not -0.05..0.05
-        ax.set_title(f"{ab}: {table.metrics[ab]} {arrow(table.higher_is_better[ab])}", fontsize=8)
-        ax.set_xticks(range(len(table.vfms)), table.vfms, rotation=30, ha="right", fontsize=7)
-        ax.tick_params(axis="y", labelsize=7)
-    fig.suptitle(f"Per-ability scores (hatched: random weights)\n{_caption(table)}", fontsize=9)
-    fig.tight_layout()
+        _bar_panel(ax, table, ab, colors)
+    handles = [Line2D([], [], color="0.2", linestyle="--", label="chance"),
+               Line2D([], [], color="0.2", linestyle=":", label="majority (train)")]  # fmt: skip
+    fig.legend(handles=handles, loc="lower center", ncol=2, fontsize=8, frameon=False)
+    fig.suptitle(f"Per-ability scores with 95% bootstrap intervals (hatched: random weights)\n{_caption(table)}",
+                 fontsize=9)  # fmt: skip
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
     return fig
+
+
+def _bar_panel(ax: Any, table: HeadTable, ab: str, colors: list) -> None:
+    ys = [table.values[ab].get(v) for v in table.vfms]
+    heights = [y if y is not None else 0.0 for y in ys]
+    cis = table.intervals.get(ab, {})
+    err = np.array([[y - cis[v][0], cis[v][1] - y] if (y is not None and cis.get(v)) else [0, 0]
+                    for v, y in zip(table.vfms, heights, strict=True)]).T  # fmt: skip
+    container = ax.bar(range(len(table.vfms)), heights, color=colors, yerr=err, capsize=3,
+                       error_kw={"elinewidth": 1, "ecolor": "0.15"})  # fmt: skip
+    for x, (patch, vfm, y) in enumerate(zip(container.patches, table.vfms, ys, strict=True)):
+        if table.random_weights.get(vfm):
+            patch.set_hatch("//")
+        if y is None:
+            patch.set_alpha(0.2)
+        n = table.n[ab].get(vfm, 0)
+        if n and table.n_unparsed[ab].get(vfm, 0) >= n:  # a bar at the worst value says why
+            ax.text(x, 0.02, "all unparsed", transform=ax.get_xaxis_transform(), rotation=90, ha="center",
+                    va="bottom", fontsize=7, color="#8b0000")  # fmt: skip
+    tops = [h + e for h, e in zip(heights, err[1], strict=True)] if len(heights) else [0.0]
+    for kind, style in (("chance", "--"), ("majority", ":")):
+        b = table.baselines.get(ab, {}).get(kind, {}).get("value")
+        if b is not None:
+            ax.axhline(b, color="0.2", linestyle=style, linewidth=1.1)
+            tops.append(b)
+    lo = min([0.0, *[h for h in heights]])
+    top = max(tops) if tops else 1.0
+    ax.set_ylim(lo * 1.1, (top * 1.12) or 1.0)  # all-zero scores: a 0..1 axis, not -0.05..0.05
+    if state := _panel_state(table, ab):
+        ax.set_facecolor("#f3e6e6")
+        ax.text(0.5, 0.5, state, transform=ax.transAxes, ha="center", va="center", fontsize=10, color="#8b0000",
+                bbox={"facecolor": "white", "edgecolor": "#8b0000"})  # fmt: skip
+    ax.set_title(f"{ab}: {table.metrics[ab]} {arrow(table.higher_is_better[ab])}  (n={_n(table, ab)})", fontsize=9)
+    ax.set_xticks(range(len(table.vfms)), [_short(v) for v in table.vfms], rotation=25, ha="right", fontsize=8)
+    ax.tick_params(axis="y", labelsize=8)
+
+
+def _n(table: HeadTable, ab: str) -> str:
+    ns = sorted(set(table.n.get(ab, {}).values()))
+    return "/".join(map(str, ns)) or "0"
+
+
+def _short(label: str, width: int = 16) -> str:
+    return label if len(label) <= width else label[: width - 1] + "…"
 
 
 def rank_heatmap(table: HeadTable) -> Figure:
@@ -155,11 +277,12 @@ def rank_heatmap(table: HeadTable) -> Figure:
 
 
 def write_plots(table: HeadTable, out_dir: Path) -> dict[str, list[str]]:
-    """All figures of one head under ``out_dir``; returns ``kind -> [file names]`` (radar may be absent)."""
+    """All figures of one head under ``out_dir``; returns ``kind -> [file names]`` (radar and normalized may be
+    absent: see their docstrings)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    stem = slug(table.head)
+    stem = slug(table.id or table.head)
     written: dict[str, list[str]] = {}
-    for kind, make in (("radar", radar), ("bars", bars), ("ranks", rank_heatmap)):
+    for kind, make in (("bars", bars), ("normalized", normalized), ("radar", radar), ("ranks", rank_heatmap)):
         fig = make(table)
         if fig is not None:
             written[kind] = _save(fig, out_dir, f"{stem}-{kind}")

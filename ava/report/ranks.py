@@ -32,6 +32,9 @@ def average_ranks(ranks: Mapping[str, Mapping[str, float]], abilities: list[str]
     return {v: float(np.mean([ranks[a][v] for a in abilities])) for v in vfms} if abilities else {}
 
 
+MIN_VFMS = 3  # rank agreement needs at least this many VFMs ranked by both heads
+
+
 @dataclass
 class Agreement:
     """How well two rankings of the same VFMs agree. Values are None, with a reason, when undefined."""
@@ -52,15 +55,16 @@ def rank_agreement(
 ) -> Agreement:
     """Kendall tau-b and Spearman rho between two rankings (``vfm -> rank``, lower is better) on their common VFMs.
 
-    Tau-b and rho (Pearson correlation of average ranks) both account for ties. They are undefined, and reported
-    as n/a with the reason, when fewer than two VFMs are in common or when one ranking ties every VFM.
+    Tau-b and rho (Pearson correlation of average ranks) both account for ties. They are n/a, with the reason,
+    below ``MIN_VFMS`` VFMs in common (with two VFMs tau can only be +1 or -1: a coin, not an agreement) or when
+    one ranking ties every VFM.
     """
     from scipy.stats import kendalltau, spearmanr
 
     common = sorted(set(first) & set(second))
     n = len(common)
-    if n < 2:
-        return Agreement(n, None, None, reason=f"fewer than 2 VFMs in common (n={n})")
+    if n < MIN_VFMS:
+        return Agreement(n, None, None, reason=f"n/a: needs >= {MIN_VFMS} VFMs in common (has {n})")
     x = np.asarray([first[k] for k in common], dtype=float)
     y = np.asarray([second[k] for k in common], dtype=float)
     for arr, name in ((x, names[0]), (y, names[1])):
@@ -77,20 +81,14 @@ def rank_agreement(
     )
 
 
-def normalized_scores(values: Mapping[str, float], higher_is_better: bool) -> dict[str, float]:
-    """Scores mapped to 0..1 across VFMs, 1 = best and 0 = worst of them, direction respected.
+def normalized_scores(values: Mapping[str, float], baseline: float, best: float) -> dict[str, float]:
+    """Scores mapped so that ``baseline`` (chance or majority, whichever is better) is 0 and ``best`` (the
+    metric's best possible value) is 1, direction included (works for lower-is-better metrics as given).
 
-    Min-max over the VFMs in the report, so the radar shows each VFM's standing relative to the others, not an
-    absolute level. When every VFM scores the same the ability tells them apart not at all: all get 0.5.
+    This is an absolute scale per ability, the same whatever VFMs a report holds: a VFM at chance is 0, a
+    perfect one 1, below chance negative. Two VFMs 0.1 delta E apart stay 0.1 delta E apart on it.
     """
-    if not values:
-        return {}
-    arr = np.asarray(list(values.values()), dtype=float)
-    lo, hi = float(arr.min()), float(arr.max())
-    if hi == lo:
-        return dict.fromkeys(values, 0.5)
-    out = {}
-    for k, v in values.items():
-        t = (v - lo) / (hi - lo)
-        out[k] = float(t if higher_is_better else 1.0 - t)
-    return out
+    span = best - baseline
+    if span == 0:
+        return dict.fromkeys(values, float("nan"))
+    return {k: float((v - baseline) / span) for k, v in values.items()}

@@ -13,17 +13,24 @@ from typing import Any
 
 RANDOM = "random weights"
 TABLE_NOTE = (
-    "Cells are `value (rank)`; rank 1 is best; tied values share their average rank; the average rank is over "
-    "the abilities every VFM of that head was scored on."
+    "Cells are `value [95% interval] (rank)`; the interval is a percentile bootstrap over the test samples "
+    "(seeded, paired across VFMs scored on the same samples); rank 1 is best; tied values share their average rank; "
+    "`~` marks a rank the bootstrap does not separate from a neighbour's (P(A beats B) < 0.95: a tie in "
+    "distribution). `n` is the number of test samples per ability; `chance` is a uniformly random option, "
+    "`majority` the most frequent train answer, both scored like any reply. The average rank is over the "
+    "abilities every VFM of that head was scored on (listed under each table)."
 )
 AGREEMENT_NOTE = (
     "Did the ranking of VFMs hold when the head changed? Kendall tau-b and Spearman rho (both tie-aware) between "
-    "two heads' ranks; +1 = same order, -1 = reversed. n/a when fewer than 2 VFMs are shared or a ranking is constant."
+    "two heads' ranks, with 95% bootstrap intervals; +1 = same order, -1 = reversed. n/a below 3 VFMs in common "
+    "(with 2, tau can only be +1 or -1) or when a ranking is constant."
 )
 RADAR_NOTE = (
-    "Radar: per ability, scores are min-max normalized across the VFMs of that head, direction respected (1 = best "
-    "VFM here, 0 = worst; 0.5 for all when they tie). It shows relative standing, not absolute skill."
+    "Plots: per ability, scores are normalized between the better of the chance and majority baselines (0) and "
+    "the metric's best possible value (1), the same scale whatever VFMs a report holds; below 0 is worse than the "
+    "baseline. Abilities without a baseline are left out of the normalized plot. No radar below 3 VFMs."
 )
+TIE = "~"
 
 
 def fmt_value(x: float | None) -> str:
@@ -60,36 +67,84 @@ def table_caption(table: dict[str, Any]) -> str:
     return " · ".join(parts)
 
 
+def fmt_ci(ci: list[float] | None) -> str:
+    return "" if not ci else f" [{fmt_value(ci[0])}, {fmt_value(ci[1])}]"
+
+
+def _tied(groups: list[list[str]], vfm: str) -> bool:
+    return any(vfm in g for g in groups)
+
+
+def n_cell(table: dict[str, Any], ab: str) -> str:
+    """The ability's n: one number when every VFM had the same n, else each VFM's."""
+    ns = table["n"].get(ab, {})
+    if len(set(ns.values())) <= 1:
+        return str(next(iter(ns.values()), 0))
+    return ", ".join(f"{v}={k}" for v, k in ns.items())
+
+
+def baseline_cell(table: dict[str, Any], ab: str, kind: str) -> str:
+    b = (table.get("baselines") or {}).get(ab, {}).get(kind) or {}
+    return "n/a" if b.get("value") is None else fmt_value(b["value"])
+
+
+def value_cell(table: dict[str, Any], ab: str, v: str) -> str:
+    x = table["values"][ab].get(v)
+    if x is None:
+        return "–"
+    ci = (table.get("intervals") or {}).get(ab, {}).get(v)
+    rank = fmt_rank(table["ranks"][ab].get(v)) + (TIE if _tied((table.get("ties") or {}).get(ab, []), v) else "")
+    return f"{fmt_value(x)}{fmt_ci(ci)} ({rank})"
+
+
 def table_rows(table: dict[str, Any]) -> list[list[str]]:
-    """Header + rows of the Table-5 layout: ability, metric, then 'value (rank)' per VFM, then the average rank."""
-    rows = [["ability", "metric", *(vfm_header(table, v) for v in table["vfms"])]]
+    """Header + rows of the Table-5 layout with n, baselines and intervals: ability, metric, n, chance, majority,
+    then 'value [interval] (rank)' per VFM, then the average rank with its interval."""
+    rows = [["ability", "metric", "n", "chance", "majority", *(vfm_header(table, v) for v in table["vfms"])]]
     for ab in table["abilities"]:
-        cells = []
-        for v in table["vfms"]:
-            x = table["values"][ab].get(v)
-            cells.append("–" if x is None else f"{fmt_value(x)} ({fmt_rank(table['ranks'][ab].get(v))})")
-        rows.append([ab, f"{table['metrics'][ab]} {arrow(table['higher_is_better'][ab])}", *cells])
+        rows.append([ab, f"{table['metrics'][ab]} {arrow(table['higher_is_better'][ab])}", n_cell(table, ab),
+                     baseline_cell(table, ab, "chance"), baseline_cell(table, ab, "majority"),
+                     *(value_cell(table, ab, v) for v in table["vfms"])])  # fmt: skip
     over = f"over {len(table['average_over'])}"
-    rows.append(["average rank", over, *(fmt_rank(table["average_rank"].get(v)) for v in table["vfms"])])
+    cells = []
+    for v in table["vfms"]:
+        r = table["average_rank"].get(v)
+        tie = TIE if _tied(table.get("average_rank_ties") or [], v) else ""
+        cells.append(fmt_rank(r) + fmt_ci((table.get("average_rank_interval") or {}).get(v)) + tie)
+    rows.append(["average rank", over, "", "", "", *cells])
     return rows
+
+
+def average_over_line(table: dict[str, Any]) -> str:
+    over = table["average_over"]
+    return f"Average rank over {len(over)} abilities: {', '.join(over) if over else 'none'}."
 
 
 def agreement_caption(report: dict[str, Any], agr: dict[str, Any]) -> str:
     """Both heads with their split and data kind, the shared VFMs, and which of them had random weights."""
-    heads = [report["heads"][h] for h in agr["heads"]]
+    heads = [report["heads"][h] for h in agr.get("head_ids", agr["heads"])]
     sides = [f"{t['head']} ({', '.join(t['splits'])}, {'synthetic' if t['synthetic'] else 'real'} data)" for t in heads]
     rand = sorted({v for t in heads for v in agr["vfms"] if t["random_weights"].get(v)})
     weights = f"{RANDOM}: {', '.join(rand)}" if rand else f"{RANDOM}: none"
-    return f"heads: {' vs '.join(sides)} · VFMs in common: {', '.join(agr['vfms']) or 'none'} · {weights}"
+    same = "scored on the same samples" if agr.get("same_samples") else "NOT verified to be scored on the same samples"
+    return (f"heads: {' vs '.join(sides)} · VFMs in common: {', '.join(agr['vfms']) or 'none'} · {weights} · "
+            f"{same}")  # fmt: skip
+
+
+def fmt_coef_ci(a: dict[str, Any], key: str) -> str:
+    ci = a.get(f"{key}_ci")
+    return fmt_coef(a[key]) + ("" if not ci else f" [{ci[0]:+.2f}, {ci[1]:+.2f}]")
 
 
 def agreement_rows(agr: dict[str, Any]) -> list[list[str]]:
-    rows = [["ranking", "n VFMs", "Kendall tau", "Spearman rho", "note"]]
+    rows = [["ranking", "n VFMs", "Kendall tau [95%]", "Spearman rho [95%]", "note"]]
     for ab, a in agr["abilities"].items():
-        rows.append([ab, str(a["n"]), fmt_coef(a["kendall_tau"]), fmt_coef(a["spearman_rho"]), a["reason"] or ""])
+        rows.append([ab, str(a["n"]), fmt_coef_ci(a, "kendall_tau"), fmt_coef_ci(a, "spearman_rho"),
+                     a["reason"] or ""])  # fmt: skip
     a = agr["average_rank"]
-    label = f"average rank (over {len(agr['average_over'])} shared abilities)"
-    rows.append([label, str(a["n"]), fmt_coef(a["kendall_tau"]), fmt_coef(a["spearman_rho"]), a["reason"] or ""])
+    over = agr["average_over"]
+    label = f"average rank (over {len(over)} shared abilities: {', '.join(over) or 'none'})"
+    rows.append([label, str(a["n"]), fmt_coef_ci(a, "kendall_tau"), fmt_coef_ci(a, "spearman_rho"), a["reason"] or ""])
     return rows
 
 
@@ -119,14 +174,47 @@ def _md_table(rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def _md_runs(report: dict[str, Any], base: Path | None) -> str:
-    rows = [["run", "head", "VFM", RANDOM, "split", "data"]]
+def runs_rows(report: dict[str, Any], base: Path | None = None) -> list[list[str]]:
+    """One row per run: its path, head, VFM, what the VFM's weights are, random weights, split, data."""
+    rows = [["run", "head", "VFM", "VFM weights", RANDOM, "split", "data"]]
     for r in report["runs"]:
         path = os.path.relpath(r["path"], base) if base is not None else r["path"]
         rand = [name for name, flag in (("VFM", r["vfm_random_weights"]), ("LLM", r["llm_random_weights"])) if flag]
-        rows.append([f"`{path}`", r["head"], r["vfm"], f"**{' + '.join(rand)}**" if rand else "no",
+        rows.append([path, r["head"], r["vfm"], r.get("weights", "?"), " + ".join(rand) if rand else "no",
                      r["split_label"], "synthetic" if r["synthetic"] else "real"])  # fmt: skip
-    return _md_table(rows)
+    return rows
+
+
+def _md_runs(report: dict[str, Any], base: Path | None) -> str:
+    rows = runs_rows(report, base)
+    return _md_table([rows[0]] + [[f"`{r[0]}`", *r[1:4], f"**{r[4]}**" if r[4] != "no" else "no", *r[5:]]
+                                  for r in rows[1:]])  # fmt: skip
+
+
+OPENING_TITLE = "What the fingerprints show"
+
+
+def opening_lines(report: dict[str, Any]) -> list[str]:
+    """The sentences of the ``opening`` hook (``make_report(opening=...)``), as given."""
+    return [str(x) for x in report.get("opening") or []]
+
+
+def fold_subgroups(report: dict[str, Any]) -> tuple[list[tuple[str, str, str, dict[str, Any]]], list[str]]:
+    """Subgroup tables with >= 2 bins as (head, ability, group, group data), and one line per single-bin group
+    (a table with one bin repeats the ability's score and would fill the page)."""
+    tables, folded = [], []
+    for head, per_ability in report["subgroups"].items():
+        t = report["heads"][head]
+        for ab, groups in per_ability.items():
+            for name, group in groups.items():
+                if len(group["bins"]) >= 2:
+                    tables.append((head, ab, name, group))
+                    continue
+                b = group["bins"][0] if group["bins"] else "?"
+                cells = group["values"].get(b, {})
+                vals = ", ".join(f"{v} {_subgroup_cell(cells.get(v))}" for v in t["vfms"] if v in cells)
+                folded.append(f"{t['head']} · {ab} by {name}: a single bin ({b}): {vals}")
+    return tables, folded
 
 
 def _md_plots(report: dict[str, Any], head: str) -> list[str]:
@@ -141,11 +229,13 @@ def _md_plots(report: dict[str, Any], head: str) -> list[str]:
 
 def _md_unparsed(report: dict[str, Any]) -> list[str]:
     lines = []
-    for head, t in report["heads"].items():
+    for t in report["heads"].values():
+        if t.get("refused"):
+            continue
         for ab in t["abilities"]:
             for v, k in t["n_unparsed"][ab].items():
                 if k:
-                    lines.append(f"- {head} · {v} · {ab}: {k} of {t['n'][ab][v]} replies unparsed (scored worst)")
+                    lines.append(f"- {t['head']} · {v} · {ab}: {k} of {t['n'][ab][v]} replies unparsed (scored worst)")
     return lines
 
 
@@ -155,8 +245,8 @@ def markdown(report: dict[str, Any], base: Path | None = None) -> str:
     Run paths are shown relative to ``base`` (the report's directory) when given, so the file can move with them.
     """
     md = ["# AVA-Bench report", ""]
-    if report.get("opening"):
-        md += ["## What the fingerprints show", "", *(f"- {line}" for line in report["opening"]), ""]
+    if lines := opening_lines(report):
+        md += [f"## {OPENING_TITLE}", "", *(f"- {line}" for line in lines), ""]
     if any(r["random_weights"] for r in report["runs"]):
         md += [
             f"> **Note:** a VFM or LLM marked *{RANDOM}* is a control with untrained weights, not a trained model.",
@@ -167,7 +257,11 @@ def markdown(report: dict[str, Any], base: Path | None = None) -> str:
     md += ["## Runs", "", _md_runs(report, base), ""]
     md += ["## Scores and ranks per head", "", TABLE_NOTE, ""]
     for head, t in report["heads"].items():
-        md += [f"### Head: {head}", "", f"*{table_caption(t)}*", "", _md_table(table_rows(t)), ""]
+        md += [f"### Head: {t['head']}", ""]
+        if t.get("refused"):
+            md += [f"> **Refused:** {t['refused']}", ""]
+            continue
+        md += [f"*{table_caption(t)}*", "", _md_table(table_rows(t)), "", average_over_line(t), ""]
         md += [f"> {note}" for note in t["notes"]] + ([""] if t["notes"] else [])
         md += _md_plots(report, head) + [""]
     md += ["## Rank agreement between heads", "", AGREEMENT_NOTE, ""]
@@ -177,14 +271,15 @@ def markdown(report: dict[str, Any], base: Path | None = None) -> str:
         a, b = agr["heads"]
         md += [f"### {a} vs {b}", "", f"*{agreement_caption(report, agr)}*", ""]
         md += [_md_table(agreement_rows(agr)), ""]
-    if report["subgroups"]:
+    tables, folded = fold_subgroups(report)
+    if tables or folded:
         md += ["## Subgroups", ""]
-    for head, per_ability in report["subgroups"].items():
+    for head, ab, name, group in tables:
         t = report["heads"][head]
-        for ab, groups in per_ability.items():
-            for name, group in groups.items():
-                md += [f"### {head} · {ab} by {name}", "", f"*{table_caption(t)}; {t['metrics'][ab]} "
-                       f"{arrow(t['higher_is_better'][ab])}*", "", _md_table(subgroup_rows(t, group)), ""]  # fmt: skip
+        md += [f"### {t['head']} · {ab} by {name}", "", f"*{table_caption(t)}; {t['metrics'][ab]} "
+               f"{arrow(t['higher_is_better'][ab])}*", "", _md_table(subgroup_rows(t, group)), ""]  # fmt: skip
+    if folded:
+        md += ["Single-bin subgroups (the whole ability falls in one bin):", "", *(f"- {x}" for x in folded), ""]
     if unparsed := _md_unparsed(report):
         md += ["## Unparsed replies", "", *unparsed, ""]
     prov = report["provenance"]
@@ -206,13 +301,21 @@ def latex(report: dict[str, Any]) -> str:
     """report.tex: one booktabs table per head (needs ``\\usepackage{booktabs}``), pasteable into a paper."""
     out = ["% Generated by `ava report`; needs \\usepackage{booktabs}."]
     for t in report["heads"].values():
+        if t.get("refused"):
+            out += ["% " + t["refused"], ""]
+            continue
         rows = table_rows(t)
         out += [r"\begin{table}[t]", r"\centering", r"\small", r"\begin{tabular}{ll" + "r" * (len(rows[0]) - 2) + "}",
                 r"\toprule", " & ".join(_tex_escape(c) for c in rows[0]) + r" \\", r"\midrule"]  # fmt: skip
         out += [" & ".join(_tex_escape(c) for c in r) + r" \\" for r in rows[1:-1]]
         out += [r"\midrule", " & ".join(_tex_escape(c) for c in rows[-1]) + r" \\", r"\bottomrule", r"\end{tabular}"]
         out += [
-            r"\caption{" + _tex_escape(table_caption(t)).replace("·", ";") + ". Cells: value (rank).}",
+            r"\caption{"
+            + _tex_escape(table_caption(t)).replace("·", ";")
+            + r". Cells: value [95\% bootstrap interval] (rank); \textasciitilde{} marks a rank not separated "
+            + "from a neighbour's; "
+            + _tex_escape(average_over_line(t))
+            + "}",
             r"\end{table}",
             "",
         ]
@@ -247,7 +350,10 @@ def print_report(report: dict[str, Any], console: Any = None, detail: bool = Fal
     for line in report.get("opening") or []:
         console.print(f"- {line}", highlight=False)
     for t in report["heads"].values():
-        show(table_rows(t), f"Head: {t['head']}", table_caption(t), bold_last=True)
+        if t.get("refused"):
+            console.print(f"[bold red]refused:[/] {t['refused']}", highlight=False)
+            continue
+        show(table_rows(t), f"Head: {t['head']}", f"{table_caption(t)}\n{average_over_line(t)}", bold_last=True)
     if report["agreement"]:
         show(summary_rows(report), "Rank agreement between heads on average rank: Kendall tau-b, Spearman rho",
              "per-ability agreement: report.md")  # fmt: skip

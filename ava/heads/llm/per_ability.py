@@ -141,6 +141,7 @@ def evaluate(run_dir: str | Path, split: str = "test", **options: Any) -> dict[s
 
 def merge_results(run_dir: str | Path, split: str, decode: str = "generate") -> dict[str, Any]:
     """``RUN/results_<split>.json`` from the abilities' own results: one block per ability, counts summed."""
+    from ava.metrics.fingerprint import merge as merge_fingerprints
     from ava.metrics.scoring import write_json
 
     run_dir = Path(run_dir)
@@ -164,6 +165,7 @@ def merge_results(run_dir: str | Path, split: str, decode: str = "generate") -> 
         "run": {**run, "decode": decode},
         "n_missing": sum(int(r.get("n_missing", 0)) for r in parts.values()),
         "n_unknown": sum(int(r.get("n_unknown", 0)) for r in parts.values()),
+        "data_fingerprint": merge_fingerprints(r.get("data_fingerprint") for r in parts.values()),
     }
     write_json(merged, run_dir / f"results_{name}.json")
     from ava.data.format import atomic_write_text
