@@ -24,6 +24,7 @@ from ava.data.format import Dataset, Sample
 from ava.errors import AvaError
 from ava.heads.llm.config import LLMHeadConfig
 from ava.heads.llm.data import Collator
+from ava.heads.llm.devices import autocast, init_dist, progress_bar, resolve_dtype, to_device
 from ava.heads.llm.prompt import PromptEncoder, build_batch, prompt_text
 
 
@@ -92,13 +93,12 @@ def _generate(
     bar: Any,
     task: Any,
 ) -> dict[int, str]:
-    from ava.heads.llm.train import autocast
 
     order = sorted(idx, key=lambda i: -len(encoded[i].post))
     collate = Collator(encoded, source.num_tokens, tokenizer.pad_token_id, left_pad=True)
     out: dict[int, str] = {}
     for batch in _loader(source.items, order, collate, batch_size):
-        batch = {k: v.to(device) for k, v in batch.items()}
+        batch = to_device(batch, device)
         with autocast(device, dtype):
             new = head.generate(
                 batch,
@@ -134,7 +134,6 @@ def _score_options(
     from ava.abilities import get_ability
     from ava.abilities.parsers import format_reply
     from ava.heads.common import question_options
-    from ava.heads.llm.train import autocast
 
     out: dict[int, str] = {}
     option_ids: dict[str, list[int]] = {}
@@ -143,7 +142,7 @@ def _score_options(
         ability = get_ability(s.ava)
         options = question_options(ability, s)
         item = source.items[i]
-        one = {k: torch.as_tensor(v).unsqueeze(0).to(device) for k, v in item.items() if k != "index"}
+        one = {k: torch.as_tensor(v).unsqueeze(0).to(device) for k, v in item.items()}
         prompt = build_batch([encoded[i]], source.num_tokens, tokenizer.pad_token_id)
         prompt = {k: v.to(device) for k, v in prompt.items()}
         for o in options:
@@ -172,7 +171,6 @@ def evaluate(
     """Decode the ``split`` samples of a run's abilities, score them like ``ava score``, write the results."""
     from ava.abilities import get_ability
     from ava.heads.llm.runtime import feature_source, load_trained
-    from ava.heads.llm.train import _progress, init_dist, resolve_dtype
 
     if decode not in ("generate", "score"):
         raise AvaError(f"--decode {decode!r}: use 'generate' or 'score'")
@@ -190,7 +188,7 @@ def evaluate(
     mine = list(range(dist.rank, len(samples), dist.world))
     bs = batch_size or cfg.eval_batch_size
     replies: dict[int, str] = {}
-    with _progress(progress and dist.main, training=False) as bar:
+    with progress_bar(progress and dist.main, training=False) as bar:
         task = bar.add_task(f"eval {split} ({decode})", total=len(mine))
         for a in abilities:
             idx = [i for i in mine if samples[i].ava == a]
