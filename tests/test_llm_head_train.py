@@ -10,7 +10,9 @@ import shutil
 import pytest
 import torch
 
+from ava.errors import AvaError
 from ava.heads.llm import LLMHeadConfig, evaluate, train
+from ava.heads.llm.checkpoint import read_checkpoint
 from tests._llm_fixtures import LLM, VFM, make_cache, make_rel_depth
 
 pytestmark = pytest.mark.slow
@@ -50,7 +52,7 @@ def test_beats_majority_baseline(trained):
     assert run["random_weights"] is True and run["llm"] == LLM and run["llm_random_weights"] is True
     assert run["head"] == "llm" and run["cache_key"] and run["features"] == "cache"
     for name in ("connector.safetensors", "adapter/adapter_model.safetensors", "config.json", "run.json",
-                 "train_log.jsonl", "checkpoint/state.pt", "predictions_test.jsonl"):  # fmt: skip
+                 "train_log.jsonl", "checkpoint/latest", "predictions_test.jsonl"):  # fmt: skip
         assert (trained / name).is_file(), name
     log = [json.loads(line) for line in (trained / "train_log.jsonl").read_text().splitlines()]
     assert len(log) == 48 and log[-1]["loss"] < log[0]["loss"] / 5  # 6 steps x 8 epochs
@@ -79,7 +81,7 @@ def test_resume_continues_identically(suite, trained):
     cfg = _cfg(suite, "resumed", eval_after=False, stop_after_steps=7)
     train(cfg)
     assert json.loads((trained.parent / "resumed" / "run.json").read_text())["training"]["done"] is False
-    state = torch.load(trained.parent / "resumed" / "checkpoint" / "state.pt", weights_only=False)
+    state = read_checkpoint(trained.parent / "resumed")
     assert state["step"] == 7
     cfg.stop_after_steps = None
     out = train(cfg)
@@ -120,7 +122,7 @@ def test_interrupt_mid_step_resumes_identically(suite, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         train(cfg)
     monkeypatch.undo()
-    state = torch.load(ref.parent / "accum_cut" / "checkpoint" / "state.pt", weights_only=False)
+    state = read_checkpoint(ref.parent / "accum_cut")
     assert state["step"] == 1 and len(state["rng"]) == 1  # one RNG state per rank
     out = train(cfg)
     for name in ("connector.safetensors", "adapter/adapter_model.safetensors"):
@@ -162,6 +164,8 @@ def test_cached_and_online_first_step_loss_agree(suite):
         feats = prep.loop.featurize(batch)
         losses[mode] = (prep.head(batch, feats).item(), feats)
     (lc, fc), (lo, fo) = losses["cache"], losses["online"]
+    assert fc.dtype == torch.float16  # cached features stay in half precision up to the connector
+    fc = fc.float()
     assert fc.shape == fo.shape and not torch.equal(fc, fo)  # fp16 storage really differs ...
     assert torch.allclose(fc, fo, atol=1e-2, rtol=1e-2)
     print(f"parity: cached {lc:.7f} online {lo:.7f} |diff| {abs(lc - lo):.2e}")
@@ -260,8 +264,95 @@ def test_two_cpu_processes_ddp_gloo(suite, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     training = json.loads((out / "run.json").read_text())["training"]
     assert training["world_size"] == 2 and training["micro_batch"] == 4 and training["done"]
-    rng = torch.load(out / "checkpoint" / "state.pt", weights_only=False)["rng"]
+    rng = read_checkpoint(out)["rng"]
     assert len(rng) == 2 and not torch.equal(rng[0]["torch"], rng[1]["torch"])  # each rank's own dropout stream
     r = json.loads((out / "results_test.json").read_text())["abilities"]["rel_depth"]
     assert r["n"] == 16 and r["n_missing"] == 0 and r["value"] >= 0.8
     assert proc.stdout.count("rel_depth") == 1  # only rank 0 prints the table
+
+
+def test_planted_pickle_checkpoint_is_refused_by_the_cli(suite, tmp_path):
+    """A received run directory with a pickle as its checkpoint: one clear error, exit 1, the payload never runs."""
+    from typer.testing import CliRunner
+
+    from ava.cli.main import app
+    from tests.test_llm_checkpoint import plant_pickle
+
+    root, data, cache = suite
+    out, marker = tmp_path / "received", tmp_path / "marker"
+    plant_pickle(out / "checkpoint" / "state.pt", marker)
+    res = CliRunner().invoke(app, ["head", "train", "--head", "llm", "--ava", "rel_depth", "--vfm", VFM, "--data",
+                                   str(data), "--cache", str(cache), "--out", str(out), "--llm", LLM, "--epochs", "1",
+                                   "--max-train", "8", "--batch-size", "4"])  # fmt: skip
+    assert res.exit_code == 1 and isinstance(res.exception, AvaError), res.output  # main() prints it as one line
+    assert "old pickle format" in str(res.exception) and not marker.exists()
+    assert not (out / "config.json").exists()  # refused before anything was written
+
+
+def test_kill_during_a_checkpoint_swap_resumes_without_repeating(suite, monkeypatch):
+    """Killed inside the second checkpoint's swap (written in the background), re-run: the previous checkpoint is
+    resumed, the log has each step once, and the weights equal an uninterrupted run's."""
+    from safetensors.torch import load_file
+
+    from ava.heads.llm import checkpoint as ckpt
+
+    kw = dict(eval_after=False, epochs=4, max_train=16)  # 2 steps per epoch, a checkpoint at each epoch end
+    ref = train(_cfg(suite, "swap_ref", **kw))
+    real, swaps = os.replace, []
+
+    class Killed(BaseException):
+        pass
+
+    def replace(src, dst):
+        if os.path.basename(dst) == ckpt.LATEST:
+            swaps.append(dst)
+            if len(swaps) == 2:
+                raise Killed
+        return real(src, dst)
+
+    monkeypatch.setattr(ckpt.os, "replace", replace)
+    cfg = _cfg(suite, "swap_cut", **kw)
+    with pytest.raises(Killed):
+        train(cfg)
+    monkeypatch.undo()
+    assert read_checkpoint(ref.parent / "swap_cut")["step"] == 2  # the first checkpoint survived the kill
+    out = train(cfg)
+    steps = [json.loads(x)["step"] for x in (out / "train_log.jsonl").read_text().splitlines()]
+    assert steps == list(range(1, 9))
+    for name in ("connector.safetensors", "adapter/adapter_model.safetensors"):
+        a, b = load_file(ref / name), load_file(out / name)
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), name
+    ref_loss = [json.loads(x)["loss"] for x in (ref / "train_log.jsonl").read_text().splitlines()]
+    assert [json.loads(x)["loss"] for x in (out / "train_log.jsonl").read_text().splitlines()] == ref_loss
+
+
+def test_non_finite_features_stop_training_naming_the_samples(suite, tmp_path):
+    """NaN in one cached row and inf in another: one error naming both samples, exit 1, nothing trained."""
+    import numpy as np
+    from typer.testing import CliRunner
+
+    from ava.cache import open_cache
+    from ava.cache.store import CacheGroup
+    from ava.cli.main import app
+    from ava.data.format import Dataset
+
+    root, data, cache = suite
+    bad_cache = tmp_path / "cache"
+    shutil.copytree(cache, bad_cache)
+    fc = open_cache(bad_cache, VFM)
+    group = CacheGroup.open(bad_cache, fc.key, writable=True)
+    samples = [s for s in Dataset(data).samples("rel_depth") if s.split == "train"][:2]
+    arr = group.features(fc.layers[0])
+    for s, value in zip(samples, (np.nan, np.inf), strict=True):
+        row = group.index()[s.image_sha256]
+        block = arr[row : row + 1]
+        block[0, 3, 5] = value
+        arr[row : row + 1] = block
+    out = tmp_path / "nan_run"
+    res = CliRunner().invoke(app, ["head", "train", "--head", "llm", "--ava", "rel_depth", "--vfm", VFM, "--data",
+                                   str(data), "--cache", str(bad_cache), "--out", str(out), "--llm", LLM,
+                                   "--epochs", "1", "--batch-size", "8"])  # fmt: skip
+    assert res.exit_code == 1 and isinstance(res.exception, AvaError), res.output
+    msg = str(res.exception)
+    assert "non-finite cached features" in msg and all(f"rel_depth/{s.id}" in msg for s in samples), msg
+    assert not (out / "train_log.jsonl").exists() and not (out / "checkpoint").exists()

@@ -175,3 +175,134 @@ class FeatureDataset(torch.utils.data.Dataset):
         """A whole batch in one read (the DataLoader calls this when it exists): ~9x faster than row by row."""
         feats = self.cache.read([self.sha256s[i] for i in indices], self.layer)
         return [{"features": torch.from_numpy(f), "index": i} for f, i in zip(feats, indices, strict=True)]
+
+
+# -- the whole of a run's rows, resident in memory ----------------------------------------------------------------
+def _half_dtype(cache: FeatureCache) -> torch.dtype:
+    """bf16 for bf16-coded caches (fp16 could overflow them), fp16 otherwise (exact for fp16, finer than int8)."""
+    return torch.bfloat16 if cache.spec.get("codec") == "bf16" else torch.float16
+
+
+def _runs(rows: np.ndarray, chunk: int) -> list[tuple[int, int, int]]:
+    """(first row, end row, slot of the first row) of each run of consecutive rows, cut at ``chunk`` rows."""
+    out = []
+    breaks = np.flatnonzero(np.diff(rows) != 1) + 1
+    slot = 0
+    for run in np.split(rows, breaks):
+        for a in range(0, len(run), chunk):
+            piece = run[a : a + chunk]
+            out.append((int(piece[0]), int(piece[-1]) + 1, slot))
+            slot += len(piece)
+    return out
+
+
+class ResidentFeatures:
+    """The cached features of a list of images, read once and kept in half precision where the compute is.
+
+    All rows are read in one sequential pass over the group (runs of consecutive rows, zstd decoded on background
+    threads while the caller goes on, e.g. loading the LLM), checked for NaN/inf once, and stored as one tensor
+    ``[U, T, D]`` (U unique images): on ``device`` when it fits in half of the free device memory, else in pinned
+    host memory (copied to the device batch by batch); on a CPU run, host memory. :meth:`gather` returns a batch's
+    features by position in ``sha256s`` with no host work and no sync.
+
+    ``names`` (same length as ``sha256s``) name the samples in errors. :meth:`wait` re-raises a failed read.
+    """
+
+    def __init__(
+        self,
+        cache: FeatureCache,
+        sha256s: list[str],
+        layer: int | None = None,
+        *,
+        device: torch.device | str = "cpu",
+        names: list[str] | None = None,
+        chunk_rows: int = 64,
+        threads: int = 2,
+    ) -> None:
+        import threading
+
+        self.cache, self.layer = cache, cache._layer(layer)
+        self.device = torch.device(device)
+        self.dtype = _half_dtype(cache)
+        self.names = names or list(sha256s)
+        rows = cache._rows(list(sha256s))  # refuses images that are not in the cache
+        self.uniq, inverse = np.unique(rows, return_inverse=True)
+        self.shas = list(sha256s)
+        self.num_tokens, self.dim = cache.num_tokens, cache.dim
+        self.nbytes = len(self.uniq) * self.num_tokens * self.dim * 2
+        self.where = self._placement()
+        self.rows = torch.from_numpy(inverse.astype(np.int64).reshape(-1)).to(self.where)
+        self.values: torch.Tensor | None = None
+        self._error: BaseException | None = None
+        self._chunk, self._threads = chunk_rows, threads
+        self._thread = threading.Thread(target=self._load_safely, name="ava-features", daemon=True)
+        self._thread.start()
+
+    def _placement(self) -> torch.device:
+        if self.device.type != "cuda":
+            return torch.device("cpu")
+        free, _ = torch.cuda.mem_get_info(self.device)
+        return self.device if self.nbytes <= free // 2 else torch.device("cpu")
+
+    def _load_safely(self) -> None:
+        try:
+            self.values = self._load()
+        except BaseException as e:  # re-raised in the caller's thread by wait()
+            self._error = e
+
+    def _load(self) -> torch.Tensor:
+        from concurrent.futures import ThreadPoolExecutor
+
+        pin = self.device.type == "cuda" and self.where.type == "cpu"
+        out = torch.empty((len(self.uniq), self.num_tokens, self.dim), dtype=self.dtype, device=self.where,
+                          pin_memory=pin)  # fmt: skip
+        arr = self.cache.group.features(self.layer)
+        scales = self.cache.group.scales(self.layer)
+        codec = self.cache.group.codec
+        bad: list[tuple[int, str]] = []
+
+        def piece(job: tuple[int, int, int]) -> tuple[int, torch.Tensor, list[tuple[int, str]]]:
+            lo, hi, slot = job
+            values = codec.decode(arr[lo:hi], scales[lo:hi] if scales is not None else None)
+            finite = np.isfinite(values).all(axis=(1, 2))
+            half = torch.from_numpy(values).to(self.dtype)
+            fits = torch.isfinite(half).flatten(1).all(1).numpy()
+            errs = [(slot + i, "NaN or inf") for i in np.flatnonzero(~finite)]
+            errs += [(slot + i, f"values beyond the {self.dtype} range") for i in np.flatnonzero(finite & ~fits)]
+            return slot, half, errs
+
+        with ThreadPoolExecutor(self._threads) as pool:
+            for slot, half, errs in pool.map(piece, _runs(self.uniq, self._chunk)):
+                out[slot : slot + len(half)].copy_(half, non_blocking=False)
+                bad.extend(errs)
+        if bad:
+            self._refuse(bad)
+        return out
+
+    def _refuse(self, bad: list[tuple[int, str]]) -> None:
+        slots = {s for s, _ in bad}
+        rows = self.rows.cpu().numpy()
+        named = [n for n, r in zip(self.names, rows, strict=True) if int(r) in slots]
+        what = sorted({w for _, w in bad})
+        raise CacheError(
+            f"{len(named)} sample(s) have non-finite cached features ({', '.join(what)}) in cache "
+            f"{self.cache.group.path} (vfm {self.cache.vfm}, layer {self.layer}): "
+            f"{', '.join(named[:8])}{' ...' if len(named) > 8 else ''}; re-extract them "
+            f"(`ava cache extract --vfm {self.cache.vfm} ... --force`) or leave them out"
+        )
+
+    def wait(self) -> torch.Tensor:
+        """The resident tensor ``[U, T, D]``, once read (raises the reader's error, e.g. non-finite rows)."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self.values is not None
+        return self.values
+
+    def gather(self, index: torch.Tensor) -> torch.Tensor:
+        """Features ``[B, T, D]`` (half precision, on the device) of the samples at positions ``index``."""
+        values = self.wait()
+        if values.device == self.device:
+            return values.index_select(0, self.rows.index_select(0, index.to(self.device, non_blocking=True)))
+        host = values.index_select(0, self.rows.index_select(0, index.cpu()))  # pinned source, async copy
+        return host.pin_memory().to(self.device, non_blocking=True) if self.device.type == "cuda" else host

@@ -50,6 +50,8 @@ class LLMHeadConfig:
     stop_after_steps: int | None = None  # stop (with a checkpoint) after this many optimizer steps: a time box
     eval_batch_size: int = 16
     progress: bool = True
+    compile: bool | None = None  # torch.compile the decoder layers; None: on for CUDA, off elsewhere
+    log_every: int = 10  # optimizer steps between reads of the loss from the device (the log still has every step)
 
 
 @dataclass
@@ -78,6 +80,8 @@ class AlignConfig:
     checkpoint_every: int = 200
     stop_after_steps: int | None = None
     progress: bool = True
+    compile: bool | None = None
+    log_every: int = 10
 
 
 @dataclass
@@ -112,6 +116,8 @@ class InstructConfig:
     checkpoint_every: int = 200
     stop_after_steps: int | None = None
     progress: bool = True
+    compile: bool | None = None
+    log_every: int = 10
 
 
 def auto_grad_accum(batch_size: int, world: int, max_micro: int) -> int:

@@ -2,12 +2,16 @@
 
 Two interchangeable sources give the same tensors for the same sample:
 
-- ``cache``: :class:`ava.cache.FeatureDataset` rows (decoded in DataLoader workers): no VFM, no image decode.
+- ``cache``: the run's cached rows, read once into memory (:class:`ava.cache.reader.ResidentFeatures`, half
+  precision, on the device when they fit); a batch gathers its rows by index: no VFM, no image decode, no per-step
+  decompression.
 - ``online``: the image, through the VFM's own ``preprocess`` (the function the cache was extracted with);
   the VFM runs on every batch in the training loop. This is the release's way, kept as the parity and speed
   baseline.
 
-Batches are grouped by length (megabatches sorted by length, then shuffled), so padding is minimal.
+Batches are grouped by length (megabatches sorted by length, then shuffled), so padding is minimal. The collator
+also computes, on the CPU, everything data-dependent the step needs (image and supervised positions, token counts),
+so nothing in a training step reads device values back to the host.
 """
 
 from __future__ import annotations
@@ -15,12 +19,41 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from ava.data.format import Dataset, Sample
-from ava.heads.llm.prompt import Encoded, build_batch
+from ava.heads.llm.prompt import IGNORE, Encoded, build_batch
+
+
+@dataclass
+class LoopData:
+    """What the loop trains on: items (sample indices, or pixels + index), their encodings, and how a batch on the
+    device becomes image features ``[B, T, D]``."""
+
+    items: torch.utils.data.Dataset
+    encoded: list
+    num_image_tokens: int
+    pad_id: int
+    featurize: Any  # batch -> features [B, T, D] on the device
+
+
+class IndexItems(torch.utils.data.Dataset):
+    """Items ``{"index": i}``: the features come from a resident store, gathered by index on the device."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        return {"index": i}
+
+    def __getitems__(self, indices: list[int]) -> list[dict[str, Any]]:
+        return [{"index": i} for i in indices]
 
 
 class OnlineImages(torch.utils.data.Dataset):
@@ -36,8 +69,31 @@ class OnlineImages(torch.utils.data.Dataset):
         return {"pixels": self.preprocess(self.dataset.load_image(self.samples[i])), "index": i}
 
 
+def positions(batch: dict[str, Any], left_pad: bool) -> dict[str, Any]:
+    """Host-side indices of a padded batch, so the step needs no data-dependent op on the device.
+
+    ``image_pos`` [B, T]: the image slots of each row; ``sup_pos`` [N]: flat positions (row * width + p) whose
+    output predicts a label, ``sup_targets`` [N] those labels, ``sup_rows`` [N] their rows; ``n_tokens``: real
+    tokens; ``mask_free``: every row starts at position 0 (right padding), so causal attention alone gives the
+    padded batch's outputs at every real token and no padding mask is needed (SDPA's causal fast path).
+    """
+    b, width = batch["input_ids"].shape
+    image = batch["image_mask"].nonzero()[:, 1]
+    nxt = batch["labels"][:, 1:]
+    rows, cols = (nxt != IGNORE).nonzero(as_tuple=True)
+    return {
+        "image_pos": image.view(b, -1),
+        "sup_pos": rows * width + cols,
+        "sup_targets": nxt[rows, cols],
+        "sup_rows": rows,
+        "n_tokens": int(batch["attention_mask"].sum()),
+        "mask_free": not left_pad,
+    }
+
+
 class Collator:
-    """Stacks features or pixels and builds the padded text batch of the same samples."""
+    """Stacks features or pixels and builds the padded text batch of the same samples, with its host-side indices
+    (:func:`positions`)."""
 
     def __init__(self, encoded: Sequence[Encoded], num_image_tokens: int, pad_id: int, left_pad: bool = False):
         self.encoded, self.num_image_tokens, self.pad_id, self.left_pad = encoded, num_image_tokens, pad_id, left_pad
@@ -48,6 +104,7 @@ class Collator:
             [self.encoded[i] for i in index], self.num_image_tokens, self.pad_id, left_pad=self.left_pad
         )
         batch["index"] = torch.tensor(index)
+        batch.update(positions(batch, self.left_pad))
         for key in ("features", "pixels"):
             if key in items[0]:
                 batch[key] = torch.stack([torch.as_tensor(it[key]) for it in items])

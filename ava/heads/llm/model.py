@@ -68,18 +68,27 @@ class LLMHead(nn.Module):
     def embed(self, batch: dict[str, torch.Tensor], features: torch.Tensor) -> torch.Tensor:
         """Token embeddings with the projected image tokens spliced into the image slots."""
         embeds = self.base.get_input_embeddings()(batch["input_ids"])
-        proj = self.connector(features.to(self.connector[0].weight.dtype))
-        mask = batch["image_mask"].unsqueeze(-1)
-        return embeds.masked_scatter(mask, proj.to(embeds.dtype))
+        proj = self.connector(features.to(self.connector[0].weight.dtype)).to(embeds.dtype)
+        if "image_pos" in batch:  # slots from the collator: a scatter, no data-dependent shape on the device
+            index = batch["image_pos"].unsqueeze(-1).expand(-1, -1, embeds.shape[-1])
+            return embeds.scatter(1, index, proj)
+        return embeds.masked_scatter(batch["image_mask"].unsqueeze(-1), proj)
 
     def hidden(self, batch: dict[str, torch.Tensor], features: torch.Tensor) -> torch.Tensor:
         embeds = self.embed(batch, features)
-        out = self.base.get_decoder()(inputs_embeds=embeds, attention_mask=batch["attention_mask"], use_cache=False)
+        # right-padded rows: causal attention alone is exact at every real token (padding only ever follows them),
+        # so no mask is built and SDPA keeps its causal fast path without reading the mask on the host
+        mask = None if batch.get("mask_free") else batch["attention_mask"]
+        out = self.base.get_decoder()(inputs_embeds=embeds, attention_mask=mask, use_cache=False)
         return out.last_hidden_state
 
     def supervised_logits(self, batch: dict[str, torch.Tensor], features: torch.Tensor) -> tuple:
         """(logits at the positions that predict a label [N, V], targets [N], row of each [N])."""
         hidden = self.hidden(batch, features)
+        if "sup_pos" in batch:  # positions from the collator (no boolean-mask gather, no host sync)
+            flat = hidden.reshape(-1, hidden.shape[-1]).index_select(0, batch["sup_pos"])
+            logits = self.base.get_output_embeddings()(flat).float()
+            return logits, batch["sup_targets"], batch["sup_rows"]
         targets = batch["labels"][:, 1:]
         sel = targets != IGNORE
         logits = self.base.get_output_embeddings()(hidden[:, :-1][sel]).float()

@@ -5,9 +5,10 @@ Run directory files written here (besides those of :mod:`ava.heads.base`)::
     RUN/connector.safetensors    # the mlp2x_gelu connector (keys 0.weight, 0.bias, 2.weight, 2.bias)
     RUN/adapter/                 # the LoRA adapter, peft's save_pretrained (adapter_model.safetensors + config)
     RUN/train_log.jsonl          # one line per optimizer step: step, epoch, loss, lr, samples/s, tokens/s
-    RUN/checkpoint/state.pt      # resume point: trainable weights, optimizer, scheduler, RNG, step
-                                 # (about 3x the adapter: ~0.85 GB for Qwen2-0.5B at r 128; kept so that
-                                 # re-running a finished command is a no-op; delete it to save space)
+    RUN/checkpoint/              # resume point (safetensors + JSON, no pickle; see ava.heads.llm.checkpoint):
+                                 # trainable weights, optimizer, scheduler, RNG, step (about 3x the adapter:
+                                 # ~0.85 GB for Qwen2-0.5B at r 128; kept so that re-running a finished command
+                                 # is a no-op; delete it to save space)
 """
 
 from __future__ import annotations
@@ -20,10 +21,9 @@ import torch
 
 from ava.data.format import Dataset, Sample
 from ava.errors import AvaError
-from ava.heads.llm.data import OnlineImages
+from ava.heads.llm.data import IndexItems, LoopData, OnlineImages
 from ava.heads.llm.model import Connector, LLMHead, build_head
 from ava.heads.llm.prompt import PromptEncoder
-from ava.heads.llm.train import LoopData
 
 CONNECTOR_FILE = "connector.safetensors"
 ADAPTER_DIR = "adapter"
@@ -40,6 +40,12 @@ class Source:
     dim: int
     featurize: Any
     info: dict[str, Any]
+    resident: Any = None  # the ResidentFeatures of a cached source
+
+    def ready(self) -> None:
+        """Wait for cached features to be resident (raises if rows are missing or not finite)."""
+        if self.resident is not None:
+            self.resident.wait()
 
 
 def _mirrored_cache(cfg: Any) -> Any:
@@ -64,15 +70,19 @@ def feature_source(
     if mode == "cache":
         if not cfg.cache:
             raise AvaError("--features cache needs --cache DIR (or use --features online)")
-        from ava.cache import FeatureDataset, open_cache
+        from ava.cache import open_cache
+        from ava.cache.reader import ResidentFeatures
         from ava.heads.common import require_cached
 
         cache = open_cache(cfg.cache, cfg.vfm)
         hint = f"run `ava cache extract --vfm {cfg.vfm} --data {cfg.data} --cache {cfg.cache} --ava {{avas}}` first"
         require_cached(cache, samples, hint)
         info = {"cache_key": cache.key, "vfm_random_weights": cache.random_weights, "features": "cache"}
-        items = FeatureDataset(cache, samples, layer=cfg.layer)
-        return Source(items, cache.num_tokens, cache.dim, lambda b: b["features"], info)
+        names = [f"{s.ava}/{s.id}" for s in samples]
+        resident = ResidentFeatures(cache, [s.image_sha256 for s in samples], cfg.layer, device=device, names=names)
+        info["features_resident"] = f"{resident.where.type}, {str(resident.dtype).removeprefix('torch.')}"
+        items = IndexItems(len(samples))
+        return Source(items, cache.num_tokens, cache.dim, lambda b: resident.gather(b["index"]), info, resident)
     return _online_source(cfg, dataset, samples, device)
 
 
@@ -109,6 +119,23 @@ def _strip(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return out
 
 
+def _load_tensors(path: Path) -> dict[str, torch.Tensor]:
+    """A ``.bin`` state dict of tensors only: ``weights_only=True`` refuses anything that would run code."""
+    import pickle
+
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError, OSError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise AvaError(
+            f"--init {path}: not loaded: it is not a plain tensor file ({first}); ava never runs code from a "
+            "weights file. Convert it to safetensors (mm_projector.safetensors) from a source you trust"
+        ) from e
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise AvaError(f"--init {path}: not a dict of tensors")
+    return state
+
+
 def read_init(init: str | None) -> tuple[str | None, dict[str, torch.Tensor] | None]:
     """(LLM directory to use instead of --llm, connector weights) from ``--init``.
 
@@ -127,8 +154,7 @@ def read_init(init: str | None) -> tuple[str | None, dict[str, torch.Tensor] | N
     for name in (CONNECTOR_FILE, "mm_projector.safetensors", "mm_projector.bin"):
         if (root / name).is_file():
             path = root / name
-            state = load_file(path) if name.endswith(".safetensors") else torch.load(path, map_location="cpu")
-            state = _strip(state)
+            state = _strip(load_file(path) if name.endswith(".safetensors") else _load_tensors(path))
             break
     if state is None or len(state) != 4:
         raise AvaError(
@@ -188,6 +214,7 @@ def prepare_training(cfg: Any, *, device: torch.device, dtype: torch.dtype, rank
     head.connector.float()
     if init_connector is not None:
         load_connector(head.connector, init_connector, cfg.init)
+    source.ready()  # features were read while the LLM loaded; non-finite rows stop the run here
     encoder = PromptEncoder(tokenizer)
     loop = LoopData(
         source.items,

@@ -4,25 +4,32 @@ The loop is deterministic in the seed: batches come from :func:`length_grouped_b
 epoch, independent of torch's RNG), the DataLoader has its own generator, and a checkpoint holds the model's
 trainable weights, the optimizer, the scheduler, the RNG states and the step, at optimizer-step boundaries.
 Re-running the same command resumes from it and ends with the same weights as an uninterrupted run.
+
+A step reads nothing back from the device: the collator computes positions and counts on the host, the loss of
+each step stays on the device, and the log reads the pending steps' losses every ``log_every`` steps (and before
+a checkpoint). Checkpoints (:mod:`ava.heads.llm.checkpoint`: safetensors + JSON, an atomic ``latest`` pointer)
+are snapshots written on a background thread.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
-import shutil
 import time
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from ava.errors import AvaError
+from ava.heads.llm.checkpoint import CHECKPOINT, CheckpointWriter, read_checkpoint, write_checkpoint
 from ava.heads.llm.config import LLMHeadConfig
-from ava.heads.llm.data import Collator, length_grouped_batches, steps_per_epoch
+from ava.heads.llm.data import Collator, LoopData, length_grouped_batches, steps_per_epoch
+from ava.heads.llm.devices import Dist, adamw, autocast, init_dist, progress_bar, resolve_dtype, to_device
+
+__all__ = ["LoopData", "fit", "init_dist", "resolve_dtype", "autocast", "train", "train_step", "check_resumable"]
 
 # Config fields that do not change what training computes: a resumed run may differ in these.
 NON_TRAINING_FIELDS = {
@@ -37,65 +44,12 @@ NON_TRAINING_FIELDS = {
     "stop_after_steps",
     "device",
     "out",
+    "log_every",
+    "compile",
 }
-CHECKPOINT = "checkpoint"
-
-
-# -- devices, precision, processes ---------------------------------------------------------------------------
-@dataclass
-class Dist:
-    rank: int = 0
-    world: int = 1
-    local_rank: int = 0
-
-    @property
-    def main(self) -> bool:
-        return self.rank == 0
-
-
-def init_dist(device: str) -> tuple[Dist, torch.device]:
-    """Under ``torchrun`` (WORLD_SIZE > 1): join the process group (nccl on GPU, gloo on CPU); else a single rank."""
-    from ava.heads.common import resolve_device
-
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    dist = Dist(int(os.environ.get("RANK", "0")), world, int(os.environ.get("LOCAL_RANK", "0")))
-    dev = torch.device(resolve_device(device))
-    if dev.type == "cuda" and dev.index is None:
-        dev = torch.device("cuda", dist.local_rank)
-        torch.cuda.set_device(dev)
-    if world > 1 and not torch.distributed.is_initialized():
-        torch.distributed.init_process_group("nccl" if dev.type == "cuda" else "gloo")
-    return dist, dev
-
-
-def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
-    """The autocast dtype: bf16 on GPU by default, fp32 on CPU."""
-    if dtype == "auto":
-        return torch.bfloat16 if device.type == "cuda" else torch.float32
-    table = {"fp32": torch.float32, "float32": torch.float32, "bf16": torch.bfloat16, "bfloat16": torch.bfloat16}
-    if dtype not in table:
-        raise AvaError(f"--dtype {dtype!r}: use auto, fp32 or bf16")
-    return table[dtype]
-
-
-def autocast(device: torch.device, dtype: torch.dtype) -> Any:
-    if dtype == torch.float32:
-        return nullcontext()
-    return torch.autocast(device_type=device.type, dtype=dtype)
 
 
 # -- the loop ------------------------------------------------------------------------------------------------
-@dataclass
-class LoopData:
-    """What the loop trains on: items (features or pixels + index), their encodings, and how to get features."""
-
-    items: torch.utils.data.Dataset
-    encoded: list
-    num_image_tokens: int
-    pad_id: int
-    featurize: Any  # batch -> features [B, T, D] on the device
-
-
 def schedule(total_steps: int, warmup_ratio: float, optimizer: torch.optim.Optimizer) -> Any:
     from transformers import get_cosine_schedule_with_warmup
 
@@ -128,6 +82,15 @@ def rng_states(device: torch.device, dist: Dist) -> list[dict[str, Any]]:
     return states
 
 
+def checkpoint_state(head: Any, optimizer: Any, scheduler: Any, step: int, total: int,
+                     rng: list[dict[str, Any]]) -> dict[str, Any]:  # fmt: skip
+    """What a resume needs at optimizer step ``step``; a finished run keeps no optimizer state (nothing resumes it)."""
+    state = {"model": head.trainable_state(), "rng": rng, "step": step, "total_steps": total}
+    if step < total:
+        state.update(optimizer=optimizer.state_dict(), scheduler=scheduler.state_dict())
+    return state
+
+
 def save_checkpoint(
     run_dir: Path,
     head: Any,
@@ -138,39 +101,17 @@ def save_checkpoint(
     device: torch.device,
     rng: list[dict[str, Any]] | None = None,
 ) -> None:
-    """Everything needed to continue exactly: written to a temporary directory, then renamed into place.
-
-    ``rng`` is every rank's RNG state at the same step boundary as the weights (default: this process's now).
-    """
-    tmp = run_dir / f".{CHECKPOINT}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    torch.save(
-        {
-            "model": head.trainable_state(),
-            "optimizer": optimizer.state_dict(),
-            "scheduler": scheduler.state_dict(),
-            "rng": rng if rng is not None else [_rng_state(device)],
-            "step": step,
-            "total_steps": total,
-        },
-        tmp / "state.pt",
-    )
-    old = run_dir / f".{CHECKPOINT}.old"
-    shutil.rmtree(old, ignore_errors=True)
-    if (run_dir / CHECKPOINT).exists():
-        os.replace(run_dir / CHECKPOINT, old)
-    os.replace(tmp, run_dir / CHECKPOINT)
-    shutil.rmtree(old, ignore_errors=True)
+    """Write a checkpoint now (in this thread); ``rng`` defaults to this process's state."""
+    state = checkpoint_state(head, optimizer, scheduler, step, total, rng if rng is not None else [_rng_state(device)])
+    write_checkpoint(run_dir, state)
 
 
 def load_checkpoint(run_dir: Path) -> dict[str, Any] | None:
-    path = run_dir / CHECKPOINT / "state.pt"
-    return torch.load(path, map_location="cpu", weights_only=False) if path.is_file() else None
+    return read_checkpoint(run_dir)
 
 
 def _trim_log(path: Path, step: int) -> None:
-    """Drop log lines after the checkpoint's step (they will be recomputed identically)."""
+    """Drop log lines after ``step`` (they will be recomputed identically)."""
     if path.is_file():
         keep = [ln for ln in path.read_text().splitlines() if ln.strip() and json.loads(ln)["step"] <= step]
         from ava.data.format import atomic_write_text
@@ -178,35 +119,53 @@ def _trim_log(path: Path, step: int) -> None:
         atomic_write_text(path, "".join(ln + "\n" for ln in keep))
 
 
-def _progress(enabled: bool, training: bool = True) -> Any:
-    """The shared progress bar; training bars also show loss, samples/s and tokens/s."""
-    from rich.progress import TextColumn, TimeElapsedColumn, TimeRemainingColumn
+class _Log:
+    """Per-step records whose losses stay on the device until :meth:`flush` reads them all at once (one sync).
 
-    from ava.progress import progress
+    Rates are samples/s and tokens/s since the start of this call (rank totals under DDP), as of each step.
+    """
 
-    stats = "loss {task.fields[loss]:.4f}  {task.fields[sps]:.1f} samples/s  {task.fields[tps]:.0f} tokens/s"
-    extra = [TextColumn(stats)] if training else []
-    return progress(enabled, *extra, TimeElapsedColumn(), TimeRemainingColumn())
-
-
-class _Meter:
-    """Running samples/s and tokens/s since the start of this call (rank totals under DDP)."""
-
-    def __init__(self, dist: Dist, device: torch.device) -> None:
-        self.dist, self.device = dist, device
+    def __init__(self, path: Path | None, dist: Dist, device: torch.device, bar: Any, task: Any) -> None:
+        self.file = path.open("a") if path is not None else None
+        self.dist, self.device, self.bar, self.task = dist, device, bar, task
         self.t0, self.samples, self.tokens, self.loss = time.perf_counter(), 0, 0, float("nan")
+        self.pending: list[tuple[dict[str, Any], torch.Tensor, int, int, float]] = []
 
-    def add(self, loss: float, samples: int, tokens: int) -> None:
+    def add(self, rec: dict[str, Any], loss: torch.Tensor, samples: int, tokens: int) -> None:
+        self.pending.append((rec, loss, samples, tokens, time.perf_counter()))
+
+    def flush(self) -> None:
+        if not self.pending:
+            return
+        losses = torch.stack([p[1].float() for p in self.pending])
+        counts = torch.tensor([[p[2], p[3]] for p in self.pending], dtype=torch.float64)
         if self.dist.world > 1:  # the mean loss and the total counts over ranks
-            red = torch.tensor([loss, samples, tokens], dtype=torch.float64, device=self.device)
-            torch.distributed.all_reduce(red)
-            loss, samples, tokens = red[0].item() / self.dist.world, int(red[1].item()), int(red[2].item())
-        self.loss, self.samples, self.tokens = loss, self.samples + samples, self.tokens + tokens
+            losses, counts = losses.to(self.device), counts.to(self.device)
+            torch.distributed.all_reduce(losses)
+            torch.distributed.all_reduce(counts)
+            losses = losses / self.dist.world
+        values, counts_ = losses.tolist(), counts.tolist()
+        for (rec, _, _, _, t), loss, (n, toks) in zip(self.pending, values, counts_, strict=True):
+            self.samples, self.tokens, self.loss = self.samples + int(n), self.tokens + int(toks), loss
+            dt = t - self.t0
+            rec = {**rec, "loss": loss, "samples_per_s": self.samples / dt if dt else 0.0,
+                   "tokens_per_s": self.tokens / dt if dt else 0.0}  # fmt: skip
+            if self.file:
+                self.file.write(json.dumps(rec) + "\n")
+            self.bar.update(self.task, completed=rec["step"], loss=loss, sps=rec["samples_per_s"],
+                            tps=rec["tokens_per_s"])  # fmt: skip
+        self.pending = []
+        if self.file:
+            self.file.flush()
 
     def rates(self) -> dict[str, float]:
         dt = time.perf_counter() - self.t0
         return {"seconds": dt, "samples_per_s": self.samples / dt if dt else 0.0,
                 "tokens_per_s": self.tokens / dt if dt else 0.0}  # fmt: skip
+
+    def close(self) -> None:
+        if self.file:
+            self.file.close()
 
 
 def _micro_batch(batch_size: int, world: int, accum: int) -> int:
@@ -238,21 +197,76 @@ def _step_groups(
 
 
 def _restore(run_dir: Path, head: Any, optimizer: Any, scheduler: Any, device: torch.device, dist: Dist) -> int:
-    """Continue from the run's checkpoint if there is one; returns the optimizer step to start from."""
+    """Continue from the run's checkpoint if there is one; returns the optimizer step to start from.
+
+    The log keeps only the lines up to that step (none without a checkpoint), so a resumed run never repeats one.
+    """
     state = load_checkpoint(run_dir)
-    if state is None:
-        return 0
-    head.load_trainable_state(state["model"])
-    optimizer.load_state_dict(state["optimizer"])
-    scheduler.load_state_dict(state["scheduler"])
-    rng = state["rng"]
-    if isinstance(rng, dict):  # a checkpoint from before per-rank states: one state for all ranks
-        _set_rng_state(rng, device)
-    elif dist.rank < len(rng):  # (resumed on more ranks than saved: the new ones keep their fresh seed)
-        _set_rng_state(rng[dist.rank], device)
+    step = 0
+    if state is not None:
+        head.load_trainable_state(state["model"])
+        if "optimizer" in state:
+            optimizer.load_state_dict(state["optimizer"])
+            scheduler.load_state_dict(state["scheduler"])
+        rng = state["rng"]
+        if dist.rank < len(rng):  # (resumed on more ranks than saved: the new ones keep their fresh seed)
+            _set_rng_state(rng[dist.rank], device)
+        step = int(state["step"])
     if dist.main:
-        _trim_log(run_dir / "train_log.jsonl", int(state["step"]))
-    return int(state["step"])
+        _trim_log(run_dir / "train_log.jsonl", step)
+    return step
+
+
+def use_compile(option: bool | None, device: torch.device) -> bool:
+    """``--compile`` default: on for CUDA, off elsewhere."""
+    return device.type == "cuda" if option is None else bool(option)
+
+
+def compile_layers(head: Any) -> bool:
+    """Compile each decoder layer in place (fuses RMSNorm, RoPE, SwiGLU and LoRA's elementwise work).
+
+    Returns False, leaving the model as it was, where this PyTorch cannot compile (no compiler toolchain).
+    """
+    import warnings
+
+    try:
+        probe = torch.compile(lambda x: torch.nn.functional.silu(x) * x, dynamic=False)
+        probe(torch.ones(4, device=next(head.parameters()).device))
+    except Exception as e:  # noqa: BLE001 - inductor raises many kinds when the toolchain is missing
+        warnings.warn(f"--compile: torch.compile is not usable here ({type(e).__name__}); running eagerly",
+                      stacklevel=2)  # fmt: skip
+        return False
+    for layer in head.base.get_decoder().layers:
+        layer.compile(dynamic=True)
+    return True
+
+
+def train_step(
+    model: Any, params: list, optimizer: Any, scheduler: Any, group: list[dict], data: LoopData,
+    device: torch.device, dtype: torch.dtype,
+) -> tuple[torch.Tensor, int, int]:  # fmt: skip
+    """Forward/backward over one optimizer step's micro-batches (DDP syncs on the last only), then the update.
+
+    Returns (mean loss as a device tensor, samples, tokens); reads nothing back from the device.
+    """
+    total: torch.Tensor | None = None
+    n, toks = 0, 0
+    for i, batch in enumerate(group):
+        sync = i == len(group) - 1 or not hasattr(model, "no_sync")
+        with nullcontext() if sync else model.no_sync():
+            on_device = to_device(batch, device)
+            with autocast(device, dtype):
+                loss = model(on_device, data.featurize(on_device))
+            (loss / len(group)).backward()
+        total = loss.detach() if total is None else total + loss.detach()
+        n += batch["input_ids"].shape[0]
+        toks += batch["n_tokens"]
+    torch.nn.utils.clip_grad_norm_(params, 1.0)
+    optimizer.step()
+    scheduler.step()
+    optimizer.zero_grad(set_to_none=True)
+    assert total is not None
+    return total / max(len(group), 1), n, toks
 
 
 def fit(
@@ -266,9 +280,10 @@ def fit(
     spe = steps_per_epoch(n_micro, cfg.grad_accum)
     total = spe * epochs
     params = [p for p in head.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=cfg.weight_decay)
+    optimizer = adamw(params, lr, cfg.weight_decay)
     scheduler = schedule(total, cfg.warmup_ratio, optimizer)
     step = start = _restore(run_dir, head, optimizer, scheduler, device, dist)
+    compiled = use_compile(getattr(cfg, "compile", None), device) and step < total and compile_layers(head)
     model = head
     if dist.world > 1:
         model = torch.nn.parallel.DistributedDataParallel(
@@ -279,65 +294,48 @@ def fit(
     stop_at = min(total, step + cfg.stop_after_steps) if cfg.stop_after_steps else total
     if dist.main:
         run_dir.mkdir(parents=True, exist_ok=True)
-    log = (run_dir / "train_log.jsonl").open("a") if dist.main else None
-    meter = _Meter(dist, device)
+    every = max(1, int(getattr(cfg, "log_every", 1) or 1))
+    writer = CheckpointWriter(run_dir) if dist.main else None
     # every rank's RNG state at the current step boundary: a checkpoint holds it with that boundary's weights
     # (an interrupted step's micro-batches have drawn dropout masks since, which a resumed run must redraw).
     rng = rng_states(device, dist)
     head.train()
+    log = None
     try:
-        with _progress(cfg.progress and dist.main) as bar:
+        with progress_bar(cfg.progress and dist.main) as bar:
             task = bar.add_task(description, total=total, completed=step, loss=float("nan"), sps=0.0, tps=0.0)
+            log = _Log(run_dir / "train_log.jsonl" if dist.main else None, dist, device, bar, task)
             groups = _step_groups(data, lengths, micro, cfg, dist, step, spe, pin=device.type == "cuda")
             while step < stop_at:
                 epoch, group = next(groups)
-                meter.add(*_accumulate(model, group, data, device, dtype))
-                torch.nn.utils.clip_grad_norm_(params, 1.0)
-                optimizer.step()
-                scheduler.step()
-                optimizer.zero_grad(set_to_none=True)
-                step, rng = step + 1, rng_states(device, dist)
-                rec = {"step": step, "epoch": epoch, "loss": meter.loss, "lr": scheduler.get_last_lr()[0]}
-                rec.update({k: v for k, v in meter.rates().items() if k != "seconds"})
-                bar.update(task, completed=step, loss=meter.loss, sps=rec["samples_per_s"], tps=rec["tokens_per_s"])
-                if log:
-                    log.write(json.dumps(rec) + "\n")
-                if dist.main and (step % cfg.checkpoint_every == 0 or step % spe == 0 or step == stop_at):
+                loss, n, toks = train_step(model, params, optimizer, scheduler, group, data, device, dtype)
+                step += 1
+                save = step % cfg.checkpoint_every == 0 or step % spe == 0 or step == stop_at
+                if save or dist.world == 1:  # (a collective under DDP: only where a checkpoint is written)
+                    rng = rng_states(device, dist)
+                log.add({"step": step, "epoch": epoch, "lr": scheduler.get_last_lr()[0]}, loss, n, toks)
+                if save or step % every == 0:
                     log.flush()
-                    save_checkpoint(run_dir, head, optimizer, scheduler, step, total, device, rng)
-    except KeyboardInterrupt:
-        if dist.main:
-            save_checkpoint(run_dir, head, optimizer, scheduler, step, total, device, rng)
+                if save and writer:
+                    writer.save(checkpoint_state(head, optimizer, scheduler, step, total, rng))
+    except KeyboardInterrupt:  # one process: keep the last finished step (under DDP the last checkpoint stands)
+        if log and dist.world == 1:
+            log.flush()
+        if writer and dist.world == 1:
+            writer.save(checkpoint_state(head, optimizer, scheduler, step, total, rng))
         raise
     finally:
         if log:
+            log.flush()
             log.close()
+        if writer:
+            writer.close()
         if cfg.gradient_checkpointing:
             head.base.gradient_checkpointing_disable()
+    rates = log.rates() if log else {}
     return {"total_steps": total, "steps_per_epoch": spe, "micro_batch": micro, "world_size": dist.world,
-            "resumed_from_step": start, "step": step, "done": step >= total, "final_loss": meter.loss,
-            **meter.rates()}  # fmt: skip
-
-
-def _accumulate(
-    model: Any, group: list[dict], data: LoopData, device: torch.device, dtype: torch.dtype
-) -> tuple[float, int, int]:
-    """Forward/backward over one optimizer step's micro-batches (DDP syncs on the last only).
-
-    Returns (mean loss, samples, tokens).
-    """
-    total, n, toks = 0.0, 0, 0
-    for i, batch in enumerate(group):
-        sync = i == len(group) - 1 or not hasattr(model, "no_sync")
-        with nullcontext() if sync else model.no_sync():
-            batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
-            with autocast(device, dtype):
-                loss = model(batch, data.featurize(batch))
-            (loss / len(group)).backward()
-        total += loss.item()
-        n += batch["input_ids"].shape[0]
-        toks += int(batch["attention_mask"].sum())
-    return total / max(len(group), 1), n, toks
+            "resumed_from_step": start, "step": step, "done": step >= total, "final_loss": log.loss if log else None,
+            "compiled": bool(compiled), **rates}  # fmt: skip
 
 
 # -- the LLM head's train() ----------------------------------------------------------------------------------
@@ -346,7 +344,10 @@ def comparable(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def check_resumable(run_dir: Path, config: Any) -> None:
-    """Refuse to mix two different runs in one directory."""
+    """Refuse to mix two different runs in one directory, or to resume from a checkpoint ava cannot read safely."""
+    from ava.heads.llm.checkpoint import current_version
+
+    current_version(run_dir)  # refuses an old pickle checkpoint before anything is loaded or written
     path = run_dir / "config.json"
     if not path.is_file():
         return
