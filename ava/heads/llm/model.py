@@ -48,7 +48,37 @@ def add_lora(llm: nn.Module, r: int = 128, alpha: int | None = None, dropout: fl
         bias="none",
         task_type="CAUSAL_LM",
     )
-    return get_peft_model(llm, config)
+    model = get_peft_model(llm, config)
+    keep_input_dtype(model)
+    return model
+
+
+def keep_input_dtype(model: nn.Module) -> None:
+    """LoRA layers take their input in the dtype it comes in (bf16 under autocast) instead of copying it to the
+    adapter's fp32 first: the same numbers under autocast (the matmul runs in bf16 either way), two fewer
+    activation-sized copies per adapted linear. peft's switch (``cast_input_dtype_enabled``), set for good rather
+    than inside ``peft.helpers.disable_input_dtype_casting``'s context manager."""
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    for module in model.modules():
+        if isinstance(module, BaseTunerLayer) and hasattr(module, "cast_input_dtype_enabled"):
+            module.cast_input_dtype_enabled = False
+
+
+def _no_mask(decoder: nn.Module) -> Any:
+    """No mask (causal attention only) for ``decoder``, in the form that makes transformers read nothing on the host.
+
+    With ``attention_mask=None`` transformers looks for packed sequences in the position ids (a ``.all()`` read
+    back to the host); decoders that accept prepared masks (a dict per attention type, e.g. Qwen2) take
+    ``{"full_attention": None}`` as it is, and SDPA runs with ``is_causal``. Others (or models with sliding-window
+    layers, whose mask is not plain causal) get ``None``.
+    """
+    import inspect
+
+    accepts = "causal_mask_mapping" in inspect.unwrap(type(decoder).forward).__code__.co_varnames
+    if accepts and not getattr(decoder, "has_sliding_layers", False):
+        return {"full_attention": None}
+    return None
 
 
 class LLMHead(nn.Module):
@@ -78,8 +108,11 @@ class LLMHead(nn.Module):
         embeds = self.embed(batch, features)
         # right-padded rows: causal attention alone is exact at every real token (padding only ever follows them),
         # so no mask is built and SDPA keeps its causal fast path without reading the mask on the host
-        mask = None if batch.get("mask_free") else batch["attention_mask"]
-        out = self.base.get_decoder()(inputs_embeds=embeds, attention_mask=mask, use_cache=False)
+        decoder = self.base.get_decoder()
+        mask = batch["attention_mask"]
+        if batch.get("mask_free"):
+            mask = _no_mask(decoder)
+        out = decoder(inputs_embeds=embeds, attention_mask=mask, use_cache=False)
         return out.last_hidden_state
 
     def supervised_logits(self, batch: dict[str, torch.Tensor], features: torch.Tensor) -> tuple:

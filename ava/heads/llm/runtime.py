@@ -282,7 +282,8 @@ def load_trained(
     # the base weights in the precision training used (bf16 on GPU by default); adapter and connector in fp32
     llm, tokenizer, _ = load_llm(init_llm or cfg.llm, dtype=dtype if dtype == torch.bfloat16 else None, device="cpu")
     if (run_dir / ADAPTER_DIR).is_dir():
-        llm = PeftModel.from_pretrained(llm, str(run_dir / ADAPTER_DIR))
+        # merged into the base weights: evaluation runs plain linears (no adapter matmuls, no dropout branch)
+        llm = PeftModel.from_pretrained(llm, str(run_dir / ADAPTER_DIR)).merge_and_unload()
     head = LLMHead(llm, dim)
     load_connector(head.connector, load_file(str(run_dir / CONNECTOR_FILE)), str(run_dir))
     return head.to(device).eval(), tokenizer

@@ -1,0 +1,74 @@
+"""The LLM head's training step: no host sync (counted with a TorchDispatchMode on CPU), and the sync-free path
+(host-side positions, no padding mask for right-padded rows) gives the padded, masked batch's loss."""
+
+from __future__ import annotations
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from ava.heads.llm.data import Collator, LoopData
+from ava.heads.llm.prompt import Encoded, build_batch
+
+SYNCS = {"_local_scalar_dense", "item", "nonzero", "is_nonzero", "masked_select", "equal", "allclose", "unique",
+         "_unique", "_unique2", "unique_consecutive", "repeat_interleave"}  # fmt: skip
+T, D = 5, 12
+
+
+class SyncCounter(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func._schema.name.split("::")[-1]
+        if name in SYNCS:
+            self.seen.append(name)
+        return func(*args, **(kwargs or {}))
+
+
+def _head():
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from ava.heads.llm.model import build_head
+
+    torch.manual_seed(0)
+    cfg = Qwen2Config(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2,
+                      num_hidden_layers=2, vocab_size=300, attn_implementation="sdpa")  # fmt: skip
+    return build_head(Qwen2ForCausalLM(cfg), D, lora_r=8, seed=0)
+
+
+def _encoded() -> list[Encoded]:  # three lengths: the batch is right-padded
+    return [Encoded([1, 2], [3, 4, 5, 6], [7, 8, 2]), Encoded([1, 2], [3, 9], [10, 2]),
+            Encoded([1, 2], [3, 4, 5, 6, 11, 12, 13], [14, 15, 16, 2])]  # fmt: skip
+
+
+def test_training_step_has_no_host_sync():
+    import importlib
+
+    tr = importlib.import_module("ava.heads.llm.train")
+    head = _head().train()
+    params = [p for p in head.parameters() if p.requires_grad]
+    optimizer = tr.adamw(params, 1e-3, 0.0)
+    scheduler = tr.schedule(10, 0.1, optimizer)
+    feats = torch.randn(3, T, D).half()
+    data = LoopData(None, _encoded(), T, 0, lambda b: feats.index_select(0, b["index"]))
+    batch = Collator(_encoded(), T, 0)([{"index": i} for i in range(3)])
+    cpu = torch.device("cpu")
+    tr.train_step(head, params, optimizer, scheduler, [batch], data, cpu, torch.float32)  # lazy state made
+    with SyncCounter() as counter:
+        loss, n, toks = tr.train_step(head, params, optimizer, scheduler, [batch, batch], data, cpu, torch.float32)
+    assert counter.seen == [], counter.seen
+    assert n == 6 and toks == 2 * sum(e.length(T) for e in _encoded())
+    assert torch.isfinite(loss)
+
+
+def test_sync_free_path_equals_the_masked_padded_path():
+    head = _head().eval()
+    feats = torch.randn(3, T, D)
+    batch = Collator(_encoded(), T, 0)([{"index": i} for i in range(3)])
+    plain = build_batch(_encoded(), T, 0)  # no host-side positions: boolean gathers and the padding mask
+    assert batch["mask_free"] and "sup_pos" not in plain
+    with torch.no_grad():
+        fast, slow = head(batch, feats), head(plain, feats)
+        reference = head.full_logits_loss(plain, feats)
+    assert torch.allclose(fast, slow, atol=1e-6) and torch.allclose(fast, reference, atol=1e-5), (fast, slow)
