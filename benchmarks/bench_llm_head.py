@@ -181,7 +181,15 @@ def main() -> None:
     p.add_argument("--gradient-checkpointing", action="store_true")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     p.add_argument("--json", type=Path, help="also write the results here")
+    p.add_argument("--proxies-only", action="store_true", help="only the CPU proxies at real shapes")
+    p.add_argument("--no-proxies", action="store_true", help="skip the CPU proxies")
     args = p.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if not args.no_proxies:
+        proxies(args)
+    if args.proxies_only:
+        return
     preset = PRESETS["cuda" if args.device.startswith("cuda") else "cpu"]
     for k, v in preset.items():
         if getattr(args, k) is None:
@@ -212,6 +220,36 @@ def main() -> None:
     for r in results:
         r["mfu"] = r["flops_per_sample"] * r["samples_per_s"] / rate
     report(args, results, rate)
+
+
+def proxies(args: argparse.Namespace) -> dict[str, Any]:
+    """The CPU proxies at real shapes (see ``benchmarks/llm_proxies.py``), printed as one table row."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    import llm_proxies
+
+    work = Path(tempfile.mkdtemp(prefix="bench_llm_proxies_"))
+    try:
+        r = llm_proxies.run(work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(
+        f"CPU proxies at real shapes ({platform.processor() or platform.machine()}, torch threads "
+        f"{torch.get_num_threads()}, {dt.date.today()}): SigLIP-so400m 729x1152 fp16 cache, Qwen2-0.5B "
+        f"architecture (random weights), LoRA r 128 x 7 linears, {r['dtype']} autocast, "
+        f"{r['tokens_per_sample']:.0f} tokens/sample"
+    )
+    print("| host data path ms / 16-sample step | one-time resident read s (64 samples) | features | "
+          "non-matmul MB / token / layer (fwd+bwd) | host syncs / step |")  # fmt: skip
+    print("|---:|---:|---|---:|---:|")
+    print(f"| {r['host_ms_per_step']:.1f} | {r['one_time_read_s']:.2f} | {r['feature_dtype']} | "
+          f"{r['nonmatmul_mb_per_token_per_layer']:.3f} | {r['syncs_per_step']} |")  # fmt: skip
+    top = r["top_ops_mb_per_token_per_layer"]
+    print(f"sync ops: {r['sync_ops']}; largest non-matmul traffic (MB/token/layer): {top}")
+    if args.json:
+        args.json.with_suffix(".proxies.json").write_text(json.dumps(r, indent=2))
+    return r
 
 
 def report(args: argparse.Namespace, results: list[dict[str, Any]], rate: float) -> None:
