@@ -161,7 +161,10 @@ def data_path(work: Path, n: int = 64, batch: int = 16, steps: int = 4) -> dict[
                         batch_size=batch, progress=False)  # fmt: skip
     device = torch.device("cpu")
     t0 = time.perf_counter()
-    source = feature_source(cfg, dataset, samples, device)
+    try:
+        source = feature_source(cfg, dataset, samples, device, resident=True)
+    except TypeError:  # the code before resident features
+        source = feature_source(cfg, dataset, samples, device)
     if hasattr(source, "ready"):
         source.ready()
     setup = time.perf_counter() - t0

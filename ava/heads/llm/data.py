@@ -72,17 +72,20 @@ class OnlineImages(torch.utils.data.Dataset):
 def positions(batch: dict[str, Any], left_pad: bool) -> dict[str, Any]:
     """Host-side indices of a padded batch, so the step needs no data-dependent op on the device.
 
-    ``image_pos`` [B, T]: the image slots of each row; ``sup_pos`` [N]: flat positions (row * width + p) whose
-    output predicts a label, ``sup_targets`` [N] those labels, ``sup_rows`` [N] their rows; ``n_tokens``: real
-    tokens; ``mask_free``: every row starts at position 0 (right padding), so causal attention alone gives the
+    ``image_pos`` [B, T]: the image slots of each row (when every row has one image); ``sup_pos`` [N]: flat
+    positions (row * width + p) whose output predicts a label, ``sup_targets`` [N] those labels, ``sup_rows`` [N]
+    their rows; ``n_tokens``: real tokens; ``mask_free``: every row starts at position 0 (right padding), so causal attention alone gives the
     padded batch's outputs at every real token and no padding mask is needed (SDPA's causal fast path).
     """
     b, width = batch["input_ids"].shape
-    image = batch["image_mask"].nonzero()[:, 1]
     nxt = batch["labels"][:, 1:]
     rows, cols = (nxt != IGNORE).nonzero(as_tuple=True)
+    counts = batch["image_mask"].sum(1)
+    image = {}
+    if counts[0] > 0 and bool((counts == counts[0]).all()):  # (else, e.g. text-only turns: the masked path)
+        image["image_pos"] = batch["image_mask"].nonzero()[:, 1].view(b, -1)
     return {
-        "image_pos": image.view(b, -1),
+        **image,
         "sup_pos": rows * width + cols,
         "sup_targets": nxt[rows, cols],
         "sup_rows": rows,

@@ -181,7 +181,7 @@ def evaluate(
     dataset = Dataset(cfg.data)
     abilities = list(run["abilities"])
     samples = eval_samples(dataset, abilities, split, max_eval)
-    source = feature_source(cfg, dataset, samples, dev, features=features)
+    source = feature_source(cfg, dataset, samples, dev, features=features, resident=True)
     head, tokenizer = load_trained(run_dir, cfg, dev, source.dim, dtype)
     encoder = PromptEncoder(tokenizer)
     encoded = [encoder.encode(s.question) for s in samples]

@@ -61,9 +61,14 @@ def _mirrored_cache(cfg: Any) -> Any:
 
 
 def feature_source(
-    cfg: Any, dataset: Dataset, samples: list[Sample], device: torch.device, *, features: str | None = None
-) -> Source:
-    """The cached (default) or online source of image tokens for ``samples``."""
+    cfg: Any, dataset: Dataset, samples: list[Sample], device: torch.device, *, features: str | None = None,
+    resident: bool = False,
+) -> Source:  # fmt: skip
+    """The cached (default) or online source of image tokens for ``samples``.
+
+    ``resident``: cached rows are read once into memory (:class:`ava.cache.reader.ResidentFeatures`) and items are
+    sample indices; otherwise items carry their features (``FeatureDataset``, read batch by batch).
+    """
     mode = features or cfg.features
     if mode not in ("cache", "online"):
         raise AvaError(f"--features {mode!r}: use 'cache' or 'online'")
@@ -78,6 +83,11 @@ def feature_source(
         hint = f"run `ava cache extract --vfm {cfg.vfm} --data {cfg.data} --cache {cfg.cache} --ava {{avas}}` first"
         require_cached(cache, samples, hint)
         info = {"cache_key": cache.key, "vfm_random_weights": cache.random_weights, "features": "cache"}
+        if not resident:
+            from ava.cache import FeatureDataset
+
+            return Source(FeatureDataset(cache, samples, layer=cfg.layer), cache.num_tokens, cache.dim,
+                          lambda b: b["features"], info)  # fmt: skip
         names = [f"{s.ava}/{s.id}" for s in samples]
         resident = ResidentFeatures(cache, [s.image_sha256 for s in samples], cfg.layer, device=device, names=names)
         info["features_resident"] = f"{resident.where.type}, {str(resident.dtype).removeprefix('torch.')}"
@@ -207,7 +217,7 @@ def prepare_training(cfg: Any, *, device: torch.device, dtype: torch.dtype, rank
     llm, tokenizer, info = load_llm(
         init_llm or cfg.llm, dtype=torch.bfloat16 if dtype == torch.bfloat16 else None, device=str(device)
     )
-    source = feature_source(cfg, dataset, samples, device)
+    source = feature_source(cfg, dataset, samples, device, resident=True)
     head = build_head(
         llm, source.dim, lora_r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout, seed=cfg.seed
     ).to(device)
