@@ -74,8 +74,9 @@ def positions(batch: dict[str, Any], left_pad: bool) -> dict[str, Any]:
 
     ``image_pos`` [B, T]: the image slots of each row (when every row has one image); ``sup_pos`` [N]: flat
     positions (row * width + p) whose output predicts a label, ``sup_targets`` [N] those labels, ``sup_rows`` [N]
-    their rows; ``n_tokens``: real tokens; ``mask_free``: every row starts at position 0 (right padding), so causal attention alone gives the
-    padded batch's outputs at every real token and no padding mask is needed (SDPA's causal fast path).
+    their rows; ``n_tokens``: real tokens; ``mask_free``: every row starts at position 0 (right padding), so
+    causal attention alone gives the padded batch's outputs at every real token and no padding mask is needed
+    (SDPA's causal fast path).
     """
     b, width = batch["input_ids"].shape
     nxt = batch["labels"][:, 1:]
