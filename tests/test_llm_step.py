@@ -72,3 +72,23 @@ def test_sync_free_path_equals_the_masked_padded_path():
         fast, slow = head(batch, feats), head(plain, feats)
         reference = head.full_logits_loss(plain, feats)
     assert torch.allclose(fast, slow, atol=1e-6) and torch.allclose(fast, reference, atol=1e-5), (fast, slow)
+
+
+def test_compile_default_and_clean_fallback(monkeypatch):
+    """--compile defaults to CUDA only; where torch.compile cannot run, training goes on eagerly with a warning."""
+    import importlib
+
+    import pytest
+
+    tr = importlib.import_module("ava.heads.llm.train")
+    assert tr.use_compile(None, torch.device("cuda")) and not tr.use_compile(None, torch.device("cpu"))
+    assert tr.use_compile(True, torch.device("cpu")) and not tr.use_compile(False, torch.device("cuda"))
+
+    def no_toolchain(*args, **kwargs):
+        raise RuntimeError("no C++ compiler")
+
+    monkeypatch.setattr(torch, "compile", no_toolchain)
+    head = _head()
+    with pytest.warns(UserWarning, match="running eagerly"):
+        assert tr.compile_layers(head) is False
+    assert not any("_orig_mod" in n or "compiled" in type(m).__name__.lower() for n, m in head.named_modules())

@@ -204,6 +204,16 @@ def train(
         bool | None, _O("--gradient-checkpointing", help="Save memory.", rich_help_panel=P_LLM, show_default=False)
     ] = None,
     num_workers: Annotated[int | None, _num("num_workers", "DataLoader workers (default 0).", P_LLM)] = None,
+    compile_: Annotated[
+        bool | None,
+        _O(
+            "--compile/--no-compile",
+            help="torch.compile the LLM's decoder layers (default: on with CUDA, off on CPU; falls back to eager "
+            "where this PyTorch cannot compile).",
+            rich_help_panel=P_LLM,
+            show_default=False,
+        ),
+    ] = None,
     k: Annotated[
         list[str] | None,
         _O(
@@ -241,6 +251,7 @@ def train(
         batch_size=batch_size, layer=layer, split=split, eval_after=eval_after, max_train=max_train, llm=llm,
         joint=joint, grad_accum=grad_accum, lora_r=lora_r, features=features, init=init, dtype=dtype, max_eval=max_eval,
         decode=decode, gradient_checkpointing=gradient_checkpointing, num_workers=num_workers, k=k, pools=pools,
+        compile=compile_,
     )  # fmt: skip
     spec_name = _head_name(head)
     ignored = sorted(n for n in IGNORED.get(spec_name, ()) if options.get(n) is not None)
