@@ -172,16 +172,22 @@ def data_path(work: Path, n: int = 64, batch: int = 16, steps: int = 4) -> dict[
     lengths = [e.length(source.num_tokens) for e in data_.encoded]
     spe = len(lengths) // batch
     groups = tr._step_groups(data_, lengths, batch, cfg, tr.Dist(), 0, spe)
-    times = []
+    times, cpu, gather = [], [], []
     for _ in range(steps + 1):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         _, group = next(groups)
         for b in group:
             b = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in b.items()}
+            g = time.process_time()
             feats = source.featurize(b)
+            gather.append(time.process_time() - g)
         times.append(time.perf_counter() - t)
+        cpu.append(time.process_time() - c)
     return {
         "host_ms_per_step": 1000 * float(np.median(times[1:])),
+        "host_cpu_ms_per_step": 1000 * float(np.median(cpu[1:])),
+        "featurize_cpu_ms_per_step": 1000
+        * float(np.median(gather[1:])),  # (resident: the gather, on the device on GPU)
         "one_time_read_s": setup,
         "feature_dtype": str(feats.dtype).removeprefix("torch."),
         "features_shape": list(feats.shape),
@@ -247,8 +253,12 @@ def step_counts(layers: int, samples: int, lora_r: int, dtype: torch.dtype) -> d
     return {"syncs": dict(whole.syncs), "bytes": fwd_bwd.bytes, "tokens": tokens, "ops": fwd_bwd.ops}
 
 
-def run(work: Path, *, samples: int = 2, lora_r: int = 128, dtype: torch.dtype = torch.bfloat16) -> dict[str, Any]:
+def run(
+    work: Path, *, samples: int = 2, lora_r: int = 128, dtype: torch.dtype = torch.bfloat16, data_only: bool = False
+) -> dict[str, Any]:
     out = data_path(work)
+    if data_only:
+        return out
     one, two = (step_counts(n, samples, lora_r, dtype) for n in (1, 2))
     per_layer = (two["bytes"] - one["bytes"]) / two["tokens"]
     top = Counter({k: two["ops"].get(k, 0) - one["ops"].get(k, 0) for k in two["ops"]}).most_common(6)
