@@ -142,6 +142,9 @@ def run_path(mode: str, args: argparse.Namespace, data: Path, cache: Path, work:
         gradient_checkpointing=args.gradient_checkpointing,
         stop_after_steps=args.warmup,
     )
+    cfg.compile = {"on": True, "off": False}.get(args.compile)  # auto: on with CUDA
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)  # peak memory per mode
     prep = prepare_training(cfg, device=device, dtype=dtype)
     kw = dict(dist=_single(), device=device, dtype=dtype, epochs=cfg.epochs, lr=1e-4, batch_size=args.batch_size)
     fit(prep.head, prep.loop, cfg, Path(cfg.out), **kw)  # warm-up steps, then a checkpoint
@@ -160,6 +163,7 @@ def run_path(mode: str, args: argparse.Namespace, data: Path, cache: Path, work:
         "seconds": summary["seconds"],
         "flops_per_sample": fps,
         "mean_seq_len": float(np.mean(lengths)),
+        "compiled": summary.get("compiled"),
         "peak_mem_gb": torch.cuda.max_memory_allocated(device) / 1e9 if device.type == "cuda" else None,
     }
 
@@ -178,6 +182,7 @@ def main() -> None:
     for key in ("samples", "batch_size", "steps", "warmup", "lora_r"):
         p.add_argument(f"--{key.replace('_', '-')}", type=int)
     p.add_argument("--num-workers", type=int, default=0)
+    p.add_argument("--compile", choices=("auto", "on", "off"), default="auto", help="torch.compile the decoder layers")
     p.add_argument("--gradient-checkpointing", action="store_true")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     p.add_argument("--json", type=Path, help="also write the results here")
