@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 
 from ava.errors import AvaError
 from ava.vfm import VFMS, load_vfm, param_count, random_vfm, resolve_vfm, vfm_facts
-from ava.vfm.preprocess import PAD_FILL, pad_preprocess, pad_to_square
-from ava.vfm.zoo import REAL
+from ava.vfm.preprocess import PAD_FILL, naflex_inputs, pad_preprocess, pad_to_square
+from ava.vfm.zoo import NEW, REAL
 
 torch.set_num_threads(1)
 
@@ -28,6 +28,12 @@ PAPER = {
     "sam": (576, 1024), "midas": (576, 768),
 }  # fmt: skip
 PAPER_PREFIX = {"siglip2": 0, "siglip": 0, "aimv2": 0, "clip": 1, "internvit": 1, "dinov2": 1, "sam": 0, "midas": 1}
+# the 2026 additions: patch tokens, dim, prefix tokens (DINOv3: CLS + 4 registers; TIPSv2: CLS + 1 register)
+NEW_FACTS = {
+    "dinov3-l": (576, 1024, 5), "siglip2-naflex": (576, 1152, 0), "sam2.1-l": (576, 1152, 0),
+    "tipsv2-b": (1024, 768, 2), "metaclip2-h": (256, 1280, 1), "webssl-dino1b": (256, 1536, 1),
+    "pe-core-l": (576, 1024, 1), "pe-spatial-l": (1024, 1024, 1), "aimv2-timm": (576, 1536, 0),
+}  # fmt: skip
 # published parameter counts of the vision towers (millions)
 PUBLISHED_PARAMS_M = {"siglip": 428.2, "aimv2": 681, "clip": 303.5, "internvit": 304, "dinov2": 304.4, "sam": 308.3}
 TINY = [k for k in VFMS.names() if k.startswith("tiny-")]
@@ -36,24 +42,34 @@ TINY = [k for k in VFMS.names() if k.startswith("tiny-")]
 def test_registry_holds_the_paper_vfms_and_controls():
     assert set(PAPER) <= set(VFMS.names())
     assert {"pixels", "random-vit"} <= set(VFMS.names())
-    assert {f"tiny-{k}" for k in PAPER if k != "radio-h"} == set(TINY)
+    # a tiny random model of every transformers class the registry uses (internvit loads through timm: its tiny
+    # model is of transformers' InternVLVision class)
+    classes = {VFMS.get(k).model_class for k in VFMS.names() if k not in TINY} - {"pixels", "timm", "ViTModel"}
+    assert classes | {"InternVLVisionModel"} == {VFMS.get(k).model_class for k in TINY}
     assert VFMS.get("random-vit").random_weights and all(VFMS.get(k).random_weights for k in TINY)
     assert not any(VFMS.get(k).random_weights for k in [*PAPER, "pixels"])
     with pytest.raises(AvaError, match="Did you mean 'siglip"):
         resolve_vfm("siglpi")
 
 
-@pytest.mark.parametrize("key", [s.key for s in REAL])
+def _needs_timm(spec):
+    if spec.model_class == "timm":
+        pytest.importorskip("timm", exc_type=ImportError)
+
+
+@pytest.mark.parametrize("key", [s.key for s in [*REAL, *NEW]])
 def test_full_size_architecture_on_meta(key):
+    _needs_timm(VFMS.get(key))
     vfm = random_vfm(key, device="meta")
     spec = vfm.spec
-    assert (spec.num_tokens, spec.dim) == PAPER[key]
-    if key in PAPER_PREFIX:
-        assert spec.prefix_tokens == PAPER_PREFIX[key]
+    tokens_dim = PAPER[key] if key in PAPER else NEW_FACTS[key][:2]
+    assert (spec.num_tokens, spec.dim) == tokens_dim
+    if key in PAPER_PREFIX or key in NEW_FACTS:
+        assert spec.prefix_tokens == (PAPER_PREFIX[key] if key in PAPER_PREFIX else NEW_FACTS[key][2])
     assert all(p.device.type == "meta" for p in vfm.model.parameters())
     # forward checks the raw hidden-state length == prefix + native grid, then drops the prefix and pools
     out = vfm(torch.empty(1, 3, spec.image_size, spec.image_size, device="meta"))
-    assert tuple(out.shape) == (1, 1, *PAPER[key])
+    assert tuple(out.shape) == (1, 1, *tokens_dim)
     assert vfm.layers == (-2,)
     n = param_count(spec)
     assert n == spec.params  # the declared count `ava vfm list` shows without building anything
@@ -61,11 +77,10 @@ def test_full_size_architecture_on_meta(key):
         assert n / 1e6 == pytest.approx(PUBLISHED_PARAMS_M[key], rel=0.01)
 
 
-@pytest.mark.parametrize("key", [k for k in VFMS.names() if k not in {s.key for s in REAL}])
+@pytest.mark.parametrize("key", [k for k in VFMS.names() if k not in {s.key for s in [*REAL, *NEW]}])
 def test_declared_params_of_controls_and_tiny_models(key):
     spec = VFMS.get(key)
-    if spec.model_class == "timm":
-        pytest.importorskip("timm", exc_type=ImportError)
+    _needs_timm(spec)
     assert spec.params is not None and param_count(spec) == spec.params
 
 
@@ -97,7 +112,8 @@ def test_tiny_roundtrip_hf_dir_and_registry_path(key, tmp_path):
 
     # the prefix count matches the model's own output: raw length = prefix + grid, and the first kept
     # token of layer -2 is the raw token right after the prefix
-    raw = generic.model(pixel_values=x, output_hidden_states=True).hidden_states[-2]
+    inputs = naflex_inputs(x, spec.patch_size) if spec.model_class == "Siglip2VisionModel" else {"pixel_values": x}
+    raw = generic.model(**inputs, output_hidden_states=True).hidden_states[-2]
     if raw.ndim == 4:  # SAM: [B, H, W, D]
         raw = raw.flatten(1, 2)
     gh, gw = spec.native_grid
@@ -338,3 +354,31 @@ def test_preprocess_fn_is_small_and_picklable():
     blob = pickle.dumps(vfm.preprocess_fn())
     assert len(blob) < 10_000 < len(pickle.dumps(vfm))
     assert torch.equal(pickle.loads(blob)(image), vfm.preprocess(image))
+
+
+def test_gated_repositories_say_how_to_get_access(monkeypatch, tmp_path):
+    import huggingface_hub
+    from huggingface_hub.errors import GatedRepoError
+
+    assert VFMS.get("dinov3-l").gated and VFMS.get("dinov3-l").facts()["gated"]
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(AvaError) as err:
+        load_vfm("dinov3-l")
+    assert "gated repository" in str(err.value) and "accept its licence" in str(err.value)
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+
+    def refuse(repo_id, **kwargs):
+        if kwargs.get("local_files_only"):
+            raise FileNotFoundError(repo_id)
+        error = GatedRepoError.__new__(GatedRepoError)  # as the hub client raises it, minus an HTTP response
+        Exception.__init__(error, f"403 Client Error: access to {repo_id} is restricted")
+        raise error
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", refuse)
+    for name in ("hf:facebook/sam3", "dinov3-l"):  # SAM 3 is not registered: the hub says it is gated
+        with pytest.raises(AvaError) as err:
+            load_vfm(name)
+        message = str(err.value)
+        assert "gated" in message and "huggingface.co/facebook/" in message and "HF_TOKEN" in message
+        assert "Traceback" not in message and "403" not in message

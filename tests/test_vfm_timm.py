@@ -170,3 +170,13 @@ def test_timm_names_resolve_offline_and_fail_clearly(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     with pytest.raises(AvaError, match="timm/vit_pe_spatial_large_patch14_448.fb"):
         load_vfm("timm:vit_pe_spatial_large_patch14_448.fb")
+
+
+@pytest.mark.parametrize("key", [k for k in VFMS.names() if (VFMS.get(k).hub_id or "").startswith("timm/")])
+def test_registered_timm_facts_are_timms_own(key):
+    """The facts written out in the registry (so `ava vfm list` needs no timm) equal timm's pretrained config."""
+    spec = VFMS.get(key)
+    got = resolve_vfm(f"timm:{spec.hub_id.removeprefix('timm/')}")
+    fields = ("hub_id", "image_size", "patch_size", "dim", "prefix_tokens", "prefix_desc", "mean", "std", "config")
+    assert {f: getattr(got, f) for f in fields} == {f: getattr(spec, f) for f in fields}
+    assert param_count(got) == spec.params and spec.loader == "timm"

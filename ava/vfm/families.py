@@ -30,6 +30,44 @@ def _cls_and_registers(config: Any) -> int:
     return 1 + int(_cfg(config, "num_register_tokens", 0))
 
 
+def _first(value: Any) -> int:
+    return int(value[0] if isinstance(value, (list, tuple)) else value)
+
+
+def _config_size(config: Any) -> int:
+    return _first(_cfg(config, "image_size", 0) or 0)
+
+
+def _config_patch(config: Any) -> int:
+    return _first(_cfg(config, "patch_size", 0) or 0)
+
+
+def _naflex_size(config: Any) -> int:
+    """NaFlex SigLIP-2 has no fixed size: ava feeds the square grid of ``num_patches`` (its position table)."""
+    return int(round(int(_cfg(config, "num_patches", 256)) ** 0.5)) * _config_patch(config)
+
+
+def _hiera_stride(config: Any) -> int:
+    """Hiera (SAM 2): the patch-embedding stride times 2 per query-pooling stage: the last stage's stride."""
+    backbone = _cfg(config, "backbone_config", None) or {}
+    stride = _first(_cfg(backbone, "patch_stride", None) or 4)
+    return stride * 2 ** int(_cfg(backbone, "num_query_pool_stages", 3))
+
+
+def _hiera_layers(config: Any) -> int:
+    backbone = _cfg(config, "backbone_config", None) or {}
+    return sum(_cfg(backbone, "blocks_per_stage", None) or [2, 3, 16, 3])
+
+
+def _hidden_size(config: Any) -> int:
+    return int(_cfg(config, "hidden_size", 0))
+
+
+def _hiera_dim(config: Any) -> int:
+    backbone = _cfg(config, "backbone_config", None) or {}
+    return int((_cfg(backbone, "embed_dim_per_stage", None) or [96, 192, 384, 768])[-1])
+
+
 def _radio_prefix(config: Any) -> int:
     return int(_cfg(config, "num_cls_tokens", 3)) + int(_cfg(config, "num_registers", 7))
 
@@ -51,6 +89,11 @@ class Family:
     model_kwargs: dict[str, Any] = field(default_factory=dict)  # e.g. no pooler: it is never used
     internal_norm: bool = False  # the model normalizes its input itself (RADIO): feed [0, 1] pixels
     tiny_postprocess: str | None = None
+    # input size and patch (stride of the read layer) from a config; classes without image_size/patch_size differ
+    size_of: Callable[[Any], int] = _config_size
+    patch_of: Callable[[Any], int] = _config_patch
+    num_layers: Callable[[Any], int] | None = None  # blocks, when the config has no num_hidden_layers
+    dim_of: Callable[[Any], int] = _hidden_size  # token dimension at the read layer
 
 
 _TINY = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4}
@@ -109,6 +152,35 @@ FAMILIES: dict[str, Family] = {
                                  "global_padding": "same", "embedding_dynamic_padding": True,
                                  "out_features": ["stage1", "stage2", "stage3"]}},
             64, 16, model_kwargs={"add_pooling_layer": False},
+        ),
+        Family(
+            "DINOv3ViTModel", "DINOv3ViTConfig", _cls_and_registers, "1 CLS + registers", IMAGENET_MEAN, IMAGENET_STD,
+            {**_TINY, "intermediate_size": 128, "image_size": 64, "patch_size": 16, "num_register_tokens": 4}, 64, 16,
+        ),
+        Family(
+            "Tipsv2VisionModel", "Tipsv2VisionConfig", _cls_and_registers, "1 CLS + registers", IDENTITY_MEAN,
+            IDENTITY_STD, {**_TINY, "mlp_ratio": 2, "image_size": 56, "patch_size": 14, "num_register_tokens": 1},
+            56, 14,
+        ),
+        Family(
+            "MetaClip2VisionModel", "MetaClip2VisionConfig", _one_cls, "1 CLS", CLIP_MEAN, CLIP_STD,
+            {**_TINY, "intermediate_size": 128, "image_size": 56, "patch_size": 14}, 56, 14,
+        ),
+        Family(
+            "Siglip2VisionModel", "Siglip2VisionConfig", _no_prefix, "none", HALF, HALF,
+            {**_TINY, "intermediate_size": 128, "patch_size": 16, "num_patches": 16}, 64, 16,
+            layout="naflex", size_of=_naflex_size,
+        ),
+        Family(
+            "Sam2VisionModel", "Sam2VisionConfig", _no_prefix, "none", IMAGENET_MEAN, IMAGENET_STD,
+            {"backbone_config": {"model_type": "sam2_hiera_det_model", "hidden_size": 16, "num_attention_heads": 1,
+                                 "blocks_per_stage": [1, 1, 2, 2], "embed_dim_per_stage": [16, 32, 64, 128],
+                                 "num_attention_heads_per_stage": [1, 1, 2, 2], "window_size_per_stage": [4, 2, 4, 2],
+                                 "global_attention_blocks": [3], "image_size": [128, 128],
+                                 "window_positional_embedding_background_size": [2, 2]},
+             "backbone_channel_list": [128, 64, 32, 16], "fpn_hidden_size": 32, "image_size": 128},
+            128, 32, layout="nhwc", tiny_postprocess="pool:2x2", patch_of=_hiera_stride, num_layers=_hiera_layers,
+            dim_of=_hiera_dim,
         ),
     ]
 }  # fmt: skip

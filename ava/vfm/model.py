@@ -228,7 +228,10 @@ class FrozenVFM(nn.Module):
         x = pixel_values.to(device=self.device, dtype=self.dtype)
         if getattr(self.model, "takes_layers", False):  # timm: computes only the chosen intermediates
             return torch.stack([self._tokens(h) for h in self.model(x, self.layers)], dim=1)
-        out = self.model(pixel_values=x, output_hidden_states=True)
+        if self._layout == "naflex":
+            out = self.model(**pp.naflex_inputs(x, self.spec.patch_size), output_hidden_states=True)
+        else:
+            out = self.model(pixel_values=x, output_hidden_states=True)
         hidden = getattr(out, "hidden_states", None)
         if hidden is None:
             raise AvaError(f"VFM {self.spec.key!r} ({type(self.model).__name__}) returned no hidden states")
@@ -259,7 +262,8 @@ def _num_hidden(spec: VFMSpec, model: nn.Module) -> int:
     if hasattr(model, "num_hidden"):  # timm: one per intermediate, no embedding output
         return int(model.num_hidden)
     config = getattr(model, "config", None)
-    n = getattr(config, "num_hidden_layers", None)
+    fam = FAMILIES.get(spec.model_class)
+    n = fam.num_layers(config) if fam is not None and fam.num_layers else getattr(config, "num_hidden_layers", None)
     if n is None:
         raise AvaError(f"cannot tell how many layers VFM {spec.key!r} has (no num_hidden_layers in its config)")
     return int(n) + 1
@@ -337,7 +341,7 @@ def _load_pretrained(spec: VFMSpec, dtype: torch.dtype, trust_remote_code: bool)
         module, _, func = spec.provider.partition(":")
         where = locate(str(getattr(importlib.import_module(module), func)()), key=spec.key)
     else:
-        where = locate(spec.hub_id or "", spec.revision, key=spec.key)
+        where = locate(spec.hub_id or "", spec.revision, key=spec.key, gated=spec.gated)
     path = str(where.path)
     if spec.model_class == "timm":
         from ava.vfm.timm_family import TimmBackbone, load_timm

@@ -106,6 +106,20 @@ def processor_preprocess(image: Image.Image, processor: Any, size: int) -> torch
     return pixel_values
 
 
+def naflex_inputs(pixel_values: torch.Tensor, patch: int) -> dict[str, torch.Tensor]:
+    """Square images [B, 3, S, S] as SigLIP-2 NaFlex inputs: patches flattened (y, x, channel) as its image
+    processor does, and the grid as ``spatial_shapes``. No attention mask: ava pads the image to a square first,
+    so NaFlex's aspect-ratio handling is not used and every patch is real (an all-ones mask gives the same
+    output). ``spatial_shapes`` stays on the CPU: the model reads it as sizes, not as data."""
+    import torch
+
+    b, c, h, w = pixel_values.shape
+    gh, gw = h // patch, w // patch
+    patches = pixel_values.reshape(b, c, gh, patch, gw, patch).permute(0, 2, 4, 3, 5, 1).reshape(b, gh * gw, -1)
+    return {"pixel_values": patches, "pixel_attention_mask": None,
+            "spatial_shapes": torch.tensor([[gh, gw]] * b, dtype=torch.long)}  # fmt: skip
+
+
 def check_mode(mode: str) -> str:
     if mode not in MODES:
         raise AvaError(f"unknown preprocess {mode!r}; choose one of {', '.join(MODES)}")

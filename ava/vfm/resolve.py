@@ -88,8 +88,8 @@ def hf_spec(text: str, *, trust_remote_code: bool = False) -> VFMSpec:
             f"say it: --vfm '{name}#prefix=N'"
         )
     mean, std = _normalization(where.path, fam)
-    size = options.get("size") or _first(getattr(config, "image_size", 0) or 0)
-    patch = _first(getattr(config, "patch_size", 0) or 0)
+    size = options.get("size") or (fam.size_of(config) if fam else _first(getattr(config, "image_size", 0) or 0))
+    patch = fam.patch_of(config) if fam else _first(getattr(config, "patch_size", 0) or 0)
     if not size or not patch:
         raise AvaError(f"{source}: its config gives no image_size/patch_size; pass --vfm '{name}#size=S'")
     return VFMSpec(
@@ -99,7 +99,7 @@ def hf_spec(text: str, *, trust_remote_code: bool = False) -> VFMSpec:
         hub_id=source,
         image_size=size,
         patch_size=patch,
-        dim=int(config.hidden_size),
+        dim=fam.dim_of(config) if fam else int(config.hidden_size),
         prefix_tokens=prefix,
         prefix_desc=fam.prefix_desc if fam and "prefix" not in options else f"{prefix} (given)",
         mean=mean,

@@ -35,7 +35,7 @@ def offline() -> bool:
 
 
 def locate(source: str, revision: str | None = None, *, key: str = "", config_only: bool = False,
-           code: bool = False) -> Weights:  # fmt: skip
+           code: bool = False, gated: bool = False) -> Weights:  # fmt: skip
     """The directory holding ``source``'s weights (a local directory, or the hub snapshot of a hub id).
 
     ``config_only``: just the JSON files (enough to resolve a spec); the weights are neither fetched nor hashed.
@@ -47,7 +47,7 @@ def locate(source: str, revision: str | None = None, *, key: str = "", config_on
     if looks_like_path(source):
         raise AvaError(f"VFM weights directory {source} does not exist")
     patterns = ["*.json"] if config_only else ALLOW_PATTERNS
-    return _hub(source, revision, key=key, patterns=[*patterns, "*.py"] if code else patterns)
+    return _hub(source, revision, key=key, patterns=[*patterns, "*.py"] if code else patterns, gated=gated)
 
 
 def _local(path: Path) -> Weights:
@@ -94,8 +94,9 @@ def _hub_id_of_snapshot(path: Path) -> str:
     return path.resolve().parent.parent.name.removeprefix("models--").replace("--", "/")
 
 
-def _hub(hub_id: str, revision: str | None, *, key: str, patterns: list[str]) -> Weights:
+def _hub(hub_id: str, revision: str | None, *, key: str, patterns: list[str], gated: bool = False) -> Weights:
     from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import GatedRepoError
 
     need_weights = "*.safetensors" in patterns
     folder, why = None, "no copy in the Hugging Face cache"
@@ -105,22 +106,30 @@ def _hub(hub_id: str, revision: str | None, *, key: str, patterns: list[str]) ->
         why = f"{why} ({type(e).__name__})"
     if folder is None or (need_weights and not list(Path(folder).glob("*.safetensors"))):
         if offline():
-            raise _not_found(hub_id, key, f"offline mode (HF_HUB_OFFLINE) and {why}")
+            raise _not_found(hub_id, key, f"offline mode (HF_HUB_OFFLINE) and {why}", gated)
         try:
             folder = snapshot_download(hub_id, revision=revision, allow_patterns=patterns)
+        except GatedRepoError as e:
+            raise _not_found(hub_id, key, "the repository is gated and this account has no access to it", True) from e
         except Exception as e:
-            raise _not_found(hub_id, key, f"{type(e).__name__}: {e}".splitlines()[0]) from e
+            raise _not_found(hub_id, key, f"{type(e).__name__}: {e}".splitlines()[0], gated) from e
     path = Path(folder)
     if need_weights and not list(path.glob("*.safetensors")):
         raise AvaError(f"{hub_id} has no *.safetensors weights (ava never loads pickled .bin files)")
     return Weights(path, hub_id, f"hub:{hub_id}@{snapshot_commit(path) or revision or 'unknown'}")
 
 
-def _not_found(hub_id: str, key: str, why: str) -> AvaError:
+def _not_found(hub_id: str, key: str, why: str, gated: bool = False) -> AvaError:
     name = key.split("@")[0] if key and not key.startswith("hf:") else None
     point = f"'--vfm {name}@/path/to/dir' or " if name else ""
+    access = (
+        f" It is a gated repository: open https://huggingface.co/{hub_id} signed in, accept its licence and wait "
+        f"for access, then log in here (huggingface-cli login, or set HF_TOKEN) before downloading."
+        if gated
+        else ""
+    )
     return AvaError(
-        f"cannot load VFM weights {hub_id!r}: {why}. Download it where the hub is reachable "
+        f"cannot load VFM weights {hub_id!r}: {why}.{access} Download it where the hub is reachable "
         f"(huggingface-cli download {hub_id}) and point ava at the directory: {point}'--vfm hf:/path/to/dir', "
         f"or set HF_HOME to a Hugging Face cache that holds it."
     )

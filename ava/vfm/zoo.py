@@ -12,7 +12,7 @@ from typing import Any
 
 from ava.registry import Registry
 from ava.vfm.families import FAMILIES
-from ava.vfm.spec import HALF, VFMSpec
+from ava.vfm.spec import CLIP_MEAN, CLIP_STD, HALF, IMAGENET_MEAN, IMAGENET_STD, VFMSpec
 
 VFMS: Registry[VFMSpec] = Registry("VFM")
 
@@ -27,12 +27,15 @@ VIT_L_RADIO = {"hidden_size": 1024, "num_hidden_layers": 24, "num_attention_head
 PARAMS = {
     "siglip2": 428_225_600, "siglip": 428_225_600, "aimv2": 681_343_488, "clip": 303_507_456,
     "internvit": 304_014_336, "radio": 319_930_368, "radio-h": 651_727_360, "dinov2": 304_368_640,
-    "sam": 308_278_272, "midas": 98_181_952, "random-vit": 1_965_504,
+    "sam": 308_278_272, "midas": 98_181_952, "random-vit": 1_965_504, "dinov3-l": 303_129_600,
+    "siglip2-naflex": 427_888_064, "sam2.1-l": 212_703_280, "tipsv2-b": 86_316_288, "metaclip2-h": 630_766_080,
+    "webssl-dino1b": 1_134_689_280,
 }  # fmt: skip
 TINY_PARAMS = {
     "SiglipVisionModel": 139_200, "Aimv2VisionModel": 133_440, "CLIPVisionModel": 105_984,
     "InternVLVisionModel": 105_664, "RadioModel": 166_016, "Dinov2Model": 106_240, "SamVisionModel": 165_376,
-    "DPTModel": 83_792,
+    "DPTModel": 83_792, "DINOv3ViTModel": 116_800, "Siglip2VisionModel": 150_720, "Sam2VisionModel": 501_488,
+    "Tipsv2VisionModel": 106_304, "MetaClip2VisionModel": 105_984,
 }  # fmt: skip
 
 
@@ -60,6 +63,16 @@ def _real(key: str, model_class: str, hub_id: str, size: int, patch: int, dim: i
     )
 
 
+def _timm(key: str, name: str, hub_id: str, size: int, patch: int, dim: int, prefix: int, prefix_desc: str,
+          mean: tuple[float, float, float], std: tuple[float, float, float], params: int, title: str, notes: str,
+          aliases: tuple[str, ...] = (), **kw: Any) -> VFMSpec:  # fmt: skip
+    """A VFM loaded through timm (facts written out from timm's pretrained config; test_vfm_timm checks them)."""
+    return VFMSpec(key=key, model_class="timm", hub_id=hub_id, image_size=size, patch_size=patch, dim=dim,
+                   prefix_tokens=prefix, prefix_desc=prefix_desc, mean=mean, std=std, loader="timm", params=params,
+                   config={"architecture": name, "model_args": {}}, title=title, notes=notes, aliases=aliases,
+                   **kw)  # fmt: skip
+
+
 REAL: list[VFMSpec] = [
     _real("siglip2", "SiglipVisionModel", "google/siglip2-so400m-patch14-384", 384, 14, 1152, SIGLIP_SO400M,
           "SigLIP-2 so400m/14 @384",
@@ -72,37 +85,37 @@ REAL: list[VFMSpec] = [
            "image_size": 336, "patch_size": 14, "rms_norm_eps": 1e-5, "qkv_bias": False, "mlp_bias": False,
            "use_head": False},
           "AIMv2-H/14 @336",
-          "No prefix token (the release dropped a real patch). Apple's hub repos ship remote code; when their "
-          "weights do not fit the native Aimv2VisionModel, ava says so: convert them to transformers' format and "
-          "point at the directory ('aimv2@/path/to/dir')."),
+          "No prefix token (the release dropped a real patch). Route: native Aimv2VisionModel (the checkpoint's "
+          "vision tower is taken from the whole AIMv2 model when it is one). Apple's repos also ship remote code, "
+          "never run here; when the files do not fit the native class ava says so, and 'aimv2-timm' loads the "
+          "same apple_pt weights through timm."),
     _real("clip", "CLIPVisionModel", "openai/clip-vit-large-patch14-336", 336, 14, 1024,
           {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24, "num_attention_heads": 16,
            "image_size": 336, "patch_size": 14, "hidden_act": "quick_gelu", "projection_dim": 768,
            "layer_norm_eps": 1e-5},
           "CLIP ViT-L/14 @336", aliases=("clip-l",)),
-    _real("internvit", "InternVLVisionModel", "OpenGVLab/InternViT-300M-448px-V2_5", 448, 14, 1024,
-          {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24, "num_attention_heads": 16,
-           "image_size": [448, 448], "patch_size": [14, 14], "attention_bias": True, "use_qk_norm": False,
-           "layer_scale_init_value": 0.1, "norm_type": "layer_norm", "layer_norm_eps": 1e-6,
-           "use_mean_pooling": False},
-          "InternViT-300M @448 (InternVL-2.5)",
-          "The release's checkpoint is published in remote-code format; native loading needs its vision tower in "
-          "transformers' InternVLVision format (point at it with 'internvit@/path/to/dir').",
+    _timm("internvit", "vit_intern300m_patch14_448", "timm/vit_intern300m_patch14_448.ogvl_2pt5", 448, 14, 1024, 1,
+          "1 CLS", IMAGENET_MEAN, IMAGENET_STD, 304_012_288, "InternViT-300M @448 (InternVL-2.5)",
+          "Route: timm. OpenGVLab/InternViT-300M-448px-V2_5 is published only in remote-code format; timm ships the "
+          "same architecture natively with those weights converted (tag ogvl_2pt5), so no remote code runs. A "
+          "vision tower in transformers' InternVLVision format loads with 'hf:/path/to/dir' (tiny-internvit tests it).",
           aliases=("internvl",)),
     _real("radio", "RadioModel", "nvidia/RADIO-L", 432, 16, 1024,
           {**VIT_L_RADIO, "image_size": 432, "patch_size": 16, "max_img_size": 2048, "num_cls_tokens": 4,
            "num_registers": 4},
           "RADIO ViT-L/16 @432",
           "Prefix = summary tokens (one per teacher) + registers, padded to 8 as in RADIOv2.5; at load time the "
-          "count is read from the checkpoint's config. nvidia/RADIO-L is published in remote-code format: native "
-          "loading needs a transformers RadioModel directory ('radio@/path/to/dir').",
-          aliases=("radio-l",)),
+          "count is read from the checkpoint's config. Route: remote code. nvidia/RADIO-L is published only in "
+          "remote-code format and no key mapping into the native RadioModel ships yet: load it with "
+          "--trust-remote-code (its forward_intermediates gives layer -2 with its prefix), or point at a "
+          "transformers RadioModel directory ('radio@/path/to/dir'). C-RADIOv4-H ('radio-h') is native.",
+          aliases=("radio-l",), loader="remote"),
     _real("radio-h", "RadioModel", "nvidia/C-RADIOv4-H", 432, 16, 1280,
           {"hidden_size": 1280, "num_hidden_layers": 32, "num_attention_heads": 16, "mlp_ratio": 4.0,
            "image_size": 432, "patch_size": 16, "max_img_size": 2048, "num_cls_tokens": 3, "num_registers": 7},
           "RADIO ViT-H/16 @432",
-          "ViT-H/16 (the paper's text names RADIOv2.1 ViT-H/16); the hub id is the native transformers RADIO "
-          "ViT-H checkpoint."),
+          "C-RADIOv4 ViT-H/16 (the paper's text names RADIOv2.1 ViT-H/16); the hub id is the native transformers "
+          "RADIO checkpoint.", aliases=("c-radiov4", "c-radiov4-h")),
     _real("dinov2", "Dinov2Model", "facebook/dinov2-large", 384, 14, 1024,
           {"hidden_size": 1024, "num_hidden_layers": 24, "num_attention_heads": 16, "mlp_ratio": 4,
            "image_size": 518, "patch_size": 14, "layerscale_value": 1e-5},
@@ -194,34 +207,107 @@ EFFNET_LITE0 = VFMSpec(
 )
 
 
-def _tiny(spec: VFMSpec) -> VFMSpec:
-    """A 2-layer, 64-wide random model of the same class as ``spec``, for tests (seed 0)."""
-    fam = FAMILIES[spec.model_class]
+# Vision backbones researchers compare against in 2026 (beyond the paper's nine), each with the facts of its
+# published checkpoint. Registered only where the installed transformers / timm have the class.
+NEW: list[VFMSpec] = [
+    _real("dinov3-l", "DINOv3ViTModel", "facebook/dinov3-vitl16-pretrain-lvd1689m", 384, 16, 1024,
+          {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24, "num_attention_heads": 16,
+           "image_size": 224, "patch_size": 16, "num_register_tokens": 4, "layerscale_value": 1.0,
+           "rope_theta": 100.0, "layer_norm_eps": 1e-5},
+          "DINOv3 ViT-L/16 @384",
+          "RoPE positions: runs at any multiple of 16; 384 gives 24x24 patches, as many as SAM and AIMv2 give. "
+          "Gated on the hub: accept Meta's licence on the model page first.", gated=True, aliases=("dinov3",)),
+    _real("siglip2-naflex", "Siglip2VisionModel", "google/siglip2-so400m-patch16-naflex", 384, 16, 1152,
+          {k: v for k, v in SIGLIP_SO400M.items() if k not in ("image_size", "patch_size")} | {"patch_size": 16,
+                                                                                             "num_patches": 256},
+          "SigLIP-2 so400m/16 NaFlex @384",
+          "NaFlex takes a variable number of patches at the image's own aspect ratio. ava pads every image to a "
+          "square first (nothing cut off), so here it runs on a 24x24 grid of real patches (no padding patches, "
+          "an all-ones mask), its 16x16 position table resized by the model; --preprocess processor is not "
+          "offered for it. hf: of a NaFlex directory defaults to the table's own 16x16 grid (256 px)."),
+    _real("sam2.1-l", "Sam2VisionModel", "facebook/sam2.1-hiera-large", 1024, 32, 1152,
+          {"backbone_config": {"model_type": "sam2_hiera_det_model", "hidden_size": 144, "num_attention_heads": 2,
+                               "blocks_per_stage": [2, 6, 36, 4], "embed_dim_per_stage": [144, 288, 576, 1152],
+                               "num_attention_heads_per_stage": [2, 4, 8, 16],
+                               "window_size_per_stage": [8, 4, 16, 8], "global_attention_blocks": [23, 33, 43],
+                               "window_positional_embedding_background_size": [7, 7], "image_size": [1024, 1024]},
+           "backbone_channel_list": [1152, 576, 288, 144], "image_size": 1024},
+          "SAM 2.1 Hiera-L @1024",
+          "Hiera is hierarchical: layer -2 is the second-to-last block of its last stage (stride 32: 32x32 x 1152), "
+          "area-pooled to 24x24 = 576 tokens like SAM's. The hub checkpoint is the whole Sam2Model: ava takes its "
+          "vision encoder.", postprocess="pool:24x24", aliases=("sam2",)),
+    _real("tipsv2-b", "Tipsv2VisionModel", "google/tipsv2-b14", 448, 14, 768,
+          {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "mlp_ratio": 4, "image_size": 448,
+           "patch_size": 14, "num_register_tokens": 1},
+          "TIPSv2 ViT-B/14 @448",
+          "Takes [0, 1] pixels (its processor does not normalize). The checkpoint is the image-text model: ava "
+          "takes its vision tower.", aliases=("tipsv2",)),
+    _real("metaclip2-h", "MetaClip2VisionModel", "facebook/metaclip-2-worldwide-huge-quickgelu", 224, 14, 1280,
+          {"hidden_size": 1280, "intermediate_size": 5120, "num_hidden_layers": 32, "num_attention_heads": 16,
+           "image_size": 224, "patch_size": 14, "hidden_act": "quick_gelu", "projection_dim": 1024},
+          "MetaCLIP 2 ViT-H/14 @224 (worldwide)",
+          "The checkpoint is the CLIP pair: ava takes its vision tower.", aliases=("metaclip2",)),
+    _real("webssl-dino1b", "Dinov2Model", "facebook/webssl-dino1b-full2b-224", 224, 14, 1536,
+          {"hidden_size": 1536, "num_hidden_layers": 40, "num_attention_heads": 24, "mlp_ratio": 4,
+           "image_size": 224, "patch_size": 14, "layerscale_value": 1e-5},
+          "Web-SSL DINO ViT-1B/14 @224",
+          "Web-SSL (DINOv2 recipe on 2B web images). The architecture here follows the paper's ViT-1B; the "
+          "checkpoint's own config.json decides when loading.", aliases=("webssl",)),
+    _timm("pe-core-l", "vit_pe_core_large_patch14_336", "timm/vit_pe_core_large_patch14_336.fb", 336, 14, 1024, 1,
+          "1 CLS", HALF, HALF, 317_152_256, "Perception Encoder core L/14 @336",
+          "Route: timm (Meta's PE checkpoints are published for timm/open_clip, not as a transformers class)."),
+    _timm("pe-spatial-l", "vit_pe_spatial_large_patch14_448", "timm/vit_pe_spatial_large_patch14_448.fb", 448, 14,
+          1024, 1, "1 CLS", HALF, HALF, 303_964_160, "Perception Encoder spatial L/14 @448",
+          "Route: timm. PE-spatial is tuned for dense (patch-level) features."),
+    _timm("aimv2-timm", "aimv2_huge_patch14_336", "timm/aimv2_huge_patch14_336.apple_pt", 336, 14, 1536, 0, "none",
+          CLIP_MEAN, CLIP_STD, 681_343_488, "AIMv2-H/14 @336 (timm)",
+          "The same apple_pt weights as 'aimv2' through timm, for when Apple's hub files do not fit the native "
+          "class (they are published with remote code)."),
+]  # fmt: skip
+
+
+def _tiny(spec: VFMSpec, model_class: str | None = None) -> VFMSpec:
+    """A 2-layer, 64-wide random model of the class of ``spec`` (or ``model_class``), for tests (seed 0)."""
+    fam = FAMILIES[model_class or spec.model_class]
     return replace(
         spec,
+        model_class=fam.model_class,
+        config_class=fam.config_class,
+        prefix_desc=fam.prefix_desc,
+        mean=fam.mean,
+        std=fam.std,
+        gated=False,
         key=f"tiny-{spec.key}",
         hub_id=None,
         revision=None,
         image_size=fam.tiny_size,
         patch_size=fam.tiny_patch,
-        dim=fam.tiny["hidden_size"],
+        dim=fam.dim_of(fam.tiny),
         prefix_tokens=fam.prefix(fam.tiny),
         config=dict(fam.tiny),
         postprocess=fam.tiny_postprocess if spec.postprocess else None,
+        provider=None,
         seed=0,
-        title=f"tiny random {spec.model_class} (tests)",
-        params=TINY_PARAMS.get(spec.model_class),
+        title=f"tiny random {fam.model_class} (tests)",
+        params=TINY_PARAMS.get(fam.model_class),
         loader="built-in",
         notes=f"RANDOM weights, a tiny config of the class of {spec.key!r}: for tests only.",
         aliases=(),
     )
 
 
+# Tiny test models: one per transformers class (radio-h and webssl share radio's and dinov2's); internvit loads
+# through timm, and its tiny model is of transformers' InternVLVision class (converted towers load with hf:).
+TINY_SKIP = ("radio-h", "webssl-dino1b")
+
+
 def _register_all() -> None:
-    for spec in [*REAL, PIXELS, RANDOM_VIT, EFFNET_LITE0]:
+    for spec in [*REAL, *NEW, PIXELS, RANDOM_VIT, EFFNET_LITE0]:
         VFMS.register(spec.key, spec, aliases=spec.aliases)
-    for spec in REAL:
-        if spec.key != "radio-h":  # same class as radio
+    for spec in [*REAL, *NEW]:
+        if spec.key == "internvit":
+            VFMS.register("tiny-internvit", _tiny(spec, "InternVLVisionModel"))
+        elif spec.model_class in FAMILIES and spec.key not in TINY_SKIP:
             VFMS.register(f"tiny-{spec.key}", _tiny(spec))
 
 
