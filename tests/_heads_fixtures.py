@@ -155,7 +155,7 @@ def majority_baseline(data: Path, ava: str, split: str = "test") -> float:
     """The metric of the majority answer of train (choice), or the train median (counts, colour)."""
     from ava.abilities.parsers import format_reply
     from ava.data.format import Dataset
-    from ava.heads.common import mean_score, option_text, question_options
+    from ava.heads.targets import mean_score, option_text, question_options
 
     ds = Dataset(data)
     ability = get_ability(ava)

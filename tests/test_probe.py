@@ -13,11 +13,13 @@ from _heads_fixtures import PIXEL_ABILITIES, FakeCache, handmade, majority_basel
 
 from ava.abilities import get_ability
 from ava.data.format import Dataset
-from ava.heads import HEADS, common
+from ava.heads import HEADS
+from ava.heads.features import pool_candidates, pool_dim, pool_tokens, token_grid
 from ava.heads.probe import ATTN_SPEC, LINEAR_SPEC, AttnProbeConfig, ProbeConfig
 from ava.heads.probe.model import box_from_output, box_loss, giou
 from ava.heads.probe.ocr import greedy_decode
 from ava.heads.probe.train import META_FILE, WEIGHTS_FILE, evaluate, fit_ability, train
+from ava.heads.targets import train_samples
 from ava.metrics.giou import giou as metric_giou
 
 torch.set_num_threads(1)
@@ -84,7 +86,7 @@ def test_greedy_ctc_decode() -> None:
 def test_tiny_ocr_probe_reads(tmp_path: Path) -> None:
     root, cache = handmade(tmp_path / "ocr", abilities=("ocr",), n=60, noise=0.2)
     ds, ability = Dataset(root), get_ability("ocr")
-    train_set = common.train_samples(ds, "ocr", None, 0)
+    train_set = train_samples(ds, "ocr", None, 0)
     config = ProbeConfig(lrs=[1e-2], epochs=300, batch_size=48, progress=False)
     model, meta = fit_ability(config, ability, train_set, cache, "cpu")
     from ava.heads.probe.train import Task, load_features, predict
@@ -150,7 +152,7 @@ def test_streamed_tokens_match_in_memory(fake_cache: tuple[Path, FakeCache], tmp
 def test_layer_grid_uses_every_cached_layer(tmp_path: Path) -> None:
     root, cache = handmade(tmp_path / "ml", abilities=("emotion",), n=30, layers=3)
     ds = Dataset(root)
-    samples = common.train_samples(ds, "emotion", None, 0)
+    samples = train_samples(ds, "emotion", None, 0)
     _, meta = fit_ability(ProbeConfig(lrs=[1e-2, 3e-2], epochs=5), get_ability("emotion"), samples, cache, "cpu")
     assert {tuple(g["layers"]) for g in meta["grid"]} == {(-1,), (-3, -2, -1)}
     assert len(meta["grid"]) == 4 and meta["dim"] in (16, 48)
@@ -176,24 +178,24 @@ def test_pooled_views() -> None:
 
     # a 4 x 4 token grid of 2-dim tokens: grid2 = the mean, then the 4 quadrant means (row-major)
     tokens = np.arange(2 * 16 * 2, dtype=np.float32).reshape(2, 16, 2)
-    view = common.pool_tokens(tokens, "grid2", (4, 4))
+    view = pool_tokens(tokens, "grid2", (4, 4))
     x = tokens.reshape(2, 4, 4, 2)
     quads = [x[:, :2, :2], x[:, :2, 2:], x[:, 2:, :2], x[:, 2:, 2:]]
     expected = np.concatenate([tokens.mean(1), *[q.mean((1, 2)) for q in quads]], 1)
     np.testing.assert_allclose(view, expected)
-    assert view.shape == (2, common.pool_dim(2, "grid2")) and common.pool_dim(768, "grid4") == 17 * 768
+    assert view.shape == (2, pool_dim(2, "grid2")) and pool_dim(768, "grid4") == 17 * 768
     # uneven cells (14 -> 4) follow torch's adaptive average pooling
     t14 = np.random.default_rng(0).normal(size=(3, 196, 5)).astype(np.float32)
     ref = torch.nn.functional.adaptive_avg_pool2d(torch.from_numpy(t14).reshape(3, 14, 14, 5).permute(0, 3, 1, 2), 4)
-    cells = common.pool_tokens(t14, "grid4", (14, 14))[:, 5:].reshape(3, 16, 5)
+    cells = pool_tokens(t14, "grid4", (14, 14))[:, 5:].reshape(3, 16, 5)
     np.testing.assert_allclose(cells, ref.flatten(2).transpose(1, 2).numpy(), atol=1e-5)
     # which views a cache can take: its grid, else a square token count, else the mean only
-    assert common.pool_candidates(_Shape(196, (14, 14)), ["mean", "grid2", "grid4"]) == ["mean", "grid2", "grid4"]
-    assert common.token_grid(_Shape(12, (3, 4))) == (3, 4) and common.token_grid(_Shape(16)) == (4, 4)
-    assert common.pool_candidates(_Shape(4), ["mean", "grid2", "grid4"]) == ["mean", "grid2"]
-    assert common.pool_candidates(_Shape(6), ["grid2"]) == ["mean"]
+    assert pool_candidates(_Shape(196, (14, 14)), ["mean", "grid2", "grid4"]) == ["mean", "grid2", "grid4"]
+    assert token_grid(_Shape(12, (3, 4))) == (3, 4) and token_grid(_Shape(16)) == (4, 4)
+    assert pool_candidates(_Shape(4), ["mean", "grid2", "grid4"]) == ["mean", "grid2"]
+    assert pool_candidates(_Shape(6), ["grid2"]) == ["mean"]
     with pytest.raises(AvaError, match="grid-4"):
-        common.pool_candidates(_Shape(4), ["grid-4"])
+        pool_candidates(_Shape(4), ["grid-4"])
 
 
 def test_grid_view_sees_where(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

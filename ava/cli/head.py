@@ -294,7 +294,7 @@ def evaluate(
     (llm with --decode score: results_<split>_score.json and predictions_<split>_score.jsonl)."""
     from ava.errors import AvaError
     from ava.heads import HEADS
-    from ava.heads.common import read_json
+    from ava.heads.run_files import read_json
 
     head = read_json(run / "run.json").get("head")
     if head == "align":

@@ -7,7 +7,7 @@ with GPU support and the device is CUDA; otherwise it stays on the CPU.
 - Choice abilities: majority vote among the k nearest train samples whose label is one of *this question's*
   options (per-question option lists differ); ties go to the option with the larger summed similarity.
 - Counts, depth, colour, boxes: the inverse-distance-weighted mean of the neighbours' targets, in the same
-  target space as the probes (log count, log metres, RGB/255, normalized box; see :mod:`ava.heads.common`).
+  target space as the probes (log count, log metres, RGB/255, normalized box; see :mod:`ava.heads.targets`).
 - OCR: the nearest neighbour's text, whatever k. This is a weak baseline: it can only ever repeat a train
   string, so it measures whether images with the same text land near each other, not reading.
 """
@@ -22,7 +22,7 @@ import numpy as np
 
 from ava.abilities import Ability
 from ava.data.format import Sample
-from ava.heads import common
+from ava.heads.targets import option_text, question_options, regression_reply, regression_targets
 
 SEARCH_BATCH = 4096
 CHOICE_SEARCH = 256  # neighbours searched for choice questions, so k valid ones exist among per-question options
@@ -78,10 +78,10 @@ class Memory:
     def build(cls, ability: Ability, samples: Sequence[Sample]) -> Memory:
         kind = ability.answer_kind
         if kind == "option":
-            return cls(ability, labels=[common.option_text(ability, s) for s in samples])
+            return cls(ability, labels=[option_text(ability, s) for s in samples])
         if kind == "text":
             return cls(ability, labels=[str(s.truth.get("text", "")) for s in samples])
-        return cls(ability, targets=common.regression_targets(ability, samples))
+        return cls(ability, targets=regression_targets(ability, samples))
 
     @property
     def search_k(self) -> int:
@@ -101,10 +101,10 @@ class Memory:
         d = np.sqrt(np.maximum(2.0 - 2.0 * sims[:k].astype(np.float64), 0.0))  # L2 distance on the unit sphere
         w = 1.0 / (d + 1e-6)
         value = (w[:, None] * self.targets[ids[:k]]).sum(0) / w.sum()
-        return common.regression_reply(self.ability, sample, value)
+        return regression_reply(self.ability, sample, value)
 
     def _vote(self, sample: Sample, sims: np.ndarray, ids: np.ndarray, k: int) -> str:
-        options = common.question_options(self.ability, sample)
+        options = question_options(self.ability, sample)
         allowed = set(options)
         count: dict[str, int] = {}
         summed: dict[str, float] = {}

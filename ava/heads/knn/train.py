@@ -4,7 +4,7 @@ For each ability: every train sample is answered by its neighbours among the oth
 (leave-one-out; ``selection="heldout"``: a deterministic held-out 10% of train among the other 90%),
 every candidate (pooled view, k) is scored with the ability's metric, and the best is kept (the earlier view
 and the smaller k on ties). Views: the mean over patch tokens, and ``gridN`` = the mean plus the means of
-N x N cells of the token grid (coarse position, which the mean loses; see ``ava.heads.common.pool_tokens``). The
+N x N cells of the token grid (coarse position, which the mean loses; see ``ava.heads.features.pool_tokens``). The
 saved index then holds all train samples. Evaluation reports the chosen k's predictions and, in the
 results' ``extra`` field, the held-out and test metric of every candidate k.
 
@@ -18,7 +18,7 @@ Run directory (besides config.json, run.json, results_<split>.json, predictions_
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +27,12 @@ import numpy as np
 from ava.abilities import Ability, get_ability
 from ava.data.format import Dataset, Sample
 from ava.errors import AvaError
-from ava.heads import common
+from ava.heads.features import pool_candidates, read_pooled_views, resolve_device
+from ava.heads.fingerprint import AbilityRun, save_tensors, train_abilities
 from ava.heads.knn.config import KNNConfig
 from ava.heads.knn.model import Memory, build_index, on_device, search
-from ava.progress import progress
+from ava.heads.run_files import open_saved_run, score_and_write, write_json
+from ava.heads.targets import holdout_split, is_better, mean_score, select_abilities
 
 META_FILE = "knn.json"
 TARGETS_FILE = "knn.safetensors"
@@ -50,7 +52,7 @@ def _search_depth(memory: Memory, ks: Sequence[int], n_rows: int) -> int:
 
 
 def _pooled(cache: Any, samples: Sequence[Sample], layer: int | None, pool: str = "mean") -> np.ndarray:
-    return common.read_pooled_views(cache, samples, [layer], [pool])[pool]
+    return read_pooled_views(cache, samples, [layer], [pool])[pool]
 
 
 def select_pool(ability: Ability, fit: list[Sample], held: list[Sample] | None, views_fit: dict[str, np.ndarray],
@@ -63,7 +65,7 @@ def select_pool(ability: Ability, fit: list[Sample], held: list[Sample] | None, 
     for pool in views_fit:
         x_held = None if views_held is None else views_held[pool]
         k, scores[pool] = select_k(ability, fit, held, views_fit[pool], x_held, ks, device)
-        if best is None or common.is_better(ability, scores[pool][k], scores[best[0]][best[1]]):
+        if best is None or is_better(ability, scores[pool][k], scores[best[0]][best[1]]):
             best = (pool, k)
     assert best is not None
     return best[0], best[1], scores
@@ -91,10 +93,10 @@ def select_k(ability: Ability, fit: list[Sample], held: list[Sample] | None, x_f
         held = fit
     else:
         sims, ids = search(index, x_held, _search_depth(memory, ks, len(fit)))
-    scores = {k: common.mean_score(ability, held, memory.replies(held, sims, ids, k)) for k in ks}
+    scores = {k: mean_score(ability, held, memory.replies(held, sims, ids, k)) for k in ks}
     best: int | None = None
     for k in ks:
-        if best is None or common.is_better(ability, scores[k], scores[best]):
+        if best is None or is_better(ability, scores[k], scores[best]):
             best = k
     assert best is not None
     return best, scores
@@ -110,62 +112,88 @@ def _write_index(run_dir: Path, ava: str, x: np.ndarray) -> None:
     os.replace(tmp, folder / f"{ava}.faiss")
 
 
-def _save_targets(run_dir: Path, targets: dict[str, np.ndarray]) -> None:
-    from safetensors.numpy import save_file
+def _predict_split(index: Any, memory: Memory, meta: dict[str, Any], samples: Sequence[Sample], cache: Any,
+                   split: str) -> tuple[list[str], dict[str, Any]]:  # fmt: skip
+    """Replies of the chosen k for ``samples`` and the results' extra (the split's metric for every candidate k)."""
+    by_k: dict[str, float] = {}
+    chosen: list[str] = []
+    if samples:
+        sims, ids = search(index, _pooled(cache, samples, meta["layer"], meta.get("pool", "mean")),
+                           _search_depth(memory, meta["ks"], meta["n_train"]))  # fmt: skip
+        for k in meta["ks"]:
+            replies = memory.replies(samples, sims, ids, k)
+            by_k[str(k)] = mean_score(memory.ability, samples, replies)
+            if k == meta["k"]:
+                chosen = replies
+    extra = {"k": meta["k"], "pool": meta.get("pool", "mean"), "heldout": meta["heldout"],
+             "heldout_by_pool": meta.get("heldout_by_pool"), f"{split}_by_k": by_k}  # fmt: skip
+    return chosen, extra
 
-    tmp = run_dir / f".{TARGETS_FILE}.{os.getpid()}.tmp"
-    save_file({f"{a}.targets": np.ascontiguousarray(t) for a, t in targets.items()}, str(tmp))
-    os.replace(tmp, run_dir / TARGETS_FILE)
+
+class KNNRun(AbilityRun):
+    """A kNN run trained ability by ability, resumable per ability."""
+
+    head = "knn"
+
+    def __init__(self, config: KNNConfig, dataset: Dataset, cache: Any, abilities: list[str], device: str) -> None:
+        self.ks = candidate_ks(config.k)
+        self.pools = pool_candidates(cache, config.pools)
+        if config.selection not in ("loo", "heldout"):
+            raise AvaError(f"unknown selection {config.selection!r}; use 'loo' (leave-one-out) or 'heldout'")
+        super().__init__(config, dataset, cache, abilities, device)
+
+    def layers(self) -> list[int | None]:
+        return [self.config.layer]
+
+    def fit_ability(self, ava: str, features: Any, on_step: Callable[[], None] | None,
+                    ) -> tuple[dict[str, Any], dict[str, Any], list[str], dict]:  # fmt: skip
+        config, ability = self.config, get_ability(ava)
+        samples = self.train_samples(ava)
+        fit, held = (samples, None) if config.selection == "loo" and len(samples) >= 2 else \
+            holdout_split(samples, config.heldout_frac, config.seed)  # fmt: skip
+        views_fit = read_pooled_views(features, fit, [config.layer], self.pools)
+        views_held = None if held is None else read_pooled_views(features, held, [config.layer], self.pools)
+        pool, k, by_pool = select_pool(ability, fit, held, views_fit, views_held, self.ks, self.device)
+        rows = fit + (held or [])
+        x = views_fit[pool] if views_held is None else np.concatenate([views_fit[pool], views_held[pool]])
+        _write_index(self.run_dir, ava, x)
+        memory = Memory.build(ability, rows)
+        meta = {
+            "k": k, "ks": self.ks, "pool": pool, "heldout": {str(c): v for c, v in by_pool[pool].items()},
+            "heldout_by_pool": {p: {str(c): v for c, v in sc.items()} for p, sc in by_pool.items()},
+            "layer": config.layer,
+            "selection": "loo" if held is None else "heldout",
+            "n_train": len(rows), "n_fit": len(fit), "n_heldout": len(held or fit),
+            "labels": memory.labels, "ids": [s.id for s in rows],
+        }  # fmt: skip
+        if on_step is not None:
+            on_step()
+        index = on_device(build_index(x), self.device)
+        replies, extra = _predict_split(index, memory, meta, self.eval_samples(ava), features, config.split)
+        tensors = {"targets": memory.targets} if memory.targets is not None else {}
+        return meta, tensors, replies, extra
+
+    def write_head_files(self) -> None:
+        targets = {f"{ava}.{k}": v for ava in self.abilities for k, v in self.record_tensors(ava).items()}
+        save_tensors(self.run_dir / TARGETS_FILE, targets)
+        write_json(self.run_dir / META_FILE, {ava: self.records[ava]["meta"] for ava in self.abilities})
 
 
 def train(config: KNNConfig) -> Path:
-    """Build one index per ability, pick k on the held-out slice, write the run dir (evaluates when eval_after)."""
+    """Build one index per ability, pick (view, k) on held-out, write the run dir (evaluates when eval_after).
+
+    Each ability is recorded as soon as it is built: re-running an interrupted run with the same config builds
+    only the abilities not recorded yet (see :mod:`ava.heads.fingerprint`)."""
     from ava.cache import open_cache
 
     dataset = Dataset(config.data)
-    abilities = common.select_abilities(dataset, config.ava)
+    abilities = select_abilities(dataset, config.ava)
     cache = open_cache(config.cache, config.vfm)
-    device = common.resolve_device(config.device)
-    ks = candidate_ks(config.k)
-    pools = common.pool_candidates(cache, config.pools)
-    if config.selection not in ("loo", "heldout"):
-        raise AvaError(f"unknown selection {config.selection!r}; use 'loo' (leave-one-out) or 'heldout'")
-    loo = config.selection == "loo"
-    run = common.run_block("knn", config.vfm, abilities, cache, dataset, seed=config.seed)
-    run_dir = common.start_run(config.out, config, run)
-    metas: dict[str, dict[str, Any]] = {}
-    targets: dict[str, np.ndarray] = {}
-    with progress(config.progress, transient=True) as bar:
-        job = bar.add_task(f"knn {config.vfm}", total=len(abilities))
-        for ava in abilities:
-            ability = get_ability(ava)
-            samples = common.train_samples(dataset, ava, config.max_train, config.seed)
-            fit, held = (samples, None) if loo and len(samples) >= 2 else \
-                common.holdout_split(samples, config.heldout_frac, config.seed)  # fmt: skip
-            views_fit = common.read_pooled_views(cache, fit, [config.layer], pools)
-            views_held = None if held is None else common.read_pooled_views(cache, held, [config.layer], pools)
-            pool, k, by_pool = select_pool(ability, fit, held, views_fit, views_held, ks, device)
-            scores = by_pool[pool]
-            rows = fit + (held or [])
-            x = views_fit[pool] if views_held is None else np.concatenate([views_fit[pool], views_held[pool]])
-            _write_index(run_dir, ava, x)
-            memory = Memory.build(ability, rows)
-            if memory.targets is not None:
-                targets[ava] = memory.targets
-            metas[ava] = {
-                "k": k, "ks": ks, "pool": pool, "heldout": {str(c): v for c, v in scores.items()},
-                "heldout_by_pool": {p: {str(c): v for c, v in sc.items()} for p, sc in by_pool.items()},
-                "layer": config.layer,
-                "selection": "loo" if held is None else "heldout",
-                "n_train": len(rows), "n_fit": len(fit), "n_heldout": len(held or fit),
-                "labels": memory.labels, "ids": [s.id for s in rows],
-            }  # fmt: skip
-            bar.advance(job)
-    _save_targets(run_dir, targets)
-    common.write_json(run_dir / META_FILE, metas)
-    if config.eval_after:
-        evaluate(run_dir, config.split, device=config.device)
-    return run_dir
+    device = resolve_device(config.device)
+    run = KNNRun(config, dataset, cache, abilities, device)
+    train_abilities([run], cache, abilities, device=device, progress=config.progress, label=f"knn {config.vfm}")
+    run.finish()
+    return run.run_dir
 
 
 def _load(
@@ -188,7 +216,7 @@ def evaluate(run_dir: str | os.PathLike[str], split: str = "test", *, data: str 
     """Reload the saved indexes, predict ``split`` with each ability's chosen k, write results_<split>.json."""
     from safetensors.numpy import load_file
 
-    saved = common.open_saved_run(run_dir, META_FILE, data=data, cache=cache, device=device)
+    saved = open_saved_run(run_dir, META_FILE, data=data, cache=cache, device=device)
     run_dir, config, run, metas = saved.path, saved.config, saved.run, saved.metas
     dataset, feature_cache, dev = saved.dataset, saved.cache, saved.device
     targets = load_file(str(run_dir / TARGETS_FILE)) if (run_dir / TARGETS_FILE).is_file() else {}
@@ -197,15 +225,6 @@ def evaluate(run_dir: str | os.PathLike[str], split: str = "test", *, data: str 
     for ava, meta in metas.items():
         index, memory = _load(run_dir, ava, meta, targets, dev)
         samples = dataset.samples(ava, split=split)
-        by_k: dict[str, float] = {}
-        if samples:
-            sims, ids = search(index, _pooled(feature_cache, samples, meta["layer"], meta.get("pool", "mean")),
-                               _search_depth(memory, meta["ks"], meta["n_train"]))  # fmt: skip
-            for k in meta["ks"]:
-                replies = memory.replies(samples, sims, ids, k)
-                by_k[str(k)] = common.mean_score(memory.ability, samples, replies)
-                if k == meta["k"]:
-                    predictions.update({s.key: r for s, r in zip(samples, replies, strict=True)})
-        extra[ava] = {"k": meta["k"], "pool": meta.get("pool", "mean"), "heldout": meta["heldout"],
-                      "heldout_by_pool": meta.get("heldout_by_pool"), f"{split}_by_k": by_k}  # fmt: skip
-    return common.score_and_write(dataset, predictions, list(metas), split, run, config, run_dir, extra)
+        replies, extra[ava] = _predict_split(index, memory, meta, samples, feature_cache, split)
+        predictions.update({s.key: r for s, r in zip(samples, replies, strict=True)})
+    return score_and_write(dataset, predictions, list(metas), split, run, config, run_dir, extra)

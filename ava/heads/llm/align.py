@@ -85,13 +85,13 @@ def align(config: AlignConfig) -> Path:
 
     import torch
 
-    from ava.heads.common import stable_order
     from ava.heads.llm.config import auto_grad_accum
     from ava.heads.llm.llms import load_llm
     from ava.heads.llm.model import build_head
     from ava.heads.llm.prompt import PromptEncoder
     from ava.heads.llm.runtime import encode_samples, feature_source, save_weights, write_run_files
     from ava.heads.llm.train import LoopData, check_resumable, fit, init_dist, resolve_dtype
+    from ava.heads.targets import stable_order
 
     if not config.out:
         raise AvaError("no output directory given (--out)")

@@ -29,7 +29,7 @@ class Dist:
 
 def init_dist(device: str) -> tuple[Dist, torch.device]:
     """Under ``torchrun`` (WORLD_SIZE > 1): join the process group (nccl on GPU, gloo on CPU); else a single rank."""
-    from ava.heads.common import resolve_device
+    from ava.heads.features import resolve_device
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
     dist = Dist(int(os.environ.get("RANK", "0")), world, int(os.environ.get("LOCAL_RANK", "0")))

@@ -40,7 +40,7 @@ class SubsetDataset(Dataset):
 
 
 def load_run_config(run_dir: Path) -> tuple[LLMHeadConfig, dict[str, Any]]:
-    from ava.heads.common import read_json
+    from ava.heads.run_files import read_json
 
     cfg = read_json(run_dir / "config.json")
     run = read_json(run_dir / "run.json")
@@ -50,7 +50,7 @@ def load_run_config(run_dir: Path) -> tuple[LLMHeadConfig, dict[str, Any]]:
 
 
 def eval_samples(dataset: Dataset, abilities: list[str], split: str, max_eval: int | None) -> list[Sample]:
-    from ava.heads.common import stable_order
+    from ava.heads.targets import stable_order
 
     out = []
     for a in abilities:
@@ -133,7 +133,7 @@ def _score_options(
     """
     from ava.abilities import get_ability
     from ava.abilities.parsers import format_reply
-    from ava.heads.common import question_options
+    from ava.heads.targets import question_options
 
     out: dict[int, str] = {}
     option_ids: dict[str, list[int]] = {}

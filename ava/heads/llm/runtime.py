@@ -77,7 +77,7 @@ def feature_source(
             raise AvaError("--features cache needs --cache DIR (or use --features online)")
         from ava.cache import open_cache
         from ava.cache.reader import ResidentFeatures
-        from ava.heads.common import require_cached
+        from ava.heads.features import require_cached
 
         cache = open_cache(cfg.cache, cfg.vfm)
         hint = f"run `ava cache extract --vfm {cfg.vfm} --data {cfg.data} --cache {cfg.cache} --ava {{avas}}` first"
@@ -194,7 +194,7 @@ class Prepared:
 
 
 def select_train(cfg: Any, dataset: Dataset) -> tuple[list[str], list[Sample]]:
-    from ava.heads.common import select_abilities, train_samples
+    from ava.heads.targets import select_abilities, train_samples
 
     abilities = select_abilities(dataset, cfg.ava)
     samples = [s for a in abilities for s in train_samples(dataset, a, cfg.max_train, cfg.seed)]
@@ -208,8 +208,8 @@ def encode_samples(encoder: PromptEncoder, samples: list[Sample], with_answer: b
 def prepare_training(cfg: Any, *, device: torch.device, dtype: torch.dtype, rank: int = 0) -> Prepared:
     """Data, feature source, LLM (+ LoRA), connector (+ warm start) and the run block of a training run."""
     from ava.abilities import get_ability
-    from ava.heads.common import run_block
     from ava.heads.llm.llms import load_llm
+    from ava.heads.run_files import run_block
 
     dataset = Dataset(cfg.data)
     abilities, samples = select_train(cfg, dataset)
@@ -270,7 +270,7 @@ def save_weights(head: LLMHead, run_dir: Path) -> None:
 
 def write_run_files(run_dir: Path, cfg: Any, run: dict[str, Any]) -> None:
     from ava.config import save_config
-    from ava.heads.common import write_json
+    from ava.heads.run_files import write_json
 
     run_dir.mkdir(parents=True, exist_ok=True)
     save_config(cfg, run_dir / "config.json")

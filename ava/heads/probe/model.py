@@ -11,7 +11,7 @@ tokens themselves, and the linear layer on the concatenated per-head pools absor
 any value/output projection. This keeps the probe linear in the tokens given the attention, and cheap
 enough to train a grid of them on CPU. Queries start at zero, i.e. as mean pooling.
 
-Targets and losses by answer kind (see :mod:`ava.heads.common`): cross-entropy over the option vocabulary;
+Targets and losses by answer kind (see :mod:`ava.heads.targets`): cross-entropy over the option vocabulary;
 mean squared error on standardized regression targets (log count, log metres, RGB/255); for boxes,
 sigmoid centre and size (DETR's parameterization), loss = L1 + (1 - GIoU).
 """
@@ -129,7 +129,7 @@ class Probe(nn.Module):
     """One probe: (standardized) features -> mean or attentive pooling -> linear.
 
     ``pooling="mean"`` takes pooled [B, D] features (or [B, T, D], averaged here); with ``cells`` N > 0 it takes
-    a ``gridN`` view instead (the mean plus N x N cell means, see :func:`ava.heads.common.pool_tokens`),
+    a ``gridN`` view instead (the mean plus N x N cell means, see :func:`ava.heads.features.pool_tokens`),
     whose cells a :class:`CellReduce` projects before the standardization. ``"attn"`` takes tokens.
     ``dim`` is the token feature size times the number of layers in every case.
     """

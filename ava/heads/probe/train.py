@@ -34,11 +34,34 @@ from torch import nn
 from ava.abilities import Ability, get_ability
 from ava.data.format import Dataset, Sample
 from ava.errors import AvaError
-from ava.heads import common
+from ava.heads.features import (
+    AbilityFeatures,
+    layer_sets,
+    pool_candidates,
+    pool_cells,
+    read_layers,
+    read_pooled_views,
+    resolve_device,
+    token_grid,
+)
+from ava.heads.fingerprint import AbilityRun, save_tensors, train_abilities
 from ava.heads.probe.config import ProbeConfig
 from ava.heads.probe.model import Probe, ProbeGrid, box_from_output, box_loss
 from ava.heads.probe.ocr import CTCReader, char_vocabulary, ctc_loss, encode_texts, greedy_decode, num_slots
-from ava.progress import progress
+from ava.heads.run_files import open_saved_run, score_and_write, write_json
+from ava.heads.targets import (
+    TARGET_DIMS,
+    choice_reply,
+    holdout_split,
+    is_better,
+    mean_score,
+    option_text,
+    option_vocabulary,
+    regression_reply,
+    regression_targets,
+    select_abilities,
+    truth_field,
+)
 
 META_FILE = "probe.json"
 WEIGHTS_FILE = "probe.safetensors"
@@ -56,7 +79,7 @@ class CacheRows:
         return len(self.samples)
 
     def __getitem__(self, index: np.ndarray) -> np.ndarray:
-        return common.read_layers(self.cache, [self.samples[i] for i in np.asarray(index)], self.layers, False)
+        return read_layers(self.cache, [self.samples[i] for i in np.asarray(index)], self.layers, False)
 
 
 Rows = np.ndarray | CacheRows
@@ -66,11 +89,11 @@ def load_features(cache: Any, samples: Sequence[Sample], layers: tuple[int | Non
                   max_memory_gb: float) -> Rows:  # fmt: skip
     """Pooled [N, D] or token [N, T, D] features in memory, or a streaming reader when tokens are too large."""
     if not tokens:
-        return common.read_layers(cache, samples, layers, pooled=True)
+        return read_layers(cache, samples, layers, pooled=True)
     size = len(samples) * cache.num_tokens * cache.dim * len(layers) * 4
     if size > max_memory_gb * 2**30:
         return CacheRows(cache, samples, layers)
-    return common.read_layers(cache, samples, layers, pooled=False)
+    return read_layers(cache, samples, layers, pooled=False)
 
 
 def _batches(n: int, batch_size: int, generator: torch.Generator | None) -> list[np.ndarray]:
@@ -106,28 +129,28 @@ class Task:
     def out_dim(self) -> int:
         if self.kind == "classify":
             return len(self.vocab or ())
-        return common.TARGET_DIMS[self.ability.answer_kind]
+        return TARGET_DIMS[self.ability.answer_kind]
 
     @classmethod
     def build(cls, ability: Ability, train: Sequence[Sample], num_tokens: int) -> Task:
         kind = ability.answer_kind
         if kind == "option":
-            return cls(ability, "classify", vocab=common.option_vocabulary(ability, train))
+            return cls(ability, "classify", vocab=option_vocabulary(ability, train))
         if kind == "text":
-            texts = [common._truth(s, "text") for s in train]
+            texts = [truth_field(s, "text") for s in train]
             return cls(ability, "ctc", chars=char_vocabulary(texts), slots=num_slots(texts, num_tokens))
         if kind == "box":
             return cls(ability, "box")
-        y = common.regression_targets(ability, train)
+        y = regression_targets(ability, train)
         return cls(ability, "regress", mean=y.mean(0), std=np.maximum(y.std(0), 1e-3))
 
     def targets(self, samples: Sequence[Sample]) -> Any:
         if self.kind == "classify":
             index = {v: i for i, v in enumerate(self.vocab or ())}
-            return torch.tensor([index[common.option_text(self.ability, s)] for s in samples], dtype=torch.long)
+            return torch.tensor([index[option_text(self.ability, s)] for s in samples], dtype=torch.long)
         if self.kind == "ctc":
             return [str(s.truth.get("text", "")) for s in samples]
-        y = common.regression_targets(self.ability, samples)
+        y = regression_targets(self.ability, samples)
         if self.kind == "regress":
             y = (y - self.mean) / self.std
         return torch.from_numpy(y.astype(np.float32))
@@ -153,9 +176,9 @@ class Task:
         out = out.detach().cpu().double().numpy()
         if self.kind == "classify":
             index = {v: i for i, v in enumerate(self.vocab or ())}
-            return [common.choice_reply(self.ability, s, o, index) for s, o in zip(samples, out, strict=True)]
+            return [choice_reply(self.ability, s, o, index) for s, o in zip(samples, out, strict=True)]
         values = out if self.kind == "box" else out * self.std + self.mean
-        return [common.regression_reply(self.ability, s, v) for s, v in zip(samples, values, strict=True)]
+        return [regression_reply(self.ability, s, v) for s, v in zip(samples, values, strict=True)]
 
     def meta(self) -> dict[str, Any]:
         return {
@@ -285,7 +308,7 @@ def predict(model: nn.Module, task: Task, rows: Rows, samples: Sequence[Sample],
 # -- one ability ----------------------------------------------------------------------------------------
 def _grid_shape(cache: Any) -> list[int] | None:
     """The token grid (rows, cols) the attentive probe's position bias is laid out on (as the pooled views)."""
-    grid = common.token_grid(cache)
+    grid = token_grid(cache)
     return list(grid) if grid else None
 
 
@@ -353,18 +376,18 @@ def _fit_pooled(config: ProbeConfig, ability: Ability, task: Task, fit: list[Sam
     Per layer set the tokens are read once into every pooled view; each view's fixed transforms are fitted on
     the fit rows, and all (view, lr) members train in one loop on the same batches."""
     epochs, batch_size = _defaults(config, len(fit), False)
-    pools = common.pool_candidates(cache, config.pools)
+    pools = pool_candidates(cache, config.pools)
     grid_log: list[dict[str, Any]] = []
     best: Pick | None = None
-    for layers in common.layer_sets(cache, config.layer):
+    for layers in layer_sets(cache, config.layer):
         generator = torch.Generator().manual_seed(config.seed)
         torch.manual_seed(config.seed)
-        views_fit = common.read_pooled_views(cache, fit, layers, pools)
-        views_held = common.read_pooled_views(cache, held, layers, pools)
+        views_fit = read_pooled_views(cache, fit, layers, pools)
+        views_held = read_pooled_views(cache, held, layers, pools)
         members: list[tuple[str, float, Probe]] = []
         prepared, slices, offset = [], [], 0
         for pool in pools:
-            shape = dict(cells=common.pool_cells(pool), layers=len(layers), rank=config.cell_rank)
+            shape = dict(cells=pool_cells(pool), layers=len(layers), rank=config.cell_rank)
             first = Probe(cache.dim * len(layers), task.out_dim, "mean", **shape)
             first.fit_input(torch.from_numpy(views_fit[pool]))
             with torch.no_grad():
@@ -382,9 +405,9 @@ def _fit_pooled(config: ProbeConfig, ability: Ability, task: Task, fit: list[Sam
         train_grid(trainer, [lr for _, lr, _ in members], z_fit, y, task, epochs=epochs, batch_size=batch_size,
                    weight_decay=config.weight_decay, generator=generator, device=device, on_epoch=on_epoch)  # fmt: skip
         for pool, lr, member in members:
-            score = common.mean_score(ability, held, predict(member, task, views_held[pool], held, device))
+            score = mean_score(ability, held, predict(member, task, views_held[pool], held, device))
             grid_log.append({"layers": list(layers), "pool": pool, "lr": lr, "heldout": score})
-            if best is None or common.is_better(ability, score, best[0]):
+            if best is None or is_better(ability, score, best[0]):
                 best = (score, member, layers, lr, pool)
     assert best is not None
     return grid_log, best
@@ -397,7 +420,7 @@ def _fit_tokens(config: ProbeConfig, ability: Ability, task: Task, fit: list[Sam
     epochs, batch_size = _defaults(config, len(fit), True)
     grid_log: list[dict[str, Any]] = []
     best: Pick | None = None
-    for layers in common.layer_sets(cache, config.layer):
+    for layers in layer_sets(cache, config.layer):
         generator = torch.Generator().manual_seed(config.seed)
         torch.manual_seed(config.seed)
         x_fit = load_features(cache, fit, layers, True, config.max_memory_gb)
@@ -416,9 +439,9 @@ def _fit_tokens(config: ProbeConfig, ability: Ability, task: Task, fit: list[Sam
                    weight_decay=config.weight_decay, generator=generator, device=device, on_epoch=on_epoch)  # fmt: skip
         for member, lr in zip(grid.members, lrs, strict=True):
             scorer = _ReadOnly(member) if isinstance(grid, _ReaderGrid) else member
-            score = common.mean_score(ability, held, predict(scorer, task, x_held, held, device))
+            score = mean_score(ability, held, predict(scorer, task, x_held, held, device))
             grid_log.append({"layers": list(layers), "pool": "tokens", "lr": lr, "heldout": score})
-            if best is None or common.is_better(ability, score, best[0]):
+            if best is None or is_better(ability, score, best[0]):
                 best = (score, member, layers, lr, "tokens")
     assert best is not None
     return grid_log, best
@@ -427,7 +450,7 @@ def _fit_tokens(config: ProbeConfig, ability: Ability, task: Task, fit: list[Sam
 def fit_ability(config: ProbeConfig, ability: Ability, train: list[Sample], cache: Any, device: str,
                 on_epoch: Callable[[], None] | None = None) -> tuple[nn.Module, dict[str, Any]]:  # fmt: skip
     """Train the grid of one ability and return the probe chosen on the held-out slice, with its metadata."""
-    fit, held = common.holdout_split(train, config.heldout_frac, config.seed)
+    fit, held = holdout_split(train, config.heldout_frac, config.seed)
     task = Task.build(ability, fit, cache.num_tokens)
     tokens = config.pooling == "attn" or task.kind == "ctc"
     lrs = [config.lr] if config.lr else list(config.ocr_lrs if task.kind == "ctc" else config.lrs)
@@ -459,17 +482,6 @@ def fit_ability(config: ProbeConfig, ability: Ability, train: list[Sample], cach
 
 
 # -- runs -----------------------------------------------------------------------------------------------
-def _save_weights(run_dir: Path, models: dict[str, nn.Module]) -> None:
-    from safetensors.torch import save_file
-
-    tensors = {
-        f"{ava}.{k}": v.detach().cpu().contiguous() for ava, m in models.items() for k, v in m.state_dict().items()
-    }
-    tmp = run_dir / f".{WEIGHTS_FILE}.{os.getpid()}.tmp"
-    save_file(tensors, str(tmp), metadata={"format": "ava-probe", "abilities": ",".join(models)})
-    os.replace(tmp, run_dir / WEIGHTS_FILE)
-
-
 def _load_models(run_dir: Path, metas: dict[str, dict[str, Any]]) -> dict[str, tuple[nn.Module, Task]]:
     from safetensors.torch import load_file
 
@@ -496,57 +508,95 @@ def _head_name(config: ProbeConfig) -> str:
     return "probe-attn" if config.pooling == "attn" else "probe-linear"
 
 
+def _uses_tokens(meta: dict[str, Any], task: Task) -> bool:
+    return meta["pooling"] == "attn" or task.kind == "ctc"
+
+
+def predict_split(model: nn.Module, task: Task, meta: dict[str, Any], samples: Sequence[Sample], cache: Any,
+                  device: str, max_memory_gb: float) -> list[str]:  # fmt: skip
+    """Replies of one ability's chosen probe for ``samples``, from ``cache`` (the cache or an ability's features)."""
+    if not samples:
+        return []
+    layers = tuple(meta["layers"])
+    if _uses_tokens(meta, task):
+        rows = load_features(cache, samples, layers, True, max_memory_gb)
+    else:
+        pool = meta.get("pool", "mean")
+        rows = read_pooled_views(cache, samples, layers, [pool])[pool]
+    return predict(model.to(device), task, rows, samples, device)
+
+
+def _extra(meta: dict[str, Any]) -> dict[str, Any]:
+    """The selection details of one ability in its results' ``extra``."""
+    keys = ("pool", "layers", "lr", "heldout", "grid", "epochs", "n_fit", "n_heldout")
+    return {k: meta.get(k, "mean" if k == "pool" else None) for k in keys}
+
+
+class ProbeRun(AbilityRun):
+    """A probe run (linear or attentive) trained ability by ability, resumable per ability."""
+
+    def __init__(self, config: ProbeConfig, dataset: Dataset, cache: Any, abilities: list[str], device: str) -> None:
+        if config.pooling not in ("mean", "attn"):
+            raise AvaError(f"unknown pooling {config.pooling!r}; use 'mean' or 'attn'")
+        pool_candidates(cache, config.pools)  # an unknown pooling is named before any training
+        self.head = _head_name(config)
+        super().__init__(config, dataset, cache, abilities, device)
+
+    def layers(self) -> list[int | None]:
+        return list(dict.fromkeys(la for layers in layer_sets(self.cache, self.config.layer) for la in layers))
+
+    def fit_ability(self, ava: str, features: Any, on_step: Callable[[], None] | None,
+                    ) -> tuple[dict[str, Any], dict[str, Any], list[str], dict]:  # fmt: skip
+        ability = get_ability(ava)
+        model, meta = fit_ability(self.config, ability, self.train_samples(ava), features, self.device, on_step)
+        task = Task.from_meta(ability, meta)
+        replies = predict_split(model, task, meta, self.eval_samples(ava), features, self.device,
+                                self.config.max_memory_gb)  # fmt: skip
+        return meta, dict(model.cpu().state_dict()), replies, _extra(meta)
+
+    def write_head_files(self) -> None:
+        tensors = {f"{ava}.{k}": v for ava in self.abilities for k, v in self.record_tensors(ava).items()}
+        save_tensors(self.run_dir / WEIGHTS_FILE, tensors,
+                     metadata={"format": "ava-probe", "abilities": ",".join(self.abilities)})  # fmt: skip
+        write_json(self.run_dir / META_FILE, {ava: self.records[ava]["meta"] for ava in self.abilities})
+
+
 def train(config: ProbeConfig) -> Path:
-    """Train probes for the abilities of ``config`` and write the run directory (evaluates when eval_after)."""
+    """Train probes for the abilities of ``config`` and write the run directory (evaluates when eval_after).
+
+    Each ability is recorded as soon as it is trained: re-running an interrupted run with the same config
+    trains only the abilities not recorded yet (see :mod:`ava.heads.fingerprint`)."""
     from ava.cache import open_cache
 
     if config.pooling not in ("mean", "attn"):
         raise AvaError(f"unknown pooling {config.pooling!r}; use 'mean' or 'attn'")
     dataset = Dataset(config.data)
-    abilities = common.select_abilities(dataset, config.ava)
+    abilities = select_abilities(dataset, config.ava)
     cache = open_cache(config.cache, config.vfm)
-    device = common.resolve_device(config.device)
-    common.pool_candidates(cache, config.pools)  # an unknown pooling is named before any training
+    device = resolve_device(config.device)
     torch.manual_seed(config.seed)
-    run = common.run_block(_head_name(config), config.vfm, abilities, cache, dataset, seed=config.seed)
-    run_dir = common.start_run(config.out, config, run)
-    models, metas = {}, {}
-    with progress(config.progress, transient=True) as bar:
-        for ava in abilities:
-            samples = common.train_samples(dataset, ava, config.max_train, config.seed)
-            job = bar.add_task(f"{_head_name(config)} {config.vfm} {ava}", total=None)
-            models[ava], metas[ava] = fit_ability(
-                config, get_ability(ava), samples, cache, device, on_epoch=lambda job=job: bar.advance(job)
-            )
-            bar.remove_task(job)
-    _save_weights(run_dir, models)
-    common.write_json(run_dir / META_FILE, metas)
-    if config.eval_after:
-        evaluate(run_dir, config.split, device=config.device)
-    return run_dir
+    run = ProbeRun(config, dataset, cache, abilities, device)
+    train_abilities([run], cache, abilities, device=device, progress=config.progress,
+                    label=f"{run.head} {config.vfm}")  # fmt: skip
+    run.finish()
+    return run.run_dir
 
 
 def evaluate(run_dir: str | os.PathLike[str], split: str = "test", *, data: str | None = None,
              cache: str | None = None, device: str | None = None, **_: Any) -> dict[str, Any]:  # fmt: skip
     """Reload the saved probes, predict ``split`` from the cache and write results_<split>.json."""
-    saved = common.open_saved_run(run_dir, META_FILE, data=data, cache=cache, device=device)
+    saved = open_saved_run(run_dir, META_FILE, data=data, cache=cache, device=device)
     run_dir, config, run, metas = saved.path, saved.config, saved.run, saved.metas
     dataset, feature_cache, dev = saved.dataset, saved.cache, saved.device
     predictions: dict[tuple[str, str], str] = {}
     extra = {}
+    max_memory = float(config.get("max_memory_gb", 4.0))
     for ava, (model, task) in _load_models(run_dir, metas).items():
         samples = dataset.samples(ava, split=split)
         meta = metas[ava]
         if samples:
-            tokens = meta["pooling"] == "attn" or task.kind == "ctc"
-            layers = tuple(meta["layers"])
-            if tokens:
-                rows = load_features(feature_cache, samples, layers, True, float(config.get("max_memory_gb", 4.0)))
-            else:
-                pool = meta.get("pool", "mean")
-                rows = common.read_pooled_views(feature_cache, samples, layers, [pool])[pool]
-            replies = predict(model.to(dev), task, rows, samples, dev)
+            features = AbilityFeatures(feature_cache, samples, list(meta["layers"]), device=dev)
+            replies = predict_split(model, task, meta, samples, features, dev, max_memory)
             predictions.update({s.key: r for s, r in zip(samples, replies, strict=True)})
-        keys = ("pool", "layers", "lr", "heldout", "grid", "epochs", "n_fit", "n_heldout")
-        extra[ava] = {k: meta.get(k, "mean" if k == "pool" else None) for k in keys}
-    return common.score_and_write(dataset, predictions, list(metas), split, run, config, run_dir, extra)
+        extra[ava] = _extra(meta)
+    return score_and_write(dataset, predictions, list(metas), split, run, config, run_dir, extra)

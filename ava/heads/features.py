@@ -1,0 +1,290 @@
+"""Feature reading and pooling for the heads trained on cached features: the device rule, joining samples to
+cache rows (each image read once), the pooled views (the global mean, and ``gridN`` = the mean plus N x N cell
+means of the token grid), and the layer choices a head's grid tries.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ava.errors import AvaError
+
+if TYPE_CHECKING:
+    from ava.data.format import Sample
+
+
+def resolve_device(device: str) -> str:
+    """``"auto"`` becomes ``"cuda"`` when torch sees a GPU, else ``"cpu"``; a CUDA device asked for where there is
+    none is a user error (the VFM loader's rule, shared)."""
+    from ava.vfm.model import resolve_device as _resolve
+
+    return str(_resolve(device))
+
+
+# -- features -------------------------------------------------------------------------------------------
+def require_cached(
+    cache: Any, samples: Sequence[Sample], hint: str = "run `ava cache extract` for this dataset and VFM first"
+) -> None:
+    """AvaError naming the first of ``samples`` whose image has no features in ``cache``, and what to run.
+
+    ``hint`` ends the message; ``{avas}`` in it becomes the abilities of the missing samples (comma-separated),
+    so a caller can spell out the exact ``ava cache extract`` command.
+    """
+    missing = [s for s in samples if not cache.has(s.image_sha256)]
+    if missing:
+        s = missing[0]
+        avas = ",".join(sorted({m.ava for m in missing}))
+        raise AvaError(
+            f"feature cache {cache.key} has no features for {len(missing)} sample(s), e.g. {s.ava}/{s.id} "
+            f"(image {s.image}); {hint.replace('{avas}', avas)}"
+        )
+
+
+def read_rows(cache: Any, samples: Sequence[Sample], layer: int | None, pooled: bool) -> np.ndarray:
+    """Features of ``samples`` in order ([N, D] pooled or [N, T, D]); each image is read once."""
+    shas = [s.image_sha256 for s in samples]
+    require_cached(cache, samples)
+    unique = list(dict.fromkeys(shas))
+    rows = cache.read_pooled(unique, layer=layer) if pooled else cache.read(unique, layer=layer)
+    check_finite(rows, [next(s for s in samples if s.image_sha256 == sha) for sha in unique], cache, layer)
+    where = {sha: i for i, sha in enumerate(unique)}
+    index = np.fromiter((where[sha] for sha in shas), dtype=np.int64, count=len(shas))
+    return np.ascontiguousarray(rows[index], dtype=np.float32)
+
+
+def check_finite(rows: np.ndarray, samples: Sequence[Sample], cache: Any, layer: int | None) -> None:
+    """AvaError naming the samples whose feature rows (``rows[i]`` belongs to ``samples[i]``) hold NaN or inf:
+    a head trained on them learns nothing and says nothing (the loss goes NaN, every reply is the same)."""
+    finite = np.isfinite(rows.reshape(len(rows), -1)).all(axis=1) if len(rows) else np.ones(0, bool)
+    if finite.all():
+        return
+    bad = [samples[i] for i in np.flatnonzero(~finite)]
+    names = ", ".join(f"{s.ava}/{s.id} (image {s.image})" for s in bad[:5])
+    raise AvaError(
+        f"feature cache {getattr(cache, 'key', '?')}: the features of {len(bad)} sample(s) hold NaN or inf "
+        f"(layer {layer if layer is not None else 'default'}): {names}{' ...' if len(bad) > 5 else ''}; "
+        "no head is trained on them. Check the VFM's dtype/weights, then extract these images again "
+        "(`ava cache extract`, after removing or repairing the cache group)"
+    )
+
+
+def read_layers(cache: Any, samples: Sequence[Sample], layers: Sequence[int | None], pooled: bool) -> np.ndarray:
+    """Features of several cached layers, concatenated along the feature axis."""
+    parts = [read_rows(cache, samples, layer, pooled) for layer in layers]
+    return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=-1)
+
+
+# -- pooled views: the global mean, optionally with coarse cells of the token grid ---------------------------
+_POOL_RE = re.compile(r"^grid(\d+)$")
+
+
+def token_grid(cache: Any) -> tuple[int, int] | None:
+    """The (rows, cols) layout of the cache's patch tokens: the cache's own grid when it matches the token
+    count, else a square sqrt(T) x sqrt(T) grid when T is a perfect square, else None (no known layout)."""
+    t = int(cache.num_tokens)
+    grid = tuple(int(g) for g in (getattr(cache, "grid", None) or ()))
+    if len(grid) == 2 and grid[0] * grid[1] == t and min(grid) > 0:
+        return grid  # type: ignore[return-value]
+    side = math.isqrt(t)
+    return (side, side) if side > 1 and side * side == t else None
+
+
+def pool_cells(pool: str) -> int:
+    """Cells per side of a pooled view: ``"mean"`` -> 0 (the global mean only), ``"gridN"`` -> N."""
+    if pool == "mean":
+        return 0
+    m = _POOL_RE.match(pool)
+    if not m or int(m.group(1)) < 1:
+        raise AvaError(
+            f"unknown pooling {pool!r}; use 'mean' or 'gridN' (the mean plus N x N cell means), e.g. 'grid4'"
+        )
+    return int(m.group(1))
+
+
+def pool_candidates(cache: Any, pools: Sequence[str]) -> list[str]:
+    """The pooled views a selection grid tries: ``pools`` validated, minus grid views the cache's tokens cannot
+    take (no known layout, or more cells per side than token rows/cols); ``"mean"`` when nothing is left."""
+    grid = token_grid(cache)
+    out = []
+    for pool in dict.fromkeys(pools):
+        n = pool_cells(pool)
+        if n == 0 or (grid is not None and n <= min(grid)):
+            out.append(pool)
+    return out or ["mean"]
+
+
+def pool_dim(dim: int, pool: str) -> int:
+    """Feature size of a pooled view of ``dim``-dimensional tokens (the mean, plus N * N cells)."""
+    return dim * (1 + pool_cells(pool) ** 2)
+
+
+def pool_tokens(tokens: np.ndarray, pool: str, grid: tuple[int, int] | None) -> np.ndarray:
+    """[B, T, D] tokens -> [B, D'] pooled view: the mean over tokens, then for ``"gridN"`` the means of N x N
+    cells of the token grid (row-major; cell edges as ``adaptive_avg_pool2d``: floor(i*R/N) .. ceil((i+1)*R/N)).
+
+    Mean pooling forgets where things are; the cells keep coarse position (what spatial relations, counts
+    per region, and the colour at a place need) at the cost of N * N times the features."""
+    mean = tokens.mean(axis=1)
+    n = pool_cells(pool)
+    if n == 0:
+        return mean
+    if grid is None or grid[0] * grid[1] != tokens.shape[1]:
+        raise AvaError(f"pooling {pool!r} needs a token grid, but the cache's {tokens.shape[1]} tokens have no layout")
+    rows, cols = grid
+    x = tokens.reshape(tokens.shape[0], rows, cols, tokens.shape[2])
+    cells = [
+        x[:, (i * rows) // n : -((-(i + 1) * rows) // n), (j * cols) // n : -((-(j + 1) * cols) // n)].mean(axis=(1, 2))
+        for i in range(n)
+        for j in range(n)
+    ]
+    return np.concatenate([mean, *cells], axis=1).astype(np.float32, copy=False)
+
+
+def read_pooled_views(cache: Any, samples: Sequence[Sample], layers: Sequence[int | None], pools: Sequence[str],
+                      chunk: int = 256) -> dict[str, np.ndarray]:  # fmt: skip
+    """Every pooled view in ``pools`` of ``samples`` ([N, D'] each, layers concatenated per view).
+
+    Tokens are read once per chunk of samples and pooled into every view, so memory stays at one chunk of
+    tokens plus the pooled views. A ``["mean"]`` request reads the cache's pooled rows directly."""
+    pools = list(dict.fromkeys(pools))
+    if isinstance(cache, AbilityFeatures):  # held in memory: every view is pooled once per ability, then indexed
+        require_cached(cache, samples)
+        shas = [s.image_sha256 for s in samples]
+        return {p: np.ascontiguousarray(np.concatenate([cache.pooled(shas, la, p) for la in layers], axis=1))
+                for p in pools}  # fmt: skip
+    if pools == ["mean"]:
+        return {"mean": read_layers(cache, samples, layers, pooled=True)}
+    grid = token_grid(cache)
+    parts: dict[str, list[np.ndarray]] = {p: [] for p in pools}
+    for start in range(0, len(samples), chunk):
+        tokens = [read_rows(cache, samples[start : start + chunk], layer, pooled=False) for layer in layers]
+        for pool in pools:
+            views = [pool_tokens(t, pool, grid) for t in tokens]
+            parts[pool].append(views[0] if len(views) == 1 else np.concatenate(views, axis=1))
+    if not samples:
+        return {p: np.zeros((0, pool_dim(cache.dim, p) * len(layers)), np.float32) for p in pools}
+    return {p: np.ascontiguousarray(np.concatenate(v)) for p, v in parts.items()}
+
+
+def layer_sets(cache: Any, layer: int | None) -> list[tuple[int | None, ...]]:
+    """The layer choices a grid tries: the requested layer; else the last cached layer, and all of them
+    concatenated when the cache holds several (dinov2's linear eval tries 1 vs 4 last blocks the same way)."""
+    if layer is not None:
+        return [(layer,)]
+    layers = tuple(getattr(cache, "layers", ()) or ())
+    if len(layers) <= 1:
+        return [(None,)]
+    same_sign = all(v < 0 for v in layers) or all(v >= 0 for v in layers)
+    deepest = max(layers) if same_sign else layers[-1]
+    return [(deepest,), layers]
+
+
+# -- one ability's features, read once and shared by every head ------------------------------------------------
+_MEMORY_DTYPES = {"fp16": "float16", "bf16": "bfloat16"}  # codecs whose values these hold exactly (others: fp32)
+
+
+class AbilityFeatures:
+    """The features of one ability's samples, read from the cache once and held in memory for every head.
+
+    It answers the ``FeatureCache`` calls the heads make (``has``, ``read``, ``read_pooled`` and the cache's
+    metadata), so probes and kNN run unchanged on it, and it keeps every pooled view it computed: a fingerprint
+    reads each ability's tokens once (``reads`` counts cache reads per layer) instead of once per head and view.
+
+    Values are held in the cache's own storage precision (fp16 for the fp16 codec, bf16 for bf16: exact, half
+    the memory of float32; float32 for int8 and other caches) and handed out as float32, so a head sees the same
+    numbers as from the cache. ``device="cuda"`` puts them on the GPU when they fit in its free memory, else in
+    pinned host memory. Non-finite rows are refused at load, naming the samples.
+    """
+
+    def __init__(self, cache: Any, samples: Sequence[Sample], layers: Sequence[int | None], device: str = "cpu",
+                 chunk: int = 256) -> None:  # fmt: skip
+        import torch
+
+        self.cache = cache
+        require_cached(cache, samples)
+        first: dict[str, Sample] = {}
+        for s in samples:
+            first.setdefault(s.image_sha256, s)
+        shas = list(first)
+        self._row = {sha: i for i, sha in enumerate(shas)}
+        spec = getattr(cache, "spec", None)
+        codec = spec.get("codec") if isinstance(spec, dict) else None
+        dtype = getattr(torch, _MEMORY_DTYPES.get(str(codec), "float32"))
+        self.reads = 0
+        self._tokens: dict[int | None, Any] = {}
+        self._pooled: dict[tuple[int | None, str], np.ndarray] = {}
+        wanted = list(dict.fromkeys(self._layer(la) for la in layers))
+        nbytes = len(shas) * int(cache.num_tokens) * int(cache.dim) * len(wanted) * torch.finfo(dtype).bits // 8
+        self.device = self._placement(device, nbytes)
+        for layer in wanted:
+            parts = []
+            for start in range(0, len(shas), chunk):
+                block = cache.read(shas[start : start + chunk], layer=layer)
+                check_finite(block, [first[sha] for sha in shas[start : start + chunk]], cache, layer)
+                parts.append(torch.from_numpy(np.ascontiguousarray(block, dtype=np.float32)).to(dtype))
+            self.reads += 1
+            tokens = torch.cat(parts) if parts else torch.zeros((0, cache.num_tokens, cache.dim), dtype=dtype)
+            self._tokens[layer] = tokens.pin_memory() if self.device == "pinned" else tokens.to(self.device)
+
+    @staticmethod
+    def _placement(device: str, nbytes: int) -> str:
+        """``"cpu"``, a CUDA device when ``nbytes`` fit in its free memory (with a margin), else ``"pinned"``."""
+        import torch
+
+        if not device.startswith("cuda") or not torch.cuda.is_available():
+            return "cpu"
+        free, _ = torch.cuda.mem_get_info(torch.device(device))
+        return device if nbytes < 0.7 * free else "pinned"
+
+    def __getattr__(self, name: str) -> Any:  # the cache's metadata: num_tokens, dim, layers, grid, key, spec...
+        if name.startswith("_") or name == "cache":
+            raise AttributeError(name)
+        return getattr(self.cache, name)
+
+    def _layer(self, layer: int | None) -> int | None:
+        layers = tuple(getattr(self.cache, "layers", ()) or ())
+        return layers[0] if layer is None and layers else layer
+
+    def has(self, sha256: str) -> bool:
+        return sha256 in self._row
+
+    def _index(self, sha256s: Sequence[str]) -> np.ndarray:
+        try:
+            return np.fromiter((self._row[s] for s in sha256s), dtype=np.int64, count=len(sha256s))
+        except KeyError as e:
+            raise AvaError(f"image {e.args[0]} was not loaded with this ability's features") from None
+
+    def tokens(self, layer: int | None = None) -> Any:
+        """The held token tensor [N, T, D] of ``layer`` (rows in load order, storage precision)."""
+        layer = self._layer(layer)
+        if layer not in self._tokens:
+            raise AvaError(f"layer {layer} was not loaded with this ability's features (loaded: {list(self._tokens)})")
+        return self._tokens[layer]
+
+    def read(self, sha256s: Sequence[str], layer: int | None = None) -> np.ndarray:
+        """Tokens ``[B, T, D]`` float32 of the given images, in the order given (as ``FeatureCache.read``)."""
+        import torch
+
+        index = torch.from_numpy(self._index(sha256s))
+        tokens = self.tokens(layer)
+        return tokens[index.to(tokens.device)].float().cpu().numpy()
+
+    def pooled(self, sha256s: Sequence[str], layer: int | None, pool: str, chunk: int = 256) -> np.ndarray:
+        """A pooled view ``[B, D']`` (see :func:`pool_tokens`), computed once for every held row, then indexed."""
+        layer = self._layer(layer)
+        if (layer, pool) not in self._pooled:
+            grid, tokens = token_grid(self.cache), self.tokens(layer)
+            views = [pool_tokens(tokens[i : i + chunk].float().cpu().numpy(), pool, grid)
+                     for i in range(0, len(tokens), chunk)]  # fmt: skip
+            dim = pool_dim(int(self.cache.dim), pool)
+            self._pooled[(layer, pool)] = np.concatenate(views) if views else np.zeros((0, dim), np.float32)
+        return self._pooled[(layer, pool)][self._index(sha256s)]
+
+    def read_pooled(self, sha256s: Sequence[str], layer: int | None = None) -> np.ndarray:
+        """Mean over tokens ``[B, D]`` float32 (as ``FeatureCache.read_pooled``)."""
+        return self.pooled(sha256s, layer, "mean")

@@ -1,0 +1,295 @@
+"""``ava fingerprint``: the cheap heads (linear probe, attentive probe, kNN) on every ability of one VFM, with each
+ability's features read once and shared by all of them; and the per-ability loop every such head trains with.
+
+A feature head run is an :class:`AbilityRun`: it names the samples and layers it needs for an ability, fits on an
+:class:`~ava.heads.features.AbilityFeatures` (one ability's features held in memory), predicts the evaluated split
+from the same features, and records the ability in its run directory at once::
+
+    RUN/abilities/<ability>.json         # resume key, the head's metadata, the split's replies, result extras
+    RUN/abilities/<ability>.safetensors  # the head's tensors of this ability (probe weights, kNN targets)
+
+An interrupted run (``ava head train`` or ``ava fingerprint``) re-run with the same config and cache redoes only the
+abilities without a record; a record made under another config or cache group is ignored (and replaced). When every
+ability is recorded, the head writes its usual files (``probe.json``/``knn.json`` ...) and results, the format
+``ava head eval`` and ``ava report`` read, so a fingerprint's run directories are ordinary head runs.
+
+:func:`train_abilities` is the loop: per ability, the union of what the pending runs need is read once (one read of
+the cache per layer), every pending run fits on it, and it is dropped before the next ability.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ava.errors import AvaError
+
+if TYPE_CHECKING:
+    from ava.data.format import Dataset, Sample
+    from ava.heads.features import AbilityFeatures
+
+RECORDS_DIR = "abilities"
+VOLATILE_FIELDS = ("progress", "eval_after")  # config fields that do not change what a run computes
+
+
+def resume_key(config: Any, run: dict[str, Any]) -> str:
+    """A hash of what defines a run's results: its config (less progress/eval_after) and run block (head, VFM,
+    abilities, cache group, split of the data). Records made under another key are not reused."""
+    from ava.config import to_jsonable
+
+    cfg = {k: v for k, v in to_jsonable(config).items() if k not in VOLATILE_FIELDS}
+    text = json.dumps({"config": cfg, "run": to_jsonable(run)}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+class AbilityRun:
+    """One head run trained ability by ability (subclasses: the probe and kNN runs).
+
+    Subclasses set ``head`` and implement :meth:`layers`, :meth:`fit_ability` and :meth:`write_head_files`.
+    """
+
+    head = ""
+
+    def __init__(self, config: Any, dataset: Dataset, cache: Any, abilities: list[str], device: str) -> None:
+        from ava.heads.run_files import run_block, start_run
+
+        self.config, self.dataset, self.cache, self.abilities, self.device = config, dataset, cache, abilities, device
+        self.run = run_block(self.head, config.vfm, abilities, cache, dataset, seed=config.seed)
+        self.key = resume_key(config, self.run)
+        self.run_dir = start_run(config.out, config, self.run)
+        self.records: dict[str, dict[str, Any]] = {}
+        for ava in abilities:
+            if (record := self._read_record(ava)) is not None:
+                self.records[ava] = record
+        self.resumed = sorted(self.records)
+
+    # -- what an ability needs ------------------------------------------------------------------------------
+    def train_samples(self, ava: str) -> list[Sample]:
+        from ava.heads.targets import train_samples
+
+        return train_samples(self.dataset, ava, self.config.max_train, self.config.seed)
+
+    def eval_samples(self, ava: str) -> list[Sample]:
+        return self.dataset.samples(ava, split=self.config.split)
+
+    def layers(self) -> list[int | None]:
+        """The cached layers this run reads (``None``: the cache's default layer)."""
+        raise NotImplementedError
+
+    def pending(self, ava: str) -> bool:
+        return ava not in self.records
+
+    # -- one ability ---------------------------------------------------------------------------------------
+    def fit_ability(self, ava: str, features: AbilityFeatures, on_step: Callable[[], None] | None,
+                    ) -> tuple[dict[str, Any], dict[str, Any], list[str], dict]:  # fmt: skip
+        """Train on one ability and predict its evaluated split: (metadata, tensors, replies in the order of
+        :meth:`eval_samples`, the results' extra for the ability)."""
+        raise NotImplementedError
+
+    def fit(self, ava: str, features: AbilityFeatures, on_step: Callable[[], None] | None = None) -> None:
+        """Fit one ability and record it in the run directory (tensors first, then the JSON that makes it count)."""
+        meta, tensors, replies, extra = self.fit_ability(ava, features, on_step)
+        samples = self.eval_samples(ava)
+        record = {"resume_key": self.key, "head": self.head, "meta": meta, "split": self.config.split,
+                  "replies": [[s.id, r] for s, r in zip(samples, replies, strict=True)], "extra": extra}  # fmt: skip
+        self._write_record(ava, record, tensors)
+        self.records[ava] = record
+
+    # -- records -------------------------------------------------------------------------------------------
+    def _record_paths(self, ava: str) -> tuple[Path, Path]:
+        folder = self.run_dir / RECORDS_DIR
+        return folder / f"{ava}.json", folder / f"{ava}.safetensors"
+
+    def _read_record(self, ava: str) -> dict[str, Any] | None:
+        meta_path, tensor_path = self._record_paths(ava)
+        try:
+            record = json.loads(meta_path.read_text())
+        except (OSError, json.JSONDecodeError):
+            return None
+        if not isinstance(record, dict) or record.get("resume_key") != self.key:
+            return None
+        if record.get("tensors") and not tensor_path.is_file():
+            return None
+        return record
+
+    def _write_record(self, ava: str, record: dict[str, Any], tensors: dict[str, Any]) -> None:
+        from ava.heads.run_files import write_json
+
+        meta_path, tensor_path = self._record_paths(ava)
+        meta_path.parent.mkdir(parents=True, exist_ok=True)
+        meta_path.unlink(missing_ok=True)  # an old record must not outlive the tensors it described
+        record["tensors"] = bool(tensors)
+        if tensors:
+            save_tensors(tensor_path, tensors)
+        write_json(meta_path, record)
+
+    def record_tensors(self, ava: str) -> dict[str, Any]:
+        """The tensors recorded for one ability (torch tensors, by name)."""
+        from safetensors.torch import load_file
+
+        _, tensor_path = self._record_paths(ava)
+        return load_file(str(tensor_path)) if self.records[ava].get("tensors") else {}
+
+    # -- the end -------------------------------------------------------------------------------------------
+    def write_head_files(self) -> None:
+        """The head's own combined files (weights, metadata) from the ability records."""
+        raise NotImplementedError
+
+    def finish(self) -> dict[str, Any] | None:
+        """Write the head's files and, when the config evaluates, results and predictions of its split."""
+        from ava.heads.run_files import score_and_write
+
+        missing = [a for a in self.abilities if a not in self.records]
+        if missing:
+            raise AvaError(f"{self.run_dir}: abilities {missing} were not trained")
+        self.write_head_files()
+        if not getattr(self.config, "eval_after", True):
+            return None
+        predictions = {(ava, sid): reply for ava in self.abilities for sid, reply in self.records[ava]["replies"]}
+        extra = {ava: self.records[ava]["extra"] for ava in self.abilities}
+        from ava.config import to_jsonable
+
+        return score_and_write(self.dataset, predictions, self.abilities, self.config.split, self.run,
+                               to_jsonable(self.config), self.run_dir, extra)  # fmt: skip
+
+
+def save_tensors(path: Path, tensors: dict[str, Any], metadata: dict[str, str] | None = None) -> None:
+    """Write torch tensors (or numpy arrays) as safetensors, atomically."""
+    import numpy as np
+    import torch
+    from safetensors.torch import save_file
+
+    out = {k: (torch.from_numpy(np.ascontiguousarray(v)) if isinstance(v, np.ndarray) else v.detach().cpu())
+           .contiguous() for k, v in tensors.items()}  # fmt: skip
+    tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
+    save_file(out, str(tmp), metadata=metadata)
+    os.replace(tmp, path)
+
+
+def train_abilities(runs: Sequence[AbilityRun], cache: Any, abilities: Sequence[str], *, device: str = "cpu",
+                    progress: bool = True, label: str = "") -> dict[str, int]:  # fmt: skip
+    """Fit every run on every ability it has not recorded yet, each ability's features read once for all runs.
+
+    Returns the number of cache reads (one per layer) per ability (0 for abilities every run had recorded)."""
+    from ava.heads.features import AbilityFeatures
+    from ava.progress import progress as progress_bar
+
+    reads: dict[str, int] = {}
+    with progress_bar(progress, transient=True) as bar:
+        total = bar.add_task(label or "abilities x heads", total=len(abilities) * len(runs))
+        for ava in abilities:
+            todo = [r for r in runs if r.pending(ava)]
+            bar.advance(total, len(runs) - len(todo))
+            reads[ava] = 0
+            if not todo:
+                continue
+            samples: dict[tuple[str, str], Sample] = {}
+            layers: list[int | None] = []
+            for run in todo:
+                for s in (*run.train_samples(ava), *run.eval_samples(ava)):
+                    samples.setdefault(s.key, s)
+                layers.extend(la for la in run.layers() if la not in layers)
+            bar.update(total, description=f"{label + ' ' if label else ''}{ava}: reading features")
+            features = AbilityFeatures(cache, list(samples.values()), layers, device=device)
+            reads[ava] = features.reads
+            for run in todo:
+                bar.update(total, description=f"{label + ' ' if label else ''}{ava}: {run.head}")
+                step = bar.add_task(f"  {run.head} {ava}", total=None)
+                run.fit(ava, features, on_step=lambda step=step: bar.advance(step))
+                bar.remove_task(step)
+                bar.advance(total)
+            del features
+    return reads
+
+
+# -- ava fingerprint ---------------------------------------------------------------------------------------------
+FINGERPRINT_HEADS = ("probe-linear", "probe-attn", "knn")
+
+
+@dataclass
+class FingerprintConfig:
+    """``ava fingerprint``: the cheap heads on every ability of one VFM, one run directory per head under ``out``."""
+
+    vfm: str = ""
+    data: str = ""
+    cache: str = ""
+    out: str = ""  # run directories go to OUT/<head>-<vfm>
+    ava: list[str] | None = None  # abilities; None or [] = every ability in the data
+    heads: list[str] = field(default_factory=lambda: list(FINGERPRINT_HEADS))
+    seed: int = 0
+    device: str = "auto"
+    max_train: int | None = None
+    split: str = "test"
+    progress: bool = True
+
+
+def run_dir_name(head: str, vfm: str) -> str:
+    """``<head>-<vfm>``, with characters a directory name should not hold (``/``, ``:``...) replaced by ``_``."""
+    return f"{head}-{re.sub(r'[^A-Za-z0-9._@+-]', '_', vfm)}"
+
+
+def head_config(head: str, config: FingerprintConfig, out: Path, abilities: list[str]) -> Any:
+    """The head's own config with the fingerprint's shared fields (everything else at the head's defaults)."""
+    import dataclasses
+
+    from ava.heads import HEADS
+
+    spec = HEADS.get(head)
+    values = {"ava": list(abilities), "vfm": config.vfm, "data": config.data, "cache": config.cache,
+              "out": str(out / run_dir_name(spec.name, config.vfm)), "seed": config.seed, "device": config.device,
+              "max_train": config.max_train, "split": config.split, "progress": False}  # fmt: skip
+    names = {f.name for f in dataclasses.fields(spec.config_cls)}
+    return spec.config_cls(**{k: v for k, v in values.items() if k in names})
+
+
+def make_run(head: str, config: Any, dataset: Dataset, cache: Any, abilities: list[str], device: str) -> AbilityRun:
+    """The :class:`AbilityRun` of a feature head (``probe-linear``, ``probe-attn``, ``knn``)."""
+    from ava.heads import HEADS
+
+    name = HEADS.get(head).name
+    if name in ("probe-linear", "probe-attn"):
+        from ava.heads.probe.train import ProbeRun
+
+        return ProbeRun(config, dataset, cache, abilities, device)
+    if name == "knn":
+        from ava.heads.knn.train import KNNRun
+
+        return KNNRun(config, dataset, cache, abilities, device)
+    raise AvaError(f"head {head!r} cannot be part of a fingerprint; use {', '.join(FINGERPRINT_HEADS)}")
+
+
+@dataclass
+class FingerprintResult:
+    run_dirs: dict[str, Path]  # head -> run directory
+    results: dict[str, dict[str, Any] | None]  # head -> results of the split
+    reads: dict[str, int]  # ability -> cache reads (one per layer; 0 when every head had it recorded)
+    resumed: dict[str, list[str]]  # head -> abilities taken from an earlier, interrupted run
+
+
+def fingerprint(config: FingerprintConfig) -> FingerprintResult:
+    """Train every head of ``config`` on every ability, each ability's features read once (see the module doc)."""
+    from ava.cache import open_cache
+    from ava.data.format import Dataset
+    from ava.heads.features import resolve_device
+    from ava.heads.targets import select_abilities
+
+    if not config.out:
+        raise AvaError("no output directory given (--out)")
+    if not config.heads:
+        raise AvaError(f"no heads given; use some of {', '.join(FINGERPRINT_HEADS)}")
+    dataset = Dataset(config.data)
+    abilities = select_abilities(dataset, config.ava)
+    cache = open_cache(config.cache, config.vfm)
+    device = resolve_device(config.device)
+    out = Path(config.out)
+    runs = [make_run(h, head_config(h, config, out, abilities), dataset, cache, abilities, device)
+            for h in dict.fromkeys(config.heads)]  # fmt: skip
+    reads = train_abilities(runs, cache, abilities, device=device, progress=config.progress, label=config.vfm)
+    results = {run.head: run.finish() for run in runs}
+    return FingerprintResult({r.head: r.run_dir for r in runs}, results, reads, {r.head: r.resumed for r in runs})
