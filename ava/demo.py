@@ -186,6 +186,39 @@ def _run_head(head: str, config: DemoConfig, paths: dict[str, Path], abilities: 
         runs.append((Path(hc.out), hc))
 
 
+def _fingerprint(config: DemoConfig, vfm: str, paths: dict[str, Path], abilities: list[str], console: Any,
+                 runs: list[tuple[Path, Any]], failures: list[str]) -> None:  # fmt: skip
+    """The feature heads of one VFM as one ``ava fingerprint`` (each ability's features read once for all heads;
+    it resumes per ability); a head run already marked done with the same config is not trained again."""
+    from ava.data.format import atomic_write_text
+    from ava.heads.fingerprint import FingerprintConfig, fingerprint, head_config
+
+    fc = FingerprintConfig(vfm=vfm, data=str(paths["data"]), cache=str(paths["cache"]), out=str(paths["out"] / "runs"),
+                           ava=list(abilities), heads=list(config.heads), seed=config.seed, device=config.device,
+                           progress=config.progress)  # fmt: skip
+    configs = {h: head_config(h, fc, Path(fc.out), abilities) for h in fc.heads}
+    runs.extend((Path(hc.out), hc) for hc in configs.values())
+    todo = [h for h, hc in configs.items() if not _finished(Path(hc.out), hc)]
+    for h in set(configs) - set(todo):
+        console.print(f"  {Path(configs[h].out).name}: already done, skipped")
+    if not todo:
+        return
+    for h in todo:
+        (Path(configs[h].out) / DONE).unlink(missing_ok=True)
+    t0 = time.perf_counter()
+    try:
+        result = fingerprint(replace(fc, heads=todo))
+    except Exception as e:  # noqa: BLE001 - reported below and re-raised as a summary at the end
+        console.print(f"  [red]fingerprint of {vfm} FAILED[/]: {type(e).__name__}: {e}", highlight=False)
+        failures.append(f"fingerprint of {vfm}: {type(e).__name__}: {e}")
+        return
+    for h in todo:
+        atomic_write_text(Path(configs[h].out) / DONE, json.dumps(_config_json(configs[h]), indent=2) + "\n")
+    reads = sum(result.reads.values())
+    console.print(f"  {vfm}: {', '.join(todo)} on {len(abilities)} abilities in {time.perf_counter() - t0:.1f} s "
+                  f"({reads} feature reads)")  # fmt: skip
+
+
 # -- the demo ------------------------------------------------------------------------------------------------
 def run_demo(config: DemoConfig) -> Path:
     """Run every stage (skipping finished ones), print the main table, and return the path of report.md."""
@@ -222,9 +255,9 @@ def run_demo(config: DemoConfig) -> Path:
             console.print(f"  {vfm}: {_summary_line(summary)}", highlight=False)
     runs: list[tuple[Path, Any]] = []  # (run dir, head config)
     failures: list[str] = []
-    with stage("feature heads", f"{', '.join(config.heads)} on {len(abilities)} abilities"):
-        for head in config.heads:
-            _run_head(head, config, paths, abilities, console, runs, failures)
+    with stage("feature heads", f"{', '.join(config.heads)} on {len(abilities)} abilities (ava fingerprint)"):
+        for vfm in config.vfms:
+            _fingerprint(config, vfm, paths, abilities, console, runs, failures)
     if use_llm:
         with stage("LLM head", f"{config.llm} on {', '.join(llm_ava)}"):
             _run_head("llm", config, paths, llm_ava, console, runs, failures)

@@ -1,0 +1,185 @@
+"""The cheap heads on every ability: wall time per head and ability, and token reads per ability.
+
+Two ways to get the same three run directories, side by side in one process on one dataset and feature source:
+
+- ``heads``: ``probe-linear``, ``probe-attn`` and ``knn`` trained one after another (three ``ava head train``);
+- ``fingerprint``: ``ava fingerprint`` (each ability's features read once, shared by the three heads).
+
+Features are random (speed depends on shapes, not values): a stand-in for the feature cache returns, for every
+image, ``T x D`` Gaussian tokens seeded by the image's sha256 plus a small class signal, so the heads have something
+to fit. ``reads`` counts calls of the cache's ``read`` (one call reads one batch of rows of one layer). The dataset
+is a hand-made one with the 14 abilities' answer kinds (``tests/_heads_fixtures.py``).
+
+    python benchmarks/bench_fingerprint.py                                # 14 abilities x 150 samples, 196 x 768
+    python benchmarks/bench_fingerprint.py --tokens 729 --dim 1152 --samples 1000   # SigLIP-so400m shapes
+    python benchmarks/bench_fingerprint.py --modes fingerprint --json out.json
+
+Run it with ``PYTHONPATH`` pointing at an older checkout to count that code's reads (``fingerprint`` is skipped
+where it does not exist).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+
+class RandomCache:
+    """The ``FeatureCache`` interface over random tokens: row of an image = N(0, 1) seeded by its sha256, plus the
+    hand-made dataset's answer signal (so probes and kNN fit something); counts reads and rows read."""
+
+    def __init__(self, signals: dict[str, np.ndarray], tokens: int, dim: int) -> None:
+        self.signals, self.num_tokens, self.dim = signals, tokens, dim
+        self.layers, self.key, self.random_weights, self.grid = (-1,), "bench0001", True, ()
+        self.identity, self.spec = {"key": "random"}, {"codec": "fp16"}
+        self.reads, self.rows_read, self.read_s = 0, 0, 0.0
+        self.by_ability: dict[str, int] = defaultdict(int)
+        self.ability_of: dict[str, str] = {}
+
+    def has(self, sha: str) -> bool:
+        return sha in self.signals
+
+    def read(self, shas: list[str], layer: int | None = None) -> np.ndarray:
+        t0 = time.perf_counter()
+        out = np.empty((len(shas), self.num_tokens, self.dim), np.float16)
+        for i, sha in enumerate(shas):
+            rng = np.random.default_rng(int(hashlib.sha256(sha.encode()).hexdigest()[:8], 16))
+            x = rng.standard_normal((self.num_tokens, self.dim), dtype=np.float32)
+            sig = self.signals[sha]
+            x[:, : sig.shape[-1]] += sig[0, 0] if sig.ndim == 3 else sig
+            out[i] = x
+        self.reads += 1
+        self.rows_read += len(shas)
+        for ava in {self.ability_of.get(s, "?") for s in shas}:
+            self.by_ability[ava] += 1
+        self.read_s += time.perf_counter() - t0
+        return out.astype(np.float32)
+
+    def read_pooled(self, shas: list[str], layer: int | None = None) -> np.ndarray:
+        return self.read(shas, layer).mean(1)
+
+
+def build(root: Path, samples: int, tokens: int, dim: int) -> tuple[Path, RandomCache]:
+    from _heads_fixtures import handmade
+
+    from ava.abilities import ABILITY_KEYS
+    from ava.data.format import Dataset
+
+    data, fake = handmade(root / "data", abilities=tuple(ABILITY_KEYS), n=samples, tokens=4, dim=16)
+    cache = RandomCache({sha: rows[0, 0] for sha, rows in fake.rows.items()}, tokens, dim)
+    for s in Dataset(data).samples():
+        cache.ability_of[s.image_sha256] = s.ava
+    return data, cache
+
+
+def run_heads(data: Path, out: Path, timings: dict) -> None:
+    from ava.heads.knn.config import KNNConfig
+    from ava.heads.knn.train import train as knn_train
+    from ava.heads.probe.config import AttnProbeConfig, ProbeConfig
+    from ava.heads.probe.train import train as probe_train
+
+    common = dict(vfm="random", data=str(data), cache="x", progress=False, device="cpu")
+    for head, fn, cfg in (("probe-linear", probe_train, ProbeConfig), ("probe-attn", probe_train, AttnProbeConfig),
+                          ("knn", knn_train, KNNConfig)):  # fmt: skip
+        t0 = time.perf_counter()
+        fn(cfg(out=str(out / head), **common))
+        timings[head] = time.perf_counter() - t0
+
+
+def run_fingerprint(data: Path, out: Path, per: dict) -> None:
+    from ava.heads import fingerprint as fp
+
+    real = fp.AbilityRun.fit
+
+    def timed(self, ava, features, on_step=None):  # noqa: ANN001, ANN202
+        t0 = time.perf_counter()
+        real(self, ava, features, on_step)
+        per[(self.head, ava)] = time.perf_counter() - t0
+
+    fp.AbilityRun.fit = timed
+    try:
+        fp.fingerprint(fp.FingerprintConfig(vfm="random", data=str(data), cache="x", out=str(out), device="cpu",
+                                            progress=False))  # fmt: skip
+    finally:
+        fp.AbilityRun.fit = real
+
+
+def _name(key: str | tuple[str, str]) -> str:
+    return " ".join(key) if isinstance(key, tuple) else key
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--samples", type=int, default=150, help="samples per ability (80%% train)")
+    ap.add_argument("--tokens", type=int, default=196)
+    ap.add_argument("--dim", type=int, default=768)
+    ap.add_argument("--modes", default="heads,fingerprint")
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+    import torch
+
+    import ava.cache
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    tmp = Path(tempfile.mkdtemp(prefix="bench-fp-"))
+    rows = []
+    try:
+        data, cache = build(tmp, args.samples, args.tokens, args.dim)
+        ava.cache.open_cache = lambda *a, **k: cache  # every head opens this stand-in
+        for mode in args.modes.split(","):
+            cache.reads, cache.rows_read, cache.read_s = 0, 0, 0.0
+            cache.by_ability.clear()
+            t0, c0 = time.perf_counter(), time.process_time()
+            detail: dict = {}
+            if mode == "heads":
+                run_heads(data, tmp / mode, detail)
+            elif mode == "fingerprint":
+                try:
+                    import ava.heads.fingerprint  # noqa: F401
+                except ImportError:
+                    print("fingerprint: not in this checkout, skipped")
+                    continue
+                run_fingerprint(data, tmp / mode, detail)
+            else:
+                raise SystemExit(f"unknown mode {mode!r}")
+            wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+            reads = sorted(cache.by_ability.values())
+            row = {"mode": mode, "wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "reads": cache.reads,
+                   "reads_per_ability": reads[len(reads) // 2] if reads else 0,
+                   "rows_read": cache.rows_read, "read_s": round(cache.read_s, 2),
+                   "detail": {_name(k): round(v, 3) for k, v in detail.items()}}  # fmt: skip
+            rows.append(row)
+            print(json.dumps({k: v for k, v in row.items() if k != "detail"}))
+        if any(r["mode"] == "fingerprint" for r in rows):
+            per = next(r for r in rows if r["mode"] == "fingerprint")["detail"]
+            heads = sorted({k.split(" ")[0] for k in per})
+            abilities = sorted({k.split(" ")[1] for k in per})
+            print("\n| ability | " + " | ".join(f"{h} s" for h in heads) + " |")
+            print("|---|" + "---:|" * len(heads))
+            for a in abilities:
+                print(f"| {a} | " + " | ".join(f"{per.get(f'{h} {a}', float('nan')):.2f}" for h in heads) + " |")
+        print(f"\ndevice: CPU {platform.processor() or platform.machine()}, torch threads {torch.get_num_threads()}, "
+              f"{args.samples} samples x 14 abilities, tokens {args.tokens} x {args.dim}, random features; "
+              "no GPU in this session")  # fmt: skip
+        if args.json:
+            Path(args.json).write_text(json.dumps({"args": vars(args), "rows": rows}, indent=2))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
