@@ -12,8 +12,9 @@ and, for ``int8``, a sibling array of per-token scales ``[N, T]``.
   ``q = round(x / scale)``. The absolute error of a value is at most ``scale / 2`` (plus the fp32
   rounding of the scale), i.e. at most 1/254 of that token's largest magnitude.
 
-Encoding takes a torch tensor on any device (so quantization runs on the GPU next to the forward pass)
-and returns numpy arrays; decoding takes numpy and returns float32 numpy.
+Encoding takes a torch tensor on any device (so quantization runs on the GPU next to the forward pass) and
+returns numpy arrays (``encode``), or device tensors and an out-of-range flag that extraction checks once per
+shard (``encode_device``); decoding takes numpy and returns float32 numpy.
 """
 
 from __future__ import annotations
@@ -34,16 +35,36 @@ ZSTD_LEVEL = 3
 
 @dataclass(frozen=True)
 class Codec:
-    """Base codec: subclasses define ``encode`` and ``decode``."""
+    """Base codec: subclasses define ``encode_device``, ``host`` and ``decode``.
+
+    Extraction encodes on the device without waiting for it (:meth:`encode_device` returns tensors and a 0-dim
+    "out of range" flag that stays on the device), copies the results to pinned host memory without blocking, and
+    checks the flags once per shard; :meth:`encode` is the same in one blocking call.
+    """
 
     name: str
     storage_dtype: str  # numpy dtype of the stored values
     has_scale: bool
     description: str
 
-    def encode(self, x: torch.Tensor) -> tuple[np.ndarray, np.ndarray | None]:
-        """``x [..., T, D]`` float -> (stored values, per-token scales or None)."""
+    def encode_device(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """``x [..., T, D]`` float -> (stored values, per-token scales or None, a bool flag tensor that is true when
+        some finite value does not fit the stored type, or None), all on ``x``'s device; nothing synchronizes."""
         raise NotImplementedError
+
+    def host(self, t: torch.Tensor) -> np.ndarray:
+        """A stored-values (or scales) tensor already on the CPU -> the numpy array Zarr stores."""
+        return t.numpy()
+
+    def range_error(self, peak: float) -> AvaError:
+        return AvaError(f"features reach {peak:.4g}, beyond the range of the {self.name} codec")
+
+    def encode(self, x: torch.Tensor) -> tuple[np.ndarray, np.ndarray | None]:
+        """``x [..., T, D]`` float -> (stored values, per-token scales or None), numpy; out-of-range values raise."""
+        values, scale, bad = self.encode_device(x)
+        if bad is not None and bool(bad):
+            raise self.range_error(float(finite_peak(x)))
+        return self.host(values.cpu()), None if scale is None else self.host(scale.cpu())
 
     def decode(self, values: np.ndarray, scale: np.ndarray | None) -> np.ndarray:
         """Stored arrays -> float32 values of the same shape."""
@@ -55,40 +76,49 @@ class Codec:
         return zarr.codecs.ZstdCodec(level=ZSTD_LEVEL)
 
 
+def finite_peak(x: torch.Tensor) -> torch.Tensor:
+    """The largest finite magnitude of ``x`` (0-dim, on its device)."""
+    import torch
+
+    return torch.where(torch.isfinite(x), x.abs(), torch.zeros((), dtype=x.dtype, device=x.device)).amax()
+
+
 class Fp16Codec(Codec):
-    def encode(self, x: torch.Tensor) -> tuple[np.ndarray, None]:
+    def encode_device(self, x: torch.Tensor) -> tuple[torch.Tensor, None, torch.Tensor]:
         import torch
 
         half = x.to(torch.float16)
-        if (torch.isfinite(x) & ~torch.isfinite(half)).any():  # overflow, whatever else the row holds
-            big = x[torch.isfinite(x)].abs().max().item()
-            raise AvaError(f"features reach {big:.4g}, beyond the fp16 range (65504): use --codec bf16 or int8")
-        return half.cpu().numpy(), None
+        return half, None, (torch.isfinite(x) & ~torch.isfinite(half)).any()  # overflow, whatever else the row holds
+
+    def range_error(self, peak: float) -> AvaError:
+        return AvaError(f"features reach {peak:.4g}, beyond the fp16 range (65504): use --codec bf16 or int8")
 
     def decode(self, values: np.ndarray, scale: np.ndarray | None) -> np.ndarray:
         return values.astype(np.float32)
 
 
 class Bf16Codec(Codec):
-    def encode(self, x: torch.Tensor) -> tuple[np.ndarray, None]:
+    def encode_device(self, x: torch.Tensor) -> tuple[torch.Tensor, None, None]:
         import torch
 
-        bits = x.to(torch.bfloat16).view(torch.int16).cpu().numpy()
-        return bits.view(np.uint16), None
+        return x.to(torch.bfloat16).view(torch.int16), None, None
+
+    def host(self, t: torch.Tensor) -> np.ndarray:
+        return t.numpy().view(np.uint16)
 
     def decode(self, values: np.ndarray, scale: np.ndarray | None) -> np.ndarray:
         return (values.astype(np.uint32) << 16).view(np.float32)
 
 
 class Int8Codec(Codec):
-    def encode(self, x: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+    def encode_device(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, None]:
         import torch
 
         x = x.float()
         scale = x.abs().amax(dim=-1) / 127.0
         safe = torch.where(scale > 0, scale, torch.ones_like(scale))
         q = torch.round(x / safe.unsqueeze(-1)).clamp_(-127, 127).to(torch.int8)
-        return q.cpu().numpy(), scale.cpu().numpy().astype(np.float32)
+        return q, scale, None
 
     def decode(self, values: np.ndarray, scale: np.ndarray | None) -> np.ndarray:
         assert scale is not None

@@ -18,7 +18,7 @@ import os
 import queue
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -52,8 +52,8 @@ class ExtractConfig:
     layers: tuple[int, ...] = (-2,)
     batch_size: int = 32
     device: str = "auto"
-    dtype: str = "fp32"
-    num_workers: int = 0
+    dtype: str = "auto"  # auto: bf16 on CUDA (tensor cores), fp32 on CPU; the spec records the resolved dtype
+    num_workers: int | None = None  # None: sized to the machine (see default_workers)
     preprocess: str = "pad"
     progress: bool = True
     shard_size: int = DEFAULT_SHARD_SIZE  # images per shard: the unit of writing, resuming and rank ownership
@@ -100,6 +100,24 @@ def _init_dist(cuda: bool) -> _Dist:
     return _Dist(dist.get_rank(), dist.get_world_size(), local_rank, here)
 
 
+def forward_dtype(dtype: str, device: torch.device) -> str:
+    """``"auto"`` -> ``"bf16"`` on CUDA, ``"fp32"`` elsewhere (CPUs have no fast bf16 matmul to speak of)."""
+    if dtype == "auto":
+        return "bf16" if device.type == "cuda" else "fp32"
+    return dtype
+
+
+def default_workers(device: torch.device) -> int:
+    """DataLoader workers decoding images when none are asked for. On a GPU the forward needs no CPU, so every core
+    but one (for the main loop) decodes, up to 8 per process; on a CPU the forward uses the cores itself, so one
+    worker in four cores decodes (none on a single core: a worker would only take turns with the forward)."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if device.type == "cuda":
+        per_gpu = max(1, torch.cuda.device_count()) if torch.cuda.is_available() else 1
+        return max(1, min(8, (cpus - 1) // per_gpu))
+    return max(0, min(4, cpus // 4)) if cpus > 2 else (1 if cpus == 2 else 0)
+
+
 def resolve_device(device: str, local_rank: int = 0) -> torch.device:
     """:func:`ava.vfm.model.resolve_device`, with a bare ``cuda`` (or ``auto`` on a GPU machine) meaning this
     process's GPU under torchrun (``cuda:LOCAL_RANK``)."""
@@ -144,7 +162,7 @@ def build_spec(vfm: Any, name: str, config: ExtractConfig) -> dict[str, Any]:
         "codec": config.codec,
         "preprocess": ident["preprocess"],  # copies of identity fields, for listings and readers
         "layers": [int(la) for la in vfm.layers],
-        "dtype": config.dtype,
+        "dtype": config.dtype,  # resolved by extract() ("auto" never reaches the spec)
         "num_tokens": int(vfm.num_tokens),
         "dim": int(vfm.dim),
         "grid": [int(g) for g in vfm.grid],
@@ -321,10 +339,11 @@ def extract(config: ExtractConfig) -> dict[str, Any]:
     """
     from ava.vfm import load_vfm
 
-    try:
-        dtype = resolve_dtype(config.dtype)
-    except AvaError as e:
-        raise AvaError(f"--dtype: {e}") from None
+    if config.dtype != "auto":
+        try:
+            resolve_dtype(config.dtype)
+        except AvaError as e:
+            raise AvaError(f"--dtype: {e}") from None
     get_codec(config.codec)  # unknown codec: fail before loading anything
     if config.batch_size < 1:
         raise AvaError(f"--batch-size must be >= 1, got {config.batch_size}")
@@ -333,6 +352,10 @@ def extract(config: ExtractConfig) -> dict[str, Any]:
     dist = _init_dist(want_cuda)
     try:
         device = resolve_device(config.device, dist.local_rank)
+        config = replace(config, dtype=forward_dtype(config.dtype, device))
+        if config.num_workers is None:
+            config = replace(config, num_workers=default_workers(device))
+        dtype = resolve_dtype(config.dtype)
         vfm = load_vfm(
             config.vfm,
             device=str(device),
@@ -387,19 +410,18 @@ def _run(
         remaining.setdefault(r // group.shard_size, set()).add(r)
     writer = _Writer(group)
     writer.start()
-    rate, failed, results = _Rate(), [], {}
+    rate, failed, results, checks = _Rate(), [], {}, {}
     progress, task = _progress(config.progress and dist.rank == 0, len(todo), 0)
     try:
         with progress:
             for batch in batches:
-                _compute(vfm, group, batch, device, results)
+                _compute(vfm, group, batch, device, results, checks)
                 failed.extend(e for _, e in batch["failed"])
                 for r in batch["rows"] + [r for r, _ in batch["failed"]]:
                     shard = r // group.shard_size
                     remaining[shard].discard(r)
                     if not remaining[shard]:  # the shard is complete: hand it to the writer
-                        rows = [q for q in results if q // group.shard_size == shard]
-                        writer.put((shard, {q: results.pop(q) for q in rows}))
+                        writer.put(_shard_job(group, shard, results, checks))
                 n = len(batch["rows"]) + len(batch["failed"])
                 progress.update(task, advance=n, rate=rate.add(n))
     finally:
@@ -424,14 +446,44 @@ def _run(
     }
 
 
+def _to_host(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """``t`` on the CPU: from a GPU, copied without blocking into pinned memory (PyTorch's caching host allocator
+    reuses the pinned blocks, so this is a ring of buffers, not an allocation per batch)."""
+    if device.type != "cuda":
+        return t
+    host = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
+    host.copy_(t, non_blocking=True)
+    return host
+
+
+@dataclass
+class _ShardChecks:
+    """What a shard waits for before its rows are written: the copy events of its batches and, per batch, the
+    codec's out-of-range flag with the largest finite value (device tensors, read once per shard)."""
+
+    events: list[Any] = field(default_factory=list)
+    flags: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)
+
+    def settle(self, codec: Any) -> None:
+        """Wait for the shard's copies; raise the codec's range error if any batch overflowed (one sync per shard)."""
+        for event in self.events:
+            event.synchronize()
+        if self.flags:
+            bad = torch.stack([b for b, _ in self.flags])
+            if bool(bad.any()):
+                raise codec.range_error(float(torch.stack([p for _, p in self.flags]).max()))
+
+
 def _compute(
     vfm: Any,
     group: CacheGroup,
     batch: dict[str, Any],
     device: torch.device,
     results: dict[int, list],
+    checks: dict[int, _ShardChecks],
 ) -> None:
-    """Forward one batch and encode each layer on the device; results[row] = [(values, scale) per layer]."""
+    """Forward one batch and encode each layer on the device, without waiting for it: results[row] = [(values,
+    scale) per layer] as host tensors (being copied), the copy event and range flags in ``checks[shard]``."""
     if batch["pixels"] is None:
         return
     out = _forward(vfm, batch["pixels"], device)  # [B, L, T, D]
@@ -440,6 +492,29 @@ def _compute(
             f"VFM output {tuple(out.shape)} does not match the cache spec "
             f"[B, {len(group.layers)}, {group.num_tokens}, {group.dim}]"
         )
-    encoded = [group.codec.encode(out[:, li]) for li in range(out.shape[1])]
+    codec = group.codec
+    check = checks.setdefault(batch["rows"][0] // group.shard_size, _ShardChecks())  # batches never cross shards
+    encoded = []
+    for li in range(out.shape[1]):
+        values, scale, bad = codec.encode_device(out[:, li])
+        if bad is not None:
+            from ava.cache.codecs import finite_peak
+
+            check.flags.append((bad, finite_peak(out[:, li]).float()))
+        encoded.append((_to_host(values, device), None if scale is None else _to_host(scale, device)))
+    if device.type == "cuda":
+        event = torch.cuda.Event()
+        event.record()
+        check.events.append(event)
     for i, row in enumerate(batch["rows"]):
         results[row] = [(v[i], None if s is None else s[i]) for v, s in encoded]
+
+
+def _shard_job(group: CacheGroup, shard: int, results: dict[int, list], checks: dict[int, _ShardChecks]) -> tuple:
+    """The writer's job for a finished shard: its rows as numpy arrays, after the shard's copies and range checks."""
+    codec = group.codec
+    check = checks.pop(shard, None)
+    if check is not None:
+        check.settle(codec)
+    rows = [q for q in results if q // group.shard_size == shard]
+    return shard, {q: [(codec.host(v), None if s is None else codec.host(s)) for v, s in results.pop(q)] for q in rows}

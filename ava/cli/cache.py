@@ -41,10 +41,15 @@ def extract_cmd(
         int | None, typer.Option(help="Images per forward pass (default 32).", callback=checked("batch_size"))
     ] = None,
     device: Annotated[str | None, typer.Option(help="auto, cpu or cuda.")] = None,
-    dtype: Annotated[str | None, typer.Option(help="Forward dtype: fp32 (default), bf16 or fp16.")] = None,
+    dtype: Annotated[
+        str | None, typer.Option(help="Forward dtype: auto (default: bf16 on CUDA, fp32 on CPU), fp32, bf16 or fp16.")
+    ] = None,
     num_workers: Annotated[
         int | None,
-        typer.Option(help="DataLoader workers decoding images (default 0).", callback=checked("num_workers")),
+        typer.Option(
+            help="DataLoader workers decoding images (default: sized to the machine, leaving cores to a CPU forward).",
+            callback=checked("num_workers"),
+        ),
     ] = None,
     preprocess: Annotated[str | None, typer.Option(help="pad (pad to square, default) or processor.")] = None,
     shard_size: Annotated[

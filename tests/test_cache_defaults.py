@@ -1,0 +1,45 @@
+"""Extraction defaults sized to the device and machine, and the codecs' deferred range check."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from ava.cache.codecs import get_codec
+from ava.cache.extraction import _ShardChecks, default_workers, forward_dtype
+from ava.errors import AvaError
+
+
+def test_forward_dtype_is_bf16_on_cuda_only() -> None:
+    assert forward_dtype("auto", torch.device("cpu")) == "fp32"
+    assert forward_dtype("auto", torch.device("cuda", 0)) == "bf16"
+    assert (
+        forward_dtype("fp16", torch.device("cuda", 0)) == "fp16"
+        and forward_dtype("bf16", torch.device("cpu")) == "bf16"
+    )
+
+
+@pytest.mark.parametrize(("cpus", "cpu_workers"), [(1, 0), (2, 1), (4, 1), (16, 4), (64, 4)])
+def test_workers_leave_cores_to_a_cpu_forward(monkeypatch: pytest.MonkeyPatch, cpus: int, cpu_workers: int) -> None:
+    monkeypatch.setattr("os.sched_getaffinity", lambda _: set(range(cpus)), raising=False)
+    assert default_workers(torch.device("cpu")) == cpu_workers
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert default_workers(torch.device("cuda", 0)) == max(1, min(8, cpus - 1))
+
+
+def test_range_flags_are_read_once_per_shard() -> None:
+    codec = get_codec("fp16")
+    ok, ok_scale, ok_flag = codec.encode_device(torch.ones(2, 3, 4))
+    big = torch.ones(2, 3, 4)
+    big[1, 2, 3] = 7e4
+    _, _, bad_flag = codec.encode_device(big)
+    assert ok_scale is None and ok.dtype == torch.float16 and isinstance(ok_flag, torch.Tensor)
+    fine = _ShardChecks(flags=[(ok_flag, torch.tensor(1.0))])
+    fine.settle(codec)
+    mixed = _ShardChecks(flags=[(ok_flag, torch.tensor(1.0)), (bad_flag, torch.tensor(7e4))])
+    with pytest.raises(AvaError, match="7e\\+04, beyond the fp16 range"):
+        mixed.settle(codec)
+    values, scale = get_codec("bf16").encode(torch.tensor([[1.5, -2.0]]))
+    assert values.dtype == np.uint16 and scale is None
