@@ -1,7 +1,7 @@
 """How feature values are stored: one registry of codecs, each a lossy or exact map float -> stored arrays.
 
-Every codec stores one array of values shaped like the features ``[N, T, D]`` (zstd-compressed by Zarr)
-and, for ``int8``, a sibling array of per-token scales ``[N, T]``.
+Every codec stores one array of values shaped like the features ``[N, T, D]`` (compressed by Zarr, see
+``Codec.compressors``) and, for ``int8``, a sibling array of per-token scales ``[N, T]``.
 
 - ``fp16`` (default): IEEE half precision. Exact for features already computed in fp16; from fp32 it is
   the usual round-to-nearest-even. Values beyond +-65504 would become inf, so encoding refuses them
@@ -71,9 +71,14 @@ class Codec:
         raise NotImplementedError
 
     def compressors(self) -> Any:
+        """Blosc: byte shuffle + lz4, chosen by measurement (``benchmarks/bench_codecs.py``, table in
+        ``benchmarks/README.md``): 16-bit features of trained or random ViTs hardly compress (zstd-3 saved 8%),
+        so the compressor must above all be fast; byte shuffle + lz4 runs near memory speed on those and still
+        takes redundant features (pixels) down 3.7x. Groups keep the compressor they were created with."""
         import zarr.codecs
 
-        return zarr.codecs.ZstdCodec(level=ZSTD_LEVEL)
+        itemsize = np.dtype(self.storage_dtype).itemsize
+        return zarr.codecs.BloscCodec(cname="lz4", clevel=5, shuffle="shuffle", typesize=itemsize)
 
 
 def finite_peak(x: torch.Tensor) -> torch.Tensor:
@@ -111,6 +116,12 @@ class Bf16Codec(Codec):
 
 
 class Int8Codec(Codec):
+    def compressors(self) -> Any:
+        """zstd: int8 is the codec for size, and its bytes compress (1 byte per value, no exponent noise)."""
+        import zarr.codecs
+
+        return zarr.codecs.ZstdCodec(level=ZSTD_LEVEL)
+
     def encode_device(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, None]:
         import torch
 
@@ -126,8 +137,8 @@ class Int8Codec(Codec):
 
 
 CODECS: Registry[Codec] = Registry("codec")
-CODECS.register("fp16", Fp16Codec("fp16", "float16", False, "IEEE half precision, zstd (default)"))
-CODECS.register("bf16", Bf16Codec("bf16", "uint16", False, "bfloat16 stored as raw uint16 bits, zstd"))
+CODECS.register("fp16", Fp16Codec("fp16", "float16", False, "IEEE half precision, Blosc lz4 + byte shuffle (default)"))
+CODECS.register("bf16", Bf16Codec("bf16", "uint16", False, "bfloat16 as raw uint16 bits, Blosc lz4 + byte shuffle"))
 CODECS.register("int8", Int8Codec("int8", "int8", True, "per-token symmetric int8 + fp32 scale per token, zstd"))
 
 
