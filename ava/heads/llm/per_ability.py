@@ -48,7 +48,7 @@ def _main() -> bool:
 
 def _abilities(config: LLMHeadConfig) -> list[str]:
     from ava.data.format import Dataset
-    from ava.heads.common import select_abilities
+    from ava.heads.targets import select_abilities
 
     if not config.data:
         raise AvaError("no dataset given (--data)")

@@ -153,13 +153,13 @@ def _featurize(batch: dict[str, torch.Tensor]) -> torch.Tensor:
 
 def instruct(config: InstructConfig) -> Path:
     """Stage 2: tune the whole LLM and the connector on conversations; writes a directory ``--init`` accepts."""
-    from ava.heads.common import stable_order
     from ava.heads.llm.config import auto_grad_accum
     from ava.heads.llm.llms import TEMPLATE_FILE, load_llm
     from ava.heads.llm.model import build_head
     from ava.heads.llm.prompt import PromptEncoder
     from ava.heads.llm.runtime import feature_source, load_connector, read_init, write_run_files
     from ava.heads.llm.train import LoopData, check_resumable, fit, init_dist, resolve_dtype
+    from ava.heads.targets import stable_order
 
     if not config.out:
         raise AvaError("no output directory given (--out)")
