@@ -180,3 +180,16 @@ def test_cli_train_and_eval(
     result = CliRunner().invoke(app, ["head", "eval", "--run", str(out), "--split", "train"])
     assert result.exit_code == 0, result.output
     assert json.loads((out / "results_train.json").read_text())["split"]["name"] == "train"
+
+
+def test_torch_index_matches_faiss() -> None:
+    """The exact matmul + top-k index (CUDA without faiss-gpu) returns faiss's neighbours, padding included."""
+    from ava.heads.knn.model import TorchFlatIP
+
+    x = np.random.default_rng(0).standard_normal((50, 8)).astype(np.float32)
+    index = build_index(x)
+    queries = x[:7] + 0.1
+    ours = search(TorchFlatIP(index.reconstruct_n(0, index.ntotal), "cpu"), queries, 60)
+    ref = search(index, queries, 60)
+    np.testing.assert_array_equal(ours[1], ref[1])
+    np.testing.assert_allclose(ours[0], ref[0], rtol=1e-5, atol=1e-6)

@@ -44,13 +44,45 @@ def build_index(features: np.ndarray) -> Any:
     return index
 
 
+class TorchFlatIP:
+    """An exact inner-product index on a torch device (a matmul and a top-k), for GPUs where faiss has no GPU
+    build: the same ``ntotal`` / ``search(queries, k) -> (similarities, ids)`` as a faiss flat index. Rows beyond
+    ``ntotal`` come back with id -1 and the lowest float32, as faiss returns them."""
+
+    def __init__(self, vectors: np.ndarray, device: str) -> None:
+        import torch
+
+        self.vectors = torch.from_numpy(np.ascontiguousarray(vectors, dtype=np.float32)).to(device)
+        self.ntotal = int(self.vectors.shape[0])
+
+    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        import torch
+
+        q = torch.from_numpy(np.ascontiguousarray(queries, dtype=np.float32)).to(self.vectors.device)
+        take = min(k, self.ntotal)
+        sims, ids = (q @ self.vectors.T).topk(take, dim=1) if take else (q[:, :0], q[:, :0].long())
+        sims, ids = sims.cpu().numpy(), ids.cpu().numpy().astype(np.int64)
+        if take < k:  # fewer rows than asked for: pad like faiss
+            pad = k - take
+            sims = np.concatenate([sims, np.full((len(q), pad), np.finfo(np.float32).min, np.float32)], axis=1)
+            ids = np.concatenate([ids, np.full((len(q), pad), -1, np.int64)], axis=1)
+        return sims, ids
+
+
 def on_device(index: Any, device: str) -> Any:
-    """The index on all GPUs when faiss has GPU support and ``device`` is CUDA, else unchanged."""
+    """The index on all GPUs when faiss has GPU support and ``device`` is CUDA; on CUDA without faiss-gpu, an exact
+    :class:`TorchFlatIP` on the GPU; else unchanged (CPU faiss)."""
     import faiss
 
-    if device.startswith("cuda") and hasattr(faiss, "get_num_gpus") and faiss.get_num_gpus() > 0:
+    if not device.startswith("cuda"):
+        return index
+    if hasattr(faiss, "get_num_gpus") and faiss.get_num_gpus() > 0:
         return faiss.index_cpu_to_all_gpus(index)
-    return index
+    import torch
+
+    if not torch.cuda.is_available():
+        return index
+    return TorchFlatIP(index.reconstruct_n(0, index.ntotal), device)
 
 
 def search(index: Any, queries: np.ndarray, k: int, batch_size: int = SEARCH_BATCH) -> tuple[np.ndarray, np.ndarray]:
