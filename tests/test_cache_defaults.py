@@ -43,3 +43,31 @@ def test_range_flags_are_read_once_per_shard() -> None:
         mixed.settle(codec)
     values, scale = get_codec("bf16").encode(torch.tensor([[1.5, -2.0]]))
     assert values.dtype == np.uint16 and scale is None
+
+
+def test_forked_workers_drop_the_group_lock(tmp_path) -> None:  # noqa: ANN001
+    """A worker forked while the lock is held closes its copy, so once the job lets go the group is free, even
+    while an orphaned worker lives on."""
+    import functools
+    import multiprocessing as mp
+
+    from ava.cache.extraction import _drop_fd, _lock_group
+
+    class Group:
+        path, key = tmp_path, "g"
+
+    lock = _lock_group(Group())
+    ctx = mp.get_context("fork")
+    ready, release = ctx.Event(), ctx.Event()
+    init = functools.partial(_drop_fd, lock.fileno())
+    child = ctx.Process(target=lambda: (init(0), ready.set(), release.wait(30)))
+    child.start()
+    try:
+        assert ready.wait(30)
+        with pytest.raises(AvaError, match="another"):
+            _lock_group(Group())  # still held by the job itself
+        lock.close()  # the job ends while its worker lives on
+        _lock_group(Group()).close()  # without _drop_fd the worker's inherited descriptor would still hold it
+    finally:
+        release.set()
+        child.join(30)

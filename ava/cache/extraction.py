@@ -14,6 +14,8 @@ are the same as those of a single-process run.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 import queue
 import threading
@@ -56,6 +58,7 @@ class ExtractConfig:
     num_workers: int | None = None  # None: sized to the machine (see default_workers)
     preprocess: str = "pad"
     progress: bool = True
+    writers: int | None = None  # threads compressing and writing shards (None: see default_writers)
     shard_size: int = DEFAULT_SHARD_SIZE  # images per shard: the unit of writing, resuming and rank ownership
     key: str | None = None  # a fixed group name instead of the spec hash (refused if its spec differs)
     trust_remote_code: bool = False  # run the checkpoint's own Python code (only when asked; see ava.vfm.remote)
@@ -208,30 +211,59 @@ def _batches(rows: list[int], shard_size: int, batch_size: int) -> list[list[int
     return out
 
 
-class _Writer(threading.Thread):
-    """Writes finished shards in the background: values first, then the done flags of their rows."""
+class _Writers:
+    """Threads writing finished shards in the background (values first, then the done flags of their rows).
 
-    def __init__(self, group: CacheGroup) -> None:
-        super().__init__(daemon=True, name="ava-cache-writer")
-        self.group = group
-        self.jobs: queue.Queue[tuple[int, dict[int, list]] | None] = queue.Queue(maxsize=2)
+    Shards are independent files, and Zarr's compressors release the GIL, so several threads compress and write
+    side by side. ``busy_s`` (summed over threads) and ``wait_s`` (time the main loop waited for a free slot in the
+    queue: the writers' backlog) say whether writing is the bottleneck."""
+
+    def __init__(self, group: CacheGroup, threads: int) -> None:
+        self.group, self.n = group, max(1, threads)
+        self.jobs: queue.Queue[tuple[int, dict[int, list]] | None] = queue.Queue(maxsize=2 * self.n)
         self.error: BaseException | None = None
+        self.busy_s = self.wait_s = 0.0
+        self._lock = threading.Lock()
+        self.threads = [threading.Thread(target=self._run, daemon=True, name=f"ava-cache-writer-{i}")
+                        for i in range(self.n)]  # fmt: skip
 
-    def run(self) -> None:
+    def start(self) -> None:
+        for t in self.threads:
+            t.start()
+
+    def _run(self) -> None:
         while (job := self.jobs.get()) is not None:
             if self.error is None:
+                t0 = time.perf_counter()
                 try:
                     write_shard(self.group, *job)
                 except BaseException as e:  # re-raised in the main thread
                     self.error = e
+                with self._lock:
+                    self.busy_s += time.perf_counter() - t0
 
-    def put(self, job: tuple[int, dict[int, list]] | None) -> None:
+    def put(self, job: tuple[int, dict[int, list]]) -> None:
         self.check()
+        t0 = time.perf_counter()
         self.jobs.put(job)
+        self.wait_s += time.perf_counter() - t0
+
+    def close(self) -> None:
+        """Finish the shards already handed over (even when interrupted), then stop."""
+        for _ in self.threads:
+            self.jobs.put(None)
+        for t in self.threads:
+            t.join()
 
     def check(self) -> None:
         if self.error is not None:
             raise self.error
+
+
+def default_writers(device: torch.device) -> int:
+    """Writer threads: compression is ~0.1-1 GB/s per thread, a GPU makes features at up to a few GB/s."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(8 if device.type == "cuda" else 2, cpus))
 
 
 def write_shard(group: CacheGroup, shard: int, results: dict[int, list[tuple[np.ndarray, np.ndarray | None]]]) -> None:
@@ -287,7 +319,10 @@ def _progress(enabled: bool, total: int, done: int) -> Any:
 
 def _lock_group(group: CacheGroup) -> Any:
     """An exclusive lock on the group for this extraction job (held by rank 0 until it ends; the kernel drops it
-    if the job is killed). Two jobs writing one group would overwrite each other's row index."""
+    if the job is killed). Two jobs writing one group would overwrite each other's row index.
+
+    DataLoader workers forked while it is held close their copy of the descriptor at start (:func:`_drop_fd`), so
+    a worker orphaned by a killed job does not keep the group locked."""
     try:
         import fcntl
     except ImportError:  # not POSIX: no lock
@@ -302,6 +337,13 @@ def _lock_group(group: CacheGroup) -> Any:
             "wait for it to finish, then run this again (it resumes)"
         ) from None
     return handle
+
+
+def _drop_fd(fd: int | None, worker_id: int) -> None:
+    """DataLoader ``worker_init_fn``: close the worker's inherited copy of the group lock's descriptor."""
+    if fd is not None:
+        with contextlib.suppress(OSError):  # not inherited (a spawned worker)
+            os.close(fd)
 
 
 def _prepare(config: ExtractConfig, vfm: Any, name: str, shas: list[str], dist: _Dist) -> tuple[CacheGroup, Any]:
@@ -367,7 +409,7 @@ def extract(config: ExtractConfig) -> dict[str, Any]:
         vfm.eval()
         group, lock = _prepare(config, vfm, _vfm_name(vfm, config.vfm), sorted(images), dist)
         try:
-            summary = _run(config, vfm, group, images, device, dist)
+            summary = _run(config, vfm, group, images, device, dist, None if lock is None else lock.fileno())
             dist.barrier()
         finally:
             if lock is not None:
@@ -385,9 +427,8 @@ def _pending(group: CacheGroup, images: dict[str, _Image], dist: _Dist) -> tuple
     return todo, int(done[rows].sum())
 
 
-def _loader(
-    config: ExtractConfig, vfm: Any, group: CacheGroup, images: dict[str, _Image], todo: list[int], device: torch.device
-) -> torch.utils.data.DataLoader:
+def _loader(config: ExtractConfig, vfm: Any, group: CacheGroup, images: dict[str, _Image], todo: list[int],
+            device: torch.device, lock_fd: int | None = None) -> torch.utils.data.DataLoader:  # fmt: skip
     rows_sha = group.rows()
     items = [(r, images[rows_sha[r]]) for r in todo]
     return torch.utils.data.DataLoader(
@@ -397,39 +438,55 @@ def _loader(
         collate_fn=_collate,
         pin_memory=device.type == "cuda",
         prefetch_factor=4 if config.num_workers else None,
+        worker_init_fn=functools.partial(_drop_fd, lock_fd),
     )
 
 
-def _run(
-    config: ExtractConfig, vfm: Any, group: CacheGroup, images: dict[str, _Image], device: torch.device, dist: _Dist
-) -> dict[str, Any]:
+def _run(config: ExtractConfig, vfm: Any, group: CacheGroup, images: dict[str, _Image], device: torch.device,
+         dist: _Dist, lock_fd: int | None = None) -> dict[str, Any]:  # fmt: skip
     todo, already = _pending(group, images, dist)
-    batches = iter(_loader(config, vfm, group, images, todo, device))  # workers fork here, before any thread starts
+    batches = iter(
+        _loader(config, vfm, group, images, todo, device, lock_fd)
+    )  # workers fork here, before any thread starts
     remaining: dict[int, set[int]] = {}
     for r in todo:
         remaining.setdefault(r // group.shard_size, set()).add(r)
-    writer = _Writer(group)
+    writer = _Writers(group, config.writers or default_writers(device))
     writer.start()
     rate, failed, results, checks = _Rate(), [], {}, {}
+    wait_s = compute_s = 0.0  # time the main loop waited for decoded batches / ran the forward and encoding
+    steady_from: tuple[float, int] | None = None  # (time, images) once the first batches are through
     progress, task = _progress(config.progress and dist.rank == 0, len(todo), 0)
     try:
         with progress:
-            for batch in batches:
+            t_wait = time.perf_counter()
+            for i, batch in enumerate(batches):
+                t_got = time.perf_counter()
+                wait_s += t_got - t_wait
                 _compute(vfm, group, batch, device, results, checks)
+                compute_s += time.perf_counter() - t_got
                 failed.extend(e for _, e in batch["failed"])
                 for r in batch["rows"] + [r for r, _ in batch["failed"]]:
                     shard = r // group.shard_size
                     remaining[shard].discard(r)
-                    if not remaining[shard]:  # the shard is complete: hand it to the writer
+                    if not remaining[shard]:  # the shard is complete: hand it to the writers
                         writer.put(_shard_job(group, shard, results, checks))
                 n = len(batch["rows"]) + len(batch["failed"])
                 progress.update(task, advance=n, rate=rate.add(n))
+                if i == 1:  # steady state: after the first two batches (workers started, caches warm)
+                    steady_from = (time.perf_counter(), rate.n)
+                t_wait = time.perf_counter()
     finally:
-        writer.jobs.put(None)  # finish the shards already handed over, even when interrupted
-        writer.join()
+        writer.close()
     writer.check()
     seconds = time.perf_counter() - rate.start
     extracted = len(todo) - len(failed)
+    steady = None
+    if steady_from is not None and rate.n > steady_from[1]:
+        steady = round((rate.n - steady_from[1]) / max(time.perf_counter() - steady_from[0], 1e-9), 2)
+    timing = {"loader_wait_s": round(wait_s, 3), "compute_s": round(compute_s, 3),
+              "writer_busy_s": round(writer.busy_s, 3), "writer_backlog_wait_s": round(writer.wait_s, 3),
+              "writers": writer.n, "num_workers": config.num_workers, "dtype": config.dtype}  # fmt: skip
     return {
         "key": group.key,
         "cache": str(config.cache),
@@ -441,6 +498,8 @@ def _run(
         "failed": failed,
         "seconds": round(seconds, 3),
         "images_per_s": round(extracted / seconds, 2) if seconds > 0 else None,
+        "steady_images_per_s": steady,  # after the first two batches
+        "timing": timing,  # where the main loop's time went: the bottleneck is the largest of these
         "rank": dist.rank,
         "world_size": dist.world,
     }
