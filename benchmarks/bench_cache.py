@@ -4,7 +4,10 @@ For each model, in one run on one device:
   1. forward-only images/s: images preprocessed in advance, timed loop of ``vfm(batch)`` (synchronized);
   2. extraction images/s: ``ava.cache.extract`` end to end (decode + preprocess in DataLoader workers,
      forward, encode, compress, write) for the same model, batch size and device; the ratio
-     extract/forward is the pipeline's efficiency (1.0 = no overhead beyond the forward pass);
+     extract/forward is the pipeline's efficiency (1.0 = no overhead beyond the forward pass), over the whole
+     run and in the steady state (after the first two batches); then where the main loop's time went: busy %
+     (forward + encode), waiting for decoded images (decode-bound), waiting for the writers (writer backlog),
+     and the largest of these as the bottleneck;
   3. per codec: bytes on disk per stored value, read MB/s (float32 MB delivered by ``FeatureCache.read`` in
      random batches of 32) and the error against the fp32 forward (relative RMS; max |error| / token max).
 
@@ -64,15 +67,16 @@ def _sync(device: torch.device) -> None:
 
 def forward_only(name: str, data: Path, args: argparse.Namespace) -> tuple[float, dict[str, np.ndarray]]:
     """Images/s of the bare forward pass, and fp32 reference features of the first images (by sha256)."""
-    from ava.cache.extraction import _forward, resolve_device
+    from ava.cache.extraction import _forward, forward_dtype, resolve_device
     from ava.vfm import load_vfm
 
     device = resolve_device(args.device)
-    vfm = load_vfm(name, device=str(device), dtype=args.dtype)
+    dtype = forward_dtype(args.dtype, device)
+    vfm = load_vfm(name, device=str(device), dtype=dtype)
     ds = Dataset(data)
     samples = ds.samples()
     pixels = torch.stack([vfm.preprocess(ds.load_image(s)) for s in samples])
-    batches = list(pixels.split(args.batch_size))
+    batches = [b.to(device) for b in pixels.split(args.batch_size)]  # device-resident input: the forward alone
     _forward(vfm, batches[0], device)  # warm-up (kernels, allocator)
     _sync(device)
     start = time.perf_counter()
@@ -80,7 +84,7 @@ def forward_only(name: str, data: Path, args: argparse.Namespace) -> tuple[float
         _forward(vfm, b, device)
     _sync(device)
     ips = len(samples) / (time.perf_counter() - start)
-    ref_vfm = vfm if args.dtype == "fp32" else load_vfm(name, device=str(device), dtype=torch.float32)
+    ref_vfm = vfm if dtype == "fp32" else load_vfm(name, device=str(device), dtype=torch.float32)
     k = min(args.error_images, len(samples))
     ref = _forward(ref_vfm, pixels[:k], device)[:, 0].float().cpu().numpy()
     return ips, {s.image_sha256: ref[i] for i, s in enumerate(samples[:k])}
@@ -88,7 +92,7 @@ def forward_only(name: str, data: Path, args: argparse.Namespace) -> tuple[float
 
 def loader_only(name: str, data: Path, args: argparse.Namespace) -> float:
     """Images/s of decode + preprocess alone, through the same DataLoader setup extraction uses."""
-    from ava.cache.extraction import _collate, _Image, _ImageSet
+    from ava.cache.extraction import _collate, _Image, _ImageSet, default_workers
     from ava.vfm import load_vfm
 
     vfm = load_vfm(name, device="cpu")
@@ -97,7 +101,7 @@ def loader_only(name: str, data: Path, args: argparse.Namespace) -> float:
     loader = torch.utils.data.DataLoader(
         _ImageSet(ds, items, vfm.preprocess_fn()),
         batch_size=args.batch_size,
-        num_workers=args.num_workers,
+        num_workers=args.num_workers if args.num_workers is not None else default_workers(torch.device(args.device)),
         collate_fn=_collate,
     )
     start = time.perf_counter()
@@ -156,6 +160,11 @@ def bench_model(model: str, data: Path, work: Path, args: argparse.Namespace) ->
         shas = sorted({s.image_sha256 for s in Dataset(data).samples()})
         mbps, read_ips = read_speed(cache_dir, name, shas)
         rel_rms, max_rel = codec_error(cache_dir, name, ref)
+        timing = summary.get("timing") or {}
+        parts = {"decode (loader wait)": timing.get("loader_wait_s", 0.0),
+                 "forward+encode": timing.get("compute_s", 0.0),
+                 "writer backlog": timing.get("writer_backlog_wait_s", 0.0)}  # fmt: skip
+        steady = summary.get("steady_images_per_s") or summary["images_per_s"]
         rows.append(
             {
                 "model": model,
@@ -165,6 +174,14 @@ def bench_model(model: str, data: Path, work: Path, args: argparse.Namespace) ->
                 "decode_preprocess_img_s": round(load_ips, 2),
                 "extract_img_s": summary["images_per_s"],
                 "extract_over_forward": round(summary["images_per_s"] / fwd_ips, 3),
+                "steady_extract_img_s": steady,
+                "steady_over_forward": round(steady / fwd_ips, 3),
+                "busy_pct": round(100 * parts["forward+encode"] / max(summary["seconds"], 1e-9), 1),
+                "loader_wait_s": parts["decode (loader wait)"],
+                "writer_backlog_s": parts["writer backlog"],
+                "writers": timing.get("writers"),
+                "workers": timing.get("num_workers", args.num_workers),
+                "bottleneck": max(parts, key=parts.get),
                 "bytes_per_value": info["bytes_per_value"],
                 "read_mb_s": round(mbps, 1),
                 "read_img_s": round(read_ips, 1),
@@ -186,6 +203,9 @@ def device_name(device: str) -> str:
 
 
 COLUMNS = "model tokens_x_dim codec forward_img_s decode_preprocess_img_s extract_img_s extract_over_forward"
+COLUMNS += (
+    " steady_extract_img_s steady_over_forward busy_pct loader_wait_s writer_backlog_s workers writers bottleneck"
+)
 COLUMNS += " bytes_per_value read_mb_s rel_rms_error max_error_over_token_max"
 
 
@@ -206,8 +226,8 @@ def main() -> None:
     p.add_argument("--models", default=None, help=f"comma-separated (default cpu: {CPU_MODELS}; cuda: {GPU_MODELS})")
     p.add_argument("--images", type=int, default=64)
     p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--dtype", default="fp32", choices=["fp32", "bf16", "fp16"])
-    p.add_argument("--num-workers", type=int, default=2)
+    p.add_argument("--dtype", default="auto", choices=["auto", "fp32", "bf16", "fp16"], help="auto: bf16 on CUDA")
+    p.add_argument("--num-workers", type=int, default=None, help="DataLoader workers (default: extraction's)")
     p.add_argument("--shard-size", type=int, default=16)
     p.add_argument("--codecs", default="fp16,bf16,int8")
     p.add_argument("--error-images", type=int, default=16, help="images compared with the fp32 forward")
