@@ -74,7 +74,7 @@ def chance_replies(ability: Any, train: Sequence[Any], test: Sequence[Any]) -> l
     """What a model that ignores the image answers: the majority answer of train (choice abilities, depth bins,
     texts) or the train median (counts, colours, boxes), written as replies for every test sample."""
     from ava.abilities.parsers import format_reply
-    from ava.heads.common import option_text, question_options
+    from ava.heads.targets import option_text, question_options
 
     kind = ability.answer_kind
     if ability.is_choice and kind == "option":
