@@ -16,7 +16,6 @@ With no torchvision installed, or one that loads, nothing changes.
 
 from __future__ import annotations
 
-import importlib.abc
 import importlib.machinery
 import sys
 import warnings
@@ -32,7 +31,7 @@ _LIBS: list[Any] = []  # torch.library.Library objects must stay alive for their
 applied = False  # True once the workaround was needed (and the warning given)
 
 
-class _Loader(importlib.abc.Loader):
+class _Loader:  # the importlib Loader protocol (not importlib.abc, whose import costs a quarter second)
     def __init__(self, inner: Any) -> None:
         self.inner = inner
 
@@ -61,7 +60,7 @@ class _Loader(importlib.abc.Loader):
             )
 
 
-class _Finder(importlib.abc.MetaPathFinder):
+class _Finder:  # the importlib MetaPathFinder protocol
     def find_spec(self, name: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
         if name != "torchvision":
             return None
