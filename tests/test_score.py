@@ -64,8 +64,8 @@ def _truth_rows(data_dir: Path, split: str | None = "test") -> list[dict]:
 
 def test_cli_scores_truth_replies_at_best(data_dir: Path, tmp_path: Path) -> None:
     pred = _write_preds(tmp_path / "pred.jsonl", _truth_rows(data_dir))
-    out = tmp_path / "results.json"
-    result = runner.invoke(app, ["score", "--data", str(data_dir), "--pred", str(pred), "--json", str(out)])
+    out = tmp_path / "results_test.json"
+    result = runner.invoke(app, ["score", "--data", str(data_dir), "--pred", str(pred)])
     assert result.exit_code == 0, result.output
     assert "warning" not in result.output
     res = json.loads(out.read_text())
@@ -97,13 +97,12 @@ def test_cli_free_form_replies_and_unparsed(data_dir: Path, tmp_path: Path) -> N
         {"id": "color-0", "prediction": "#0cc803"},
     ]
     pred = _write_preds(tmp_path / "pred.jsonl", rows)
-    per_sample = tmp_path / "per_sample.jsonl"
-    args = ["score", "--data", str(data_dir), "--pred", str(pred), "--json", str(tmp_path / "r.json"),
-            "--per-sample", str(per_sample), "--ava", "counting", "--ava", "Spatial", "--ava", "abs_depth",
-            "--ava", "localization", "--ava", "color"]  # fmt: skip
+    per_sample = tmp_path / "scored" / "predictions_test.jsonl"
+    args = ["score", "--data", str(data_dir), "--pred", str(pred), "-o", str(tmp_path / "scored"),
+            "--ava", "counting,Spatial", "--ava", "abs_depth", "--ava", "localization", "--ava", "color"]  # fmt: skip
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
-    res = json.loads((tmp_path / "r.json").read_text())["abilities"]
+    res = json.loads((tmp_path / "scored" / "results_test.json").read_text())["abilities"]
     assert set(res) == {"counting", "spatial", "abs_depth", "localization", "color"}
     assert res["counting"]["value"] == pytest.approx((0 + 24 / 25) / 2)
     assert res["counting"]["n_unparsed"] == 1 and res["counting"]["n_missing"] == 0
@@ -127,11 +126,11 @@ def test_unknown_ids_and_split_all(data_dir: Path, tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     # the train prediction and the unknown id match no scored sample
     assert "2 predictions match no scored sample" in result.output and "nope" in result.output
-    out = tmp_path / "all.json"
     result = runner.invoke(app, ["score", "--data", str(data_dir), "--pred", str(pred), "--split", "all",
-                                 "--json", str(out)])  # fmt: skip
+                                 "--json", "--out", str(tmp_path / "all")])  # fmt: skip
     assert result.exit_code == 0, result.output
-    res = json.loads(out.read_text())
+    res = json.loads(result.stdout)
+    assert res == json.loads((tmp_path / "all" / "results_all.json").read_text())
     assert res["split"]["name"] == "all" and res["abilities"]["ocr"]["n"] == 3 and res["n_unknown"] == 1
 
 

@@ -456,7 +456,7 @@ def _run(config: ExtractConfig, vfm: Any, group: CacheGroup, images: dict[str, _
     rate, failed, results, checks = _Rate(), [], {}, {}
     wait_s = compute_s = 0.0  # time the main loop waited for decoded batches / ran the forward and encoding
     steady_from: tuple[float, int] | None = None  # (time, images) once the first batches are through
-    progress, task = _progress(config.progress and dist.rank == 0, len(todo), 0)
+    progress, task = _progress(config.progress and dist.rank == 0 and len(todo) > 0, len(todo), 0)  # no 0/0 bar
     try:
         with progress:
             t_wait = time.perf_counter()

@@ -28,9 +28,9 @@ def _groups(cache_dir: str | os.PathLike[str]) -> list[CacheGroup]:
 
 
 def _shards(group: CacheGroup, progress: bool, what: str) -> Iterator[range]:
-    from rich.progress import Progress
+    from ava.progress import progress as progress_bar
 
-    with Progress(disable=not progress, transient=True) as bar:
+    with progress_bar(progress, transient=True) as bar:  # on stderr: stdout keeps only the report
         task = bar.add_task(f"{what} {group.key}", total=group.num_shards())
         for shard in range(group.num_shards()):
             yield group.shard_rows(shard)

@@ -107,16 +107,21 @@ def extract_cmd(
     console, err = Console(), Console(stderr=True)
     if summary["rank"] == 0:
         who = f" by rank 0 of {summary['world_size']}" if summary["world_size"] > 1 else ""
-        console.print(
-            f"cache {summary['cache']} group {summary['key']} ({summary['vfm']}, {summary['codec']}): "
-            f"{summary['extracted']} extracted{who}, {summary['already_done']} already done, "
-            f"{len(summary['failed'])} failed, {summary['images_per_s']} img/s",
-            highlight=False,
-        )
+        console.print(_summary(summary, who), highlight=False, soft_wrap=True)
     for msg in summary["failed"][:MAX_ERRORS_SHOWN]:
         err.print(f"[red]failed[/] {msg}", highlight=False)
     if summary["failed"]:
         raise typer.Exit(1)
+
+
+def _summary(summary: dict[str, Any], who: str) -> str:
+    """One line: what was extracted into which cache group (no rate when nothing was extracted)."""
+    head = f"{summary['vfm']} -> {summary['cache']} (group {summary['key']}, {summary['codec']}): "
+    failed = f", {len(summary['failed'])} failed" if summary["failed"] else ""
+    if not summary["extracted"]:
+        return head + f"nothing to extract, {summary['already_done']} rows already done{failed}"
+    done = f", {summary['already_done']} already done" if summary["already_done"] else ""
+    return head + f"{summary['extracted']} extracted{who}{done}{failed} ({summary['images_per_s']} img/s)"
 
 
 def _size(n: int) -> str:
@@ -132,7 +137,7 @@ def _table(groups: list[dict[str, Any]], title: str) -> Any:
     from rich import box
     from rich.table import Table
 
-    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
+    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
     for col in ("key", "vfm", "codec", "T x D", "done/rows", "on disk", "vs fp16"):
         table.add_column(col, no_wrap=col != "vfm", min_width=10 if col == "vfm" else None)
     for g in groups:

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from ava.cli.options import AvaOpt
+
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
@@ -19,11 +21,16 @@ _SHOW = 5  # ids listed in a warning
 def score(
     data: Annotated[Path, typer.Option("--data", help="Dataset directory (ava format).")],
     pred: Annotated[Path, typer.Option("--pred", help='Predictions JSONL: {"id", "prediction"[, "ava"]} per line.')],
-    ava: Annotated[list[str] | None, typer.Option("--ava", help="Ability to score (repeatable); default all.")] = None,
+    ava: AvaOpt = None,
     split: Annotated[str, typer.Option("--split", help="test, train or all.")] = "test",
-    json_out: Annotated[Path | None, typer.Option("--json", help="Write the results JSON here.")] = None,
-    per_sample: Annotated[
-        Path | None, typer.Option("--per-sample", help="Write per-sample records (JSONL) here.")
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Directory for results_<split>.json and predictions_<split>.jsonl (default: the --pred file's).",
+            show_default=False,
+        ),
     ] = None,
     box_format: Annotated[
         str,
@@ -33,23 +40,34 @@ def score(
             "Qwen-VL's <box>), or auto (pixels when a value is beyond 2, else normalized; the results count each).",
         ),
     ] = "auto",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the results JSON instead of the table.")] = False,
 ) -> None:
     """Score raw model replies against a dataset: parse each reply, apply the ability's metric.
 
-    Unparsed replies and samples without a prediction are scored at the metric's worst value and counted
-    as unparsed, never dropped. See docs/metrics.md for the parsing rules and worst values.
+    Writes results_<split>.json (the results schema) and predictions_<split>.jsonl (one scored line per sample)
+    into --out. Unparsed replies and samples without a prediction are scored at the metric's worst value and
+    counted as unparsed, never dropped. See docs/metrics.md for the parsing rules and worst values.
     """
+    import json
+
     from rich.console import Console
 
-    from ava.metrics.scoring import score_file, write_json, write_records
+    from ava.errors import AvaError
+    from ava.metrics.scoring import score_file, write_results
 
+    out_dir = out if out is not None else pred.parent
+    for name in (f"results_{split}.json", f"predictions_{split}.jsonl"):
+        if (out_dir / name).resolve() == pred.resolve():
+            raise AvaError(f"--pred {pred} would be overwritten by the scored {name}; pass another -o/--out")
     report = score_file(data, pred, abilities=ava, split=split, box_format=box_format)
     _warn(report, Console(stderr=True))
-    Console().print(_table(report))
-    if json_out:
-        write_json(report.results, json_out)
-    if per_sample:
-        write_records(report.records, per_sample)
+    write_results(report, out_dir, split)
+    if as_json:
+        typer.echo(json.dumps(report.results, indent=2, ensure_ascii=False))
+        return
+    console = Console()
+    console.print(_table(report))
+    console.print(f"wrote {out_dir / f'results_{split}.json'} and predictions_{split}.jsonl", highlight=False)
 
 
 def _ids(keys: list[tuple[str, str]]) -> str:

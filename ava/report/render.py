@@ -60,8 +60,9 @@ def table_caption(table: dict[str, Any]) -> str:
         f"head: {table['head']}",
         f"split: {', '.join(table['splits'])}",
         "data: synthetic" if table["synthetic"] else "data: real",
-        f"{RANDOM}: {', '.join(rand)} (a control, not a trained model)" if rand else f"{RANDOM}: no VFM",
     ]
+    if rand:
+        parts.append(f"{RANDOM}: {', '.join(rand)} (a control, not a trained model)")
     if table.get("head_random_weights"):
         parts.append(f"the head's LLM has {RANDOM} (a pipeline check, not a measurement)")
     return " · ".join(parts)

@@ -124,12 +124,12 @@ def _not_found(hub_id: str, key: str, why: str, gated: bool = False) -> AvaError
     point = f"'--vfm {name}@/path/to/dir' or " if name else ""
     access = (
         f" It is a gated repository: open https://huggingface.co/{hub_id} signed in, accept its licence and wait "
-        f"for access, then log in here (huggingface-cli login, or set HF_TOKEN) before downloading."
+        f"for access, then log in here (hf auth login, or set HF_TOKEN) before downloading."
         if gated
         else ""
     )
     return AvaError(
         f"cannot load VFM weights {hub_id!r}: {why}.{access} Download it where the hub is reachable "
-        f"(huggingface-cli download {hub_id}) and point ava at the directory: {point}'--vfm hf:/path/to/dir', "
+        f"(hf download {hub_id} --local-dir DIR) and point ava at the directory: {point}'--vfm hf:/path/to/dir', "
         f"or set HF_HOME to a Hugging Face cache that holds it."
     )

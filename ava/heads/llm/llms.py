@@ -275,8 +275,8 @@ def load_llm(name: str, *, dtype: Any = None, device: str = "cpu") -> tuple[Any,
         where = spec.hub_id or source
         raise AvaError(
             f"cannot load the LLM {name!r} ({where}): {str(e).splitlines()[0]}\nIt is not in the local Hugging Face "
-            f"cache and the hub cannot be reached. Download it where there is internet (e.g. `huggingface-cli "
-            f"download {where} --local-dir DIR`) and pass the directory: --llm DIR (a save_pretrained directory "
+            f"cache and the hub cannot be reached. Download it where there is internet (e.g. `hf download "
+            f"{where} --local-dir DIR`) and pass the directory: --llm DIR (a save_pretrained directory "
             "with config.json, *.safetensors and the tokenizer files)."
         ) from e
     if tokenizer.pad_token_id is None:
