@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from ava.cli import synth
+from ava.cli.options import DataArg, DataOpt, checked, dataset_dir
 
 app = typer.Typer(no_args_is_help=True)
 app.command("synth")(synth.synth)
@@ -27,7 +28,9 @@ def import_(
     ] = None,
     answers: Annotated[Path | None, typer.Option(help="eval format: JSONL of {question_id, answer}.")] = None,
     ava: Annotated[str | None, typer.Option(help="Force the ability of every row (key or config name).")] = None,
-    workers: Annotated[int, typer.Option(help="Processes that decode and normalize images (0: none).")] = 0,
+    workers: Annotated[
+        int, typer.Option(help="Processes that decode and normalize images (0: none).", callback=checked("workers"))
+    ] = 0,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Import the release (parquet), LLaVA JSON or eval questions into an ava dataset.
@@ -65,12 +68,19 @@ def import_(
 
 @app.command("split")
 def split(
-    data: Annotated[Path, typer.Argument(help="Dataset directory.")],
-    test_frac: Annotated[float, typer.Option(help="Fraction of each class/answer bin that goes to test.")] = 0.2,
+    data_arg: DataArg = None,
+    data: DataOpt = None,
+    test_frac: Annotated[
+        float,
+        typer.Option(help="Fraction of each class/answer bin that goes to test.", callback=checked("test_frac")),
+    ] = 0.2,
     seed: Annotated[int, typer.Option(help="Seed of the hash order inside each stratum.")] = 0,
-    force: Annotated[bool, typer.Option(help="Replace an existing split (official, synthetic or ava's).")] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace an existing split (official, synthetic or ava's).")
+    ] = False,
 ) -> None:
     """Split a dataset into train/test: deterministic, 80/20 within each ability x class or answer bin."""
+    data = dataset_dir(data, data_arg)
     from rich.console import Console
     from rich.table import Table
 
@@ -87,12 +97,16 @@ def split(
 
 @app.command("export")
 def export(
-    data: Annotated[Path, typer.Argument(help="Dataset directory.")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Output directory.")],
+    data_arg: DataArg = None,
+    data: DataOpt = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Output directory. Required.")] = None,
     fmt: Annotated[str, typer.Option("--format", help="Output format (llava).")] = "llava",
     split: Annotated[str | None, typer.Option(help="Export only this split (train or test).")] = None,
 ) -> None:
     """Export a dataset as LLaVA JSON (one file per split) + images as <Config>/images/<id>.<ext>."""
+    data = dataset_dir(data, data_arg)
+    if out is None:
+        raise typer.BadParameter("an output directory is required", param_hint="--out")
     from ava.data.export import export_dataset
 
     path = export_dataset(data, out, fmt=fmt, split=split)
@@ -101,10 +115,12 @@ def export(
 
 @app.command("info")
 def info(
-    data: Annotated[Path, typer.Argument(help="Dataset directory.")],
+    data_arg: DataArg = None,
+    data: DataOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
 ) -> None:
     """Counts per ability x split, per source dataset and per answer class."""
+    data = dataset_dir(data, data_arg)
     from ava.data.info import dataset_info
 
     result = dataset_info(data)

@@ -22,6 +22,7 @@ Nothing here imports torch: ``ava --help`` stays fast.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -128,8 +129,30 @@ def tidy_help() -> None:
     if argument is not None and hasattr(argument, "_usage_display_name"):
 
         def usage_name(self: Any) -> str:
+            if getattr(self, "hidden", False):  # a deprecated positional form: not advertised
+                return ""
             name = (self.metavar or self.name or "").upper()
             name = name if self.required else f"[{name}]"
             return name + ("..." if self.nargs != 1 else "")
 
         argument._usage_display_name = usage_name
+
+
+DataOpt = Annotated[
+    Path | None,
+    typer.Option("--data", help="Dataset directory. Required.", show_default=False),
+]
+# The dataset used to be the positional argument of `ava data ...` commands; still accepted there, not shown.
+DataArg = Annotated[Path | None, typer.Argument(hidden=True, metavar="DATA", show_default=False)]
+
+
+def dataset_dir(option: Path | None, positional: Path | None) -> Path:
+    """The dataset of a command: ``--data DIR`` (the one form), or the older positional DIR."""
+    if option is not None and positional is not None and option != positional:
+        raise typer.BadParameter(
+            f"two datasets given ({positional} and --data {option}); give one", param_hint="--data"
+        )
+    chosen = option or positional
+    if chosen is None:
+        raise typer.BadParameter("a dataset directory is required", param_hint="--data")
+    return chosen

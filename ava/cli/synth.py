@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ava.cli.options import AvaOpt, checked
+from ava.cli.options import AvaOpt, DataArg, DataOpt, checked, dataset_dir
 
 
 def synth(
@@ -50,13 +50,15 @@ def synth(
 
 
 def preview(
-    data: Annotated[Path, typer.Argument(help="Dataset directory.")],
     ava: Annotated[str, typer.Option("--ava", help="Ability key to preview.")],
+    data_arg: DataArg = None,
+    data: DataOpt = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="PNG file to write.")] = Path("sheet.png"),
     n: Annotated[int, typer.Option("--n", help="Number of samples.", callback=checked("n"))] = 16,
     split: Annotated[str | None, typer.Option("--split", help="Only this split (train/test).")] = None,
 ) -> None:
     """Write a contact sheet of samples with their question and answer, to check a dataset by eye."""
+    data = dataset_dir(data, data_arg)
     from rich.console import Console
 
     from ava.synth.preview import contact_sheet
