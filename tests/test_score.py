@@ -214,14 +214,14 @@ def test_box_format_1000_reads_qwen_vl_boxes_and_results_count_the_rules(tmp_pat
     rows = [{"id": "localization-0", "prediction": "<box>[100,200,550,800]</box>"},
             {"id": "localization-1", "prediction": "[10, 5, 18, 7]"}]  # fmt: skip
     pred = _write_preds(tmp_path / "p.jsonl", rows)
-    auto = tmp_path / "auto.json"
-    res = runner.invoke(app, ["score", "--data", str(data), "--pred", str(pred), "--json", str(auto)])
+    auto = tmp_path / "auto" / "results_test.json"
+    res = runner.invoke(app, ["score", "--data", str(data), "--pred", str(pred), "-o", str(auto.parent)])
     assert res.exit_code == 0, res.output
     loc = json.loads(auto.read_text())["abilities"]["localization"]
     assert loc["box_format"] == "auto" and loc["box_rules"] == {"normalized": 0, "pixels": 1, "1000": 0}
     assert loc["n_unparsed"] == 1  # the 0..1000 box read as pixels lies 80 image heights away: no box
-    out = tmp_path / "k.json"
-    res = runner.invoke(app, ["score", "--data", str(data), "--pred", str(pred), "--json", str(out),
+    out = tmp_path / "k" / "results_test.json"
+    res = runner.invoke(app, ["score", "--data", str(data), "--pred", str(pred), "-o", str(out.parent),
                               "--box-format", "1000"])  # fmt: skip
     assert res.exit_code == 0, res.output
     loc = json.loads(out.read_text())["abilities"]["localization"]
