@@ -127,6 +127,10 @@ HEAD = ["head", "train", "--vfm", "pixels", "--data", "nowhere", "--cache", "now
         (["cache", "extract", "--vfm", "pixels", "--data", "x", "--cache", "y", "--shard-size", "0"], "--shard-size"),
         (["demo", "--per-ava", "0"], "--per-ava"),
         (["head", "align", "--epochs", "-2"], "--epochs"),
+        (["cache", "extract", "--vfm", "hf:/nowhere#size=0", "--data", "x", "--cache", "y"], "--vfm"),
+        (["head", "train", "--vfm", "hf:/nowhere#prefix=-1", "--data", "x", "--cache", "y", "--out", "z"], "--vfm"),
+        (["data", "split", "--data", "x", "--test-frac", "1.5"], "--test-frac"),
+        (["data", "info", "x", "--data", "y"], "--data"),
     ],
 )
 def test_bad_numbers_refused_at_parse_time(args: list[str], option: str, tmp_path: Path) -> None:
@@ -174,3 +178,11 @@ def test_head_train_help_groups_options_per_head() -> None:
     for panel in ("LLM head", "kNN head", "Resources"):
         assert panel in out
     assert "--threads" in out
+
+
+def test_score_refuses_to_overwrite_its_input(tmp_path: Path) -> None:
+    pred = tmp_path / "predictions_test.jsonl"
+    pred.write_text("")
+    result = runner.invoke(app, ["score", "--data", str(tmp_path), "--pred", str(pred)])
+    assert result.exit_code != 0 and "would be overwritten" in str(result.exception)
+    assert pred.read_text() == ""

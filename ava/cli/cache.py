@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ava.cli.options import AvaOpt, ThreadsOpt, checked, split_list, threads_setup
+from ava.cli.options import AvaOpt, ThreadsOpt, checked, split_list, threads_setup, vfm_callback
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -29,7 +29,8 @@ def _parse_layers(text: str | None) -> tuple[int, ...] | None:
 @app.command("extract")
 def extract_cmd(
     vfm: Annotated[
-        str | None, typer.Option(help="VFM registry key or hf:<hub-id-or-dir> (see `ava vfm list`).")
+        str | None,
+        typer.Option(help="VFM registry key or hf:<hub-id-or-dir> (see `ava vfm list`).", callback=vfm_callback),
     ] = None,
     data: Annotated[Path | None, typer.Option(help="Dataset directory.")] = None,
     cache: Annotated[Path | None, typer.Option(help="Cache directory (a Zarr store; created if absent).")] = None,

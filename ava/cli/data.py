@@ -106,7 +106,7 @@ def export(
     """Export a dataset as LLaVA JSON (one file per split) + images as <Config>/images/<id>.<ext>."""
     data = dataset_dir(data, data_arg)
     if out is None:
-        raise typer.BadParameter("an output directory is required", param_hint="--out")
+        raise typer.BadParameter("an output directory is required", param_hint="'--out'")
     from ava.data.export import export_dataset
 
     path = export_dataset(data, out, fmt=fmt, split=split)

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ava.cli.options import PANEL_RESOURCES, ThreadsOpt, checked, list_callback, threads_setup
+from ava.cli.options import PANEL_RESOURCES, ThreadsOpt, checked, list_callback, threads_setup, vfm_callback
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -112,7 +112,10 @@ def train(
             rich_help_panel=P_COMMON,
         ),
     ] = None,
-    vfm: Annotated[str | None, _O(help="VFM key (the cache's VFM). Required.", rich_help_panel=P_COMMON)] = None,
+    vfm: Annotated[
+        str | None,
+        _O(help="VFM key (the cache's VFM). Required.", rich_help_panel=P_COMMON, callback=vfm_callback),
+    ] = None,
     data: Annotated[
         str | None, _O(help="Dataset directory (already split). Required.", rich_help_panel=P_COMMON)
     ] = None,
@@ -314,7 +317,7 @@ def evaluate(
 
 @app.command("align")
 def align(
-    vfm: Annotated[str | None, _O(help="VFM key. Required.")] = None,
+    vfm: Annotated[str | None, _O(help="VFM key. Required.", callback=vfm_callback)] = None,
     data: Annotated[str | None, _O(help="Captions dataset dir made by `ava head import-captions`. Required.")] = None,
     cache: Annotated[str | None, _O(help="Feature cache holding the caption images. Required.")] = None,
     out: Annotated[str | None, _O("--out", "-o", help="Run directory to write. Required.")] = None,
@@ -363,7 +366,7 @@ def align(
 
 @app.command("instruct")
 def instruct(
-    vfm: Annotated[str | None, _O(help="VFM key. Required.")] = None,
+    vfm: Annotated[str | None, _O(help="VFM key. Required.", callback=vfm_callback)] = None,
     data: Annotated[
         str | None, _O(help="Conversations dataset dir made by `ava head import-instructions`. Required.")
     ] = None,

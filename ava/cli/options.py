@@ -67,6 +67,19 @@ def checked(name: str, *, as_list: bool = False, convert: Callable[[str], Any] |
     return callback
 
 
+def vfm_callback(value: str | None) -> str | None:
+    """``--vfm``: the ``#prefix=N,size=S,pool=G`` options of an ``hf:`` name checked at parse time."""
+    if value:
+        from ava.errors import AvaError
+        from ava.vfm.resolve import check_name
+
+        try:
+            check_name(value)
+        except AvaError as e:
+            raise typer.BadParameter(str(e)) from None
+    return value
+
+
 def list_callback(value: list[str] | None) -> list[str] | None:
     """Repetition and commas: ``--ava a,b --ava c``."""
     return split_list(value)
@@ -150,9 +163,9 @@ def dataset_dir(option: Path | None, positional: Path | None) -> Path:
     """The dataset of a command: ``--data DIR`` (the one form), or the older positional DIR."""
     if option is not None and positional is not None and option != positional:
         raise typer.BadParameter(
-            f"two datasets given ({positional} and --data {option}); give one", param_hint="--data"
+            f"two datasets given ({positional} and --data {option}); give one", param_hint="'--data'"
         )
     chosen = option or positional
     if chosen is None:
-        raise typer.BadParameter("a dataset directory is required", param_hint="--data")
+        raise typer.BadParameter("a dataset directory is required", param_hint="'--data'")
     return chosen

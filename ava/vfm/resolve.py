@@ -55,8 +55,18 @@ def _options(text: str, name: str) -> dict[str, int]:
             raise AvaError(
                 f"bad option {item!r} in --vfm {name!r}; options: prefix=N, size=S, pool=G (e.g. '#prefix=1')"
             )
+        low = 0 if key == "prefix" else 1  # a token count may be 0; an image side or a pooled grid may not
+        if int(value) < low:
+            raise AvaError(f"bad option {item!r} in --vfm {name!r}: {key} must be an integer >= {low}")
         out[key] = int(value)
     return out
+
+
+def check_name(name: str) -> str:
+    """``name`` with its ``hf:...#options`` checked (no download, no torch): for parse-time validation."""
+    if name.startswith("hf:") and "#" in name:
+        _options(name.partition("#")[2], name)
+    return name
 
 
 def _first(value: Any) -> int:
