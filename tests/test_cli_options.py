@@ -140,10 +140,21 @@ def test_bad_numbers_refused_at_parse_time(args: list[str], option: str, tmp_pat
     assert "Traceback" not in result.output
 
 
-def test_knn_refuses_training_options() -> None:
-    result = runner.invoke(app, HEAD + ["--head", "knn", "--epochs", "3"])
+@pytest.mark.parametrize(
+    ("head", "option"), [("knn", "--epochs"), ("knn", "--lr"), ("probe-attn", "--pools"), ("llm", "--k")]
+)
+def test_options_a_head_does_not_use_are_refused(head: str, option: str) -> None:
+    result = runner.invoke(app, HEAD + ["--head", head, option, "mean" if option == "--pools" else "3"])
     assert result.exit_code != 0
-    assert "--epochs" in str(result.exception or result.output)
+    assert option in str(result.exception or result.output)
+
+
+def test_eval_refuses_llm_options_for_other_heads(tmp_path: Path) -> None:
+    (tmp_path / "run.json").write_text('{"head": "knn"}')
+    result = runner.invoke(app, ["head", "eval", "--run", str(tmp_path), "--decode", "score"])
+    assert result.exit_code != 0 and "--decode" in str(result.exception)
+    result = runner.invoke(app, ["head", "eval", "--run", str(tmp_path), "--decode", "bogus"])
+    assert result.exit_code != 0 and "bogus" in str(result.exception)
 
 
 def test_missing_required_named_before_work(tmp_path: Path) -> None:

@@ -83,7 +83,7 @@ P_COMMON, P_TRAIN, P_LLM, P_KNN, P_PROBE = "Common", "Training (llm, probes)", "
 P_RES = PANEL_RESOURCES
 REQUIRED = ("vfm", "data", "cache", "out")
 # Options a head's config carries for uniformity but ignores: refused by name rather than accepted silently.
-IGNORED = {"knn": {"epochs", "lr"}}
+IGNORED = {"knn": {"epochs", "lr"}, "probe-attn": {"pools"}}
 
 
 def _num(name: str, help: str, panel: str = P_COMMON) -> Any:
@@ -260,7 +260,8 @@ def train(
     ignored = sorted(n for n in IGNORED.get(spec_name, ()) if options.get(n) is not None)
     if ignored:
         flags = ", ".join("--" + n.replace("_", "-") for n in ignored)
-        raise AvaError(f"head {spec_name!r} does not use {flags} (it trains nothing); leave them out")
+        why = {"knn": "it trains nothing", "probe-attn": "it pools the tokens itself"}[spec_name]
+        raise AvaError(f"head {spec_name!r} does not use {flags} ({why}); leave them out")
     spec, cfg = build_config(head, config, options)
     _check_required(cfg, config)
     threads_setup(threads, getattr(cfg, "num_workers", 0))
