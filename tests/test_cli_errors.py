@@ -75,12 +75,14 @@ def test_truncated_safetensors_named(tmp_path: Path) -> None:
 def test_disk_full_leaves_no_temporary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from ava.data.format import atomic_write_bytes
 
-    def full(self: Path, data: bytes) -> int:
-        with open(self, "wb") as f:
-            f.write(data[:1])
+    real_fdopen = os.fdopen
+
+    def full(fd: int, mode: str = "r") -> object:  # the temporary file fills the disk after one byte
+        with real_fdopen(fd, mode) as f:
+            f.write(b"{")
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(Path, "write_bytes", full)
+    monkeypatch.setattr(os, "fdopen", full)
     with pytest.raises(OSError) as exc:
         atomic_write_bytes(tmp_path / "out.json", b"{}" * 10)
     monkeypatch.undo()

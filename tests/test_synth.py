@@ -243,8 +243,13 @@ def test_bad_options_and_existing_out(tmp_path: Path) -> None:
     with pytest.raises(AvaError, match="overwrite"):
         generate(SynthConfig(out=str(out), per_ava=1, size=64), progress=False)
     assert (out / "notes.txt").read_text() == "mine"
-    generate(SynthConfig(out=str(out), per_ava=1, size=64, ava=["color"], overwrite=True, workers=1), progress=False)
-    assert not (out / "notes.txt").exists() and Dataset(out).abilities() == ["color"]
+    with pytest.raises(AvaError, match="not an ava dataset"):  # --overwrite deletes only ava datasets
+        generate(SynthConfig(out=str(out), per_ava=1, size=64, overwrite=True, workers=1), progress=False)
+    assert (out / "notes.txt").read_text() == "mine"
+    (out / "notes.txt").unlink()
+    generate(SynthConfig(out=str(out), per_ava=1, size=64, ava=["color"], workers=1), progress=False)
+    generate(SynthConfig(out=str(out), per_ava=1, size=64, ava=["texture"], overwrite=True, workers=1), progress=False)
+    assert Dataset(out).abilities() == ["texture"]
 
 
 def test_cli_synth_and_preview(tmp_path: Path) -> None:

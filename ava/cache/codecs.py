@@ -74,11 +74,14 @@ class Codec:
         """Blosc: byte shuffle + lz4, chosen by measurement (``benchmarks/bench_codecs.py``, table in
         ``benchmarks/README.md``): 16-bit features of trained or random ViTs hardly compress (zstd-3 saved 8%),
         so the compressor must above all be fast; byte shuffle + lz4 runs near memory speed on those and still
-        takes redundant features (pixels) down 3.7x. Groups keep the compressor they were created with."""
+        takes redundant features (pixels) down 3.7x. Groups keep the compressor they were created with.
+        A CRC-32C of each compressed chunk follows: a flipped or lost byte fails the read (and
+        ``ava cache verify`` names the row, see ava.cache.integrity) instead of decoding to wrong features."""
         import zarr.codecs
 
         itemsize = np.dtype(self.storage_dtype).itemsize
-        return zarr.codecs.BloscCodec(cname="lz4", clevel=5, shuffle="shuffle", typesize=itemsize)
+        return (zarr.codecs.BloscCodec(cname="lz4", clevel=5, shuffle="shuffle", typesize=itemsize),
+                zarr.codecs.Crc32cCodec())  # fmt: skip
 
 
 def finite_peak(x: torch.Tensor) -> torch.Tensor:
@@ -117,10 +120,11 @@ class Bf16Codec(Codec):
 
 class Int8Codec(Codec):
     def compressors(self) -> Any:
-        """zstd: int8 is the codec for size, and its bytes compress (1 byte per value, no exponent noise)."""
+        """zstd: int8 is the codec for size, and its bytes compress (1 byte per value, no exponent noise); then a
+        CRC-32C per chunk, as for every codec."""
         import zarr.codecs
 
-        return zarr.codecs.ZstdCodec(level=ZSTD_LEVEL)
+        return (zarr.codecs.ZstdCodec(level=ZSTD_LEVEL), zarr.codecs.Crc32cCodec())
 
     def encode_device(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, None]:
         import torch

@@ -143,7 +143,7 @@ def collect_images(data: str | os.PathLike[str], ava: list[str] | None, split: s
         from ava.abilities import ABILITIES
 
         # a sample file that is not an ability (``captions``, see ava/heads/llm/align.py) is taken as named
-        ava = [a if a not in ABILITIES and (ds.root / "samples" / f"{a}.jsonl").is_file() else ABILITIES.canonical(a)
+        ava = [a if a not in ABILITIES and ds.has_samples(a) else ABILITIES.canonical(a)
                for a in ava]  # fmt: skip
     images: dict[str, _Image] = {}
     for s in ds.samples(ava, split):
@@ -184,11 +184,10 @@ class _ImageSet(torch.utils.data.Dataset):
 
     def __getitem__(self, i: int) -> tuple[int, torch.Tensor | None, str | None]:
         row, img = self.items[i]
-        path = self.data.image_path(img.path)
         try:
             return row, self.preprocess(self.data.load_image(img.path)), None
         except Exception as e:  # any decode/preprocess failure is reported by sample, not fatal
-            return row, None, f"sample(s) {', '.join(img.sample_ids[:5])}: image {path} failed: {e}"
+            return row, None, f"sample(s) {', '.join(img.sample_ids[:5])}: image {img.path} failed: {e}"
 
 
 def _collate(items: list[tuple[int, torch.Tensor | None, str | None]]) -> dict[str, Any]:

@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from ava.cache.store import CacheGroup, disk_bytes, group_keys, key_fields, open_groups, spec_key
+from ava.cache.integrity import Damage, describe, has_checksums, repair_group, rows_problem, scan_shards
+from ava.cache.store import ROWS_FILE, CacheGroup, disk_bytes, group_keys, key_fields, open_groups, spec_key
 from ava.errors import AvaError
 
 _SHA = re.compile(r"^[0-9a-f]{64}$")
@@ -137,27 +138,35 @@ def _check_spec(group: CacheGroup) -> list[str]:
     return problems
 
 
-def _check_values(group: CacheGroup, progress: bool) -> list[str]:
-    done, rows = group.done_mask(), group.rows()
+def _check_values(group: CacheGroup, progress: bool) -> tuple[list[str], list[Damage], np.ndarray]:
+    """NaN/inf in finished rows, every array chunk that fails to decode (checksum, torn or truncated file),
+    and the done mask (a row of an unreadable done chunk counts as not done)."""
+    rows = group.rows()
     bad: list[str] = []
-    for rng in _shards(group, progress, "verify"):
-        mask = done[rng.start : rng.stop]
+    damaged: list[Damage] = []
+    done = np.zeros(len(rows), dtype=bool)
+    for rng, arrays, damage in scan_shards(group, _shards(group, progress, "verify")):
+        damaged += damage
+        if "done" not in arrays:
+            continue
+        mask = np.asarray(arrays["done"], dtype=bool)
+        done[rng.start : rng.stop] = mask
         if not mask.any():
             continue
         for layer in group.layers:
-            values = group.features(layer)[rng.start : rng.stop]
-            scales = group.scales(layer)
-            scale = scales[rng.start : rng.stop] if scales is not None else None
+            values, scale = arrays.get(f"features/{layer}"), arrays.get(f"scales/{layer}")
+            if values is None or (group.codec.has_scale and scale is None):
+                continue  # reported as damage
             finite = np.isfinite(group.codec.decode(values, scale)).reshape(len(rng), -1).all(axis=1)
             bad += [f"row {r} (image {rows[r]}) layer {layer} has NaN/inf" for r in np.asarray(rng)[mask & ~finite]]
-    return bad
+    return [describe(group, d) for d in damaged] + bad, damaged, done
 
 
-def _check_data(group: CacheGroup, data: str | os.PathLike[str]) -> list[str]:
+def _check_data(group: CacheGroup, data: str | os.PathLike[str], done: np.ndarray) -> list[str]:
     from ava.data.format import Dataset
 
     ds = Dataset(data)
-    index, done = group.index(), group.done_mask()
+    index = group.index()
     lost: dict[str, str] = {}
     for s in ds.samples():
         sha = s.image_sha256
@@ -170,10 +179,16 @@ def _check_data(group: CacheGroup, data: str | os.PathLike[str]) -> list[str]:
 
 
 def verify_cache(
-    cache_dir: str | os.PathLike[str], *, data: str | os.PathLike[str] | None = None, progress: bool = False
+    cache_dir: str | os.PathLike[str],
+    *,
+    data: str | os.PathLike[str] | None = None,
+    progress: bool = False,
+    repair: bool = False,
 ) -> dict[str, Any]:
-    """Check every group: spec consistent, every indexed row done, all values finite, and (with ``data``)
-    every image of the dataset present and done. ``ok`` is False if any problem was found."""
+    """Check every group: spec consistent, rows.json readable, every array chunk decodes (checksums), every
+    indexed row done, all values finite, and (with ``data``) every image of the dataset present and done.
+    ``ok`` is False if any problem was found. With ``repair``, damaged rows are marked for re-extraction
+    (``report["repaired"]`` rows per group; ``ava cache extract`` with the same options recomputes them)."""
     report: dict[str, Any] = {"cache": str(cache_dir), "groups": {}}
     try:
         groups = _groups(cache_dir)
@@ -186,16 +201,29 @@ def verify_cache(
             "vfm": None,
             "problems": ["group was cut off while being made (no spec); re-run the extraction or delete it"],
         }
+    report["repaired"] = {}
     for g in groups:
-        problems = _check_spec(g)
+        rows_bad = rows_problem(g)
+        damaged = [Damage(ROWS_FILE, [], [], rows_bad)] if rows_bad else []
+        problems = [describe(g, d) for d in damaged] or _check_spec(g)
         if not problems:
-            done = g.done_mask()
-            if not done.all():
-                eg = ", ".join(g.rows()[r][:12] for r in np.flatnonzero(~done)[:5])
-                problems.append(f"{int((~done).sum())} of {len(done)} rows are not done, e.g. images {eg}")
-            problems += _check_values(g, progress)
+            found, damaged, done = _check_values(g, progress)
+            problems += found
+            not_done = ~done
+            for d in damaged:
+                not_done[[r for r in d.rows if r < len(not_done)]] = False  # counted once, as damage
+            if not_done.any():
+                eg = ", ".join(g.rows()[r][:12] for r in np.flatnonzero(not_done)[:5])
+                problems.append(f"{int(not_done.sum())} of {len(done)} rows are not done, e.g. images {eg}")
             if data is not None:
-                problems += _check_data(g, data)
+                problems += _check_data(g, data, done)
+            if not has_checksums(g):
+                report.setdefault("notes", []).append(
+                    f"{g.key}: written without chunk checksums (before ava stored them): a flipped byte in it "
+                    "cannot be found; re-extract into a new cache to get them"
+                )
+        if repair and damaged:
+            report["repaired"][g.key] = repair_group(g, damaged)
         report["groups"][g.key] = {"vfm": g.spec.get("vfm"), "problems": problems}
     report["problems"] = [f"{k}: {p}" for k, v in report["groups"].items() for p in v["problems"]]
     report["ok"] = not report["problems"]

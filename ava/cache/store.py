@@ -276,7 +276,10 @@ def create_group(
 def _create_arrays(g: Any, spec: dict[str, Any], shard_size: int) -> None:
     codec = get_codec(spec["codec"])
     t, d = int(spec["num_tokens"]), int(spec["dim"])
-    g.create_array("done", shape=(0,), dtype="bool", chunks=(shard_size,), fill_value=False, overwrite=True)
+    import zarr.codecs
+
+    g.create_array("done", shape=(0,), dtype="bool", chunks=(shard_size,), fill_value=False, overwrite=True,
+                   compressors=(zarr.codecs.ZstdCodec(), zarr.codecs.Crc32cCodec()))  # fmt: skip
     for layer in spec["layers"]:
         g.create_array(
             f"features/{layer}",

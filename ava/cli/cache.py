@@ -194,21 +194,32 @@ def verify(
         Path | None, typer.Option(help="Also check every image of this dataset is present and done.")
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    repair: Annotated[
+        bool, typer.Option("--repair", help="Mark damaged rows for re-extraction (then re-run `ava cache extract`).")
+    ] = False,
 ) -> None:
-    """Check the cache: spec consistent, every row done, no NaN/inf, and every image of --data present.
+    """Check the cache: spec consistent, every chunk's checksum, every row done, no NaN/inf, every image of --data.
 
-    Exit code 1 when any problem is found.
+    Exit code 1 when any problem is found. With --repair, rows whose data is damaged (a checksum mismatch, a
+    truncated shard, a garbage done chunk or rows.json) are marked not done, so that `ava cache extract` with
+    the same options recomputes exactly those rows.
     """
     from rich.console import Console
 
     from ava.cache import verify_cache
 
-    report = verify_cache(cache, data=data, progress=not quiet)
+    report = verify_cache(cache, data=data, progress=not quiet, repair=repair)
     console = Console()
     for key, g in report["groups"].items():
         status = "[green]ok[/]" if not g["problems"] else f"[red]{len(g['problems'])} problem(s)[/]"
         console.print(f"{key} ({g['vfm']}): {status}")
     for p in report["problems"]:
         Console(stderr=True).print(f"[red]problem[/] {p}", highlight=False)
+    for note in report.get("notes", []):
+        console.print(f"[yellow]note[/] {note}", highlight=False)
+    for key, n in report.get("repaired", {}).items():
+        vfm = report["groups"][key]["vfm"]
+        console.print(f"repaired {key}: {n} row(s) marked for re-extraction; run `ava cache extract --vfm {vfm} "
+                      f"--cache {cache} --data <the dataset>` to recompute only them", highlight=False)  # fmt: skip
     if not report["ok"]:
         raise typer.Exit(1)

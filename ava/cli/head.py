@@ -238,6 +238,15 @@ def train(
             show_default=False,
         ),
     ] = None,
+    force: Annotated[
+        bool | None,
+        _O(
+            "--force",
+            help="Replace the run in --out (another head, VFM or config) once this one has finished.",
+            rich_help_panel=P_COMMON,
+            show_default=False,
+        ),
+    ] = None,
     threads: ThreadsOpt = None,
 ) -> None:
     """Train a head on cached features of one VFM, then evaluate it on the test split.
@@ -255,6 +264,7 @@ def train(
         joint=joint, grad_accum=grad_accum, lora_r=lora_r, features=features, init=init, dtype=dtype, max_eval=max_eval,
         decode=decode, gradient_checkpointing=gradient_checkpointing, num_workers=num_workers, k=k, pools=pools,
         compile=compile_,
+        force=force,
     )  # fmt: skip
     spec_name = _head_name(head)
     ignored = sorted(n for n in IGNORED.get(spec_name, ()) if options.get(n) is not None)
@@ -334,6 +344,7 @@ def align(
     seed: Annotated[int | None, _O(help="Random seed.")] = None,
     device: Annotated[str | None, _O(help="auto, cpu, cuda ...")] = None,
     dtype: Annotated[str | None, _O(help="auto, fp32 or bf16.")] = None,
+    force: Annotated[bool | None, _O("--force", help="Replace the run in --out once this one has finished.")] = None,
     threads: ThreadsOpt = None,
 ) -> None:
     """Pre-train the connector alone on image-caption pairs (the paper's stage 1); use with `train --init`."""
@@ -356,6 +367,7 @@ def align(
             seed=seed,
             device=device,
             dtype=dtype,
+            force=force,
         )
     )
     cfg = load_config(AlignConfig, config, **given)

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 
 from ava.abilities import get_ability
-from ava.data.format import Dataset, Sample, atomic_write_text
+from ava.data.format import Dataset, Sample, atomic_write_bytes, atomic_write_text
+from ava.data.paths import confined_dest, read_confined
 from ava.errors import AvaError
 
 EXPORT_FORMATS = ("llava",)
@@ -57,9 +57,11 @@ def export_dataset(
 def _record(ds: Dataset, s: Sample, out: Path, names: dict[str, set[str]]) -> dict:
     config = get_ability(s.ava).config_name
     rel = f"{config}/images/{_image_name(s, names.setdefault(config, set()))}"
-    dest = out / rel
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(ds.image_path(s), dest)
+    src = ds.image_path(s)  # confined to the dataset's images/ (an absolute or '..' path is refused)
+    (out / config / "images").mkdir(parents=True, exist_ok=True)
+    dest = confined_dest(out / config / "images", Path(rel).name)
+    # a rename over the name, never a write through whatever (a symlink, say) already sits there
+    atomic_write_bytes(dest, read_confined(src.parent, src.name, what="image"))
     record = {
         "id": s.id, "image": rel,
         "conversations": [{"from": "human", "value": f"<image>\n{s.question}"}, {"from": "gpt", "value": s.answer}],

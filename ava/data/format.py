@@ -26,6 +26,7 @@ from typing import Any
 
 from PIL import Image
 
+from ava.data.paths import MAX_IMAGE_BYTES, MAX_TEXT_BYTES, PathError, check_size, confined_file, safe_name
 from ava.errors import AvaError
 
 FORMAT_NAME = "ava-dataset"
@@ -79,6 +80,7 @@ class Sample:
 def read_samples(path: Path) -> list[Sample]:
     """All samples of one ``samples/<ability>.jsonl`` file; a bad line is reported with its number."""
     samples = []
+    check_size(path, MAX_TEXT_BYTES, what="sample file")
     with path.open(encoding="utf-8") as f:
         for lineno, line in enumerate(f, 1):
             if not line.strip():
@@ -94,8 +96,12 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file and a rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.unlink(missing_ok=True)
+    # O_EXCL | O_NOFOLLOW: never write through a file or symlink someone else put at the temporary name
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
     try:
-        tmp.write_bytes(data)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
         os.replace(tmp, path)
     except BaseException:  # a full disk or a kill: leave no half-written temporary behind
         tmp.unlink(missing_ok=True)
@@ -139,11 +145,17 @@ class Dataset:
         present = {p.stem for p in (self.root / "samples").glob("*.jsonl")}
         return [k for k in ABILITY_KEYS if k in present]
 
+    def has_samples(self, ava: str) -> bool:
+        """Whether ``samples/<ava>.jsonl`` exists (``ava`` must be a plain name: it comes from options)."""
+        return (self.root / "samples" / f"{safe_name(ava, what='ability')}.jsonl").is_file()
+
     def _load(self, ava: str) -> list[Sample]:
         if ava not in self._samples:
-            path = self.root / "samples" / f"{ava}.jsonl"
-            if not path.is_file():
-                raise DatasetError(f"{self.root}: no samples for ability {ava!r} ({path} is missing)")
+            name = f"{safe_name(ava, what='ability')}.jsonl"
+            try:
+                path = confined_file(self.root / "samples", name, what="sample file")
+            except PathError as e:
+                raise DatasetError(f"{self.root}: no samples for ability {ava!r} ({e})") from e
             self._samples[ava] = read_samples(path)
         return self._samples[ava]
 
@@ -164,8 +176,16 @@ class Dataset:
         return iter(self.samples())
 
     def image_path(self, sample: Sample | str) -> Path:
+        """The stored image file, resolved; DatasetError when the sample's ``image`` leaves ``images/``
+        (absolute, ``..``, a symlink out), is no regular file, or is over the size limit."""
         rel = sample.image if isinstance(sample, Sample) else sample
-        return self.root / "images" / rel
+        try:
+            path = confined_file(self.root / "images", rel, what="image")
+            check_size(path, MAX_IMAGE_BYTES, what="image")
+        except PathError as e:
+            sid = sample.id if isinstance(sample, Sample) else rel
+            raise DatasetError(f"sample {sid!r}: {e}") from e
+        return path
 
     def load_image(self, sample: Sample | str) -> Image.Image:
         """The stored image as RGB (stored images are already normalized)."""
@@ -242,6 +262,38 @@ class DatasetWriter:
         # a half-written sample list is not.
         if exc_type is None:
             self.close()
+
+
+# What a dataset directory may hold besides dataset.json: only these are deleted when one is replaced.
+DATASET_ENTRIES = frozenset({"dataset.json", "samples", "images", "import_errors.jsonl"})
+
+
+def check_replaceable(root: str | os.PathLike[str], *, option: str = "--overwrite") -> None:
+    """Raise DatasetError unless ``root`` is absent, empty, or recognizably an ava dataset and nothing else.
+
+    An ava dataset has a ``dataset.json`` with ``"format": "ava-dataset"`` and only the entries of
+    :data:`DATASET_ENTRIES`; a directory with anything else in it (a user's file, another tool's output)
+    is never deleted, whatever the option says.
+    """
+    path = Path(root)
+    if not os.path.lexists(path):
+        return
+    if path.is_symlink() or not path.is_dir():
+        raise DatasetError(f"{path} exists and is not a directory; {option} replaces only an ava dataset directory")
+    entries = sorted(p.name for p in path.iterdir())
+    if not entries:
+        return
+    try:
+        info = json.loads((path / "dataset.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        info = None
+    if not isinstance(info, dict) or info.get("format") != FORMAT_NAME:
+        raise DatasetError(f"{path} is not empty and is not an ava dataset (no dataset.json of format "
+                           f"{FORMAT_NAME!r}); {option} deletes only ava datasets: choose another --out")  # fmt: skip
+    foreign = [e for e in entries if e not in DATASET_ENTRIES]
+    if foreign:
+        raise DatasetError(f"{path} holds {', '.join(foreign[:5])}, which is not part of an ava dataset; "
+                           f"{option} will not delete it: move it away or choose another --out")  # fmt: skip
 
 
 def write_samples(root: str | os.PathLike[str], ava: str, samples: list[Sample]) -> None:

@@ -7,11 +7,19 @@ Rules (why in brackets):
 - Everything else is decoded and re-encoded as PNG [lossless]:
   MPO (multi-picture JPEG from cameras) keeps its first frame; EXIF orientation is applied
   (``PIL.ImageOps.exif_transpose``) so width and height are those of the upright image;
-  palette, grayscale and CMYK images are converted to RGB; 16-bit (``I;16``) and 32-bit
-  grayscale are scaled to 8 bits rather than clipped; images with alpha (``LA``, ``RGBA``,
+  palette, grayscale and CMYK images are converted to RGB; 16-bit (``I;16``) grayscale is scaled
+  to 8 bits by its bit depth (``v * 255 / 65535``), never by the range of the values in the image
+  [a dark 16-bit image stays dark]; images with alpha (``LA``, ``RGBA``,
   ``PA``, a palette or RGB with a transparent colour) are composited over **white** [what a viewer
   shows, and what a VFM sees when given the file without its alpha].
 - Bytes that Pillow cannot decode raise :class:`ImageError` naming the source.
+
+**Boxes and EXIF orientation.** A box in a sample (the localization answer) is taken to be in the frame
+of the file's pixels as decoded *without* EXIF orientation: that is what the release's own loader
+(``PIL.Image.open(...).convert("RGB")``) gave the model, and the frame its annotations were drawn in.
+Since ava stores the upright image, :func:`orient_box` moves such a box with the same flip/rotation, so
+the box stays on the same pixels; :attr:`NormalizedImage.orientation` records the EXIF value applied and
+the importer keeps it in the sample's meta (``exif_orientation``).
 """
 
 from __future__ import annotations
@@ -38,8 +46,34 @@ class ImageError(AvaError, ValueError):
 class NormalizedImage:
     data: bytes
     ext: str  # "jpg" or "png"
-    width: int
+    width: int  # of the stored (upright) image
     height: int
+    orientation: int = 1  # the EXIF orientation applied to the file's pixels (1: none)
+
+    @property
+    def source_size(self) -> tuple[int, int]:
+        """(width, height) of the file's pixels before the EXIF orientation was applied."""
+        return (self.height, self.width) if self.orientation in (5, 6, 7, 8) else (self.width, self.height)
+
+
+# Where a normalized point (x, y) of the file's pixels lands after ``exif_transpose`` (checked against Pillow).
+_ORIENT = {
+    1: lambda x, y: (x, y),
+    2: lambda x, y: (1 - x, y),
+    3: lambda x, y: (1 - x, 1 - y),
+    4: lambda x, y: (x, 1 - y),
+    5: lambda x, y: (y, x),
+    6: lambda x, y: (1 - y, x),
+    7: lambda x, y: (1 - y, 1 - x),
+    8: lambda x, y: (y, 1 - x),
+}
+
+
+def orient_box(box: list[float], orientation: int) -> list[float]:
+    """A normalized ``[x1, y1, x2, y2]`` box of the file's pixels, in the frame of the upright stored image."""
+    move = _ORIENT.get(orientation, _ORIENT[1])
+    (ax, ay), (bx, by) = move(box[0], box[1]), move(box[2], box[3])
+    return [min(ax, bx), min(ay, by), max(ax, bx), max(ay, by)]
 
 
 def normalize_image(data: bytes, *, source: str = "image") -> NormalizedImage:
@@ -53,14 +87,16 @@ def normalize_image(data: bytes, *, source: str = "image") -> NormalizedImage:
                 _verify(im)
                 return NormalizedImage(data, _KEEP_FORMATS[im.format], width, height)
         with Image.open(io.BytesIO(data)) as im:
-            rgb = to_rgb(ImageOps.exif_transpose(_first_frame(im)))
+            frame = _first_frame(im)
+            orientation = int(frame.getexif().get(EXIF_ORIENTATION, 1) or 1)
+            rgb = to_rgb(ImageOps.exif_transpose(frame))
     except MemoryError:
         raise
     except (
         Exception
     ) as e:  # Pillow's plugins raise many types on malformed data (OSError, SyntaxError, struct.error...)
         raise ImageError(f"{source}: cannot decode image ({type(e).__name__}: {e})") from e
-    return NormalizedImage(encode_png(rgb), "png", rgb.width, rgb.height)
+    return NormalizedImage(encode_png(rgb), "png", rgb.width, rgb.height, orientation if orientation in _ORIENT else 1)
 
 
 def _keep_as_is(im: Image.Image) -> bool:
@@ -93,7 +129,7 @@ def to_rgb(im: Image.Image) -> Image.Image:
     if im.mode == "RGB" and "transparency" not in im.info:
         return im
     if im.mode in ("I;16", "I;16L", "I;16B", "I;16N", "I", "F"):
-        return Image.fromarray(_to_uint8(np.asarray(im)), mode="L").convert("RGB")
+        return Image.fromarray(_to_uint8(np.asarray(im), im.mode), mode="L").convert("RGB")
     if im.mode in ("RGBA", "LA", "PA", "RGBa", "La") or "transparency" in im.info:
         rgba = im.convert("RGBA")
         background = Image.new("RGBA", rgba.size, ALPHA_BACKGROUND + (255,))
@@ -101,19 +137,19 @@ def to_rgb(im: Image.Image) -> Image.Image:
     return im.convert("RGB")  # L, 1, P, CMYK, YCbCr, LAB, HSV
 
 
-def _to_uint8(arr: np.ndarray) -> np.ndarray:
-    """Scale a 16/32-bit or float grayscale array to 0..255 (16-bit data by its full range)."""
-    is_float = arr.dtype.kind == "f"
+def _to_uint8(arr: np.ndarray, mode: str = "I;16") -> np.ndarray:
+    """Scale a 16/32-bit or float grayscale array to 0..255 by its bit depth, never by its range.
+
+    ``I;16*``: 16 bits. ``I`` (32-bit int): Pillow decodes 16-bit PNG and TIFF grayscale into it, so values
+    up to 65535 are 16-bit data; larger ones are 32-bit. ``F``: a float image in 0..1, else 0..255."""
     arr = arr.astype(np.float64)
     if arr.size == 0:
         return arr.astype(np.uint8)
     top = float(arr.max())
-    if is_float and top <= 1.0 and float(arr.min()) >= 0.0:
-        scale = 1.0  # float image in 0..1
-    elif top <= 255:
-        scale = 255.0
-    elif top <= 65535:
-        scale = 65535.0
+    if mode == "F":
+        scale = 1.0 if top <= 1.0 and float(arr.min()) >= 0.0 else 255.0
+    elif mode == "I" and top > 65535:
+        scale = 2.0**32 - 1
     else:
-        scale = top
+        scale = 65535.0
     return np.clip(np.rint(arr / scale * 255.0), 0, 255).astype(np.uint8)

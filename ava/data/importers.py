@@ -51,7 +51,8 @@ from typing import Any
 
 from ava.abilities import ABILITIES, Ability, get_ability
 from ava.data.format import DatasetWriter, Sample, atomic_write_text, update_info
-from ava.data.images import NormalizedImage, normalize_image
+from ava.data.images import NormalizedImage, normalize_image, orient_box
+from ava.data.paths import PathError, read_confined
 from ava.data.truth import derive_truth, source_of
 from ava.errors import AvaError
 from ava.progress import progress as progress_bar
@@ -223,7 +224,7 @@ class _Context:
         self.report = report
         self.forced = forced
         self.writer: DatasetWriter | None = None
-        self.images: dict[str, tuple[str, int, int] | str] = {}  # raw sha256 -> stored (rel, w, h) or error
+        self.images: dict[str, tuple[str, int, int, int] | str] = {}  # raw sha256 -> (rel, w, h, orientation) or error
         # Normalized but not yet stored: an image is written only once a sample using it is accepted,
         # so skipped rows leave no orphan files. Cleared after every chunk of rows.
         self.pending: dict[str, NormalizedImage] = {}
@@ -272,8 +273,13 @@ class _Context:
             raise RowError(f"duplicate id {sid!r} in {ability.key}")
         if not raw.question or not raw.question.strip():
             raise RowError("empty question")
-        sha, width, height = self._image(raw)
-        truth = derive_truth(ability, raw.question, raw.answer or "", image_size=(width, height))
+        sha, width, height, orientation = self._image(raw)
+        # a box is in the frame of the file's pixels (see ava.data.images): its size, then the upright frame
+        source_size = (height, width) if orientation in (5, 6, 7, 8) else (width, height)
+        truth = derive_truth(ability, raw.question, raw.answer or "", image_size=source_size)
+        if orientation != 1 and "box" in truth.truth:
+            truth.truth["box"] = orient_box(truth.truth["box"], orientation)
+            truth.meta["exif_orientation"] = orientation
         rel = self._commit(sha)
         meta = {k: _jsonable(v) for k, v in raw.extra.items()}
         source = source_of(raw.extra)
@@ -286,8 +292,8 @@ class _Context:
             answer=raw.answer or "", truth=truth.truth, options=truth.options, split=raw.split, meta=meta,
         )  # fmt: skip
 
-    def _image(self, raw: RawRow) -> tuple[str, int, int]:
-        """(sha256 of the source bytes, width, height) of the row's normalized image."""
+    def _image(self, raw: RawRow) -> tuple[str, int, int, int]:
+        """(sha256 of the source bytes, width, height, EXIF orientation applied) of the row's normalized image."""
         data = raw.image_bytes if raw.image_bytes is not None else _read_image_file(raw)
         sha = hashlib.sha256(data).hexdigest()
         if sha not in self.images and sha not in self.pending:
@@ -296,8 +302,8 @@ class _Context:
         if isinstance(cached, str):
             raise RowError(cached)
         if isinstance(cached, NormalizedImage):
-            return sha, cached.width, cached.height
-        return sha, cached[1], cached[2]
+            return sha, cached.width, cached.height, cached.orientation
+        return sha, cached[1], cached[2], cached[3]
 
     def _keep(self, sha: str, norm: NormalizedImage | str) -> None:
         if isinstance(norm, str):
@@ -310,7 +316,8 @@ class _Context:
         if sha in self.pending:
             assert self.writer is not None
             norm = self.pending.pop(sha)
-            self.images[sha] = (self.writer.add_image_bytes(norm.data, norm.ext), norm.width, norm.height)
+            rel = self.writer.add_image_bytes(norm.data, norm.ext)
+            self.images[sha] = (rel, norm.width, norm.height, norm.orientation)
         return self.images[sha][0]  # type: ignore[return-value]
 
     def prefetch(self, rows: list[RawRow], pool: Executor) -> None:
@@ -341,15 +348,13 @@ class _Context:
 
 
 def _read_image_file(raw: RawRow) -> bytes:
+    """The bytes of the row's image file, which must be a regular file inside the image root (see ava.data.paths)."""
     if not raw.image_path:
         raise RowError("no image (neither bytes nor a path)")
-    path = Path(raw.image_path)
-    if not path.is_absolute():
-        path = (raw.image_root or Path(raw.file).parent) / path
     try:
-        return path.read_bytes()
-    except OSError as e:
-        raise RowError(f"image file {path} cannot be read ({e.strerror or e})") from e
+        return read_confined(raw.image_root or Path(raw.file).parent, raw.image_path, what="image file")
+    except PathError as e:
+        raise RowError(str(e)) from e
 
 
 def _jsonable(value: Any) -> Any:
@@ -440,7 +445,9 @@ def _has_parquet(src: Path) -> bool:
 def _json_files(src: Path) -> list[Path]:
     if src.is_file():
         return [src]
-    return sorted(p for p in src.iterdir() if p.suffix in (".json", ".jsonl") and p.name != EXPORT_SIDECAR)
+    return sorted(
+        p for p in src.iterdir() if p.suffix in (".json", ".jsonl") and p.name != EXPORT_SIDECAR and p.is_file()
+    )
 
 
 def _iter_records(path: Path) -> Iterator[tuple[int, Any]]:

@@ -58,6 +58,8 @@ _CLASS_PATTERNS: dict[str, tuple[re.Pattern[str], ...]] = {
 # The abilities whose class is read from the question (the others' class is their answer).
 QUESTION_CLASS_ABILITIES = tuple(_CLASS_PATTERNS)
 SOURCE_COLUMNS = ("source", "source_dataset", "dataset", "data_source")
+MAX_COUNT = 10_000  # the release's counts are 1..40; a larger reference count is a broken row
+_EXPONENT = re.compile(r"\d\s*[eE]\s*[+-]?\d")
 
 
 class TruthError(AvaError, ValueError):
@@ -96,6 +98,8 @@ def derive_truth(ability: Ability, question: str, answer: str, *, image_size: tu
     if kind == "integer":
         if float(value) != int(value):
             raise TruthError(f"count answer {answer!r} is not a whole number")
+        if _EXPONENT.search(answer) or not 1 <= int(value) <= MAX_COUNT:  # "1e23" must not become 1 (or 10**23)
+            raise TruthError(f"count answer {answer!r} is not a count in 1..{MAX_COUNT} (MAE/GT divides by it)")
         return Truth({"value": int(value)}, None, meta)
     if kind == "box":
         box = [float(v) for v in value]

@@ -128,12 +128,16 @@ class Rendered:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
+MIN_SIZE, MAX_SIZE = 64, 4096
+
+
 def check_config(config: SynthConfig) -> None:
     """Reject settings that cannot produce a valid dataset, naming the option at fault."""
     if config.difficulty not in KNOBS:
         raise AvaError(f"--difficulty {config.difficulty!r}: choose one of {', '.join(KNOBS)}")
-    if config.size < 64:
-        raise AvaError(f"--size {config.size}: images must be at least 64 px for the drawings to be legible")
+    if not MIN_SIZE <= config.size <= MAX_SIZE:
+        raise AvaError(f"--size {config.size}: must be between {MIN_SIZE} px (for the drawings to be legible) "
+                       f"and {MAX_SIZE} px (larger only costs memory: one {MAX_SIZE} px image is 48 MiB)")  # fmt: skip
     if config.per_ava < 1:
         raise AvaError(f"--per-ava {config.per_ava}: must be at least 1")
     if not 0.0 < config.test_frac < 1.0:

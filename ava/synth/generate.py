@@ -10,11 +10,13 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import shutil
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ava.data.format import DatasetWriter, Sample, encode_png
+from ava.data.format import DatasetWriter, Sample, check_replaceable, encode_png
 from ava.errors import AvaError
 from ava.synth.core import KNOBS, Ctx, SynthConfig, check_config
 
@@ -72,16 +74,28 @@ def _render_all(tasks: list[Task], workers: int, progress: bool):
                 bar.advance(job)
             return
         ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context()
-        with ctx.Pool(workers) as pool:
-            for out in pool.imap(render_sample, tasks, chunksize=max(1, min(32, len(tasks) // (workers * 8) or 1))):
+        chunksize = max(1, min(32, len(tasks) // (workers * 8) or 1))
+        # concurrent.futures, not multiprocessing.Pool: a worker killed (OOM, signal) breaks the pool and
+        # raises here, where Pool would replace the worker and wait forever for its lost task.
+        pool = ProcessPoolExecutor(workers, mp_context=ctx)
+        try:
+            for out in pool.map(render_sample, tasks, chunksize=chunksize):
                 yield out
                 bar.advance(job)
+        except BrokenProcessPool as e:
+            raise AvaError(
+                f"a synth worker process died ({e}); it was killed or ran out of memory: try fewer --workers "
+                "or a smaller --size"
+            ) from None
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)  # on an error, do not render what is still queued
 
 
 def _prepare_out(out: Path, overwrite: bool) -> Path:
     """The temporary directory to write into; refuses to clobber a non-empty ``out`` unless ``overwrite``."""
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not overwrite:
         raise AvaError(f"{out} already exists and is not empty; choose another --out or pass --overwrite")
+    check_replaceable(out)  # --overwrite deletes an ava dataset, never any other directory
     tmp = out.with_name(f".{out.name}.synth-{os.getpid()}.tmp")
     if tmp.exists():
         shutil.rmtree(tmp)

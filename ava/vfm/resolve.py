@@ -51,9 +51,10 @@ def _options(text: str, name: str) -> dict[str, int]:
     out: dict[str, int] = {}
     for item in filter(None, text.split(",")):
         key, _, value = item.partition("=")
-        if key not in HF_OPTIONS or not value.lstrip("-").isdigit():
+        if key not in HF_OPTIONS or not value.isdigit() or (key != "prefix" and int(value) < 1):
             raise AvaError(
-                f"bad option {item!r} in --vfm {name!r}; options: prefix=N, size=S, pool=G (e.g. '#prefix=1')"
+                f"bad option {item!r} in --vfm {name!r}; options: prefix=N (>= 0), size=S, pool=G (>= 1) "
+                "(e.g. '#prefix=1')"
             )
         low = 0 if key == "prefix" else 1  # a token count may be 0; an image side or a pooled grid may not
         if int(value) < low:

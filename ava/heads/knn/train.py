@@ -32,6 +32,7 @@ from ava.heads.fingerprint import AbilityRun, save_tensors, train_abilities
 from ava.heads.knn.config import KNNConfig
 from ava.heads.knn.model import Memory, build_index, on_device, search
 from ava.heads.run_files import open_saved_run, score_and_write, write_json
+from ava.heads.rundir import owns_run_dir
 from ava.heads.targets import holdout_split, is_better, mean_score, select_abilities
 
 META_FILE = "knn.json"
@@ -179,6 +180,7 @@ class KNNRun(AbilityRun):
         write_json(self.run_dir / META_FILE, {ava: self.records[ava]["meta"] for ava in self.abilities})
 
 
+@owns_run_dir("knn")
 def train(config: KNNConfig) -> Path:
     """Build one index per ability, pick (view, k) on held-out, write the run dir (evaluates when eval_after).
 

@@ -10,7 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from ava.heads.base import HeadSpec
+from ava.heads.llm import align as _align_module  # noqa: F401 (loaded first: see below)
 from ava.heads.llm.config import AlignConfig, InstructConfig, LLMHeadConfig
+
+# Loading a submodule binds its name on the package. The submodule ``align`` (light: torch loads inside its
+# functions) is loaded above, so the function ``align`` defined below keeps the name for good, and
+# ``from ava.heads.llm import align`` gives the function even after ``ava.heads.llm.align`` was imported.
 
 
 def train(config: LLMHeadConfig) -> Path:

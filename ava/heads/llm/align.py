@@ -28,6 +28,7 @@ from pathlib import Path
 from ava.data.format import Dataset, DatasetWriter, Sample
 from ava.errors import AvaError
 from ava.heads.llm.config import AlignConfig
+from ava.heads.rundir import owns_run_dir
 
 CAPTIONS = "captions"
 
@@ -42,9 +43,24 @@ def _turns(item: dict, where: str) -> tuple[str, str]:
     return question or "Give a brief description of the image.", gpt.strip()
 
 
+def _check_ids(items: list, captions: Path) -> None:
+    """Every pair is an object with an id of its own (a repeated id would silently replace a pair)."""
+    first: dict[str, int] = {}
+    for n, item in enumerate(items):
+        if not isinstance(item, dict) or item.get("id") is None:
+            raise AvaError(f"captions file {captions}: pair {n} is not an object with an 'id'")
+        sid = str(item["id"])
+        if sid in first:
+            raise AvaError(
+                f"captions file {captions}: id {sid!r} is used by pairs {first[sid]} and {n}; ids must be unique"
+            )
+        first[sid] = n
+
+
 def import_captions(captions: str | Path, images: str | Path, out: str | Path, *, max_pairs: int | None = None) -> int:
     """Write the pairs of a LLaVA caption JSON as ``samples/captions.jsonl`` of a dataset at ``out``."""
     from ava.data.images import normalize_image
+    from ava.data.paths import read_confined
 
     captions, images = Path(captions), Path(images)
     try:
@@ -54,14 +70,15 @@ def import_captions(captions: str | Path, images: str | Path, out: str | Path, *
     if not isinstance(items, list):
         raise AvaError(f"captions file {captions}: expected a JSON list of {{id, image, conversations}}")
     items = items[:max_pairs] if max_pairs is not None else items
+    _check_ids(items, captions)
     with DatasetWriter(out, info={"source": f"captions:{captions.name}", "captions": True}) as writer:
         for item in items:
             question, caption = _turns(item, str(captions))
-            path = images / str(item.get("image", ""))
             try:
-                norm = normalize_image(path.read_bytes(), source=str(path))
-            except OSError as e:
-                raise AvaError(f"{captions}: image of pair {item.get('id')!r} cannot be read: {e}") from e
+                data = read_confined(images, str(item.get("image", "")), what="image")
+            except AvaError as e:
+                raise AvaError(f"{captions}: image of pair {item.get('id')!r}: {e}") from e
+            norm = normalize_image(data, source=str(images / str(item.get("image", ""))))
             rel = writer.add_image_bytes(norm.data, norm.ext)
             writer.add_sample(
                 Sample(
@@ -79,6 +96,7 @@ def import_captions(captions: str | Path, images: str | Path, out: str | Path, *
     return len(items)
 
 
+@owns_run_dir("align")
 def align(config: AlignConfig) -> Path:
     """Train the connector alone on caption pairs; writes ``connector.safetensors`` and run.json (head "align")."""
     import dataclasses
@@ -103,7 +121,7 @@ def align(config: AlignConfig) -> Path:
     run_dir = Path(config.out)
     check_resumable(run_dir, config)
     dataset = Dataset(config.data)
-    if not (dataset.root / "samples" / f"{CAPTIONS}.jsonl").is_file():
+    if not dataset.has_samples(CAPTIONS):
         raise AvaError(f"{config.data} has no samples/{CAPTIONS}.jsonl; make it with `ava head import-captions`")
     samples = dataset.samples(CAPTIONS)
     if config.max_train is not None:

@@ -52,6 +52,7 @@ class LLMHeadConfig:
     progress: bool = True
     compile: bool | None = None  # torch.compile the decoder layers; None: on for CUDA, off elsewhere
     log_every: int = 10  # optimizer steps between reads of the loss from the device (the log still has every step)
+    force: bool = False  # replace a different run at `out` (atomically; see ava.heads.rundir)
 
 
 @dataclass
@@ -82,6 +83,7 @@ class AlignConfig:
     progress: bool = True
     compile: bool | None = None
     log_every: int = 10
+    force: bool = False  # replace a different run at `out` (atomically; see ava.heads.rundir)
 
 
 @dataclass
@@ -118,6 +120,7 @@ class InstructConfig:
     progress: bool = True
     compile: bool | None = None
     log_every: int = 10
+    force: bool = False  # replace a different run at `out` (atomically; see ava.heads.rundir)
 
 
 def auto_grad_accum(batch_size: int, world: int, max_micro: int) -> int:

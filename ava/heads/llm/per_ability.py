@@ -25,6 +25,7 @@ from typing import Any
 
 from ava.errors import AvaError
 from ava.heads.llm.config import LLMHeadConfig
+from ava.heads.rundir import owns_run_dir
 
 ABILITIES_DIR = "abilities"
 
@@ -79,6 +80,7 @@ def sub_config(config: LLMHeadConfig, key: str) -> LLMHeadConfig:
     return dataclasses.replace(config, ava=[key], out=str(ability_dir(config.out, key)), joint=False)
 
 
+@owns_run_dir("llm")
 def train(config: LLMHeadConfig) -> Path:
     """Train one head per ability of ``config`` (or one joint head with ``config.joint``); returns the run dir."""
     from ava.heads.llm.train import train as train_one

@@ -46,6 +46,7 @@ NON_TRAINING_FIELDS = {
     "out",
     "log_every",
     "compile",
+    "force",  # how the run directory was claimed (ava.heads.rundir), not what trains
 }
 
 

@@ -40,6 +40,7 @@ class ProbeConfig:
     heldout_frac: float = 0.1
     max_memory_gb: float = 4.0  # token features above this are streamed from the cache per batch
     progress: bool = True
+    force: bool = False  # replace a different run at `out` (atomically; see ava.heads.rundir)
 
 
 @dataclass

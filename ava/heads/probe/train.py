@@ -49,6 +49,7 @@ from ava.heads.probe.config import ProbeConfig
 from ava.heads.probe.model import Probe, ProbeGrid, box_from_output, box_loss
 from ava.heads.probe.ocr import CTCReader, char_vocabulary, ctc_loss, encode_texts, greedy_decode, num_slots
 from ava.heads.run_files import open_saved_run, score_and_write, write_json
+from ava.heads.rundir import owns_run_dir
 from ava.heads.targets import (
     TARGET_DIMS,
     choice_reply,
@@ -561,6 +562,7 @@ class ProbeRun(AbilityRun):
         write_json(self.run_dir / META_FILE, {ava: self.records[ava]["meta"] for ava in self.abilities})
 
 
+@owns_run_dir(_head_name)
 def train(config: ProbeConfig) -> Path:
     """Train probes for the abilities of ``config`` and write the run directory (evaluates when eval_after).
 

@@ -1,0 +1,137 @@
+"""Run directories belong to one run (ava.heads.rundir): refusal, lock, --force swap, and a kill mid-swap-run."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ava.heads.rundir import RunDirError, claim_run, differing_fields
+from ava.locking import JobLock, LockBusyError
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file() and p.name != ".lock"}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def pixels_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    """(data, cache, a finished kNN run) on a tiny synthetic colour set through the real `pixels` cache."""
+    from ava.cache import ExtractConfig, extract
+    from ava.heads.knn import KNNConfig
+    from ava.heads.knn.train import train
+    from ava.synth import SynthConfig, generate
+
+    root = tmp_path_factory.mktemp("rundir")
+    data, cache = root / "data", root / "cache"
+    generate(SynthConfig(out=str(data), per_ava=10, ava=["color"], size=64, workers=1), progress=False)
+    extract(ExtractConfig(vfm="pixels", data=str(data), cache=str(cache), device="cpu", progress=False))
+    run = root / "run"
+    train(KNNConfig(vfm="pixels", data=str(data), cache=str(cache), out=str(run), progress=False, k=[1]))
+    return data, cache, run
+
+
+def test_claim_refuses_other_runs_and_names_the_field(tmp_path: Path) -> None:
+    from ava.heads.knn import KNNConfig
+
+    out = tmp_path / "r"
+    cfg = KNNConfig(vfm="a", data="d", cache="c", out=str(out))
+    with claim_run(out, "knn", cfg) as where:
+        assert where == out
+        out.mkdir(exist_ok=True)
+        (out / "config.json").write_text(json.dumps({**cfg.__dict__}))
+        (out / "run.json").write_text(json.dumps({"head": "knn"}))
+    assert differing_fields(out, "knn", cfg) == []
+    assert differing_fields(out, "knn", KNNConfig(vfm="a", data="d", cache="c", out=str(out), device="cuda")) == []
+    other = KNNConfig(vfm="b", data="d", cache="c", out=str(out))
+    with pytest.raises(RunDirError, match=r"vfm \('a' -> 'b'\).*--force"), claim_run(out, "knn", other):
+        pass
+    with pytest.raises(RunDirError, match=r"head \('knn' -> 'probe-linear'\)"), claim_run(out, "probe-linear", cfg):
+        pass
+    with JobLock(out / ".lock", "busy"), pytest.raises(LockBusyError, match="another training"):  # noqa: SIM117
+        with claim_run(out, "knn", cfg):
+            pass
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep")
+    with pytest.raises(RunDirError, match="holds no ava run"), claim_run(tmp_path / "mine", "knn", cfg, force=True):
+        pass
+    assert [p.name for p in (tmp_path / "mine").iterdir()] == ["notes.txt"]  # nothing deleted, nothing written
+
+
+def test_force_swaps_whole_and_an_error_keeps_the_old(tmp_path: Path) -> None:
+    from ava.heads.knn import KNNConfig
+
+    out = tmp_path / "r"
+    out.mkdir()
+    (out / "config.json").write_text(json.dumps({"vfm": "a"}))
+    (out / "old-weights").write_text("old")
+    cfg = KNNConfig(vfm="b", out=str(out), force=True)
+    with pytest.raises(ValueError), claim_run(out, "knn", cfg, force=True) as where:
+        (where / "half").write_text("new")
+        raise ValueError("killed")
+    assert sorted(p.name for p in out.iterdir()) == [".lock", "config.json", "old-weights"]
+    with claim_run(out, "knn", cfg, force=True) as where:
+        assert where != out and not (where / "half").exists()  # the leftover staging dir was cleared
+        (where / "config.json").write_text(json.dumps({"vfm": "b", "out": str(where)}))
+    assert json.loads((out / "config.json").read_text()) == {"vfm": "b", "out": str(out)}
+    assert not (out / "old-weights").exists() and sorted(p.name for p in tmp_path.iterdir()) == ["r"]
+
+
+def test_forked_child_does_not_keep_the_lock(tmp_path: Path) -> None:
+    """A worker forked while the lock is held (a DataLoader worker, say) and orphaned does not hold it."""
+    lock = JobLock(tmp_path / ".x.lock", "busy")
+    ready_r, ready_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child outlives the parent's lock
+        os.write(ready_w, b"1")  # the at-fork handlers have run by now
+        time.sleep(30)
+        os._exit(0)
+    try:
+        assert os.read(ready_r, 1) == b"1"
+        lock.close()
+        JobLock(tmp_path / ".x.lock", "busy").close()  # free at once, though the child still runs
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+
+
+def test_kill_during_forced_retrain_leaves_the_old_run(pixels_run: tuple[Path, Path, Path]) -> None:
+    """SIGKILL a `--force` re-train of another head while it writes: --out is still the old run, byte for byte,
+    and the next training clears the leftover and swaps the new run in whole."""
+    data, cache, run = pixels_run
+    before = tree_digest(run)
+    stage = run.with_name(f".{run.name}.new")
+    args = [sys.executable, "-m", "ava", "head", "train", "--head", "probe-linear", "--vfm", "pixels", "--data",
+            str(data), "--cache", str(cache), "--out", str(run), "--device", "cpu", "--force"]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while not (stage / "config.json").exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    killed_mid_run = proc.poll() is None
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert killed_mid_run, proc.stderr.read().decode() if proc.stderr else ""
+    assert tree_digest(run) == before  # the old kNN run, untouched
+    from ava.heads.probe import ProbeConfig
+    from ava.heads.probe.train import train
+
+    cfg = ProbeConfig(vfm="pixels", data=str(data), cache=str(cache), out=str(run), device="cpu", progress=False)
+    with pytest.raises(RunDirError, match=r"head \('knn' -> 'probe-linear'\)"):
+        train(cfg)
+    assert tree_digest(run) == before
+    train(dataclasses.replace(cfg, force=True))
+    assert json.loads((run / "run.json").read_text())["head"] == "probe-linear"
+    assert json.loads((run / "config.json").read_text())["out"] == str(run)
+    assert not (run / "knn.json").exists() and not stage.exists()
