@@ -19,6 +19,7 @@ the cache per layer), every pending run fits on it, and it is dropped before the
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -276,7 +277,9 @@ def fingerprint(config: FingerprintConfig) -> FingerprintResult:
     """Train every head of ``config`` on every ability, each ability's features read once (see the module doc)."""
     from ava.cache import open_cache
     from ava.data.format import Dataset
+    from ava.heads import HEADS
     from ava.heads.features import resolve_device
+    from ava.heads.rundir import claim_run
     from ava.heads.targets import select_abilities
 
     if not config.out:
@@ -288,8 +291,11 @@ def fingerprint(config: FingerprintConfig) -> FingerprintResult:
     cache = open_cache(config.cache, config.vfm)
     device = resolve_device(config.device)
     out = Path(config.out)
-    runs = [make_run(h, head_config(h, config, out, abilities), dataset, cache, abilities, device)
-            for h in dict.fromkeys(config.heads)]  # fmt: skip
-    reads = train_abilities(runs, cache, abilities, device=device, progress=config.progress, label=config.vfm)
-    results = {run.head: run.finish() for run in runs}
+    configs = {h: head_config(h, config, out, abilities) for h in dict.fromkeys(config.heads)}
+    with contextlib.ExitStack() as claims:  # each run dir is owned by this job (ava.heads.rundir): lock, no mixing
+        for h, hc in configs.items():
+            claims.enter_context(claim_run(hc.out, HEADS.get(h).name, hc))
+        runs = [make_run(h, hc, dataset, cache, abilities, device) for h, hc in configs.items()]
+        reads = train_abilities(runs, cache, abilities, device=device, progress=config.progress, label=config.vfm)
+        results = {run.head: run.finish() for run in runs}
     return FingerprintResult({r.head: r.run_dir for r in runs}, results, reads, {r.head: r.resumed for r in runs})
