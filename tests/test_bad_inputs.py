@@ -305,6 +305,19 @@ def run_forced(tmp: Path) -> list[str]:
     return train_args(tmp, data, "knn", "fake", "--ava", "color", "--force")
 
 
+def knn_nan_features(tmp: Path) -> list[str]:
+    """Item 11 (the extract helper's): a sample whose cached features hold NaN stops training, named."""
+    import numpy as np
+
+    from tests._heads_fixtures import handmade
+
+    data, cache = handmade(tmp / "data", abilities=("color",), n=20)
+    FAKE_CACHES[str(tmp / "fake-cache")] = cache
+    first = Dataset(data).samples("color", split="train")[0]
+    cache.rows[first.image_sha256][0, 0, 0] = np.nan
+    return train_args(tmp, data, "knn", "fake")
+
+
 def run_replaced(tmp: Path) -> None:
     meta = json.loads((tmp / "run" / "knn.json").read_text())
     assert list(meta) == ["color"] and not (tmp / ".run.new").exists()
@@ -482,6 +495,8 @@ CASES = [
     Case("run-locked", 5, run_locked, 2, "another training is writing", run_untouched),
     Case("run-not-a-run-force", 5, run_not_a_run, 2, "holds no ava run", run_untouched),
     Case("run-force-replaces", 5, run_forced, 0, "run directory", run_replaced),
+    Case("knn-nan-features", 11, knn_nan_features, 2, "hold NaN or inf", lambda t: not (t / "run" / "knn.json").exists()
+         or pytest.fail("a kNN run was written")),
     Case("import-exif-box", 12, import_exif_box, 0, "imported", box_on_the_square),
     Case("import-16bit-dark", 12, import_dark_16bit, 0, "imported", stored_dark),
     Case("import-count-1e23", 12, import_absurd_count, 1, "not a count in 1..10000", only_sane_count),
