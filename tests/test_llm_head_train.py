@@ -280,13 +280,17 @@ def test_planted_pickle_checkpoint_is_refused_by_the_cli(suite, tmp_path):
 
     root, data, cache = suite
     out, marker = tmp_path / "received", tmp_path / "marker"
-    plant_pickle(out / "checkpoint" / "state.pt", marker)
-    res = CliRunner().invoke(app, ["head", "train", "--head", "llm", "--ava", "rel_depth", "--vfm", VFM, "--data",
-                                   str(data), "--cache", str(cache), "--out", str(out), "--llm", LLM, "--epochs", "1",
-                                   "--max-train", "8", "--batch-size", "4"])  # fmt: skip
+    args = ["head", "train", "--head", "llm", "--ava", "rel_depth", "--vfm", VFM, "--data", str(data), "--cache",
+            str(cache), "--out", str(out), "--llm", LLM, "--epochs", "1", "--max-train", "8", "--batch-size", "4",
+            "--no-eval-after"]  # fmt: skip
+    assert CliRunner().invoke(app, args).exit_code == 0  # a real run directory ...
+    shutil.rmtree(out / "checkpoint")
+    plant_pickle(out / "checkpoint" / "state.pt", marker)  # ... received with a pickle as its checkpoint
+    before = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file() and p.name != ".lock"}
+    res = CliRunner().invoke(app, args)
     assert res.exit_code == 1 and isinstance(res.exception, AvaError), res.output  # main() prints it as one line
     assert "old pickle format" in str(res.exception) and not marker.exists()
-    assert not (out / "config.json").exists()  # refused before anything was written
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file() and p.name != ".lock"} == before
 
 
 def test_kill_during_a_checkpoint_swap_resumes_without_repeating(suite, monkeypatch):
