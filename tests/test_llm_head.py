@@ -121,7 +121,7 @@ def test_registry_and_clear_errors(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(AvaError, match=r"Qwen/Qwen2-0\.5B.*--llm DIR") as e:
         load_llm("qwen2-0.5b")
-    assert "huggingface-cli download Qwen/Qwen2-0.5B" in str(e.value)
+    assert "hf download Qwen/Qwen2-0.5B" in str(e.value)  # the hub CLI's current name (huggingface_hub >= 0.34)
 
 
 def test_local_directory_loads_like_a_checkpoint(tmp_path):
