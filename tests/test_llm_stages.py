@@ -136,3 +136,37 @@ def test_multi_turn_labels_cover_every_reply():
     assert supervised == enc.answer_ids("red") + enc.answer_ids("yes")
     assert int(batch["image_mask"][0].sum()) == 3 and int(batch["image_mask"][1].sum()) == 0
     assert batch["labels"][1][batch["labels"][1] != IGNORE].tolist() == enc.answer_ids("1")
+
+
+def test_instruct_owns_its_out(chain, tmp_path):
+    """Stage 2 claims its --out like the other heads: a foreign directory, another config or a second job is
+    refused before anything is written."""
+    import dataclasses
+
+    from ava.config import save_config
+    from ava.heads.llm import InstructConfig
+    from ava.heads.llm.stage2 import instruct
+    from ava.heads.rundir import RunDirError
+    from ava.locking import JobLock, LockBusyError
+
+    root, _, cache = chain
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
+    cfg = InstructConfig(vfm=VFM, data=str(root / "insdata"), cache=str(cache), out=str(foreign), llm=LLM,
+                         batch_size=4, epochs=1, progress=False)  # fmt: skip
+    with pytest.raises(RunDirError, match="no stage-2 run"):
+        instruct(cfg)
+    assert sorted(p.name for p in foreign.iterdir()) == ["notes.txt"]
+    s2 = tmp_path / "s2"
+    (s2 / "training").mkdir(parents=True)
+    save_config(dataclasses.replace(cfg, out=str(s2), lr=0.5), s2 / "training" / "config.json")
+    with pytest.raises(RunDirError, match="lr"):
+        instruct(dataclasses.replace(cfg, out=str(s2)))
+    busy = JobLock(s2 / "training" / ".lock", "held by the test")
+    try:
+        with pytest.raises(LockBusyError, match="another training"):
+            instruct(dataclasses.replace(cfg, out=str(s2), lr=0.5))
+    finally:
+        busy.close()
+    assert sorted(p.name for p in (s2 / "training").iterdir()) == [".lock", "config.json"]

@@ -152,7 +152,25 @@ def _featurize(batch: dict[str, torch.Tensor]) -> torch.Tensor:
 
 
 def instruct(config: InstructConfig) -> Path:
-    """Stage 2: tune the whole LLM and the connector on conversations; writes a directory ``--init`` accepts."""
+    """Stage 2: tune the whole LLM and the connector on conversations; writes a directory ``--init`` accepts.
+
+    ``--out`` is owned as the other heads own theirs (:mod:`ava.heads.rundir`): the run's config lives in
+    ``training/``, so that is what is claimed (one job at a time, no other config mixed in); a non-empty ``--out``
+    without ``training/`` holds no stage-2 run and is never written into.
+    """
+    from ava.heads.rundir import RunDirError, claim_run
+
+    if not config.out:
+        raise AvaError("no output directory given (--out)")
+    out = Path(config.out)
+    if out.is_dir() and any(out.iterdir()) and not (out / TRAINING_DIR).is_dir():
+        raise RunDirError(f"--out {out} is not empty and holds no stage-2 run (no {TRAINING_DIR}/); it is never "
+                          "written into: choose another --out")  # fmt: skip
+    with claim_run(out / TRAINING_DIR, "instruct", config):
+        return _instruct(config)
+
+
+def _instruct(config: InstructConfig) -> Path:
     from ava.heads.llm.config import auto_grad_accum
     from ava.heads.llm.llms import TEMPLATE_FILE, load_llm
     from ava.heads.llm.model import build_head
@@ -161,8 +179,6 @@ def instruct(config: InstructConfig) -> Path:
     from ava.heads.llm.train import LoopData, check_resumable, fit, init_dist, resolve_dtype
     from ava.heads.targets import stable_order
 
-    if not config.out:
-        raise AvaError("no output directory given (--out)")
     if config.features != "cache":
         raise AvaError("--features: stage 2 reads image features from the cache only (--features cache)")
     dist, device = init_dist(config.device)
