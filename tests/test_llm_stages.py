@@ -161,8 +161,9 @@ def test_instruct_owns_its_out(chain, tmp_path):
     s2 = tmp_path / "s2"
     (s2 / "training").mkdir(parents=True)
     save_config(dataclasses.replace(cfg, out=str(s2), lr=0.5), s2 / "training" / "config.json")
-    with pytest.raises(RunDirError, match="lr"):
+    with pytest.raises(RunDirError, match="lr") as refused:
         instruct(dataclasses.replace(cfg, out=str(s2)))
+    assert "--force" not in str(refused.value).replace("has no --force", "")  # no option stage 2 lacks
     busy = JobLock(s2 / "training" / ".lock", "held by the test")
     try:
         with pytest.raises(LockBusyError, match="another training"):

@@ -142,7 +142,14 @@ def _fix_out(run_dir: Path, stage: Path, out: Path) -> None:
 
 
 @contextmanager
-def claim_run(out: str | os.PathLike[str], head: str, config: Any, *, force: bool = False) -> Iterator[Path]:
+def claim_run(
+    out: str | os.PathLike[str],
+    head: str,
+    config: Any,
+    *,
+    force: bool = False,
+    replace_hint: str = "Choose another --out, or pass --force to replace that run",
+) -> Iterator[Path]:
     """Own ``out`` for one training; yields the directory to write the run in (``out`` itself, or the staging
     directory beside it that replaces ``out`` when the block ends without an error)."""
     if not str(out):
@@ -161,7 +168,7 @@ def claim_run(out: str | os.PathLike[str], head: str, config: Any, *, force: boo
         if not force and diff:
             raise RunDirError(
                 f"--out {out} holds another run: {'; '.join(diff[:4])}{' ...' if len(diff) > 4 else ''}. "
-                "Choose another --out, or pass --force to replace that run"
+                + replace_hint
             )
         if not force or diff is None:
             yield out

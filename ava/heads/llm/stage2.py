@@ -166,7 +166,8 @@ def instruct(config: InstructConfig) -> Path:
     if out.is_dir() and any(out.iterdir()) and not (out / TRAINING_DIR).is_dir():
         raise RunDirError(f"--out {out} is not empty and holds no stage-2 run (no {TRAINING_DIR}/); it is never "
                           "written into: choose another --out")  # fmt: skip
-    with claim_run(out / TRAINING_DIR, "instruct", config):
+    hint = f"Choose another --out, or delete {out} to start over (stage 2 has no --force)"
+    with claim_run(out / TRAINING_DIR, "instruct", config, replace_hint=hint):
         return _instruct(config)
 
 
