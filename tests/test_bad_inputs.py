@@ -513,7 +513,7 @@ CASES = [
     Case("num-workers-negative", 10, parse_time("llm", "--num-workers", "-1"), 2, "'--num-workers'", nothing_written),
     Case("hf-size-negative", 10, hf_bad_size, 2, "bad option 'size=-5'", nothing_at("c")),
     Case("config-wrong-type", 10, config_wrong_type, 2, "epochs = 'ten'", None),
-    Case("file-where-dir-expected", 13, file_where_dir_expected, 1, "a file is where a directory is expected", None),
+    Case("file-where-dir-expected", 13, file_where_dir_expected, 2, "file is a file, not a directory", None),
     Case("run-json-bad-utf8", 13, run_json_bad_utf8, 1, "not valid utf-8", None),
     Case("truncated-safetensors", 13, truncated_weights, 1, "knn.safetensors", None),
     Case("corrupt-zarr-json", 13, corrupt_zarr_json, 1, "not valid JSON", None),

@@ -240,7 +240,7 @@ def test_bad_options_and_existing_out(tmp_path: Path) -> None:
     out = tmp_path / "keep"
     out.mkdir()
     (out / "notes.txt").write_text("mine")
-    with pytest.raises(AvaError, match="overwrite"):
+    with pytest.raises(AvaError, match="pass --force"):
         generate(SynthConfig(out=str(out), per_ava=1, size=64), progress=False)
     assert (out / "notes.txt").read_text() == "mine"
     with pytest.raises(AvaError, match="not an ava dataset"):  # --overwrite deletes only ava datasets

@@ -93,8 +93,13 @@ def _render_all(tasks: list[Task], workers: int, progress: bool):
 
 def _prepare_out(out: Path, overwrite: bool) -> Path:
     """The temporary directory to write into; refuses to clobber a non-empty ``out`` unless ``overwrite``."""
+    for above in out.parents:  # the nearest existing folder above --out must be one (not a file)
+        if above.exists():
+            if not above.is_dir():
+                raise AvaError(f"--out {out}: {above} is a file, not a directory")
+            break
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not overwrite:
-        raise AvaError(f"{out} already exists and is not empty; choose another --out or pass --overwrite")
+        raise AvaError(f"{out} already exists and is not empty; choose another --out or pass --force")
     check_replaceable(out)  # --overwrite deletes an ava dataset, never any other directory
     tmp = out.with_name(f".{out.name}.synth-{os.getpid()}.tmp")
     if tmp.exists():
