@@ -30,10 +30,16 @@ def test_file_where_directory_expected(tmp_path: Path, capsys: pytest.CaptureFix
     blocker = tmp_path / "file"
     blocker.write_text("x")
     code, err = _run(["data", "synth", "--out", str(blocker / "ds"), "--per-ava", "2", "--ava", "color"], capsys)
-    assert code == 1
-    assert str(blocker) in err and "a file is where a directory is expected" in err
+    assert code == 2  # synth names the file above --out before it writes anything
+    assert f"{blocker} is a file, not a directory" in err
     assert "Traceback" not in err
     assert not list(tmp_path.glob(".*.tmp"))
+    from ava.errors import describe  # the OS's own ENOTDIR, where a command does not check first
+
+    with pytest.raises(NotADirectoryError) as caught:
+        (blocker / "ds").mkdir(parents=True)
+    line = describe(caught.value)
+    assert str(blocker) in line and "a file is where a directory is expected" in line
 
 
 @pytest.mark.parametrize(
