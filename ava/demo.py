@@ -25,6 +25,10 @@ from ava.errors import AvaError
 
 # The floor (no learning), the control (random weights) and a trained CNN (real ImageNet weights, offline).
 DEMO_VFMS = ("pixels", "random-vit", "effnet-lite0")
+# Extractors that take any input size (a multiple of their stride) run at the images' own size: upscaling the
+# synthetic images to 224 px adds no information, and costs effnet-lite0 ~2x its forward time and `pixels` ~2x
+# its tokens. random-vit keeps 224 px: its 14x14 position table fixes its input.
+AT_IMAGE_SIZE = ("pixels", "effnet-lite0")
 FULL = {"per_ava": 200, "size": 160, "heads": ["knn", "probe-linear", "probe-attn"], "llm_ava": ["color", "spatial"]}
 QUICK = {"per_ava": 30, "size": 96, "heads": ["knn", "probe-linear"], "llm_ava": ["color"]}
 
@@ -122,7 +126,9 @@ def _head_config(head: str, config: DemoConfig, vfm: str, paths: dict[str, Path]
 
 
 def run_dir(out: Path, head: str, vfm: str) -> Path:
-    return out / "runs" / f"{head}-{vfm}"
+    from ava.heads.fingerprint import run_dir_name  # the same directory names as `ava fingerprint` gives
+
+    return out / "runs" / run_dir_name(head, vfm)
 
 
 DONE = "demo_done.json"  # written into a run directory once its training and scoring finished
@@ -248,16 +254,22 @@ def run_demo(config: DemoConfig) -> Path:
     ):
         _synth(config, paths["data"], console)
     abilities = _abilities(paths["data"], config)
-    config = replace(config, vfms=_available_vfms(config.vfms, console))
+    config = replace(config, vfms=demo_vfms(_available_vfms(config.vfms, console), config.size))
+    per_vfm: dict[str, dict[str, float]] = {"feature cache": {}, "feature heads": {}}  # seconds, per extractor
     with stage("feature cache", ", ".join(config.vfms)):
         for vfm in config.vfms:
+            t1 = time.perf_counter()
             summary = _extract(config, paths["data"], paths["cache"], vfm)
-            console.print(f"  {vfm}: {_summary_line(summary)}", highlight=False)
+            per_vfm["feature cache"][vfm] = time.perf_counter() - t1
+            console.print(f"  {vfm}: {_summary_line(summary)} ({per_vfm['feature cache'][vfm]:.1f} s)",
+                          highlight=False)  # fmt: skip
     runs: list[tuple[Path, Any]] = []  # (run dir, head config)
     failures: list[str] = []
     with stage("feature heads", f"{', '.join(config.heads)} on {len(abilities)} abilities (ava fingerprint)"):
         for vfm in config.vfms:
+            t1 = time.perf_counter()
             _fingerprint(config, vfm, paths, abilities, console, runs, failures)
+            per_vfm["feature heads"][vfm] = time.perf_counter() - t1
     if use_llm:
         with stage("LLM head", f"{config.llm} on {', '.join(llm_ava)}"):
             _run_head("llm", config, paths, llm_ava, console, runs, failures)
@@ -270,7 +282,7 @@ def run_demo(config: DemoConfig) -> Path:
     print_report(report, console)
     md = paths["report"] / "report.md"
     console.print(f"\n[bold]report:[/] {md}  (tables, rank agreement, plots)  total {time.perf_counter() - t0:.0f} s")
-    _save_timings(out, stage.timings, time.perf_counter() - t0)
+    _save_timings(out, stage.timings, per_vfm, time.perf_counter() - t0)
     if failures:
         raise AvaError("some head runs failed (the report covers the others):\n  " + "\n  ".join(failures))
     return md
@@ -294,6 +306,20 @@ def _available_vfms(vfms: list[str], console: Any) -> list[str]:
     return kept
 
 
+def demo_vfms(vfms: list[str], size: int | None) -> list[str]:
+    """The names the demo extracts: those in :data:`AT_IMAGE_SIZE` as ``NAME#size=S`` at the images' side ``size``
+    (when it is a multiple of their stride), the others as given. The size is in the name and in the cache
+    identity, so these features never mix with the same model's at its registered size."""
+    from ava.vfm import resolve_vfm
+
+    out = []
+    for name in vfms:
+        spec = resolve_vfm(name)
+        sized = name in AT_IMAGE_SIZE and size and size != spec.image_size and size % spec.patch_size == 0
+        out.append(f"{name}#size={size}" if sized else name)
+    return out
+
+
 def extractor_lines(vfms: list[str]) -> list[str]:
     """One line per extractor of the demo: what its weights are (built here, random, or trained)."""
     from ava.vfm import resolve_vfm
@@ -307,7 +333,7 @@ def extractor_lines(vfms: list[str]) -> list[str]:
             kind = "RANDOM weights: the control, not a trained model"
         else:
             kind = f"REAL trained weights: {spec.title}"
-        lines.append(f"- `{name}`: {kind}")
+        lines.append(f"- `{name}`: {kind}; input {spec.image_size} px")
     return lines
 
 
@@ -325,10 +351,12 @@ def _summary_line(summary: dict[str, Any]) -> str:
     return ", ".join(parts) or "done"
 
 
-def _save_timings(out: Path, timings: dict[str, float], total: float) -> None:
+def _save_timings(out: Path, timings: dict[str, float], per_vfm: dict[str, dict[str, float]], total: float) -> None:
+    """``OUT/demo_timings.json``: seconds per stage, per extractor within the cache and head stages, in total."""
     from ava.data.format import atomic_write_text
     from ava.threads import threads_in_use
 
     data = {"stages_s": {k: round(v, 2) for k, v in timings.items()}, "total_s": round(total, 2),
+            "per_vfm_s": {stage: {k: round(v, 2) for k, v in d.items()} for stage, d in per_vfm.items()},
             "threads": threads_in_use()}  # fmt: skip
     atomic_write_text(out / "demo_timings.json", json.dumps(data, indent=2) + "\n")

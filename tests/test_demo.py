@@ -22,6 +22,18 @@ def _timm_importable() -> bool:
     return True
 
 
+def test_demo_runs_size_free_extractors_at_the_images_size():
+    from ava.demo import demo_vfms
+
+    assert demo_vfms(["pixels", "random-vit", "effnet-lite0"], 160) == [
+        "pixels#size=160",
+        "random-vit",
+        "effnet-lite0#size=160",
+    ]  # random-vit's position table fixes 224 px
+    assert demo_vfms(["pixels", "effnet-lite0"], 100) == ["pixels", "effnet-lite0"]  # not a multiple of 16: 224
+    assert demo_vfms(["pixels"], 224) == ["pixels"]  # already its size: the plain name (and the same cache)
+
+
 def test_presets_fill_only_unset_fields():
     cfg = DemoConfig(per_ava=7).resolved()
     assert cfg.per_ava == 7 and cfg.size == FULL["size"] and cfg.heads == FULL["heads"]
@@ -44,21 +56,24 @@ def test_reduced_demo(tmp_path):
     assert {"knn", "probe-linear"} <= heads
     assert any(h.startswith("llm") for h in heads), heads
     knn = report["heads"]["knn"]
-    trained = {"effnet-lite0"} if _timm_importable() else set()  # the demo leaves it out, saying why, without timm
-    assert set(knn["vfms"]) == {"pixels", "random-vit", *trained}
+    # pixels and effnet-lite0 run at the images' 96 px (in their names); effnet-lite0 is left out without timm
+    trained = {"effnet-lite0#size=96"} if _timm_importable() else set()
+    assert set(knn["vfms"]) == {"pixels#size=96", "random-vit", *trained}
     assert set(knn["abilities"]) == set(ABILITIES)
-    assert knn["random_weights"] == {"pixels": False, "random-vit": True, **{v: False for v in trained}}
+    assert knn["random_weights"] == {"pixels#size=96": False, "random-vit": True, **{v: False for v in trained}}
     assert knn["synthetic"] is True
     md = (out / "report" / "report.md").read_text()
     assert "random-vit (random weights)" in md and "data: synthetic" in md
     assert "### knn vs probe-linear" in md
     # the report opens with one sentence per extractor on what its fingerprint shows
     assert md.startswith("# AVA-Bench report\n\n## What the fingerprints show\n")
-    assert report["opening"][0].startswith("`pixels` (raw pixels, the floor): leads on ")
+    assert report["opening"][0].startswith("`pixels#size=96` (raw pixels, the floor): leads on ")
     assert report["opening"][1].startswith("`random-vit` (random weights, the control): leads on ")
     assert "## Extractors of this demo" in md and "`random-vit`: RANDOM weights" in md
+    assert "`random-vit`: RANDOM weights: the control, not a trained model; input 224 px" in md
     if trained:
-        assert "`effnet-lite0`: REAL trained weights: EfficientNet-Lite0, a CNN trained on ImageNet" in md
+        assert "`effnet-lite0#size=96`: REAL trained weights: EfficientNet-Lite0, a CNN trained on ImageNet" in md
+        assert "(not one of the paper's VFMs); input 96 px" in md
     else:
         assert "effnet-lite0 left out" in result.output
     assert "report.md" in result.output
@@ -95,6 +110,6 @@ def test_llm_head_only_on_the_abilities_the_demo_runs(tmp_path):
     out = tmp_path / "demo"
     run_demo(DemoConfig(out=str(out), per_ava=20, size=64, ava=["Counting"], vfms=["pixels"], heads=["knn"],
                         device="cpu", progress=False))  # fmt: skip
-    assert sorted(p.name for p in (out / "runs").iterdir()) == ["knn-pixels"]
+    assert sorted(p.name for p in (out / "runs").iterdir()) == ["knn-pixels_size_64"]  # pixels at the images' size
     report = json.loads((out / "report" / "report.json").read_text())
     assert set(report["heads"]) == {"knn"} and report["heads"]["knn"]["abilities"] == ["counting"]

@@ -382,3 +382,27 @@ def test_gated_repositories_say_how_to_get_access(monkeypatch, tmp_path):
         message = str(err.value)
         assert "gated" in message and "huggingface.co/facebook/" in message and "HF_TOKEN" in message
         assert "Traceback" not in message and "403" not in message
+
+
+def test_size_option_runs_a_model_at_another_input_size():
+    """``NAME#size=S``: the size is in the name and the identity (caches at two sizes never mix); a model whose
+    position table fixes its input refuses other sizes in one line; bad options are refused before anything loads."""
+    from ava.vfm.resolve import check_name
+
+    small, plain = load_vfm("pixels#size=64"), load_vfm("pixels")
+    assert small.spec.key == "pixels#size=64" and small.grid == (4, 4) and plain.grid == (14, 14)
+    assert small(torch.zeros(1, 3, 64, 64)).shape == (1, 1, 16, 768)
+    assert small.identity()["image_size"] == 64 and small.identity() != plain.identity()
+    assert resolve_vfm("tiny-dinov2#size=28").image_size == 28  # DINOv2 interpolates its position table
+    assert load_vfm("tiny-dinov2#size=28")(torch.zeros(1, 3, 28, 28)).shape == (1, 1, 4, 64)
+    vit = load_vfm("random-vit#size=160")
+    with pytest.raises(AvaError, match=r"'random-vit#size=160' \(ViTModel\) cannot run on 160x160 images"):
+        vit(torch.zeros(1, 3, 160, 160))
+    bad_names = [("pixels#size=100", "not a multiple of pixels's patch size"),
+                 ("pixels#pool=4", "takes only '#size=S'"), ("pixels#size=0", "bad option 'size=0'")]  # fmt: skip
+    for bad, match in bad_names:
+        with pytest.raises(AvaError, match=match):
+            resolve_vfm(bad)
+    with pytest.raises(AvaError, match="takes only"):
+        check_name("effnet-lite0#prefix=1")  # parse time: no torch, no timm
+    assert check_name("effnet-lite0#size=160") == "effnet-lite0#size=160"

@@ -89,6 +89,19 @@ def test_effnet_lite0_converts_once_and_is_identified_by_its_files(effnet, ava_h
     assert param_count(VFMS.get("effnet-lite0")) == VFMS.get("effnet-lite0").params
 
 
+def test_effnet_at_the_images_size_runs_channels_last(effnet):
+    """``effnet-lite0#size=160`` (the demo's): a 10x10 grid of the same stage, its own cache identity; the CNN runs
+    in channels-last memory with the same features as the standard layout."""
+    small = load_vfm("effnet-lite0#size=160")
+    assert (small.grid, small.dim) == ((10, 10), 112) and small.model.channels_last
+    assert small.identity() == {**effnet.identity(), "image_size": 160, "grid": [10, 10], "num_tokens": 100}
+    x = torch.randn(2, 3, 160, 160)
+    fast = small(x)
+    small.model.model.to(memory_format=torch.contiguous_format)
+    small.model.channels_last = False
+    torch.testing.assert_close(small(x), fast, atol=1e-4, rtol=1e-4)
+
+
 def test_effnet_features_differ_from_random_vit_on_the_synthetic_suite(effnet, tmp_path):
     """Trained and random features order the same synthetic images differently (compare their distance matrices)."""
     from PIL import Image

@@ -226,12 +226,18 @@ class FrozenVFM(nn.Module):
                 f"VFM {self.spec.key!r} takes [B, 3, {size}, {size}] images, got {tuple(pixel_values.shape)}"
             )
         x = pixel_values.to(device=self.device, dtype=self.dtype)
-        if getattr(self.model, "takes_layers", False):  # timm: computes only the chosen intermediates
-            return torch.stack([self._tokens(h) for h in self.model(x, self.layers)], dim=1)
-        if self._layout == "naflex":
-            out = self.model(**pp.naflex_inputs(x, self.spec.patch_size), output_hidden_states=True)
-        else:
-            out = self.model(pixel_values=x, output_hidden_states=True)
+        try:
+            if getattr(self.model, "takes_layers", False):  # timm: computes only the chosen intermediates
+                return torch.stack([self._tokens(h) for h in self.model(x, self.layers)], dim=1)
+            if self._layout == "naflex":
+                out = self.model(**pp.naflex_inputs(x, self.spec.patch_size), output_hidden_states=True)
+            else:
+                out = self.model(pixel_values=x, output_hidden_states=True)
+        except (ValueError, AssertionError) as e:  # e.g. a ViT whose position table fixes the input size
+            raise AvaError(
+                f"VFM {self.spec.key!r} ({type(self.model).__name__}) cannot run on {size}x{size} images: "
+                f"{str(e).splitlines()[0] if str(e) else type(e).__name__}"
+            ) from e
         hidden = getattr(out, "hidden_states", None)
         if hidden is None:
             raise AvaError(f"VFM {self.spec.key!r} ({type(self.model).__name__}) returned no hidden states")

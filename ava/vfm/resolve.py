@@ -5,6 +5,9 @@ its config), or ``timm:<model-name-or-dir>`` (any timm model, see :mod:`ava.vfm.
 
 ``hf:`` options follow a ``#``: ``hf:/models/beit#prefix=1,size=224,pool=24`` sets the prefix-token count
 (needed for classes ``ava`` does not know), the input size, and area-pooling of the patch grid to 24x24.
+Any other name takes ``#size=S``: ``effnet-lite0#size=160`` runs the model at 160 px instead of its registered
+size (a CNN or the ``pixels`` floor takes any multiple of its stride; a ViT with a fixed position table refuses it
+when it runs). The size is part of the name and of the cache identity, so features at different sizes never mix.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ def resolve_vfm(name: str | VFMSpec, *, trust_remote_code: bool = False) -> VFMS
         return name
     if name.startswith("hf:"):
         return hf_spec(name[3:], trust_remote_code=trust_remote_code)
+    if "#" in name:
+        return _sized(name, trust_remote_code)
     if name.startswith("timm:"):
         from ava.vfm.timm_family import timm_spec
 
@@ -63,10 +68,33 @@ def _options(text: str, name: str) -> dict[str, int]:
     return out
 
 
+def _sized(name: str, trust_remote_code: bool) -> VFMSpec:
+    """``NAME#size=S``: the spec of ``NAME`` at input size ``S`` (see the module docstring)."""
+    base, _, opts = name.partition("#")
+    size = _size_option(opts, name)
+    spec = resolve_vfm(base, trust_remote_code=trust_remote_code)
+    if size % spec.patch_size:
+        raise AvaError(
+            f"--vfm {name!r}: size {size} is not a multiple of {spec.key}'s patch size (stride) {spec.patch_size}; "
+            f"try {max(spec.patch_size, size // spec.patch_size * spec.patch_size)}"
+        )
+    return replace(spec, key=f"{spec.key}#size={size}", image_size=size, aliases=())
+
+
+def _size_option(opts: str, name: str) -> int:
+    options = _options(opts, name)
+    if set(options) != {"size"}:
+        raise AvaError(f"bad options in --vfm {name!r}: a registered, key@dir or timm: name takes only '#size=S'")
+    return options["size"]
+
+
 def check_name(name: str) -> str:
-    """``name`` with its ``hf:...#options`` checked (no download, no torch): for parse-time validation."""
-    if name.startswith("hf:") and "#" in name:
-        _options(name.partition("#")[2], name)
+    """``name`` with its ``#options`` checked (no download, no torch): for parse-time validation."""
+    if "#" in name:
+        if name.startswith("hf:"):
+            _options(name.partition("#")[2], name)
+        else:
+            _size_option(name.partition("#")[2], name)
     return name
 
 

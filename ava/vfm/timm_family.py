@@ -161,8 +161,15 @@ class TimmBackbone(nn.Module):
         self.num_hidden = len(_feature_info(model))
         params = inspect.signature(model.forward_intermediates).parameters
         self._prefix = "return_prefix_tokens" in params and int(getattr(model, "num_prefix_tokens", 0) or 0) > 0
+        # A CNN (convolutions past the stem) runs in channels-last memory: its depthwise and 1x1 convolutions are
+        # ~1.5x faster so on CPU (EfficientNet-Lite0, 2026-11-23), and it is the layout GPUs prefer too.
+        self.channels_last = sum(isinstance(m, nn.Conv2d) for m in model.modules()) > 1
+        if self.channels_last:
+            model.to(memory_format=torch.channels_last)
 
     def forward(self, pixel_values: torch.Tensor, layers: tuple[int, ...]) -> list[torch.Tensor]:
+        if self.channels_last:
+            pixel_values = pixel_values.contiguous(memory_format=torch.channels_last)
         wanted = sorted({self.num_hidden + layer for layer in layers})
         kwargs = {"return_prefix_tokens": True} if self._prefix else {}
         out = self.model.forward_intermediates(pixel_values, indices=wanted, intermediates_only=True,
