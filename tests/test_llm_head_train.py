@@ -51,6 +51,8 @@ def test_beats_majority_baseline(trained):
     run = results["run"]
     assert run["random_weights"] is True and run["llm"] == LLM and run["llm_random_weights"] is True
     assert run["head"] == "llm" and run["cache_key"] and run["features"] == "cache"
+    training = json.loads((trained / "run.json").read_text())["training"]
+    assert training["packed"] is True  # (the default: samples packed into one row, no padding)
     for name in ("connector.safetensors", "adapter/adapter_model.safetensors", "config.json", "run.json",
                  "train_log.jsonl", "checkpoint/latest", "predictions_test.jsonl"):  # fmt: skip
         assert (trained / name).is_file(), name

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -78,8 +79,6 @@ def test_compile_default_and_clean_fallback(monkeypatch):
     """--compile defaults to CUDA only; where torch.compile cannot run, training goes on eagerly with a warning."""
     import importlib
 
-    import pytest
-
     tr = importlib.import_module("ava.heads.llm.train")
     assert tr.use_compile(None, torch.device("cuda")) and not tr.use_compile(None, torch.device("cpu"))
     assert tr.use_compile(True, torch.device("cpu")) and not tr.use_compile(False, torch.device("cuda"))
@@ -92,3 +91,65 @@ def test_compile_default_and_clean_fallback(monkeypatch):
     with pytest.warns(UserWarning, match="running eagerly"):
         assert tr.compile_layers(head) is False
     assert not any("_orig_mod" in n or "compiled" in type(m).__name__.lower() for n, m in head.named_modules())
+
+
+def test_packed_batch_equals_the_padded_batch():
+    """Samples packed into one row (position ids restart, attention kept inside each sample) give the padded loss;
+    attention across samples would not."""
+    head = _head().eval()
+    feats = torch.randn(3, T, D)
+    items = [{"index": i} for i in range(3)]
+    padded = Collator(_encoded(), T, 0)(items)
+    packed = Collator(_encoded(), T, 0, pack=True)(items)
+    lens = tuple(e.length(T) for e in _encoded())
+    assert packed["input_ids"].shape == (1, sum(lens)) and packed["seq_lens"] == lens
+    assert packed["cu_seqlens"].tolist() == [0, lens[0], lens[0] + lens[1], sum(lens)]
+    assert packed["position_ids"][0, lens[0]] == 0 and packed["n_tokens"] == padded["n_tokens"] == sum(lens)
+    assert torch.equal(packed["sup_targets"], padded["sup_targets"])
+    assert head.use_packing(torch.device("cpu"), torch.float32)
+    with torch.no_grad():
+        a, b = head(padded, feats), head(packed, feats)
+        lp_padded, lp_packed = head.sequence_logprob(padded, feats), head.sequence_logprob(packed, feats)
+        across = head(dict(packed, seq_lens=(sum(lens),)), feats)  # one causal sequence: samples see each other
+    assert abs(a.item() - b.item()) < 1e-4, (a, b)
+    assert torch.allclose(lp_padded, lp_packed, atol=1e-4)
+    assert abs(across.item() - a.item()) > 1e-3
+    head.use_packing(torch.device("cpu"), torch.float32, on=False)
+    assert head.base.config._attn_implementation == "sdpa"
+    with pytest.raises(RuntimeError, match="use_packing"):
+        head(packed, feats)
+
+
+def test_packed_training_step_has_no_host_sync():
+    import importlib
+
+    tr = importlib.import_module("ava.heads.llm.train")
+    head = _head().train()
+    assert head.use_packing(torch.device("cpu"), torch.float32)
+    params = [p for p in head.parameters() if p.requires_grad]
+    optimizer = tr.adamw(params, 1e-3, 0.0)
+    scheduler = tr.schedule(10, 0.1, optimizer)
+    feats = torch.randn(3, T, D).half()
+    data = LoopData(None, _encoded(), T, 0, lambda b: feats.index_select(0, b["index"]))
+    batch = Collator(_encoded(), T, 0, pack=True)([{"index": i} for i in range(3)])
+    cpu = torch.device("cpu")
+    tr.train_step(head, params, optimizer, scheduler, [batch], data, cpu, torch.float32)
+    with SyncCounter() as counter:
+        loss, n, toks = tr.train_step(head, params, optimizer, scheduler, [batch, batch], data, cpu, torch.float32)
+    assert counter.seen == [], counter.seen
+    assert n == 6 and toks == 2 * sum(e.length(T) for e in _encoded()) and torch.isfinite(loss)
+
+
+def test_packing_falls_back_to_padding_where_it_cannot_run():
+    """A batch with a text-only row (stage 2) is padded; an LLM with eager attention trains padded, with a warning;
+    on a CPU the varlen kernel is never tried."""
+    from ava.heads.llm.packing import varlen_usable
+
+    enc = [*_encoded(), Encoded([1, 2], [3, 4], [5, 2], image=False)]
+    batch = Collator(enc, T, 0, pack=True)([{"index": i} for i in (0, 3)])
+    assert "cu_seqlens" not in batch and batch["input_ids"].shape[0] == 2
+    assert not varlen_usable(torch.device("cpu"), torch.bfloat16)
+    head = _head()
+    head.base.config._attn_implementation = "eager"
+    with pytest.warns(UserWarning, match="batches stay padded"):
+        assert head.use_packing(torch.device("cpu"), torch.float32) is False

@@ -208,6 +208,8 @@ class ResidentFeatures:
     ``names`` (same length as ``sha256s``) name the samples in errors. :meth:`wait` re-raises a failed read.
     """
 
+    ring = 4  # preallocated output buffers per batch size of ``gather(..., reuse=True)``
+
     def __init__(
         self,
         cache: FeatureCache,
@@ -235,6 +237,7 @@ class ResidentFeatures:
         self.values: torch.Tensor | None = None
         self._error: BaseException | None = None
         self._chunk, self._threads = chunk_rows, threads
+        self._rings: dict[int, tuple[list[list[Any]], list[int]]] = {}
         self._thread = threading.Thread(target=self._load_safely, name="ava-features", daemon=True)
         self._thread.start()
 
@@ -304,10 +307,50 @@ class ResidentFeatures:
         assert self.values is not None
         return self.values
 
-    def gather(self, index: torch.Tensor) -> torch.Tensor:
-        """Features ``[B, T, D]`` (half precision, on the device) of the samples at positions ``index``."""
+    def gather(self, index: torch.Tensor, *, reuse: bool = False) -> torch.Tensor:
+        """Features ``[B, T, D]`` (half precision, on the device) of the samples at positions ``index``.
+
+        ``reuse``: write into one of :attr:`ring` preallocated buffers per batch size, in turn, instead of a new
+        tensor (no allocation, no page faults on a CPU; on CUDA with host-resident rows, the rows are gathered
+        straight into a pinned buffer and copied asynchronously). The result is then overwritten ``ring`` gathers
+        later: for a consumer that is done with a batch's features before then (the training loop projects them at
+        once).
+        """
         values = self.wait()
-        if values.device == self.device:
-            return values.index_select(0, self.rows.index_select(0, index.to(self.device, non_blocking=True)))
-        host = values.index_select(0, self.rows.index_select(0, index.cpu()))  # pinned source, async copy
-        return host.pin_memory().to(self.device, non_blocking=True) if self.device.type == "cuda" else host
+        if values.device == self.device:  # resident where the compute is: one index_select, on the device
+            rows = self.rows.index_select(0, index.to(self.device, non_blocking=True))
+            if not reuse:
+                return values.index_select(0, rows)
+            return torch.index_select(values, 0, rows, out=self._buffer(len(rows), self.device))
+        rows = self.rows.index_select(0, index.cpu())  # pinned host rows, CUDA compute
+        if not reuse:
+            return values.index_select(0, rows).pin_memory().to(self.device, non_blocking=True)
+        slot = self._slot(len(rows))
+        stage, dev, done = slot
+        if done is not None:
+            done.synchronize()  # (the copy out of this staging buffer, ``ring`` gathers ago: long finished)
+        torch.index_select(values, 0, rows, out=stage)
+        dev.copy_(stage, non_blocking=True)
+        event = torch.cuda.Event()
+        event.record()
+        slot[2] = event
+        return dev
+
+    def _buffer(self, b: int, device: torch.device) -> torch.Tensor:
+        return self._slot(b, device)[0]
+
+    def _slot(self, b: int, device: torch.device | None = None) -> list[Any]:
+        """The next of :attr:`ring` buffers for batch size ``b``: [target or pinned staging, device copy, event]."""
+        if b not in self._rings:
+            shape, pin = (b, self.num_tokens, self.dim), self.device.type == "cuda" and self.where.type == "cpu"
+            slots = []
+            for _ in range(self.ring):
+                if pin:
+                    slots.append([torch.empty(shape, dtype=self.dtype, pin_memory=True),
+                                  torch.empty(shape, dtype=self.dtype, device=self.device), None])  # fmt: skip
+                else:
+                    slots.append([torch.empty(shape, dtype=self.dtype, device=device or self.where), None, None])
+            self._rings[b] = (slots, [0])
+        slots, turn = self._rings[b]
+        turn[0] = (turn[0] + 1) % len(slots)
+        return slots[turn[0]]

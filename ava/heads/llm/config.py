@@ -51,6 +51,7 @@ class LLMHeadConfig:
     eval_batch_size: int = 16
     progress: bool = True
     compile: bool | None = None  # torch.compile the decoder layers; None: on for CUDA, off elsewhere
+    pack: bool | None = None  # packed sequences, no padding (ava.heads.llm.packing); None: on
     log_every: int = 10  # optimizer steps between reads of the loss from the device (the log still has every step)
     force: bool = False  # replace a different run at `out` (atomically; see ava.heads.rundir)
 
@@ -82,6 +83,7 @@ class AlignConfig:
     stop_after_steps: int | None = None
     progress: bool = True
     compile: bool | None = None
+    pack: bool | None = None
     log_every: int = 10
     force: bool = False  # replace a different run at `out` (atomically; see ava.heads.rundir)
 
@@ -119,6 +121,7 @@ class InstructConfig:
     stop_after_steps: int | None = None
     progress: bool = True
     compile: bool | None = None
+    pack: bool | None = None
     log_every: int = 10
     force: bool = False  # replace a different run at `out` (atomically; see ava.heads.rundir)
 

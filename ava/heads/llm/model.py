@@ -89,6 +89,7 @@ class LLMHead(nn.Module):
         self.llm = llm
         self.llm_dim = self.base.config.hidden_size
         self.connector = Connector(vfm_dim, self.llm_dim)
+        self.packing: dict[str, Any] | None = None  # set by use_packing
 
     @property
     def base(self) -> nn.Module:
@@ -101,7 +102,7 @@ class LLMHead(nn.Module):
         proj = self.connector(features.to(self.connector[0].weight.dtype)).to(embeds.dtype)
         if "image_pos" in batch:  # slots from the collator: a scatter, no data-dependent shape on the device
             index = batch["image_pos"].unsqueeze(-1).expand(-1, -1, embeds.shape[-1])
-            return embeds.scatter(1, index, proj)
+            return embeds.scatter(1, index, proj.reshape(index.shape))  # (a packed row: [1, B * T] slots)
         return embeds.masked_scatter(batch["image_mask"].unsqueeze(-1), proj)
 
     def hidden(self, batch: dict[str, torch.Tensor], features: torch.Tensor) -> torch.Tensor:
@@ -112,8 +113,35 @@ class LLMHead(nn.Module):
         mask = batch["attention_mask"]
         if batch.get("mask_free"):
             mask = _no_mask(decoder)
+        if "cu_seqlens" in batch:  # packed samples (ava.heads.llm.packing): attention stays inside each one
+            if self.packing is None:
+                raise RuntimeError("a packed batch needs packed attention: call LLMHead.use_packing first")
+            cu, longest = batch["cu_seqlens"], batch["max_len"]
+            extra = {"cu_seq_lens_q": cu, "cu_seq_lens_k": cu, "max_length_q": longest, "max_length_k": longest}
+            if not self.packing["varlen"]:
+                extra["seq_lens"] = batch["seq_lens"]  # the exact fallback attends sample by sample
+            out = decoder(inputs_embeds=embeds, attention_mask=mask, position_ids=batch["position_ids"],
+                          use_cache=False, **extra)  # fmt: skip
+            return out.last_hidden_state
         out = decoder(inputs_embeds=embeds, attention_mask=mask, use_cache=False)
         return out.last_hidden_state
+
+    def use_packing(self, device: torch.device, dtype: torch.dtype, on: bool = True) -> bool:
+        """Let (``on``) or stop the model taking packed batches; returns whether packing is on.
+
+        Off where the LLM's attention is neither SDPA nor FlashAttention (e.g. eager), with a warning."""
+        from ava.heads.llm import packing
+
+        if not on:
+            packing.disable(self.base)
+            self.packing = None
+            return False
+        self.packing = packing.enable(self.base, device, dtype)
+        if self.packing is None:
+            warnings.warn(f"packed sequences need SDPA or flash attention; this LLM uses "
+                          f"{getattr(self.base.config, '_attn_implementation', None)!r}: batches stay padded",
+                          stacklevel=2)  # fmt: skip
+        return self.packing is not None
 
     def supervised_logits(self, batch: dict[str, torch.Tensor], features: torch.Tensor) -> tuple:
         """(logits at the positions that predict a label [N, V], targets [N], row of each [N])."""
@@ -143,7 +171,8 @@ class LLMHead(nn.Module):
         """Sum of log-probabilities of each row's supervised tokens [B] (option scoring)."""
         logits, targets, rows = self.supervised_logits(batch, features)
         lp = torch.log_softmax(logits, -1).gather(1, targets.unsqueeze(1)).squeeze(1)
-        return torch.zeros(batch["labels"].shape[0], device=lp.device).index_add_(0, rows, lp)
+        n = batch["cu_seqlens"].shape[0] - 1 if "cu_seqlens" in batch else batch["labels"].shape[0]
+        return torch.zeros(n, device=lp.device).index_add_(0, rows, lp)
 
     @torch.no_grad()
     def option_logprobs(self, prompt: dict[str, torch.Tensor], features: torch.Tensor, options: list[list[int]],

@@ -92,7 +92,9 @@ def feature_source(
         resident = ResidentFeatures(cache, [s.image_sha256 for s in samples], cfg.layer, device=device, names=names)
         info["features_resident"] = f"{resident.where.type}, {str(resident.dtype).removeprefix('torch.')}"
         items = IndexItems(len(samples))
-        return Source(items, cache.num_tokens, cache.dim, lambda b: resident.gather(b["index"]), info, resident)
+        return Source(
+            items, cache.num_tokens, cache.dim, lambda b: resident.gather(b["index"], reuse=True), info, resident
+        )
     return _online_source(cfg, dataset, samples, device)
 
 

@@ -46,6 +46,7 @@ NON_TRAINING_FIELDS = {
     "out",
     "log_every",
     "compile",
+    "pack",
     "force",  # how the run directory was claimed (ava.heads.rundir), not what trains
 }
 
@@ -180,10 +181,11 @@ def _micro_batch(batch_size: int, world: int, accum: int) -> int:
 
 
 def _step_groups(
-    data: LoopData, lengths: list[int], micro: int, cfg: Any, dist: Dist, step: int, spe: int, pin: bool = False
-) -> Any:
+    data: LoopData, lengths: list[int], micro: int, cfg: Any, dist: Dist, step: int, spe: int, pin: bool = False,
+    pack: bool = False,
+) -> Any:  # fmt: skip
     """From optimizer step ``step`` on: (epoch, the micro-batches of one optimizer step), epoch after epoch."""
-    collate = Collator(data.encoded, data.num_image_tokens, data.pad_id)
+    collate = Collator(data.encoded, data.num_image_tokens, data.pad_id, pack=pack)
     while True:
         epoch, offset = divmod(step, spe)
         batches = length_grouped_batches(lengths, micro, seed=cfg.seed, epoch=epoch, rank=dist.rank, world=dist.world)
@@ -223,6 +225,11 @@ def use_compile(option: bool | None, device: torch.device) -> bool:
     return device.type == "cuda" if option is None else bool(option)
 
 
+def use_pack(option: bool | None) -> bool:
+    """``--pack`` default: on (PyTorch's varlen flash kernel on CUDA, an exact sample-by-sample SDPA elsewhere)."""
+    return True if option is None else bool(option)
+
+
 def compile_layers(head: Any) -> bool:
     """Compile each decoder layer in place (fuses RMSNorm, RoPE, SwiGLU and LoRA's elementwise work).
 
@@ -260,7 +267,7 @@ def train_step(
                 loss = model(on_device, data.featurize(on_device))
             (loss / len(group)).backward()
         total = loss.detach() if total is None else total + loss.detach()
-        n += batch["input_ids"].shape[0]
+        n += batch["index"].shape[0]  # (a packed batch is one row of several samples)
         toks += batch["n_tokens"]
     torch.nn.utils.clip_grad_norm_(params, 1.0)
     optimizer.step()
@@ -284,6 +291,7 @@ def fit(
     optimizer = adamw(params, lr, cfg.weight_decay)
     scheduler = schedule(total, cfg.warmup_ratio, optimizer)
     step = start = _restore(run_dir, head, optimizer, scheduler, device, dist)
+    packed = use_pack(getattr(cfg, "pack", None)) and step < total and head.use_packing(device, dtype)
     compiled = use_compile(getattr(cfg, "compile", None), device) and step < total and compile_layers(head)
     model = head
     if dist.world > 1:
@@ -306,7 +314,7 @@ def fit(
         with progress_bar(cfg.progress and dist.main) as bar:
             task = bar.add_task(description, total=total, completed=step, loss=float("nan"), sps=0.0, tps=0.0)
             log = _Log(run_dir / "train_log.jsonl" if dist.main else None, dist, device, bar, task)
-            groups = _step_groups(data, lengths, micro, cfg, dist, step, spe, pin=device.type == "cuda")
+            groups = _step_groups(data, lengths, micro, cfg, dist, step, spe, pin=device.type == "cuda", pack=packed)
             while step < stop_at:
                 epoch, group = next(groups)
                 loss, n, toks = train_step(model, params, optimizer, scheduler, group, data, device, dtype)
@@ -333,10 +341,12 @@ def fit(
             writer.close()
         if cfg.gradient_checkpointing:
             head.base.gradient_checkpointing_disable()
+        if packed:
+            head.use_packing(device, dtype, on=False)
     rates = log.rates() if log else {}
     return {"total_steps": total, "steps_per_epoch": spe, "micro_batch": micro, "world_size": dist.world,
             "resumed_from_step": start, "step": step, "done": step >= total, "final_loss": log.loss if log else None,
-            "compiled": bool(compiled), **rates}  # fmt: skip
+            "compiled": bool(compiled), "packed": bool(packed), **rates}  # fmt: skip
 
 
 # -- the LLM head's train() ----------------------------------------------------------------------------------
