@@ -161,6 +161,8 @@ def run_path(mode: str, args: argparse.Namespace, data: Path, cache: Path, work:
         "tokens_per_s": summary["tokens_per_s"],
         "steps": summary["step"] - summary["resumed_from_step"],
         "seconds": summary["seconds"],
+        "data_wait_s": summary.get("data_wait_s"),
+        "packed": summary.get("packed"),
         "flops_per_sample": fps,
         "mean_seq_len": float(np.mean(lengths)),
         "compiled": summary.get("compiled"),
@@ -189,6 +191,9 @@ def main() -> None:
     p.add_argument("--proxies-only", action="store_true", help="only the CPU proxies at real shapes")
     p.add_argument("--no-proxies", action="store_true", help="skip the CPU proxies")
     p.add_argument("--data-path-only", action="store_true", help="proxies: only the host data path")
+    p.add_argument("--compiled-bytes", action="store_true",
+                   help="proxies: also eager vs torch.compile non-matmul bytes of one real-size decoder layer "
+                   "(inductor's counter; compiles on the CPU: minutes)")  # fmt: skip
     args = p.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -252,10 +257,29 @@ def proxies(args: argparse.Namespace) -> dict[str, Any]:
     bytes_, syncs = r.get("nonmatmul_mb_per_token_per_layer"), r.get("syncs_per_step", "-")
     print(f"| {r['host_ms_per_step']:.1f} | {r['host_cpu_ms_per_step']:.1f} | {r['one_time_read_s']:.2f} | "
           f"{r['feature_dtype']} | {'-' if bytes_ is None else f'{bytes_:.3f}'} | {syncs} |")  # fmt: skip
-    print(f"of the CPU time, featurize (read+decode, or the resident gather): {r['featurize_cpu_ms_per_step']:.1f} ms")
+    gather = r["featurize_cpu_ms_per_step"]
+    print(
+        f"of the CPU time: loader + collator {r['host_cpu_ms_per_step'] - gather:.1f} ms, featurize (read+decode, or "
+        f"the resident gather into a reused buffer: on the device on a GPU) {gather:.1f} ms"
+    )
     if "sync_ops" in r:
         top = r["top_ops_mb_per_token_per_layer"]
         print(f"sync ops: {r['sync_ops']}; largest non-matmul traffic (MB/token/layer): {top}")
+    if args.compiled_bytes and not args.data_path_only:
+        import llm_compiled_bytes as cb
+
+        eager, compiled = cb.eager_bytes(), cb.compiled_bytes()
+        r["one_layer_eager"], r["one_layer_compiled"] = eager, compiled
+        print("one Qwen2-0.5B decoder layer + LoRA r 128, bf16 autocast, 2 x 844 tokens, fwd + bwd: non-matmul MB / "
+              "token / layer")  # fmt: skip
+        print("| eager (dispatch counter) | torch.compile (inductor's num_bytes_accessed, extern matmul/attention "
+              "kernels apart) | compile + run s |")  # fmt: skip
+        print("|---:|---:|---:|")
+        if "error" in compiled:
+            print(f"| {eager['mb_per_token']:.3f} | not measured: {compiled['error']} | - |")
+        else:
+            print(f"| {eager['mb_per_token']:.3f} | {compiled['mb_per_token']:.3f} | "
+                  f"{compiled['compile_and_run_s']:.0f} |")  # fmt: skip
     if args.json:
         args.json.with_suffix(".proxies.json").write_text(json.dumps(r, indent=2))
     return r
@@ -270,13 +294,20 @@ def report(args: argparse.Namespace, results: list[dict[str, Any]], rate: float)
         f"measured {args.dtype} matmul {rate / 1e12:.3f} TFLOP/s"
     )
     print(header)
-    print("| path | samples/s | tokens/s | mean tokens/sample | MFU |")
-    print("|---|---:|---:|---:|---:|")
+    print("| path | samples/s | tokens/s | mean tokens/sample | MFU | waiting for data s | computing s | packed |")
+    print("|---|---:|---:|---:|---:|---:|---:|---|")
     for r in results:
+        wait = r.get("data_wait_s") or 0.0
         print(
             f"| {r['mode']} | {r['samples_per_s']:.2f} | {r['tokens_per_s']:.0f} | {r['mean_seq_len']:.0f} "
-            f"| {100 * r['mfu']:.1f}% |"
+            f"| {100 * r['mfu']:.1f}% | {wait:.3f} ({100 * wait / r['seconds']:.0f}%) | {r['seconds'] - wait:.3f} "
+            f"| {r.get('packed')} |"
         )
+    print(
+        "waiting for data: the training thread's time getting each step's batches (loader, collator; the online "
+        "path's image decode); computing: the rest of the timed window (features to tokens, forward, backward, "
+        "update). On CUDA the GPU runs queued work meanwhile, so the wait is an upper bound of GPU idle time."
+    )
     c, o = results
     print(f"cached / online: {c['samples_per_s'] / o['samples_per_s']:.2f}x samples/s")
     if args.json:

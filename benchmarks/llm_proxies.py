@@ -146,7 +146,7 @@ def _encoded(n: int, seed: int = 0) -> list:
 
 
 # -- 1. host data path -----------------------------------------------------------------------------------------
-def data_path(work: Path, n: int = 64, batch: int = 16, steps: int = 4) -> dict[str, Any]:
+def data_path(work: Path, n: int = 64, batch: int = 16, steps: int = 8) -> dict[str, Any]:
     from ava.data.format import Dataset
 
     tr = importlib.import_module("ava.heads.llm.train")

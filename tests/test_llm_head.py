@@ -183,3 +183,41 @@ def test_option_scoring_with_shared_prompt_cache_equals_full_sequences(llm):
     prompt = build_batch([enc.encode(question)], T, tok.pad_token_id)
     got = head.option_logprobs(prompt, feats, [enc.answer_ids(o) for o in options], chunk=2)
     assert torch.allclose(got, want, atol=1e-4), (got, want)
+
+
+def test_batched_option_scoring_equals_one_sample_at_a_time(llm):
+    """Several samples (prompts of different lengths, different option counts) scored in one batch: one forward over
+    the left-padded prompts, (sample, option) rows against the shared cache; the same scores as one by one."""
+    from ava.heads.llm.data import Collator
+
+    _, tok, _ = llm
+    head = build_head(_fresh(llm), 32, lora_r=8, seed=0)
+    head.eval()
+    enc = PromptEncoder(tok)
+    questions = [example("orientation")[0], "short?", example("rel_depth")[0]]
+    options = [["front", "back left", "top"], ["yes", "no"], ["left", "front right", "far away at the back", "top"]]
+    feats = torch.randn(3, T, 32)
+    encoded = [enc.encode(q) for q in questions]
+    ids = [[enc.answer_ids(o) for o in opts] for opts in options]
+    one_by_one = [head.option_logprobs(build_batch([e], T, tok.pad_token_id), feats[i : i + 1], ids[i])
+                  for i, e in enumerate(encoded)]  # fmt: skip
+    batch = Collator(encoded, T, tok.pad_token_id, left_pad=True)([{"index": i} for i in range(3)])
+    assert len({int(n) for n in batch["attention_mask"].sum(1)}) > 1  # really left-padded
+    for chunk in (64, 3):  # all rows at once, and rows split across chunks
+        got = head.score_options(batch, feats, ids, chunk=chunk)
+        for g, w in zip(got, one_by_one, strict=True):
+            assert g.shape == w.shape and torch.allclose(g, w, atol=1e-4), (g, w)
+
+
+def test_eval_batch_sized_to_memory():
+    from types import SimpleNamespace
+
+    from ava.heads.llm.evaluate import auto_batch_size
+
+    cfg = SimpleNamespace(hidden_size=896, num_attention_heads=14, num_key_value_heads=2, num_hidden_layers=24,
+                          intermediate_size=4864, vocab_size=151936)  # fmt: skip
+    head = SimpleNamespace(base=SimpleNamespace(config=cfg))
+    cpu = torch.device("cpu")
+    small, large = (auto_batch_size(head, cpu, n, torch.float32) for n in (200_000, 900))
+    assert 1 <= small <= large <= 64
+    assert auto_batch_size(head, cpu, 10**9, torch.float32) == 1  # never 0, however long

@@ -208,7 +208,7 @@ class ResidentFeatures:
     ``names`` (same length as ``sha256s``) name the samples in errors. :meth:`wait` re-raises a failed read.
     """
 
-    ring = 4  # preallocated output buffers per batch size of ``gather(..., reuse=True)``
+    ring = 2  # preallocated output buffers per batch size of ``gather(..., reuse=True)``
 
     def __init__(
         self,

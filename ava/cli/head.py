@@ -217,6 +217,16 @@ def train(
             show_default=False,
         ),
     ] = None,
+    pack: Annotated[
+        bool | None,
+        _O(
+            "--pack/--no-pack",
+            help="llm: pack a batch's samples into one row without padding (varlen flash attention on CUDA, an "
+            "exact per-sample attention elsewhere; default: on).",
+            rich_help_panel=P_LLM,
+            show_default=False,
+        ),
+    ] = None,
     k: Annotated[
         list[str] | None,
         _O(
@@ -263,7 +273,7 @@ def train(
         batch_size=batch_size, layer=layer, split=split, eval_after=eval_after, max_train=max_train, llm=llm,
         joint=joint, grad_accum=grad_accum, lora_r=lora_r, features=features, init=init, dtype=dtype, max_eval=max_eval,
         decode=decode, gradient_checkpointing=gradient_checkpointing, num_workers=num_workers, k=k, pools=pools,
-        compile=compile_,
+        compile=compile_, pack=pack,
         force=force,
     )  # fmt: skip
     spec_name = _head_name(head)

@@ -48,7 +48,7 @@ class LLMHeadConfig:
     num_workers: int = 0
     checkpoint_every: int = 200  # optimizer steps between resumable checkpoints (and at every epoch end)
     stop_after_steps: int | None = None  # stop (with a checkpoint) after this many optimizer steps: a time box
-    eval_batch_size: int = 16
+    eval_batch_size: int | None = None  # None: sized to the memory at hand (evaluate.auto_batch_size)
     progress: bool = True
     compile: bool | None = None  # torch.compile the decoder layers; None: on for CUDA, off elsewhere
     pack: bool | None = None  # packed sequences, no padding (ava.heads.llm.packing); None: on

@@ -25,7 +25,7 @@ from ava.errors import AvaError
 from ava.heads.llm.config import LLMHeadConfig
 from ava.heads.llm.data import Collator
 from ava.heads.llm.devices import autocast, init_dist, progress_bar, resolve_dtype, to_device
-from ava.heads.llm.prompt import PromptEncoder, build_batch, prompt_text
+from ava.heads.llm.prompt import PromptEncoder, prompt_text
 
 
 class SubsetDataset(Dataset):
@@ -129,6 +129,8 @@ def _score_options(
 ) -> dict[int, str]:
     """The option with the highest log-likelihood as the reply, for each choice question.
 
+    Samples go ``batch_size`` at a time (similar prompt lengths together): one forward over their prompts, then
+    every (sample, option) row scored in batches against the shared KV cache (:meth:`LLMHead.score_options`).
     ``encoded[i]`` is sample i's tokenized prompt; each distinct option text is tokenized once.
     """
     from ava.abilities import get_ability
@@ -137,24 +139,50 @@ def _score_options(
 
     out: dict[int, str] = {}
     option_ids: dict[str, list[int]] = {}
+    texts: dict[int, list[str]] = {}
     for i in idx:
-        s = samples[i]
-        ability = get_ability(s.ava)
-        options = question_options(ability, s)
-        item = source.items[i]
-        one = {k: torch.as_tensor(v).unsqueeze(0).to(device) for k, v in item.items()}
-        prompt = build_batch([encoded[i]], source.num_tokens, tokenizer.pad_token_id)
-        prompt = {k: v.to(device) for k, v in prompt.items()}
-        for o in options:
+        texts[i] = question_options(get_ability(samples[i].ava), samples[i])
+        for o in texts[i]:
             if o not in option_ids:
                 option_ids[o] = encoder.answer_ids(o)
-        ids = [option_ids[o] for o in options]
+    order = sorted(idx, key=lambda i: -len(encoded[i].post))
+    collate = Collator(encoded, source.num_tokens, tokenizer.pad_token_id, left_pad=True)
+    for batch in _loader(source.items, order, collate, batch_size):
+        batch = to_device(batch, device)
+        rows = batch["index"].tolist()
+        ids = [[option_ids[o] for o in texts[i]] for i in rows]
         with autocast(device, dtype):
-            scores = head.option_logprobs(prompt, source.featurize(one), ids, chunk=batch_size).tolist()
-        best = max(range(len(options)), key=lambda j: scores[j])
-        out[i] = format_reply(ability, best, options=options)
-        bar.advance(task, 1)
+            scores = head.score_options(batch, source.featurize(batch), ids, chunk=max(4 * batch_size, 16))
+        for i, sc in zip(rows, scores, strict=True):
+            best = int(torch.argmax(sc))  # (the first of equal scores, as max() over the options did)
+            out[i] = format_reply(get_ability(samples[i].ava), best, options=texts[i])
+        bar.advance(task, len(rows))
     return out
+
+
+def auto_batch_size(head: Any, device: torch.device, tokens: int, dtype: torch.dtype) -> int:
+    """Samples per evaluation batch from the memory at hand: what one sample of ``tokens`` tokens needs (its KV
+    cache, the widest activations of a layer, the last position's logits) into half the free CUDA memory (at most
+    256), or a quarter of the available host memory on a CPU (at most 64: a CPU gains little from more)."""
+    cfg = head.base.config
+    elem = 2 if dtype in (torch.bfloat16, torch.float16) else 4
+    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    kv_heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
+    per_token = 2 * cfg.num_hidden_layers * kv_heads * head_dim * elem  # the KV cache
+    per_token += (6 * cfg.hidden_size + 3 * getattr(cfg, "intermediate_size", 4 * cfg.hidden_size)) * elem
+    need = tokens * per_token + 2 * cfg.vocab_size * 4
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        budget, cap = free // 2, 256
+    else:
+        import os
+
+        try:
+            free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            free = 4 << 30
+        budget, cap = free // 4, 64
+    return int(max(1, min(cap, budget // max(need, 1))))
 
 
 def evaluate(
@@ -186,7 +214,8 @@ def evaluate(
     encoder = PromptEncoder(tokenizer)
     encoded = [encoder.encode(s.question) for s in samples]
     mine = list(range(dist.rank, len(samples), dist.world))
-    bs = batch_size or cfg.eval_batch_size
+    longest = max(e.length(source.num_tokens) for e in encoded) + 64  # (+ the reply or options)
+    bs = batch_size or cfg.eval_batch_size or auto_batch_size(head, dev, longest, dtype)
     replies: dict[int, str] = {}
     with progress_bar(progress and dist.main, training=False) as bar:
         task = bar.add_task(f"eval {split} ({decode})", total=len(mine))

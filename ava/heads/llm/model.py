@@ -207,6 +207,49 @@ class LLMHead(nn.Module):
         return torch.cat(scores)
 
     @torch.no_grad()
+    def score_options(self, prompts: dict[str, torch.Tensor], features: torch.Tensor, options: list[list[list[int]]],
+                      chunk: int = 64) -> list[torch.Tensor]:  # fmt: skip
+        """Option scores of a batch of samples: sum of log-probabilities of each option's tokens after its sample's
+        prompt; ``options[i]`` holds sample i's options as token ids; returns one [K_i] tensor per sample.
+
+        ``prompts`` is a left-padded batch (every prompt ends at the last position). The prompts (images included)
+        run once, together; their KV cache is then shared by every (sample, option) row, ``chunk`` rows at a time.
+        The same numbers as :meth:`option_logprobs` one sample at a time.
+        """
+        decoder, out_layer = self.base.get_decoder(), self.base.get_output_embeddings()
+        mask = prompts["attention_mask"]
+        device = mask.device
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)  # each prompt from position 0 at its first real token
+        out = decoder(inputs_embeds=self.embed(prompts, features), attention_mask=mask, position_ids=positions,
+                      use_cache=True)  # fmt: skip
+        past, last = out.past_key_values, out.last_hidden_state[:, -1]
+        prompt_len = mask.sum(-1)
+        pairs = [(i, o) for i, opts in enumerate(options) for o in opts]
+        scores: list[torch.Tensor] = []
+        for start in range(0, len(pairs), chunk):
+            part = pairs[start : start + chunk]
+            k, width = len(part), max(len(o) for _, o in part)
+            rows = torch.tensor([i for i, _ in part], device=device)
+            ids = torch.zeros((k, width), dtype=torch.long)
+            opt_mask = torch.zeros((k, width), dtype=torch.long)
+            for r, (_, o) in enumerate(part):
+                ids[r, : len(o)], opt_mask[r, : len(o)] = torch.tensor(o), 1
+            ids, opt_mask = ids.to(device), opt_mask.to(device)
+            cache = copy.deepcopy(past)
+            cache.batch_select_indices(rows)
+            attn = torch.cat([mask.index_select(0, rows), opt_mask], 1)
+            pos = prompt_len.index_select(0, rows).unsqueeze(1) + torch.arange(width, device=device)
+            h = decoder(input_ids=ids, attention_mask=attn, position_ids=pos, past_key_values=cache,
+                        use_cache=True).last_hidden_state  # fmt: skip
+            h = torch.cat([last.index_select(0, rows).unsqueeze(1), h[:, :-1]], 1)  # the states predicting each token
+            sel = opt_mask.bool()
+            lp = torch.log_softmax(out_layer(h[sel]).float(), -1).gather(1, ids[sel].unsqueeze(1)).squeeze(1)
+            which = torch.arange(k, device=device).unsqueeze(1).expand(k, width)[sel]
+            scores.append(torch.zeros(k, device=device).index_add_(0, which, lp))
+        flat = torch.cat(scores) if scores else torch.zeros(0)
+        return list(flat.split([len(o) for o in options]))
+
+    @torch.no_grad()
     def generate(
         self,
         batch: dict[str, torch.Tensor],

@@ -310,13 +310,16 @@ def fit(
     rng = rng_states(device, dist)
     head.train()
     log = None
+    data_wait = 0.0  # seconds this thread spent getting the next step's batches (loader + collator)
     try:
         with progress_bar(cfg.progress and dist.main) as bar:
             task = bar.add_task(description, total=total, completed=step, loss=float("nan"), sps=0.0, tps=0.0)
             log = _Log(run_dir / "train_log.jsonl" if dist.main else None, dist, device, bar, task)
             groups = _step_groups(data, lengths, micro, cfg, dist, step, spe, pin=device.type == "cuda", pack=packed)
             while step < stop_at:
-                epoch, group = next(groups)
+                t = time.perf_counter()
+                epoch, group = next(groups)  # (the loader and collator, on this thread)
+                data_wait += time.perf_counter() - t
                 loss, n, toks = train_step(model, params, optimizer, scheduler, group, data, device, dtype)
                 step += 1
                 save = step % cfg.checkpoint_every == 0 or step % spe == 0 or step == stop_at
@@ -346,7 +349,7 @@ def fit(
     rates = log.rates() if log else {}
     return {"total_steps": total, "steps_per_epoch": spe, "micro_batch": micro, "world_size": dist.world,
             "resumed_from_step": start, "step": step, "done": step >= total, "final_loss": log.loss if log else None,
-            "compiled": bool(compiled), "packed": bool(packed), **rates}  # fmt: skip
+            "compiled": bool(compiled), "packed": bool(packed), "data_wait_s": data_wait, **rates}  # fmt: skip
 
 
 # -- the LLM head's train() ----------------------------------------------------------------------------------
