@@ -27,6 +27,16 @@ def _canvas_size(ctx: Ctx) -> tuple[int, int]:
     return (s, short) if ctx.rng.random() < 0.5 else (short, s)
 
 
+def distractors(ctx: Ctx) -> int:
+    """Objects of other classes besides the named one: none on easy, 1-3 on medium, 2-6 on hard.
+
+    The cheap heads (kNN, probes) never read the question, so with distractors they cannot tell which object is
+    asked for; on easy the named object is alone and every head can show whether its features place it (with 1-3
+    distractors every extractor sat at chance at the demo's size, see ``benchmarks/README.md``).
+    """
+    return round(ctx.randint(1, 3) * (ctx.knobs.clutter - 1))
+
+
 def render_localization(ctx: Ctx) -> Rendered:
     s = ctx.size
     (k,) = ctx.balanced(len(OBJECTS), salt="class")
@@ -40,11 +50,11 @@ def render_localization(ctx: Ctx) -> Rendered:
     w, h = h * aspect * shrink, h * shrink
     target = place(ctx, w, h, (0, 0, cw, ch), [])
     assert target is not None
-    canvas = backdrop(ctx, cw, ch, textured=True)
+    canvas = backdrop(ctx, cw, ch)
     draw = ImageDraw.Draw(canvas)
     boxes = [target]
     others = [o for o in OBJECTS if o != name]
-    for _ in range(ctx.n_clutter(1, 3)):
+    for _ in range(distractors(ctx)):
         other = ctx.choice(others)
         dh = s * ctx.uniform(0.08, 0.2)
         b = place(ctx, *icon_size(other, dh), (0, 0, cw, ch), boxes, gap=s * 0.02)
