@@ -1,12 +1,12 @@
 """Does every synthetic ability carry signal? The floor, the control and a trained extractor, with the cheap heads.
 
     python benchmarks/bench_synth_signal.py [--per-ava 200] [--size 160] [--vfms pixels,random-vit,effnet-lite0]
-        [--heads knn,probe-linear] [--out DIR] [--threads 2] [--json FILE]
+        [--heads knn,probe-linear,probe-attn] [--out DIR] [--threads 2] [--json FILE]
 
-At the demo's size by default (200 samples per ability, 160 px): generates the suite, extracts each VFM, trains
-kNN and the linear probe on every ability (``ava.synth.calibrate``), and prints one markdown row per ability: the
-chance level, each VFM's best head, and whether the ability separates the VFMs (see ``ava/synth/calibrate.py``
-for the rules). A VFM that cannot load here (``effnet-lite0`` without timm + torchvision) is left out with a note.
+With ``ava demo``'s settings by default (read from ``ava.demo``: its samples per ability, image size, extractors and
+feature heads): generates the suite, extracts each VFM, trains every head on every ability
+(``ava.synth.calibrate``), and prints one markdown row per ability: the chance level, each VFM's best head, and
+whether the ability separates the VFMs (see ``ava/synth/calibrate.py`` for the rules). A VFM that cannot load here (``effnet-lite0`` without timm + torchvision) is left out with a note.
 Wall and CPU seconds are printed; CPU seconds do not depend on other jobs sharing the machine.
 """
 
@@ -46,12 +46,14 @@ def _loadable(vfms: list[str]) -> list[str]:
 
 
 def main() -> None:
+    from ava.demo import DEMO_VFMS, FULL
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--per-ava", type=int, default=200)
-    parser.add_argument("--size", type=int, default=160)
+    parser.add_argument("--per-ava", type=int, default=FULL["per_ava"])
+    parser.add_argument("--size", type=int, default=FULL["size"])
     parser.add_argument("--ava", default="", help="comma-separated abilities (default: all 14)")
-    parser.add_argument("--vfms", default="pixels,random-vit,effnet-lite0")
-    parser.add_argument("--heads", default="knn,probe-linear")
+    parser.add_argument("--vfms", default=",".join(DEMO_VFMS))
+    parser.add_argument("--heads", default=",".join(FULL["heads"]))
     parser.add_argument("--difficulty", default="easy")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="", help="keep the data, cache and runs here (default: a temp dir)")
