@@ -3,11 +3,12 @@
     python benchmarks/bench_synth_signal.py [--per-ava 200] [--size 160] [--vfms pixels,random-vit,effnet-lite0]
         [--heads knn,probe-linear,probe-attn] [--out DIR] [--threads 2] [--json FILE]
 
-With ``ava demo``'s settings by default (read from ``ava.demo``: its samples per ability, image size, extractors and
-feature heads): generates the suite, extracts each VFM, trains every head on every ability
-(``ava.synth.calibrate``), and prints one markdown row per ability: the chance level, each VFM's best head, and
-whether the ability separates the VFMs (see ``ava/synth/calibrate.py`` for the rules). A VFM that cannot load here (``effnet-lite0`` without timm + torchvision) is left out with a note.
-Wall and CPU seconds are printed; CPU seconds do not depend on other jobs sharing the machine.
+With ``ava demo``'s settings by default (read from ``ava.demo``: its samples per ability, image size, extractors at
+their demo input sizes, e.g. ``effnet-lite0#size=160``, and feature heads): generates the suite, extracts each VFM,
+trains every head on every ability (``ava.synth.calibrate``), and prints one markdown row per ability: the chance
+level, each VFM's best head, and whether the ability separates the VFMs (see ``ava/synth/calibrate.py`` for the
+rules). A VFM that cannot load here (``effnet-lite0`` without timm + torchvision) is left out with a note. Wall and
+CPU seconds are printed; CPU seconds do not depend on other jobs sharing the machine.
 """
 
 from __future__ import annotations
@@ -46,13 +47,13 @@ def _loadable(vfms: list[str]) -> list[str]:
 
 
 def main() -> None:
-    from ava.demo import DEMO_VFMS, FULL
+    from ava.demo import DEMO_VFMS, FULL, demo_vfms
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--per-ava", type=int, default=FULL["per_ava"])
     parser.add_argument("--size", type=int, default=FULL["size"])
     parser.add_argument("--ava", default="", help="comma-separated abilities (default: all 14)")
-    parser.add_argument("--vfms", default=",".join(DEMO_VFMS))
+    parser.add_argument("--vfms", default="", help="comma-separated (default: the demo's, at the demo's input sizes)")
     parser.add_argument("--heads", default=",".join(FULL["heads"]))
     parser.add_argument("--difficulty", default="easy")
     parser.add_argument("--seed", type=int, default=0)
@@ -67,10 +68,11 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="bench_synth_signal_"))
+    vfms = [v for v in args.vfms.split(",") if v] or demo_vfms(list(DEMO_VFMS), args.size)
     config = CalibrateConfig(out=str(out), per_ava=args.per_ava, size=args.size, seed=args.seed,
                              ava=[a for a in args.ava.split(",") if a] or None, difficulty=args.difficulty,
-                             vfms=_loadable([v for v in args.vfms.split(",") if v]),
-                             heads=[h for h in args.heads.split(",") if h], progress=False)  # fmt: skip
+                             vfms=_loadable(vfms), heads=[h for h in args.heads.split(",") if h],
+                             progress=False)  # fmt: skip
     device = f"CPU {platform.processor() or platform.machine()} ({os.cpu_count()} cores), torch threads {args.threads}"
     load = os.getloadavg()[0]
     t0, c0 = time.perf_counter(), _cpu_seconds()

@@ -166,13 +166,14 @@ def run_heads(config: CalibrateConfig, data: Path, cache: Path, runs: Path) -> d
     """Extract every VFM and train every head on it; returns {(head, vfm): run dir}."""
     from ava.cache import ExtractConfig, extract
     from ava.heads import HEADS
+    from ava.heads.fingerprint import run_dir_name
 
     done = {}
     for vfm in config.vfms:
         extract(ExtractConfig(vfm=vfm, data=str(data), cache=str(cache), device=config.device,
                               progress=config.progress))  # fmt: skip
         for head in config.heads:
-            out = runs / f"{head}-{vfm}"
+            out = runs / run_dir_name(head, vfm)  # the names `ava fingerprint` and `ava demo` give
             HEADS.get(head).train(_head_config(head, config, vfm, data, cache, out))
             done[(head, vfm)] = out
     return done
