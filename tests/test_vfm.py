@@ -33,6 +33,7 @@ NEW_FACTS = {
     "dinov3-l": (576, 1024, 5), "siglip2-naflex": (576, 1152, 0), "sam2.1-l": (576, 1152, 0),
     "tipsv2-b": (1024, 768, 2), "metaclip2-h": (256, 1280, 1), "webssl-dino1b": (256, 1536, 1),
     "pe-core-l": (576, 1024, 1), "pe-spatial-l": (1024, 1024, 1), "aimv2-timm": (576, 1536, 0),
+    "sam3": (576, 1024, 0),
 }  # fmt: skip
 # published parameter counts of the vision towers (millions)
 PUBLISHED_PARAMS_M = {"siglip": 428.2, "aimv2": 681, "clip": 303.5, "internvit": 304, "dinov2": 304.4, "sam": 308.3}
@@ -360,12 +361,13 @@ def test_gated_repositories_say_how_to_get_access(monkeypatch, tmp_path):
     import huggingface_hub
     from huggingface_hub.errors import GatedRepoError
 
-    assert VFMS.get("dinov3-l").gated and VFMS.get("dinov3-l").facts()["gated"]
+    assert VFMS.get("dinov3-l").gated and VFMS.get("dinov3-l").facts()["gated"] and VFMS.get("sam3").gated
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(AvaError) as err:
-        load_vfm("dinov3-l")
-    assert "gated repository" in str(err.value) and "accept its licence" in str(err.value)
+    for key in ("dinov3-l", "sam3"):
+        with pytest.raises(AvaError) as err:
+            load_vfm(key)
+        assert "gated repository" in str(err.value) and "accept its licence" in str(err.value)
     monkeypatch.delenv("HF_HUB_OFFLINE")
 
     def refuse(repo_id, **kwargs):
@@ -376,7 +378,7 @@ def test_gated_repositories_say_how_to_get_access(monkeypatch, tmp_path):
         raise error
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", refuse)
-    for name in ("hf:facebook/sam3", "dinov3-l"):  # SAM 3 is not registered: the hub says it is gated
+    for name in ("hf:facebook/sam3", "sam3", "dinov3-l"):  # hf: knows nothing of the repo: the hub says gated
         with pytest.raises(AvaError) as err:
             load_vfm(name)
         message = str(err.value)

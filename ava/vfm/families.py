@@ -68,6 +68,26 @@ def _hiera_dim(config: Any) -> int:
     return int((_cfg(backbone, "embed_dim_per_stage", None) or [96, 192, 384, 768])[-1])
 
 
+def _backbone(config: Any) -> Any:
+    return _cfg(config, "backbone_config", None) or {}
+
+
+def _sam3_size(config: Any) -> int:
+    return _first(_cfg(_backbone(config), "image_size", 1008))
+
+
+def _sam3_patch(config: Any) -> int:
+    return _first(_cfg(_backbone(config), "patch_size", 14))
+
+
+def _sam3_layers(config: Any) -> int:
+    return int(_cfg(_backbone(config), "num_hidden_layers", 32))
+
+
+def _sam3_dim(config: Any) -> int:
+    return int(_cfg(_backbone(config), "hidden_size", 1024))
+
+
 def _radio_prefix(config: Any) -> int:
     return int(_cfg(config, "num_cls_tokens", 3)) + int(_cfg(config, "num_registers", 7))
 
@@ -181,6 +201,15 @@ FAMILIES: dict[str, Family] = {
              "backbone_channel_list": [128, 64, 32, 16], "fpn_hidden_size": 32, "image_size": 128},
             128, 32, layout="nhwc", tiny_postprocess="pool:2x2", patch_of=_hiera_stride, num_layers=_hiera_layers,
             dim_of=_hiera_dim,
+        ),
+        Family(
+            "Sam3VisionModel", "Sam3VisionConfig", _no_prefix, "none", HALF, HALF,
+            {"backbone_config": {"model_type": "sam3_vit_model", **_TINY, "intermediate_size": 128, "image_size": 56,
+                                 "patch_size": 14, "window_size": 2, "global_attn_indexes": [1],
+                                 "pretrain_image_size": 28},
+             "fpn_hidden_size": 32, "backbone_feature_sizes": [[16, 16], [8, 8], [4, 4]]},
+            56, 14, layout="nhwc", tiny_postprocess="pool:2x2", size_of=_sam3_size, patch_of=_sam3_patch,
+            num_layers=_sam3_layers, dim_of=_sam3_dim,
         ),
     ]
 }  # fmt: skip

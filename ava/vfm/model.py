@@ -198,6 +198,8 @@ class FrozenVFM(nn.Module):
         }
         if spec.trust_remote_code:  # only when asked: the model ran its publisher's code, not transformers'
             ident["trust_remote_code"] = True
+        if mapping := getattr(self.model, "ava_mapping", None):  # weights mapped from a remote-code layout
+            ident["mapping"] = mapping
         if self.preprocess_mode == "pad":
             ident["pad_fill"] = list(pp.PAD_FILL)
         else:
@@ -360,6 +362,11 @@ def _load_pretrained(spec: VFMSpec, dtype: torch.dtype, trust_remote_code: bool)
             where = locate(spec.hub_id or "", spec.revision, key=spec.key, code=True)
             path = str(where.path)
         return load_remote(spec, path, dtype), replace(spec, trust_remote_code=True), where.identity, path
+    if spec.model_class == "RadioModel" and (published := _published_radio(where.path)) is not None:
+        from ava.vfm.mapped import load_radio  # the publisher's remote-code layout, mapped: no code runs
+
+        model = load_radio(where.path, published, dtype)
+        return model, _checked_prefix(spec, model), where.identity, path
     _check_native(path, spec)
     cls = getattr(transformers, spec.model_class)
     fam = FAMILIES.get(spec.model_class)
@@ -377,15 +384,27 @@ def _load_pretrained(spec: VFMSpec, dtype: torch.dtype, trust_remote_code: bool)
                 f"{', '.join(sorted(missing)[:3])}): this is not a {spec.model_class} checkpoint of VFM {spec.key!r}"
             )
         model = tower
+    return model, _checked_prefix(spec, model), where.identity, path
+
+
+def _published_radio(path: Any) -> dict[str, Any] | None:
+    from ava.vfm.mapped import published_radio
+
+    return published_radio(path)
+
+
+def _checked_prefix(spec: VFMSpec, model: nn.Module) -> VFMSpec:
+    """The spec with the prefix-token count of the loaded checkpoint (warning when the registry said otherwise)."""
+    fam = FAMILIES.get(spec.model_class)
     actual = fam.prefix(model.config) if fam else spec.prefix_tokens
     if actual != spec.prefix_tokens:
         warnings.warn(
             f"VFM {spec.key!r}: the checkpoint's config has {actual} prefix tokens, the registry says "
             f"{spec.prefix_tokens}; using the checkpoint's",
-            stacklevel=3,
+            stacklevel=4,
         )
         spec = replace(spec, prefix_tokens=actual)
-    return model, spec, where.identity, path
+    return spec
 
 
 def _from_pretrained(cls: Any, path: str, dtype: torch.dtype, kwargs: dict[str, Any]) -> tuple[nn.Module, list[str]]:

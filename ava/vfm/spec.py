@@ -20,6 +20,17 @@ IDENTITY_MEAN = (0.0, 0.0, 0.0)
 IDENTITY_STD = (1.0, 1.0, 1.0)
 
 
+# How each loader reads the published weights (``ava vfm show``; docs/vfm-routes.md gives the why per model).
+ROUTES = {
+    "native": "transformers' {cls} reads the published safetensors as they are",
+    "mapped": "published in remote-code format: ava maps its safetensors key by key into transformers' {cls} "
+    "(ava.vfm.mapped); no remote code runs",
+    "timm": "timm's architecture with the weights timm publishes (or a save_for_hf directory)",
+    "remote": "the publisher's own code, only with --trust-remote-code",
+    "built-in": "built here (no download)",
+}
+
+
 @dataclass(frozen=True)
 class VFMSpec:
     """One frozen vision backbone and how its patch tokens are read.
@@ -118,6 +129,7 @@ class VFMSpec:
             "seed": self.seed,
             "aliases": list(self.aliases),
             "loader": self.loader,
+            "route": ROUTES.get(self.loader, self.loader).format(cls=self.model_class),
             "gated": self.gated,
             "trust_remote_code": self.trust_remote_code,
             "weights_from": self.provider and "an installed package (converted locally on first use)",

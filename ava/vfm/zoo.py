@@ -29,13 +29,13 @@ PARAMS = {
     "internvit": 304_014_336, "radio": 319_930_368, "radio-h": 651_727_360, "dinov2": 304_368_640,
     "sam": 308_278_272, "midas": 98_181_952, "random-vit": 1_965_504, "dinov3-l": 303_129_600,
     "siglip2-naflex": 427_888_064, "sam2.1-l": 212_703_280, "tipsv2-b": 86_316_288, "metaclip2-h": 630_766_080,
-    "webssl-dino1b": 1_134_689_280,
+    "webssl-dino1b": 1_134_689_280, "sam3": 454_038_784,
 }  # fmt: skip
 TINY_PARAMS = {
     "SiglipVisionModel": 139_200, "Aimv2VisionModel": 133_440, "CLIPVisionModel": 105_984,
     "InternVLVisionModel": 105_664, "RadioModel": 166_016, "Dinov2Model": 106_240, "SamVisionModel": 165_376,
     "DPTModel": 83_792, "DINOv3ViTModel": 116_800, "Siglip2VisionModel": 150_720, "Sam2VisionModel": 501_488,
-    "Tipsv2VisionModel": 106_304, "MetaClip2VisionModel": 105_984,
+    "Tipsv2VisionModel": 106_304, "MetaClip2VisionModel": 105_984, "Sam3VisionModel": 166_224,
 }  # fmt: skip
 
 
@@ -105,11 +105,13 @@ REAL: list[VFMSpec] = [
            "num_registers": 4},
           "RADIO ViT-L/16 @432",
           "Prefix = summary tokens (one per teacher) + registers, padded to 8 as in RADIOv2.5; at load time the "
-          "count is read from the checkpoint's config. Route: remote code. nvidia/RADIO-L is published only in "
-          "remote-code format and no key mapping into the native RadioModel ships yet: load it with "
-          "--trust-remote-code (its forward_intermediates gives layer -2 with its prefix), or point at a "
-          "transformers RadioModel directory ('radio@/path/to/dir'). C-RADIOv4-H ('radio-h') is native.",
-          aliases=("radio-l",), loader="remote"),
+          "count is read from the checkpoint. Route: mapped. nvidia/RADIO-L is published only in remote-code "
+          "format; ava reads its config.json as JSON and maps its safetensors key by key into transformers' "
+          "native RadioModel (ava.vfm.mapped: fused qkv split, CPE position table, summary + register tokens; "
+          "the teacher adaptor heads are dropped by name, any other unmapped or missing tensor is an error), so "
+          "no remote code runs. --trust-remote-code runs the publisher's code instead. A transformers RadioModel "
+          "directory loads natively ('radio@/path/to/dir'). C-RADIOv4-H ('radio-h') is native.",
+          aliases=("radio-l",), loader="mapped"),
     _real("radio-h", "RadioModel", "nvidia/C-RADIOv4-H", 432, 16, 1280,
           {"hidden_size": 1280, "num_hidden_layers": 32, "num_attention_heads": 16, "mlp_ratio": 4.0,
            "image_size": 432, "patch_size": 16, "max_img_size": 2048, "num_cls_tokens": 3, "num_registers": 7},
@@ -253,6 +255,18 @@ NEW: list[VFMSpec] = [
           "Web-SSL DINO ViT-1B/14 @224",
           "Web-SSL (DINOv2 recipe on 2B web images). The architecture here follows the paper's ViT-1B; the "
           "checkpoint's own config.json decides when loading.", aliases=("webssl",)),
+    _real("sam3", "Sam3VisionModel", "facebook/sam3", 1008, 14, 1024,
+          {"backbone_config": {"model_type": "sam3_vit_model", "hidden_size": 1024, "intermediate_size": 4736,
+                               "num_hidden_layers": 32, "num_attention_heads": 16, "image_size": 1008,
+                               "patch_size": 14, "window_size": 24, "global_attn_indexes": [7, 15, 23, 31],
+                               "pretrain_image_size": 336},
+           "fpn_hidden_size": 256, "scale_factors": [4.0, 2.0, 1.0, 0.5]},
+          "SAM 3 ViT-L+/14 @1008 (perception encoder)",
+          "Route: native. The checkpoint is the whole Sam3Model (detector, text encoder): ava takes its vision "
+          "encoder (Sam3VisionModel: the ViT and its FPN neck; the features are the ViT's). Layer -2 is the ViT's "
+          "second-to-last block, 72x72 x 1024 at 1008 px, area-pooled to 24x24 = 576 tokens like SAM's. Gated on "
+          "the hub: accept Meta's licence on the model page first.",
+          postprocess="pool:24x24", gated=True),
     _timm("pe-core-l", "vit_pe_core_large_patch14_336", "timm/vit_pe_core_large_patch14_336.fb", 336, 14, 1024, 1,
           "1 CLS", HALF, HALF, 317_152_256, "Perception Encoder core L/14 @336",
           "Route: timm (Meta's PE checkpoints are published for timm/open_clip, not as a transformers class)."),
