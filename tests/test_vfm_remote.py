@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 from typer.testing import CliRunner
 
@@ -114,3 +115,28 @@ def test_trust_remote_code_goes_into_the_cache_spec(tmp_path):
     assert result.exit_code == 0, result.output
     specs = [json.loads(p.read_text()) for p in (tmp_path / "cache").rglob("*.json")]
     assert any('"trust_remote_code": true' in json.dumps(s) for s in specs)
+
+
+def test_llm_head_online_vfm_runs_remote_code_only_when_asked(tmp_path):
+    """The LLM head's online path (the VFM inside training): a remote-code checkpoint is refused without
+    trust_remote_code (nothing runs), loads with it, and the run's feature info records the choice."""
+    from types import SimpleNamespace
+
+    from ava.data.format import Dataset
+    from ava.heads.llm.config import AlignConfig, LLMHeadConfig
+    from ava.heads.llm.runtime import _online_source
+
+    assert LLMHeadConfig().trust_remote_code is False and AlignConfig().trust_remote_code is False
+    ckpt = plant(tmp_path)
+    dataset = Dataset(make_dataset(tmp_path / "data", n_images=2))
+    samples = dataset.samples("color")
+    cfg = SimpleNamespace(vfm=f"hf:{ckpt}#prefix=1", cache="", layer=None, trust_remote_code=False)
+    with pytest.raises(AvaError, match="its own Python code.*--trust-remote-code"):
+        _online_source(cfg, dataset, samples, torch.device("cpu"))
+    assert not (tmp_path / "payload_ran").exists()
+    source = _online_source(SimpleNamespace(**{**vars(cfg), "trust_remote_code": True}), dataset, samples,
+                            torch.device("cpu"))  # fmt: skip
+    assert (tmp_path / "payload_ran").exists() and source.info["vfm_trust_remote_code"] is True
+    assert source.featurize.vfm.identity()["trust_remote_code"] is True
+    help_text = CliRunner().invoke(app, ["head", "train", "--help"], terminal_width=200).output
+    assert "--trust-remote-code" in help_text

@@ -195,6 +195,16 @@ def train(
     features: Annotated[
         str | None, _O(help="cache (default) or online (VFM on every batch).", rich_help_panel=P_LLM)
     ] = None,
+    trust_remote_code: Annotated[
+        bool | None,
+        _O(
+            "--trust-remote-code",
+            help="With --features online: let the VFM checkpoint run its own Python code (remote-code "
+            "repositories). Off by default: without it no checkpoint code runs. Recorded in the run.",
+            rich_help_panel=P_LLM,
+            show_default=False,
+        ),
+    ] = None,
     init: Annotated[
         str | None, _O(help="Warm start: an align/train run or a stage-2 directory.", rich_help_panel=P_LLM)
     ] = None,
@@ -273,7 +283,7 @@ def train(
         batch_size=batch_size, layer=layer, split=split, eval_after=eval_after, max_train=max_train, llm=llm,
         joint=joint, grad_accum=grad_accum, lora_r=lora_r, features=features, init=init, dtype=dtype, max_eval=max_eval,
         decode=decode, gradient_checkpointing=gradient_checkpointing, num_workers=num_workers, k=k, pools=pools,
-        compile=compile_, pack=pack,
+        compile=compile_, pack=pack, trust_remote_code=trust_remote_code,
         force=force,
     )  # fmt: skip
     spec_name = _head_name(head)
@@ -350,6 +360,15 @@ def align(
         int | None, _num("batch_size", "Global batch size (default 256, the paper's stage 1: 8 x 32).")
     ] = None,
     features: Annotated[str | None, _O(help="cache (default) or online.")] = None,
+    trust_remote_code: Annotated[
+        bool | None,
+        _O(
+            "--trust-remote-code",
+            help="With --features online: let the VFM checkpoint run its own Python code "
+            "(off by default; recorded in the run).",
+            show_default=False,
+        ),
+    ] = None,
     max_train: Annotated[int | None, _num("max_train", "Cap on caption pairs.")] = None,
     seed: Annotated[int | None, _O(help="Random seed.")] = None,
     device: Annotated[str | None, _O(help="auto, cpu, cuda ...")] = None,
@@ -373,6 +392,7 @@ def align(
             lr=lr,
             batch_size=batch_size,
             features=features,
+            trust_remote_code=trust_remote_code,
             max_train=max_train,
             seed=seed,
             device=device,

@@ -171,7 +171,8 @@ def remote_code_error(source: str, what: str) -> AvaError:
     return AvaError(
         f"{source} is published with its own Python code (config.json 'auto_map'), which ava never runs unless "
         f"asked. {what}: load it through a native route (ava vfm show KEY says which; a converted directory via "
-        f"'KEY@/path/to/dir'), or, if you trust that code, pass --trust-remote-code to ava cache extract"
+        f"'KEY@/path/to/dir'), or, if you trust that code, pass --trust-remote-code (ava cache extract, ava head "
+        f"train and align with online features, ava vfm show take it; it is recorded with the features)"
     )
 
 

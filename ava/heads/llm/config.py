@@ -38,6 +38,7 @@ class LLMHeadConfig:
     lora_alpha: int | None = None  # None: 2 * lora_r (the paper: r 128, alpha 256)
     lora_dropout: float = 0.05
     features: str = "cache"  # "cache" (read the feature cache) or "online" (run the VFM on every batch)
+    trust_remote_code: bool = False  # online features: let the VFM checkpoint run its own code (opt-in, recorded)
     init: str | None = None  # an align run, an LLM-head run, or a stage-2 directory (see ava/heads/llm/align.py)
     dtype: str = "auto"  # "auto" (bf16 autocast on GPU, fp32 on CPU), "fp32" or "bf16" (fp16 would need a GradScaler)
     max_eval: int | None = None
@@ -73,6 +74,7 @@ class AlignConfig:
     layer: int | None = None
     max_train: int | None = None
     features: str = "cache"
+    trust_remote_code: bool = False  # online features: let the VFM checkpoint run its own code (opt-in, recorded)
     dtype: str = "auto"
     grad_accum: int | None = None  # None: the fewest steps that keep micro-batches at <= 32 (256 = 8 x 32)
     warmup_ratio: float = 0.03

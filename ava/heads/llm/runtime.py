@@ -108,7 +108,8 @@ def _online_source(cfg: Any, dataset: Dataset, samples: list[Sample], device: to
     dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
     vfm_dtype = dtypes.get(spec.get("dtype", "fp32"), torch.float32)
     kwargs = {"preprocess": spec["preprocess"]} if isinstance(spec.get("preprocess"), str) else {}
-    vfm = load_vfm(cfg.vfm, device=str(device), dtype=vfm_dtype, layers=(layer,), **kwargs)
+    trust = bool(getattr(cfg, "trust_remote_code", False))  # without it a remote-code checkpoint is refused
+    vfm = load_vfm(cfg.vfm, device=str(device), dtype=vfm_dtype, layers=(layer,), trust_remote_code=trust, **kwargs)
     vfm.eval()
 
     def featurize(batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -116,7 +117,8 @@ def _online_source(cfg: Any, dataset: Dataset, samples: list[Sample], device: to
             return vfm(batch["pixels"].to(device, vfm_dtype))[:, 0].float()
 
     featurize.vfm = vfm  # type: ignore[attr-defined]  # for FLOP counts (benchmarks)
-    info = {"cache_key": None, "vfm_random_weights": bool(vfm.random_weights), "features": "online"}
+    info = {"cache_key": None, "vfm_random_weights": bool(vfm.random_weights), "features": "online",
+            "vfm_trust_remote_code": trust}  # fmt: skip
     return Source(OnlineImages(dataset, samples, vfm.preprocess), vfm.num_tokens, vfm.dim, featurize, info)
 
 
