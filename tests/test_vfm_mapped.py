@@ -140,6 +140,12 @@ def test_mapped_features_equal_the_published_forward(tmp_path):
     last = load_vfm(f"tiny-radio@{folder}", layers=(-1,))(x)
     torch.testing.assert_close(last[:, 0], ref[-1][:, 4:], atol=1e-5, rtol=1e-4)
     assert not list(folder.glob("*.py"))
+    with pytest.raises(AvaError, match=f"load it with '--vfm radio@{folder}'"):
+        load_vfm(f"hf:{folder}")  # hf: reads configs through transformers: it points at the mapped route
+    with pytest.warns(UserWarning, match="the checkpoint's config has 4 prefix tokens, the registry says 8"):
+        wide = load_vfm(f"radio@{folder}")  # RADIO-L's registry facts, the checkpoint's own width and prefix
+    assert (wide.dim, wide.spec.prefix_tokens, wide.grid) == (64, 4, (27, 27))
+    assert tuple(wide(torch.rand(1, 3, 432, 432)).shape) == (1, 1, 729, 64)
 
 
 def test_partial_or_foreign_radio_checkpoints_are_refused(tmp_path):

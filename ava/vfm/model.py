@@ -365,8 +365,8 @@ def _load_pretrained(spec: VFMSpec, dtype: torch.dtype, trust_remote_code: bool)
     if spec.model_class == "RadioModel" and (published := _published_radio(where.path)) is not None:
         from ava.vfm.mapped import load_radio  # the publisher's remote-code layout, mapped: no code runs
 
-        model = load_radio(where.path, published, dtype)
-        return model, _checked_prefix(spec, model), where.identity, path
+        model = load_radio(where.path, published, dtype)  # RADIO-B/L/H share the route: the width comes from it
+        return model, replace(_checked_prefix(spec, model), dim=model.config.hidden_size), where.identity, path
     _check_native(path, spec)
     cls = getattr(transformers, spec.model_class)
     fam = FAMILIES.get(spec.model_class)

@@ -110,6 +110,14 @@ def hf_spec(text: str, *, trust_remote_code: bool = False) -> VFMSpec:
     source, _, opts = text.partition("#")
     options = _options(opts, name)
     where = locate(source, key=name, config_only=True, code=trust_remote_code)
+    if not trust_remote_code:
+        from ava.vfm.mapped import published_radio
+
+        if published_radio(where.path) is not None:
+            raise AvaError(
+                f"{source} is a RADIO checkpoint in its publisher's remote-code format: load it with "
+                f"'--vfm radio@{source}' (mapped into transformers' RadioModel; no code runs)"
+            )
     config = _vision_config(where.path, source, trust_remote_code)
     fam = BY_CONFIG.get(type(config).__name__)
     remote_class = (getattr(config, "auto_map", None) or {}).get("AutoModel") if trust_remote_code else None
