@@ -285,7 +285,20 @@ def _tiny_text():
             "num_attention_heads": 2, "eos_token_id": 1, "bos_token_id": 0}  # fmt: skip
 
 
-@pytest.mark.parametrize("key", ["tiny-aimv2", "tiny-sam"])
+def _tiny_sam3(tiny):
+    """A whole tiny Sam3Model (vision encoder, CLIP text tower, DETR, geometry and mask decoders), as facebook/sam3."""
+    import transformers as T
+
+    small = {"hidden_size": 32, "num_layers": 1, "num_attention_heads": 2, "intermediate_size": 64}
+    text = {"model_type": "clip_text_model", **_tiny_text(), "projection_dim": 32, "max_position_embeddings": 32}
+    cfg = T.Sam3Config(vision_config={**tiny, "fpn_hidden_size": 32}, text_config=text, geometry_encoder_config=small,
+                       detr_encoder_config=small, detr_decoder_config={**small, "num_queries": 4},
+                       mask_decoder_config={"hidden_size": 32, "num_attention_heads": 2})  # fmt: skip
+    full = T.Sam3Model(cfg).eval()
+    return full, full.vision_encoder
+
+
+@pytest.mark.parametrize("key", ["tiny-aimv2", "tiny-sam", "tiny-sam3"])
 def test_composite_checkpoint_loads_its_vision_tower(key, tmp_path):
     import transformers as T
 
@@ -296,9 +309,11 @@ def test_composite_checkpoint_loads_its_vision_tower(key, tmp_path):
     if key == "tiny-aimv2":  # vision weights under "vision_model.": the class alone cannot load them
         full = T.Aimv2Model(T.Aimv2Config(text_config=_tiny_text(), vision_config=tiny)).eval()
         tower = full.vision_model
-    else:
+    elif key == "tiny-sam":
         full = T.SamModel(T.SamConfig(vision_config={**tiny, "output_channels": 256})).eval()
         tower = full.vision_encoder
+    else:  # SAM 3's hub checkpoint is the whole detector: ava takes its vision encoder
+        full, tower = _tiny_sam3(tiny)
     full.save_pretrained(tmp_path)
     vfm = load_vfm(f"{key}@{tmp_path}", layers=(-1,))
     x = torch.randn(1, 3, vfm.spec.image_size, vfm.spec.image_size)
