@@ -170,3 +170,22 @@ def test_partial_or_foreign_radio_checkpoints_are_refused(tmp_path):
         load_vfm(f"tiny-radio@{save_published(tmp_path / 'wrong', wrong, config)}")
     with pytest.raises(AvaError, match="not a timm ViT ava knows"):
         radio_config(published_config(model="eradio"), {k: tuple(v.shape) for k, v in sd.items()}, "E-RADIO")
+
+
+def test_ava_mapping_equals_transformers_own_radio_conversion(tmp_path):
+    """A second, independent mapping: transformers' conversion table for the ``radio`` model type, applied by
+    RadioModel.from_pretrained to the published tensor names, gives the same state dict as ava's mapping."""
+    import transformers
+    from safetensors.torch import save_file
+
+    config = published_config([{"name": "clip"}, {"name": "dino_v2"}], register_multiple=4)
+    config["args"]["model_kwargs"] = {"num_heads": 4}
+    sd = published_state(64, 2, 16, 4, summary=(0, 1))
+    ours = radio_from_state(sd, config, torch.float32, "tiny").state_dict()
+    kwargs = radio_config(config, {k: tuple(v.shape) for k, v in sd.items()}, "tiny")
+    transformers.RadioConfig(**kwargs).save_pretrained(tmp_path)
+    save_file({k: v for k, v in sd.items() if ".adaptors." not in k}, str(tmp_path / "model.safetensors"))
+    theirs, info = transformers.RadioModel.from_pretrained(tmp_path, output_loading_info=True)
+    assert not any(info.values()), info  # nothing missing, unexpected or mismatched
+    theirs = theirs.state_dict()
+    assert set(ours) == set(theirs) and all(torch.equal(ours[k], theirs[k]) for k in ours)
