@@ -56,6 +56,34 @@ def test_vote_majority_tie_break_and_question_options() -> None:
     assert only_desert.reply(query, np.array([0.9]), np.array([0]), 5) in query.options
 
 
+def test_batched_replies_equal_the_per_sample_rule() -> None:
+    """``Memory.replies`` (votes and weighted means as array operations) gives, for every query, what ``reply``
+    gives: random neighbour lists with padding (-1), labels outside a question's options, and ties."""
+    rng = np.random.default_rng(0)
+    scene = ["beach", "forest", "city", "desert", "lake"]
+    cases = {
+        "scene": Memory(get_ability("scene"), labels=[str(rng.choice(scene)) for _ in range(30)]),
+        "ocr": Memory(get_ability("ocr"), labels=[f"w{i}" for i in range(30)]),
+        "counting": Memory(get_ability("counting"), targets=np.log(rng.integers(1, 9, (30, 1)).astype(float))),
+        "color": Memory(get_ability("color"), targets=rng.uniform(0, 1, (30, 3))),
+        "localization": Memory(get_ability("localization"), targets=np.sort(rng.uniform(0, 1, (30, 4)), 1)),
+    }
+    for ava, memory in cases.items():
+        queries = [_sample(ava, options=list(rng.choice(scene, 3, replace=False)), index=0, text="beach",
+                           value=2, rgb=[1, 2, 3], box=[0, 0, 1, 1]) for _ in range(40)]  # fmt: skip
+        ids = np.stack([rng.permutation(30)[:12] for _ in queries])
+        sims = -np.sort(-np.round(rng.uniform(-1, 1, ids.shape), 1), axis=1).astype(np.float32)  # ties
+        ids[::7, 9:] = -1  # fewer neighbours than asked for
+        for k in (1, 4, 20):
+            batched = memory.replies(queries, sims, ids, k)
+            single = [memory.reply(q, sims[i], ids[i], k) for i, q in enumerate(queries)]
+            if ava == "localization":  # full-precision floats: equal up to the order of a sum of k terms
+                np.testing.assert_allclose([json.loads(r) for r in batched], [json.loads(r) for r in single],
+                                           rtol=1e-12)  # fmt: skip
+            else:
+                assert batched == single, (ava, k)
+
+
 def test_weighted_mean_and_ocr_nearest() -> None:
     counting = get_ability("counting")
     memory = Memory(counting, targets=np.log(np.array([[2.0], [8.0], [100.0]])))

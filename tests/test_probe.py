@@ -243,3 +243,57 @@ def test_pixels_beat_majority(tmp_path_factory: pytest.TempPathFactory) -> None:
     assert linear["counting"] < 0.85 * base["counting"], (linear, base)
     assert attentive["color"] < 0.9 * base["color"], (attentive, base)
     assert attentive["counting"] < 0.9 * base["counting"], (attentive, base)
+
+
+def test_grid_adamw_is_torch_adamw_per_member() -> None:
+    """GridAdamW on stacked members = torch.optim.AdamW with one parameter group per member (same schedule)."""
+    from ava.heads.probe.grid import GridAdamW
+
+    gen = torch.Generator().manual_seed(0)
+    start = torch.randn(3, 4, 5, generator=gen)
+    grads = [torch.randn(3, 4, 5, generator=gen) for _ in range(6)]
+    lrs, factors = [1e-3, 1e-2, 3e-2], [1.0, 0.9, 0.5, 0.3, 0.1, 0.0]
+    stacked = torch.nn.Parameter(start.clone())
+    ours = GridAdamW([(stacked, torch.tensor(lrs))], weight_decay=1e-2)
+    members = [torch.nn.Parameter(start[g].clone()) for g in range(3)]
+    ref = torch.optim.AdamW([{"params": [m], "lr": lr} for m, lr in zip(members, lrs, strict=True)],
+                            weight_decay=1e-2)  # fmt: skip
+    for grad, factor in zip(grads, factors, strict=True):
+        stacked.grad = grad.clone()
+        ours.step(factor)
+        for g, (m, group) in enumerate(zip(members, ref.param_groups, strict=True)):
+            m.grad = grad[g].clone()
+            group["lr"] = lrs[g] * factor
+        ref.step()
+    torch.testing.assert_close(stacked.detach(), torch.stack([m.detach() for m in members]), rtol=1e-6, atol=1e-7)
+
+
+def test_stacked_grids_compute_each_member() -> None:
+    """The stacked trainers give each member's own output, and write their trained values back into the members."""
+    from ava.heads.probe.grid import StackedAttentive, StackedLinears
+    from ava.heads.probe.model import Probe, ProbeGrid
+
+    gen = torch.Generator().manual_seed(0)
+    lin = [Probe(d, 3, "mean") for d in (4, 4, 6)]
+    for m in lin:
+        m.init_weights(gen)
+    stack = StackedLinears(lin, [slice(0, 4), slice(0, 4), slice(4, 10)])
+    z = torch.randn(5, 10, generator=gen)
+    out = stack(z)
+    for g, (m, sl) in enumerate(zip(lin, (slice(0, 4), slice(0, 4), slice(4, 10)), strict=True)):
+        torch.testing.assert_close(out[g], m.linear(z[:, sl]))
+    with torch.no_grad():
+        stack.weights[1].add_(1.0)
+    stack.write_back()
+    torch.testing.assert_close(lin[2].linear.weight, stack.weights[1][0])
+    grid = ProbeGrid(6, 3, 2, "attn", 2, 4, (2, 2), gen)
+    with torch.no_grad():
+        for m in grid.members:
+            m.query.normal_(generator=gen)
+            m.pos_bias.normal_(generator=gen)
+    x = torch.randn(5, 4, 6, generator=gen)
+    grid.fit_norm(x)
+    attn = StackedAttentive(list(grid.members))
+    out = attn(grid.members[0].norm(x))
+    for g, m in enumerate(grid.members):
+        torch.testing.assert_close(out[g], m(x), rtol=1e-5, atol=1e-6)

@@ -216,6 +216,7 @@ class AbilityFeatures:
         codec = spec.get("codec") if isinstance(spec, dict) else None
         dtype = getattr(torch, _MEMORY_DTYPES.get(str(codec), "float32"))
         self.reads = 0
+        self.shared: dict[Any, Any] = {}  # what one head computed that another would compute the same (the OCR reader)
         self._tokens: dict[int | None, Any] = {}
         self._pooled: dict[tuple[int | None, str], np.ndarray] = {}
         wanted = list(dict.fromkeys(self._layer(la) for la in layers))

@@ -199,11 +199,23 @@ def regression_reply(ability: Ability, sample: Sample, value: np.ndarray) -> str
 
 
 # -- model selection ------------------------------------------------------------------------------------
-def mean_score(ability: Ability, samples: Sequence[Sample], replies: Sequence[str]) -> float:
-    """The ability's metric over ``samples`` (scored by ``ava.metrics``, exactly as ``ava score`` does)."""
+def mean_score(ability: Ability, samples: Sequence[Sample], replies: Sequence[str],
+               memo: dict[Any, float] | None = None) -> float:  # fmt: skip
+    """The ability's metric over ``samples`` (scored by ``ava.metrics``, exactly as ``ava score`` does).
+
+    ``memo`` (a dict kept by the caller across calls) holds the score of every (sample id, reply) already scored:
+    candidates of a selection grid mostly give the same replies, and each is parsed and scored once."""
     from ava.metrics.scoring import score_sample
 
-    values = [score_sample(ability, s, r).value for s, r in zip(samples, replies, strict=True)]
+    if memo is None:
+        values = [score_sample(ability, s, r).value for s, r in zip(samples, replies, strict=True)]
+    else:
+        values = []
+        for s, r in zip(samples, replies, strict=True):
+            key = (s.key, r)
+            if key not in memo:
+                memo[key] = score_sample(ability, s, r).value
+            values.append(memo[key])
     return float(np.mean(values)) if values else float("nan")
 
 

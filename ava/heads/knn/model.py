@@ -157,4 +157,58 @@ class Memory:
         return format_reply(self.ability, int(np.argmax(scores)), options=options)
 
     def replies(self, samples: Sequence[Sample], sims: np.ndarray, ids: np.ndarray, k: int) -> list[str]:
-        return [self.reply(s, sims[i], ids[i], k) for i, s in enumerate(samples)]
+        """The replies of many queries at once: the same rules as :meth:`reply`, with the votes and weighted means
+        computed as array operations over all queries (only the formatting of each reply is per sample)."""
+        from ava.abilities.parsers import format_reply
+
+        if not len(samples):
+            return []
+        kind = self.ability.answer_kind
+        sims, ids = np.asarray(sims), np.asarray(ids)
+        valid = ids >= 0
+        first_k = valid & (np.cumsum(valid, axis=1) <= k)  # the first k neighbours that exist
+        if kind == "text":
+            has = valid.any(axis=1)
+            nearest = ids[np.arange(len(ids)), valid.argmax(axis=1)]
+            return [format_reply(self.ability, self.labels[int(j)] if h else "")  # type: ignore[index]
+                    for j, h in zip(nearest, has, strict=True)]  # fmt: skip
+        if kind == "option":
+            return self._votes(samples, sims, ids, valid, k)
+        # the first k existing neighbours moved to the front, so sums run in the order of the per-sample rule
+        front = np.argsort(~first_k, axis=1, kind="stable")[:, :k]
+        taken = np.take_along_axis(first_k, front, 1)
+        near = np.take_along_axis(sims, front, 1).astype(np.float64)
+        d = np.sqrt(np.maximum(2.0 - 2.0 * near, 0.0))  # L2 distance on the unit sphere
+        w = np.where(taken, 1.0 / (d + 1e-6), 0.0)
+        targets = np.asarray(self.targets, np.float64)[np.where(taken, np.take_along_axis(ids, front, 1), 0)]
+        values = (w[:, :, None] * targets).sum(axis=1) / w.sum(axis=1, keepdims=True)
+        return [regression_reply(self.ability, s, v) for s, v in zip(samples, values, strict=True)]
+
+    def _votes(self, samples: Sequence[Sample], sims: np.ndarray, ids: np.ndarray, valid: np.ndarray,
+               k: int) -> list[str]:  # fmt: skip
+        """Majority votes of all queries at once (see :meth:`_vote`): neighbours whose label is one of the query's
+        options are counted up to k, per-option counts and similarity sums come from one ``bincount`` each."""
+        from ava.abilities.parsers import format_reply
+
+        vocab = {label: i for i, label in enumerate(dict.fromkeys(self.labels or ()))}
+        row_label = np.array([vocab[label] for label in self.labels or ()], np.int64)
+        options = [question_options(self.ability, s) for s in samples]
+        width = max(len(o) for o in options)
+        option_ids = np.full((len(samples), width), -2, np.int64)  # -2: padding, -1: an option no train row has
+        for q, opts in enumerate(options):
+            option_ids[q, : len(opts)] = [vocab.get(o, -1) for o in opts]
+        labels = np.where(valid, row_label[np.where(valid, ids, 0)], -3) if len(row_label) else np.full(ids.shape, -3)
+        hits = labels[:, :, None] == option_ids[:, None, :]  # [Q, depth, options]
+        allowed = hits.any(axis=2)
+        taken = allowed & (np.cumsum(allowed, axis=1) <= k)
+        position = hits.argmax(axis=2)  # the option a counted neighbour votes for
+        q_index = np.broadcast_to(np.arange(len(samples))[:, None], ids.shape)
+        flat = (q_index * width + position)[taken]
+        size = len(samples) * width
+        count = np.bincount(flat, minlength=size).reshape(len(samples), width)
+        summed = np.bincount(flat, weights=sims[taken].astype(np.float64), minlength=size).reshape(count.shape)
+        # votes first; the summed similarity (|sum| <= k) breaks ties without outweighing a vote
+        scores = np.where(count > 0, count + summed / (2 * k + 1), -1.0)
+        scores[option_ids == -2] = -np.inf
+        best = scores.argmax(axis=1)
+        return [format_reply(self.ability, int(b), options=o) for b, o in zip(best, options, strict=True)]

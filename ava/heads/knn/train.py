@@ -63,9 +63,10 @@ def select_pool(ability: Ability, fit: list[Sample], held: list[Sample] | None, 
     candidate's score per view (``held`` None: leave-one-out over ``fit``, see :func:`select_k`)."""
     scores: dict[str, dict[int, float]] = {}
     best: tuple[str, int] | None = None
+    memo: dict[Any, float] = {}  # (sample, reply) -> score, shared by every candidate
     for pool in views_fit:
         x_held = None if views_held is None else views_held[pool]
-        k, scores[pool] = select_k(ability, fit, held, views_fit[pool], x_held, ks, device)
+        k, scores[pool] = select_k(ability, fit, held, views_fit[pool], x_held, ks, device, memo)
         if best is None or is_better(ability, scores[pool][k], scores[best[0]][best[1]]):
             best = (pool, k)
     assert best is not None
@@ -81,7 +82,8 @@ def _without_self(sims: np.ndarray, ids: np.ndarray, depth: int) -> tuple[np.nda
 
 
 def select_k(ability: Ability, fit: list[Sample], held: list[Sample] | None, x_fit: np.ndarray,
-             x_held: np.ndarray | None, ks: Sequence[int], device: str) -> tuple[int, dict[int, float]]:  # fmt: skip
+             x_held: np.ndarray | None, ks: Sequence[int], device: str,
+             memo: dict[Any, float] | None = None) -> tuple[int, dict[int, float]]:  # fmt: skip
     """The k with the best held-out metric (the smaller k on ties) and every candidate's score.
 
     ``held`` None: leave-one-out, every train row is answered by its neighbours among the others (every train
@@ -94,7 +96,7 @@ def select_k(ability: Ability, fit: list[Sample], held: list[Sample] | None, x_f
         held = fit
     else:
         sims, ids = search(index, x_held, _search_depth(memory, ks, len(fit)))
-    scores = {k: mean_score(ability, held, memory.replies(held, sims, ids, k)) for k in ks}
+    scores = {k: mean_score(ability, held, memory.replies(held, sims, ids, k), memo) for k in ks}
     best: int | None = None
     for k in ks:
         if best is None or is_better(ability, scores[k], scores[best]):
@@ -118,12 +120,13 @@ def _predict_split(index: Any, memory: Memory, meta: dict[str, Any], samples: Se
     """Replies of the chosen k for ``samples`` and the results' extra (the split's metric for every candidate k)."""
     by_k: dict[str, float] = {}
     chosen: list[str] = []
+    memo: dict[Any, float] = {}
     if samples:
         sims, ids = search(index, _pooled(cache, samples, meta["layer"], meta.get("pool", "mean")),
                            _search_depth(memory, meta["ks"], meta["n_train"]))  # fmt: skip
         for k in meta["ks"]:
             replies = memory.replies(samples, sims, ids, k)
-            by_k[str(k)] = mean_score(memory.ability, samples, replies)
+            by_k[str(k)] = mean_score(memory.ability, samples, replies, memo)
             if k == meta["k"]:
                 chosen = replies
     extra = {"k": meta["k"], "pool": meta.get("pool", "mean"), "heldout": meta["heldout"],

@@ -193,9 +193,11 @@ def attentive_pool(x: torch.Tensor, queries: torch.Tensor, pos_bias: torch.Tenso
                    positions: torch.Tensor) -> torch.Tensor:  # fmt: skip
     """[B, T, D] tokens, [K, D] queries, [K, T] position biases, [T, 2] token positions -> [B, K, D + 2]: per
     query, the softmax(q . x / sqrt(D) + bias)-weighted mean of the tokens and of their positions."""
-    attn = (torch.einsum("btd,kd->bkt", x, queries) / math.sqrt(x.shape[-1]) + pos_bias).softmax(-1)
+    # queries @ x^T (not einsum "btd,kd->bkt"): the same scores, but its backward for the queries runs as one
+    # batched product over contiguous tokens instead of a [D, B*T] x [B*T, K] product ~4x slower on a CPU
+    attn = (torch.matmul(queries, x.transpose(1, 2)) / math.sqrt(x.shape[-1]) + pos_bias).softmax(-1)
     where = (attn @ positions - 0.5) * POS_SCALE  # [B, K, 2], centred and on the scale of the features
-    return torch.cat([torch.einsum("bkt,btd->bkd", attn, x), where], -1)
+    return torch.cat([attn @ x, where], -1)
 
 
 class ProbeGrid(nn.Module):

@@ -20,6 +20,7 @@ Run directory (besides config.json, run.json, results_<split>.json, predictions_
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 from collections.abc import Callable, Sequence
@@ -46,6 +47,7 @@ from ava.heads.features import (
 )
 from ava.heads.fingerprint import AbilityRun, save_tensors, train_abilities
 from ava.heads.probe.config import ProbeConfig
+from ava.heads.probe.grid import GridAdamW, StackedAttentive, StackedLinears, stacked_loss
 from ava.heads.probe.model import Probe, ProbeGrid, box_from_output, box_loss
 from ava.heads.probe.ocr import CTCReader, char_vocabulary, ctc_loss, encode_texts, greedy_decode, num_slots
 from ava.heads.run_files import open_saved_run, score_and_write, write_json
@@ -102,7 +104,9 @@ def _batches(n: int, batch_size: int, generator: torch.Generator | None) -> list
     return [order[i : i + batch_size] for i in range(0, n, batch_size)]
 
 
-def _as_tensor(rows: Rows, index: np.ndarray, device: str) -> torch.Tensor:
+def _as_tensor(rows: Rows | torch.Tensor, index: np.ndarray, device: str) -> torch.Tensor:
+    if isinstance(rows, torch.Tensor):  # held on the device: gathered there
+        return rows.index_select(0, torch.from_numpy(index).to(rows.device)).to(device)
     return torch.from_numpy(np.ascontiguousarray(rows[index])).to(device)
 
 
@@ -111,6 +115,29 @@ def _stats_rows(rows: Rows) -> torch.Tensor:
     if isinstance(rows, CacheRows):
         return torch.from_numpy(rows[np.arange(min(len(rows), 512))])
     return torch.from_numpy(rows)
+
+
+class _StandardizedRows:
+    """Streamed token rows standardized batch by batch (rows too large to hold standardized in memory)."""
+
+    def __init__(self, rows: CacheRows, norm: nn.Module) -> None:
+        self.rows, self.norm = rows, norm
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @torch.no_grad()
+    def __getitem__(self, index: np.ndarray) -> np.ndarray:
+        return self.norm(torch.from_numpy(self.rows[index])).numpy()
+
+
+def standardized(rows: Rows, norm: nn.Module, device: str) -> torch.Tensor | _StandardizedRows:
+    """Token rows through the grid's fixed standardization, once: in memory, a float32 tensor on ``device``
+    (standardized in place, the same values as per batch); streamed, a reader that standardizes each batch."""
+    if isinstance(rows, CacheRows):
+        return _StandardizedRows(rows, norm)
+    x = torch.from_numpy(rows).to(device)
+    return x.sub_(norm.mean.to(device)).div_(norm.std.to(device))
 
 
 # -- targets --------------------------------------------------------------------------------------------
@@ -201,7 +228,7 @@ class Task:
 def _member_batch_targets(y: Any, index: np.ndarray, device: str) -> Any:
     if isinstance(y, list):
         return [y[i] for i in index]
-    return y[torch.from_numpy(index)].to(device)
+    return y[torch.from_numpy(index).to(y.device)].to(device)
 
 
 # -- models ---------------------------------------------------------------------------------------------
@@ -270,26 +297,43 @@ class _ReadOnly(nn.Module):
         return self.reader.read(z)
 
 
-def train_grid(grid: nn.Module, lrs: Sequence[float], rows: Rows, y: Any, task: Task, *, epochs: int,
+def train_grid(grid: nn.Module, lrs: Sequence[float], rows: Any, y: Any, task: Task, *, epochs: int,
                batch_size: int, weight_decay: float, generator: torch.Generator, device: str,
                on_epoch: Callable[[], None] | None = None) -> None:  # fmt: skip
-    """Train every grid member on the same shuffled batches, member g with learning rate lrs[g] (cosine decay)."""
-    groups = [{"params": list(m.parameters()), "lr": lr} for m, lr in zip(grid.members, lrs, strict=True)]
-    opt = torch.optim.AdamW(groups, weight_decay=weight_decay, foreach=True)  # one kernel per op for all members
+    """Train every grid member on the same shuffled batches, member g with learning rate lrs[g] (cosine decay).
+
+    A stacked grid (:class:`StackedLinears`, :class:`StackedAttentive`) runs one forward, backward and
+    :class:`GridAdamW` update per step for all members; other grids (the CTC readers) return one output per
+    member and train with ``torch.optim.AdamW``, one parameter group per member."""
     total = max(1, epochs * math.ceil(len(rows) / batch_size))
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda step: 0.5 * (1 + math.cos(math.pi * min(step, total) / total))
-    )
+
+    def factor(step: int) -> float:
+        return 0.5 * (1 + math.cos(math.pi * min(step, total) / total))
+
+    stacked = isinstance(grid, StackedLinears | StackedAttentive)
+    if stacked:
+        opt: Any = GridAdamW(grid.param_lrs(lrs), weight_decay=weight_decay)
+    else:
+        groups = [{"params": list(m.parameters()), "lr": lr} for m, lr in zip(grid.members, lrs, strict=True)]
+        opt = torch.optim.AdamW(groups, weight_decay=weight_decay, foreach=True)  # one kernel per op for all
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
+    if isinstance(y, torch.Tensor):
+        y = y.to(device)
     grid.train()
+    step = 0
     for _ in range(epochs):
         for index in _batches(len(rows), batch_size, generator):
             xb = _as_tensor(rows, index, device)
             yb = _member_batch_targets(y, index, device)
-            loss = grid.loss(xb, yb, task) if isinstance(grid, _Linears) else sum(task.loss(o, yb) for o in grid(xb))
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            sched.step()
+            opt.zero_grad()
+            if stacked:
+                stacked_loss(grid(xb), yb, task).backward()
+                opt.step(factor(step))
+            else:
+                sum(task.loss(o, yb) for o in grid(xb)).backward()
+                opt.step()
+                sched.step()
+            step += 1
         if on_epoch is not None:
             on_epoch()
     grid.eval()
@@ -323,49 +367,6 @@ def _defaults(config: ProbeConfig, n: int, tokens: bool) -> tuple[int, int]:
     return epochs, batch_size
 
 
-class _Linears(nn.Module):
-    """The linear layers of pooled probes, trained together on their prepared inputs side by side.
-
-    Member g reads columns ``slices[g]`` of the concatenated prepared rows (its pooled view after its fixed
-    cell PCA and standardization, computed once), so one optimizer loop trains every view and learning rate.
-    Members reading the same columns are applied as one batched product, and their losses are summed in one
-    call (the loss of a batch is a mean over its rows, so the mean over G stacked copies times G is the sum).
-    """
-
-    def __init__(self, members: Sequence[Probe], slices: Sequence[slice]) -> None:
-        super().__init__()
-        self.members = nn.ModuleList(members)
-        groups: dict[tuple[int, int], list[int]] = {}
-        for g, sl in enumerate(slices):
-            groups.setdefault((sl.start, sl.stop), []).append(g)
-        self.groups = [(slice(*key), ids) for key, ids in groups.items()]
-
-    def _stacked(self, z: torch.Tensor) -> list[torch.Tensor]:
-        """Per group of members sharing a view: outputs [G, B, out]."""
-        outs = []
-        for sl, ids in self.groups:
-            weight = torch.stack([self.members[g].linear.weight for g in ids])  # [G, out, d]
-            bias = torch.stack([self.members[g].linear.bias for g in ids])  # [G, out]
-            outs.append(torch.einsum("bd,god->gbo", z[:, sl], weight) + bias[:, None])
-        return outs
-
-    def forward(self, z: torch.Tensor) -> list[torch.Tensor]:
-        out: list[torch.Tensor | None] = [None] * len(self.members)
-        for (_, ids), stacked in zip(self.groups, self._stacked(z), strict=True):
-            for g, o in zip(ids, stacked, strict=True):
-                out[g] = o
-        return out  # type: ignore[return-value]
-
-    def loss(self, z: torch.Tensor, y: Any, task: Task) -> torch.Tensor:
-        """The summed loss of every member on one batch."""
-        total = z.new_zeros(())
-        for stacked in self._stacked(z):
-            n = stacked.shape[0]
-            target = y.repeat(n) if y.dim() == 1 else y.repeat(n, 1)
-            total = total + n * task.loss(stacked.flatten(0, 1), target)
-        return total
-
-
 Pick = tuple[float, nn.Module, tuple[int | None, ...], float, str]  # held-out score, probe, layers, lr, pool
 
 
@@ -380,6 +381,7 @@ def _fit_pooled(config: ProbeConfig, ability: Ability, task: Task, fit: list[Sam
     pools = pool_candidates(cache, config.pools)
     grid_log: list[dict[str, Any]] = []
     best: Pick | None = None
+    memo: dict[Any, float] = {}  # (sample, reply) -> score: members often give the same reply
     for layers in layer_sets(cache, config.layer):
         generator = torch.Generator().manual_seed(config.seed)
         torch.manual_seed(config.seed)
@@ -401,12 +403,14 @@ def _fit_pooled(config: ProbeConfig, ability: Ability, task: Task, fit: list[Sam
                 members.append((pool, lr, member))
                 slices.append(slice(offset, offset + z.shape[1]))
             offset += z.shape[1]
-        trainer = _Linears([m for _, _, m in members], slices).to(device)
-        z_fit = np.ascontiguousarray(np.concatenate(prepared, axis=1))
+        trainer = StackedLinears([m for _, _, m in members], slices).to(device)
+        z_fit = torch.from_numpy(np.ascontiguousarray(np.concatenate(prepared, axis=1))).to(device)
         train_grid(trainer, [lr for _, lr, _ in members], z_fit, y, task, epochs=epochs, batch_size=batch_size,
                    weight_decay=config.weight_decay, generator=generator, device=device, on_epoch=on_epoch)  # fmt: skip
+        trainer.write_back()
         for pool, lr, member in members:
-            score = mean_score(ability, held, predict(member, task, views_held[pool], held, device))
+            replies = predict(member.to(device), task, views_held[pool], held, device)
+            score = mean_score(ability, held, replies, memo=memo)
             grid_log.append({"layers": list(layers), "pool": pool, "lr": lr, "heldout": score})
             if best is None or is_better(ability, score, best[0]):
                 best = (score, member, layers, lr, pool)
@@ -421,6 +425,7 @@ def _fit_tokens(config: ProbeConfig, ability: Ability, task: Task, fit: list[Sam
     epochs, batch_size = _defaults(config, len(fit), True)
     grid_log: list[dict[str, Any]] = []
     best: Pick | None = None
+    memo: dict[Any, float] = {}  # (sample, reply) -> score: members often give the same reply
     for layers in layer_sets(cache, config.layer):
         generator = torch.Generator().manual_seed(config.seed)
         torch.manual_seed(config.seed)
@@ -433,14 +438,23 @@ def _fit_tokens(config: ProbeConfig, ability: Ability, task: Task, fit: list[Sam
             grid = ProbeGrid(dim, task.out_dim, len(lrs), config.pooling, config.heads, cache.num_tokens,
                              _grid_shape(cache), generator)  # fmt: skip
         grid.fit_norm(_stats_rows(x_fit))
+        train_kw = dict(epochs=epochs, batch_size=batch_size, weight_decay=config.weight_decay, generator=generator,
+                        device=device, on_epoch=on_epoch)  # fmt: skip
         if isinstance(grid, _ReaderGrid):
             x_fit, x_held = grid.reduce_rows(x_fit), grid.reduce_rows(x_held)
-        grid.to(device)
-        train_grid(grid, lrs, x_fit, y, task, epochs=epochs, batch_size=batch_size,
-                   weight_decay=config.weight_decay, generator=generator, device=device, on_epoch=on_epoch)  # fmt: skip
+            grid.to(device)
+            train_grid(grid, lrs, x_fit, y, task, **train_kw)
+        else:  # tokens standardized once per ability (not per batch), all members in one stacked step
+            rows = standardized(x_fit, grid.members[0].norm, device)
+            del x_fit
+            trainer = StackedAttentive(list(grid.members)).to(device)
+            train_grid(trainer, lrs, rows, y, task, **train_kw)
+            trainer.write_back()
+            del rows, trainer
+            grid.to(device)
         for member, lr in zip(grid.members, lrs, strict=True):
             scorer = _ReadOnly(member) if isinstance(grid, _ReaderGrid) else member
-            score = mean_score(ability, held, predict(scorer, task, x_held, held, device))
+            score = mean_score(ability, held, predict(scorer, task, x_held, held, device), memo=memo)
             grid_log.append({"layers": list(layers), "pool": "tokens", "lr": lr, "heldout": score})
             if best is None or is_better(ability, score, best[0]):
                 best = (score, member, layers, lr, "tokens")
@@ -457,8 +471,18 @@ def fit_ability(config: ProbeConfig, ability: Ability, train: list[Sample], cach
     lrs = [config.lr] if config.lr else list(config.ocr_lrs if task.kind == "ctc" else config.lrs)
     epochs, batch_size = _defaults(config, len(fit), tokens)
     fit_grid = _fit_tokens if tokens else _fit_pooled
-    grid_log, (score, model, layers, lr, pool) = fit_grid(config, ability, task, fit, held, cache, device, lrs,
-                                                          task.targets(fit), on_epoch)  # fmt: skip
+    # the CTC reader does not depend on the probe's pooling: within a fingerprint (features shared by the heads)
+    # probe-linear and probe-attn would train the same one, so the second takes the first's
+    shared = getattr(cache, "shared", None) if task.kind == "ctc" else None
+    key = ("ctc", ability.key, tuple(s.key for s in fit), tuple(s.key for s in held), tuple(lrs), epochs, batch_size,
+           config.weight_decay, config.seed, config.layer, device)  # fmt: skip
+    if shared is not None and key in shared:
+        grid_log, best = copy.deepcopy(shared[key])
+    else:
+        grid_log, best = fit_grid(config, ability, task, fit, held, cache, device, lrs, task.targets(fit), on_epoch)
+        if shared is not None:
+            shared[key] = copy.deepcopy((grid_log, best))
+    score, model, layers, lr, pool = best
     reduce = model.reduce if isinstance(model, Probe) else None  # the cell PCA of a grid view
     meta = {
         **task.meta(),
