@@ -113,6 +113,24 @@ def test_counts_depths_colours_spread(big: Dataset) -> None:
         assert abs(per_class[(cls, "red")] - per_class[(cls, "blue")]) <= 2
 
 
+@pytest.mark.slow  # uses the module's 2100-sample dataset
+def test_easy_makes_the_asked_object_stand_out(big: Dataset) -> None:
+    """The easy settings the calibration table chose (benchmarks/README.md): the cheap heads pool the whole image,
+    so the object a question asks about is alone (localization, OCR) or dominant (recognition, emotion), and the
+    two objects of relative depth are of one class at depths at least 2x apart."""
+    from ava.synth.abilities.ocr import WORDS
+
+    assert {s.meta["distractors"] for s in big.samples("localization")} == {0}
+    assert {s.meta["distractors"] for s in big.samples("ocr")} == {0}
+    assert {w for s in big.samples("ocr") for w in s.truth["text"].split()} <= set(WORDS)
+    assert min(s.meta["object_px"] for s in big.samples("recognition")) >= 0.45 * 64 - 0.01
+    assert min(s.meta["face_px"] for s in big.samples("emotion")) >= 0.6 * 64 - 0.1
+    for s in big.samples("rel_depth"):
+        near, far = sorted((s.meta["depth_red_m"], s.meta["depth_blue_m"]))
+        assert far >= 2 * near - 0.01, s.id
+        assert s.question.count(f"the {s.meta['class']} (") == 2, s.question
+
+
 # -- pixels ---------------------------------------------------------------------------------------------
 @pytest.mark.slow
 def test_images_open_with_size_and_boxes(big: Dataset) -> None:

@@ -68,5 +68,6 @@ def render_localization(ctx: Ctx) -> Rendered:
     return Rendered(
         image=image, question=ask("localization", object=f"the {name}"), answer=fmt_box(box),
         truth={"box": box},
-        meta={"class": name, "box_area": round((box[2] - box[0]) * (box[3] - box[1]), 4), "canvas": [cw, ch]},
+        meta={"class": name, "box_area": round((box[2] - box[0]) * (box[3] - box[1]), 4), "canvas": [cw, ch],
+              "distractors": len(boxes) - 1},
     )  # fmt: skip

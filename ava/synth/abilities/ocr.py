@@ -107,5 +107,5 @@ def render_ocr(ctx: Ctx) -> Rendered:
     )
     return Rendered(
         image=image, question=ask("ocr"), answer=text, truth={"text": text},
-        meta={"text_length": len(text), "font_px": round(size, 1)},
+        meta={"text_length": len(text), "font_px": round(size, 1), "distractors": len(boxes) - 1},
     )  # fmt: skip
