@@ -45,6 +45,7 @@ def test_calibration_table_small(tmp_path: Path) -> None:
     for r in rows:
         assert r.verdict in ("saturated", "chance", "separates", "ties")
         assert set(r.heads.values()) <= {"knn", "probe-linear"}
+        assert set(r.flat_heads) <= {"knn", "probe-linear"}
     saved = json.loads((tmp_path / "cal" / "calibration.json").read_text())
     assert [r["ava"] for r in saved["rows"]] == [r.ava for r in rows]
     lines = table_lines(rows)
@@ -66,10 +67,14 @@ def test_fingerprint_sentences() -> None:
             row("texture", "separates", "random-vit", {"pixels": False, "random-vit": True}),
             row("ocr", "chance", "pixels", {"pixels": False, "random-vit": False}),
             row("scene", "ties", "pixels", {"pixels": True, "random-vit": True})]  # fmt: skip
-    first, second, dead = fingerprint_sentences(rows)
+    rows[1].flat_heads = ["probe-linear", "probe-attn"]
+    rows[2].flat_heads = ["knn"]  # already said: no VFM beats chance on ocr at all
+    first, second, dead, flat = fingerprint_sentences(rows)
     assert first == "`pixels` (raw pixels, the floor): leads on color; does not beat chance on texture and ocr."
     assert second == "`random-vit` (random weights, the control): leads on texture; does not beat chance on ocr."
     assert dead == "Abilities that rank nothing at this size: ocr (no VFM beats chance)."
+    assert flat.startswith("Heads that learn nothing at this size")
+    assert flat.endswith(": probe-linear and probe-attn on texture.")
     assert fingerprint_sentences([]) == []
 
 

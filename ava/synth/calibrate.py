@@ -64,6 +64,7 @@ class Row:
     leader: str
     n_test: int
     above_chance: dict[str, bool] = field(default_factory=dict)  # vfm -> beats chance (paired bootstrap, 95%)
+    flat_heads: list[str] = field(default_factory=list)  # heads whose mean score beats chance for no VFM
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -221,6 +222,9 @@ def calibration_table(data: str | Path, runs: dict[tuple[str, str], Path], seed:
             value = float(r[ava]["value"])
             if vfm not in best or sign * value > sign * best[vfm][0]:
                 best[vfm] = (value, head)
+        flat = [h for h in dict.fromkeys(h for h, _ in results)
+                if all(sign * float(r[ava]["value"]) <= sign * float(chance.mean()) + 1e-9
+                       for (hh, _), r in results.items() if hh == h)]  # fmt: skip
         ids = [s.id for s in test]
         per_vfm = {}
         for vfm in vfms:
@@ -231,7 +235,7 @@ def calibration_table(data: str | Path, runs: dict[tuple[str, str], Path], seed:
         rows.append(Row(ava=ava, metric=ability.metric, higher_is_better=ability.higher_is_better,
                         chance=float(chance.mean()), scores={v: best[v][0] for v in vfms},
                         heads={v: best[v][1] for v in vfms}, verdict=what, leader=leader, n_test=len(test),
-                        above_chance=above))  # fmt: skip
+                        above_chance=above, flat_heads=flat))  # fmt: skip
     return rows
 
 
@@ -308,6 +312,11 @@ def fingerprint_sentences(rows: Sequence[Row]) -> list[str]:
         why = {"saturated": "solved by every VFM", "chance": "no VFM beats chance"}
         what = "; ".join(f"{r.ava.replace('_', '-')} ({why[r.verdict]})" for r in dead)
         sentences.append(f"Abilities that rank nothing at this size: {what}.")
+    flat = [r for r in rows if r.flat_heads and r not in dead]
+    if flat:  # a bare 0 (OCR's text reader, say) would otherwise read as every extractor lacking the ability
+        what = "; ".join(f"{_join(r.flat_heads)} on {r.ava.replace('_', '-')}" for r in flat)
+        sentences.append(f"Heads that learn nothing at this size (no extractor above chance with them, so their "
+                         f"scores there rank nothing; the other heads' do): {what}.")  # fmt: skip
     return sentences
 
 
