@@ -7,8 +7,9 @@ With ``ava demo``'s settings by default (read from ``ava.demo``: its samples per
 their demo input sizes, e.g. ``effnet-lite0#size=160``, and feature heads): generates the suite, extracts each VFM,
 trains every head on every ability (``ava.synth.calibrate``), and prints one markdown row per ability: the chance
 level, each VFM's best head, and whether the ability separates the VFMs (see ``ava/synth/calibrate.py`` for the
-rules). A VFM that cannot load here (``effnet-lite0`` without timm + torchvision) is left out with a note. Wall and
-CPU seconds are printed; CPU seconds do not depend on other jobs sharing the machine.
+rules), then the sentences that open the demo's report for such runs. A VFM that cannot load here (``effnet-lite0``
+without timm + torchvision) is left out with a note. Wall and CPU seconds are printed; CPU seconds do not depend on
+other jobs sharing the machine.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ def main() -> None:
 
     import torch
 
-    from ava.synth.calibrate import CalibrateConfig, calibrate, table_lines
+    from ava.synth.calibrate import CalibrateConfig, calibrate, fingerprint_sentences, table_lines
 
     torch.set_num_threads(args.threads)
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="bench_synth_signal_"))
@@ -86,6 +87,8 @@ def main() -> None:
     print(f"{args.per_ava} samples per ability at {args.size} px ({args.difficulty}), heads {args.heads}; "
           f"wall {wall:.0f} s, cpu {cpu:.0f} s")  # fmt: skip
     print("\n".join(table_lines(rows)))
+    print("\nThe opening `ava demo` writes from such runs:\n")
+    print("\n".join(f"- {line}" for line in fingerprint_sentences(rows)))
     if args.json:
         doc = {"device": device, "date": str(datetime.date.today()), "wall_s": wall, "cpu_s": cpu,
                "config": vars(args), "rows": [r.to_dict() for r in rows]}  # fmt: skip
