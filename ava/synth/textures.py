@@ -193,13 +193,15 @@ def render_texture(ctx: Ctx, name: str, size: int, fg: tuple[int, int, int], bg:
     return colorize(TEXTURES[name](ctx, size, p), fg, bg)
 
 
-def backdrop(ctx: Ctx, width: int, height: int | None = None, textured: bool = False) -> Image.Image:
-    """A distracting but low-contrast background: plain, a gradient, or a faint texture (always with ``textured``)."""
+def backdrop(ctx: Ctx, width: int, height: int | None = None, textured: bool = False,
+             flat: bool = False) -> Image.Image:  # fmt: skip
+    """A distracting but low-contrast background: plain, a gradient, or a faint texture (always with ``textured``,
+    never with ``flat``)."""
     from ava.synth.shapes import gradient, random_color, shade
 
     height = height or width
     base = shade(random_color(ctx, 60, 220), 1.5)
-    kind = 2 if textured else ctx.randint(0, 2)
+    kind = 2 if textured else ctx.randint(0, 1 if flat else 2)
     if kind == 0:
         return Image.new("RGB", (width, height), base)
     if kind == 1:
