@@ -265,6 +265,8 @@ def proxies(args: argparse.Namespace) -> dict[str, Any]:
     if "sync_ops" in r:
         top = r["top_ops_mb_per_token_per_layer"]
         print(f"sync ops: {r['sync_ops']}; largest non-matmul traffic (MB/token/layer): {top}")
+        if r.get("syncs_per_step_packed") is not None:
+            print(f"host syncs / step with packed batches (the loop's default): {r['syncs_per_step_packed']}")
     if args.compiled_bytes and not args.data_path_only:
         import llm_compiled_bytes as cb
 

@@ -243,6 +243,16 @@ def step_counts(layers: int, samples: int, lora_r: int, dtype: torch.dtype) -> d
         step()  # warm (optimizer state, lazy inits)
     with OpCounter(fake_matmul=True) as whole:
         step()
+    packed_syncs = None
+    if hasattr(head, "use_packing"):  # the loop's default batches: packed (CPU: the exact per-sample attention)
+        from ava.heads.llm.data import Collator
+
+        head.use_packing(device, dtype)
+        packed = Collator(_encoded(samples, seed=1), T, 0, pack=True)([{"index": i} for i in range(samples)])
+        with OpCounter(fake_matmul=True) as counted:
+            tr.train_step(head, params, optimizer, scheduler, [packed], data, device, dtype)
+        packed_syncs = dict(counted.syncs)
+        head.use_packing(device, dtype, on=False)
     with OpCounter(fake_matmul=True) as fwd_bwd:  # forward + backward only, for the traffic per token
         with tr.autocast(device, dtype):
             b = {k: v for k, v in batch.items()}
@@ -250,7 +260,8 @@ def step_counts(layers: int, samples: int, lora_r: int, dtype: torch.dtype) -> d
         loss.backward()
     head.zero_grad(set_to_none=True)
     tokens = int(batch["attention_mask"].sum())
-    return {"syncs": dict(whole.syncs), "bytes": fwd_bwd.bytes, "tokens": tokens, "ops": fwd_bwd.ops}
+    return {"syncs": dict(whole.syncs), "bytes": fwd_bwd.bytes, "tokens": tokens, "ops": fwd_bwd.ops,
+            "packed_syncs": packed_syncs}  # fmt: skip
 
 
 def run(
@@ -264,6 +275,7 @@ def run(
     top = Counter({k: two["ops"].get(k, 0) - one["ops"].get(k, 0) for k in two["ops"]}).most_common(6)
     out.update(
         syncs_per_step=sum(two["syncs"].values()),
+        syncs_per_step_packed=None if two["packed_syncs"] is None else sum(two["packed_syncs"].values()),
         sync_ops=two["syncs"],
         nonmatmul_mb_per_token_per_layer=per_layer / 1e6,
         top_ops_mb_per_token_per_layer={k: round(v / two["tokens"] / 1e6, 4) for k, v in top},

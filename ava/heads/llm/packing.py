@@ -92,7 +92,7 @@ def packed_attention(
 
         if dropout:
             raise ValueError("packed sequences: varlen attention has no dropout; use --no-pack")
-        q, k, v = (t[0].transpose(0, 1) for t in (query, key, value))  # [N, heads, d]
+        q, k, v = (t[0].transpose(0, 1).contiguous() for t in (query, key, value))  # [N, heads, d]
         out = varlen_attn(q, k, v, cu, cu, max_len, max_len, scale=scaling, window_size=(-1, 0),
                           enable_gqa=k.shape[1] != q.shape[1])  # fmt: skip
         return out.unsqueeze(0), None
