@@ -9,9 +9,11 @@ Two interchangeable sources give the same tensors for the same sample:
   the VFM runs on every batch in the training loop. This is the release's way, kept as the parity and speed
   baseline.
 
-Batches are grouped by length (megabatches sorted by length, then shuffled), so padding is minimal. The collator
-also computes, on the CPU, everything data-dependent the step needs (image and supervised positions, token counts),
-so nothing in a training step reads device values back to the host.
+Batches are grouped by length (megabatches sorted by length, then shuffled), so padding is minimal; training packs
+each batch's samples into one row with no padding at all (:class:`Collator` ``pack=True``,
+:mod:`ava.heads.llm.packing`). The collator also computes, on the CPU, everything data-dependent the step needs
+(image and supervised positions, token counts, sample boundaries), so nothing in a training step reads device
+values back to the host.
 """
 
 from __future__ import annotations
