@@ -162,15 +162,17 @@ def _score_options(
 
 def auto_batch_size(head: Any, device: torch.device, tokens: int, dtype: torch.dtype) -> int:
     """Samples per evaluation batch from the memory at hand: what one sample of ``tokens`` tokens needs (its KV
-    cache, the widest activations of a layer, the last position's logits) into half the free CUDA memory (at most
-    256), or a quarter of the available host memory on a CPU (at most 64: a CPU gains little from more)."""
+    cache, the widest activations of a layer, a layer's attention scores, the last position's logits) into half
+    the free CUDA memory (at most 256), or a quarter of the available host memory on a CPU (at most 64: a CPU
+    gains little from more)."""
     cfg = head.base.config
     elem = 2 if dtype in (torch.bfloat16, torch.float16) else 4
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
     kv_heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
     per_token = 2 * cfg.num_hidden_layers * kv_heads * head_dim * elem  # the KV cache
     per_token += (6 * cfg.hidden_size + 3 * getattr(cfg, "intermediate_size", 4 * cfg.hidden_size)) * elem
-    need = tokens * per_token + 2 * cfg.vocab_size * 4
+    # + the attention scores of a layer if SDPA materializes them (a left-padded batch has a mask: the math path)
+    need = tokens * per_token + cfg.num_attention_heads * tokens * tokens * 4 + 2 * cfg.vocab_size * 4
     if device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(device)
         budget, cap = free // 2, 256
