@@ -143,6 +143,7 @@ def run_path(mode: str, args: argparse.Namespace, data: Path, cache: Path, work:
         stop_after_steps=args.warmup,
     )
     cfg.compile = {"on": True, "off": False}.get(args.compile)  # auto: on with CUDA
+    cfg.pack = {"on": True, "off": False}.get(args.pack)  # auto: on
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)  # peak memory per mode
     prep = prepare_training(cfg, device=device, dtype=dtype)
@@ -185,6 +186,7 @@ def main() -> None:
         p.add_argument(f"--{key.replace('_', '-')}", type=int)
     p.add_argument("--num-workers", type=int, default=0)
     p.add_argument("--compile", choices=("auto", "on", "off"), default="auto", help="torch.compile the decoder layers")
+    p.add_argument("--pack", choices=("auto", "on", "off"), default="auto", help="packed sequences (no padding)")
     p.add_argument("--gradient-checkpointing", action="store_true")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     p.add_argument("--json", type=Path, help="also write the results here")
