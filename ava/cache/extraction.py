@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from ava.cache.codecs import get_codec
+from ava.cache.pooling import STORED_VIEWS, pool_candidates, pool_tokens, token_grid
 from ava.cache.store import (
     DEFAULT_SHARD_SIZE,
     FORMAT_NAME,
@@ -61,6 +62,7 @@ class ExtractConfig:
     writers: int | None = None  # threads compressing and writing shards (None: see default_writers)
     shard_size: int = DEFAULT_SHARD_SIZE  # images per shard: the unit of writing, resuming and rank ownership
     key: str | None = None  # a fixed group name instead of the spec hash (refused if its spec differs)
+    views: tuple[str, ...] = STORED_VIEWS  # pooled views stored beside the tokens (those the token grid takes)
     trust_remote_code: bool = False  # run the checkpoint's own Python code (only when asked; see ava.vfm.remote)
 
 
@@ -170,6 +172,8 @@ def build_spec(vfm: Any, name: str, config: ExtractConfig) -> dict[str, Any]:
         "dim": int(vfm.dim),
         "grid": [int(g) for g in vfm.grid],
         "random_weights": bool(vfm.random_weights),
+        # pooled views stored beside the tokens (not part of the key): those the token layout takes
+        "views": pool_candidates(vfm, config.views) if config.views else [],
     }
 
 
@@ -284,8 +288,27 @@ def write_shard(group: CacheGroup, shard: int, results: dict[int, list[tuple[np.
             for r, per_layer in results.items():
                 block[r - lo] = per_layer[li][part]
             arr[lo:hi] = block
+    if group.views:
+        _write_views(group, lo, hi, keep, results)
     if new.any():
         group.done[lo:hi] = done | new
+
+
+def _write_views(group: CacheGroup, lo: int, hi: int, keep: np.ndarray,
+                 results: dict[int, list[tuple[np.ndarray, np.ndarray | None]]]) -> None:  # fmt: skip
+    """The pooled views of a shard's new rows, pooled from their tokens as stored (decoded by the codec), so a view
+    read from the cache equals the view a head pools from the tokens it reads."""
+    grid = token_grid(group)
+    rows = list(results)
+    for li, layer in enumerate(group.layers):
+        values = np.stack([results[r][li][0] for r in rows])
+        scale = np.stack([results[r][li][1] for r in rows]) if group.codec.has_scale else None
+        tokens = group.codec.decode(values, scale)
+        for view in group.views:
+            arr = group.pooled(layer, view)
+            block = arr[lo:hi] if keep.any() else np.zeros((hi - lo, *arr.shape[1:]), dtype=arr.dtype)
+            block[[r - lo for r in rows]] = pool_tokens(tokens, view, grid)
+            arr[lo:hi] = block
 
 
 def _forward(vfm: Any, pixels: torch.Tensor, device: torch.device) -> torch.Tensor:

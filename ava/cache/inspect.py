@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ava.cache.integrity import Damage, describe, has_checksums, repair_group, rows_problem, scan_shards
+from ava.cache.pooling import pool_dim
 from ava.cache.store import ROWS_FILE, CacheGroup, disk_bytes, group_keys, key_fields, open_groups, spec_key
 from ava.errors import AvaError
 
@@ -130,9 +131,12 @@ def _check_spec(group: CacheGroup) -> list[str]:
             continue
         if arr.shape[0] < len(rows):
             problems.append(f"array {name} has {arr.shape[0]} rows, rows.json {len(rows)}")
-        want = {"done": (), "features": (t, d), "scales": (t,)}[name.split("/")[0]]
+        kind = name.split("/")[0]
+        shapes = {"done": (), "features": (t, d), "scales": (t,)}
+        want = shapes[kind] if kind in shapes else (pool_dim(d, name.split("/")[-1]),)
         if tuple(arr.shape[1:]) != want:
-            problems.append(f"array {name} shape {arr.shape} does not match tokens x dim {t} x {d}")
+            what = f"view {name.split('/')[-1]} of dim {d}" if kind == "pooled" else f"tokens x dim {t} x {d}"
+            problems.append(f"array {name} shape {arr.shape} does not match {what}")
         if name.startswith("features/") and str(arr.dtype) != group.codec.storage_dtype:
             problems.append(f"array {name} dtype {arr.dtype} != codec {group.codec.name} ({group.codec.storage_dtype})")
     return problems

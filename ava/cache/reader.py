@@ -97,8 +97,26 @@ class FeatureCache:
         return self.group.codec.decode(values, scale)[inverse]
 
     def read_pooled(self, sha256s: list[str], layer: int | None = None) -> np.ndarray:
-        """Mean over tokens ``[B, D]`` float32."""
+        """Mean over tokens ``[B, D]`` float32 (the stored ``mean`` view when the group has it)."""
+        if "mean" in self.views:
+            return self.read_view(sha256s, layer, "mean")
         return self.read(sha256s, layer).mean(axis=1)
+
+    @property
+    def views(self) -> tuple[str, ...]:
+        """Pooled views stored beside the tokens (``ava.cache.pooling``; none in groups made before them)."""
+        return self.group.views
+
+    def read_view(self, sha256s: list[str], layer: int | None, view: str) -> np.ndarray:
+        """A stored pooled view ``[B, D']`` float32 of the given images, in the order given."""
+        if view not in self.views:
+            raise AvaError(f"cache {self.key} stores no pooled view {view!r} (stored: {list(self.views) or 'none'})")
+        layer = self._layer(layer)
+        rows = self._rows(list(sha256s))
+        if len(rows) == 0:
+            return np.zeros((0, self.group.pooled(layer, view).shape[1]), dtype=np.float32)
+        uniq, inverse = np.unique(rows, return_inverse=True)
+        return np.asarray(_read_rows(self.group.pooled(layer, view), uniq), dtype=np.float32)[inverse]
 
 
 def _describe(group: CacheGroup) -> str:

@@ -8,6 +8,11 @@
         done                            # [N] bool, chunk = one shard: row finished and valid
         features/<layer>                # [N, T, D] stored values; chunk = 1 image, shard = S images
         scales/<layer>                  # [N, T] float32 per-token scales (int8 codec only)
+        pooled/<layer>/<view>           # [N, D'] float32 pooled views (spec "views"; see ava.cache.pooling)
+
+Pooled views (``"mean"``, ``"gridN"``: what the probes and kNN read) are stored beside the tokens by groups whose spec
+lists them in ``"views"`` (groups made before them have none; readers then pool the tokens). A view is computed
+from the stored tokens as decoded, so it equals the view pooled at read time; it is not part of the key.
 
 The key is a short hash of the canonical JSON of the fields that define the features (``KEY_FIELDS``):
 the VFM's identity (weights, preprocessing, layers, prefix tokens, forward dtype...), the codec and the
@@ -34,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from ava.cache.codecs import Codec, get_codec
+from ava.cache.pooling import pool_dim
 from ava.data.format import atomic_write_text
 from ava.errors import AvaError
 
@@ -188,6 +194,15 @@ class CacheGroup:
     def dim(self) -> int:
         return int(self.spec["dim"])
 
+    @property
+    def grid(self) -> tuple[int, ...]:
+        return tuple(int(g) for g in self.spec.get("grid") or ())
+
+    @property
+    def views(self) -> tuple[str, ...]:
+        """The pooled views stored beside the tokens (none in groups made before views were stored)."""
+        return tuple(self.spec.get("views") or ())
+
     # -- arrays -------------------------------------------------------------------------------------
     def array(self, name: str) -> Any:
         if name not in self._arrays:
@@ -202,13 +217,17 @@ class CacheGroup:
     def scales(self, layer: int) -> Any | None:
         return self.array(f"scales/{layer}") if self.codec.has_scale else None
 
+    def pooled(self, layer: int, view: str) -> Any:
+        return self.array(f"pooled/{layer}/{view}")
+
     @property
     def done(self) -> Any:
         return self.array("done")
 
     def array_names(self) -> list[str]:
         names = ["done"] + [f"features/{la}" for la in self.layers]
-        return names + ([f"scales/{la}" for la in self.layers] if self.codec.has_scale else [])
+        names += [f"scales/{la}" for la in self.layers] if self.codec.has_scale else []
+        return names + [f"pooled/{la}/{v}" for la in self.layers for v in self.views]
 
     # -- index --------------------------------------------------------------------------------------
     def rows(self) -> list[str]:
@@ -302,6 +321,18 @@ def _create_arrays(g: Any, spec: dict[str, Any], shard_size: int) -> None:
                 fill_value=0,
                 overwrite=True,
             )
+        for view in spec.get("views") or ():
+            width = pool_dim(d, view)
+            g.create_array(f"pooled/{layer}/{view}", shape=(0, width), dtype="float32", chunks=(1, width),
+                           shards=(shard_size, width), compressors=_float32_compressors(), fill_value=0,
+                           overwrite=True)  # fmt: skip
+
+
+def _float32_compressors() -> Any:
+    """Pooled views (float32): byte shuffle + lz4, as the tokens (ava.cache.codecs), then a CRC-32C per chunk."""
+    import zarr.codecs
+
+    return (zarr.codecs.BloscCodec(cname="lz4", clevel=5, shuffle="shuffle", typesize=4), zarr.codecs.Crc32cCodec())
 
 
 def add_rows(group: CacheGroup, shas: list[str]) -> int:

@@ -5,14 +5,16 @@ means of the token grid), and the layer choices a head's grid tries.
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ava.cache.pooling import pool_candidates, pool_cells, pool_dim, pool_tokens, token_grid
 from ava.errors import AvaError
+
+__all__ = ["AbilityFeatures", "check_finite", "layer_sets", "pool_candidates", "pool_cells", "pool_dim", "pool_tokens",
+           "read_layers", "read_pooled_views", "read_rows", "require_cached", "resolve_device", "token_grid"]
 
 if TYPE_CHECKING:
     from ava.data.format import Sample
@@ -79,72 +81,7 @@ def read_layers(cache: Any, samples: Sequence[Sample], layers: Sequence[int | No
     return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=-1)
 
 
-# -- pooled views: the global mean, optionally with coarse cells of the token grid ---------------------------
-_POOL_RE = re.compile(r"^grid(\d+)$")
-
-
-def token_grid(cache: Any) -> tuple[int, int] | None:
-    """The (rows, cols) layout of the cache's patch tokens: the cache's own grid when it matches the token
-    count, else a square sqrt(T) x sqrt(T) grid when T is a perfect square, else None (no known layout)."""
-    t = int(cache.num_tokens)
-    grid = tuple(int(g) for g in (getattr(cache, "grid", None) or ()))
-    if len(grid) == 2 and grid[0] * grid[1] == t and min(grid) > 0:
-        return grid  # type: ignore[return-value]
-    side = math.isqrt(t)
-    return (side, side) if side > 1 and side * side == t else None
-
-
-def pool_cells(pool: str) -> int:
-    """Cells per side of a pooled view: ``"mean"`` -> 0 (the global mean only), ``"gridN"`` -> N."""
-    if pool == "mean":
-        return 0
-    m = _POOL_RE.match(pool)
-    if not m or int(m.group(1)) < 1:
-        raise AvaError(
-            f"unknown pooling {pool!r}; use 'mean' or 'gridN' (the mean plus N x N cell means), e.g. 'grid4'"
-        )
-    return int(m.group(1))
-
-
-def pool_candidates(cache: Any, pools: Sequence[str]) -> list[str]:
-    """The pooled views a selection grid tries: ``pools`` validated, minus grid views the cache's tokens cannot
-    take (no known layout, or more cells per side than token rows/cols); ``"mean"`` when nothing is left."""
-    grid = token_grid(cache)
-    out = []
-    for pool in dict.fromkeys(pools):
-        n = pool_cells(pool)
-        if n == 0 or (grid is not None and n <= min(grid)):
-            out.append(pool)
-    return out or ["mean"]
-
-
-def pool_dim(dim: int, pool: str) -> int:
-    """Feature size of a pooled view of ``dim``-dimensional tokens (the mean, plus N * N cells)."""
-    return dim * (1 + pool_cells(pool) ** 2)
-
-
-def pool_tokens(tokens: np.ndarray, pool: str, grid: tuple[int, int] | None) -> np.ndarray:
-    """[B, T, D] tokens -> [B, D'] pooled view: the mean over tokens, then for ``"gridN"`` the means of N x N
-    cells of the token grid (row-major; cell edges as ``adaptive_avg_pool2d``: floor(i*R/N) .. ceil((i+1)*R/N)).
-
-    Mean pooling forgets where things are; the cells keep coarse position (what spatial relations, counts
-    per region, and the colour at a place need) at the cost of N * N times the features."""
-    mean = tokens.mean(axis=1)
-    n = pool_cells(pool)
-    if n == 0:
-        return mean
-    if grid is None or grid[0] * grid[1] != tokens.shape[1]:
-        raise AvaError(f"pooling {pool!r} needs a token grid, but the cache's {tokens.shape[1]} tokens have no layout")
-    rows, cols = grid
-    x = tokens.reshape(tokens.shape[0], rows, cols, tokens.shape[2])
-    cells = [
-        x[:, (i * rows) // n : -((-(i + 1) * rows) // n), (j * cols) // n : -((-(j + 1) * cols) // n)].mean(axis=(1, 2))
-        for i in range(n)
-        for j in range(n)
-    ]
-    return np.concatenate([mean, *cells], axis=1).astype(np.float32, copy=False)
-
-
+# -- pooled views: the global mean, optionally with coarse cells of the token grid (ava.cache.pooling) ------------
 def read_pooled_views(cache: Any, samples: Sequence[Sample], layers: Sequence[int | None], pools: Sequence[str],
                       chunk: int = 256) -> dict[str, np.ndarray]:  # fmt: skip
     """Every pooled view in ``pools`` of ``samples`` ([N, D'] each, layers concatenated per view).
@@ -152,6 +89,9 @@ def read_pooled_views(cache: Any, samples: Sequence[Sample], layers: Sequence[in
     Tokens are read once per chunk of samples and pooled into every view, so memory stays at one chunk of
     tokens plus the pooled views. A ``["mean"]`` request reads the cache's pooled rows directly."""
     pools = list(dict.fromkeys(pools))
+    if samples and all(p in stored_views(cache) for p in pools):  # stored beside the tokens at extraction
+        require_cached(cache, samples)
+        return {p: read_stored_view(cache, samples, layers, p) for p in pools}
     if isinstance(cache, AbilityFeatures):  # held in memory: every view is pooled once per ability, then indexed
         require_cached(cache, samples)
         shas = [s.image_sha256 for s in samples]
@@ -169,6 +109,28 @@ def read_pooled_views(cache: Any, samples: Sequence[Sample], layers: Sequence[in
     if not samples:
         return {p: np.zeros((0, pool_dim(cache.dim, p) * len(layers)), np.float32) for p in pools}
     return {p: np.ascontiguousarray(np.concatenate(v)) for p, v in parts.items()}
+
+
+def stored_views(cache: Any) -> tuple[str, ...]:
+    """The pooled views ``cache`` stores beside its tokens (``FeatureCache.views``; none for other readers)."""
+    views = getattr(cache, "views", None)
+    return tuple(views) if isinstance(views, tuple | list) and hasattr(cache, "read_view") else ()
+
+
+def read_stored_view(cache: Any, samples: Sequence[Sample], layers: Sequence[int | None], view: str) -> np.ndarray:
+    """A stored pooled view of ``samples`` in order ([N, D'], layers concatenated); each image read once,
+    non-finite rows refused naming the samples."""
+    shas = [s.image_sha256 for s in samples]
+    unique = list(dict.fromkeys(shas))
+    first = {s.image_sha256: s for s in reversed(samples)}
+    where = {sha: i for i, sha in enumerate(unique)}
+    index = np.fromiter((where[sha] for sha in shas), dtype=np.int64, count=len(shas))
+    parts = []
+    for layer in layers:
+        rows = cache.read_view(unique, layer, view)
+        check_finite(rows, [first[sha] for sha in unique], cache, layer)
+        parts.append(rows[index])
+    return np.ascontiguousarray(parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1), dtype=np.float32)
 
 
 def layer_sets(cache: Any, layer: int | None) -> list[tuple[int | None, ...]]:
@@ -195,6 +157,10 @@ class AbilityFeatures:
     metadata), so probes and kNN run unchanged on it, and it keeps every pooled view it computed: a fingerprint
     reads each ability's tokens once (``reads`` counts cache reads per layer) instead of once per head and view.
 
+    ``views`` and ``tokens`` say what the heads need: when every view asked for is stored in the cache (pooled at
+    extraction) and no head needs tokens, only those views are read (``reads`` stays 0: no token reads);
+    otherwise the tokens of each layer are read once and the views pooled from them.
+
     Values are held in the cache's own storage precision (fp16 for the fp16 codec, bf16 for bf16: exact, half
     the memory of float32; float32 for int8 and other caches) and handed out as float32, so a head sees the same
     numbers as from the cache. ``device="cuda"`` puts them on the GPU when they fit in its free memory, else in
@@ -202,7 +168,7 @@ class AbilityFeatures:
     """
 
     def __init__(self, cache: Any, samples: Sequence[Sample], layers: Sequence[int | None], device: str = "cpu",
-                 chunk: int = 256) -> None:  # fmt: skip
+                 chunk: int = 256, views: Sequence[str] = (), tokens: bool = True) -> None:  # fmt: skip
         import torch
 
         self.cache = cache
@@ -215,11 +181,21 @@ class AbilityFeatures:
         spec = getattr(cache, "spec", None)
         codec = spec.get("codec") if isinstance(spec, dict) else None
         dtype = getattr(torch, _MEMORY_DTYPES.get(str(codec), "float32"))
-        self.reads = 0
+        self.reads = 0  # token reads (one per layer)
+        self.view_reads = 0  # stored pooled views read (one per layer and view)
         self.shared: dict[Any, Any] = {}  # what one head computed that another would compute the same (the OCR reader)
         self._tokens: dict[int | None, Any] = {}
         self._pooled: dict[tuple[int | None, str], np.ndarray] = {}
         wanted = list(dict.fromkeys(self._layer(la) for la in layers))
+        stored = stored_views(cache)
+        if not tokens and views and all(v in stored for v in views):
+            self.device = "cpu"
+            ordered = [first[sha] for sha in shas]
+            for layer in wanted:
+                for view in dict.fromkeys(views):
+                    self._pooled[(layer, view)] = read_stored_view(cache, ordered, [layer], view)
+                    self.view_reads += 1
+            return
         nbytes = len(shas) * int(cache.num_tokens) * int(cache.dim) * len(wanted) * torch.finfo(dtype).bits // 8
         self.device = self._placement(device, nbytes)
         for layer in wanted:
@@ -241,6 +217,8 @@ class AbilityFeatures:
             return "cpu"
         free, _ = torch.cuda.mem_get_info(torch.device(device))
         return device if nbytes < 0.7 * free else "pinned"
+
+    views: tuple[str, ...] = ()  # views are answered from memory (:meth:`pooled`), never re-read from the cache
 
     def __getattr__(self, name: str) -> Any:  # the cache's metadata: num_tokens, dim, layers, grid, key, spec...
         if name.startswith("_") or name == "cache":
@@ -264,7 +242,9 @@ class AbilityFeatures:
         """The held token tensor [N, T, D] of ``layer`` (rows in load order, storage precision)."""
         layer = self._layer(layer)
         if layer not in self._tokens:
-            raise AvaError(f"layer {layer} was not loaded with this ability's features (loaded: {list(self._tokens)})")
+            loaded = f"pooled views {sorted({v for _, v in self._pooled})} only" if not self._tokens else \
+                f"layers {list(self._tokens)}"  # fmt: skip
+            raise AvaError(f"the tokens of layer {layer} were not loaded with this ability's features ({loaded})")
         return self._tokens[layer]
 
     def read(self, sha256s: Sequence[str], layer: int | None = None) -> np.ndarray:

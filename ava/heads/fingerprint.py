@@ -83,6 +83,10 @@ class AbilityRun:
         """The cached layers this run reads (``None``: the cache's default layer)."""
         raise NotImplementedError
 
+    def needs(self, ava: str) -> tuple[list[str], bool]:
+        """(pooled views this run reads for ``ava``, whether it also reads the tokens)."""
+        return [], True
+
     def pending(self, ava: str) -> bool:
         return ava not in self.records
 
@@ -177,7 +181,8 @@ def train_abilities(runs: Sequence[AbilityRun], cache: Any, abilities: Sequence[
                     progress: bool = True, label: str = "") -> dict[str, int]:  # fmt: skip
     """Fit every run on every ability it has not recorded yet, each ability's features read once for all runs.
 
-    Returns the number of cache reads (one per layer) per ability (0 for abilities every run had recorded)."""
+    Returns the number of token reads (one per layer) per ability: 0 for abilities every run had recorded, and for
+    those whose runs need only pooled views the cache stores (``ava.cache.pooling``)."""
     from ava.heads.features import AbilityFeatures
     from ava.progress import progress as progress_bar
 
@@ -192,12 +197,18 @@ def train_abilities(runs: Sequence[AbilityRun], cache: Any, abilities: Sequence[
                 continue
             samples: dict[tuple[str, str], Sample] = {}
             layers: list[int | None] = []
+            views: list[str] = []
+            tokens = False
             for run in todo:
                 for s in (*run.train_samples(ava), *run.eval_samples(ava)):
                     samples.setdefault(s.key, s)
                 layers.extend(la for la in run.layers() if la not in layers)
+                run_views, run_tokens = run.needs(ava)
+                views.extend(v for v in run_views if v not in views)
+                tokens = tokens or run_tokens
             bar.update(total, description=f"{label + ' ' if label else ''}{ava}: reading features")
-            features = AbilityFeatures(cache, list(samples.values()), layers, device=device)
+            features = AbilityFeatures(cache, list(samples.values()), layers, device=device, views=views,
+                                       tokens=tokens)  # fmt: skip
             reads[ava] = features.reads
             for run in todo:
                 bar.update(total, description=f"{label + ' ' if label else ''}{ava}: {run.head}")

@@ -149,6 +149,9 @@ class KNNRun(AbilityRun):
     def layers(self) -> list[int | None]:
         return [self.config.layer]
 
+    def needs(self, ava: str) -> tuple[list[str], bool]:
+        return list(self.pools), False
+
     def fit_ability(self, ava: str, features: Any, on_step: Callable[[], None] | None,
                     ) -> tuple[dict[str, Any], dict[str, Any], list[str], dict]:  # fmt: skip
         config, ability = self.config, get_ability(ava)

@@ -570,6 +570,11 @@ class ProbeRun(AbilityRun):
     def layers(self) -> list[int | None]:
         return list(dict.fromkeys(la for layers in layer_sets(self.cache, self.config.layer) for la in layers))
 
+    def needs(self, ava: str) -> tuple[list[str], bool]:
+        if self.config.pooling == "attn" or get_ability(ava).answer_kind == "text":  # attentive pool, CTC reader
+            return [], True
+        return pool_candidates(self.cache, self.config.pools), False
+
     def fit_ability(self, ava: str, features: Any, on_step: Callable[[], None] | None,
                     ) -> tuple[dict[str, Any], dict[str, Any], list[str], dict]:  # fmt: skip
         ability = get_ability(ava)
