@@ -159,6 +159,11 @@ def test_partial_or_foreign_radio_checkpoints_are_refused(tmp_path):
     extra = sd | {P + "blocks.0.attn.q_norm.weight": torch.ones(16)}
     with pytest.raises(AvaError, match=r"a block part the native class lacks \(radio_model.model.blocks.0.attn.q_norm"):
         load_vfm(f"tiny-radio@{save_published(tmp_path / 'qknorm', extra, config)}")
+    pooled = sd | {P + "fc_norm.weight": torch.ones(64), P + "fc_norm.bias": torch.zeros(64)}  # classifier side
+    assert load_vfm(f"tiny-radio@{save_published(tmp_path / 'pooled', pooled, config)}").spec.prefix_tokens == 4
+    prenorm = sd | {P + "norm_pre.weight": torch.ones(64)}  # it would act on every token: refused
+    with pytest.raises(AvaError, match="no place in RadioModel, e.g. radio_model.model.norm_pre.weight"):
+        load_vfm(f"tiny-radio@{save_published(tmp_path / 'prenorm', prenorm, config)}")
     stray = sd | {RADIO + "something_else.weight": torch.ones(2)}
     with pytest.raises(AvaError, match="have no place in RadioModel, e.g. radio_model.something_else.weight"):
         load_vfm(f"tiny-radio@{save_published(tmp_path / 'stray', stray, config)}")

@@ -14,8 +14,9 @@ no final norm (``model_norm`` off) and no classifier; ``radio_model.input_condit
 transformers' :class:`~transformers.RadioModel` is that architecture (its own conversion table for the ``radio``
 model type renames the same keys). Left out by rule: ``radio_model.adaptors.*`` (the per-teacher summary/feature
 MLP heads), ``radio_model.feature_normalizer.*`` and ``radio_model.inter_feature_normalizer.*`` (optional
-post-hoc normalizations of the outputs, not applied to the layer outputs). What the mapping does not represent
-(a final norm, a patch bias or patch norm, SwiGLU blocks, ViTDet windows, any other key) is refused by name.
+post-hoc normalizations of the outputs, not applied to the layer outputs), and timm's ``fc_norm`` / ``head`` if a
+checkpoint carries them (pooled-classifier parts). What the mapping does not represent (a final norm, a pre-norm,
+a patch bias or patch norm, SwiGLU blocks, ViTDet windows, any other key) is refused by name.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ UNUSED_RULES = {
     f"{RADIO}adaptors.": "per-teacher summary/feature heads (adaptors): not part of the backbone's layers",
     f"{RADIO}feature_normalizer.": "post-hoc normalizer of the final features: not applied to layer outputs",
     f"{RADIO}inter_feature_normalizer.": "post-hoc normalizer of intermediates: optional, off by default",
+    f"{RADIO}model.fc_norm.": "timm's norm of the pooled classifier input: never applied to the tokens",
+    f"{RADIO}model.head.": "timm's classifier (the publisher replaces it by an identity)",
 }
 _BLOCK = re.compile(rf"^{re.escape(RADIO)}model\.blocks\.(\d+)\.(.+)$")
 _BLOCK_PARTS = {"norm1.weight": "norm1.weight", "norm1.bias": "norm1.bias", "norm2.weight": "norm2.weight",
