@@ -159,6 +159,10 @@ def test_partial_or_foreign_radio_checkpoints_are_refused(tmp_path):
     extra = sd | {P + "blocks.0.attn.q_norm.weight": torch.ones(16)}
     with pytest.raises(AvaError, match=r"a block part the native class lacks \(radio_model.model.blocks.0.attn.q_norm"):
         load_vfm(f"tiny-radio@{save_published(tmp_path / 'qknorm', extra, config)}")
+    bare = {k: v for k, v in sd.items() if "input_conditioner" not in k and "summary_idxs" not in k}
+    with pytest.warns(UserWarning, match="4 prefix tokens"):  # buffers the publisher's code fills by default
+        plain = load_vfm(f"radio@{save_published(tmp_path / 'bare', bare, config)}").model
+    assert plain.summary_idxs.tolist() == [0, 1] and plain.input_conditioner.norm_std.flatten()[0].item() > 0.26
     pooled = sd | {P + "fc_norm.weight": torch.ones(64), P + "fc_norm.bias": torch.zeros(64)}  # classifier side
     assert load_vfm(f"tiny-radio@{save_published(tmp_path / 'pooled', pooled, config)}").spec.prefix_tokens == 4
     prenorm = sd | {P + "norm_pre.weight": torch.ones(64)}  # it would act on every token: refused

@@ -208,6 +208,13 @@ def radio_from_state(state: dict[str, Any], data: dict[str, Any], dtype: Any, wh
     for key in native:  # the publisher's blocks have no layer scale: the native one is then the identity
         if key.endswith("lambda1") and key not in mapped:
             mapped[key] = torch.full(native[key].shape, float(config.layerscale_value), device=device)
+    # buffers the publisher's code fills itself when a checkpoint lacks them: its default conditioner (OpenAI CLIP
+    # mean/std, RadioConfig's defaults too) and the teachers' summary indices from the config
+    defaults = {"input_conditioner.norm_mean": torch.tensor(config.norm_mean).view(-1, 1, 1),
+                "input_conditioner.norm_std": torch.tensor(config.norm_std).view(-1, 1, 1),
+                "summary_idxs": torch.tensor(config.summary_idxs, dtype=torch.long)}  # fmt: skip
+    for key, value in defaults.items():
+        mapped.setdefault(key, value.to(device))
     missing = sorted(set(native) - set(mapped))
     if missing:
         raise AvaError(f"{where}: the RADIO checkpoint lacks {len(missing)} tensor(s) RadioModel needs, e.g. "
