@@ -159,6 +159,7 @@ class FrozenVFM(nn.Module):
         self.dim = spec.dim
         self.grid = spec.grid
         self._layout = FAMILIES[spec.model_class].layout if spec.model_class in FAMILIES else "tokens"
+        self._blocks = _block_list(spec, self.model)  # run only up to the deepest chosen layer (None: whole model)
 
     def train(self, mode: bool = True) -> FrozenVFM:
         """Always eval: the VFM is frozen (dropout off, norms fixed) even inside a module put in train mode."""
@@ -231,10 +232,11 @@ class FrozenVFM(nn.Module):
         try:
             if getattr(self.model, "takes_layers", False):  # timm: computes only the chosen intermediates
                 return torch.stack([self._tokens(h) for h in self.model(x, self.layers)], dim=1)
-            if self._layout == "naflex":
-                out = self.model(**pp.naflex_inputs(x, self.spec.patch_size), output_hidden_states=True)
-            else:
-                out = self.model(pixel_values=x, output_hidden_states=True)
+            inputs = pp.naflex_inputs(x, self.spec.patch_size) if self._layout == "naflex" else {"pixel_values": x}
+            if self._blocks is not None:
+                hidden = _run_until(self.model, inputs, self._blocks, self.layers)
+                return torch.stack([self._tokens(h) for h in hidden], dim=1)
+            out = self.model(**inputs, output_hidden_states=True)
         except (ValueError, AssertionError) as e:  # e.g. a ViT whose position table fixes the input size
             raise AvaError(
                 f"VFM {self.spec.key!r} ({type(self.model).__name__}) cannot run on {size}x{size} images: "
@@ -262,6 +264,67 @@ class FrozenVFM(nn.Module):
             grid = h.reshape(h.shape[0], gh, gw, h.shape[-1]).permute(0, 3, 1, 2)
             h = F.adaptive_avg_pool2d(grid.float(), (oh, ow)).to(h.dtype).flatten(2).transpose(1, 2)
         return h
+
+
+class _Enough(Exception):  # noqa: N818 (a signal, not an error)
+    """Raised by a forward hook once the deepest chosen block has run: the rest of the model is not computed."""
+
+
+# transformers classes whose block outputs are their hidden states: checked against the whole model, layer by layer,
+# on each class's tiny built-in model in tests/test_vfm_truncate.py (others run whole)
+TRUNCATED_CLASSES = ("ViTModel", "Dinov2Model", "DINOv3ViTModel", "SiglipVisionModel", "Siglip2VisionModel",
+                     "CLIPVisionModel", "MetaClip2VisionModel", "Aimv2VisionModel", "InternVLVisionModel", "RadioModel",
+                     "Tipsv2VisionModel", "DPTModel", "SamVisionModel")  # fmt: skip
+
+
+def _block_list(spec: VFMSpec, model: nn.Module) -> nn.ModuleList | None:
+    """The blocks whose outputs are the hidden states after the embeddings (``hidden_states[i + 1]`` is the
+    output of block i, the input of block 0 is ``hidden_states[0]``), for the transformers classes where that is
+    checked; None for others (they run whole)."""
+    cls = type(model)
+    if cls.__name__ not in TRUNCATED_CLASSES or not cls.__module__.startswith("transformers."):  # not remote code
+        return None
+    n = int(getattr(getattr(model, "config", None), "num_hidden_layers", 0) or 0)
+    lists = [m for m in model.modules() if isinstance(m, nn.ModuleList) and len(m) == n and n > 0]
+    return lists[0] if len(lists) == 1 else None
+
+
+def _first_tensor(value: Any) -> torch.Tensor:
+    if isinstance(value, torch.Tensor):
+        return value
+    if isinstance(value, dict):
+        return next(v for v in value.values() if isinstance(v, torch.Tensor))
+    return next(v for v in value if isinstance(v, torch.Tensor))
+
+
+def _run_until(model: nn.Module, inputs: dict[str, Any], blocks: nn.ModuleList,
+               layers: tuple[int, ...]) -> list[torch.Tensor]:  # fmt: skip
+    """The hidden states ``layers`` (negative indices) of ``model``, running its blocks only up to the deepest of
+    them: forward hooks keep the chosen blocks' outputs, and the deepest one stops the forward (no later block,
+    no post-norm, no pooling head; no other hidden state is kept)."""
+    wanted = {len(blocks) + 1 + layer for layer in layers}  # indices into hidden_states (0: the embeddings)
+    deepest = max(wanted)
+    kept: dict[int, torch.Tensor] = {}
+
+    def keep(index: int, value: Any) -> None:
+        kept[index] = _first_tensor(value)
+        if index == deepest:
+            raise _Enough
+
+    handles = []
+    if 0 in wanted:
+        handles.append(blocks[0].register_forward_pre_hook(
+            lambda _m, args, kwargs: keep(0, args if args else kwargs), with_kwargs=True))  # fmt: skip
+    for i in sorted(w - 1 for w in wanted if w > 0):
+        handles.append(blocks[i].register_forward_hook(lambda _m, _args, out, i=i: keep(i + 1, out)))
+    try:
+        model(**inputs)
+    except _Enough:
+        pass
+    finally:
+        for handle in handles:
+            handle.remove()
+    return [kept[len(blocks) + 1 + layer] for layer in layers]
 
 
 def _num_hidden(spec: VFMSpec, model: nn.Module) -> int:
