@@ -150,6 +150,14 @@ def layer_sets(cache: Any, layer: int | None) -> list[tuple[int | None, ...]]:
 _MEMORY_DTYPES = {"fp16": "float16", "bf16": "bfloat16"}  # codecs whose values these hold exactly (others: fp32)
 
 
+def _resident(cache: Any, codec: str | None) -> bool:
+    """Whether ``cache`` is a Zarr feature cache whose values :class:`~ava.cache.reader.ResidentFeatures` holds
+    exactly (fp16 and bf16 codecs: it keeps them as stored)."""
+    from ava.cache.reader import FeatureCache
+
+    return isinstance(cache, FeatureCache) and codec in _MEMORY_DTYPES
+
+
 class AbilityFeatures:
     """The features of one ability's samples, read from the cache once and held in memory for every head.
 
@@ -198,6 +206,17 @@ class AbilityFeatures:
             return
         nbytes = len(shas) * int(cache.num_tokens) * int(cache.dim) * len(wanted) * torch.finfo(dtype).bits // 8
         self.device = self._placement(device, nbytes)
+        if _resident(cache, codec):  # a Zarr cache of 16-bit values: read as stored, on threads, no float32 trip
+            from ava.cache.reader import ResidentFeatures
+
+            names = [f"{first[sha].ava}/{first[sha].id} (image {first[sha].image})" for sha in shas]
+            for layer in wanted:
+                resident = ResidentFeatures(cache, shas, layer, device="cpu", names=names)
+                tokens = resident.wait()  # [U, T, D], rows in the cache's row order
+                self._row = {sha: int(slot) for sha, slot in zip(shas, resident.rows.tolist(), strict=True)}
+                self.reads += 1
+                self._tokens[layer] = tokens.pin_memory() if self.device == "pinned" else tokens.to(self.device)
+            return
         for layer in wanted:
             parts = []
             for start in range(0, len(shas), chunk):
