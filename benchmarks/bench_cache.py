@@ -1,7 +1,8 @@
 """Feature-cache benchmark: pipeline overhead, bytes per value, read speed and error per codec.
 
 For each model, in one run on one device:
-  1. forward-only images/s: images preprocessed in advance, timed loop of ``vfm(batch)`` (synchronized);
+  1. forward-only images/s: images preprocessed in advance, timed loop of ``vfm(batch)`` (synchronized), once
+     before and once after the extractions (the ratio below is against their mean);
   2. extraction images/s: ``ava.cache.extract`` end to end (decode + preprocess in DataLoader workers,
      forward, encode, compress, write) for the same model, batch size and device; the ratio
      extract/forward is the pipeline's efficiency (1.0 = no overhead beyond the forward pass), over the whole
@@ -133,9 +134,20 @@ def codec_error(cache_dir: Path, name: str, ref: dict[str, np.ndarray]) -> tuple
     return rel_rms, max_rel
 
 
+def load_average() -> float | None:
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return None
+
+
 def bench_model(model: str, data: Path, work: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Forward-only, then each codec's extraction, then forward-only again: the ratio is taken against the mean of
+    the two forward passes around the extractions (on a shared machine the load drifts; ``forward_drift`` says by
+    how much the two forward passes differ, ``load`` is the 1-minute load average at the start)."""
     name = model  # "key:random" names resolve to the full-size architecture at random weights
-    fwd_ips, ref = forward_only(name, data, args)
+    load = load_average()
+    fwd_before, ref = forward_only(name, data, args)
     load_ips = loader_only(name, data, args)
     rows = []
     for codec in args.codecs.split(","):
@@ -170,12 +182,12 @@ def bench_model(model: str, data: Path, work: Path, args: argparse.Namespace) ->
                 "model": model,
                 "tokens_x_dim": f"{cache.num_tokens}x{cache.dim}",
                 "codec": codec,
-                "forward_img_s": round(fwd_ips, 2),
+                "forward_img_s": round(fwd_before, 2),
                 "decode_preprocess_img_s": round(load_ips, 2),
                 "extract_img_s": summary["images_per_s"],
-                "extract_over_forward": round(summary["images_per_s"] / fwd_ips, 3),
+                "extract_over_forward": round(summary["images_per_s"] / fwd_before, 3),
                 "steady_extract_img_s": steady,
-                "steady_over_forward": round(steady / fwd_ips, 3),
+                "steady_over_forward": round(steady / fwd_before, 3),
                 "busy_pct": round(100 * parts["forward+encode"] / max(summary["seconds"], 1e-9), 1),
                 "loader_wait_s": parts["decode (loader wait)"],
                 "writer_backlog_s": parts["writer backlog"],
@@ -190,6 +202,12 @@ def bench_model(model: str, data: Path, work: Path, args: argparse.Namespace) ->
             }
         )
         print(json.dumps(rows[-1]), flush=True)
+    fwd_after, _ = forward_only(name, data, args)
+    fwd_ips = (fwd_before + fwd_after) / 2
+    for row in rows:
+        row.update(forward_img_s=round(fwd_ips, 2), forward_drift=round(abs(fwd_after - fwd_before) / fwd_ips, 3),
+                   load=load, extract_over_forward=round(row["extract_img_s"] / fwd_ips, 3),
+                   steady_over_forward=round(row["steady_extract_img_s"] / fwd_ips, 3))  # fmt: skip
     return rows
 
 
@@ -202,7 +220,8 @@ def device_name(device: str) -> str:
     return f"CPU {model} ({os.cpu_count()} cores), torch threads {torch.get_num_threads()}"
 
 
-COLUMNS = "model tokens_x_dim codec forward_img_s decode_preprocess_img_s extract_img_s extract_over_forward"
+COLUMNS = "model tokens_x_dim codec load forward_img_s forward_drift decode_preprocess_img_s extract_img_s"
+COLUMNS += " extract_over_forward"
 COLUMNS += (
     " steady_extract_img_s steady_over_forward busy_pct loader_wait_s writer_backlog_s workers writers bottleneck"
 )

@@ -14,6 +14,13 @@ is a hand-made one with the 14 abilities' answer kinds (``tests/_heads_fixtures.
     python benchmarks/bench_fingerprint.py --tokens 729 --dim 1152 --samples 1000   # SigLIP-so400m shapes
     python benchmarks/bench_fingerprint.py --modes fingerprint --json out.json
 
+``--vfm pixels`` times the real thing instead: the synthetic suite (14 abilities x ``--samples``, ``--size`` px), the
+extractor's cache (pooled views stored), then ``ava fingerprint`` in this process, timed (wall and CPU seconds),
+with the token reads per ability (1 when a head needs tokens, 0 when every head reads stored views only)::
+
+    python benchmarks/bench_fingerprint.py --vfm pixels                         # 14 x 150, 160 px, three heads
+    python benchmarks/bench_fingerprint.py --vfm pixels --heads probe-linear,knn   # no token reads
+
 Run it with ``PYTHONPATH`` pointing at an older checkout to count that code's reads (``fingerprint`` is skipped
 where it does not exist).
 """
@@ -23,6 +30,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import platform
 import shutil
 import sys
@@ -116,6 +124,42 @@ def run_fingerprint(data: Path, out: Path, per: dict) -> None:
         fp.AbilityRun.fit = real
 
 
+def run_real(args: argparse.Namespace, tmp: Path) -> dict:
+    """Synthetic suite -> ``ava cache extract`` -> ``ava fingerprint`` (timed), all in this process."""
+    from ava.cache import ExtractConfig, extract
+    from ava.heads import fingerprint as fp
+    from ava.synth import SynthConfig, generate
+
+    data, cache = tmp / "data", tmp / "cache"
+    t0 = time.perf_counter()
+    generate(SynthConfig(out=str(data), per_ava=args.samples, size=args.size, seed=0), progress=False)
+    extract(ExtractConfig(vfm=args.vfm, data=str(data), cache=str(cache), device="cpu", progress=False))
+    prepare = time.perf_counter() - t0
+    per: dict = {}
+    real = fp.AbilityRun.fit
+
+    def timed(self, ava, features, on_step=None):  # noqa: ANN001, ANN202
+        t = time.perf_counter()
+        real(self, ava, features, on_step)
+        per[(self.head, ava)] = time.perf_counter() - t
+
+    fp.AbilityRun.fit = timed
+    try:
+        config = fp.FingerprintConfig(vfm=args.vfm, data=str(data), cache=str(cache), out=str(tmp / "runs"),
+                                      heads=args.heads.split(","), device="cpu", progress=False)  # fmt: skip
+        t0, c0 = time.perf_counter(), time.process_time()
+        result = fp.fingerprint(config)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    finally:
+        fp.AbilityRun.fit = real
+    reads = sorted(result.reads.values())
+    heads = {h: round(sum(v for (hh, _), v in per.items() if hh == h), 2) for h in dict.fromkeys(h for h, _ in per)}
+    return {"mode": f"fingerprint {args.vfm}", "wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
+            "reads_per_ability": reads[len(reads) // 2] if reads else 0, "token_reads": sum(reads),
+            "per_head_s": heads, "prepare_s": round(prepare, 2),
+            "detail": {_name(k): round(v, 3) for k, v in per.items()}}  # fmt: skip
+
+
 def _name(key: str | tuple[str, str]) -> str:
     return " ".join(key) if isinstance(key, tuple) else key
 
@@ -128,6 +172,9 @@ def main() -> None:
     ap.add_argument("--modes", default="heads,fingerprint")
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--vfm", default=None, help="time `ava fingerprint` on this extractor's real cache (e.g. pixels)")
+    ap.add_argument("--size", type=int, default=160, help="--vfm: synthetic image side (the demo's)")
+    ap.add_argument("--heads", default="probe-linear,probe-attn,knn", help="--vfm: the fingerprint's heads")
     args = ap.parse_args()
     import torch
 
@@ -138,6 +185,17 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bench-fp-"))
     rows = []
     try:
+        if args.vfm:
+            row = run_real(args, tmp)
+            rows.append(row)
+            print(json.dumps({k: v for k, v in row.items() if k != "detail"}))
+            load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+            print(f"\ndevice: CPU {platform.processor() or platform.machine()} ({os.cpu_count()} cores), torch threads "
+                  f"{torch.get_num_threads()}, load average {load:.2f} at the end; {args.samples} samples x 14 "
+                  f"abilities, {args.size} px, {args.vfm}; no GPU in this session")  # fmt: skip
+            if args.json:
+                Path(args.json).write_text(json.dumps({"args": vars(args), "rows": rows}, indent=2))
+            return
         data, cache = build(tmp, args.samples, args.tokens, args.dim)
         ava.cache.open_cache = lambda *a, **k: cache  # every head opens this stand-in
         for mode in args.modes.split(","):
