@@ -28,6 +28,7 @@ where it does not exist).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -37,6 +38,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -106,7 +108,9 @@ def run_heads(data: Path, out: Path, timings: dict) -> None:
         timings[head] = time.perf_counter() - t0
 
 
-def run_fingerprint(data: Path, out: Path, per: dict) -> None:
+@contextlib.contextmanager
+def timed_fits(per: dict) -> Iterator[None]:
+    """While inside, each ``AbilityRun.fit`` of a fingerprint records its wall seconds in ``per[(head, ability)]``."""
     from ava.heads import fingerprint as fp
 
     real = fp.AbilityRun.fit
@@ -118,10 +122,17 @@ def run_fingerprint(data: Path, out: Path, per: dict) -> None:
 
     fp.AbilityRun.fit = timed
     try:
-        fp.fingerprint(fp.FingerprintConfig(vfm="random", data=str(data), cache="x", out=str(out), device="cpu",
-                                            progress=False))  # fmt: skip
+        yield
     finally:
         fp.AbilityRun.fit = real
+
+
+def run_fingerprint(data: Path, out: Path, per: dict) -> None:
+    from ava.heads import fingerprint as fp
+
+    with timed_fits(per):
+        fp.fingerprint(fp.FingerprintConfig(vfm="random", data=str(data), cache="x", out=str(out), device="cpu",
+                                            progress=False))  # fmt: skip
 
 
 def run_real(args: argparse.Namespace, tmp: Path) -> dict:
@@ -136,22 +147,12 @@ def run_real(args: argparse.Namespace, tmp: Path) -> dict:
     extract(ExtractConfig(vfm=args.vfm, data=str(data), cache=str(cache), device="cpu", progress=False))
     prepare = time.perf_counter() - t0
     per: dict = {}
-    real = fp.AbilityRun.fit
-
-    def timed(self, ava, features, on_step=None):  # noqa: ANN001, ANN202
-        t = time.perf_counter()
-        real(self, ava, features, on_step)
-        per[(self.head, ava)] = time.perf_counter() - t
-
-    fp.AbilityRun.fit = timed
-    try:
-        config = fp.FingerprintConfig(vfm=args.vfm, data=str(data), cache=str(cache), out=str(tmp / "runs"),
-                                      heads=args.heads.split(","), device="cpu", progress=False)  # fmt: skip
+    config = fp.FingerprintConfig(vfm=args.vfm, data=str(data), cache=str(cache), out=str(tmp / "runs"),
+                                  heads=args.heads.split(","), device="cpu", progress=False)  # fmt: skip
+    with timed_fits(per):
         t0, c0 = time.perf_counter(), time.process_time()
         result = fp.fingerprint(config)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    finally:
-        fp.AbilityRun.fit = real
     reads = sorted(result.reads.values())
     heads = {h: round(sum(v for (hh, _), v in per.items() if hh == h), 2) for h in dict.fromkeys(h for h, _ in per)}
     return {"mode": f"fingerprint {args.vfm}", "wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
