@@ -240,6 +240,17 @@ def test_every_written_json_is_strict(report, run_dirs):
     assert len(files) >= 7
 
 
+def test_weights_of_a_vfm_at_another_size_are_its_base_vfms(tmp_path):
+    """``NAME#size=S`` is NAME's weights at another input size: raw pixels stay weightless, a registered model names
+    where its weights come from (the demo's ``pixels#size=160`` once read "real")."""
+    names = ("pixels#size=96", "siglip#size=224", "effnet-lite0#size=160")
+    runs = [write_run(tmp_path, "knn", v, VALUES["knn"]["big"]) for v in names]
+    weights = {r["vfm"]: r["weights"] for r in build_report(runs, n_boot=0)["runs"]}
+    assert weights == {"pixels#size=96": "none (raw pixels)",
+                       "siglip#size=224": "real: google/siglip-so400m-patch14-384",
+                       "effnet-lite0#size=160": "real: an installed package"}  # fmt: skip
+
+
 def test_opening_hook_opens_the_report(run_dirs):
     rep = build_report(run_dirs[:3], n_boot=100, opening=["`big` leads on counting.", "`small` on nothing."])
     assert rep["opening"] == ["`big` leads on counting.", "`small` on nothing."]

@@ -22,14 +22,16 @@ def _weights(r: Any) -> str:
     "none (raw pixels)", or "real: <source>" from the run or the VFM registry."""
     if r.vfm_random_weights:
         return "random"
-    if r.vfm == "pixels":
+    base = str(r.vfm).partition("#")[0]  # NAME#size=S is NAME at another input size: the same weights
+    if base == "pixels":
         return "none (raw pixels)"
     source = r.run.get("weights") or r.run.get("vfm_weights") or r.run.get("hub_id")
     if not source:
         try:
             from ava.vfm import VFMS
 
-            source = VFMS.get(r.vfm).hub_id
+            spec = VFMS.get(base)
+            source = spec.hub_id or (spec.provider and "an installed package")
         except Exception:  # noqa: BLE001 - a VFM this ava does not know: its weights are still reported as real
             source = None
     return f"real: {source}" if isinstance(source, str) and source else "real"
