@@ -72,33 +72,6 @@ class OnlineImages(torch.utils.data.Dataset):
         return {"pixels": self.preprocess(self.dataset.load_image(self.samples[i])), "index": i}
 
 
-def positions(batch: dict[str, Any], left_pad: bool) -> dict[str, Any]:
-    """Host-side indices of a padded batch (made by :func:`ava.heads.llm.prompt.build_batch`), so the step needs no
-    data-dependent op on the device. :class:`Collator` computes the same fields from its per-sample arrays.
-
-    ``image_pos`` [B, T]: the image slots of each row (when every row has one image); ``sup_pos`` [N]: flat
-    positions (row * width + p) whose output predicts a label, ``sup_targets`` [N] those labels, ``sup_rows`` [N]
-    their rows; ``n_tokens``: real tokens; ``mask_free``: every row starts at position 0 (right padding), so
-    causal attention alone gives the padded batch's outputs at every real token and no padding mask is needed
-    (SDPA's causal fast path).
-    """
-    b, width = batch["input_ids"].shape
-    nxt = batch["labels"][:, 1:]
-    rows, cols = (nxt != IGNORE).nonzero(as_tuple=True)
-    counts = batch["image_mask"].sum(1)
-    image = {}
-    if counts[0] > 0 and bool((counts == counts[0]).all()):  # (else, e.g. text-only turns: the masked path)
-        image["image_pos"] = batch["image_mask"].nonzero()[:, 1].view(b, -1)
-    return {
-        **image,
-        "sup_pos": rows * width + cols,
-        "sup_targets": nxt[rows, cols],
-        "sup_rows": rows,
-        "n_tokens": int(batch["attention_mask"].sum()),
-        "mask_free": not left_pad,
-    }
-
-
 @dataclass(frozen=True)
 class _Row:
     """One sample's tokens as arrays, made once per run (:meth:`Collator.row`)."""
@@ -118,11 +91,16 @@ class Collator:
     targets, token count) come from per-sample offsets, not from scanning the batch.
 
     Padded (default): ``input_ids``, ``labels``, ``image_mask``, ``attention_mask`` [B, W] (right padding, or left
-    for generation) plus the fields of :func:`positions`. Packed (``pack=True``, right padding only, every row with
-    an image): the samples are concatenated into one row [1, N] with no padding; ``position_ids`` restart at 0 for
-    each sample, ``cu_seqlens`` (int32 [B + 1]) and ``seq_lens`` (host tuple) delimit them, ``max_len`` is the
-    longest, and attention stays inside each sample (:mod:`ava.heads.llm.packing`). A batch with a text-only row
-    (stage 2) is padded instead.
+    for generation) plus host-side indices, so the step needs no data-dependent op on the device: ``image_pos``
+    [B, T] (the image slots of each row, when every row has one image), ``sup_pos`` [N] (flat positions
+    row * width + p whose output predicts a label), ``sup_targets`` [N] (those labels), ``sup_rows`` [N] (their
+    rows), ``n_tokens`` (real tokens) and ``mask_free`` (right padding: causal attention alone gives the padded
+    batch's outputs at every real token, so no padding mask is needed).
+
+    Packed (``pack=True``, right padding only, every row with an image): the samples are concatenated into one
+    row [1, N] with no padding; ``position_ids`` restart at 0 for each sample, ``cu_seqlens`` (int32 [B + 1]) and
+    ``seq_lens`` (host tuple) delimit them, ``max_len`` is the longest, and attention stays inside each sample
+    (:mod:`ava.heads.llm.packing`). A batch with a text-only row (stage 2) is padded instead.
     """
 
     def __init__(self, encoded: Sequence[Encoded], num_image_tokens: int, pad_id: int, left_pad: bool = False,
