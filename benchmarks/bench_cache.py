@@ -141,53 +141,75 @@ def load_average() -> float | None:
         return None
 
 
+def extract_once(name: str, codec: str, data: Path, work: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """One ``ava.cache.extract`` of every image with ``codec`` into a fresh cache; its summary."""
+    cache_dir = work / f"{name}-{codec}"
+    shutil.rmtree(cache_dir, ignore_errors=True)
+    return extract(
+        ExtractConfig(
+            vfm=name,
+            data=str(data),
+            cache=str(cache_dir),
+            codec=codec,
+            batch_size=args.batch_size,
+            device=args.device,
+            dtype=args.dtype,
+            num_workers=args.num_workers,
+            shard_size=args.shard_size,
+            progress=False,
+        )
+    )
+
+
 def bench_model(model: str, data: Path, work: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
-    """Forward-only, then each codec's extraction, then forward-only again: the ratio is taken against the mean of
-    the two forward passes around the extractions (on a shared machine the load drifts; ``forward_drift`` says by
-    how much the two forward passes differ, ``load`` is the 1-minute load average at the start)."""
+    """Forward-only, then each codec's extraction, then forward-only again, ``--repeats`` times (F E F E ... F):
+    each extraction's ratio is taken against the mean of the forward passes just before and after it, and a row
+    reports the median over the repeats (on a shared machine the load drifts; ``forward_drift`` says by how much
+    the two forward passes around an extraction differed, at most over the repeats; ``load`` is the 1-minute load
+    average at the start)."""
     name = model  # "key:random" names resolve to the full-size architecture at random weights
     load = load_average()
     fwd_before, ref = forward_only(name, data, args)
     load_ips = loader_only(name, data, args)
+    runs: dict[str, list[dict[str, Any]]] = {c: [] for c in args.codecs.split(",")}
+    forwards = [fwd_before]
+    for _ in range(args.repeats):
+        for codec in runs:
+            runs[codec].append(extract_once(name, codec, data, work, args))
+        forwards.append(forward_only(name, data, args)[0])
     rows = []
-    for codec in args.codecs.split(","):
+    for codec, summaries in runs.items():
         cache_dir = work / f"{name}-{codec}"
-        shutil.rmtree(cache_dir, ignore_errors=True)
-        summary = extract(
-            ExtractConfig(
-                vfm=name,
-                data=str(data),
-                cache=str(cache_dir),
-                codec=codec,
-                batch_size=args.batch_size,
-                device=args.device,
-                dtype=args.dtype,
-                num_workers=args.num_workers,
-                shard_size=args.shard_size,
-                progress=False,
-            )
-        )
         cache = open_cache(cache_dir, name)
         info = group_summary(cache.group)
         shas = sorted({s.image_sha256 for s in Dataset(data).samples()})
         mbps, read_ips = read_speed(cache_dir, name, shas)
         rel_rms, max_rel = codec_error(cache_dir, name, ref)
+        per_run = []
+        for i, summary in enumerate(summaries):
+            fwd = (forwards[i] + forwards[i + 1]) / 2
+            steady = summary.get("steady_images_per_s") or summary["images_per_s"]
+            per_run.append((summary["images_per_s"] / fwd, steady / fwd, abs(forwards[i + 1] - forwards[i]) / fwd))
+        mid = sorted(range(len(per_run)), key=lambda i: per_run[i][0])[(len(per_run) - 1) // 2]  # the median run
+        summary = summaries[mid]
         timing = summary.get("timing") or {}
         parts = {"decode (loader wait)": timing.get("loader_wait_s", 0.0),
                  "forward+encode": timing.get("compute_s", 0.0),
                  "writer backlog": timing.get("writer_backlog_wait_s", 0.0)}  # fmt: skip
-        steady = summary.get("steady_images_per_s") or summary["images_per_s"]
         rows.append(
             {
                 "model": model,
                 "tokens_x_dim": f"{cache.num_tokens}x{cache.dim}",
                 "codec": codec,
-                "forward_img_s": round(fwd_before, 2),
+                "load": load,
+                "forward_img_s": round((forwards[mid] + forwards[mid + 1]) / 2, 2),
+                "forward_drift": round(max(r[2] for r in per_run), 3),
                 "decode_preprocess_img_s": round(load_ips, 2),
                 "extract_img_s": summary["images_per_s"],
-                "extract_over_forward": round(summary["images_per_s"] / fwd_before, 3),
-                "steady_extract_img_s": steady,
-                "steady_over_forward": round(steady / fwd_before, 3),
+                "extract_over_forward": round(per_run[mid][0], 3),
+                "extract_over_forward_runs": [round(r[0], 3) for r in per_run],
+                "steady_extract_img_s": summary.get("steady_images_per_s") or summary["images_per_s"],
+                "steady_over_forward": round(per_run[mid][1], 3),
                 "busy_pct": round(100 * parts["forward+encode"] / max(summary["seconds"], 1e-9), 1),
                 "loader_wait_s": parts["decode (loader wait)"],
                 "writer_backlog_s": parts["writer backlog"],
@@ -202,12 +224,6 @@ def bench_model(model: str, data: Path, work: Path, args: argparse.Namespace) ->
             }
         )
         print(json.dumps(rows[-1]), flush=True)
-    fwd_after, _ = forward_only(name, data, args)
-    fwd_ips = (fwd_before + fwd_after) / 2
-    for row in rows:
-        row.update(forward_img_s=round(fwd_ips, 2), forward_drift=round(abs(fwd_after - fwd_before) / fwd_ips, 3),
-                   load=load, extract_over_forward=round(row["extract_img_s"] / fwd_ips, 3),
-                   steady_over_forward=round(row["steady_extract_img_s"] / fwd_ips, 3))  # fmt: skip
     return rows
 
 
@@ -221,21 +237,26 @@ def device_name(device: str) -> str:
 
 
 COLUMNS = "model tokens_x_dim codec load forward_img_s forward_drift decode_preprocess_img_s extract_img_s"
-COLUMNS += " extract_over_forward"
+COLUMNS += " extract_over_forward extract_over_forward_runs"
 COLUMNS += (
     " steady_extract_img_s steady_over_forward busy_pct loader_wait_s writer_backlog_s workers writers bottleneck"
 )
 COLUMNS += " bytes_per_value read_mb_s rel_rms_error max_error_over_token_max"
 
 
+def _cell(value: Any) -> str:
+    return " ".join(str(v) for v in value) if isinstance(value, list) else str(value)
+
+
 def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     cols = COLUMNS.split()
     head = (
         f"Device: {meta['device']}; date {meta['date']}; {meta['images']} images (640x480 JPEG), batch "
-        f"{meta['batch_size']}, dtype {meta['dtype']}, {meta['num_workers']} workers, shard {meta['shard_size']}.\n\n"
+        f"{meta['batch_size']}, dtype {meta['dtype']}, {meta['num_workers']} workers, shard {meta['shard_size']}, "
+        f"{meta['repeats']} repeat(s); load average {meta['load']} at the start, {meta['load_end']} at the end.\n\n"
     )
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    lines += ["| " + " | ".join(str(r[c]) for c in cols) + " |" for r in rows]
+    lines += ["| " + " | ".join(_cell(r[c]) for c in cols) + " |" for r in rows]
     return head + "\n".join(lines) + "\n"
 
 
@@ -249,6 +270,12 @@ def main() -> None:
     p.add_argument("--num-workers", type=int, default=None, help="DataLoader workers (default: extraction's)")
     p.add_argument("--shard-size", type=int, default=16)
     p.add_argument("--codecs", default="fp16,bf16,int8")
+    p.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="extractions per codec, each between two forward-only passes; rows give the median ratio",
+    )
     p.add_argument("--error-images", type=int, default=16, help="images compared with the fp32 forward")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     p.add_argument("--json", type=Path, default=None, help="write rows + metadata here")
@@ -259,6 +286,7 @@ def main() -> None:
     models = args.models or (GPU_MODELS if args.device.startswith("cuda") else CPU_MODELS)
     work = args.workdir or Path(tempfile.mkdtemp(prefix="ava-bench-cache-"))
     data = make_images(work / "data", args.images)
+    load = load_average()
     rows = [r for m in models.split(",") for r in bench_model(m, data, work, args)]
     meta = {
         "device": device_name(args.device),
@@ -268,6 +296,9 @@ def main() -> None:
         "dtype": args.dtype,
         "num_workers": args.num_workers,
         "shard_size": args.shard_size,
+        "repeats": args.repeats,
+        "load": load,
+        "load_end": load_average(),
         "torch": torch.__version__,
     }
     print(markdown(rows, meta))
