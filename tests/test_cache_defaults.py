@@ -47,27 +47,59 @@ def test_range_flags_are_read_once_per_shard() -> None:
 
 def test_forked_workers_drop_the_group_lock(tmp_path) -> None:  # noqa: ANN001
     """A worker forked while the lock is held closes its copy, so once the job lets go the group is free, even
-    while an orphaned worker lives on."""
+    while an orphaned worker lives on; it also runs below the forward's priority by the nice it is given."""
     import functools
     import multiprocessing as mp
+    import os
 
-    from ava.cache.extraction import _drop_fd, _lock_group
+    from ava.cache.extraction import _init_worker, _lock_group
 
     class Group:
         path, key = tmp_path, "g"
 
     lock = _lock_group(Group())
     ctx = mp.get_context("fork")
-    ready, release = ctx.Event(), ctx.Event()
-    init = functools.partial(_drop_fd, lock.fileno())
-    child = ctx.Process(target=lambda: (init(0), ready.set(), release.wait(30)))
+    ready, release, nice = ctx.Event(), ctx.Event(), ctx.Value("i", -99)
+    init = functools.partial(_init_worker, lock.fileno(), 3)
+
+    def work() -> None:
+        init(0)
+        nice.value = os.nice(0)
+        ready.set()
+        release.wait(30)
+
+    child = ctx.Process(target=work)
     child.start()
     try:
         assert ready.wait(30)
+        assert nice.value == os.nice(0) + 3  # the worker only: this process keeps its priority
         with pytest.raises(AvaError, match="another"):
             _lock_group(Group())  # still held by the job itself
         lock.close()  # the job ends while its worker lives on
-        _lock_group(Group()).close()  # without _drop_fd the worker's inherited descriptor would still hold it
+        _lock_group(Group()).close()  # without _init_worker the worker's inherited descriptor would still hold it
     finally:
         release.set()
         child.join(30)
+
+
+def test_background_work_yields_to_the_forward_only_on_the_cpu() -> None:
+    """Decode workers and writer threads run at a lower priority than a CPU forward pass; nothing changes on a GPU.
+    A writer thread lowers its own priority, not its process's."""
+    import os
+    import threading
+
+    from ava.cache.extraction import BACKGROUND_NICE, _lower_priority, background_nice
+
+    assert background_nice(torch.device("cpu")) == BACKGROUND_NICE > 0
+    assert background_nice(torch.device("cuda", 0)) == 0
+    seen: list[int] = []
+
+    def thread() -> None:
+        _lower_priority(2)
+        seen.append(os.nice(0))
+
+    before = os.nice(0)
+    t = threading.Thread(target=thread)
+    t.start()
+    t.join()
+    assert seen == [before + 2] and os.nice(0) == before

@@ -221,8 +221,8 @@ class _Writers:
     side by side. ``busy_s`` (summed over threads) and ``wait_s`` (time the main loop waited for a free slot in the
     queue: the writers' backlog) say whether writing is the bottleneck."""
 
-    def __init__(self, group: CacheGroup, threads: int) -> None:
-        self.group, self.n = group, max(1, threads)
+    def __init__(self, group: CacheGroup, threads: int, nice: int = 0) -> None:
+        self.group, self.n, self.nice = group, max(1, threads), nice
         self.jobs: queue.Queue[tuple[int, dict[int, list]] | None] = queue.Queue(maxsize=2 * self.n)
         self.error: BaseException | None = None
         self.busy_s = self.wait_s = 0.0
@@ -235,6 +235,7 @@ class _Writers:
             t.start()
 
     def _run(self) -> None:
+        _lower_priority(self.nice)  # this thread only
         while (job := self.jobs.get()) is not None:
             if self.error is None:
                 t0 = time.perf_counter()
@@ -261,6 +262,25 @@ class _Writers:
     def check(self) -> None:
         if self.error is not None:
             raise self.error
+
+
+BACKGROUND_NICE = 10  # niceness added to the decode workers and writer threads of an extraction on the CPU
+
+
+def background_nice(device: torch.device) -> int:
+    """How much lower than the forward pass the decode workers and writer threads run: on the CPU they share the
+    cores with the forward, and at equal priority the scheduler lets them take turns with it on its core (measured
+    on 2 cores: the main thread spent as long waiting for its core as decoding took, see benchmarks/README.md);
+    at ``BACKGROUND_NICE`` they run on the cores the forward leaves free and yield its core to it. A GPU forward
+    needs little CPU, so nothing changes there."""
+    return BACKGROUND_NICE if device.type == "cpu" else 0
+
+
+def _lower_priority(nice: int) -> None:
+    """Add ``nice`` to the calling thread's niceness (Linux: per thread; elsewhere the process's, or nothing)."""
+    if nice > 0:
+        with contextlib.suppress(AttributeError, OSError):  # no os.nice (Windows), or not permitted
+            os.nice(nice)
 
 
 def default_writers(device: torch.device) -> int:
@@ -343,7 +363,7 @@ def _lock_group(group: CacheGroup) -> Any:
     """An exclusive lock on the group for this extraction job (held by rank 0 until it ends; the kernel drops it
     if the job is killed). Two jobs writing one group would overwrite each other's row index.
 
-    DataLoader workers forked while it is held close their copy of the descriptor at start (:func:`_drop_fd`), so
+    DataLoader workers forked while it is held close their copy of the descriptor at start (:func:`_init_worker`), so
     a worker orphaned by a killed job does not keep the group locked."""
     try:
         import fcntl
@@ -361,8 +381,10 @@ def _lock_group(group: CacheGroup) -> Any:
     return handle
 
 
-def _drop_fd(fd: int | None, worker_id: int) -> None:
-    """DataLoader ``worker_init_fn``: close the worker's inherited copy of the group lock's descriptor."""
+def _init_worker(fd: int | None, nice: int, worker_id: int) -> None:
+    """DataLoader ``worker_init_fn``: lower the worker's priority by ``nice`` (:func:`background_nice`), and close
+    its inherited copy of the group lock's descriptor."""
+    _lower_priority(nice)
     if fd is not None:
         with contextlib.suppress(OSError):  # not inherited (a spawned worker)
             os.close(fd)
@@ -460,7 +482,7 @@ def _loader(config: ExtractConfig, vfm: Any, group: CacheGroup, images: dict[str
         collate_fn=_collate,
         pin_memory=device.type == "cuda",
         prefetch_factor=4 if config.num_workers else None,
-        worker_init_fn=functools.partial(_drop_fd, lock_fd),
+        worker_init_fn=functools.partial(_init_worker, lock_fd, background_nice(device)),
     )
 
 
@@ -473,7 +495,7 @@ def _run(config: ExtractConfig, vfm: Any, group: CacheGroup, images: dict[str, _
     remaining: dict[int, set[int]] = {}
     for r in todo:
         remaining.setdefault(r // group.shard_size, set()).add(r)
-    writer = _Writers(group, config.writers or default_writers(device))
+    writer = _Writers(group, config.writers or default_writers(device), background_nice(device))
     writer.start()
     rate, failed, results, checks = _Rate(), [], {}, {}
     wait_s = compute_s = 0.0  # time the main loop waited for decoded batches / ran the forward and encoding
