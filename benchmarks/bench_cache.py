@@ -200,6 +200,8 @@ def bench_model(model: str, data: Path, work: Path, args: argparse.Namespace) ->
             {
                 "model": model,
                 "tokens_x_dim": f"{cache.num_tokens}x{cache.dim}",
+                "images": args.images,
+                "batch": args.batch_size,
                 "codec": codec,
                 "load": load,
                 "forward_img_s": round((forwards[mid] + forwards[mid + 1]) / 2, 2),
@@ -236,7 +238,7 @@ def device_name(device: str) -> str:
     return f"CPU {model} ({os.cpu_count()} cores), torch threads {torch.get_num_threads()}"
 
 
-COLUMNS = "model tokens_x_dim codec load forward_img_s forward_drift decode_preprocess_img_s extract_img_s"
+COLUMNS = "model tokens_x_dim images batch codec load forward_img_s forward_drift decode_preprocess_img_s extract_img_s"
 COLUMNS += " extract_over_forward extract_over_forward_runs"
 COLUMNS += (
     " steady_extract_img_s steady_over_forward busy_pct loader_wait_s writer_backlog_s workers writers bottleneck"
@@ -251,30 +253,47 @@ def _cell(value: Any) -> str:
 def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     cols = COLUMNS.split()
     head = (
-        f"Device: {meta['device']}; date {meta['date']}; {meta['images']} images (640x480 JPEG), batch "
-        f"{meta['batch_size']}, dtype {meta['dtype']}, {meta['num_workers']} workers, shard {meta['shard_size']}, "
-        f"{meta['repeats']} repeat(s); load average {meta['load']} at the start, {meta['load_end']} at the end.\n\n"
+        f"Device: {meta['device']}; date {meta['date']}; images (640x480 JPEG) {meta['images']}, batch "
+        f"{meta['batch_size']}, shard {meta['shard_size']}, repeats {meta['repeats']} (per model); dtype "
+        f"{meta['dtype']}, {meta['num_workers']} workers; load average {meta['load']} at the start, "
+        f"{meta['load_end']} at the end.\n\n"
     )
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(_cell(r[c]) for c in cols) + " |" for r in rows]
     return head + "\n".join(lines) + "\n"
 
 
+PER_MODEL = ("images", "batch_size", "shard_size", "repeats")  # options taking one value, or one per model
+
+
+def per_model_ints(parser: argparse.ArgumentParser, value: str, name: str, models: list[str]) -> list[int]:
+    """``"8"`` -> the same for every model; ``"256,16"`` -> one per model (as many as ``--models``), each >= 1."""
+    try:
+        values = [int(v) for v in str(value).split(",")]
+    except ValueError:
+        parser.error(f"--{name.replace('_', '-')} {value!r}: give whole numbers, one or one per model")
+    if len(values) == 1:
+        values *= len(models)
+    if len(values) != len(models) or min(values) < 1:
+        parser.error(f"--{name.replace('_', '-')} {value!r}: give one number >= 1, or one per model ({len(models)})")
+    return values
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="cpu")
     p.add_argument("--models", default=None, help=f"comma-separated (default cpu: {CPU_MODELS}; cuda: {GPU_MODELS})")
-    p.add_argument("--images", type=int, default=64)
-    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--images", default="64", help="images: one number, or one per model (comma-separated)")
+    p.add_argument("--batch-size", default="16", help="one number, or one per model")
     p.add_argument("--dtype", default="auto", choices=["auto", "fp32", "bf16", "fp16"], help="auto: bf16 on CUDA")
     p.add_argument("--num-workers", type=int, default=None, help="DataLoader workers (default: extraction's)")
-    p.add_argument("--shard-size", type=int, default=16)
+    p.add_argument("--shard-size", default="16", help="one number, or one per model")
     p.add_argument("--codecs", default="fp16,bf16,int8")
     p.add_argument(
         "--repeats",
-        type=int,
-        default=1,
-        help="extractions per codec, each between two forward-only passes; rows give the median ratio",
+        default="1",
+        help="extractions per codec, each between two forward-only passes (rows give the median ratio): one number, "
+        "or one per model",
     )
     p.add_argument("--error-images", type=int, default=16, help="images compared with the fp32 forward")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
@@ -283,20 +302,22 @@ def main() -> None:
     args = p.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    models = args.models or (GPU_MODELS if args.device.startswith("cuda") else CPU_MODELS)
+    models = (args.models or (GPU_MODELS if args.device.startswith("cuda") else CPU_MODELS)).split(",")
+    per_model = {k: per_model_ints(p, getattr(args, k), k, models) for k in PER_MODEL}
     work = args.workdir or Path(tempfile.mkdtemp(prefix="ava-bench-cache-"))
-    data = make_images(work / "data", args.images)
     load = load_average()
-    rows = [r for m in models.split(",") for r in bench_model(m, data, work, args)]
+    rows, datasets = [], {}
+    for i, model in enumerate(models):
+        margs = argparse.Namespace(**{**vars(args), **{k: v[i] for k, v in per_model.items()}})
+        if margs.images not in datasets:
+            datasets[margs.images] = make_images(work / f"data-{margs.images}", margs.images)
+        rows += bench_model(model, datasets[margs.images], work, margs)
     meta = {
         "device": device_name(args.device),
         "date": dt.date.today().isoformat(),
-        "images": args.images,
-        "batch_size": args.batch_size,
         "dtype": args.dtype,
         "num_workers": args.num_workers,
-        "shard_size": args.shard_size,
-        "repeats": args.repeats,
+        **{k: ",".join(str(n) for n in v) for k, v in per_model.items()},
         "load": load,
         "load_end": load_average(),
         "torch": torch.__version__,
