@@ -1,8 +1,9 @@
 """Feature-cache benchmark: pipeline overhead, bytes per value, read speed and error per codec.
 
 For each model, in one run on one device:
-  1. forward-only images/s: images preprocessed in advance, timed loop of ``vfm(batch)`` (synchronized), once
-     before and once after the extractions (the ratio below is against their mean);
+  1. forward-only images/s: images preprocessed in advance, timed loop of ``vfm(batch)`` (synchronized), before
+     and after the extractions, and between repeats (``--repeats R``: F E F E ... F); each extraction's ratio is
+     against the mean of the forward passes around it, and a row gives the median run;
   2. extraction images/s: ``ava.cache.extract`` end to end (decode + preprocess in DataLoader workers,
      forward, encode, compress, write) for the same model, batch size and device; the ratio
      extract/forward is the pipeline's efficiency (1.0 = no overhead beyond the forward pass), over the whole
@@ -17,6 +18,8 @@ Models: any registry key; ``<key>:random`` builds that real architecture at full
 ``dinov2:random`` (DINOv2-L at 384, 729 x 1024).
 
     python benchmarks/bench_cache.py                                   # CPU, small models
+    python benchmarks/bench_cache.py --models random-vit,siglip:random --codecs fp16 --images 256,16 \
+        --batch-size 8,4 --shard-size 64,16 --repeats 3,1 --threads 1 --error-images 1   # #12's 2-core CPU target
     python benchmarks/bench_cache.py --device cuda --dtype bf16 --images 512 --batch-size 64 \\
         --models siglip:random,dinov2:random --num-workers 8
 """
