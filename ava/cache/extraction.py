@@ -6,10 +6,10 @@ runs the forward pass (no grad, in the model's dtype on every device) and encode
 device, and a background thread writes whole shards (Zarr compresses them) and then marks their rows
 done. Re-running skips done rows; a kill loses at most the shards in flight.
 
-Under ``torchrun`` every rank computes the same row assignment (from the sorted sha256 list), rank 0
-grows the store, and rank r writes the shards ``s`` with ``s % world_size == r``: whole shards, so no
-two processes ever write the same shard file, and batches never cross a shard boundary, so the bytes
-are the same as those of a single-process run.
+Under ``torchrun`` rank 0 indexes the new images (rows in dataset order, see :mod:`ava.cache.store`) and
+grows the store, every rank reads that index, and rank r writes the shards ``s`` with ``s % world_size == r``:
+whole shards, so no two processes ever write the same shard file, and batches never cross a shard boundary,
+so the bytes are the same as those of a single-process run.
 """
 
 from __future__ import annotations
@@ -451,7 +451,7 @@ def extract(config: ExtractConfig) -> dict[str, Any]:
             trust_remote_code=config.trust_remote_code,
         )
         vfm.eval()
-        group, lock = _prepare(config, vfm, _vfm_name(vfm, config.vfm), sorted(images), dist)
+        group, lock = _prepare(config, vfm, _vfm_name(vfm, config.vfm), list(images), dist)
         try:
             summary = _run(config, vfm, group, images, device, dist, None if lock is None else lock.fileno())
             dist.barrier()

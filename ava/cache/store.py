@@ -8,7 +8,13 @@
         done                            # [N] bool, chunk = one shard: row finished and valid
         features/<layer>                # [N, T, D] stored values; chunk = 1 image, shard = S images
         scales/<layer>                  # [N, T] float32 per-token scales (int8 codec only)
-        pooled/<layer>/<view>           # [N, D'] float32 pooled views (spec "views"; see ava.cache.pooling)
+        pooled/<layer>/<view>           # [N, D'] float32 pooled views (spec "views"; see ava.cache.pooling);
+                                        # chunk = one shard (S rows)
+
+Rows are in the order images first appear in the dataset extracted (abilities one after another), so one ability's
+images are a few runs of consecutive rows, read in a few slices (Zarr costs ~0.5 ms per chunk it decodes, however
+small). Token chunks hold one image (a sample read alone decodes only its own tokens); a pooled view's row is small,
+so its chunk is a whole shard (decoding a shard of views costs less than the per-chunk overhead of its rows).
 
 Pooled views (``"mean"``, ``"gridN"``: what the probes and kNN read) are stored beside the tokens by groups whose spec
 lists them in ``"views"`` (groups made before them have none; readers then pool the tokens). A view is computed
@@ -327,9 +333,8 @@ def _create_arrays(g: Any, spec: dict[str, Any], shard_size: int) -> None:
             )
         for view in spec.get("views") or ():
             width = pool_dim(d, view)
-            g.create_array(f"pooled/{layer}/{view}", shape=(0, width), dtype="float32", chunks=(1, width),
-                           shards=(shard_size, width), compressors=_float32_compressors(), fill_value=0,
-                           overwrite=True)  # fmt: skip
+            g.create_array(f"pooled/{layer}/{view}", shape=(0, width), dtype="float32", chunks=(shard_size, width),
+                           compressors=_float32_compressors(), fill_value=0, overwrite=True)  # fmt: skip
 
 
 def _float32_compressors() -> Any:
@@ -340,13 +345,14 @@ def _float32_compressors() -> Any:
 
 
 def add_rows(group: CacheGroup, shas: list[str]) -> int:
-    """Append the images not yet indexed (sorted by sha, so every rank computes the same rows).
+    """Append the images not yet indexed, in the order given (the order they first appear in the dataset, which
+    every rank reads alike), so the images of one ability get consecutive rows.
 
     Arrays are grown before the index is rewritten: a kill in between leaves spare rows, never an
     index pointing past the arrays. Returns the number of rows added.
     """
     known = group.index()
-    new = sorted(set(shas) - set(known))
+    new = [sha for sha in dict.fromkeys(shas) if sha not in known]
     rows = group.rows() + new
     for name in group.array_names():
         arr = group.array(name)
