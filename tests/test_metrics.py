@@ -130,3 +130,19 @@ def test_worst_value_is_no_better_than_best(name: str) -> None:
     ability, sample = get_ability(key), make_sample(key)
     worst = metric.worst(truth_value(ability, sample), ability, sample)
     assert (worst < metric.best) if metric.higher_is_better else (worst > metric.best)
+
+
+def test_score_samples_vectorized_colour_equals_one_by_one() -> None:
+    """CIEDE2000 scored in one vectorized call (``compute_many``) gives each reply the value ``score_sample`` does,
+    an unparsed reply its worst value, and keeps the order."""
+    from ava.metrics.scoring import score_sample, score_samples
+
+    ability = get_ability("color")
+    samples = [make_sample("color", v % 2) for v in range(5)]
+    replies = ["(12, 200, 3)", "no colour here", "rgb(250, 5, 5)", None, "(0, 0, 0)"]
+    batch = score_samples(ability, samples, replies)
+    single = [score_sample(ability, s, r) for s, r in zip(samples, replies, strict=True)]
+    assert [b.ok for b in batch] == [s.ok for s in single] == [True, False, True, False, True]
+    for b, s in zip(batch, single, strict=True):
+        assert b.value == pytest.approx(s.value, abs=1e-9) and b.parsed == s.parsed
+    assert batch[0].value == pytest.approx(ciede2000(batch[0].parsed, truth_value(ability, samples[0])), abs=1e-9)

@@ -205,17 +205,15 @@ def mean_score(ability: Ability, samples: Sequence[Sample], replies: Sequence[st
 
     ``memo`` (a dict kept by the caller across calls) holds the score of every (sample id, reply) already scored:
     candidates of a selection grid mostly give the same replies, and each is parsed and scored once."""
-    from ava.metrics.scoring import score_sample
+    from ava.metrics.scoring import score_samples
 
-    if memo is None:
-        values = [score_sample(ability, s, r).value for s, r in zip(samples, replies, strict=True)]
-    else:
-        values = []
-        for s, r in zip(samples, replies, strict=True):
-            key = (s.key, r)
-            if key not in memo:
-                memo[key] = score_sample(ability, s, r).value
-            values.append(memo[key])
+    memo = {} if memo is None else memo
+    todo = {(s.key, r): (s, r) for s, r in zip(samples, replies, strict=True) if (s.key, r) not in memo}
+    if todo:
+        pairs = list(todo.values())
+        scores = score_samples(ability, [s for s, _ in pairs], [r for _, r in pairs])
+        memo.update(zip(todo, (x.value for x in scores), strict=True))
+    values = [memo[(s.key, r)] for s, r in zip(samples, replies, strict=True)]
     return float(np.mean(values)) if values else float("nan")
 
 

@@ -18,6 +18,8 @@ class Metric:
     ``compute(prediction, truth)`` takes the values ``parse_reply`` and ``truth_value`` return.
     ``worst(truth, ability, sample)`` is the score of an unparsed (or missing) reply: never dropped from
     the mean, it is counted as unparsed and scored at this value. ``worst_rule`` says how it is chosen.
+    ``compute_many(predictions, truths)``, where given, is ``compute`` over two lists at once (the same values, one
+    vectorized call: for metrics whose library costs far more per call than per value).
     """
 
     key: str
@@ -27,6 +29,7 @@ class Metric:
     compute: Callable[[Any, Any], float]
     worst: Callable[[Any, Ability, Sample], float]
     worst_rule: str
+    compute_many: Callable[[list[Any], list[Any]], Any] | None = None
 
     @property
     def arrow(self) -> str:

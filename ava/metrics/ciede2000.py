@@ -41,9 +41,25 @@ def delta_e_lab(lab_a: Any, lab_b: Any) -> np.ndarray:
     return np.asarray(colour.delta_E(np.asarray(lab_a, float), np.asarray(lab_b, float), method="CIE 2000"))
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _lab_of(rgb: tuple[float, ...]) -> np.ndarray:
+    """Lab of one sRGB colour, remembered (the worst value of a sample is asked once per unparsed reply)."""
+    lab = srgb_to_lab(rgb)
+    lab.flags.writeable = False
+    return lab
+
+
 def ciede2000(prediction: Sequence[float], truth: Sequence[float]) -> float:
     """CIEDE2000 between two sRGB 0..255 colours."""
     return float(delta_e_lab(srgb_to_lab(prediction), srgb_to_lab(truth)))
+
+
+def ciede2000_many(predictions: Sequence[Sequence[float]], truths: Sequence[Sequence[float]]) -> np.ndarray:
+    """:func:`ciede2000` of each (prediction, truth) pair, in one vectorized conversion (colour-science spends
+    ~2 ms per call, whatever the number of colours)."""
+    if not len(predictions):
+        return np.zeros(0)
+    return delta_e_lab(srgb_to_lab(np.asarray(predictions, np.float64)), srgb_to_lab(np.asarray(truths, np.float64)))
 
 
 @functools.cache
@@ -53,7 +69,7 @@ def _corners_lab() -> np.ndarray:
 
 def worst_ciede2000(truth: Any, ability: Any = None, sample: Any = None) -> float:
     """The largest delta E from ``truth`` to a corner of the sRGB cube."""
-    return float(delta_e_lab(_corners_lab(), srgb_to_lab(truth)[None, :]).max())
+    return float(delta_e_lab(_corners_lab(), _lab_of(tuple(map(float, truth)))[None, :]).max())
 
 
 CIEDE2000 = Metric(
@@ -64,4 +80,5 @@ CIEDE2000 = Metric(
     compute=ciede2000,
     worst=worst_ciede2000,
     worst_rule="the largest delta E 2000 from the true colour to any of the 8 corners of the sRGB cube.",
+    compute_many=ciede2000_many,
 )

@@ -21,8 +21,9 @@ MAE/GT as a fraction, CIEDE2000 in delta E units.
 from __future__ import annotations
 
 import json
+import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -64,23 +65,39 @@ def score_sample(ability: Ability, sample: Sample, reply: str | None, *, box_for
 
     ``box_format`` says how a box reply's numbers are read (``ava.abilities.parsers.BOX_FORMATS``).
     """
+    return score_samples(ability, [sample], [reply], box_format=box_format)[0]
+
+
+def score_samples(ability: Ability, samples: Sequence[Sample], replies: Sequence[str | None], *,
+                  box_format: str = "auto") -> list[SampleScore]:  # fmt: skip
+    """:func:`score_sample` of every (sample, reply) pair; a metric with ``compute_many`` scores the parsed replies
+    in one vectorized call."""
     metric = METRICS.get(ability.metric)
-    truth = truth_value(ability, sample)
-    try:
-        parsed, rule = None, None
-        if reply is not None:
-            size = (sample.width, sample.height)
-            if ability.answer_kind == "box":
-                found = parse_box(reply, size, box_format)
-                parsed, rule = found if found is not None else (None, None)
-            else:
-                parsed = parse_reply(ability, reply, options=sample.options, image_size=size)
-        if parsed is None:
-            return SampleScore(float(metric.worst(truth, ability, sample)), None, False, truth)
-        value = float(metric.compute(parsed, truth))
-    except AvaError as e:
-        raise AvaError(f"sample {sample.ava}/{sample.id}: {e}") from e
-    return SampleScore(value, parsed, True, truth, rule)
+    out: list[SampleScore] = []
+    for sample, reply in zip(samples, replies, strict=True):
+        truth = truth_value(ability, sample)
+        try:
+            parsed, rule = None, None
+            if reply is not None:
+                size = (sample.width, sample.height)
+                if ability.answer_kind == "box":
+                    found = parse_box(reply, size, box_format)
+                    parsed, rule = found if found is not None else (None, None)
+                else:
+                    parsed = parse_reply(ability, reply, options=sample.options, image_size=size)
+            if parsed is None:
+                out.append(SampleScore(float(metric.worst(truth, ability, sample)), None, False, truth))
+                continue
+            value = float(metric.compute(parsed, truth)) if metric.compute_many is None else math.nan
+        except AvaError as e:
+            raise AvaError(f"sample {sample.ava}/{sample.id}: {e}") from e
+        out.append(SampleScore(value, parsed, True, truth, rule))
+    if metric.compute_many is not None:
+        scored = [r for r in out if r.ok]
+        values = metric.compute_many([r.parsed for r in scored], [r.truth for r in scored])
+        for r, v in zip(scored, values, strict=True):
+            r.value = float(v)
+    return out
 
 
 def _jsonable(value: Any) -> Any:
@@ -118,13 +135,12 @@ def _score_ability(
     box_format: str = "auto",
 ) -> tuple[dict[str, Any], list[dict[str, Any]], list[tuple[str, str]]]:
     metric = METRICS.get(ability.metric)
-    records, values, missing = [], [], []
+    records, values = [], []
     rules: dict[str, int] = {}
-    for sample in samples:
-        if sample.key not in predictions:
-            missing.append(sample.key)
-        reply = predictions.get(sample.key)
-        result = score_sample(ability, sample, reply, box_format=box_format)
+    replies = [predictions.get(sample.key) for sample in samples]
+    missing = [sample.key for sample in samples if sample.key not in predictions]
+    for sample, reply, result in zip(samples, replies, score_samples(ability, samples, replies, box_format=box_format),
+                                     strict=True):  # fmt: skip
         if result.rule:
             rules[result.rule] = rules.get(result.rule, 0) + 1
         values.append(result.value)
