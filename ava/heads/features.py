@@ -194,6 +194,7 @@ class AbilityFeatures:
         self.shared: dict[Any, Any] = {}  # what one head computed that another would compute the same (the OCR reader)
         self._tokens: dict[int | None, Any] = {}
         self._pooled: dict[tuple[int | None, str], np.ndarray] = {}
+        self._first = first
         wanted = list(dict.fromkeys(self._layer(la) for la in layers))
         stored = stored_views(cache)
         if not tokens and views and all(v in stored for v in views):
@@ -275,8 +276,13 @@ class AbilityFeatures:
         return tokens[index.to(tokens.device)].float().cpu().numpy()
 
     def pooled(self, sha256s: Sequence[str], layer: int | None, pool: str, chunk: int = 256) -> np.ndarray:
-        """A pooled view ``[B, D']`` (see :func:`pool_tokens`), computed once for every held row, then indexed."""
+        """A pooled view ``[B, D']`` (see :func:`pool_tokens`) for every held row, once (read when the cache stores it
+        beside the tokens, else pooled from the held tokens), then indexed."""
         layer = self._layer(layer)
+        if (layer, pool) not in self._pooled and pool in stored_views(self.cache):  # cheaper than pooling the tokens
+            by_slot = sorted(self._row, key=self._row.__getitem__)  # rows in the held tokens' order
+            self._pooled[(layer, pool)] = read_stored_view(self.cache, [self._first[s] for s in by_slot], [layer], pool)
+            self.view_reads += 1
         if (layer, pool) not in self._pooled:
             grid, tokens = token_grid(self.cache), self.tokens(layer)
             views = [pool_tokens(tokens[i : i + chunk].float().cpu().numpy(), pool, grid)
