@@ -82,6 +82,19 @@ def test_greedy_ctc_decode() -> None:
     assert greedy_decode(log_probs, chars) == ["aabc"]
 
 
+def test_ctc_reader_mix_is_its_conv1d() -> None:
+    """The reader's slot mixing, computed as one matrix product of (previous, own, next) slot features, is the map
+    of its ``mix`` Conv1d (kernel 3, padding 1): the same weights, the same saved tensors."""
+    from ava.heads.probe.ocr import CTCReader
+
+    reader = CTCReader(16, 9, slots=7, n_chars=5, hidden=12)
+    generator = torch.Generator().manual_seed(0)
+    reader.mix.weight.data.normal_(generator=generator)
+    reader.mix.bias.data.normal_(generator=generator)
+    h = torch.randn(3, 7, 12, generator=generator)
+    torch.testing.assert_close(reader._mix(h), reader.mix(h.transpose(1, 2)).transpose(1, 2), rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.slow
 def test_tiny_ocr_probe_reads(tmp_path: Path) -> None:
     root, cache = handmade(tmp_path / "ocr", abilities=("ocr",), n=60, noise=0.2)

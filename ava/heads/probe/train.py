@@ -302,9 +302,10 @@ def train_grid(grid: nn.Module, lrs: Sequence[float], rows: Any, y: Any, task: T
                on_epoch: Callable[[], None] | None = None) -> None:  # fmt: skip
     """Train every grid member on the same shuffled batches, member g with learning rate lrs[g] (cosine decay).
 
-    A stacked grid (:class:`StackedLinears`, :class:`StackedAttentive`) runs one forward, backward and
-    :class:`GridAdamW` update per step for all members; other grids (the CTC readers) return one output per
-    member and train with ``torch.optim.AdamW``, one parameter group per member."""
+    A stacked grid (:class:`StackedLinears`, :class:`StackedAttentive`) runs one forward and backward per step for
+    all members; other grids (the CTC readers) return one output per member. Both update with :class:`GridAdamW`
+    (``torch.optim.AdamW``'s update, one learning rate per member; torch's optimizer would also import
+    ``torch._dynamo``, ~2.5 s, on first use)."""
     total = max(1, epochs * math.ceil(len(rows) / batch_size))
 
     def factor(step: int) -> float:
@@ -312,11 +313,11 @@ def train_grid(grid: nn.Module, lrs: Sequence[float], rows: Any, y: Any, task: T
 
     stacked = isinstance(grid, StackedLinears | StackedAttentive)
     if stacked:
-        opt: Any = GridAdamW(grid.param_lrs(lrs), weight_decay=weight_decay)
-    else:
-        groups = [{"params": list(m.parameters()), "lr": lr} for m, lr in zip(grid.members, lrs, strict=True)]
-        opt = torch.optim.AdamW(groups, weight_decay=weight_decay, foreach=True)  # one kernel per op for all
-        sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
+        params = grid.param_lrs(lrs)
+    else:  # each parameter of member g: all its rows at lrs[g]
+        params = [(p, torch.full((p.shape[0],), float(lr))) for m, lr in zip(grid.members, lrs, strict=True)
+                  for p in m.parameters()]  # fmt: skip
+    opt = GridAdamW(params, weight_decay=weight_decay)
     if isinstance(y, torch.Tensor):
         y = y.to(device)
     grid.train()
@@ -328,11 +329,9 @@ def train_grid(grid: nn.Module, lrs: Sequence[float], rows: Any, y: Any, task: T
             opt.zero_grad()
             if stacked:
                 stacked_loss(grid(xb), yb, task).backward()
-                opt.step(factor(step))
             else:
                 sum(task.loss(o, yb) for o in grid(xb)).backward()
-                opt.step()
-                sched.step()
+            opt.step(factor(step))
             step += 1
         if on_epoch is not None:
             on_epoch()
