@@ -62,7 +62,7 @@ def test_one_read_per_ability_and_same_scores_as_each_head_alone(
     data: tuple[Path, FakeCache], cache: CountingCache, tmp_path: Path
 ) -> None:
     root = data[0]
-    result = fingerprint(_config(root, tmp_path / "fp"))
+    result = fingerprint(_config(root, tmp_path / "fp", jobs=2))  # two heads fitted at once, on threads
     assert result.reads == dict.fromkeys(KINDS, 1) and cache.reads == len(KINDS)  # tokens read once, all heads
     alone = {
         "probe-linear": probe_train(ProbeConfig(vfm="fake", data=str(root), cache="x", out=str(tmp_path / "lin"),
@@ -83,6 +83,12 @@ def test_one_read_per_ability_and_same_scores_as_each_head_alone(
     assert set(json.loads((result.run_dirs["probe-attn"] / "probe.json").read_text())) == set(KINDS)
 
 
+def test_jobs_must_be_positive(data: tuple[Path, FakeCache], cache: CountingCache, tmp_path: Path) -> None:
+    with pytest.raises(AvaError, match="--jobs must be >= 1, got 0"):
+        fingerprint(_config(data[0], tmp_path / "fp", jobs=0))
+    assert not (tmp_path / "fp").exists()
+
+
 def test_interrupted_fingerprint_redoes_only_unfinished_abilities(
     data: tuple[Path, FakeCache], cache: CountingCache, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -90,7 +96,7 @@ def test_interrupted_fingerprint_redoes_only_unfinished_abilities(
 
     root, out = data[0], tmp_path / "fp"
     first, last = Dataset(root).abilities()[:2], Dataset(root).abilities()[2]
-    config = _config(root, out, heads=["probe-linear", "knn"])
+    config = _config(root, out, heads=["probe-linear", "knn"], jobs=1)  # one fit at a time: knn stops with it
     fitted: list[str] = []
     real = ProbeRun.fit_ability
 

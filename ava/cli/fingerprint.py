@@ -35,6 +35,11 @@ def fingerprint(
     split: Annotated[str, _O(help="Split evaluated after training.")] = "test",
     quiet: Annotated[bool, _O("--quiet", "-q", help="No progress bar.")] = False,
     threads: ThreadsOpt = None,
+    jobs: Annotated[
+        int | None,
+        _O(help="Heads fitted at once per ability (threads); default: 2 on a CPU with 2+ cores, else 1.",
+           show_default=False),
+    ] = None,  # fmt: skip
 ) -> None:
     """The quick re-ranking: linear probe, attentive probe and kNN on every ability, each ability's features read
     once and shared by the three heads; one run directory per head (what `ava report` reads).
@@ -48,7 +53,7 @@ def fingerprint(
     threads_setup(threads)
     config = FingerprintConfig(vfm=vfm, data=str(data), cache=str(cache), out=str(out), ava=ava or None,
                                heads=head or list(FINGERPRINT_HEADS), seed=seed, device=device, max_train=max_train,
-                               split=split, progress=not quiet)  # fmt: skip
+                               split=split, progress=not quiet, jobs=jobs)  # fmt: skip
     print_fingerprint(run_fingerprint(config))
 
 

@@ -5,6 +5,7 @@ means of the token grid), and the layer choices a head's grid tries.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -192,6 +193,7 @@ class AbilityFeatures:
         self.reads = 0  # token reads (one per layer)
         self.view_reads = 0  # stored pooled views read (one per layer and view)
         self.shared: dict[Any, Any] = {}  # what one head computed that another would compute the same (the OCR reader)
+        self.shared_lock = threading.Lock()  # held while computing an entry of ``shared`` (heads may fit at once)
         self._tokens: dict[int | None, Any] = {}
         self._pooled: dict[tuple[int | None, str], np.ndarray] = {}
         self._first = first

@@ -177,9 +177,44 @@ def save_tensors(path: Path, tensors: dict[str, Any], metadata: dict[str, str] |
     os.replace(tmp, path)
 
 
+def default_jobs(device: str, runs: int) -> int:
+    """Heads fitted at once on one ability: 2 on a CPU with 2+ cores (one head's small products and Python work leave
+    a core idle that another head's fit uses), else 1 (a GPU already runs each fit at full width)."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return 2 if device == "cpu" and cpus >= 2 and runs > 1 else 1
+
+
+def _fit_all(todo: Sequence[AbilityRun], ava: str, jobs: int, fit_one: Callable[[AbilityRun], None]) -> None:
+    """Every run of ``todo`` fitted on one ability, ``jobs`` at a time (threads, in the runs' order).
+
+    Each thread runs its fits with ``torch.get_num_threads() // jobs`` intra-op threads (OpenMP's count is per thread),
+    so the cores are shared, not oversubscribed. A fit depends on its own seeded generators only, so the results do
+    not depend on ``jobs``; the first error is raised once the fits already started have ended (each records its
+    ability, so a re-run resumes after them)."""
+    if jobs <= 1 or len(todo) <= 1:
+        for run in todo:
+            fit_one(run)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    import torch
+
+    per_thread = max(1, torch.get_num_threads() // jobs)
+
+    def task(run: AbilityRun) -> None:
+        torch.set_num_threads(per_thread)
+        fit_one(run)
+
+    with ThreadPoolExecutor(max_workers=min(jobs, len(todo)), thread_name_prefix=f"fit-{ava}") as pool:
+        futures = [pool.submit(task, run) for run in todo]
+    for f in futures:
+        f.result()
+
+
 def train_abilities(runs: Sequence[AbilityRun], cache: Any, abilities: Sequence[str], *, device: str = "cpu",
-                    progress: bool = True, label: str = "") -> dict[str, int]:  # fmt: skip
-    """Fit every run on every ability it has not recorded yet, each ability's features read once for all runs.
+                    progress: bool = True, label: str = "", jobs: int = 1) -> dict[str, int]:  # fmt: skip
+    """Fit every run on every ability it has not recorded yet, each ability's features read once for all runs
+    (``jobs`` runs at a time, see :func:`_fit_all`).
 
     Returns the number of token reads (one per layer) per ability: 0 for abilities every run had recorded, and for
     those whose runs need only pooled views the cache stores (``ava.cache.pooling``)."""
@@ -210,12 +245,15 @@ def train_abilities(runs: Sequence[AbilityRun], cache: Any, abilities: Sequence[
             features = AbilityFeatures(cache, list(samples.values()), layers, device=device, views=views,
                                        tokens=tokens)  # fmt: skip
             reads[ava] = features.reads
-            for run in todo:
-                bar.update(total, description=f"{label + ' ' if label else ''}{ava}: {run.head}")
+            bar.update(total, description=f"{label + ' ' if label else ''}{ava}: {', '.join(r.head for r in todo)}")
+
+            def fit_one(run: AbilityRun, ava: str = ava, features: Any = features) -> None:
                 step = bar.add_task(f"  {run.head} {ava}", total=None)
-                run.fit(ava, features, on_step=lambda step=step: bar.advance(step))
+                run.fit(ava, features, on_step=lambda: bar.advance(step))
                 bar.remove_task(step)
                 bar.advance(total)
+
+            _fit_all(todo, ava, jobs, fit_one)
             del features
     return reads
 
@@ -239,6 +277,7 @@ class FingerprintConfig:
     max_train: int | None = None
     split: str = "test"
     progress: bool = True
+    jobs: int | None = None  # heads fitted at once per ability; None: default_jobs (2 on a multi-core CPU, else 1)
 
 
 def run_dir_name(head: str, vfm: str) -> str:
@@ -297,6 +336,8 @@ def fingerprint(config: FingerprintConfig) -> FingerprintResult:
         raise AvaError("no output directory given (--out)")
     if not config.heads:
         raise AvaError(f"no heads given; use some of {', '.join(FINGERPRINT_HEADS)}")
+    if config.jobs is not None and config.jobs < 1:
+        raise AvaError(f"--jobs must be >= 1, got {config.jobs}")
     dataset = Dataset(config.data)
     abilities = select_abilities(dataset, config.ava)
     cache = open_cache(config.cache, config.vfm)
@@ -307,6 +348,8 @@ def fingerprint(config: FingerprintConfig) -> FingerprintResult:
         for h, hc in configs.items():
             claims.enter_context(claim_run(hc.out, HEADS.get(h).name, hc))
         runs = [make_run(h, hc, dataset, cache, abilities, device) for h, hc in configs.items()]
-        reads = train_abilities(runs, cache, abilities, device=device, progress=config.progress, label=config.vfm)
+        jobs = config.jobs or default_jobs(device, len(runs))
+        reads = train_abilities(runs, cache, abilities, device=device, progress=config.progress, label=config.vfm,
+                                jobs=jobs)  # fmt: skip
         results = {run.head: run.finish() for run in runs}
     return FingerprintResult({r.head: r.run_dir for r in runs}, results, reads, {r.head: r.resumed for r in runs})

@@ -20,6 +20,7 @@ Run directory (besides config.json, run.json, results_<split>.json, predictions_
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import os
@@ -475,12 +476,14 @@ def fit_ability(config: ProbeConfig, ability: Ability, train: list[Sample], cach
     shared = getattr(cache, "shared", None) if task.kind == "ctc" else None
     key = ("ctc", ability.key, tuple(s.key for s in fit), tuple(s.key for s in held), tuple(lrs), epochs, batch_size,
            config.weight_decay, config.seed, config.layer, device)  # fmt: skip
-    if shared is not None and key in shared:
-        grid_log, best = copy.deepcopy(shared[key])
-    else:
-        grid_log, best = fit_grid(config, ability, task, fit, held, cache, device, lrs, task.targets(fit), on_epoch)
-        if shared is not None:
-            shared[key] = copy.deepcopy((grid_log, best))
+    lock = getattr(cache, "shared_lock", None) if shared is not None else None
+    with lock or contextlib.nullcontext():  # a head fitting at the same time waits for this one's reader
+        if shared is not None and key in shared:
+            grid_log, best = copy.deepcopy(shared[key])
+        else:
+            grid_log, best = fit_grid(config, ability, task, fit, held, cache, device, lrs, task.targets(fit), on_epoch)
+            if shared is not None:
+                shared[key] = copy.deepcopy((grid_log, best))
     score, model, layers, lr, pool = best
     reduce = model.reduce if isinstance(model, Probe) else None  # the cell PCA of a grid view
     meta = {
