@@ -54,7 +54,10 @@ def read_rows(cache: Any, samples: Sequence[Sample], layer: int | None, pooled: 
     require_cached(cache, samples)
     unique = list(dict.fromkeys(shas))
     rows = cache.read_pooled(unique, layer=layer) if pooled else cache.read(unique, layer=layer)
-    check_finite(rows, [next(s for s in samples if s.image_sha256 == sha) for sha in unique], cache, layer)
+    if not getattr(cache, "finite_checked", False):
+        check_finite(rows, [next(s for s in samples if s.image_sha256 == sha) for sha in unique], cache, layer)
+    if len(unique) == len(shas):  # every image once, in order: no copy
+        return np.ascontiguousarray(rows, dtype=np.float32)
     where = {sha: i for i, sha in enumerate(unique)}
     index = np.fromiter((where[sha] for sha in shas), dtype=np.int64, count=len(shas))
     return np.ascontiguousarray(rows[index], dtype=np.float32)
@@ -241,6 +244,7 @@ class AbilityFeatures:
         return device if nbytes < 0.7 * free else "pinned"
 
     views: tuple[str, ...] = ()  # views are answered from memory (:meth:`pooled`), never re-read from the cache
+    finite_checked = True  # non-finite rows were refused at load: readers need not scan again
 
     def __getattr__(self, name: str) -> Any:  # the cache's metadata: num_tokens, dim, layers, grid, key, spec...
         if name.startswith("_") or name == "cache":
