@@ -20,6 +20,10 @@ with the token reads per ability (1 when a head needs tokens, 0 when every head 
 
     python benchmarks/bench_fingerprint.py --vfm pixels                         # 14 x 150, 160 px, three heads
     python benchmarks/bench_fingerprint.py --vfm pixels --heads probe-linear,knn   # no token reads
+    python benchmarks/bench_fingerprint.py --vfm pixels --jobs 1,auto              # one head at a time vs at once
+
+``fit_s_per_head`` sums each head's fit times; with heads fitted at once (``jobs`` 2) they overlap, so the sum
+exceeds the wall time.
 
 Run it with ``PYTHONPATH`` pointing at an older checkout to count that code's reads (``fingerprint`` is skipped
 where it does not exist).
@@ -135,8 +139,9 @@ def run_fingerprint(data: Path, out: Path, per: dict) -> None:
                                             progress=False))  # fmt: skip
 
 
-def run_real(args: argparse.Namespace, tmp: Path) -> dict:
-    """Synthetic suite -> ``ava cache extract`` -> ``ava fingerprint`` (timed), all in this process."""
+def run_real(args: argparse.Namespace, tmp: Path) -> list[dict]:
+    """Synthetic suite -> ``ava cache extract`` -> ``ava fingerprint`` (timed), all in this process; one fingerprint
+    per ``--jobs`` value, one after another on the same cache (a side-by-side comparison)."""
     from ava.cache import ExtractConfig, extract
     from ava.heads import fingerprint as fp
     from ava.synth import SynthConfig, generate
@@ -146,19 +151,24 @@ def run_real(args: argparse.Namespace, tmp: Path) -> dict:
     generate(SynthConfig(out=str(data), per_ava=args.samples, size=args.size, seed=0), progress=False)
     extract(ExtractConfig(vfm=args.vfm, data=str(data), cache=str(cache), device="cpu", progress=False))
     prepare = time.perf_counter() - t0
-    per: dict = {}
-    config = fp.FingerprintConfig(vfm=args.vfm, data=str(data), cache=str(cache), out=str(tmp / "runs"),
-                                  heads=args.heads.split(","), device="cpu", progress=False)  # fmt: skip
-    with timed_fits(per):
-        t0, c0 = time.perf_counter(), time.process_time()
-        result = fp.fingerprint(config)
-        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    reads = sorted(result.reads.values())
-    heads = {h: round(sum(v for (hh, _), v in per.items() if hh == h), 2) for h in dict.fromkeys(h for h, _ in per)}
-    return {"mode": f"fingerprint {args.vfm}", "wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
-            "reads_per_ability": reads[len(reads) // 2] if reads else 0, "token_reads": sum(reads),
-            "per_head_s": heads, "prepare_s": round(prepare, 2),
-            "detail": {_name(k): round(v, 3) for k, v in per.items()}}  # fmt: skip
+    rows = []
+    for jobs in args.jobs.split(","):
+        per: dict = {}
+        n = None if jobs == "auto" else int(jobs)
+        config = fp.FingerprintConfig(vfm=args.vfm, data=str(data), cache=str(cache), out=str(tmp / f"runs-{jobs}"),
+                                      heads=args.heads.split(","), device="cpu", progress=False, jobs=n)  # fmt: skip
+        with timed_fits(per):
+            t0, c0 = time.perf_counter(), time.process_time()
+            result = fp.fingerprint(config)
+            wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        reads = sorted(result.reads.values())
+        heads = {h: round(sum(v for (hh, _), v in per.items() if hh == h), 2) for h in dict.fromkeys(h for h, _ in per)}
+        rows.append({"mode": f"fingerprint {args.vfm}", "jobs": n or fp.default_jobs("cpu", len(config.heads)),
+                     "wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
+                     "reads_per_ability": reads[len(reads) // 2] if reads else 0, "token_reads": sum(reads),
+                     "fit_s_per_head": heads, "prepare_s": round(prepare, 2),
+                     "detail": {_name(k): round(v, 3) for k, v in per.items()}})  # fmt: skip
+    return rows
 
 
 def _name(key: str | tuple[str, str]) -> str:
@@ -176,6 +186,8 @@ def main() -> None:
     ap.add_argument("--vfm", default=None, help="time `ava fingerprint` on this extractor's real cache (e.g. pixels)")
     ap.add_argument("--size", type=int, default=160, help="--vfm: synthetic image side (the demo's)")
     ap.add_argument("--heads", default="probe-linear,probe-attn,knn", help="--vfm: the fingerprint's heads")
+    ap.add_argument("--jobs", default="auto", help="--vfm: heads fitted at once, comma-separated values are run one "
+                    "after another on the same cache (e.g. 1,auto); auto = ava's default")  # fmt: skip
     args = ap.parse_args()
     import torch
 
@@ -187,9 +199,9 @@ def main() -> None:
     rows = []
     try:
         if args.vfm:
-            row = run_real(args, tmp)
-            rows.append(row)
-            print(json.dumps({k: v for k, v in row.items() if k != "detail"}))
+            rows = run_real(args, tmp)
+            for row in rows:
+                print(json.dumps({k: v for k, v in row.items() if k != "detail"}))
             load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
             print(f"\ndevice: CPU {platform.processor() or platform.machine()} ({os.cpu_count()} cores), torch threads "
                   f"{torch.get_num_threads()}, load average {load:.2f} at the end; {args.samples} samples x 14 "
