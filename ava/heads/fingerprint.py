@@ -178,8 +178,9 @@ def save_tensors(path: Path, tensors: dict[str, Any], metadata: dict[str, str] |
 
 
 def default_jobs(device: str, runs: int) -> int:
-    """Heads fitted at once on one ability: 2 on a CPU with 2+ cores (one head's small products and Python work leave
-    a core idle that another head's fit uses), else 1 (a GPU already runs each fit at full width)."""
+    """Heads fitted at once on one ability: 2 on a CPU with 2+ cores, else 1 (a GPU already runs each fit at full
+    width). On an idle 2-core CPU two fits at once take the wall time of one at a time (they share memory bandwidth)
+    with ~27% less CPU, and they stay fast beside other work, where two-thread ops spin (benchmarks/README.md)."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return 2 if device == "cpu" and cpus >= 2 and runs > 1 else 1
 
@@ -188,9 +189,10 @@ def _fit_all(todo: Sequence[AbilityRun], ava: str, jobs: int, fit_one: Callable[
     """Every run of ``todo`` fitted on one ability, ``jobs`` at a time (threads, in the runs' order).
 
     Each thread runs its fits with ``torch.get_num_threads() // jobs`` intra-op threads (OpenMP's count is per thread),
-    so the cores are shared, not oversubscribed. A fit depends on its own seeded generators only, so the results do
-    not depend on ``jobs``; the first error is raised once the fits already started have ended (each records its
-    ability, so a re-run resumes after them)."""
+    so the cores are shared, not oversubscribed. A fit depends on its own seeded generators only, not on the order or
+    timing of the others: its results are those of a run with that many intra-op threads (``--threads``; matmuls may
+    round differently with another count). The first error is raised once the fits already started have ended (each
+    records its ability, so a re-run resumes after them)."""
     if jobs <= 1 or len(todo) <= 1:
         for run in todo:
             fit_one(run)
