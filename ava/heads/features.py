@@ -204,11 +204,9 @@ class AbilityFeatures:
         stored = stored_views(cache)
         if not tokens and views and all(v in stored for v in views):
             self.device = "cpu"
-            ordered = [first[sha] for sha in shas]
             for layer in wanted:
                 for view in dict.fromkeys(views):
-                    self._pooled[(layer, view)] = read_stored_view(cache, ordered, [layer], view)
-                    self.view_reads += 1
+                    self._read_stored(layer, view)
             return
         nbytes = len(shas) * int(cache.num_tokens) * int(cache.dim) * len(wanted) * torch.finfo(dtype).bits // 8
         self.device = self._placement(device, nbytes)
@@ -286,9 +284,7 @@ class AbilityFeatures:
         beside the tokens, else pooled from the held tokens), then indexed."""
         layer = self._layer(layer)
         if (layer, pool) not in self._pooled and pool in stored_views(self.cache):  # cheaper than pooling the tokens
-            by_slot = sorted(self._row, key=self._row.__getitem__)  # rows in the held tokens' order
-            self._pooled[(layer, pool)] = read_stored_view(self.cache, [self._first[s] for s in by_slot], [layer], pool)
-            self.view_reads += 1
+            self._read_stored(layer, pool)
         if (layer, pool) not in self._pooled:
             grid, tokens = token_grid(self.cache), self.tokens(layer)
             views = [pool_tokens(tokens[i : i + chunk].float().cpu().numpy(), pool, grid)
@@ -296,6 +292,12 @@ class AbilityFeatures:
             dim = pool_dim(int(self.cache.dim), pool)
             self._pooled[(layer, pool)] = np.concatenate(views) if views else np.zeros((0, dim), np.float32)
         return self._pooled[(layer, pool)][self._index(sha256s)]
+
+    def _read_stored(self, layer: int | None, view: str) -> None:
+        """Read the cache's stored ``view`` of every held image, rows in the held order (:attr:`_row`)."""
+        by_slot = sorted(self._row, key=self._row.__getitem__)
+        self._pooled[(layer, view)] = read_stored_view(self.cache, [self._first[s] for s in by_slot], [layer], view)
+        self.view_reads += 1
 
     def read_pooled(self, sha256s: Sequence[str], layer: int | None = None) -> np.ndarray:
         """Mean over tokens ``[B, D]`` float32 (as ``FeatureCache.read_pooled``)."""
