@@ -214,6 +214,7 @@ class CacheGroup:
         if name not in self._arrays:
             import zarr
 
+            batch_shard_chunks()
             # a writer stores every chunk it is given: Zarr's default compares each chunk with the fill value first
             # (to skip all-zero chunks), which cost 40% of a shard write's CPU (benchmarks/README.md, extraction)
             config = {"write_empty_chunks": True} if self.writable else None
@@ -300,6 +301,25 @@ def create_group(
     _create_arrays(g, spec, shard_size)
     g.attrs.update(attrs)  # written last: a group with a spec is complete
     return CacheGroup(Path(cache_dir) / key, key, attrs, writable=True)
+
+
+ZARR_BATCH_SIZE = DEFAULT_SHARD_SIZE  # chunks Zarr's codec pipeline encodes or decodes per batch (see below)
+
+
+def batch_shard_chunks() -> None:
+    """Set Zarr's ``codec_pipeline.batch_size`` to ``ZARR_BATCH_SIZE`` when it is still Zarr's default (1).
+
+    A token array's shard holds one chunk per image. At a batch size of 1, Zarr's sharding codec encodes or decodes
+    each of those chunks as its own batch of asyncio tasks, and that Python work holds the GIL. Writing one
+    random-vit shard (64 x 196 x 192 fp16) then cost 50 ms of CPU against 31 ms at 64, and reading 256 rows took
+    86-126 ms against 50 ms (2-core CPU, benchmarks/README.md, extraction, fourth pass). The values are the same.
+    A batch holds the compressed bytes of up to that many chunks (whole shards when writing; ``ResidentFeatures``
+    reads runs of at most 64 rows). The setting is Zarr's process-wide config: a value the user chose (anything
+    but 1) is left alone."""
+    import zarr
+
+    if zarr.config.get("codec_pipeline.batch_size") == 1:
+        zarr.config.set({"codec_pipeline.batch_size": ZARR_BATCH_SIZE})
 
 
 def _create_arrays(g: Any, spec: dict[str, Any], shard_size: int) -> None:
