@@ -50,3 +50,26 @@ def test_fp16_refuses_values_beyond_its_range() -> None:
         get_codec("fp16").encode(torch.tensor([[1.0, 70000.0]]))
     values, _ = get_codec("bf16").encode(torch.tensor([[1.0, 70000.0]]))
     assert np.isfinite(get_codec("bf16").decode(values, None)).all()
+
+
+def test_fp16_overflow_flag_is_exact_on_the_cpu_fast_path() -> None:
+    """The flag is true exactly when a value that was not inf became inf in fp16 (65520 and up round to inf),
+    whether or not the batch also holds NaN or inf of its own; the CPU's one-reduction shortcut agrees."""
+    codec = get_codec("fp16")
+    inf, nan = float("inf"), float("nan")
+    cases = {
+        (1.0, -2.5, 65504.0): False,
+        (1.0, 65519.0): False,  # rounds down to 65504
+        (1.0, 65520.0): True,
+        (1.0, -7e4): True,
+        (1.0, inf): False,  # an inf of the features, not an overflow of the codec
+        (nan, 2.0): False,
+        (nan, 7e4): True,  # a NaN elsewhere does not hide the overflow
+        (inf, nan, 7e4): True,
+    }
+    for values, overflow in cases.items():
+        x = torch.tensor([[values]])
+        half, scale, flag = codec.encode_device(x)
+        assert bool(flag) is overflow, values
+        assert scale is None
+        torch.testing.assert_close(half, x.to(torch.float16), equal_nan=True, rtol=0, atol=0)

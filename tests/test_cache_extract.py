@@ -106,6 +106,28 @@ def test_interrupted_writer_resumes_to_the_same_digest(data: Path, tmp_path: Pat
     assert digest == content_digest(open_cache(tmp_path / "ref", VFM).group)
 
 
+def test_a_cpu_overflow_stops_at_its_batch_and_keeps_the_shards_before(data: Path, tmp_path: Path, monkeypatch) -> None:
+    """On the CPU a batch's fp16 range is checked at once: the error names the peak, the shards handed to the writers
+    before it are written and marked done, and a run without the overflow resumes from there."""
+    real = extract_mod._forward
+    calls = []
+
+    def overflowing(vfm, pixels, device):  # type: ignore[no-untyped-def]
+        out = real(vfm, pixels, device)
+        calls.append(len(pixels))
+        if len(calls) == 3:  # rows 4-5: the first batch of the second shard
+            out = out.clone()
+            out[1, 0, 2, 3] = 7.5e4
+        return out
+
+    monkeypatch.setattr(extract_mod, "_forward", overflowing)
+    with pytest.raises(AvaError, match="7.5e\\+04, beyond the fp16 range"):
+        extract(_cfg(data, tmp_path / "c", writers=1))
+    assert open_cache(tmp_path / "c", VFM).done.sum() == 4
+    monkeypatch.setattr(extract_mod, "_forward", real)
+    assert extract(_cfg(data, tmp_path / "c"))["already_done"] == 4
+
+
 def test_corrupt_image_is_reported_by_sample_and_left_undone(data: Path, tmp_path: Path) -> None:
     import shutil
 

@@ -96,7 +96,13 @@ class Fp16Codec(Codec):
         import torch
 
         half = x.to(torch.float16)
-        return half, None, (torch.isfinite(x) & ~torch.isfinite(half)).any()  # overflow, whatever else the row holds
+        if x.device.type == "cpu" and bool(torch.isfinite(half.abs().amax())):
+            # the usual case, read at once where there is no device to wait for: no inf and no NaN in the halves,
+            # so nothing overflowed (one vectorized reduction; the exact check below makes two bool tensors and
+            # cost ~1 ms per 8 x 196 x 192 batch, ~1.5% of a small ViT's forward on one core)
+            return half, None, torch.zeros((), dtype=torch.bool)
+        # overflow: an inf in the halves where the value was not inf (NaN stays NaN), whatever else the row holds
+        return half, None, (torch.isinf(half) & ~torch.isinf(x)).any()
 
     def range_error(self, peak: float) -> AvaError:
         return AvaError(f"features reach {peak:.4g}, beyond the fp16 range (65504): use --codec bf16 or int8")

@@ -586,7 +586,8 @@ def _compute(
     checks: dict[int, _ShardChecks],
 ) -> None:
     """Forward one batch and encode each layer on the device, without waiting for it: results[row] = [(values,
-    scale) per layer] as host tensors (being copied), the copy event and range flags in ``checks[shard]``."""
+    scale) per layer] as host tensors (being copied), the copy event and range flags in ``checks[shard]`` (on a
+    CPU there is nothing to wait for: the batch's range is checked at once and an overflow raises here)."""
     if batch["pixels"] is None:
         return
     out = _forward(vfm, batch["pixels"], device)  # [B, L, T, D]
@@ -603,7 +604,11 @@ def _compute(
         if bad is not None:
             from ava.cache.codecs import finite_peak
 
-            check.flags.append((bad, finite_peak(out[:, li]).float()))
+            if device.type == "cpu":  # nothing to wait for: check now; the peak is only needed by the error
+                if bool(bad):
+                    raise codec.range_error(float(finite_peak(out[:, li])))
+            else:
+                check.flags.append((bad, finite_peak(out[:, li]).float()))
         encoded.append((_to_host(values, device), None if scale is None else _to_host(scale, device)))
     if device.type == "cuda":
         event = torch.cuda.Event()
