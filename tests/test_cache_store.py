@@ -110,8 +110,8 @@ def test_a_group_cut_off_while_being_made_is_remade(tmp_path: Path) -> None:
 
 
 def test_opening_an_array_batches_a_shards_chunks_unless_the_user_chose(tmp_path: Path) -> None:
-    """Zarr's default of one chunk per codec batch makes a token shard 64 batches of asyncio tasks (50 vs 31 ms of
-    CPU per random-vit shard write); ava raises it when, and only when, it is still Zarr's default."""
+    """Zarr's default of one chunk per codec batch makes a token shard 64 batches of asyncio tasks (50 vs 31-44 ms
+    of CPU per random-vit shard write); ava raises it when, and only when, it is still Zarr's default."""
     import zarr
 
     from ava.cache.store import ZARR_BATCH_SIZE
