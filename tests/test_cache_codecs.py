@@ -73,3 +73,4 @@ def test_fp16_overflow_flag_is_exact_on_the_cpu_fast_path() -> None:
         assert bool(flag) is overflow, values
         assert scale is None
         torch.testing.assert_close(half, x.to(torch.float16), equal_nan=True, rtol=0, atol=0)
+    assert not bool(codec.encode_device(torch.zeros(0, 4, 8))[2])  # no rows: nothing overflowed (and no error)

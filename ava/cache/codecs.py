@@ -96,7 +96,7 @@ class Fp16Codec(Codec):
         import torch
 
         half = x.to(torch.float16)
-        if x.device.type == "cpu" and bool(torch.isfinite(half.abs().amax())):
+        if x.device.type == "cpu" and x.numel() and bool(torch.isfinite(half.abs().amax())):
             # the usual case, read at once where there is no device to wait for: no inf and no NaN in the halves,
             # so nothing overflowed (one vectorized reduction; the exact check below makes two bool tensors and
             # cost ~1 ms per 8 x 196 x 192 batch, ~1.5% of a small ViT's forward on one core)

@@ -562,7 +562,8 @@ def _to_host(t: torch.Tensor, device: torch.device) -> torch.Tensor:
 @dataclass
 class _ShardChecks:
     """What a shard waits for before its rows are written: the copy events of its batches and, per batch, the
-    codec's out-of-range flag with the largest finite value (device tensors, read once per shard)."""
+    codec's out-of-range flag with the largest finite value (GPU tensors, read once per shard; a CPU batch is
+    checked in :func:`_compute`)."""
 
     events: list[Any] = field(default_factory=list)
     flags: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)
