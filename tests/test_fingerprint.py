@@ -3,6 +3,7 @@ the heads trained one by one, resume after an interruption, NaN/inf features ref
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -191,6 +192,43 @@ def test_ability_features_hold_cache_precision_and_pool_once(data: tuple[Path, F
     assert counting.reads == 1  # one read at load; views are pooled from memory
     with pytest.raises(AvaError, match="not loaded"):
         feats.read(["0" * 64])
+
+
+def test_held_rows_gather_what_read_returns(tmp_path: Path) -> None:
+    from ava.data.format import Dataset
+
+    root, fake = handmade(tmp_path / "ml", abilities=("emotion",), n=12, layers=3)
+    samples = Dataset(root).samples("emotion")
+    feats = AbilityFeatures(fake, samples, [-3, -1])
+    asked = [samples[4], samples[0], samples[4], samples[7]]  # out of order, one sample twice
+    rows = feats.held_rows(asked, (-3, -1), "cpu")
+    want = np.concatenate([fake.read([s.image_sha256 for s in asked], la) for la in (-3, -1)], -1)
+    np.testing.assert_array_equal(rows[np.arange(4)].numpy(), want)
+    np.testing.assert_array_equal(rows[np.array([2, 1])].numpy(), want[[2, 1]])
+    np.testing.assert_array_equal(rows.materialize(chunk=3).numpy(), want)  # chunk by chunk, the same rows
+    doubled = rows.mapped(lambda x: x.mul_(2)).mapped(lambda x: x.add_(1))  # transforms apply in order, per batch
+    np.testing.assert_array_equal(doubled[np.array([3])].numpy(), want[[3]] * 2 + 1)
+    np.testing.assert_array_equal(rows[np.array([3])].numpy(), want[[3]])  # the held rows are not touched
+    stranger = dataclasses.replace(samples[0], image=f"00/{'0' * 64}.png")
+    with pytest.raises(AvaError, match="no features for 1 sample"):
+        feats.held_rows([*asked, stranger], (-1,), "cpu")
+
+
+@pytest.mark.parametrize("max_memory_gb", [4.0, 1e-9])  # held whole in float32, and gathered batch by batch
+def test_token_heads_gather_held_rows_not_host_copies(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      max_memory_gb: float) -> None:  # fmt: skip
+    """The attentive probe and the CTC reader take an ability's tokens where they are held (on a GPU: on the GPU),
+    never through AbilityFeatures.read, which copies rows to the host in float32."""
+    root, fake = handmade(tmp_path / "data", abilities=("spatial", "ocr"), n=20)
+    monkeypatch.setattr("ava.cache.open_cache", lambda *a, **k: fake)
+
+    def no_host_copy(self: AbilityFeatures, *a: object, **k: object) -> None:
+        raise AssertionError("token rows were copied to the host through AbilityFeatures.read")
+
+    monkeypatch.setattr(AbilityFeatures, "read", no_host_copy)
+    run = probe_train(AttnProbeConfig(vfm="fake", data=str(root), cache="x", out=str(tmp_path / "attn"),
+                                      progress=False, epochs=2, max_memory_gb=max_memory_gb))  # fmt: skip
+    assert set(_values(run)) == {"spatial", "ocr"}  # the attentive probe, and the CTC reader for OCR
 
 
 def test_cli(data: tuple[Path, FakeCache], cache: CountingCache, tmp_path: Path) -> None:

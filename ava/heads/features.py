@@ -5,6 +5,7 @@ means of the token grid), and the layer choices a head's grid tries.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -14,10 +15,15 @@ import numpy as np
 from ava.cache.pooling import pool_candidates, pool_cells, pool_dim, pool_tokens, token_grid
 from ava.errors import AvaError
 
-__all__ = ["AbilityFeatures", "check_finite", "layer_sets", "pool_candidates", "pool_cells", "pool_dim", "pool_tokens",
-           "read_layers", "read_pooled_views", "read_rows", "require_cached", "resolve_device", "token_grid"]
+__all__ = ["AbilityFeatures", "CacheRows", "HeldRows", "TokenRows", "check_finite", "layer_sets", "pool_candidates",
+           "pool_cells", "pool_dim", "pool_tokens", "read_layers", "read_pooled_views", "read_rows", "require_cached",
+           "resolve_device", "token_grid"]
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import torch
+
     from ava.data.format import Sample
 
 
@@ -271,6 +277,16 @@ class AbilityFeatures:
             raise AvaError(f"the tokens of layer {layer} were not loaded with this ability's features ({loaded})")
         return self._tokens[layer]
 
+    def held_rows(self, samples: Sequence[Sample], layers: Sequence[int | None], device: str) -> HeldRows:
+        """The held token rows of ``samples`` (layers concatenated), gathered batch by batch onto ``device``."""
+        import torch
+
+        require_cached(self, samples)
+        held = [self._layer(layer) for layer in layers]
+        source = self.tokens(held[0]).device
+        slots = torch.from_numpy(self._index([s.image_sha256 for s in samples])).to(source)
+        return HeldRows(tuple(samples), tuple(held), device, features=self, slots=slots)
+
     def read(self, sha256s: Sequence[str], layer: int | None = None) -> np.ndarray:
         """Tokens ``[B, T, D]`` float32 of the given images, in the order given (as ``FeatureCache.read``)."""
         import torch
@@ -302,3 +318,82 @@ class AbilityFeatures:
     def read_pooled(self, sha256s: Sequence[str], layer: int | None = None) -> np.ndarray:
         """Mean over tokens ``[B, D]`` float32 (as ``FeatureCache.read_pooled``)."""
         return self.pooled(sha256s, layer, "mean")
+
+
+# -- token rows gathered batch by batch ------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class TokenRows:
+    """Token rows ``[N, T, D * L]`` (layers concatenated) of some samples, gathered batch by batch as float32 tensors on
+    ``device``, each batch passed through ``transform`` (e.g. a head's fixed standardization), for sets a head does not
+    hold whole in float32. ``rows[index]`` takes an integer array of row positions; subclasses say where rows come
+    from (:class:`HeldRows`: an ability's held features, :class:`CacheRows`: the feature cache)."""
+
+    samples: tuple[Sample, ...]
+    layers: tuple[int | None, ...]
+    device: str
+    transform: Callable[[torch.Tensor], torch.Tensor] | None = None
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def __getitem__(self, index: np.ndarray) -> torch.Tensor:
+        x = self.gather(np.asarray(index, dtype=np.int64))
+        return x if self.transform is None else self.transform(x)
+
+    def gather(self, index: np.ndarray) -> torch.Tensor:
+        raise NotImplementedError
+
+    def mapped(self, transform: Callable[[torch.Tensor], torch.Tensor]) -> TokenRows:
+        """These rows with ``transform`` applied to every batch (after the current one); it may work in place."""
+        first = self.transform
+        then = transform if first is None else (lambda x: transform(first(x)))
+        return dataclasses.replace(self, transform=then)
+
+    def materialize(self, chunk: int = 256) -> torch.Tensor:
+        """Every row at once ``[N, T, D * L]`` float32 on ``device``, filled chunk by chunk (peak: the result and one
+        chunk)."""
+        import torch
+
+        n = len(self)
+        first = self[np.arange(min(chunk, n))]
+        out = torch.empty((n, *first.shape[1:]), dtype=first.dtype, device=first.device)
+        out[: len(first)] = first
+        for start in range(len(first), n, chunk):
+            out[start : start + chunk] = self[np.arange(start, min(start + chunk, n))]
+        return out
+
+    def nbytes(self, num_tokens: int, dim: int) -> int:
+        """Bytes of every row in float32."""
+        return len(self) * num_tokens * dim * len(self.layers) * 4
+
+
+@dataclasses.dataclass(frozen=True)
+class HeldRows(TokenRows):
+    """Rows of an :class:`AbilityFeatures`' held tokens, gathered where they are held (on the GPU, in host memory,
+    or in pinned host memory) in their storage precision, then moved to ``device`` and cast to float32: the same
+    numbers as :meth:`AbilityFeatures.read`, without its float32 copy on the host (a GPU-held set never leaves the
+    GPU)."""
+
+    features: Any = None
+    slots: Any = None  # long tensor: the held row of each sample, on the held tensors' device
+
+    def gather(self, index: np.ndarray) -> torch.Tensor:
+        import torch
+
+        held = [self.features.tokens(layer) for layer in self.layers]
+        where = self.slots.index_select(0, torch.from_numpy(index).to(self.slots.device))
+        parts = [t.index_select(0, where).to(self.device, non_blocking=True).float() for t in held]
+        return parts[0] if len(parts) == 1 else torch.cat(parts, -1)
+
+
+@dataclasses.dataclass(frozen=True)
+class CacheRows(TokenRows):
+    """Rows read from a feature cache batch by batch (a cache that is not an :class:`AbilityFeatures`)."""
+
+    cache: Any = None
+
+    def gather(self, index: np.ndarray) -> torch.Tensor:
+        import torch
+
+        rows = read_layers(self.cache, [self.samples[i] for i in index], self.layers, False)
+        return torch.from_numpy(rows).to(self.device)

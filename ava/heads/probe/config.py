@@ -38,7 +38,9 @@ class ProbeConfig:
     heads: int = 4  # attention heads (learned queries) of the attentive pooling
     steps: int = 500  # target number of optimizer steps when epochs is None
     heldout_frac: float = 0.1
-    max_memory_gb: float = 4.0  # token features above this are streamed from the cache per batch
+    # train tokens up to this size (float32) are held whole and standardized once; larger sets are gathered and
+    # standardized batch by batch from the ability's held features, on the device they are held on
+    max_memory_gb: float = 4.0
     progress: bool = True
     force: bool = False  # replace a different run at `out` (atomically; see ava.heads.rundir)
 

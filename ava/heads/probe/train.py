@@ -38,6 +38,8 @@ from ava.data.format import Dataset, Sample
 from ava.errors import AvaError
 from ava.heads.features import (
     AbilityFeatures,
+    CacheRows,
+    TokenRows,
     layer_sets,
     pool_candidates,
     pool_cells,
@@ -73,31 +75,33 @@ EVAL_BATCH = 256
 
 
 # -- features -------------------------------------------------------------------------------------------
-class CacheRows:
-    """Token features read from the cache batch by batch, for train sets too large to hold in memory."""
-
-    def __init__(self, cache: Any, samples: Sequence[Sample], layers: tuple[int | None, ...]) -> None:
-        self.cache, self.samples, self.layers = cache, list(samples), layers
-
-    def __len__(self) -> int:
-        return len(self.samples)
-
-    def __getitem__(self, index: np.ndarray) -> np.ndarray:
-        return read_layers(self.cache, [self.samples[i] for i in np.asarray(index)], self.layers, False)
-
-
-Rows = np.ndarray | CacheRows
+Rows = np.ndarray | torch.Tensor | TokenRows
 
 
 def load_features(cache: Any, samples: Sequence[Sample], layers: tuple[int | None, ...], tokens: bool,
-                  max_memory_gb: float) -> Rows:  # fmt: skip
-    """Pooled [N, D] or token [N, T, D] features in memory, or a streaming reader when tokens are too large."""
+                  max_memory_gb: float, device: str = "cpu") -> Rows:  # fmt: skip
+    """Pooled [N, D] features, or token [N, T, D] rows: batch by batch from an ability's held features
+    (:class:`HeldRows`, gathered on the device they are held on), else from the cache (in memory when they fit in
+    ``max_memory_gb`` as float32, else :class:`CacheRows`)."""
     if not tokens:
         return read_layers(cache, samples, layers, pooled=True)
-    size = len(samples) * cache.num_tokens * cache.dim * len(layers) * 4
-    if size > max_memory_gb * 2**30:
-        return CacheRows(cache, samples, layers)
+    if isinstance(cache, AbilityFeatures):
+        return cache.held_rows(samples, layers, device)
+    if _float32_bytes(cache, len(samples), layers) > max_memory_gb * 2**30:
+        return CacheRows(tuple(samples), layers, device, cache=cache)
     return read_layers(cache, samples, layers, pooled=False)
+
+
+def _float32_bytes(cache: Any, n: int, layers: Sequence[int | None]) -> int:
+    return n * int(cache.num_tokens) * int(cache.dim) * len(layers) * 4
+
+
+def held_in_float32(rows: Rows, cache: Any, max_memory_gb: float) -> Rows:
+    """Train rows read many times: held whole in float32 on their device when that fits in ``max_memory_gb`` (the
+    same numbers; a head then standardizes them once), else left to be gathered batch by batch."""
+    if isinstance(rows, TokenRows) and _float32_bytes(cache, len(rows), rows.layers) <= max_memory_gb * 2**30:
+        return rows.materialize()
+    return rows
 
 
 def _batches(n: int, batch_size: int, generator: torch.Generator | None) -> list[np.ndarray]:
@@ -105,40 +109,33 @@ def _batches(n: int, batch_size: int, generator: torch.Generator | None) -> list
     return [order[i : i + batch_size] for i in range(0, n, batch_size)]
 
 
-def _as_tensor(rows: Rows | torch.Tensor, index: np.ndarray, device: str) -> torch.Tensor:
-    if isinstance(rows, torch.Tensor):  # held on the device: gathered there
+def _as_tensor(rows: Rows, index: np.ndarray, device: str) -> torch.Tensor:
+    if isinstance(rows, torch.Tensor):  # held whole on the device: gathered there
         return rows.index_select(0, torch.from_numpy(index).to(rows.device)).to(device)
+    if isinstance(rows, TokenRows):  # gathered on the device (and transformed) batch by batch
+        return rows[index].to(device)
     return torch.from_numpy(np.ascontiguousarray(rows[index])).to(device)
 
 
+STATS_ROWS = 512  # rows gathered batch by batch fit the input standardization on at most this many, evenly spaced
+
+
 def _stats_rows(rows: Rows) -> torch.Tensor:
-    """The rows the input standardization is fitted on (all in memory; the first 512 when streaming)."""
-    if isinstance(rows, CacheRows):
-        return torch.from_numpy(rows[np.arange(min(len(rows), 512))])
-    return torch.from_numpy(rows)
+    """The rows the input standardization is fitted on: all of them when held whole, else up to
+    :data:`STATS_ROWS` evenly spaced rows."""
+    if isinstance(rows, TokenRows):
+        return rows[np.unique(np.linspace(0, len(rows) - 1, min(len(rows), STATS_ROWS)).astype(np.int64))]
+    return rows if isinstance(rows, torch.Tensor) else torch.from_numpy(rows)
 
 
-class _StandardizedRows:
-    """Streamed token rows standardized batch by batch (rows too large to hold standardized in memory)."""
-
-    def __init__(self, rows: CacheRows, norm: nn.Module) -> None:
-        self.rows, self.norm = rows, norm
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    @torch.no_grad()
-    def __getitem__(self, index: np.ndarray) -> np.ndarray:
-        return self.norm(torch.from_numpy(self.rows[index])).numpy()
-
-
-def standardized(rows: Rows, norm: nn.Module, device: str) -> torch.Tensor | _StandardizedRows:
-    """Token rows through the grid's fixed standardization, once: in memory, a float32 tensor on ``device``
-    (standardized in place, the same values as per batch); streamed, a reader that standardizes each batch."""
-    if isinstance(rows, CacheRows):
-        return _StandardizedRows(rows, norm)
-    x = torch.from_numpy(rows).to(device)
-    return x.sub_(norm.mean.to(device)).div_(norm.std.to(device))
+def standardized(rows: Rows, norm: nn.Module, device: str) -> torch.Tensor | TokenRows:
+    """Token rows through the grid's fixed standardization: held whole, once, in place (a float32 tensor on
+    ``device``); gathered batch by batch, per batch on their device (the same values either way)."""
+    mean, std = norm.mean.to(device), norm.std.to(device)
+    if isinstance(rows, TokenRows):
+        return rows.mapped(lambda x: x.sub_(mean).div_(std))
+    x = rows.to(device) if isinstance(rows, torch.Tensor) else torch.from_numpy(rows).to(device)
+    return x.sub_(mean).div_(std)
 
 
 # -- targets --------------------------------------------------------------------------------------------
@@ -260,31 +257,16 @@ class _ReaderGrid(nn.Module):
             m.basis.copy_(self.members[0].basis)
 
     @torch.no_grad()
-    def reduce_rows(self, rows: Rows) -> Rows:
-        """Rows with tokens already reduced (in memory: once, now; streamed: batch by batch)."""
+    def reduce_rows(self, rows: Rows) -> torch.Tensor:
+        """The rows' tokens reduced once, chunk by chunk, on the readers' device: [N, T, rank] float32."""
         reducer = self.members[0]
-        if isinstance(rows, CacheRows):
-            return _Reduced(rows, reducer)
-        return np.concatenate([reducer.reduce(torch.from_numpy(rows[i : i + EVAL_BATCH])).numpy()
-                               for i in range(0, len(rows), EVAL_BATCH)]) if len(rows) else rows  # fmt: skip
+        device = str(reducer.basis.device)
+        chunks = [reducer.reduce(_as_tensor(rows, np.arange(i, min(i + EVAL_BATCH, len(rows))), device))
+                  for i in range(0, len(rows), EVAL_BATCH)]  # fmt: skip
+        return torch.cat(chunks) if chunks else torch.zeros((0, reducer.num_tokens, reducer.rank), device=device)
 
     def forward(self, z: torch.Tensor) -> list[torch.Tensor]:
         return [m.read(z) for m in self.members]
-
-
-class _Reduced:
-    """Streamed rows passed through a reader's PCA reduction."""
-
-    def __init__(self, rows: CacheRows, reducer: CTCReader) -> None:
-        self.rows, self.reducer = rows, reducer
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    @torch.no_grad()
-    def __getitem__(self, index: np.ndarray) -> np.ndarray:
-        x = torch.from_numpy(self.rows[index]).to(self.reducer.basis.device)
-        return self.reducer.reduce(x).cpu().numpy()
 
 
 class _ReadOnly(nn.Module):
@@ -429,29 +411,30 @@ def _fit_tokens(config: ProbeConfig, ability: Ability, task: Task, fit: list[Sam
     for layers in layer_sets(cache, config.layer):
         generator = torch.Generator().manual_seed(config.seed)
         torch.manual_seed(config.seed)
-        x_fit = load_features(cache, fit, layers, True, config.max_memory_gb)
-        x_held = load_features(cache, held, layers, True, config.max_memory_gb)
+        # train rows are read every epoch: held whole in float32 when they fit, else gathered per batch (as held-out)
+        x_fit = held_in_float32(load_features(cache, fit, layers, True, config.max_memory_gb, device), cache,
+                                config.max_memory_gb)  # fmt: skip
+        x_held = load_features(cache, held, layers, True, config.max_memory_gb, device)
         dim = cache.dim * len(layers)
         if task.kind == "ctc":
             grid: nn.Module = _ReaderGrid(dim, cache.num_tokens, task, len(lrs), generator)
         else:
             grid = ProbeGrid(dim, task.out_dim, len(lrs), config.pooling, config.heads, cache.num_tokens,
                              _grid_shape(cache), generator)  # fmt: skip
+        grid.to(device)  # the fixed transforms are fitted where the rows are
         grid.fit_norm(_stats_rows(x_fit))
         train_kw = dict(epochs=epochs, batch_size=batch_size, weight_decay=config.weight_decay, generator=generator,
                         device=device, on_epoch=on_epoch)  # fmt: skip
         if isinstance(grid, _ReaderGrid):
             x_fit, x_held = grid.reduce_rows(x_fit), grid.reduce_rows(x_held)
-            grid.to(device)
             train_grid(grid, lrs, x_fit, y, task, **train_kw)
-        else:  # tokens standardized once per ability (not per batch), all members in one stacked step
+        else:  # standardized once when held whole, else per batch where gathered; all members in one stacked step
             rows = standardized(x_fit, grid.members[0].norm, device)
             del x_fit
             trainer = StackedAttentive(list(grid.members)).to(device)
             train_grid(trainer, lrs, rows, y, task, **train_kw)
             trainer.write_back()
             del rows, trainer
-            grid.to(device)
         for member, lr in zip(grid.members, lrs, strict=True):
             scorer = _ReadOnly(member) if isinstance(grid, _ReaderGrid) else member
             score = mean_score(ability, held, predict(scorer, task, x_held, held, device), memo=memo)
@@ -546,7 +529,7 @@ def predict_split(model: nn.Module, task: Task, meta: dict[str, Any], samples: S
         return []
     layers = tuple(meta["layers"])
     if _uses_tokens(meta, task):
-        rows = load_features(cache, samples, layers, True, max_memory_gb)
+        rows = load_features(cache, samples, layers, True, max_memory_gb, device)
     else:
         pool = meta.get("pool", "mean")
         rows = read_pooled_views(cache, samples, layers, [pool])[pool]
