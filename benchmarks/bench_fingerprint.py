@@ -22,6 +22,13 @@ with the token reads per ability (1 when a head needs tokens, 0 when every head 
     python benchmarks/bench_fingerprint.py --vfm pixels --heads probe-linear,knn   # no token reads
     python benchmarks/bench_fingerprint.py --vfm pixels --jobs 1,auto              # one head at a time vs at once
 
+``--heads`` and ``--max-memory-gb`` apply to the fingerprint (both modes): the latter sets the probes'
+``max_memory_gb``, above which train tokens are gathered batch by batch from the held features instead of held whole
+in float32 (the path every ability takes at real sizes)::
+
+    python benchmarks/bench_fingerprint.py --modes fingerprint --heads probe-attn --tokens 729 --dim 1152 \
+        --samples 60 --abilities spatial,counting,scene --max-memory-gb 0.01    # SigLIP shapes, per-batch gathers
+
 ``fit_s_per_head`` sums each head's fit times; with heads fitted at once (``jobs`` 2) they overlap, so the sum
 exceeds the wall time.
 
@@ -85,13 +92,12 @@ class RandomCache:
         return self.read(shas, layer).mean(1)
 
 
-def build(root: Path, samples: int, tokens: int, dim: int) -> tuple[Path, RandomCache]:
+def build(root: Path, samples: int, tokens: int, dim: int, abilities: tuple[str, ...]) -> tuple[Path, RandomCache]:
     from _heads_fixtures import handmade
 
-    from ava.abilities import ABILITY_KEYS
     from ava.data.format import Dataset
 
-    data, fake = handmade(root / "data", abilities=tuple(ABILITY_KEYS), n=samples, tokens=4, dim=16)
+    data, fake = handmade(root / "data", abilities=abilities, n=samples, tokens=4, dim=16)
     cache = RandomCache({sha: rows[0, 0] for sha, rows in fake.rows.items()}, tokens, dim)
     for s in Dataset(data).samples():
         cache.ability_of[s.image_sha256] = s.ava
@@ -113,6 +119,27 @@ def run_heads(data: Path, out: Path, timings: dict) -> None:
 
 
 @contextlib.contextmanager
+def max_memory(gb: float | None) -> Iterator[None]:
+    """While inside, the probes of a fingerprint hold train tokens whole in float32 only up to ``gb`` (their
+    ``max_memory_gb``; larger sets are gathered batch by batch). ``None``: the probes' default."""
+    from ava.heads import fingerprint as fp
+
+    real = fp.head_config
+
+    def limited(*a, **k):  # noqa: ANN002, ANN003, ANN202
+        config = real(*a, **k)
+        if gb is not None and hasattr(config, "max_memory_gb"):
+            config.max_memory_gb = gb
+        return config
+
+    fp.head_config = limited
+    try:
+        yield
+    finally:
+        fp.head_config = real
+
+
+@contextlib.contextmanager
 def timed_fits(per: dict) -> Iterator[None]:
     """While inside, each ``AbilityRun.fit`` of a fingerprint records its wall seconds in ``per[(head, ability)]``."""
     from ava.heads import fingerprint as fp
@@ -131,12 +158,12 @@ def timed_fits(per: dict) -> Iterator[None]:
         fp.AbilityRun.fit = real
 
 
-def run_fingerprint(data: Path, out: Path, per: dict) -> None:
+def run_fingerprint(data: Path, out: Path, per: dict, heads: list[str], gb: float | None) -> None:
     from ava.heads import fingerprint as fp
 
-    with timed_fits(per):
+    with timed_fits(per), max_memory(gb):
         fp.fingerprint(fp.FingerprintConfig(vfm="random", data=str(data), cache="x", out=str(out), device="cpu",
-                                            progress=False))  # fmt: skip
+                                            progress=False, heads=heads))  # fmt: skip
 
 
 def run_real(args: argparse.Namespace, tmp: Path) -> list[dict]:
@@ -157,7 +184,7 @@ def run_real(args: argparse.Namespace, tmp: Path) -> list[dict]:
         n = None if jobs == "auto" else int(jobs)
         config = fp.FingerprintConfig(vfm=args.vfm, data=str(data), cache=str(cache), out=str(tmp / f"runs-{jobs}"),
                                       heads=args.heads.split(","), device="cpu", progress=False, jobs=n)  # fmt: skip
-        with timed_fits(per):
+        with timed_fits(per), max_memory(args.max_memory_gb):
             t0, c0 = time.perf_counter(), time.process_time()
             result = fp.fingerprint(config)
             wall, cpu = time.perf_counter() - t0, time.process_time() - c0
@@ -185,7 +212,10 @@ def main() -> None:
     ap.add_argument("--json", default=None)
     ap.add_argument("--vfm", default=None, help="time `ava fingerprint` on this extractor's real cache (e.g. pixels)")
     ap.add_argument("--size", type=int, default=160, help="--vfm: synthetic image side (the demo's)")
-    ap.add_argument("--heads", default="probe-linear,probe-attn,knn", help="--vfm: the fingerprint's heads")
+    ap.add_argument("--heads", default="probe-linear,probe-attn,knn", help="the fingerprint's heads")
+    ap.add_argument("--abilities", default=None, help="random features: comma-separated abilities (default: all 14)")
+    ap.add_argument("--max-memory-gb", type=float, default=None,
+                    help="the probes' max_memory_gb: train tokens above it are gathered batch by batch")  # fmt: skip
     ap.add_argument("--jobs", default="auto", help="--vfm: heads fitted at once, comma-separated values are run one "
                     "after another on the same cache (e.g. 1,auto); auto = ava's default")  # fmt: skip
     args = ap.parse_args()
@@ -209,7 +239,10 @@ def main() -> None:
             if args.json:
                 Path(args.json).write_text(json.dumps({"args": vars(args), "rows": rows}, indent=2))
             return
-        data, cache = build(tmp, args.samples, args.tokens, args.dim)
+        from ava.abilities import ABILITY_KEYS
+
+        abilities = tuple(args.abilities.split(",")) if args.abilities else tuple(ABILITY_KEYS)
+        data, cache = build(tmp, args.samples, args.tokens, args.dim, abilities)
         ava.cache.open_cache = lambda *a, **k: cache  # every head opens this stand-in
         for mode in args.modes.split(","):
             cache.reads, cache.rows_read, cache.read_s = 0, 0, 0.0
@@ -224,7 +257,7 @@ def main() -> None:
                 except ImportError:
                     print("fingerprint: not in this checkout, skipped")
                     continue
-                run_fingerprint(data, tmp / mode, detail)
+                run_fingerprint(data, tmp / mode, detail, args.heads.split(","), args.max_memory_gb)
             else:
                 raise SystemExit(f"unknown mode {mode!r}")
             wall, cpu = time.perf_counter() - t0, time.process_time() - c0
@@ -244,8 +277,8 @@ def main() -> None:
             for a in abilities:
                 print(f"| {a} | " + " | ".join(f"{per.get(f'{h} {a}', float('nan')):.2f}" for h in heads) + " |")
         print(f"\ndevice: CPU {platform.processor() or platform.machine()}, torch threads {torch.get_num_threads()}, "
-              f"{args.samples} samples x 14 abilities, tokens {args.tokens} x {args.dim}, random features; "
-              "no GPU in this session")  # fmt: skip
+              f"{args.samples} samples x {len(abilities)} abilities, tokens {args.tokens} x {args.dim}, random "
+              "features; no GPU in this session")  # fmt: skip
         if args.json:
             Path(args.json).write_text(json.dumps({"args": vars(args), "rows": rows}, indent=2))
     finally:
