@@ -227,15 +227,19 @@ class AbilityFeatures:
                 self.reads += 1
                 self._tokens[layer] = tokens.pin_memory() if self.device == "pinned" else tokens.to(self.device)
             return
-        for layer in wanted:
-            parts = []
+        for layer in wanted:  # each chunk straight into the held tensor, where it is held (no whole copy on the host)
+            shape = (len(shas), int(cache.num_tokens), int(cache.dim))
+            pinned = self.device == "pinned"
+            tokens = torch.empty(shape, dtype=dtype, device="cpu" if pinned else self.device, pin_memory=pinned)
             for start in range(0, len(shas), chunk):
                 block = cache.read(shas[start : start + chunk], layer=layer)
                 check_finite(block, [first[sha] for sha in shas[start : start + chunk]], cache, layer)
-                parts.append(torch.from_numpy(np.ascontiguousarray(block, dtype=np.float32)).to(dtype))
+                # fp16 rows held as read; others through float32, as a cache hands them out (rounded once)
+                as_read = block.dtype == np.float16 and dtype == torch.float16
+                part = torch.from_numpy(np.ascontiguousarray(block, None if as_read else np.float32)).to(dtype)
+                tokens[start : start + len(part)].copy_(part)
             self.reads += 1
-            tokens = torch.cat(parts) if parts else torch.zeros((0, cache.num_tokens, cache.dim), dtype=dtype)
-            self._tokens[layer] = tokens.pin_memory() if self.device == "pinned" else tokens.to(self.device)
+            self._tokens[layer] = tokens
 
     @staticmethod
     def _placement(device: str, nbytes: int) -> str:
