@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime as dt
 import hashlib
 import json
 import os
@@ -58,38 +59,59 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 
 class RandomCache:
-    """The ``FeatureCache`` interface over random tokens: row of an image = N(0, 1) seeded by its sha256, plus the
-    hand-made dataset's answer signal (so probes and kNN fit something); counts reads and rows read."""
+    """The ``FeatureCache`` interface over random tokens, quick to read at real sizes (14 x ~15.6K images of 729 x 1152
+    on a GPU box): the row of an image is one of ``BANK`` random N(0, 1) token matrices (picked by its sha256) plus the
+    hand-made dataset's answer signal on its first features (so probes and kNN fit something), in fp16 as an fp16
+    cache holds them. Like a cache made by ``ava cache extract``, it stores pooled views (``mean``, ``grid2``,
+    ``grid4``): read as stored, from the bank's views plus the signal. Counts token reads and rows read."""
+
+    BANK = 64
 
     def __init__(self, signals: dict[str, np.ndarray], tokens: int, dim: int) -> None:
+        from ava.cache.pooling import STORED_VIEWS, pool_candidates, pool_tokens, token_grid
+
         self.signals, self.num_tokens, self.dim = signals, tokens, dim
         self.layers, self.key, self.random_weights, self.grid = (-1,), "bench0001", True, ()
         self.identity, self.spec = {"key": "random"}, {"codec": "fp16"}
         self.reads, self.rows_read, self.read_s = 0, 0, 0.0
         self.by_ability: dict[str, int] = defaultdict(int)
         self.ability_of: dict[str, str] = {}
+        rng = np.random.default_rng(0)
+        self.bank = rng.standard_normal((self.BANK, tokens, dim), dtype=np.float32).astype(np.float16)
+        self.slot = {sha: int(hashlib.sha256(sha.encode()).hexdigest()[:8], 16) % self.BANK for sha in signals}
+        self.views = tuple(pool_candidates(self, STORED_VIEWS))
+        bank = self.bank.astype(np.float32)
+        self.bank_views = {v: pool_tokens(bank, v, token_grid(self)) for v in self.views}
 
     def has(self, sha: str) -> bool:
         return sha in self.signals
 
+    def _rows(self, shas: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        index = np.fromiter((self.slot[s] for s in shas), dtype=np.int64, count=len(shas))
+        signal = np.stack([self.signals[s] for s in shas]) if shas else np.zeros((0, 1), np.float32)
+        return index, signal
+
     def read(self, shas: list[str], layer: int | None = None) -> np.ndarray:
         t0 = time.perf_counter()
-        out = np.empty((len(shas), self.num_tokens, self.dim), np.float16)
-        for i, sha in enumerate(shas):
-            rng = np.random.default_rng(int(hashlib.sha256(sha.encode()).hexdigest()[:8], 16))
-            x = rng.standard_normal((self.num_tokens, self.dim), dtype=np.float32)
-            sig = self.signals[sha]
-            x[:, : sig.shape[-1]] += sig[0, 0] if sig.ndim == 3 else sig
-            out[i] = x
+        index, signal = self._rows(shas)
+        out = self.bank[index]
+        out[:, :, : signal.shape[1]] += signal[:, None, :].astype(np.float16)
         self.reads += 1
         self.rows_read += len(shas)
         for ava in {self.ability_of.get(s, "?") for s in shas}:
             self.by_ability[ava] += 1
         self.read_s += time.perf_counter() - t0
-        return out.astype(np.float32)
+        return out
+
+    def read_view(self, shas: list[str], layer: int | None, view: str) -> np.ndarray:
+        index, signal = self._rows(shas)
+        out = self.bank_views[view][index]
+        cells = out.reshape(len(shas), -1, self.dim)  # the mean, then the cells: each a mean of tokens + the signal
+        cells[:, :, : signal.shape[1]] += signal[:, None, :]
+        return out
 
     def read_pooled(self, shas: list[str], layer: int | None = None) -> np.ndarray:
-        return self.read(shas, layer).mean(1)
+        return self.read_view(shas, layer, "mean")
 
 
 def build(root: Path, samples: int, tokens: int, dim: int, abilities: tuple[str, ...]) -> tuple[Path, RandomCache]:
@@ -104,13 +126,13 @@ def build(root: Path, samples: int, tokens: int, dim: int, abilities: tuple[str,
     return data, cache
 
 
-def run_heads(data: Path, out: Path, timings: dict) -> None:
+def run_heads(data: Path, out: Path, timings: dict, device: str) -> None:
     from ava.heads.knn.config import KNNConfig
     from ava.heads.knn.train import train as knn_train
     from ava.heads.probe.config import AttnProbeConfig, ProbeConfig
     from ava.heads.probe.train import train as probe_train
 
-    common = dict(vfm="random", data=str(data), cache="x", progress=False, device="cpu")
+    common = dict(vfm="random", data=str(data), cache="x", progress=False, device=device)
     for head, fn, cfg in (("probe-linear", probe_train, ProbeConfig), ("probe-attn", probe_train, AttnProbeConfig),
                           ("knn", knn_train, KNNConfig)):  # fmt: skip
         t0 = time.perf_counter()
@@ -158,11 +180,11 @@ def timed_fits(per: dict) -> Iterator[None]:
         fp.AbilityRun.fit = real
 
 
-def run_fingerprint(data: Path, out: Path, per: dict, heads: list[str], gb: float | None) -> None:
+def run_fingerprint(data: Path, out: Path, per: dict, heads: list[str], gb: float | None, device: str) -> None:
     from ava.heads import fingerprint as fp
 
     with timed_fits(per), max_memory(gb):
-        fp.fingerprint(fp.FingerprintConfig(vfm="random", data=str(data), cache="x", out=str(out), device="cpu",
+        fp.fingerprint(fp.FingerprintConfig(vfm="random", data=str(data), cache="x", out=str(out), device=device,
                                             progress=False, heads=heads))  # fmt: skip
 
 
@@ -176,21 +198,22 @@ def run_real(args: argparse.Namespace, tmp: Path) -> list[dict]:
     data, cache = tmp / "data", tmp / "cache"
     t0 = time.perf_counter()
     generate(SynthConfig(out=str(data), per_ava=args.samples, size=args.size, seed=0), progress=False)
-    extract(ExtractConfig(vfm=args.vfm, data=str(data), cache=str(cache), device="cpu", progress=False))
+    extract(ExtractConfig(vfm=args.vfm, data=str(data), cache=str(cache), device=args.device, progress=False))
     prepare = time.perf_counter() - t0
     rows = []
     for jobs in args.jobs.split(","):
         per: dict = {}
         n = None if jobs == "auto" else int(jobs)
         config = fp.FingerprintConfig(vfm=args.vfm, data=str(data), cache=str(cache), out=str(tmp / f"runs-{jobs}"),
-                                      heads=args.heads.split(","), device="cpu", progress=False, jobs=n)  # fmt: skip
+                                      heads=args.heads.split(","), device=args.device, progress=False,
+                                      jobs=n)  # fmt: skip
         with timed_fits(per), max_memory(args.max_memory_gb):
             t0, c0 = time.perf_counter(), time.process_time()
             result = fp.fingerprint(config)
             wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         reads = sorted(result.reads.values())
-        heads = {h: round(sum(v for (hh, _), v in per.items() if hh == h), 2) for h in dict.fromkeys(h for h, _ in per)}
-        rows.append({"mode": f"fingerprint {args.vfm}", "jobs": n or fp.default_jobs("cpu", len(config.heads)),
+        heads = _per_head(per)
+        rows.append({"mode": f"fingerprint {args.vfm}", "jobs": n or fp.default_jobs(args.device, len(config.heads)),
                      "wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
                      "reads_per_ability": reads[len(reads) // 2] if reads else 0, "token_reads": sum(reads),
                      "fit_s_per_head": heads, "prepare_s": round(prepare, 2),
@@ -202,6 +225,23 @@ def _name(key: str | tuple[str, str]) -> str:
     return " ".join(key) if isinstance(key, tuple) else key
 
 
+def _per_head(per: dict) -> dict[str, float]:
+    """Fit seconds summed per head from ``{(head, ability): s}`` (or ``{head: s}``)."""
+    out: dict[str, float] = defaultdict(float)
+    for key, v in per.items():
+        out[key[0] if isinstance(key, tuple) else key] += v
+    return {h: round(v, 2) for h, v in out.items()}
+
+
+def describe_device(device: str) -> str:
+    """The device in words: the GPU's name, or the CPU's with its cores."""
+    import torch
+
+    if device.startswith("cuda") and torch.cuda.is_available():
+        return f"GPU {torch.cuda.get_device_name(torch.device(device))}, torch {torch.__version__}"
+    return f"CPU {platform.processor() or platform.machine()} ({os.cpu_count()} cores), torch {torch.__version__}"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--samples", type=int, default=150, help="samples per ability (80%% train)")
@@ -209,6 +249,7 @@ def main() -> None:
     ap.add_argument("--dim", type=int, default=768)
     ap.add_argument("--modes", default="heads,fingerprint")
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--device", default="cpu", help="the heads' (and, with --vfm, the extraction's) device, e.g. cuda")
     ap.add_argument("--json", default=None)
     ap.add_argument("--vfm", default=None, help="time `ava fingerprint` on this extractor's real cache (e.g. pixels)")
     ap.add_argument("--size", type=int, default=160, help="--vfm: synthetic image side (the demo's)")
@@ -233,9 +274,9 @@ def main() -> None:
             for row in rows:
                 print(json.dumps({k: v for k, v in row.items() if k != "detail"}))
             load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-            print(f"\ndevice: CPU {platform.processor() or platform.machine()} ({os.cpu_count()} cores), torch threads "
-                  f"{torch.get_num_threads()}, load average {load:.2f} at the end; {args.samples} samples x 14 "
-                  f"abilities, {args.size} px, {args.vfm}; no GPU in this session")  # fmt: skip
+            print(f"\ndevice: {describe_device(args.device)}, torch threads {torch.get_num_threads()}, load average "
+                  f"{load:.2f} at the end; {args.samples} samples x 14 abilities, {args.size} px, {args.vfm}; "
+                  f"{dt.date.today()}")  # fmt: skip
             if args.json:
                 Path(args.json).write_text(json.dumps({"args": vars(args), "rows": rows}, indent=2))
             return
@@ -250,35 +291,35 @@ def main() -> None:
             t0, c0 = time.perf_counter(), time.process_time()
             detail: dict = {}
             if mode == "heads":
-                run_heads(data, tmp / mode, detail)
+                run_heads(data, tmp / mode, detail, args.device)
             elif mode == "fingerprint":
                 try:
                     import ava.heads.fingerprint  # noqa: F401
                 except ImportError:
                     print("fingerprint: not in this checkout, skipped")
                     continue
-                run_fingerprint(data, tmp / mode, detail, args.heads.split(","), args.max_memory_gb)
+                run_fingerprint(data, tmp / mode, detail, args.heads.split(","), args.max_memory_gb, args.device)
             else:
                 raise SystemExit(f"unknown mode {mode!r}")
             wall, cpu = time.perf_counter() - t0, time.process_time() - c0
             reads = sorted(cache.by_ability.values())
             row = {"mode": mode, "wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "reads": cache.reads,
                    "reads_per_ability": reads[len(reads) // 2] if reads else 0,
-                   "rows_read": cache.rows_read, "read_s": round(cache.read_s, 2),
+                   "rows_read": cache.rows_read, "read_s": round(cache.read_s, 2), "fit_s_per_head": _per_head(detail),
                    "detail": {_name(k): round(v, 3) for k, v in detail.items()}}  # fmt: skip
             rows.append(row)
             print(json.dumps({k: v for k, v in row.items() if k != "detail"}))
         if any(r["mode"] == "fingerprint" for r in rows):
             per = next(r for r in rows if r["mode"] == "fingerprint")["detail"]
             heads = sorted({k.split(" ")[0] for k in per})
-            abilities = sorted({k.split(" ")[1] for k in per})
+            names = sorted({k.split(" ")[1] for k in per})
             print("\n| ability | " + " | ".join(f"{h} s" for h in heads) + " |")
             print("|---|" + "---:|" * len(heads))
-            for a in abilities:
+            for a in names:
                 print(f"| {a} | " + " | ".join(f"{per.get(f'{h} {a}', float('nan')):.2f}" for h in heads) + " |")
-        print(f"\ndevice: CPU {platform.processor() or platform.machine()}, torch threads {torch.get_num_threads()}, "
-              f"{args.samples} samples x {len(abilities)} abilities, tokens {args.tokens} x {args.dim}, random "
-              "features; no GPU in this session")  # fmt: skip
+        print(f"\ndevice: {describe_device(args.device)}, torch threads {torch.get_num_threads()}, {args.samples} "
+              f"samples x {len(abilities)} abilities, tokens {args.tokens} x {args.dim}, random features; "
+              f"{dt.date.today()}")  # fmt: skip
         if args.json:
             Path(args.json).write_text(json.dumps({"args": vars(args), "rows": rows}, indent=2))
     finally:
