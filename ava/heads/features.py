@@ -325,7 +325,7 @@ class AbilityFeatures:
 
 
 # -- token rows gathered batch by batch ------------------------------------------------------------------------------
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class TokenRows:
     """Token rows ``[N, T, D * L]`` (layers concatenated) of some samples, gathered batch by batch as float32 tensors on
     ``device``, each batch passed through ``transform`` (e.g. a head's fixed standardization), for sets a head does not
@@ -366,12 +366,8 @@ class TokenRows:
             out[start : start + chunk] = self[np.arange(start, min(start + chunk, n))]
         return out
 
-    def nbytes(self, num_tokens: int, dim: int) -> int:
-        """Bytes of every row in float32."""
-        return len(self) * num_tokens * dim * len(self.layers) * 4
 
-
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class HeldRows(TokenRows):
     """Rows of an :class:`AbilityFeatures`' held tokens, gathered where they are held (on the GPU, in host memory,
     or in pinned host memory) in their storage precision, then moved to ``device`` and cast to float32: the same
@@ -386,11 +382,12 @@ class HeldRows(TokenRows):
 
         held = [self.features.tokens(layer) for layer in self.layers]
         where = self.slots.index_select(0, torch.from_numpy(index).to(self.slots.device))
-        parts = [t.index_select(0, where).to(self.device, non_blocking=True).float() for t in held]
+        to_gpu = str(self.device).startswith("cuda")  # host -> GPU copies may overlap; copies to the host may not
+        parts = [t.index_select(0, where).to(self.device, non_blocking=to_gpu).float() for t in held]
         return parts[0] if len(parts) == 1 else torch.cat(parts, -1)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class CacheRows(TokenRows):
     """Rows read from a feature cache batch by batch (a cache that is not an :class:`AbilityFeatures`)."""
 

@@ -120,12 +120,12 @@ def _as_tensor(rows: Rows, index: np.ndarray, device: str) -> torch.Tensor:
 STATS_ROWS = 512  # rows gathered batch by batch fit the input standardization on at most this many, evenly spaced
 
 
-def _stats_rows(rows: Rows) -> torch.Tensor:
-    """The rows the input standardization is fitted on: all of them when held whole, else up to
+def _stats_rows(rows: Rows, device: str) -> torch.Tensor:
+    """The rows the input standardization is fitted on, on ``device``: all of them when held whole, else up to
     :data:`STATS_ROWS` evenly spaced rows."""
     if isinstance(rows, TokenRows):
         return rows[np.unique(np.linspace(0, len(rows) - 1, min(len(rows), STATS_ROWS)).astype(np.int64))]
-    return rows if isinstance(rows, torch.Tensor) else torch.from_numpy(rows)
+    return (rows if isinstance(rows, torch.Tensor) else torch.from_numpy(rows)).to(device)
 
 
 def standardized(rows: Rows, norm: nn.Module, device: str) -> torch.Tensor | TokenRows:
@@ -422,7 +422,7 @@ def _fit_tokens(config: ProbeConfig, ability: Ability, task: Task, fit: list[Sam
             grid = ProbeGrid(dim, task.out_dim, len(lrs), config.pooling, config.heads, cache.num_tokens,
                              _grid_shape(cache), generator)  # fmt: skip
         grid.to(device)  # the fixed transforms are fitted where the rows are
-        grid.fit_norm(_stats_rows(x_fit))
+        grid.fit_norm(_stats_rows(x_fit, device))
         train_kw = dict(epochs=epochs, batch_size=batch_size, weight_decay=config.weight_decay, generator=generator,
                         device=device, on_epoch=on_epoch)  # fmt: skip
         if isinstance(grid, _ReaderGrid):
