@@ -6,12 +6,15 @@ Two ways to get the same three run directories, side by side in one process on o
 - ``fingerprint``: ``ava fingerprint`` (each ability's features read once, shared by the three heads).
 
 Features are random (speed depends on shapes, not values): a stand-in for the feature cache returns, for every
-image, ``T x D`` Gaussian tokens seeded by the image's sha256 plus a small class signal, so the heads have something
-to fit. ``reads`` counts calls of the cache's ``read`` (one call reads one batch of rows of one layer). The dataset
-is a hand-made one with the 14 abilities' answer kinds (``tests/_heads_fixtures.py``).
+image, ``T x D`` Gaussian fp16 tokens (one of 64 random matrices, picked by the image's sha256) plus a small class
+signal, so the heads have something to fit, and the pooled views an extraction stores. ``reads`` counts calls of the
+cache's ``read`` (one call reads one batch of rows of one layer). The dataset is a hand-made one with the 14
+abilities' answer kinds (``tests/_heads_fixtures.py``).
 
     python benchmarks/bench_fingerprint.py                                # 14 abilities x 150 samples, 196 x 768
     python benchmarks/bench_fingerprint.py --tokens 729 --dim 1152 --samples 1000   # SigLIP-so400m shapes
+    python benchmarks/bench_fingerprint.py --device cuda --modes fingerprint --tokens 729 --dim 1152 \
+        --samples 15600 --abilities localization,counting,...    # #12's GPU row, in halves (benchmarks/gpu.sh)
     python benchmarks/bench_fingerprint.py --modes fingerprint --json out.json
 
 ``--vfm pixels`` times the real thing instead: the synthetic suite (14 abilities x ``--samples``, ``--size`` px), the
