@@ -47,7 +47,6 @@ import datetime as dt
 import hashlib
 import json
 import os
-import platform
 import shutil
 import sys
 import tempfile
@@ -236,15 +235,6 @@ def _per_head(per: dict) -> dict[str, float]:
     return {h: round(v, 2) for h, v in out.items()}
 
 
-def describe_device(device: str) -> str:
-    """The device in words: the GPU's name, or the CPU's with its cores."""
-    import torch
-
-    if device.startswith("cuda") and torch.cuda.is_available():
-        return f"GPU {torch.cuda.get_device_name(torch.device(device))}, torch {torch.__version__}"
-    return f"CPU {platform.processor() or platform.machine()} ({os.cpu_count()} cores), torch {torch.__version__}"
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--samples", type=int, default=150, help="samples per ability (80%% train)")
@@ -264,6 +254,7 @@ def main() -> None:
                     "after another on the same cache (e.g. 1,auto); auto = ava's default")  # fmt: skip
     args = ap.parse_args()
     import torch
+    from bench_cache import device_name  # the same device line as the cache benchmark
 
     import ava.cache
 
@@ -277,7 +268,7 @@ def main() -> None:
             for row in rows:
                 print(json.dumps({k: v for k, v in row.items() if k != "detail"}))
             load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-            print(f"\ndevice: {describe_device(args.device)}, torch threads {torch.get_num_threads()}, load average "
+            print(f"\ndevice: {device_name(args.device)}, torch {torch.__version__}, load average "
                   f"{load:.2f} at the end; {args.samples} samples x 14 abilities, {args.size} px, {args.vfm}; "
                   f"{dt.date.today()}")  # fmt: skip
             if args.json:
@@ -286,6 +277,8 @@ def main() -> None:
         from ava.abilities import ABILITY_KEYS
 
         abilities = tuple(args.abilities.split(",")) if args.abilities else tuple(ABILITY_KEYS)
+        if unknown := [a for a in abilities if a not in ABILITY_KEYS]:
+            ap.error(f"--abilities: unknown {', '.join(map(repr, unknown))}; known: {', '.join(ABILITY_KEYS)}")
         data, cache = build(tmp, args.samples, args.tokens, args.dim, abilities)
         ava.cache.open_cache = lambda *a, **k: cache  # every head opens this stand-in
         for mode in args.modes.split(","):
@@ -320,7 +313,7 @@ def main() -> None:
             print("|---|" + "---:|" * len(heads))
             for a in names:
                 print(f"| {a} | " + " | ".join(f"{per.get(f'{h} {a}', float('nan')):.2f}" for h in heads) + " |")
-        print(f"\ndevice: {describe_device(args.device)}, torch threads {torch.get_num_threads()}, {args.samples} "
+        print(f"\ndevice: {device_name(args.device)}, torch {torch.__version__}, {args.samples} "
               f"samples x {len(abilities)} abilities, tokens {args.tokens} x {args.dim}, random features; "
               f"{dt.date.today()}")  # fmt: skip
         if args.json:

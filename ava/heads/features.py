@@ -5,6 +5,7 @@ means of the token grid), and the layer choices a head's grid tries.
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import threading
 from collections.abc import Sequence
@@ -326,7 +327,7 @@ class AbilityFeatures:
 
 # -- token rows gathered batch by batch ------------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True, eq=False)
-class TokenRows:
+class TokenRows(abc.ABC):
     """Token rows ``[N, T, D * L]`` (layers concatenated) of some samples, gathered batch by batch as float32 tensors on
     ``device``, each batch passed through ``transform`` (e.g. a head's fixed standardization), for sets a head does not
     hold whole in float32. ``rows[index]`` takes an integer array of row positions; subclasses say where rows come
@@ -344,8 +345,9 @@ class TokenRows:
         x = self.gather(np.asarray(index, dtype=np.int64))
         return x if self.transform is None else self.transform(x)
 
+    @abc.abstractmethod
     def gather(self, index: np.ndarray) -> torch.Tensor:
-        raise NotImplementedError
+        """Float32 rows ``index`` on ``device``, before ``transform``."""
 
     def mapped(self, transform: Callable[[torch.Tensor], torch.Tensor]) -> TokenRows:
         """These rows with ``transform`` applied to every batch (after the current one); it may work in place."""
