@@ -143,6 +143,13 @@ class LLMHead(nn.Module):
                           stacklevel=2)  # fmt: skip
         return self.packing is not None
 
+    def attention_path(self) -> str:
+        """How this head's batches attend: ``varlen`` or ``sdpa-per-sample`` (packed, :meth:`use_packing`), or
+        ``<implementation>-padded`` (e.g. ``sdpa-padded``)."""
+        if self.packing is not None:
+            return str(self.packing.get("attention", "varlen" if self.packing.get("varlen") else "sdpa-per-sample"))
+        return f"{getattr(self.base.config, '_attn_implementation', None) or 'eager'}-padded"
+
     def supervised_logits(self, batch: dict[str, torch.Tensor], features: torch.Tensor) -> tuple:
         """(logits at the positions that predict a label [N, V], targets [N], row of each [N])."""
         hidden = self.hidden(batch, features)

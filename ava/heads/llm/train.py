@@ -230,23 +230,56 @@ def use_pack(option: bool | None) -> bool:
     return True if option is None else bool(option)
 
 
+COMPILE_BACKEND: Any = "inductor"  # torch.compile's backend for the decoder layers (tests give one that fails)
+
+
 def compile_layers(head: Any) -> bool:
     """Compile each decoder layer in place (fuses RMSNorm, RoPE, SwiGLU and LoRA's elementwise work).
 
-    Returns False, leaving the model as it was, where this PyTorch cannot compile (no compiler toolchain).
+    Returns False, leaving the model as it was, where this PyTorch cannot compile (no compiler toolchain). A layer
+    that compiles here may still fail on its first real call (dynamic shapes, the varlen op, another torch): the
+    loop then runs the step again eagerly (:func:`eager_layers`, see :func:`fit`). Layers already compiled are
+    kept as they are (no recompilation when a loop resumes in the same process).
     """
     import warnings
 
     try:
-        probe = torch.compile(lambda x: torch.nn.functional.silu(x) * x, dynamic=False)
+        probe = torch.compile(lambda x: torch.nn.functional.silu(x) * x, dynamic=False, backend=COMPILE_BACKEND)
         probe(torch.ones(4, device=next(head.parameters()).device))
     except Exception as e:  # noqa: BLE001 - inductor raises many kinds when the toolchain is missing
         warnings.warn(f"--compile: torch.compile is not usable here ({type(e).__name__}); running eagerly",
                       stacklevel=2)  # fmt: skip
         return False
     for layer in head.base.get_decoder().layers:
-        layer.compile(dynamic=True)
+        if getattr(layer, "_compiled_call_impl", None) is None:
+            layer.compile(dynamic=True, backend=COMPILE_BACKEND)
     return True
+
+
+def eager_layers(head: Any) -> None:
+    """Undo :func:`compile_layers`: every decoder layer runs eagerly again."""
+    for layer in head.base.get_decoder().layers:
+        layer._compiled_call_impl = None
+
+
+def _compiled_step(head: Any, step: Any, device: torch.device) -> tuple[Any, str | None]:
+    """``step()`` with compiled layers; where it raises (not for lack of memory), the layers go back to eager and the
+    step runs again from the same RNG state and zeroed gradients. Returns (the step's result, the compile error's
+    first line, or None when compiled layers ran)."""
+    rng = _rng_state(device)
+    try:
+        return step(), None
+    except torch.OutOfMemoryError:
+        raise
+    except Exception as e:  # noqa: BLE001 - dynamo/inductor errors have many types; the eager retry decides
+        lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()] or [""]
+        first = " ".join(lines[:2]) if lines[0].endswith(":") else lines[0]  # "backend='inductor' raised:" + why
+        error = f"{type(e).__name__}: {first[:240]}"
+    eager_layers(head)
+    for p in head.parameters():
+        p.grad = None
+    _set_rng_state(rng, device)
+    return step(), error  # a genuine error raises again here, eagerly
 
 
 def train_step(
@@ -292,7 +325,8 @@ def fit(
     scheduler = schedule(total, cfg.warmup_ratio, optimizer)
     step = start = _restore(run_dir, head, optimizer, scheduler, device, dist)
     packed = use_pack(getattr(cfg, "pack", None)) and step < total and head.use_packing(device, dtype)
-    compiled = use_compile(getattr(cfg, "compile", None), device) and step < total and compile_layers(head)
+    attention = head.attention_path()
+    compiled: bool | str = use_compile(getattr(cfg, "compile", None), device) and step < total and compile_layers(head)
     model = head
     if dist.world > 1:
         model = torch.nn.parallel.DistributedDataParallel(
@@ -320,7 +354,20 @@ def fit(
                 t = time.perf_counter()
                 epoch, group = next(groups)  # (the loader and collator, on this thread)
                 data_wait += time.perf_counter() - t
-                loss, n, toks = train_step(model, params, optimizer, scheduler, group, data, device, dtype)
+                if compiled is True:  # a layer that fails to compile falls back to eager, once, with a warning
+
+                    def run(group: list[dict] = group) -> tuple[torch.Tensor, int, int]:
+                        return train_step(model, params, optimizer, scheduler, group, data, device, dtype)
+
+                    (loss, n, toks), error = _compiled_step(head, run, device)
+                    if error is not None:
+                        import warnings
+
+                        compiled = "fell-back"
+                        warnings.warn(f"--compile: the decoder layers did not compile here ({error}); training "
+                                      "eagerly from this step on", stacklevel=2)  # fmt: skip
+                else:
+                    loss, n, toks = train_step(model, params, optimizer, scheduler, group, data, device, dtype)
                 step += 1
                 save = step % cfg.checkpoint_every == 0 or step % spe == 0 or step == stop_at
                 if save or dist.world == 1:  # (a collective under DDP: only where a checkpoint is written)
@@ -349,7 +396,8 @@ def fit(
     rates = log.rates() if log else {}
     return {"total_steps": total, "steps_per_epoch": spe, "micro_batch": micro, "world_size": dist.world,
             "resumed_from_step": start, "step": step, "done": step >= total, "final_loss": log.loss if log else None,
-            "compiled": bool(compiled), "packed": bool(packed), "data_wait_s": data_wait, **rates}  # fmt: skip
+            "compiled": compiled if compiled == "fell-back" else bool(compiled), "packed": bool(packed),
+            "attention": attention, "data_wait_s": data_wait, **rates}  # fmt: skip
 
 
 # -- the LLM head's train() ----------------------------------------------------------------------------------
