@@ -13,8 +13,9 @@ import torch
 from _heads_fixtures import FakeCache, handmade
 
 from ava.errors import AvaError
+from ava.heads.ability_runs import RECORDS_DIR
 from ava.heads.features import AbilityFeatures
-from ava.heads.fingerprint import RECORDS_DIR, FingerprintConfig, fingerprint, run_dir_name
+from ava.heads.fingerprint import FingerprintConfig, fingerprint, run_dir_name
 from ava.heads.knn import KNNConfig
 from ava.heads.knn.train import train as knn_train
 from ava.heads.probe import AttnProbeConfig, ProbeConfig

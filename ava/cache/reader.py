@@ -260,10 +260,13 @@ class ResidentFeatures:
         self._thread.start()
 
     def _placement(self) -> torch.device:
+        """The device when the rows fit in half of its free memory (the caching allocator's unused bytes counted,
+        :func:`ava.cache.placement.device_free_bytes`), else pinned host memory."""
         if self.device.type != "cuda":
             return torch.device("cpu")
-        free, _ = torch.cuda.mem_get_info(self.device)
-        return self.device if self.nbytes <= free // 2 else torch.device("cpu")
+        from ava.cache.placement import device_free_bytes
+
+        return self.device if self.nbytes <= device_free_bytes(str(self.device)) // 2 else torch.device("cpu")
 
     def _load_safely(self) -> None:
         try:

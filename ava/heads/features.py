@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ava.cache.placement import HOST, STREAMED, Placement, place
 from ava.cache.pooling import pool_candidates, pool_cells, pool_dim, pool_tokens, token_grid
 from ava.errors import AvaError
 
@@ -169,6 +170,18 @@ def _resident(cache: Any, codec: str | None) -> bool:
     return isinstance(cache, FeatureCache) and codec in _MEMORY_DTYPES
 
 
+def _hold(tokens: torch.Tensor, where: Placement) -> torch.Tensor:
+    """``tokens`` (host memory) moved to where ``where`` holds them."""
+    return tokens.pin_memory() if where.pinned else tokens.to(where.device)
+
+
+def _empty(shape: tuple[int, ...], dtype: torch.dtype, where: Placement) -> torch.Tensor:
+    """An uninitialized tensor held where ``where`` says."""
+    import torch
+
+    return torch.empty(shape, dtype=dtype, device="cpu" if where.pinned else where.device, pin_memory=where.pinned)
+
+
 class AbilityFeatures:
     """The features of one ability's samples, read from the cache once and held in memory for every head.
 
@@ -183,7 +196,9 @@ class AbilityFeatures:
     Values are held in the cache's own storage precision (fp16 for the fp16 codec, bf16 for bf16: exact, half
     the memory of float32; float32 for int8 and other caches) and handed out as float32, so a head sees the same
     numbers as from the cache. ``device="cuda"`` puts them on the GPU when they fit in its free memory, else in
-    pinned host memory. Non-finite rows are refused at load, naming the samples.
+    pinned host memory; where they fit in no memory, nothing is held and heads read token rows from the cache batch
+    by batch, the next batch read ahead (:class:`CacheRows`). :attr:`placement` says which
+    (:mod:`ava.cache.placement`). Non-finite rows are refused at load, naming the samples.
     """
 
     def __init__(self, cache: Any, samples: Sequence[Sample], layers: Sequence[int | None], device: str = "cpu",
@@ -210,13 +225,18 @@ class AbilityFeatures:
         wanted = list(dict.fromkeys(self._layer(la) for la in layers))
         stored = stored_views(cache)
         if not tokens and views and all(v in stored for v in views):
-            self.device = "cpu"
+            self.device, self.placement = "cpu", HOST
             for layer in wanted:
                 for view in dict.fromkeys(views):
                     self._read_stored(layer, view)
             return
         nbytes = len(shas) * int(cache.num_tokens) * int(cache.dim) * len(wanted) * torch.finfo(dtype).bits // 8
-        self.device = self._placement(device, nbytes)
+        where = self._placement(device, nbytes)
+        self.placement = where.kind
+        self.device = "pinned" if where.pinned else (where.device or "streamed")
+        if where.kind == STREAMED:  # larger than host memory: heads read token rows from the cache batch by batch
+            self.reads = len(wanted)
+            return
         if _resident(cache, codec):  # a Zarr cache of 16-bit values: read as stored, on threads, no float32 trip
             from ava.cache.reader import ResidentFeatures
 
@@ -226,12 +246,11 @@ class AbilityFeatures:
                 tokens = resident.wait()  # [U, T, D], rows in the cache's row order
                 self._row = {sha: int(slot) for sha, slot in zip(shas, resident.rows.tolist(), strict=True)}
                 self.reads += 1
-                self._tokens[layer] = tokens.pin_memory() if self.device == "pinned" else tokens.to(self.device)
+                self._tokens[layer] = _hold(tokens, where)
             return
         for layer in wanted:  # each chunk straight into the held tensor, where it is held (no whole copy on the host)
             shape = (len(shas), int(cache.num_tokens), int(cache.dim))
-            pinned = self.device == "pinned"
-            tokens = torch.empty(shape, dtype=dtype, device="cpu" if pinned else self.device, pin_memory=pinned)
+            tokens = _empty(shape, dtype, where)
             for start in range(0, len(shas), chunk):
                 block = cache.read(shas[start : start + chunk], layer=layer)
                 check_finite(block, [first[sha] for sha in shas[start : start + chunk]], cache, layer)
@@ -243,14 +262,9 @@ class AbilityFeatures:
             self._tokens[layer] = tokens
 
     @staticmethod
-    def _placement(device: str, nbytes: int) -> str:
-        """``"cpu"``, a CUDA device when ``nbytes`` fit in its free memory (with a margin), else ``"pinned"``."""
-        import torch
-
-        if not device.startswith("cuda") or not torch.cuda.is_available():
-            return "cpu"
-        free, _ = torch.cuda.mem_get_info(torch.device(device))
-        return device if nbytes < 0.7 * free else "pinned"
+    def _placement(device: str, nbytes: int) -> Placement:
+        """Where ``nbytes`` of held tokens go (:func:`ava.cache.placement.place`)."""
+        return place(device, nbytes)
 
     views: tuple[str, ...] = ()  # views are answered from memory (:meth:`pooled`), never re-read from the cache
     finite_checked = True  # non-finite rows were refused at load: readers need not scan again
@@ -276,6 +290,9 @@ class AbilityFeatures:
     def tokens(self, layer: int | None = None) -> Any:
         """The held token tensor [N, T, D] of ``layer`` (rows in load order, storage precision)."""
         layer = self._layer(layer)
+        if self.placement == STREAMED:
+            raise AvaError(f"the tokens of layer {layer} are streamed from the cache, not held (they do not fit in "
+                           "memory): read them with held_rows() or read()")  # fmt: skip
         if layer not in self._tokens:
             loaded = f"pooled views {sorted({v for _, v in self._pooled})} only" if not self._tokens else \
                 f"layers {list(self._tokens)}"  # fmt: skip
@@ -288,6 +305,8 @@ class AbilityFeatures:
 
         require_cached(self, samples)
         held = [self._layer(layer) for layer in layers]
+        if self.placement == STREAMED:
+            return CacheRows(tuple(samples), held, device, cache=self.cache)  # type: ignore[return-value]
         source = self.tokens(held[0]).device
         slots = torch.from_numpy(self._index([s.image_sha256 for s in samples])).to(source)
         return HeldRows(tuple(samples), tuple(held), device, features=self, slots=slots)
@@ -296,6 +315,8 @@ class AbilityFeatures:
         """Tokens ``[B, T, D]`` float32 of the given images, in the order given (as ``FeatureCache.read``)."""
         import torch
 
+        if self.placement == STREAMED:
+            return read_rows(self.cache, [self._first[s] for s in sha256s], self._layer(layer), pooled=False)
         index = torch.from_numpy(self._index(sha256s))
         tokens = self.tokens(layer)
         return tokens[index.to(tokens.device)].float().cpu().numpy()
@@ -306,6 +327,10 @@ class AbilityFeatures:
         layer = self._layer(layer)
         if (layer, pool) not in self._pooled and pool in stored_views(self.cache):  # cheaper than pooling the tokens
             self._read_stored(layer, pool)
+        if (layer, pool) not in self._pooled and self.placement == STREAMED:  # pooled chunk by chunk from the cache
+            by_slot = sorted(self._row, key=self._row.__getitem__)
+            samples = [self._first[s] for s in by_slot]
+            self._pooled[(layer, pool)] = read_pooled_views(self.cache, samples, [layer], [pool], chunk)[pool]
         if (layer, pool) not in self._pooled:
             grid, tokens = token_grid(self.cache), self.tokens(layer)
             views = [pool_tokens(tokens[i : i + chunk].float().cpu().numpy(), pool, grid)
@@ -349,6 +374,9 @@ class TokenRows(abc.ABC):
     def gather(self, index: np.ndarray) -> torch.Tensor:
         """Float32 rows ``index`` on ``device``, before ``transform``."""
 
+    def prefetch(self, index: np.ndarray) -> None:  # noqa: B027 - a hint; rows held in memory need none
+        """Say that rows ``index`` are asked for next (a reader may start reading them now)."""
+
     def mapped(self, transform: Callable[[torch.Tensor], torch.Tensor]) -> TokenRows:
         """These rows with ``transform`` applied to every batch (after the current one); it may work in place."""
         first = self.transform
@@ -365,6 +393,8 @@ class TokenRows(abc.ABC):
         out = torch.empty((n, *first.shape[1:]), dtype=first.dtype, device=first.device)
         out[: len(first)] = first
         for start in range(len(first), n, chunk):
+            if start + chunk < n:
+                self.prefetch(np.arange(start + chunk, min(start + 2 * chunk, n)))
             out[start : start + chunk] = self[np.arange(start, min(start + chunk, n))]
         return out
 
@@ -385,18 +415,52 @@ class HeldRows(TokenRows):
         held = [self.features.tokens(layer) for layer in self.layers]
         where = self.slots.index_select(0, torch.from_numpy(index).to(self.slots.device))
         to_gpu = str(self.device).startswith("cuda")  # host -> GPU copies may overlap; copies to the host may not
-        parts = [t.index_select(0, where).to(self.device, non_blocking=to_gpu).float() for t in held]
+        parts = []
+        for t in held:
+            if to_gpu and t.device.type == "cpu" and t.is_pinned():  # gathered into pinned memory: an async copy
+                rows = torch.empty((len(where), *t.shape[1:]), dtype=t.dtype, pin_memory=True)
+                rows = torch.index_select(t, 0, where, out=rows)
+            else:
+                rows = t.index_select(0, where)
+            parts.append(rows.to(self.device, non_blocking=to_gpu).float())
         return parts[0] if len(parts) == 1 else torch.cat(parts, -1)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class CacheRows(TokenRows):
-    """Rows read from a feature cache batch by batch (a cache that is not an :class:`AbilityFeatures`)."""
+    """Rows read from a feature cache batch by batch (a cache that is not an :class:`AbilityFeatures`, or an ability
+    streamed because it fits in no memory). :meth:`prefetch` reads the next batch on a background thread while the
+    caller computes on this one."""
 
     cache: Any = None
+    _ahead: dict[bytes, Any] = dataclasses.field(default_factory=dict, init=False, repr=False, compare=False)
 
-    def gather(self, index: np.ndarray) -> torch.Tensor:
+    def _read(self, index: np.ndarray) -> torch.Tensor:
         import torch
 
         rows = read_layers(self.cache, [self.samples[i] for i in index], self.layers, False)
-        return torch.from_numpy(rows).to(self.device)
+        return torch.from_numpy(rows)
+
+    def gather(self, index: np.ndarray) -> torch.Tensor:
+        pending = self._ahead.pop(index.tobytes(), None)
+        rows = pending.result() if pending is not None else self._read(index)
+        return rows.to(self.device)
+
+    def prefetch(self, index: np.ndarray) -> None:
+        index = np.asarray(index, dtype=np.int64)
+        for key in [k for k in self._ahead if k != index.tobytes()]:  # at most one batch read ahead
+            self._ahead.pop(key).cancel()
+        if index.tobytes() not in self._ahead:
+            self._ahead[index.tobytes()] = _read_ahead().submit(self._read, index)
+
+
+_POOL: list[Any] = []
+
+
+def _read_ahead() -> Any:
+    """The one background thread that reads batches ahead (made on first use)."""
+    if not _POOL:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _POOL.append(ThreadPoolExecutor(1, thread_name_prefix="ava-read-ahead"))
+    return _POOL[0]

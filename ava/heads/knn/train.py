@@ -27,8 +27,8 @@ import numpy as np
 from ava.abilities import Ability, get_ability
 from ava.data.format import Dataset, Sample
 from ava.errors import AvaError
+from ava.heads.ability_runs import AbilityRun, save_tensors, train_abilities
 from ava.heads.features import pool_candidates, read_pooled_views, resolve_device
-from ava.heads.fingerprint import AbilityRun, save_tensors, train_abilities
 from ava.heads.knn.config import KNNConfig
 from ava.heads.knn.model import Memory, build_index, on_device, search
 from ava.heads.run_files import open_saved_run, score_and_write, write_json

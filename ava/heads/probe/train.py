@@ -34,8 +34,10 @@ import torch
 from torch import nn
 
 from ava.abilities import Ability, get_ability
+from ava.cache.placement import STREAMED
 from ava.data.format import Dataset, Sample
 from ava.errors import AvaError
+from ava.heads.ability_runs import AbilityRun, save_tensors, train_abilities
 from ava.heads.features import (
     AbilityFeatures,
     CacheRows,
@@ -48,7 +50,6 @@ from ava.heads.features import (
     resolve_device,
     token_grid,
 )
-from ava.heads.fingerprint import AbilityRun, save_tensors, train_abilities
 from ava.heads.probe.config import ProbeConfig
 from ava.heads.probe.grid import GridAdamW, StackedAttentive, StackedLinears, stacked_loss
 from ava.heads.probe.model import Probe, ProbeGrid, box_from_output, box_loss
@@ -99,6 +100,8 @@ def _float32_bytes(cache: Any, n: int, layers: Sequence[int | None]) -> int:
 def held_in_float32(rows: Rows, cache: Any, max_memory_gb: float) -> Rows:
     """Train rows read many times: held whole in float32 on their device when that fits in ``max_memory_gb`` (the
     same numbers; a head then standardizes them once), else left to be gathered batch by batch."""
+    if getattr(cache, "placement", None) == STREAMED:  # the ability fits in no memory: rows stay streamed
+        return rows
     if isinstance(rows, TokenRows) and _float32_bytes(cache, len(rows), rows.layers) <= max_memory_gb * 2**30:
         return rows.materialize()
     return rows
@@ -304,19 +307,21 @@ def train_grid(grid: nn.Module, lrs: Sequence[float], rows: Any, y: Any, task: T
     if isinstance(y, torch.Tensor):
         y = y.to(device)
     grid.train()
-    step = 0
-    for _ in range(epochs):
-        for index in _batches(len(rows), batch_size, generator):
-            xb = _as_tensor(rows, index, device)
-            yb = _member_batch_targets(y, index, device)
-            opt.zero_grad()
-            if stacked:
-                stacked_loss(grid(xb), yb, task).backward()
-            else:
-                sum(task.loss(o, yb) for o in grid(xb)).backward()
-            opt.step(factor(step))
-            step += 1
-        if on_epoch is not None:
+    # every epoch's batches drawn up front (the generator serves nothing else): the next batch is known at every
+    # step, so rows streamed from the cache are read ahead across epochs too
+    plan = [(e, index) for e in range(epochs) for index in _batches(len(rows), batch_size, generator)]
+    for i, (epoch, index) in enumerate(plan):
+        if isinstance(rows, TokenRows) and i + 1 < len(plan):
+            rows.prefetch(plan[i + 1][1])  # (rows streamed from the cache: read while this batch computes)
+        xb = _as_tensor(rows, index, device)
+        yb = _member_batch_targets(y, index, device)
+        opt.zero_grad()
+        if stacked:
+            stacked_loss(grid(xb), yb, task).backward()
+        else:
+            sum(task.loss(o, yb) for o in grid(xb)).backward()
+        opt.step(factor(i))
+        if on_epoch is not None and (i + 1 == len(plan) or plan[i + 1][0] != epoch):
             on_epoch()
     grid.eval()
 
@@ -326,7 +331,10 @@ def predict(model: nn.Module, task: Task, rows: Rows, samples: Sequence[Sample],
     """Replies of one probe for ``samples`` (rows aligned with samples)."""
     model.eval()
     replies: list[str] = []
-    for index in _batches(len(samples), EVAL_BATCH, None):
+    batches = _batches(len(samples), EVAL_BATCH, None)
+    for i, index in enumerate(batches):
+        if isinstance(rows, TokenRows) and i + 1 < len(batches):
+            rows.prefetch(batches[i + 1])
         out = model(_as_tensor(rows, index, device))
         replies.extend(task.replies(out, [samples[i] for i in index]))
     return replies

@@ -1,0 +1,79 @@
+"""Where a set of feature rows is held while heads train on it: on the GPU, in pinned host memory, in host memory,
+or not held at all and streamed from the cache batch by batch.
+
+Free GPU memory is what the driver reports free plus what PyTorch's caching allocator holds but no tensor uses
+(``memory_reserved - memory_allocated``): features released by the previous ability sit there, and
+``torch.cuda.mem_get_info`` alone does not count them. Free host memory is ``MemAvailable`` (and the cgroup's limit
+where one is set). Each kind of memory is used up to :data:`SHARE` of what is free, leaving room for the heads.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+ON_DEVICE, PINNED, HOST, STREAMED = "on-device", "pinned-host", "host", "streamed"
+SHARE = 0.7  # of the free memory a held set may take
+
+
+def device_free_bytes(device: str) -> int:
+    """Bytes a new tensor can take on CUDA ``device``: the driver's free memory plus the caching allocator's
+    reserved-but-unused bytes."""
+    import torch
+
+    dev = torch.device(device)
+    free, _ = torch.cuda.mem_get_info(dev)
+    unused = torch.cuda.memory_reserved(dev) - torch.cuda.memory_allocated(dev)
+    return int(free) + max(0, int(unused))
+
+
+def host_free_bytes() -> int:
+    """Host memory this process can still take: ``MemAvailable``, capped by a cgroup v2 memory limit."""
+    available = None
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                available = int(line.split()[1]) * 1024
+                break
+    except OSError:
+        pass
+    if available is None:
+        try:
+            available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            return 1 << 62  # unknown: assume it fits (reading then fails loudly, as before)
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        if limit != "max":
+            used = int(Path("/sys/fs/cgroup/memory.current").read_text().strip())
+            available = min(available, int(limit) - used)
+    except (OSError, ValueError):
+        pass
+    return max(0, available)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """``kind`` (:data:`ON_DEVICE`, :data:`PINNED`, :data:`HOST` or :data:`STREAMED`) and the torch device the
+    held tensors live on (``"cpu"`` for host memory, pinned or not; None when streamed)."""
+
+    kind: str
+    device: str | None
+
+    @property
+    def pinned(self) -> bool:
+        return self.kind == PINNED
+
+
+def place(device: str, nbytes: int) -> Placement:
+    """Where ``nbytes`` of features for heads computing on ``device`` go: on the GPU when they fit in its free memory,
+    else in pinned host memory, else (or on a CPU run, when they do not fit in host memory) streamed."""
+    import torch
+
+    fits_host = nbytes <= SHARE * host_free_bytes()
+    if device.startswith("cuda") and torch.cuda.is_available():
+        if nbytes <= SHARE * device_free_bytes(device):
+            return Placement(ON_DEVICE, device)
+        return Placement(PINNED, "cpu") if fits_host else Placement(STREAMED, None)
+    return Placement(HOST, "cpu") if fits_host else Placement(STREAMED, None)

@@ -1,0 +1,164 @@
+"""Where an ability's features are held during a fingerprint: the previous ability's features are released before the
+next is placed, free GPU memory counts what PyTorch's caching allocator holds unused (a fake device memory API on the
+CPU), and an ability that fits in no memory streams from the cache, read ahead, with the same results."""
+
+from __future__ import annotations
+
+import json
+import threading
+import weakref
+from pathlib import Path
+
+import pytest
+import torch
+from _heads_fixtures import FakeCache, handmade
+
+from ava.cache import placement
+from ava.data.format import Dataset
+from ava.heads.ability_runs import train_abilities
+
+ABILITIES = ("color", "counting", "scene")
+
+
+class FakeGPU:
+    """A CUDA memory API over a caching allocator: freed tensors stay reserved (``mem_get_info`` does not count
+    them as free), as PyTorch's allocator keeps them."""
+
+    def __init__(self, total: int) -> None:
+        self.total, self.allocated, self.reserved = total, 0, 0
+        self.on_query: list = []
+
+    def alloc(self, tensor: torch.Tensor) -> torch.Tensor:
+        n = tensor.numel() * tensor.element_size()
+        self.allocated += n
+        self.reserved = max(self.reserved, self.allocated)
+        weakref.finalize(tensor, self.release, n)
+        return tensor
+
+    def release(self, n: int) -> None:
+        self.allocated -= n
+
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        def mem_get_info(device=None):
+            for check in self.on_query:
+                check()
+            return self.total - self.reserved, self.total
+
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+        monkeypatch.setattr(torch.cuda, "mem_get_info", mem_get_info)
+        monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: self.reserved)
+        monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: self.allocated)
+        monkeypatch.setattr(placement, "host_free_bytes", lambda: 1 << 40)
+        # tensors "on the device" stay in host memory here; the fake GPU accounts for them
+        import ava.heads.features as features
+
+        def hold(tokens, where):
+            return self.alloc(tokens.clone()) if where.kind == placement.ON_DEVICE else tokens
+
+        def empty(shape, dtype, where):
+            tokens = torch.empty(shape, dtype=dtype)
+            return self.alloc(tokens) if where.kind == placement.ON_DEVICE else tokens
+
+        monkeypatch.setattr(features, "_hold", hold)
+        monkeypatch.setattr(features, "_empty", empty)
+
+
+class RecordingRun:
+    """A feature head that records where each ability's features were held, and keeps a weak reference to them."""
+
+    head = "recording"
+
+    def __init__(self, dataset: Dataset) -> None:
+        self.dataset = dataset
+        self.placed: dict[str, str] = {}
+        self.seen: list[weakref.ref] = []
+
+    def pending(self, ava: str) -> bool:
+        return ava not in self.placed
+
+    def train_samples(self, ava: str):
+        return self.dataset.samples(ava, split="train")
+
+    def eval_samples(self, ava: str):
+        return self.dataset.samples(ava, split="test")
+
+    def layers(self):
+        return [None]
+
+    def needs(self, ava: str):
+        return [], True
+
+    def fit(self, ava: str, features, on_step=None) -> None:
+        self.placed[ava] = features.placement
+        self.seen.append(weakref.ref(features))
+
+
+def test_free_device_memory_counts_reserved_but_unused_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    gb = 1 << 30
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (1 * gb, 10 * gb))
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: 8 * gb)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: 2 * gb)
+    monkeypatch.setattr(placement, "host_free_bytes", lambda: 100 * gb)
+    assert placement.device_free_bytes("cuda") == 7 * gb
+    assert placement.place("cuda", 4 * gb) == placement.Placement(placement.ON_DEVICE, "cuda")
+    assert placement.place("cuda", 6 * gb).kind == placement.PINNED
+    monkeypatch.setattr(placement, "host_free_bytes", lambda: 5 * gb)
+    assert placement.place("cuda", 8 * gb).kind == placement.STREAMED
+    assert placement.place("cpu", 3 * gb).kind == placement.HOST
+    assert placement.place("cpu", 8 * gb).kind == placement.STREAMED
+
+
+def test_each_ability_is_released_and_the_third_placed_on_the_device(tmp_path: Path, monkeypatch) -> None:
+    """One ability's features take X bytes on a 3X GPU. Kept alive while the next is placed, and with freed bytes
+    not counted, the third would go to pinned host memory; released and counted, all three sit on the device."""
+    root, fake = handmade(tmp_path / "data", abilities=ABILITIES, n=60)
+    x = 60 * fake.num_tokens * fake.dim * 4  # float32 rows of one ability (train + test)
+    gpu = FakeGPU(total=3 * x)
+    gpu.install(monkeypatch)
+    run = RecordingRun(Dataset(root))
+
+    def previous_released() -> None:
+        alive = [r for r in run.seen if r() is not None]
+        assert not alive, "the previous ability's features are still alive while the next is placed"
+
+    gpu.on_query.append(previous_released)
+    train_abilities([run], fake, ABILITIES, device="cuda", progress=False)
+    assert run.placed == dict.fromkeys(ABILITIES, placement.ON_DEVICE)
+    assert gpu.allocated == 0 and gpu.reserved == x  # one ability at a time
+
+
+def _fingerprint(root: Path, fake: FakeCache, out: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
+    from ava.heads.fingerprint import FingerprintConfig, fingerprint
+
+    monkeypatch.setattr("ava.cache.open_cache", lambda *a, **k: fake)
+    result = fingerprint(FingerprintConfig(vfm="fake", data=str(root), cache="x", out=str(out), progress=False,
+                                           device="cpu", jobs=1))  # fmt: skip
+    return {head: json.loads((d / "results_test.json").read_text())["abilities"] for head, d in
+            result.run_dirs.items()}  # fmt: skip
+
+
+class ThreadCache(FakeCache):
+    """A FakeCache that notes the thread of every token read."""
+
+    threads: set[str]
+
+    def read(self, shas, layer=None):
+        self.threads.add(threading.current_thread().name)
+        return super().read(shas, layer)
+
+
+def test_an_ability_that_fits_in_no_memory_streams_with_the_same_results(tmp_path: Path, monkeypatch) -> None:
+    root, fake = handmade(tmp_path / "data", abilities=("spatial", "color"), n=30)
+    held = _fingerprint(root, fake, tmp_path / "held", monkeypatch)
+    streaming = ThreadCache(fake.rows, layers=fake.layers)
+    streaming.threads = set()
+    monkeypatch.setattr(placement, "host_free_bytes", lambda: 0)
+    streamed = _fingerprint(root, streaming, tmp_path / "streamed", monkeypatch)
+    for head, abilities in held.items():
+        for ava, r in abilities.items():
+            assert r["extra"]["features"] == placement.HOST
+            s = streamed[head][ava]
+            assert s["extra"]["features"] == placement.STREAMED
+            assert s["value"] == r["value"], (head, ava)
+    assert any(name.startswith("ava-read-ahead") for name in streaming.threads)  # batches read ahead
