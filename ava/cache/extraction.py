@@ -223,7 +223,7 @@ class _Writers:
 
     def __init__(self, group: CacheGroup, threads: int, nice: int = 0) -> None:
         self.group, self.n, self.nice = group, max(1, threads), nice
-        self.jobs: queue.Queue[tuple[int, dict[int, list]] | None] = queue.Queue(maxsize=2 * self.n)
+        self.jobs: queue.Queue[tuple[int, dict[int, list], Any] | None] = queue.Queue(maxsize=2 * self.n)
         self.error: BaseException | None = None
         self.busy_s = self.wait_s = 0.0
         self._lock = threading.Lock()
@@ -240,13 +240,13 @@ class _Writers:
             if self.error is None:
                 t0 = time.perf_counter()
                 try:
-                    write_shard(self.group, *job)
+                    write_shard(self.group, *_settled(self.group, *job))
                 except BaseException as e:  # re-raised in the main thread
                     self.error = e
                 with self._lock:
                     self.busy_s += time.perf_counter() - t0
 
-    def put(self, job: tuple[int, dict[int, list]]) -> None:
+    def put(self, job: tuple[int, dict[int, list], Any]) -> None:
         self.check()
         t0 = time.perf_counter()
         self.jobs.put(job)
@@ -620,10 +620,17 @@ def _compute(
 
 
 def _shard_job(group: CacheGroup, shard: int, results: dict[int, list], checks: dict[int, _ShardChecks]) -> tuple:
-    """The writer's job for a finished shard: its rows as numpy arrays, after the shard's copies and range checks."""
+    """A finished shard taken out of ``results``/``checks`` on the main thread, without waiting for the device:
+    (shard, its rows' host tensors, still being copied, its checks). A writer thread settles it
+    (:func:`_settled`), so the main loop keeps the GPU's queue fed instead of draining it once per shard."""
+    rows = [q for q in results if q // group.shard_size == shard]
+    return shard, {q: results.pop(q) for q in rows}, checks.pop(shard, None)
+
+
+def _settled(group: CacheGroup, shard: int, rows: dict[int, list], check: _ShardChecks | None) -> tuple:
+    """The writer's job for a shard: its rows as numpy arrays, after the shard's copies and range checks."""
     codec = group.codec
-    check = checks.pop(shard, None)
     if check is not None:
         check.settle(codec)
-    rows = [q for q in results if q // group.shard_size == shard]
-    return shard, {q: [(codec.host(v), None if s is None else codec.host(s)) for v, s in results.pop(q)] for q in rows}
+    return shard, {q: [(codec.host(v), None if s is None else codec.host(s)) for v, s in pending]
+                   for q, pending in rows.items()}  # fmt: skip

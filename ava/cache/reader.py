@@ -329,7 +329,8 @@ class ResidentFeatures:
         return self.values
 
     def gather(self, index: torch.Tensor, *, reuse: bool = False) -> torch.Tensor:
-        """Features ``[B, T, D]`` (half precision, on the device) of the samples at positions ``index``.
+        """Features ``[B, T, D]`` (half precision, on the device) of the samples at positions ``index`` (a host
+        tensor where the rows are held in host memory, else the device reads it back: a sync).
 
         ``reuse``: write into one of :attr:`ring` preallocated buffers per batch size, in turn, instead of a new
         tensor (no allocation, no page faults on a CPU; on CUDA with host-resident rows, the rows are gathered
@@ -343,7 +344,7 @@ class ResidentFeatures:
             if not reuse:
                 return values.index_select(0, rows)
             return torch.index_select(values, 0, rows, out=self._buffer(len(rows), self.device))
-        rows = self.rows.index_select(0, index.cpu())  # pinned host rows, CUDA compute
+        rows = self.rows.index_select(0, index.cpu())  # pinned host rows, CUDA compute (give a host index: no sync)
         if not reuse:
             return values.index_select(0, rows).pin_memory().to(self.device, non_blocking=True)
         slot = self._slot(len(rows))

@@ -296,6 +296,8 @@ def train_step(
         sync = i == len(group) - 1 or not hasattr(model, "no_sync")
         with nullcontext() if sync else model.no_sync():
             on_device = to_device(batch, device)
+            if "index" in batch:  # the host copy too: features held in host memory are gathered without a sync
+                on_device["index_host"] = batch["index"]
             with autocast(device, dtype):
                 loss = model(on_device, data.featurize(on_device))
             (loss / len(group)).backward()
