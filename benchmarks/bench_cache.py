@@ -258,6 +258,22 @@ def device_name(device: str) -> str:
     return f"CPU {model} ({os.cpu_count()} cores), torch threads {torch.get_num_threads()}"
 
 
+def environment(device: str) -> dict[str, Any]:
+    """What every benchmark JSON records: the device in words, the date, and the versions that ran."""
+    import datetime
+    import importlib.metadata as md
+
+    versions = {}
+    for name in ("torch", "transformers", "peft", "zarr", "numcodecs", "faiss-cpu", "faiss-gpu", "timm"):
+        try:
+            versions[name] = md.version(name)
+        except md.PackageNotFoundError:
+            continue
+    cuda = torch.version.cuda if torch.cuda.is_available() else None
+    return {"device": device_name(device), "date": str(datetime.date.today()), "versions": versions, "cuda": cuda,
+            "python": platform.python_version()}  # fmt: skip
+
+
 COLUMNS = "model tokens_x_dim images batch codec load forward_img_s forward_drift decode_preprocess_img_s extract_img_s"
 COLUMNS += " extract_over_forward extract_over_forward_runs"
 COLUMNS += (
@@ -341,6 +357,7 @@ def main() -> None:
         "load": load,
         "load_end": load_average(),
         "torch": torch.__version__,
+        "environment": environment(args.device),
     }
     print(markdown(rows, meta))
     if args.json:

@@ -116,7 +116,14 @@ class RandomCache:
         return self.read_view(shas, layer, "mean")
 
 
-def build(root: Path, samples: int, tokens: int, dim: int, abilities: tuple[str, ...]) -> tuple[Path, RandomCache]:
+# Samples per ability in the real benchmark (train + test, the paper's Table 2; ~226.7K in all)
+REAL_SIZES = {"localization": 34_800, "counting": 13_600, "fine_grained": 9_000, "abs_depth": 8_600,
+              "rel_depth": 11_600, "ocr": 11_000, "orientation": 8_500, "recognition": 44_900, "action": 15_000,
+              "texture": 13_300, "spatial": 11_500, "scene": 13_900, "emotion": 17_000, "color": 14_000}  # fmt: skip
+
+
+def build(root: Path, samples: int | dict[str, int], tokens: int, dim: int,
+          abilities: tuple[str, ...]) -> tuple[Path, RandomCache]:  # fmt: skip
     from _heads_fixtures import handmade
 
     from ava.data.format import Dataset
@@ -165,21 +172,30 @@ def max_memory(gb: float | None) -> Iterator[None]:
 
 @contextlib.contextmanager
 def timed_fits(per: dict) -> Iterator[None]:
-    """While inside, each ``AbilityRun.fit`` of a fingerprint records its wall seconds in ``per[(head, ability)]``."""
+    """While inside, each ``AbilityRun.fit`` of a fingerprint records its wall seconds in ``per[(head, ability)]``, and
+    each ability its wall seconds (``per["ability_s"]``) and where its features were held (``per["placement"]``)."""
+    from ava.heads import ability_runs
     from ava.heads import fingerprint as fp
 
-    real = fp.AbilityRun.fit
+    real, real_ability = fp.AbilityRun.fit, ability_runs._train_ability
 
     def timed(self, ava, features, on_step=None):  # noqa: ANN001, ANN202
         t0 = time.perf_counter()
         real(self, ava, features, on_step)
         per[(self.head, ava)] = time.perf_counter() - t0
+        per.setdefault("placement", {})[ava] = getattr(features, "placement", None)
 
-    fp.AbilityRun.fit = timed
+    def ability(todo, cache, ava, *a, **k):  # noqa: ANN001, ANN002, ANN003, ANN202
+        t0 = time.perf_counter()
+        reads = real_ability(todo, cache, ava, *a, **k)
+        per.setdefault("ability_s", {})[ava] = time.perf_counter() - t0  # placement, reads and every head's fit
+        return reads
+
+    fp.AbilityRun.fit, ability_runs._train_ability = timed, ability
     try:
         yield
     finally:
-        fp.AbilityRun.fit = real
+        fp.AbilityRun.fit, ability_runs._train_ability = real, real_ability
 
 
 def run_fingerprint(data: Path, out: Path, per: dict, heads: list[str], gb: float | None, device: str) -> None:
@@ -219,8 +235,30 @@ def run_real(args: argparse.Namespace, tmp: Path) -> list[dict]:
                      "wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
                      "reads_per_ability": reads[len(reads) // 2] if reads else 0, "token_reads": sum(reads),
                      "fit_s_per_head": heads, "prepare_s": round(prepare, 2),
-                     "detail": {_name(k): round(v, 3) for k, v in per.items()}})  # fmt: skip
+                     "detail": _detail(per)})  # fmt: skip
     return rows
+
+
+def _detail(per: dict) -> dict[str, float]:
+    return {_name(k): round(v, 3) for k, v in per.items() if not isinstance(v, dict)}
+
+
+def _scaled(per: dict, counts: dict[str, int], args: argparse.Namespace) -> dict:
+    """The per-ability wall times, the placements, and the fingerprint's time scaled to the real benchmark: each
+    ability's wall time (placing and reading its features, every head's fit) x its real sample count / the count
+    run, summed (every head's cost grows linearly with the samples at fixed epochs; kNN's search, quadratic, is a
+    small share on a GPU). Where an ability at its real size would be held elsewhere than at the size run (e.g.
+    pinned host memory instead of the GPU), the rule does not capture it: ``placement_at_real_size`` says where
+    ``ava.cache.placement.place`` puts it on this machine now."""
+    from ava.cache.placement import place
+
+    walls = per.get("ability_s", {})
+    scaled = {a: walls[a] * REAL_SIZES[a] / counts[a] for a in walls if a in REAL_SIZES}
+    at_real = {a: place(args.device, REAL_SIZES[a] * args.tokens * args.dim * 2).kind for a in counts
+               if a in REAL_SIZES}  # fmt: skip
+    return {"ability_s": {a: round(v, 2) for a, v in walls.items()}, "samples": counts,
+            "placement": per.get("placement", {}), "scaled_to_real_s": round(sum(scaled.values()), 1),
+            "real_samples": sum(REAL_SIZES[a] for a in scaled), "placement_at_real_size": at_real}
 
 
 def _name(key: str | tuple[str, str]) -> str:
@@ -231,6 +269,8 @@ def _per_head(per: dict) -> dict[str, float]:
     """Fit seconds summed per head from ``{(head, ability): s}`` (or ``{head: s}``)."""
     out: dict[str, float] = defaultdict(float)
     for key, v in per.items():
+        if isinstance(v, dict):  # per-ability placements and wall times
+            continue
         out[key[0] if isinstance(key, tuple) else key] += v
     return {h: round(v, 2) for h, v in out.items()}
 
@@ -248,6 +288,9 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=160, help="--vfm: synthetic image side (the demo's)")
     ap.add_argument("--heads", default="probe-linear,probe-attn,knn", help="the fingerprint's heads")
     ap.add_argument("--abilities", default=None, help="random features: comma-separated abilities (default: all 14)")
+    ap.add_argument("--scale-to-real", type=float, default=None,
+                    help="random features: each ability at this share of its real sample count (--samples ignored); "
+                    "the JSON adds the time scaled to the real benchmark (see _scaled)")  # fmt: skip
     ap.add_argument("--max-memory-gb", type=float, default=None,
                     help="the probes' max_memory_gb: train tokens above it are gathered batch by batch")  # fmt: skip
     ap.add_argument("--jobs", default="auto", help="--vfm: heads fitted at once, comma-separated values are run one "
@@ -279,7 +322,10 @@ def main() -> None:
         abilities = tuple(args.abilities.split(",")) if args.abilities else tuple(ABILITY_KEYS)
         if unknown := [a for a in abilities if a not in ABILITY_KEYS]:
             ap.error(f"--abilities: unknown {', '.join(map(repr, unknown))}; known: {', '.join(ABILITY_KEYS)}")
-        data, cache = build(tmp, args.samples, args.tokens, args.dim, abilities)
+        counts = {a: args.samples for a in abilities}
+        if args.scale_to_real:  # each ability at this share of its real size
+            counts = {a: max(20, round(args.scale_to_real * REAL_SIZES[a])) for a in abilities}
+        data, cache = build(tmp, counts, args.tokens, args.dim, abilities)
         ava.cache.open_cache = lambda *a, **k: cache  # every head opens this stand-in
         for mode in args.modes.split(","):
             cache.reads, cache.rows_read, cache.read_s = 0, 0, 0.0
@@ -302,7 +348,9 @@ def main() -> None:
             row = {"mode": mode, "wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "reads": cache.reads,
                    "reads_per_ability": reads[len(reads) // 2] if reads else 0,
                    "rows_read": cache.rows_read, "read_s": round(cache.read_s, 2), "fit_s_per_head": _per_head(detail),
-                   "detail": {_name(k): round(v, 3) for k, v in detail.items()}}  # fmt: skip
+                   "detail": _detail(detail)}  # fmt: skip
+            if mode == "fingerprint":
+                row.update(_scaled(detail, counts, args))
             rows.append(row)
             print(json.dumps({k: v for k, v in row.items() if k != "detail"}))
         if any(r["mode"] == "fingerprint" for r in rows):
@@ -313,11 +361,14 @@ def main() -> None:
             print("|---|" + "---:|" * len(heads))
             for a in names:
                 print(f"| {a} | " + " | ".join(f"{per.get(f'{h} {a}', float('nan')):.2f}" for h in heads) + " |")
-        print(f"\ndevice: {device_name(args.device)}, torch {torch.__version__}, {args.samples} "
-              f"samples x {len(abilities)} abilities, tokens {args.tokens} x {args.dim}, random features; "
+        print(f"\ndevice: {device_name(args.device)}, torch {torch.__version__}, {sum(counts.values())} "
+              f"samples over {len(abilities)} abilities, tokens {args.tokens} x {args.dim}, random features; "
               f"{dt.date.today()}")  # fmt: skip
         if args.json:
-            Path(args.json).write_text(json.dumps({"args": vars(args), "rows": rows}, indent=2))
+            from bench_cache import environment
+
+            Path(args.json).write_text(json.dumps({"args": vars(args), "environment": environment(args.device),
+                                                   "rows": rows}, indent=2))  # fmt: skip
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

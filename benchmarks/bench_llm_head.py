@@ -1,17 +1,21 @@
 """LLM-head training speed: cached features vs the VFM run online on every batch, same model and data, one run.
 
-Both paths go through the real training code (``ava.heads.llm.train.fit``): the cached path reads fp16 patch
-features from the Zarr cache in the DataLoader; the online path decodes each JPEG, preprocesses it with the
-VFM's own ``preprocess`` and runs the frozen VFM in the loop (the paper release's way). Each path first runs
-``--warmup`` optimizer steps (kernels, allocator), stops with a checkpoint, then resumes for ``--steps`` timed
-steps, so the numbers are steady-state samples/s and tokens/s (image + text tokens).
+Both paths go through the real training code (``ava.heads.llm.train.fit``): the cached path gathers fp16 patch
+features resident in memory (on the GPU when they fit); the online path decodes each JPEG in ``--num-workers``
+DataLoader workers, preprocesses it with the VFM's own ``preprocess`` and runs the frozen VFM in the loop (the paper
+release's way). Each path first runs ``--warmup`` optimizer steps (compilation, kernels, allocator), then a second
+``fit`` call times ``--steps`` steps from a fresh optimizer; neither call writes a checkpoint (``checkpoints=False``),
+so the timed window holds optimizer steps only, and its rates are read after the loop's last device sync.
 
-MFU: model FLOPs per second over the device's *measured* dense matmul rate at the same dtype (a square
-matmul timed here), not a datasheet peak. Model FLOPs per token: LLM forward 2 N (N = block weights; the
-vocab-wide output layer only at supervised positions) + attention 4 L s d, times 2 for training (the forward
-and the backward pass to the activations; the frozen base weights get no weight gradients, LoRA's are
-negligible), + the connector's 6 P per image token; the online path adds the VFM forward (2 N_vfm per patch
-token + attention).
+MFU: model FLOPs per second over (a) the device's dense bf16 peak from its datasheet (H100 SXM 989 TFLOP/s, PCIe 756,
+H200 989, A100 312; none for other devices) and (b) the *measured* dense matmul rate at the same dtype (a square
+matmul timed here). Model FLOPs per token: LLM forward 2 N (N = frozen block weights; the vocab-wide output layer
+only at supervised positions) + attention 4 L s d, times 2 for training (the forward and the backward pass to the
+activations; the frozen base weights get no weight gradients) + LoRA's 6 P_lora (forward, activation and weight
+gradients of its A/B matrices: r 128 on 7 linears is ~20% of Qwen2-0.5B's block weights), + the connector's 6 P per
+image token; the online path adds the VFM forward (2 N_vfm per patch token + attention). Each row records which
+paths ran: ``attention`` (varlen, sdpa-per-sample, sdpa-padded), ``compiled`` (true, false, fell-back) and where the
+cached features were held.
 
     python benchmarks/bench_llm_head.py                                  # CPU: random-vit + tiny-random-qwen2
     python benchmarks/bench_llm_head.py --device cuda                    # real sizes, random weights, bf16:
@@ -26,6 +30,7 @@ import io
 import json
 import platform
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -35,23 +40,25 @@ import numpy as np
 import torch
 from PIL import Image
 
+sys.path.insert(0, str(Path(__file__).parent))  # bench_cache's environment()
+
 from ava.abilities import REL_DEPTH_ANSWERS, format_options, get_ability
 from ava.cache import ExtractConfig, extract
 from ava.data.format import DatasetWriter, Sample
 
 PRESETS = {
-    "cpu": dict(
-        vfm="random-vit", llm="tiny-random-qwen2", samples=48, batch_size=8, steps=4, warmup=1, lora_r=128, dtype="fp32"
-    ),
+    "cpu": dict(vfm="random-vit", llm="tiny-random-qwen2", samples=48, batch_size=8, steps=4, warmup=1, lora_r=128,
+                dtype="fp32", num_workers=0),
     "cuda": dict(
         vfm="siglip:random",
         llm="random-qwen2-0.5b",
         samples=384,
         batch_size=16,
-        steps=16,
-        warmup=3,
+        steps=30,
+        warmup=4,
         lora_r=128,
         dtype="bf16",
+        num_workers=8,
     ),
 }
 
@@ -92,12 +99,24 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _block_params(module: torch.nn.Module, skip: tuple[str, ...]) -> int:
+def _block_params(module: torch.nn.Module, skip: tuple[str, ...], lora: bool = False) -> int:
+    """Weights of the linears in ``module`` (names containing ``skip`` left out): the frozen ones, or LoRA's."""
     return sum(
         m.weight.numel()
         for n, m in module.named_modules()
-        if isinstance(m, torch.nn.Linear) and not any(s in n for s in skip) and "lora_" not in n
+        if isinstance(m, torch.nn.Linear) and not any(s in n for s in skip) and ("lora_" in n) == lora
     )
+
+
+PEAK_BF16 = (("H100 PCIe", 756e12), ("H100", 989.4e12), ("H200", 989.4e12), ("A100", 312e12))  # dense, datasheets
+
+
+def datasheet_peak(device: torch.device) -> float | None:
+    """The dense bf16 peak of a known GPU (FLOP/s), or None."""
+    if device.type != "cuda":
+        return None
+    name = torch.cuda.get_device_name(device)
+    return next((peak for key, peak in PEAK_BF16 if key in name), None)
 
 
 def flops_per_sample(head: Any, seq: float, sup: float, img: int, vfm: Any | None) -> float:
@@ -106,8 +125,9 @@ def flops_per_sample(head: Any, seq: float, sup: float, img: int, vfm: Any | Non
     n_llm = _block_params(head.base.get_decoder(), ())
     d, layers, vocab = cfg.hidden_size, cfg.num_hidden_layers, cfg.vocab_size
     fwd = 2 * n_llm * seq + 4 * layers * seq * seq * d + 2 * vocab * d * sup
+    n_lora = _block_params(head.base.get_decoder(), (), lora=True)
     conn = sum(p.numel() for p in head.connector.parameters())
-    total = 2 * fwd + 6 * conn * img
+    total = 2 * fwd + 6 * n_lora * seq + 6 * conn * img
     if vfm is not None:
         n_vfm = _block_params(vfm, ())
         vcfg = vfm.model.config if hasattr(vfm, "model") else None
@@ -147,11 +167,12 @@ def run_path(mode: str, args: argparse.Namespace, data: Path, cache: Path, work:
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)  # peak memory per mode
     prep = prepare_training(cfg, device=device, dtype=dtype)
-    kw = dict(dist=_single(), device=device, dtype=dtype, epochs=cfg.epochs, lr=1e-4, batch_size=args.batch_size)
-    fit(prep.head, prep.loop, cfg, Path(cfg.out), **kw)  # warm-up steps, then a checkpoint
+    kw = dict(dist=_single(), device=device, dtype=dtype, epochs=cfg.epochs, lr=1e-4, batch_size=args.batch_size,
+              checkpoints=False)  # fmt: skip
+    warm = fit(prep.head, prep.loop, cfg, Path(cfg.out), **kw)  # compiles; no checkpoint
     cfg.stop_after_steps = args.steps
     _sync(device)
-    summary = fit(prep.head, prep.loop, cfg, Path(cfg.out), **kw)  # resumes: the timed steps
+    summary = fit(prep.head, prep.loop, cfg, Path(cfg.out), **kw)  # the timed steps (from step 0 again)
     lengths = [e.length(prep.loop.num_image_tokens) for e in prep.loop.encoded]
     sup = float(np.mean([len(e.answer) for e in prep.loop.encoded]))
     vfm = getattr(prep.loop.featurize, "vfm", None)
@@ -166,7 +187,12 @@ def run_path(mode: str, args: argparse.Namespace, data: Path, cache: Path, work:
         "packed": summary.get("packed"),
         "flops_per_sample": fps,
         "mean_seq_len": float(np.mean(lengths)),
-        "compiled": summary.get("compiled"),
+        "compiled": warm.get("compiled") if warm.get("compiled") == "fell-back" else summary.get("compiled"),
+        "attention": summary.get("attention"),
+        "features_placement": prep.run.get("features_placement"),
+        "warmup_s": warm.get("seconds"),
+        "timed_window_checkpoints": 0,
+        "num_workers": args.num_workers,
         "peak_mem_gb": torch.cuda.max_memory_allocated(device) / 1e9 if device.type == "cuda" else None,
     }
 
@@ -184,7 +210,7 @@ def main() -> None:
         p.add_argument(f"--{key}")
     for key in ("samples", "batch_size", "steps", "warmup", "lora_r"):
         p.add_argument(f"--{key.replace('_', '-')}", type=int)
-    p.add_argument("--num-workers", type=int, default=0)
+    p.add_argument("--num-workers", type=int, help="DataLoader workers (decode on the online path); preset: 8 on CUDA")
     p.add_argument("--compile", choices=("auto", "on", "off"), default="auto", help="torch.compile the decoder layers")
     p.add_argument("--pack", choices=("auto", "on", "off"), default="auto", help="packed sequences (no padding)")
     p.add_argument("--gradient-checkpointing", action="store_true")
@@ -230,8 +256,10 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
     mm_dtype = torch.float32 if args.dtype == "fp32" else torch.bfloat16
     rate = matmul_rate(device, mm_dtype, 8192 if device.type == "cuda" else 1024)
+    peak = datasheet_peak(device) if args.dtype == "bf16" else None
     for r in results:
         r["mfu"] = r["flops_per_sample"] * r["samples_per_s"] / rate
+        r["mfu_of_datasheet_peak"] = r["flops_per_sample"] * r["samples_per_s"] / peak if peak else None
     report(args, results, rate)
 
 
@@ -298,14 +326,19 @@ def report(args: argparse.Namespace, results: list[dict[str, Any]], rate: float)
         f"measured {args.dtype} matmul {rate / 1e12:.3f} TFLOP/s"
     )
     print(header)
-    print("| path | samples/s | tokens/s | mean tokens/sample | MFU | waiting for data s | computing s | packed |")
-    print("|---|---:|---:|---:|---:|---:|---:|---|")
+    print("| path | samples/s | tokens/s | mean tokens/sample | MFU (measured matmul) | MFU (datasheet) | "
+          "waiting for data s | computing s | peak GB | attention | compiled | features |")  # fmt: skip
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|")
     for r in results:
         wait = r.get("data_wait_s") or 0.0
+        sheet = r.get("mfu_of_datasheet_peak")
+        peak = r.get("peak_mem_gb")
         print(
             f"| {r['mode']} | {r['samples_per_s']:.2f} | {r['tokens_per_s']:.0f} | {r['mean_seq_len']:.0f} "
-            f"| {100 * r['mfu']:.1f}% | {wait:.3f} ({100 * wait / r['seconds']:.0f}%) | {r['seconds'] - wait:.3f} "
-            f"| {r.get('packed')} |"
+            f"| {100 * r['mfu']:.1f}% | {'-' if sheet is None else f'{100 * sheet:.1f}%'} "
+            f"| {wait:.3f} ({100 * wait / r['seconds']:.0f}%) | {r['seconds'] - wait:.3f} "
+            f"| {'-' if peak is None else f'{peak:.1f}'} | {r.get('attention')} | {r.get('compiled')} "
+            f"| {r.get('features_placement') or r['mode']} |"
         )
     print(
         "waiting for data: the training thread's time getting each step's batches (loader, collator; the online "
@@ -315,7 +348,10 @@ def report(args: argparse.Namespace, results: list[dict[str, Any]], rate: float)
     c, o = results
     print(f"cached / online: {c['samples_per_s'] / o['samples_per_s']:.2f}x samples/s")
     if args.json:
-        args.json.write_text(json.dumps({"header": header, "results": results}, indent=2))
+        from bench_cache import environment
+
+        args.json.write_text(json.dumps({"header": header, "environment": environment(args.device),
+                                         "results": results}, indent=2))  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -80,20 +80,30 @@ def _tokens(signal: np.ndarray | str, tokens: int, dim: int, rng: np.random.Gene
     return x.astype(np.float32)
 
 
-def handmade(root: Path, abilities: tuple[str, ...] = ABILITY_KEYS, n: int = 60, tokens: int = 6, dim: int = 16,
-             noise: float = 0.3, seed: int = 0, layers: int = 1) -> tuple[Path, FakeCache]:  # fmt: skip
-    """A dataset (80/20 split) whose features encode each sample's answer, and a FakeCache holding them."""
+def distinct_image(n: int) -> Image.Image:
+    """A 4 x 4 image unique to ``n`` (< 2**24): colour (n % 256, n // 256 % 256, 7), and from n = 65536 on one more
+    pixel holding n // 65536 (the images of smaller n are unchanged)."""
+    image = Image.new("RGB", (4, 4), (n % 256, n // 256 % 256, 7))
+    if n >= 65536:
+        image.putpixel((3, 3), (n // 65536 % 256, 7, 7))
+    return image
+
+
+def handmade(root: Path, abilities: tuple[str, ...] = ABILITY_KEYS, n: int | dict[str, int] = 60, tokens: int = 6,
+             dim: int = 16, noise: float = 0.3, seed: int = 0, layers: int = 1) -> tuple[Path, FakeCache]:  # fmt: skip
+    """A dataset (80/20 split) whose features encode each sample's answer, and a FakeCache holding them; ``n``
+    samples per ability (or per ability as given), every sample with an image of its own."""
     rng = np.random.default_rng(seed)
     rows: dict[str, np.ndarray] = {}
     with DatasetWriter(root, info={"source": "handmade", "synthetic": True, "split": {"made_by": "synthetic"}}) as w:
         for key in abilities:
-            for i in range(n):
+            count = n[key] if isinstance(n, dict) else n
+            for i in range(count):
                 truth, options, signal = _truth(key, rng)
-                image = Image.new("RGB", (4, 4), (len(rows) % 256, len(rows) // 256, 7))
-                rel = w.add_image(image)
+                rel = w.add_image(distinct_image(len(rows)))
                 sha = Path(rel).name.split(".")[0]
                 rows[sha] = np.stack([_tokens(signal, tokens, dim, rng, noise) for _ in range(layers)])
-                split = "train" if i < int(0.8 * n) else "test"
+                split = "train" if i < int(0.8 * count) else "test"
                 answer = str(truth.get("text", truth))
                 w.add_sample(Sample(id=f"{key}-{i}", ava=key, image=rel, width=4, height=4, question="q?",
                                     answer=answer, truth=truth, options=options, split=split))  # fmt: skip

@@ -56,3 +56,46 @@ def test_training_step_gathers_with_the_host_index() -> None:
     batch = Collator(enc, 5, 0)([{"index": i} for i in range(2)])
     tr.train_step(head, params, optimizer, scheduler, [batch], data, torch.device("cpu"), torch.float32)
     assert got and got[0].device.type == "cpu" and got[0].tolist() == [0, 1]
+
+
+def test_benchmark_stand_in_images_are_distinct_at_real_sizes() -> None:
+    """The fingerprint benchmark's stand-in dataset has 15.6K samples x 14 abilities: every one gets its own image
+    (the same image would be one cache row, and abilities would read less than they should)."""
+    import hashlib
+
+    from _heads_fixtures import distinct_image
+
+    n = 15_600 * 14
+    seen = {hashlib.sha256(distinct_image(i).tobytes()).digest() for i in range(0, n, 7)}
+    seen |= {hashlib.sha256(distinct_image(i).tobytes()).digest() for i in range(65_530, 65_560)}
+    assert len(seen) == len(range(0, n, 7)) + len(set(range(65_530, 65_560)) - set(range(0, n, 7)))
+
+
+def test_llm_benchmark_times_no_checkpoint(tmp_path: Path, monkeypatch) -> None:
+    """bench_llm_head's warm-up and timed window write no checkpoint (copying ~0.9 GB to the host at real sizes would
+    be timed as training): any checkpoint write fails this run."""
+    import argparse
+    import importlib
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    bench = importlib.import_module("bench_llm_head")
+    tr = importlib.import_module("ava.heads.llm.train")
+
+    class NoCheckpoints:
+        def __init__(self, *a, **k) -> None:
+            raise AssertionError("the benchmark wrote a checkpoint")
+
+    monkeypatch.setattr(tr, "CheckpointWriter", NoCheckpoints)
+    from ava.cache import ExtractConfig, extract
+
+    data = bench.make_data(tmp_path / "data", 16)
+    extract(ExtractConfig(vfm="random-vit", data=str(data), cache=str(tmp_path / "cache"), device="cpu",
+                          codec="fp16", progress=False))  # fmt: skip
+    args = argparse.Namespace(device="cpu", dtype="fp32", vfm="random-vit", llm="tiny-random-qwen2", batch_size=8,
+                              lora_r=8, num_workers=0, gradient_checkpointing=False, warmup=1, steps=2,
+                              compile="off", pack="auto")  # fmt: skip
+    row = bench.run_path("cache", args, data, tmp_path / "cache", tmp_path)
+    assert row["steps"] == 2 and row["timed_window_checkpoints"] == 0
+    assert row["attention"] == "sdpa-per-sample" and row["compiled"] is False and row["features_placement"] == "host"
+    assert not (tmp_path / "run_cache" / "checkpoint").exists()

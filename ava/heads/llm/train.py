@@ -314,9 +314,12 @@ def train_step(
 
 def fit(
     head: Any, data: LoopData, cfg: Any, run_dir: Path, *, dist: Dist, device: torch.device, dtype: torch.dtype,
-    epochs: int, lr: float, batch_size: int, description: str = "train",
+    epochs: int, lr: float, batch_size: int, description: str = "train", checkpoints: bool = True,
 ) -> dict:  # fmt: skip
-    """Train ``head``'s trainable parameters; resumable; returns a summary (steps, final loss, speed)."""
+    """Train ``head``'s trainable parameters; resumable; returns a summary (steps, final loss, speed).
+
+    ``checkpoints=False`` writes no checkpoint (benchmarks: a timed window must not time one; such a run resumes
+    from the last checkpoint an earlier call wrote, if any)."""
     micro = _micro_batch(batch_size, dist.world, cfg.grad_accum)
     lengths = [e.length(data.num_image_tokens) for e in data.encoded]
     n_micro = len(length_grouped_batches(lengths, micro, seed=cfg.seed, epoch=0, rank=dist.rank, world=dist.world))
@@ -340,7 +343,7 @@ def fit(
     if dist.main:
         run_dir.mkdir(parents=True, exist_ok=True)
     every = max(1, int(getattr(cfg, "log_every", 1) or 1))
-    writer = CheckpointWriter(run_dir) if dist.main else None
+    writer = CheckpointWriter(run_dir) if dist.main and checkpoints else None
     # every rank's RNG state at the current step boundary: a checkpoint holds it with that boundary's weights
     # (an interrupted step's micro-batches have drawn dropout masks since, which a resumed run must redraw).
     rng = rng_states(device, dist)

@@ -1,0 +1,134 @@
+"""Stage 1 of the GPU run (``benchmarks/gpu.sh run``, <= 30 s on an H100 after imports): what the machine is and
+which fast paths the LLM head takes there, before anything long runs.
+
+- the device, the date, and the versions of torch, transformers, peft, zarr... (``bench_cache.environment``);
+- PyTorch's varlen attention probed the way training probes it (``ava.heads.llm.packing.varlen_status``: called as the
+  installed signature allows, checked against SDPA), then called once at the LLM head's real shapes (16 samples x
+  850 tokens packed, 14 query / 2 K/V heads of 64: Qwen2-0.5B), forward and backward, timed;
+- one real-size Qwen2-0.5B decoder layer (random weights) with LoRA r 128 on its 7 linears and the mlp2x_gelu
+  connector from SigLIP's 1152 features, trained 3 optimizer steps on packed batches through the training loop
+  itself (``ava.heads.llm.train.fit``: compiled layers, falling back to eager if the layer fails to compile, no
+  checkpoint): which attention ran, whether the layer compiled, the first step (compilation) and the later ones.
+
+    python benchmarks/gpu_preflight.py --device cuda --json OUT/preflight.json
+    python benchmarks/gpu_preflight.py --dry-run --json OUT/preflight.json      # this CPU, small shapes
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))  # bench_cache's environment()
+
+REAL = dict(hidden=896, intermediate=4864, heads=14, kv_heads=2, vocab=151_936, vfm_dim=1152, image_tokens=729,
+            text_tokens=121, samples=16, lora_r=128)  # fmt: skip
+SMALL = dict(hidden=64, intermediate=128, heads=4, kv_heads=2, vocab=300, vfm_dim=48, image_tokens=49,
+             text_tokens=21, samples=16, lora_r=8)  # fmt: skip
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def varlen_call(device: torch.device, shapes: dict[str, int]) -> dict[str, Any]:
+    """The varlen probe's verdict, and one forward + backward at the head's packed shapes where it runs."""
+    from ava.heads.llm import packing
+
+    status = packing.varlen_status(device, torch.bfloat16)
+    if not status["varlen"]:
+        return status
+    way = packing.varlen_for(device, torch.bfloat16)
+    seq = shapes["image_tokens"] + shapes["text_tokens"]
+    n, d = shapes["samples"] * seq, shapes["hidden"] // shapes["heads"]
+    q = torch.randn(n, shapes["heads"], d, device=device, dtype=torch.bfloat16, requires_grad=True)
+    k, v = (torch.randn(n, shapes["kv_heads"], d, device=device, dtype=torch.bfloat16, requires_grad=True)
+            for _ in range(2))  # fmt: skip
+    cu = torch.arange(0, n + 1, seq, device=device, dtype=torch.int32)
+    times = []
+    for _ in range(3):  # the first call includes the kernel's setup
+        _sync(device)
+        t0 = time.perf_counter()
+        way(q, k, v, cu, seq, d**-0.5).float().sum().backward()
+        _sync(device)
+        times.append(time.perf_counter() - t0)
+    return {**status, "tokens": n, "fwd_bwd_ms_first": round(1e3 * times[0], 2),
+            "fwd_bwd_ms": round(1e3 * min(times[1:]), 2)}  # fmt: skip
+
+
+def layer_steps(device: torch.device, shapes: dict[str, int], dtype: str, compile_: bool) -> dict[str, Any]:
+    """3 optimizer steps of one decoder layer + LoRA + connector on packed batches, through ``fit``."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from ava.heads.llm.config import LLMHeadConfig
+    from ava.heads.llm.data import IndexItems, LoopData
+    from ava.heads.llm.devices import Dist, resolve_dtype
+    from ava.heads.llm.model import build_head
+    from ava.heads.llm.prompt import Encoded
+    from ava.heads.llm.train import fit
+
+    torch.manual_seed(0)
+    cfg = Qwen2Config(hidden_size=shapes["hidden"], intermediate_size=shapes["intermediate"],
+                      num_attention_heads=shapes["heads"], num_key_value_heads=shapes["kv_heads"], num_hidden_layers=1,
+                      vocab_size=shapes["vocab"], attn_implementation="sdpa")  # fmt: skip
+    amp = resolve_dtype(dtype, device)
+    llm = Qwen2ForCausalLM(cfg).to(device, torch.bfloat16 if amp == torch.bfloat16 else torch.float32)
+    head = build_head(llm, shapes["vfm_dim"], lora_r=shapes["lora_r"], lora_alpha=2 * shapes["lora_r"],
+                      seed=0).to(device)  # fmt: skip
+    head.connector.float()
+    n, text = 3 * shapes["samples"], shapes["text_tokens"]
+    encoded = [Encoded(list(range(1, 30)), list(range(30, 30 + text - 32)), [5, 6, 2]) for _ in range(n)]
+    feats = torch.randn(n, shapes["image_tokens"], shapes["vfm_dim"], device=device, dtype=torch.float16)
+    data = LoopData(IndexItems(n), encoded, shapes["image_tokens"], 0, lambda b: feats.index_select(0, b["index"]))
+    loop = LLMHeadConfig(batch_size=shapes["samples"], epochs=1, progress=False, compile=compile_, pack=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        summary = fit(head, data, loop, Path(tmp), dist=Dist(), device=device, dtype=amp, epochs=1, lr=1e-4,
+                      batch_size=shapes["samples"], checkpoints=False)  # fmt: skip
+        log = [json.loads(line) for line in (Path(tmp) / "train_log.jsonl").read_text().splitlines()]
+    # per-step seconds from the log's cumulative rates (samples / samples_per_s = seconds since the loop began)
+    ends = [rec["step"] * shapes["samples"] / rec["samples_per_s"] for rec in log if rec["samples_per_s"]]
+    steps = [b - a for a, b in zip([0.0, *ends], ends, strict=False)]
+    return {"attention": summary["attention"], "compiled": summary["compiled"], "steps": summary["step"],
+            "tokens_per_sample": shapes["image_tokens"] + text, "first_step_s": round(steps[0], 3) if steps else None,
+            "later_step_s": round(min(steps[1:]), 4) if len(steps) > 1 else None,
+            "final_loss": summary["final_loss"]}  # fmt: skip
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--dry-run", action="store_true", help="this CPU at small shapes (the same code paths)")
+    ap.add_argument("--compile", choices=("on", "off"), default="on")
+    ap.add_argument("--json", type=Path, required=True)
+    args = ap.parse_args()
+    from bench_cache import environment
+
+    device = torch.device("cpu" if args.dry_run else args.device)
+    shapes = SMALL if args.dry_run else REAL
+    t0 = time.perf_counter()
+    out: dict[str, Any] = {"environment": environment(str(device)), "shapes": "small (dry run)" if args.dry_run
+                           else "real (SigLIP-so400m features, Qwen2-0.5B layer)"}  # fmt: skip
+    stages = {"varlen": lambda: varlen_call(device, shapes),
+              "decoder_layer": lambda: layer_steps(device, shapes, "auto", args.compile == "on")}  # fmt: skip
+    for name, stage in stages.items():
+        t = time.perf_counter()
+        try:
+            out[name] = stage()
+        except Exception as e:  # noqa: BLE001 - a preflight reports what failed and goes on
+            out[name] = {"error": f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:300]}"}
+        out[name]["seconds"] = round(time.perf_counter() - t, 2)
+        print(name, json.dumps(out[name]), flush=True)
+    out["seconds"] = round(time.perf_counter() - t0, 2)
+    args.json.write_text(json.dumps(out, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
