@@ -93,10 +93,23 @@ def _os_error(e: OSError) -> str:
     return f"{where}: {cause}" if where else cause
 
 
+def _worker_error(e: BaseException) -> str | None:
+    """The last line of an OSError re-raised from a DataLoader worker ("Caught OSError in DataLoader worker
+    process 0. Original Traceback ...": torch puts the worker's whole traceback into the message)."""
+    text = str(e)
+    if not isinstance(e, OSError) or not text.startswith("Caught ") or "Original Traceback" not in text:
+        return None
+    last = next((line.strip() for line in reversed(text.splitlines()) if line.strip()), "")
+    return f"{last} (in a DataLoader worker)"
+
+
 def describe(e: BaseException) -> str | None:
     """One line for a failure the user can act on (path and cause), or None for a bug (keep the traceback)."""
     if isinstance(e, AvaError):
         return str(e)
+    worker = _worker_error(e)
+    if worker is not None:
+        return worker
     for inner in (e, e.__cause__, e.__context__):
         if isinstance(inner, OSError) and not isinstance(inner, ConnectionError | TimeoutError):
             return _os_error(inner)

@@ -36,6 +36,16 @@ from ava.errors import AvaError
 EXIF_ORIENTATION = 0x0112
 ALPHA_BACKGROUND = (255, 255, 255)
 _KEEP_FORMATS = {"JPEG": "jpg", "PNG": "png"}
+# Decoders that hand the file to another program: Pillow renders EPS through Ghostscript, so a planted
+# "image" would have an interpreter run its PostScript. Such files are refused as undecodable.
+_EXTERNAL_DECODERS = frozenset({"EPS"})
+
+
+def import_formats() -> list[str]:
+    """The Pillow formats an imported image may be in: every decoder Pillow has, less those that run a program."""
+    Image.init()
+    return [f for f in Image.OPEN if f not in _EXTERNAL_DECODERS]
+
 
 
 class ImageError(AvaError, ValueError):
@@ -81,12 +91,13 @@ def normalize_image(data: bytes, *, source: str = "image") -> NormalizedImage:
     if not data:
         raise ImageError(f"{source}: empty image bytes")
     try:
-        with Image.open(io.BytesIO(data)) as im:
+        formats = import_formats()
+        with Image.open(io.BytesIO(data), formats=formats) as im:
             if _keep_as_is(im):
                 width, height = im.size
                 _verify(im)
                 return NormalizedImage(data, _KEEP_FORMATS[im.format], width, height)
-        with Image.open(io.BytesIO(data)) as im:
+        with Image.open(io.BytesIO(data), formats=formats) as im:
             frame = _first_frame(im)
             orientation = int(frame.getexif().get(EXIF_ORIENTATION, 1) or 1)
             rgb = to_rgb(ImageOps.exif_transpose(frame))
