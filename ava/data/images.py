@@ -47,7 +47,6 @@ def import_formats() -> list[str]:
     return [f for f in Image.OPEN if f not in _EXTERNAL_DECODERS]
 
 
-
 class ImageError(AvaError, ValueError):
     """An image that cannot be decoded; the message names where it came from."""
 

@@ -461,7 +461,8 @@ def _iter_records(path: Path) -> Iterator[tuple[int, Any]]:
         except json.JSONDecodeError as e:
             raise AvaError(f"{path}: not valid JSON ({e})") from e
         except RecursionError:  # valid JSON, but nested deeper than Python's parser goes: no dataset is
-            raise AvaError(f"{path}: JSON nested too deeply to import (over {sys.getrecursionlimit()} levels)") from None
+            depth = sys.getrecursionlimit()
+            raise AvaError(f"{path}: JSON nested too deeply to import (over {depth} levels)") from None
         if not isinstance(records, list):
             raise AvaError(f"{path}: a JSON {type(records).__name__}, not a list of records")
         yield from enumerate(records)
