@@ -258,7 +258,7 @@ class _Context:
         if self.forced:
             return get_ability(self.forced)
         if not raw.ava_hint:
-            raise RowError("cannot tell the ability: no config directory or image path prefix; pass --ava")
+            raise RowError(raw.error or "cannot tell the ability: no config directory or image path prefix; pass --ava")
         try:
             return get_ability(raw.ava_hint)
         except AvaError as e:

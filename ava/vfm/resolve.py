@@ -85,16 +85,21 @@ def _options(text: str, name: str) -> dict[str, int]:
         # ASCII digits only, and few of them: int() also takes '²' or 5000 digits, then fails or overflows later
         if key not in HF_OPTIONS or not (value.isascii() and value.isdigit()) or len(value) > 6:
             raise AvaError(
-                f"bad option {item!r} in --vfm {name!r}; options: prefix=N (0..1024), size=S (1..4096), "
-                "pool=G (1..512) (e.g. '#prefix=1')"
+                f"bad option {_short(item)!r} in --vfm {_short(name)!r}; options: prefix=N (0..1024), "
+                "size=S (1..4096), pool=G (1..512) (e.g. '#prefix=1')"
             )
         low, high = OPTION_LIMITS[key]  # a token count may be 0; an image side or a pooled grid may not
         if not low <= int(value) <= high:
             raise AvaError(f"bad option {item!r} in --vfm {name!r}: {key} must be an integer in {low}..{high}")
         if key in out:
-            raise AvaError(f"bad options in --vfm {name!r}: {key} is given twice")
+            raise AvaError(f"bad options in --vfm {_short(name)!r}: {key} is given twice")
         out[key] = int(value)
     return out
+
+
+def _short(text: str, limit: int = 60) -> str:
+    """``text`` cut for a message (a 5000-digit value would fill the screen)."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 def _sized(name: str, trust_remote_code: bool) -> VFMSpec:
