@@ -404,13 +404,13 @@ def only_ok_question(tmp: Path) -> None:
     assert (tmp / "ds" / "import_errors.jsonl").read_text().count("\n") >= 1
 
 
-IO_LINE = "Input/output error"
+IO_LINE = "images: Input/output error"  # the run stops on it; no sample is blamed
 
 CASES = [
     # run directories are self-contained
     Case("eval-from-another-dir", eval_from_elsewhere, 0, "run directory", scored_on_a),
-    Case("eval-data-changed", eval_changed_data, 2, "was trained on other data: the 'color' samples",
-         untouched("run")),
+    Case("eval-data-changed", eval_changed_data, 2,
+         "was trained on other data: the 'color' samples of data are not those recorded", untouched("run")),
     Case("eval-legacy-run-elsewhere", eval_legacy_from_elsewhere, 2, "was scored on", untouched("run")),
     # a run directory never decides that code runs
     Case("eval-recorded-trust-remote-code", llm_run_online_remote, 2, "records trust_remote_code = true",
@@ -436,7 +436,8 @@ CASES = [
     # caches and datasets hold no code
     Case("cache-pickle-codec", pickled_cache, 1, "corrupt cache data or metadata", payload_not_run),
     Case("dataset-eps-image", dataset_eps_image, 1, "cannot identify image file", payload_not_run),
-    Case("import-eps-image", import_eps_image, 1, "cannot decode image", payload_not_run),
+    Case("import-eps-image", import_eps_image, 1, "evil.eps: cannot decode image (not an image format ava reads",
+         payload_not_run),
     # datasets are checked on read
     Case("dataset-duplicate-id", dataset_lines(duplicate_test_sample), 2, "duplicate sample: ava 'color', id",
          nothing_scored),
@@ -468,8 +469,6 @@ CASES = [
          only_ok_imported),
     Case("llava-deep-json", deep_json, 2, "data.json: JSON nested too deeply", None),
     Case("eval-deep-jsonl-line", deep_jsonl_line, 1, "line 2: JSON nested too deeply", only_ok_question),
-    Case("eval-category-list", eval_rows([{"ava": None, "category": ["color"]}]), 1, "skipped id='bad0'",
-         only_ok_question),
     Case("eval-text-number", eval_rows([{"text": 5}]), 1, "field 'text' is 5, not a string", only_ok_question),
 ]  # fmt: skip
 
@@ -489,3 +488,38 @@ def test_bad_input(
     assert "Traceback" not in output and "internal error" not in output, output
     if case.check is not None:
         case.check(tmp_path)
+
+
+def test_legacy_run_still_evaluates_where_it_was_trained(
+    base: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run written before identities were recorded evaluates from the directory its relative paths name."""
+    BASE["root"] = base
+    run = legacy_run(tmp_path, monkeypatch)
+    before = json.loads((run / "results_test.json").read_text())["abilities"]
+    code, output = run_cli(["head", "eval", "--run", "run"], capsys, monkeypatch)
+    assert code == 0, output
+    assert json.loads((run / "results_test.json").read_text())["abilities"] == before
+
+
+def test_extraction_never_blames_an_image_for_memory_or_the_disk(tmp_path: Path) -> None:
+    """A decode failure is one image's; MemoryError and OSError are not, so they stop the run (item 6)."""
+    import errno
+
+    from ava.cache.extraction import _Image, _ImageSet
+    from ava.data.format import Dataset
+
+    data = Dataset(dataset_with_image(tmp_path, "x"))
+
+    def preprocess_raising(error: BaseException) -> Callable[[object], object]:
+        def preprocess(image: object) -> object:
+            raise error
+
+        return preprocess
+
+    stored = next(p for p in (data.root / "images").rglob("*.png"))
+    image = _Image(stored.relative_to(data.root / "images").as_posix(), ["color/s0"])
+    assert _ImageSet(data, [(0, image)], preprocess_raising(ValueError("bad pixels")))[0][2].endswith("bad pixels")
+    for error in (MemoryError(), OSError(errno.EIO, "Input/output error")):
+        with pytest.raises(type(error)):
+            _ImageSet(data, [(0, image)], preprocess_raising(error))[0]

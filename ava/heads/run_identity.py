@@ -124,10 +124,12 @@ def check_eval_target(
     now = data_identity(dataset, abilities)
     for ava in abilities:
         if now["per_ability"][ava] != recorded[ava]:
+            then = identity.get("dataset")
+            where = "" if then == now["dataset"] else f" (it was trained on {shown(str(then))})"
             raise RunIdentityError(
-                f"{run_dir} was trained on other data: the {ava!r} samples of {shown(dataset.root)} differ from "
-                f"those it was trained on (in {shown(str(identity.get('dataset')))}); `ava head eval` writes nothing "
-                "into it (train a new run on this data)"
+                f"{run_dir} was trained on other data: the {ava!r} samples of {shown(dataset.root)} are not those "
+                f"recorded in its run.json{where}; `ava head eval` writes nothing into it (train a new run on this "
+                "data)"
             )
 
 

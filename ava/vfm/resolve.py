@@ -71,7 +71,7 @@ def check_source(name: str) -> None:
         key, _, source = base.partition("@")
         if not key.strip() or not source.strip():
             raise AvaError(f"--vfm {name!r}: {'no VFM key before' if not key.strip() else 'no weights after'} '@'; "
-                           "use KEY@<hub-id-or-dir>, e.g. 'dinov2-b@./weights'")  # fmt: skip
+                           "use KEY@<hub-id-or-dir>, e.g. 'dinov2@./weights'")  # fmt: skip
     if route is None and base.endswith(":random") and not base.removesuffix(":random").strip():
         raise AvaError(f"--vfm {name!r}: no VFM key before ':random'")
     if "#" in name and not name.partition("#")[2].strip():
