@@ -42,6 +42,19 @@ def load_config(cls: type[C], path: str | Path | None = None, **overrides: Any) 
     return cls(**values)
 
 
+def config_from_dict(cls: type[C], values: Any, where: str) -> C:
+    """``cls`` from a recorded config (a run's ``config.json``), checked as a config file is: an object, known
+    fields only, each of its type and within its rule; an AvaError names ``where`` and the field."""
+    if not isinstance(values, dict):
+        raise AvaError(f"{where}: a JSON {type(values).__name__}, not an object of config fields")
+    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = sorted(set(values) - names)
+    if unknown:
+        raise AvaError(f"{where}: unknown field(s) {unknown} for this head; known: {sorted(names)}")
+    _check_values(cls, values, f"{where}: ")
+    return cls(**values)
+
+
 def _check_values(cls: type, values: dict[str, Any], where: str) -> None:
     """Every value of the field's declared type and within its rule (:mod:`ava.validate`), or an AvaError
     naming the field: a TOML ``epochs = "ten"`` or ``lr = -1`` is refused before any work."""

@@ -93,10 +93,32 @@ def _os_error(e: OSError) -> str:
     return f"{where}: {cause}" if where else cause
 
 
+def _raised_in(tb: TracebackType | None, packages: tuple[str, ...]) -> bool:
+    """Whether the innermost frame of ``tb`` is code of one of ``packages`` (module-name prefixes)."""
+    name = ""
+    while tb is not None:
+        name = str(tb.tb_frame.f_globals.get("__name__", ""))
+        tb = tb.tb_next
+    return name.startswith(packages)
+
+
+def _worker_error(e: BaseException) -> str | None:
+    """The last line of an OSError re-raised from a DataLoader worker ("Caught OSError in DataLoader worker
+    process 0. Original Traceback ...": torch puts the worker's whole traceback into the message)."""
+    text = str(e)
+    if not isinstance(e, OSError) or not text.startswith("Caught ") or "Original Traceback" not in text:
+        return None
+    last = next((line.strip() for line in reversed(text.splitlines()) if line.strip()), "")
+    return f"{last} (in a DataLoader worker)"
+
+
 def describe(e: BaseException) -> str | None:
     """One line for a failure the user can act on (path and cause), or None for a bug (keep the traceback)."""
     if isinstance(e, AvaError):
         return str(e)
+    worker = _worker_error(e)
+    if worker is not None:
+        return worker
     for inner in (e, e.__cause__, e.__context__):
         if isinstance(inner, OSError) and not isinstance(inner, ConnectionError | TimeoutError):
             return _os_error(inner)
@@ -111,7 +133,8 @@ def describe(e: BaseException) -> str | None:
     kind = f"{type(e).__module__}.{type(e).__name__}"
     if "safetensor" in kind.lower():
         return f"{at}not a readable safetensors file, truncated or corrupt ({e})"
-    if kind.startswith("zarr.") or kind.startswith("numcodecs."):
+    if kind.startswith(("zarr.", "numcodecs.")) or _raised_in(e.__traceback__, ("zarr.", "numcodecs.")):
+        # zarr raises builtin types too (a ValueError for metadata naming a codec or data type it refuses)
         return f"{at}corrupt cache data or metadata ({type(e).__name__}: {e})"
     if isinstance(e, MemoryError):
         return "out of memory (try a smaller --batch-size, fewer --num-workers or --max-train)"

@@ -221,3 +221,35 @@ def test_eval_batch_sized_to_memory():
     small, large = (auto_batch_size(head, cpu, n, torch.float32) for n in (200_000, 900))
     assert 1 <= small <= large <= 64
     assert auto_batch_size(head, cpu, 10**9, torch.float32) == 1  # never 0, however long
+
+
+def test_option_scoring_raises_no_transformers_deprecation(llm):
+    """The batched scoring (``--decode score``) hands the KV cache over by the name this transformers supports:
+    no FutureWarning/DeprecationWarning (``past_key_values`` goes in 5.40) and no deprecation logged."""
+    import logging
+    import warnings
+
+    from ava.heads.llm.data import Collator
+
+    _, tok, _ = llm
+    head = build_head(_fresh(llm), 32, lora_r=8, seed=0).eval()
+    enc = PromptEncoder(tok)
+    encoded = [enc.encode(q) for q in ("What is nearer?", "short?")]
+    ids = [[enc.answer_ids(o) for o in ("front", "back")], [enc.answer_ids(o) for o in ("yes", "no", "maybe")]]
+    feats = torch.randn(2, T, 32)
+    batch = Collator(encoded, T, tok.pad_token_id, left_pad=True)([{"index": i} for i in range(2)])
+    logged: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = logged.append  # type: ignore[method-assign]
+    getattr(logging.Logger.warning_once, "cache_clear", lambda: None)()  # transformers logs each message once
+    logging.getLogger("transformers").addHandler(handler)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", FutureWarning)
+            warnings.simplefilter("error", DeprecationWarning)
+            scores = head.score_options(batch, feats, ids, chunk=3)
+            one = head.option_logprobs(build_batch([encoded[0]], T, tok.pad_token_id), feats[:1], ids[0], chunk=1)
+    finally:
+        logging.getLogger("transformers").removeHandler(handler)
+    assert [s.shape[0] for s in scores] == [2, 3] and torch.allclose(scores[0], one, atol=1e-4)
+    assert not [r.getMessage() for r in logged if "deprecat" in r.getMessage()]

@@ -362,3 +362,31 @@ def test_non_finite_features_stop_training_naming_the_samples(suite, tmp_path):
     msg = str(res.exception)
     assert "non-finite cached features" in msg and all(f"rel_depth/{s.id}" in msg for s in samples), msg
     assert not (out / "train_log.jsonl").exists() and not (out / "checkpoint").exists()
+
+
+def test_eval_refuses_other_data_or_cache_and_writes_nothing(suite, trained, tmp_path):
+    """The run records its data identity and cache group (run.json) and absolute paths (config.json); an
+    evaluation on a changed dataset or another cache group is refused before anything is written."""
+    from ava.heads.run_identity import RunIdentityError
+
+    config = json.loads((trained / "config.json").read_text())
+    assert os.path.isabs(config["data"]) and os.path.isabs(config["cache"]) and os.path.isabs(config["out"])
+    assert "rel_depth" in json.loads((trained / "run.json").read_text())["data_identity"]["per_ability"]
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    data = tmp_path / "data"
+    shutil.copytree(config["data"], data)
+    lines = [json.loads(x) for x in (data / "samples" / "rel_depth.jsonl").read_text().splitlines()]
+    test = next(r for r in lines if r["split"] == "test")
+    test["truth"]["index"] = 1 - test["truth"]["index"]
+    (data / "samples" / "rel_depth.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    (run / "config.json").write_text(json.dumps({**config, "data": str(data), "out": str(run)}))
+    before = {p.name: p.read_bytes() for p in run.glob("*_test*")}
+    with pytest.raises(RunIdentityError, match="'rel_depth' samples of .* are not those recorded"):
+        evaluate(run, "test", progress=False)
+    (run / "config.json").write_text(json.dumps({**config, "out": str(run)}))
+    meta = json.loads((run / "run.json").read_text())
+    (run / "run.json").write_text(json.dumps({**meta, "cache_key": "0123456789ab"}))
+    with pytest.raises(RunIdentityError, match="trained on cache group '0123456789ab'"):
+        evaluate(run, "test", decode="score", progress=False)
+    assert {p.name: p.read_bytes() for p in run.glob("*_test*")} == before

@@ -190,6 +190,8 @@ class _ImageSet(torch.utils.data.Dataset):
         row, img = self.items[i]
         try:
             return row, self.preprocess(self.data.load_image(img.path)), None
+        except (MemoryError, OSError):  # not this image's fault (memory, disk, I/O): stops the run, named there
+            raise
         except Exception as e:  # any decode/preprocess failure is reported by sample, not fatal
             return row, None, f"sample(s) {', '.join(img.sample_ids[:5])}: image {img.path} failed: {e}"
 

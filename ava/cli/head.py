@@ -69,7 +69,9 @@ def print_results(results: dict[str, Any] | None, where: Path) -> None:
         console.print(table)
         if run.get("random_weights"):
             console.print("[yellow]random weights[/] (VFM or LLM): a control or a test, not a real result")
-    console.print(f"run directory: [bold]{where}[/]")
+    from ava.heads.run_identity import shown
+
+    console.print(f"run directory: [bold]{shown(where)}[/]")
 
 
 def _latest_results(run_dir: Path, split: str) -> dict[str, Any] | None:
@@ -322,27 +324,26 @@ def evaluate(
     max_eval: Annotated[int | None, _num("max_eval", "llm only: cap on evaluated samples per ability.", P_LLM)] = None,
     batch_size: Annotated[int | None, _num("batch_size", "Evaluation batch size.")] = None,
     device: Annotated[str | None, _O(help="auto, cpu, cuda ...", rich_help_panel=P_RES)] = None,
+    trust_remote_code: Annotated[
+        bool,
+        _O(
+            "--trust-remote-code",
+            help="llm only, a run trained with it (online features): let the VFM checkpoint run its own Python "
+            "code again. Never taken from the run directory: a recorded value must match this flag.",
+            rich_help_panel=P_LLM,
+        ),
+    ] = False,
     threads: ThreadsOpt = None,
 ) -> None:
     """Evaluate a trained head on a split; writes results_<split>.json and predictions_<split>.jsonl
-    (llm with --decode score: results_<split>_score.json and predictions_<split>_score.jsonl)."""
-    from ava.errors import AvaError
-    from ava.heads import HEADS
-    from ava.heads.run_files import read_json
+    (llm with --decode score: results_<split>_score.json and predictions_<split>_score.jsonl).
 
-    head = read_json(run / "run.json").get("head")
-    if head == "align":
-        raise AvaError(f"{run} is a connector-alignment run; use it with `ava head train --init {run}`")
-    if decode is not None and decode not in ("generate", "score"):
-        raise AvaError(f"--decode {decode!r}: use 'generate' or 'score'")
-    llm_only = [f for f, v in (("--decode", decode), ("--max-eval", max_eval)) if v is not None]
-    if head != "llm" and llm_only:
-        raise AvaError(f"{', '.join(llm_only)} apply to LLM-head runs only; {run} is a {head} run")
-    spec = HEADS.get(head)
+    The run's data and cache must be those it was trained on (recorded in run.json); otherwise nothing is written."""
+    from ava.heads.run_files import evaluate_run
+
     threads_setup(threads)
-    results = spec.evaluate(
-        run, split, **_set_options(dict(decode=decode, max_eval=max_eval, batch_size=batch_size, device=device))
-    )
+    results = evaluate_run(run, split, decode=decode, max_eval=max_eval, batch_size=batch_size, device=device,
+                           trust_remote_code=trust_remote_code)  # fmt: skip
     print_results(results, run)
 
 

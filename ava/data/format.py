@@ -32,6 +32,7 @@ from ava.errors import AvaError
 FORMAT_NAME = "ava-dataset"
 FORMAT_VERSION = 1
 SPLITS = ("train", "test")
+STORED_FORMATS = ("JPEG", "PNG")  # what import stores (ava.data.images): nothing else is decoded from a dataset
 
 
 class DatasetError(AvaError, ValueError):
@@ -77,18 +78,62 @@ class Sample:
         return cls(**d)
 
 
+# The JSON type of each Sample field (None allowed where the field is optional): a record is checked on read,
+# so a number where a path belongs, or a list where the ability belongs, names its line instead of failing later.
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "id": (str,), "ava": (str,), "image": (str,), "width": (int,), "height": (int,), "question": (str,),
+    "answer": (str,), "truth": (dict,), "options": (list, type(None)), "split": (str, type(None)),
+    "meta": (dict,),
+}  # fmt: skip
+
+
+def _sample_from_line(line: str) -> Sample:
+    """One Sample from a JSONL line; ValueError saying what is wrong with it."""
+    try:
+        record = json.loads(line)
+    except RecursionError:
+        raise ValueError("nested too deeply to be a sample") from None
+    if not isinstance(record, dict):
+        raise ValueError(f"not a JSON object but {type(record).__name__}")
+    unknown = sorted(set(record) - set(_FIELD_TYPES))
+    missing = sorted(k for k in ("id", "ava", "image", "width", "height", "question", "answer", "truth")
+                     if k not in record)  # fmt: skip
+    if unknown or missing:
+        raise ValueError(f"unknown field(s) {unknown}" if unknown else f"missing field(s) {missing}")
+    for key, value in record.items():
+        types = _FIELD_TYPES[key]
+        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+            raise ValueError(f"field {key!r} is {value!r:.60}, not {' or '.join(_JSON_NAMES[t] for t in types)}")
+    if not all(isinstance(o, str) for o in record.get("options") or ()):
+        raise ValueError("field 'options' is not a list of strings")
+    return Sample.from_dict(record)
+
+
+_JSON_NAMES = {str: "a string", int: "an integer", dict: "an object", list: "a list", type(None): "null"}
+
+
 def read_samples(path: Path) -> list[Sample]:
-    """All samples of one ``samples/<ability>.jsonl`` file; a bad line is reported with its number."""
+    """All samples of one ``samples/<ability>.jsonl`` file; a bad line is reported with its number, and so is
+    a second sample with the ``(ava, id)`` of an earlier line (it would be scored twice)."""
     samples = []
+    first_line: dict[tuple[str, str], int] = {}
     check_size(path, MAX_TEXT_BYTES, what="sample file")
     with path.open(encoding="utf-8") as f:
         for lineno, line in enumerate(f, 1):
             if not line.strip():
                 continue
             try:
-                samples.append(Sample.from_dict(json.loads(line)))
-            except (json.JSONDecodeError, TypeError) as e:
+                sample = _sample_from_line(line)
+            except ValueError as e:  # JSONDecodeError is a ValueError
                 raise DatasetError(f"{path}:{lineno}: malformed sample ({e})") from e
+            if sample.key in first_line:
+                raise DatasetError(
+                    f"{path}:{lineno}: duplicate sample: ava {sample.ava!r}, id {sample.id!r} is also on line "
+                    f"{first_line[sample.key]} ({path}:{first_line[sample.key]}); each (ava, id) must be unique, "
+                    "or it is scored twice"
+                )
+            first_line[sample.key] = lineno
+            samples.append(sample)
     return samples
 
 
@@ -131,9 +176,16 @@ class Dataset:
             self.info: dict[str, Any] = json.loads(info_path.read_text())
         except json.JSONDecodeError as e:
             raise DatasetError(f"{info_path}: not valid JSON ({e})") from e
+        except RecursionError:
+            raise DatasetError(f"{info_path}: JSON nested too deeply; not an ava dataset") from None
+        if not isinstance(self.info, dict):
+            raise DatasetError(f"{info_path}: not an ava dataset (a JSON {type(self.info).__name__}, not an object)")
         if self.info.get("format") != FORMAT_NAME:
             raise DatasetError(f"{info_path}: not an ava dataset (format={self.info.get('format')!r})")
-        if self.info.get("version", 0) > FORMAT_VERSION:
+        version = self.info.get("version", 0)
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise DatasetError(f"{info_path}: format version {version!r} is not an integer")
+        if version > FORMAT_VERSION:
             raise DatasetError(f"{info_path}: format version {self.info['version']} is newer than this ava")
         self._samples: dict[str, list[Sample]] = {}
 
@@ -156,7 +208,12 @@ class Dataset:
                 path = confined_file(self.root / "samples", name, what="sample file")
             except PathError as e:
                 raise DatasetError(f"{self.root}: no samples for ability {ava!r} ({e})") from e
-            self._samples[ava] = read_samples(path)
+            samples = read_samples(path)
+            stray = next((s for s in samples if s.ava != ava), None)
+            if stray is not None:  # it would be scored under another ability than the file's
+                raise DatasetError(f"{path}: sample {stray.id!r} says ava {stray.ava!r}, but this file holds "
+                                   f"ability {ava!r}")  # fmt: skip
+            self._samples[ava] = samples
         return self._samples[ava]
 
     def samples(self, ava: str | Iterable[str] | None = None, split: str | None = None) -> list[Sample]:
@@ -191,9 +248,11 @@ class Dataset:
         """The stored image as RGB (stored images are already normalized)."""
         path = self.image_path(sample)
         try:
-            with Image.open(path) as im:
+            with Image.open(path, formats=STORED_FORMATS) as im:  # stored images are JPEG or PNG, nothing else
                 return im.convert("RGB")
         except (OSError, Image.DecompressionBombError) as e:
+            if isinstance(e, OSError) and e.errno is not None:  # the disk or the system, not this image's bytes
+                raise
             sid = sample.id if isinstance(sample, Sample) else sample
             raise DatasetError(f"image {path} of sample {sid!r} cannot be read: {e}") from e
 

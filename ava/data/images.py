@@ -28,7 +28,7 @@ import io
 from dataclasses import dataclass
 
 import numpy as np
-from PIL import Image, ImageOps
+from PIL import Image, ImageOps, UnidentifiedImageError
 
 from ava.data.format import encode_png
 from ava.errors import AvaError
@@ -36,6 +36,15 @@ from ava.errors import AvaError
 EXIF_ORIENTATION = 0x0112
 ALPHA_BACKGROUND = (255, 255, 255)
 _KEEP_FORMATS = {"JPEG": "jpg", "PNG": "png"}
+# Decoders that hand the file to another program: Pillow renders EPS through Ghostscript, so a planted
+# "image" would have an interpreter run its PostScript. Such files are refused as undecodable.
+_EXTERNAL_DECODERS = frozenset({"EPS"})
+
+
+def import_formats() -> list[str]:
+    """The Pillow formats an imported image may be in: every decoder Pillow has, less those that run a program."""
+    Image.init()
+    return [f for f in Image.OPEN if f not in _EXTERNAL_DECODERS]
 
 
 class ImageError(AvaError, ValueError):
@@ -81,12 +90,13 @@ def normalize_image(data: bytes, *, source: str = "image") -> NormalizedImage:
     if not data:
         raise ImageError(f"{source}: empty image bytes")
     try:
-        with Image.open(io.BytesIO(data)) as im:
+        formats = import_formats()
+        with Image.open(io.BytesIO(data), formats=formats) as im:
             if _keep_as_is(im):
                 width, height = im.size
                 _verify(im)
                 return NormalizedImage(data, _KEEP_FORMATS[im.format], width, height)
-        with Image.open(io.BytesIO(data)) as im:
+        with Image.open(io.BytesIO(data), formats=formats) as im:
             frame = _first_frame(im)
             orientation = int(frame.getexif().get(EXIF_ORIENTATION, 1) or 1)
             rgb = to_rgb(ImageOps.exif_transpose(frame))
@@ -95,6 +105,9 @@ def normalize_image(data: bytes, *, source: str = "image") -> NormalizedImage:
     except (
         Exception
     ) as e:  # Pillow's plugins raise many types on malformed data (OSError, SyntaxError, struct.error...)
+        if isinstance(e, UnidentifiedImageError):  # its message names the BytesIO, not the file
+            raise ImageError(f"{source}: cannot decode image (not an image format ava reads; EPS is refused, since "
+                             "Pillow would run Ghostscript on it)") from e  # fmt: skip
         raise ImageError(f"{source}: cannot decode image ({type(e).__name__}: {e})") from e
     return NormalizedImage(encode_png(rgb), "png", rgb.width, rgb.height, orientation if orientation in _ORIENT else 1)
 

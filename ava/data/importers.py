@@ -42,6 +42,7 @@ import datetime as _dt
 import hashlib
 import json
 import os
+import sys
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import Executor, ProcessPoolExecutor
@@ -257,7 +258,7 @@ class _Context:
         if self.forced:
             return get_ability(self.forced)
         if not raw.ava_hint:
-            raise RowError("cannot tell the ability: no config directory or image path prefix; pass --ava")
+            raise RowError(raw.error or "cannot tell the ability: no config directory or image path prefix; pass --ava")
         try:
             return get_ability(raw.ava_hint)
         except AvaError as e:
@@ -459,6 +460,11 @@ def _iter_records(path: Path) -> Iterator[tuple[int, Any]]:
             records = json.loads(text)
         except json.JSONDecodeError as e:
             raise AvaError(f"{path}: not valid JSON ({e})") from e
+        except RecursionError:  # valid JSON, but nested deeper than Python's parser goes: no dataset is
+            depth = sys.getrecursionlimit()
+            raise AvaError(f"{path}: JSON nested too deeply to import (over {depth} levels)") from None
+        if not isinstance(records, list):
+            raise AvaError(f"{path}: a JSON {type(records).__name__}, not a list of records")
         yield from enumerate(records)
         return
     for lineno, line in enumerate(text.splitlines(), 1):
@@ -467,6 +473,8 @@ def _iter_records(path: Path) -> Iterator[tuple[int, Any]]:
                 yield lineno, json.loads(line)
             except json.JSONDecodeError as e:
                 yield lineno, f"line {lineno} is not valid JSON ({e})"
+            except RecursionError:
+                yield lineno, f"line {lineno}: JSON nested too deeply"
 
 
 def _export_sidecar(src: Path, fmt: str) -> dict[str, Any]:
@@ -476,7 +484,7 @@ def _export_sidecar(src: Path, fmt: str) -> dict[str, Any]:
         return {}
     try:
         found = json.loads(path.read_text())
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         return {}
     return found if isinstance(found, dict) else {}
 
@@ -553,16 +561,32 @@ def _llava_rows(path: Path, image_root: Path | None) -> Iterator[RawRow]:
             yield RawRow(str(path), row, None, None, error=rec if isinstance(rec, str) else "record is no object")
             continue
         image = rec.get("image")
-        raw = RawRow(file=str(path), row=row, id=_str_or_none(rec.get("id")), ava_hint=rec.get("ava"))
+        raw = RawRow(file=str(path), row=row, id=_str_or_none(rec.get("id")), ava_hint=_ava_field(rec, "ava"))
         raw.ava_hint = raw.ava_hint or _config_from_image(image)
         raw.image_path = image if isinstance(image, str) else None
         raw.image_root = image_root or path.parent
         raw.extra = {k: v for k, v in rec.items() if k not in _LLAVA_KEYS}
         for key, value in _row_fields(rec.get("conversations"), rec.get("split")).items():
             setattr(raw, key, value)
+        raw.error = raw.error or _field_error(rec, "ava")
         if raw.error is None and not raw.image_path:
             raw.error = "record has no image path"
         yield raw
+
+
+def _ava_field(rec: dict[str, Any], key: str) -> str | None:
+    """A record's ability field when it is a name (a number or a list is reported by :func:`_field_error`)."""
+    value = rec.get(key)
+    return value if isinstance(value, str) else None
+
+
+def _field_error(rec: dict[str, Any], *keys: str) -> str | None:
+    """Why a record's text field is unusable (a number, a list, an object where a name or text belongs)."""
+    for key in keys:
+        value = rec.get(key)
+        if value is not None and not isinstance(value, str):
+            return f"field {key!r} is {json.dumps(value)[:60]}, not a string"
+    return None
 
 
 def _eval_rows(path: Path, image_root: Path | None, answers: dict[str, str]) -> Iterator[RawRow]:
@@ -572,18 +596,20 @@ def _eval_rows(path: Path, image_root: Path | None, answers: dict[str, str]) -> 
             continue
         qid = _str_or_none(rec.get("question_id"))
         image = rec.get("image")
-        hint = rec.get("ava") or (rec.get("category") if rec.get("category") in ABILITIES else None)
+        category = _ava_field(rec, "category")
+        hint = _ava_field(rec, "ava") or (category if category in ABILITIES else None)
         raw = RawRow(file=str(path), row=row, id=qid, ava_hint=hint or _config_from_image(image))
         raw.image_path = image if isinstance(image, str) else None
         raw.image_root = image_root or path.parent
         raw.extra = {k: v for k, v in rec.items() if k not in _EVAL_KEYS}
-        raw.question = strip_image_token(rec.get("text") or "")
+        raw.error = _field_error(rec, "ava", "text")
+        raw.question = strip_image_token(rec.get("text") if isinstance(rec.get("text"), str) else "")
         answer = rec.get("answer") if rec.get("answer") is not None else answers.get(qid or "")
         raw.answer = str(answer).strip() if answer is not None else None
         try:
             raw.split = split_name(rec.get("split"))
         except RowError as e:
-            raw.error = str(e)
+            raw.error = raw.error or str(e)
         if raw.error is None and raw.answer is None:
             raw.error = "no answer (neither an 'answer' key nor an entry in --answers)"
         if raw.error is None and not raw.image_path:

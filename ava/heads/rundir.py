@@ -89,9 +89,20 @@ def differing_fields(run_dir: Path, head: str, config: Any) -> list[str] | None:
     for key in sorted(set(old) | set(new)):
         if key in RESOLVED_FIELDS and new.get(key) is None:
             continue
+        if _same_path(key, old.get(key), new.get(key)):  # a run stored before paths were resolved, or after
+            continue
         if old.get(key) != new.get(key):
             diff.append(f"{key} ({old.get(key)!r} -> {new.get(key)!r})")
     return diff
+
+
+def _same_path(key: str, old: Any, new: Any) -> bool:
+    """Whether two values of a path field name the same place from here (a relative one, from an older run)."""
+    from ava.heads.run_identity import PATH_FIELDS, resolved
+
+    if key not in (*PATH_FIELDS, "llm") or not isinstance(old, str) or not isinstance(new, str) or not old or not new:
+        return False
+    return resolved(old) == resolved(new)
 
 
 def _exchange(a: Path, b: Path) -> bool:
@@ -135,8 +146,10 @@ def _fix_out(run_dir: Path, stage: Path, out: Path) -> None:
         changed = False
         for block in (obj, obj.get("config") if isinstance(obj, dict) else None):
             where = block.get("out") if isinstance(block, dict) else None
-            if isinstance(where, str) and (where == str(stage) or where.startswith(str(stage) + os.sep)):
-                block["out"], changed = str(out) + where[len(str(stage)) :], True
+            for old, new in ((str(stage), str(out)), (str(stage.resolve()), str(out.resolve()))):
+                if isinstance(where, str) and (where == old or where.startswith(old + os.sep)):
+                    block["out"], changed = new + where[len(old) :], True
+                    break
         if changed:
             atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
 
@@ -191,6 +204,9 @@ def owns_run_dir(head: str | Callable[[Any], str]) -> Callable[[Callable[[Any], 
     def wrap(train: Callable[[Any], Path]) -> Callable[[Any], Path]:
         @functools.wraps(train)
         def run(config: Any) -> Path:
+            from ava.heads.run_identity import resolved_paths
+
+            config = resolved_paths(config)  # the run records absolute paths (ava.heads.run_identity)
             name = head(config) if callable(head) else head
             with claim_run(config.out, name, config, force=bool(getattr(config, "force", False))) as where:
                 staged = where != Path(config.out)

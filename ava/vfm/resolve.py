@@ -23,6 +23,10 @@ from ava.vfm.spec import HALF, IDENTITY_MEAN, IDENTITY_STD, VFMSpec
 from ava.vfm.zoo import VFMS
 
 HF_OPTIONS = ("prefix", "size", "pool")
+# Bounds of the ``#`` options, checked where they are parsed: an input side beyond MAX_SIZE px (the largest
+# published VFM input is 1024) only runs out of memory, image by image; a grid or a prefix past these is no model's.
+OPTION_LIMITS = {"prefix": (0, 1024), "size": (1, 4096), "pool": (1, 512)}
+_ROUTES = ("hf:", "timm:")  # prefixes naming a checkpoint after them
 
 
 def resolve_vfm(name: str | VFMSpec, *, trust_remote_code: bool = False) -> VFMSpec:
@@ -30,6 +34,7 @@ def resolve_vfm(name: str | VFMSpec, *, trust_remote_code: bool = False) -> VFMS
     or ``timm:<name-or-dir>``. ``trust_remote_code`` lets an ``hf:`` config that needs custom code load it."""
     if isinstance(name, VFMSpec):
         return name
+    check_source(name)
     if name.startswith("hf:"):
         return hf_spec(name[3:], trust_remote_code=trust_remote_code)
     if "#" in name:
@@ -52,20 +57,49 @@ def resolve_vfm(name: str | VFMSpec, *, trust_remote_code: bool = False) -> VFMS
     return VFMS.get(name)
 
 
+def check_source(name: str) -> None:
+    """Refuse a name whose checkpoint part is empty: ``hf:`` (what ``hf:$MODEL_DIR`` becomes when the variable is
+    unset would load whatever checkpoint the current directory holds), ``timm:``, ``clip@``, ``hf:#size=224``."""
+    if not isinstance(name, str) or not name.strip():
+        raise AvaError("--vfm is empty; give a registered key (`ava vfm list`), hf:<hub-id-or-dir> or timm:<name>")
+    base = name.partition("#")[0]
+    route = next((r for r in _ROUTES if base.startswith(r)), None)
+    if route is not None and not base[len(route) :].strip():
+        raise AvaError(f"--vfm {name!r}: no checkpoint after {route!r} (an unset variable?); give a hub id or a "
+                       f"directory, e.g. '{route}./my-model'")  # fmt: skip
+    if route is None and "@" in base:
+        key, _, source = base.partition("@")
+        if not key.strip() or not source.strip():
+            raise AvaError(f"--vfm {name!r}: {'no VFM key before' if not key.strip() else 'no weights after'} '@'; "
+                           "use KEY@<hub-id-or-dir>, e.g. 'dinov2@./weights'")  # fmt: skip
+    if route is None and base.endswith(":random") and not base.removesuffix(":random").strip():
+        raise AvaError(f"--vfm {name!r}: no VFM key before ':random'")
+    if "#" in name and not name.partition("#")[2].strip():
+        raise AvaError(f"--vfm {name!r}: nothing after '#'; give options such as '#size=224' or drop the '#'")
+
+
 def _options(text: str, name: str) -> dict[str, int]:
     out: dict[str, int] = {}
     for item in filter(None, text.split(",")):
         key, _, value = item.partition("=")
-        if key not in HF_OPTIONS or not value.isdigit() or (key != "prefix" and int(value) < 1):
+        # ASCII digits only, and few of them: int() also takes '²' or 5000 digits, then fails or overflows later
+        if key not in HF_OPTIONS or not (value.isascii() and value.isdigit()) or len(value) > 6:
             raise AvaError(
-                f"bad option {item!r} in --vfm {name!r}; options: prefix=N (>= 0), size=S, pool=G (>= 1) "
-                "(e.g. '#prefix=1')"
+                f"bad option {_short(item)!r} in --vfm {_short(name)!r}; options: prefix=N (0..1024), "
+                "size=S (1..4096), pool=G (1..512) (e.g. '#prefix=1')"
             )
-        low = 0 if key == "prefix" else 1  # a token count may be 0; an image side or a pooled grid may not
-        if int(value) < low:
-            raise AvaError(f"bad option {item!r} in --vfm {name!r}: {key} must be an integer >= {low}")
+        low, high = OPTION_LIMITS[key]  # a token count may be 0; an image side or a pooled grid may not
+        if not low <= int(value) <= high:
+            raise AvaError(f"bad option {item!r} in --vfm {name!r}: {key} must be an integer in {low}..{high}")
+        if key in out:
+            raise AvaError(f"bad options in --vfm {_short(name)!r}: {key} is given twice")
         out[key] = int(value)
     return out
+
+
+def _short(text: str, limit: int = 60) -> str:
+    """``text`` cut for a message (a 5000-digit value would fill the screen)."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 def _sized(name: str, trust_remote_code: bool) -> VFMSpec:
@@ -89,7 +123,9 @@ def _size_option(opts: str, name: str) -> int:
 
 
 def check_name(name: str) -> str:
-    """``name`` with its ``#options`` checked (no download, no torch): for parse-time validation."""
+    """``name`` with its checkpoint part and ``#options`` checked (no download, no torch): for parse-time
+    validation."""
+    check_source(name)
     if "#" in name:
         if name.startswith("hf:"):
             _options(name.partition("#")[2], name)

@@ -224,7 +224,7 @@ def evaluate(run_dir: str | os.PathLike[str], split: str = "test", *, data: str 
     """Reload the saved indexes, predict ``split`` with each ability's chosen k, write results_<split>.json."""
     from safetensors.numpy import load_file
 
-    saved = open_saved_run(run_dir, META_FILE, data=data, cache=cache, device=device)
+    saved = open_saved_run(run_dir, META_FILE, data=data, cache=cache, device=device, split=split)
     run_dir, config, run, metas = saved.path, saved.config, saved.run, saved.metas
     dataset, feature_cache, dev = saved.dataset, saved.cache, saved.device
     targets = load_file(str(run_dir / TARGETS_FILE)) if (run_dir / TARGETS_FILE).is_file() else {}

@@ -67,6 +67,8 @@ def import_captions(captions: str | Path, images: str | Path, out: str | Path, *
         items = json.loads(captions.read_text())
     except (OSError, json.JSONDecodeError) as e:
         raise AvaError(f"captions file {captions}: {e}") from e
+    except RecursionError:
+        raise AvaError(f"captions file {captions}: JSON nested too deeply to read") from None
     if not isinstance(items, list):
         raise AvaError(f"captions file {captions}: expected a JSON list of {{id, image, conversations}}")
     items = items[:max_pairs] if max_pairs is not None else items

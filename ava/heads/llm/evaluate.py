@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from ava.config import to_jsonable
 from ava.data.format import Dataset, Sample
 from ava.errors import AvaError
 from ava.heads.llm.config import LLMHeadConfig
@@ -40,12 +41,10 @@ class SubsetDataset(Dataset):
 
 
 def load_run_config(run_dir: Path) -> tuple[LLMHeadConfig, dict[str, Any]]:
-    from ava.heads.run_files import read_json
+    """The run's config (checked as a config file is) and run block."""
+    from ava.heads.run_files import read_run
 
-    cfg = read_json(run_dir / "config.json")
-    run = read_json(run_dir / "run.json")
-    if run.get("head") != "llm":
-        raise AvaError(f"{run_dir} is a {run.get('head')!r} run, not an LLM-head run")
+    cfg, run = read_run(run_dir, head="llm")
     return LLMHeadConfig(**cfg), run
 
 
@@ -197,21 +196,31 @@ def evaluate(
     device: str | None = None,
     progress: bool = True,
     features: str | None = None,
+    trust_remote_code: bool = False,
 ) -> dict[str, Any]:
-    """Decode the ``split`` samples of a run's abilities, score them like ``ava score``, write the results."""
+    """Decode the ``split`` samples of a run's abilities, score them like ``ava score``, write the results.
+
+    ``trust_remote_code`` is the command line's: the run's recorded value must equal it (a run directory never
+    decides that code runs); the data and cache must be those the run was trained on
+    (:func:`ava.heads.run_identity.check_eval_target`)."""
     from ava.abilities import get_ability
     from ava.heads.llm.runtime import feature_source, load_trained
+    from ava.heads.run_identity import check_cache_key, check_eval_target, check_recorded_options
 
     if decode not in ("generate", "score"):
         raise AvaError(f"--decode {decode!r}: use 'generate' or 'score'")
     run_dir = Path(run_dir)
     cfg, run = load_run_config(run_dir)
+    check_recorded_options(run_dir, to_jsonable(cfg), trust_remote_code)
     dist, dev = init_dist(device or cfg.device)
     dtype = resolve_dtype(cfg.dtype, dev)
     dataset = Dataset(cfg.data)
     abilities = list(run["abilities"])
+    results_name = f"results_{split}.json" if decode == "generate" else f"results_{split}_score.json"
+    check_eval_target(run_dir, run, dataset, abilities, [results_name])
     samples = eval_samples(dataset, abilities, split, max_eval)
     source = feature_source(cfg, dataset, samples, dev, features=features, resident=True)
+    check_cache_key(run_dir, run, source.info.get("cache_key"))
     head, tokenizer = load_trained(run_dir, cfg, dev, source.dim, dtype)
     encoder = PromptEncoder(tokenizer)
     encoded = [encoder.encode(s.question) for s in samples]
@@ -251,7 +260,6 @@ def _write(
     max_eval: int | None,
     abilities: list[str],
 ) -> dict[str, Any]:
-    from ava.config import to_jsonable
     from ava.metrics.scoring import score_predictions, write_results
 
     keep = {s.key for s in samples}

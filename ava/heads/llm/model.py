@@ -193,7 +193,8 @@ class LLMHead(nn.Module):
         out = decoder(
             inputs_embeds=self.embed(prompt, features), attention_mask=prompt["attention_mask"], use_cache=True
         )
-        past, last = out.past_key_values, out.last_hidden_state[:, -1:]
+        past, last = kv_cache_of(out), out.last_hidden_state[:, -1:]
+        cache_arg = kv_cache_argument(decoder)
         scores = []
         for start in range(0, len(options), chunk):
             part = options[start : start + chunk]
@@ -205,7 +206,7 @@ class LLMHead(nn.Module):
             cache = copy.deepcopy(past)
             cache.batch_repeat_interleave(k)
             attn = torch.cat([prompt["attention_mask"].expand(k, -1), mask], 1)
-            h = decoder(input_ids=ids, attention_mask=attn, past_key_values=cache, use_cache=True).last_hidden_state
+            h = decoder(input_ids=ids, attention_mask=attn, **{cache_arg: cache}, use_cache=True).last_hidden_state
             h = torch.cat([last.expand(k, 1, -1), h[:, :-1]], 1)  # the state that predicts each option token
             sel = mask.bool()
             lp = torch.log_softmax(out_layer(h[sel]).float(), -1).gather(1, ids[sel].unsqueeze(1)).squeeze(1)
@@ -229,7 +230,8 @@ class LLMHead(nn.Module):
         positions = (mask.cumsum(-1) - 1).clamp(min=0)  # each prompt from position 0 at its first real token
         out = decoder(inputs_embeds=self.embed(prompts, features), attention_mask=mask, position_ids=positions,
                       use_cache=True)  # fmt: skip
-        past, last = out.past_key_values, out.last_hidden_state[:, -1]
+        past, last = kv_cache_of(out), out.last_hidden_state[:, -1]
+        cache_arg = kv_cache_argument(decoder)
         prompt_len = mask.sum(-1)
         pairs = [(i, o) for i, opts in enumerate(options) for o in opts]
         scores: list[torch.Tensor] = []
@@ -246,7 +248,7 @@ class LLMHead(nn.Module):
             cache.batch_select_indices(rows)
             attn = torch.cat([mask.index_select(0, rows), opt_mask], 1)
             pos = prompt_len.index_select(0, rows).unsqueeze(1) + torch.arange(width, device=device)
-            h = decoder(input_ids=ids, attention_mask=attn, position_ids=pos, past_key_values=cache,
+            h = decoder(input_ids=ids, attention_mask=attn, position_ids=pos, **{cache_arg: cache},
                         use_cache=True).last_hidden_state  # fmt: skip
             h = torch.cat([last.index_select(0, rows).unsqueeze(1), h[:, :-1]], 1)  # the states predicting each token
             sel = opt_mask.bool()
@@ -292,6 +294,22 @@ class LLMHead(nn.Module):
         if missing:
             raise KeyError(f"missing weights: {sorted(missing)[:5]}")
         self.load_state_dict(state, strict=False)
+
+
+def kv_cache_argument(decoder: Any) -> str:
+    """The keyword a decoder's forward takes its KV cache (a ``transformers.Cache``) by: ``cache`` from transformers
+    5.2x on (``past_key_values`` is deprecated there, and goes in 5.40), ``past_key_values`` before."""
+    import inspect
+
+    params = inspect.signature(decoder.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
+
+
+def kv_cache_of(output: Any) -> Any:
+    """The KV cache a decoder returned with ``use_cache=True``, under its name in this transformers (reading the
+    old name where the new one exists would warn)."""
+    keys = output.keys()
+    return output["cache"] if "cache" in keys else output["past_key_values"]
 
 
 def build_head(

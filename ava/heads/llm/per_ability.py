@@ -117,7 +117,8 @@ def _write_parent(run_dir: Path, config: LLMHeadConfig, abilities: list[str]) ->
         sub = json.loads(path.read_text()) if path.is_file() else {}
         first = first or sub
         runs[key] = {"dir": f"{ABILITIES_DIR}/{key}", "training": sub.get("training"), "n_train": sub.get("n_train")}
-    run = {k: v for k, v in first.items() if k not in ("training", "n_train", "abilities")}
+    # (each ability's run keeps the identity of its own data: ava head eval checks it there)
+    run = {k: v for k, v in first.items() if k not in ("training", "n_train", "abilities", "data_identity")}
     run.update({"head": "llm", "vfm": config.vfm, "abilities": abilities, "per_ability": True, "runs": runs})
     run["random_weights"] = any(_sub_run(run_dir, k).get("random_weights") for k in abilities)
     write_run_files(run_dir, config, run)
@@ -131,9 +132,10 @@ def _sub_run(run_dir: Path, key: str) -> dict[str, Any]:
 def evaluate(run_dir: str | Path, split: str = "test", **options: Any) -> dict[str, Any]:
     """Evaluate every ability's head of a per-ability run on ``split``, then write the one merged results file."""
     from ava.heads.llm.evaluate import evaluate as evaluate_one
+    from ava.heads.run_files import read_run
 
     run_dir = Path(run_dir)
-    run = json.loads((run_dir / "run.json").read_text())
+    _, run = read_run(run_dir, head="llm")
     for key in run["abilities"]:
         evaluate_one(ability_dir(run_dir, key), split, **options)
     if not _main():

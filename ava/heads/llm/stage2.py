@@ -78,6 +78,8 @@ def import_instructions(
         items = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise AvaError(f"instructions file {path}: {e}") from e
+    except RecursionError:
+        raise AvaError(f"instructions file {path}: JSON nested too deeply to read") from None
     if not isinstance(items, list):
         raise AvaError(f"instructions file {path}: expected a JSON list of {{id, image, conversations}}")
     items = items[:max_items] if max_items is not None else items

@@ -609,7 +609,7 @@ def train(config: ProbeConfig) -> Path:
 def evaluate(run_dir: str | os.PathLike[str], split: str = "test", *, data: str | None = None,
              cache: str | None = None, device: str | None = None, **_: Any) -> dict[str, Any]:  # fmt: skip
     """Reload the saved probes, predict ``split`` from the cache and write results_<split>.json."""
-    saved = open_saved_run(run_dir, META_FILE, data=data, cache=cache, device=device)
+    saved = open_saved_run(run_dir, META_FILE, data=data, cache=cache, device=device, split=split)
     run_dir, config, run, metas = saved.path, saved.config, saved.run, saved.metas
     dataset, feature_cache, dev = saved.dataset, saved.cache, saved.device
     predictions: dict[tuple[str, str], str] = {}
