@@ -26,6 +26,7 @@ from ava.cache.store import (
     disk_bytes,
     group_keys,
     key_fields,
+    lost_groups,
     open_groups,
     spec_key,
 )
@@ -198,7 +199,7 @@ def verify_cache(
 ) -> dict[str, Any]:
     """Check every group: spec consistent, rows.json readable, every chunk of a done row on disk
     (:mod:`ava.cache.chunks`) and decoding (checksums), every indexed row done, all values finite, and (with ``data``)
-    every image of the dataset present and done.
+    every image of the dataset present and done; folders of groups that lost their zarr.json are named.
     ``ok`` is False if any problem was found. With ``repair``, damaged rows are marked for re-extraction
     (``report["repaired"]`` rows per group; ``ava cache extract`` with the same options recomputes them)."""
     report: dict[str, Any] = {"cache": str(cache_dir), "groups": {}}
@@ -206,8 +207,10 @@ def verify_cache(
         groups = _groups(cache_dir)
     except AvaError as e:
         return {**report, "ok": False, "problems": [str(e)]}
+    lost = [f"{name}: folder of a cache group without its zarr.json (Zarr cannot see it); `ava cache extract` of "
+            "its VFM rebuilds it (every row recomputed)" for name in lost_groups(cache_dir)]  # fmt: skip
     if not groups and not group_keys(cache_dir, incomplete=True):
-        return {**report, "ok": False, "problems": [f"{cache_dir} holds no cache group"]}
+        return {**report, "ok": False, "problems": lost or [f"{cache_dir} holds no cache group"]}
     for key in group_keys(cache_dir, incomplete=True):
         report["groups"][key] = {
             "vfm": None,
@@ -237,6 +240,6 @@ def verify_cache(
         if repair and damaged:
             report["repaired"][g.key] = repair_group(g, damaged)
         report["groups"][g.key] = {"vfm": g.spec.get("vfm"), "problems": problems}
-    report["problems"] = [f"{k}: {p}" for k, v in report["groups"].items() for p in v["problems"]]
+    report["problems"] = [f"{k}: {p}" for k, v in report["groups"].items() for p in v["problems"]] + lost
     report["ok"] = not report["problems"]
     return report

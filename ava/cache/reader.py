@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from ava.cache.chunks import read_rows
-from ava.cache.store import CacheError, CacheGroup, open_groups
+from ava.cache.store import CacheError, CacheGroup, lost_groups_note, open_groups
 from ava.errors import AvaError
 
 
@@ -154,7 +154,8 @@ def open_cache(cache_dir: str | os.PathLike[str], vfm: str, *, key: str | None =
     chosen = [g for g in groups if _matches(g, vfm)]
     if not chosen:
         known = ", ".join(map(_describe, groups)) or "none"
-        raise CacheError(f"{cache_dir}: no features of vfm {vfm!r} (groups: {known}); run {hint}")
+        raise CacheError(f"{cache_dir}: no features of vfm {vfm!r} (groups: {known}){lost_groups_note(cache_dir)}; "
+                         f"run {hint}")  # fmt: skip
     if len(chosen) > 1:
         raise CacheError(
             f"{cache_dir}: several cache groups hold vfm {vfm!r}: "

@@ -117,18 +117,46 @@ def open_root(cache_dir: str | os.PathLike[str], *, create: bool) -> Any:
     return root
 
 
+def _groups(root: Any) -> list[tuple[str, Any]]:
+    """The root's child groups (Zarr warns about each folder without a zarr.json: :func:`lost_groups` names them)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*not recognized as a component of a Zarr hierarchy")
+        return list(root.groups())
+
+
 def group_keys(cache_dir: str | os.PathLike[str], *, incomplete: bool = False) -> list[str]:
     """Names of the groups that hold a spec (or, with ``incomplete``, of those cut off while being made)."""
     root = open_root(cache_dir, create=False)
-    return sorted(name for name, g in root.groups() if ("spec" in g.attrs) != incomplete)
+    return sorted(name for name, g in _groups(root) if ("spec" in g.attrs) != incomplete)
 
 
 def open_groups(cache_dir: str | os.PathLike[str]) -> list[CacheGroup]:
     """Every complete group of a cache, read-only, in key order: one pass over the groups' metadata."""
     root = open_root(cache_dir, create=False)
     path = Path(cache_dir)
-    found = [(name, dict(g.attrs)) for name, g in root.groups()]
+    found = [(name, dict(g.attrs)) for name, g in _groups(root)]
     return [CacheGroup(path / name, name, attrs) for name, attrs in sorted(found) if "spec" in attrs]
+
+
+def lost_groups(cache_dir: str | os.PathLike[str]) -> list[str]:
+    """Folders of a cache that hold a group's data (a ``rows.json``) but no ``zarr.json``: Zarr no longer sees them.
+    ``ava cache extract`` of the same VFM rebuilds such a group (its arrays are made again, every row recomputed)."""
+    path = Path(cache_dir)
+    if not path.is_dir():
+        return []
+    return sorted(d.name for d in path.iterdir()
+                  if d.is_dir() and not (d / "zarr.json").exists() and (d / ROWS_FILE).is_file())  # fmt: skip
+
+
+def lost_groups_note(cache_dir: str | os.PathLike[str]) -> str:
+    """``; group(s) X lost their zarr.json (...)`` for an error message, or ``""``."""
+    lost = lost_groups(cache_dir)
+    if not lost:
+        return ""
+    return (f"; folder(s) {', '.join(lost)} of {cache_dir} hold a cache group whose zarr.json is missing: "
+            "`ava cache extract` of its VFM rebuilds it (every row recomputed)")  # fmt: skip
 
 
 @dataclass
