@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ava.cache.chunks import read_rows
 from ava.cache.codecs import get_codec
 from ava.cache.pooling import STORED_VIEWS, pool_candidates, pool_tokens, token_grid
 from ava.cache.store import (
@@ -297,16 +298,17 @@ def write_shard(group: CacheGroup, shard: int, results: dict[int, list[tuple[np.
         return
     rows = group.shard_rows(shard)
     lo, hi = rows.start, rows.stop
-    done = np.asarray(group.done[lo:hi], dtype=bool)
+    done = np.asarray(read_rows(group, "done", lo, hi, need=np.zeros(hi - lo, bool)), dtype=bool)
     new = np.zeros(hi - lo, dtype=bool)
     new[[r - lo for r in results]] = True
     keep = done & ~new
     for li, layer in enumerate(group.layers):
-        targets = [(group.features(layer), 0)]
+        targets = [(f"features/{layer}", 0)]
         if group.codec.has_scale:
-            targets.append((group.scales(layer), 1))
-        for arr, part in targets:
-            block = arr[lo:hi] if keep.any() else np.zeros((hi - lo, *arr.shape[1:]), dtype=arr.dtype)
+            targets.append((f"scales/{layer}", 1))
+        for name, part in targets:
+            arr = group.array(name)
+            block = _kept(group, name, lo, hi, keep)
             for r, per_layer in results.items():
                 block[r - lo] = per_layer[li][part]
             arr[lo:hi] = block
@@ -314,6 +316,15 @@ def write_shard(group: CacheGroup, shard: int, results: dict[int, list[tuple[np.
         _write_views(group, lo, hi, keep, results)
     if new.any():
         group.done[lo:hi] = done | new
+
+
+def _kept(group: CacheGroup, name: str, lo: int, hi: int, keep: np.ndarray) -> np.ndarray:
+    """The shard's block of array ``name`` as stored when some of its rows are kept (refused, naming them, when a
+    kept row is not on disk: rewriting it would store the fill value as a done row), else zeros."""
+    if keep.any():
+        return read_rows(group, name, lo, hi, need=keep)
+    arr = group.array(name)
+    return np.zeros((hi - lo, *arr.shape[1:]), dtype=arr.dtype)
 
 
 def _write_views(group: CacheGroup, lo: int, hi: int, keep: np.ndarray,
@@ -327,10 +338,10 @@ def _write_views(group: CacheGroup, lo: int, hi: int, keep: np.ndarray,
         scale = np.stack([results[r][li][1] for r in rows]) if group.codec.has_scale else None
         tokens = group.codec.decode(values, scale)
         for view in group.views:
-            arr = group.pooled(layer, view)
-            block = arr[lo:hi] if keep.any() else np.zeros((hi - lo, *arr.shape[1:]), dtype=arr.dtype)
+            name = f"pooled/{layer}/{view}"
+            block = _kept(group, name, lo, hi, keep)
             block[[r - lo for r in rows]] = pool_tokens(tokens, view, grid)
-            arr[lo:hi] = block
+            group.array(name)[lo:hi] = block
 
 
 def _forward(vfm: Any, pixels: torch.Tensor, device: torch.device) -> torch.Tensor:

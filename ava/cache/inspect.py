@@ -17,9 +17,19 @@ from typing import Any
 
 import numpy as np
 
+from ava.cache.chunks import read_rows
 from ava.cache.integrity import Damage, describe, has_checksums, repair_group, rows_problem, scan_shards
 from ava.cache.pooling import pool_dim
-from ava.cache.store import ROWS_FILE, CacheGroup, disk_bytes, group_keys, key_fields, open_groups, spec_key
+from ava.cache.store import (
+    ROWS_FILE,
+    CacheGroup,
+    disk_bytes,
+    group_keys,
+    key_fields,
+    lost_groups,
+    open_groups,
+    spec_key,
+)
 from ava.errors import AvaError
 
 _SHA = re.compile(r"^[0-9a-f]{64}$")
@@ -39,15 +49,13 @@ def _shards(group: CacheGroup, progress: bool, what: str) -> Iterator[range]:
             bar.advance(task)
 
 
-def _stored(group: CacheGroup, rows: range) -> list[np.ndarray]:
-    """The stored arrays of a run of rows, layer by layer (values, then scales)."""
-    out = []
-    for layer in group.layers:
-        out.append(group.features(layer)[rows.start : rows.stop])
-        scales = group.scales(layer)
-        if scales is not None:
-            out.append(scales[rows.start : rows.stop])
-    return out
+def _stored(group: CacheGroup, rows: range, done: np.ndarray) -> list[np.ndarray]:
+    """The stored arrays of a run of rows, layer by layer (values, then scales); refused, naming them, when a done
+    row is not on disk or does not decode (a digest of fill values would pass for a cache's content)."""
+    names = [f"features/{la}" for la in group.layers]
+    names = [n for la, f in zip(group.layers, names, strict=True) for n in (f, f"scales/{la}")] \
+        if group.codec.has_scale else names  # fmt: skip
+    return [read_rows(group, name, rows.start, rows.stop, need=done[rows.start : rows.stop]) for name in names]
 
 
 def content_digest(group: CacheGroup, *, progress: bool = False) -> str:
@@ -55,7 +63,7 @@ def content_digest(group: CacheGroup, *, progress: bool = False) -> str:
     rows, done = group.rows(), group.done_mask()
     per_row: dict[str, bytes] = {}
     for rng in _shards(group, progress, "digest"):
-        arrays = _stored(group, rng)
+        arrays = _stored(group, rng, done)
         for i, row in enumerate(rng):
             if done[row]:
                 h = hashlib.sha256(rows[row].encode())
@@ -189,8 +197,9 @@ def verify_cache(
     progress: bool = False,
     repair: bool = False,
 ) -> dict[str, Any]:
-    """Check every group: spec consistent, rows.json readable, every array chunk decodes (checksums), every
-    indexed row done, all values finite, and (with ``data``) every image of the dataset present and done.
+    """Check every group: spec consistent, rows.json readable, every chunk of a done row on disk
+    (:mod:`ava.cache.chunks`) and decoding (checksums), every indexed row done, all values finite, and (with ``data``)
+    every image of the dataset present and done; folders of groups that lost their zarr.json are named.
     ``ok`` is False if any problem was found. With ``repair``, damaged rows are marked for re-extraction
     (``report["repaired"]`` rows per group; ``ava cache extract`` with the same options recomputes them)."""
     report: dict[str, Any] = {"cache": str(cache_dir), "groups": {}}
@@ -198,8 +207,10 @@ def verify_cache(
         groups = _groups(cache_dir)
     except AvaError as e:
         return {**report, "ok": False, "problems": [str(e)]}
+    lost = [f"{name}: folder of a cache group without its zarr.json (Zarr cannot see it); `ava cache extract` of "
+            "its VFM rebuilds it (every row recomputed)" for name in lost_groups(cache_dir)]  # fmt: skip
     if not groups and not group_keys(cache_dir, incomplete=True):
-        return {**report, "ok": False, "problems": [f"{cache_dir} holds no cache group"]}
+        return {**report, "ok": False, "problems": lost or [f"{cache_dir} holds no cache group"]}
     for key in group_keys(cache_dir, incomplete=True):
         report["groups"][key] = {
             "vfm": None,
@@ -229,6 +240,6 @@ def verify_cache(
         if repair and damaged:
             report["repaired"][g.key] = repair_group(g, damaged)
         report["groups"][g.key] = {"vfm": g.spec.get("vfm"), "problems": problems}
-    report["problems"] = [f"{k}: {p}" for k, v in report["groups"].items() for p in v["problems"]]
+    report["problems"] = [f"{k}: {p}" for k, v in report["groups"].items() for p in v["problems"]] + lost
     report["ok"] = not report["problems"]
     return report

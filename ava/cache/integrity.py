@@ -2,7 +2,9 @@
 
 New groups store every chunk with a CRC-32C checksum (Zarr v3's ``crc32c`` codec after zstd, see
 :meth:`ava.cache.codecs.Codec.compressors`); each shard's index carries one too (Zarr's default). So a flipped
-byte, a truncated shard file or a garbage ``done`` chunk fails to decode instead of returning wrong values.
+byte, a truncated shard file or a garbage ``done`` chunk fails to decode instead of returning wrong values. Data
+that is not there at all (a deleted or empty shard file, a shard whose index lists no chunk for a row) would read as
+zeros: rows marked done are checked to be on disk first (:mod:`ava.cache.chunks`).
 :func:`scan_group` reads every array of a group shard by shard and, where a shard fails, row by row, and
 names what is damaged: the array, the shard or row, and the image of each row. :func:`repair_group` then
 marks those rows not done (first) and clears the damaged bytes (then), so that re-running
@@ -23,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from ava.cache.chunks import gaps, row_spans
 from ava.cache.store import ROWS_FILE, CacheGroup
 from ava.data.format import atomic_write_text
 from ava.locking import JobLock
@@ -81,9 +84,17 @@ def scan_shards(
         good: dict[str, np.ndarray] = {}
         damage: list[Damage] = []
         for name, arr in arrays.items():
+            if name != "done" and "done" in good:  # done rows whose data is not on disk (read as zeros)
+                done_rows = np.asarray(rng)[np.asarray(good["done"], dtype=bool)]
+                absent = gaps(group, name, done_rows) if len(done_rows) else []
+                damage += [Damage(name, g.rows, [shard] if g.whole else [], f"{g.reason}, though row(s) "
+                                  f"{row_spans(g.rows)} are marked done") for g in absent]  # fmt: skip
+                if any(g.whole for g in absent):
+                    continue
             values, error = _read(arr, rng.start, rng.stop)
             if values is not None:
-                good[name] = values
+                if not any(d.array == name for d in damage):  # rows without chunks read as zeros: not good
+                    good[name] = values
                 continue
             if name == "done":  # one chunk per shard: all its rows are unknown
                 damage.append(Damage(name, list(rng), [], f"done chunk {shard} cannot be read ({error})"))

@@ -15,16 +15,18 @@ from typing import Any
 import numpy as np
 import torch
 
-from ava.cache.store import CacheError, CacheGroup, open_groups
+from ava.cache.chunks import read_rows
+from ava.cache.store import CacheError, CacheGroup, lost_groups_note, open_groups
 from ava.errors import AvaError
 
 
-def _read_rows(arr: Any, rows: np.ndarray) -> np.ndarray:
-    """Rows (sorted, unique) of a Zarr array, one slice per run of consecutive rows. Zarr 3.1's integer-array
-    (orthogonal) selection is ~6x slower than slices on sharded arrays, so it is not used."""
+def _read_rows(group: CacheGroup, name: str, rows: np.ndarray) -> np.ndarray:
+    """Rows (sorted, unique) of array ``name``, one slice per run of consecutive rows, each checked to be on disk
+    (:func:`ava.cache.chunks.read_rows`). Zarr 3.1's integer-array (orthogonal) selection is ~6x slower than slices on
+    sharded arrays, so it is not used."""
     breaks = np.flatnonzero(np.diff(rows) != 1) + 1
     runs = np.split(rows, breaks)
-    parts = [arr[int(run[0]) : int(run[-1]) + 1] for run in runs]
+    parts = [read_rows(group, name, int(run[0]), int(run[-1]) + 1) for run in runs]
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
@@ -91,9 +93,8 @@ class FeatureCache:
         if len(rows) == 0:
             return np.zeros((0, self.num_tokens, self.dim), dtype=np.float32)
         uniq, inverse = np.unique(rows, return_inverse=True)
-        values = _read_rows(self.group.features(layer), uniq)
-        scales = self.group.scales(layer)
-        scale = _read_rows(scales, uniq) if scales is not None else None
+        values = _read_rows(self.group, f"features/{layer}", uniq)
+        scale = _read_rows(self.group, f"scales/{layer}", uniq) if self.group.codec.has_scale else None
         return self.group.codec.decode(values, scale)[inverse]
 
     def read_pooled(self, sha256s: list[str], layer: int | None = None) -> np.ndarray:
@@ -116,7 +117,7 @@ class FeatureCache:
         if len(rows) == 0:
             return np.zeros((0, self.group.pooled(layer, view).shape[1]), dtype=np.float32)
         uniq, inverse = np.unique(rows, return_inverse=True)
-        return np.asarray(_read_rows(self.group.pooled(layer, view), uniq), dtype=np.float32)[inverse]
+        return np.asarray(_read_rows(self.group, f"pooled/{layer}/{view}", uniq), dtype=np.float32)[inverse]
 
 
 def _describe(group: CacheGroup) -> str:
@@ -153,7 +154,8 @@ def open_cache(cache_dir: str | os.PathLike[str], vfm: str, *, key: str | None =
     chosen = [g for g in groups if _matches(g, vfm)]
     if not chosen:
         known = ", ".join(map(_describe, groups)) or "none"
-        raise CacheError(f"{cache_dir}: no features of vfm {vfm!r} (groups: {known}); run {hint}")
+        raise CacheError(f"{cache_dir}: no features of vfm {vfm!r} (groups: {known}){lost_groups_note(cache_dir)}; "
+                         f"run {hint}")  # fmt: skip
     if len(chosen) > 1:
         raise CacheError(
             f"{cache_dir}: several cache groups hold vfm {vfm!r}: "
@@ -280,19 +282,19 @@ class ResidentFeatures:
         pin = self.device.type == "cuda" and self.where.type == "cpu"
         out = torch.empty((len(self.uniq), self.num_tokens, self.dim), dtype=self.dtype, device=self.where,
                           pin_memory=pin)  # fmt: skip
-        arr = self.cache.group.features(self.layer)
-        scales = self.cache.group.scales(self.layer)
-        codec = self.cache.group.codec
+        group = self.cache.group
+        codec = group.codec
+        values_name, scales_name = f"features/{self.layer}", f"scales/{self.layer}" if codec.has_scale else None
         bad: list[tuple[int, str]] = []
 
         def piece(job: tuple[int, int, int]) -> tuple[int, torch.Tensor, list[tuple[int, str]]]:
             lo, hi, slot = job
-            raw = arr[lo:hi]
+            raw = read_rows(group, values_name, lo, hi)  # refuses rows not on disk or damaged, naming them
             if codec.storage_dtype == "float16" and self.dtype == torch.float16:  # stored as is: no round trip
                 finite = fits = np.isfinite(raw).all(axis=(1, 2))
                 half = torch.from_numpy(np.ascontiguousarray(raw))
             else:
-                values = codec.decode(raw, scales[lo:hi] if scales is not None else None)
+                values = codec.decode(raw, read_rows(group, scales_name, lo, hi) if scales_name else None)
                 finite = np.isfinite(values).all(axis=(1, 2))
                 half = torch.from_numpy(values).to(self.dtype)
                 fits = torch.isfinite(half).flatten(1).all(1).numpy()

@@ -30,6 +30,8 @@ same VFM with another codec or dtype makes a new group beside the old one. A key
 Writers own whole shards: a shard (S consecutive rows) is only ever written by one process at a time,
 in one write, then its rows are marked done. Zarr's local store writes every shard file through a
 temporary file and a rename, so a killed writer leaves either the old or the new shard, never a torn one.
+Readers check that the chunks of the done rows they read are on disk (Zarr would read a missing one as zeros) and
+name the rows of a chunk that fails to decode (:mod:`ava.cache.chunks`).
 """
 
 from __future__ import annotations
@@ -115,18 +117,46 @@ def open_root(cache_dir: str | os.PathLike[str], *, create: bool) -> Any:
     return root
 
 
+def _groups(root: Any) -> list[tuple[str, Any]]:
+    """The root's child groups (Zarr warns about each folder without a zarr.json: :func:`lost_groups` names them)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*not recognized as a component of a Zarr hierarchy")
+        return list(root.groups())
+
+
 def group_keys(cache_dir: str | os.PathLike[str], *, incomplete: bool = False) -> list[str]:
     """Names of the groups that hold a spec (or, with ``incomplete``, of those cut off while being made)."""
     root = open_root(cache_dir, create=False)
-    return sorted(name for name, g in root.groups() if ("spec" in g.attrs) != incomplete)
+    return sorted(name for name, g in _groups(root) if ("spec" in g.attrs) != incomplete)
 
 
 def open_groups(cache_dir: str | os.PathLike[str]) -> list[CacheGroup]:
     """Every complete group of a cache, read-only, in key order: one pass over the groups' metadata."""
     root = open_root(cache_dir, create=False)
     path = Path(cache_dir)
-    found = [(name, dict(g.attrs)) for name, g in root.groups()]
+    found = [(name, dict(g.attrs)) for name, g in _groups(root)]
     return [CacheGroup(path / name, name, attrs) for name, attrs in sorted(found) if "spec" in attrs]
+
+
+def lost_groups(cache_dir: str | os.PathLike[str]) -> list[str]:
+    """Folders of a cache that hold a group's data (a ``rows.json``) but no ``zarr.json``: Zarr no longer sees them.
+    ``ava cache extract`` of the same VFM rebuilds such a group (its arrays are made again, every row recomputed)."""
+    path = Path(cache_dir)
+    if not path.is_dir():
+        return []
+    return sorted(d.name for d in path.iterdir()
+                  if d.is_dir() and not (d / "zarr.json").exists() and (d / ROWS_FILE).is_file())  # fmt: skip
+
+
+def lost_groups_note(cache_dir: str | os.PathLike[str]) -> str:
+    """``; group(s) X lost their zarr.json (...)`` for an error message, or ``""``."""
+    lost = lost_groups(cache_dir)
+    if not lost:
+        return ""
+    return (f"; folder(s) {', '.join(lost)} of {cache_dir} hold a cache group whose zarr.json is missing: "
+            "`ava cache extract` of its VFM rebuilds it (every row recomputed)")  # fmt: skip
 
 
 @dataclass
@@ -139,6 +169,7 @@ class CacheGroup:
     attrs: dict[str, Any]
     writable: bool = False
     _arrays: dict[str, Any] = field(default_factory=dict, repr=False)
+    _files: dict[str, Any] = field(default_factory=dict, repr=False)  # array -> its chunk files (ava.cache.chunks)
     _rows: list[str] | None = field(default=None, repr=False)
     _index: dict[str, int] | None = field(default=None, repr=False)
 
@@ -156,7 +187,7 @@ class CacheGroup:
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state["_arrays"] = {}
+        state["_arrays"], state["_files"] = {}, {}
         return state
 
     # -- spec ---------------------------------------------------------------------------------------
@@ -218,8 +249,21 @@ class CacheGroup:
             # a writer stores every chunk it is given: Zarr's default compares each chunk with the fill value first
             # (to skip all-zero chunks), which cost 40% of a shard write's CPU (benchmarks/README.md, extraction)
             config = {"write_empty_chunks": True} if self.writable else None
-            self._arrays[name] = zarr.open_array(str(self.path / name), mode="r+" if self.writable else "r",
-                                                 config=config)  # fmt: skip
+            try:
+                self._arrays[name] = zarr.open_array(str(self.path / name), mode="r+" if self.writable else "r",
+                                                     config=config)  # fmt: skip
+            except FileNotFoundError as e:
+                raise CacheError(
+                    f"{self.path / name}: cache array is missing (no zarr.json); the group is damaged "
+                    f"beyond `ava cache verify --repair`: delete {self.path} and extract again"
+                ) from e
+            except (MemoryError, OSError):  # a full, read-only or failing disk: said as such by the CLI
+                raise
+            except Exception as e:  # a zarr.json that is not an array's metadata
+                raise CacheError(
+                    f"{self.path / name}: cache array cannot be opened ({type(e).__name__}: {e}); the group is "
+                    f"damaged beyond `ava cache verify --repair`: delete {self.path} and extract again"
+                ) from e
         return self._arrays[name]
 
     def features(self, layer: int) -> Any:
@@ -254,12 +298,17 @@ class CacheGroup:
         return self._index
 
     def done_mask(self) -> np.ndarray:
+        """Whether each row is done (a done chunk that is not on disk reads as not done: its shard was never
+        finished); a done chunk that does not decode is refused, naming it (:mod:`ava.cache.chunks`)."""
+        from ava.cache.chunks import read_rows
+
         n = len(self.rows())
-        return np.asarray(self.done[:n], dtype=bool) if n else np.zeros(0, dtype=bool)
+        return np.asarray(read_rows(self, "done", 0, n, need=np.zeros(n, bool)), dtype=bool) if n else \
+            np.zeros(0, dtype=bool)  # fmt: skip
 
     def reload(self) -> None:
         self._rows = self._index = None
-        self._arrays = {}
+        self._arrays, self._files = {}, {}
 
     # -- layout -------------------------------------------------------------------------------------
     def shard_rows(self, shard: int) -> range:

@@ -195,14 +195,16 @@ def verify(
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
     repair: Annotated[
-        bool, typer.Option("--repair", help="Mark damaged rows for re-extraction (then re-run `ava cache extract`).")
+        bool,
+        typer.Option("--repair", help="Mark damaged or missing rows for re-extraction (then `ava cache extract`)."),
     ] = False,
 ) -> None:
-    """Check the cache: spec consistent, every chunk's checksum, every row done, no NaN/inf, every image of --data.
+    """Check the cache: spec consistent, every chunk of every done row on disk and matching its checksum, every row
+    done, no NaN/inf, every image of --data.
 
-    Exit code 1 when any problem is found. With --repair, rows whose data is damaged (a checksum mismatch, a
-    truncated shard, a garbage done chunk or rows.json) are marked not done, so that `ava cache extract` with
-    the same options recomputes exactly those rows.
+    Exit code 1 when any problem is found. With --repair, rows whose data is damaged or missing (a checksum mismatch,
+    a deleted, empty or truncated shard, a chunk missing from its shard, a garbage done chunk or rows.json) are marked
+    not done, so that `ava cache extract` with the same options recomputes exactly those rows.
     """
     from rich.console import Console
 

@@ -168,16 +168,16 @@ class AbilityRun:
 
 
 def save_tensors(path: Path, tensors: dict[str, Any], metadata: dict[str, str] | None = None) -> None:
-    """Write torch tensors (or numpy arrays) as safetensors, atomically."""
+    """Write torch tensors (or numpy arrays) as safetensors, atomically (a full disk is named, see ``write_file``)."""
     import numpy as np
     import torch
-    from safetensors.torch import save_file
+    from safetensors.torch import save
+
+    from ava.heads.run_files import write_file
 
     out = {k: (torch.from_numpy(np.ascontiguousarray(v)) if isinstance(v, np.ndarray) else v.detach().cpu())
            .contiguous() for k, v in tensors.items()}  # fmt: skip
-    tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
-    save_file(out, str(tmp), metadata=metadata)
-    os.replace(tmp, path)
+    write_file(path, save(out, metadata=metadata))
 
 
 def default_jobs(device: str, runs: int) -> int:

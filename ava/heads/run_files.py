@@ -18,12 +18,34 @@ if TYPE_CHECKING:
     from ava.data.format import Dataset
 
 
-def write_json(path: Path, obj: Any) -> None:
-    """Write JSON atomically (tmp + rename)."""
-    from ava.config import to_jsonable
-    from ava.data.format import atomic_write_text
+class DiskFullError(AvaError):
+    """A run file could not be written for want of space; nothing half-written was left behind."""
 
-    atomic_write_text(path, json.dumps(to_jsonable(obj), indent=2, ensure_ascii=False) + "\n")
+
+def write_file(path: Path, data: bytes | bytearray | memoryview) -> None:
+    """Write ``data`` to ``path`` atomically (a temporary file beside it, then a rename): a full disk leaves the file
+    as it was (or absent), never a partial one a later run would misread, and is said in one line naming it."""
+    import errno
+
+    from ava.data.format import atomic_write_bytes
+
+    try:
+        atomic_write_bytes(path, data)  # type: ignore[arg-type]  # written as is: any bytes-like object will do
+    except OSError as e:
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        why = "no space left on device (ENOSPC)" if e.errno == errno.ENOSPC else "disk quota exceeded (EDQUOT)"
+        raise DiskFullError(
+            f"{path}: {why} while writing it ({len(memoryview(data).cast('B'))} bytes); nothing half-written was "
+            "kept: free some space and run the same command again (a head run resumes where it stopped)"
+        ) from None
+
+
+def write_json(path: Path, obj: Any) -> None:
+    """Write JSON atomically (tmp + rename; a full disk is named, see ``write_file``)."""
+    from ava.config import to_jsonable
+
+    write_file(path, (json.dumps(to_jsonable(obj), indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
 
 
 @dataclass

@@ -31,7 +31,7 @@ from ava.heads.ability_runs import AbilityRun, save_tensors, train_abilities
 from ava.heads.features import pool_candidates, read_pooled_views, resolve_device
 from ava.heads.knn.config import KNNConfig
 from ava.heads.knn.model import Memory, build_index, on_device, search
-from ava.heads.run_files import open_saved_run, score_and_write, write_json
+from ava.heads.run_files import open_saved_run, score_and_write, write_file, write_json
 from ava.heads.rundir import owns_run_dir
 from ava.heads.targets import holdout_split, is_better, mean_score, select_abilities
 
@@ -106,13 +106,11 @@ def select_k(ability: Ability, fit: list[Sample], held: list[Sample] | None, x_f
 
 
 def _write_index(run_dir: Path, ava: str, x: np.ndarray) -> None:
+    """The ability's index, serialized in memory (a copy of its vectors) and written atomically by ``write_file``:
+    faiss's own writer reports a full disk as a bare RuntimeError and leaves a partial file."""
     import faiss
 
-    folder = run_dir / INDEX_DIR
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f".{ava}.faiss.{os.getpid()}.tmp"
-    faiss.write_index(build_index(x), str(tmp))
-    os.replace(tmp, folder / f"{ava}.faiss")
+    write_file(run_dir / INDEX_DIR / f"{ava}.faiss", memoryview(faiss.serialize_index(build_index(x))))
 
 
 def _predict_split(index: Any, memory: Memory, meta: dict[str, Any], samples: Sequence[Sample], cache: Any,
@@ -191,7 +189,7 @@ def train(config: KNNConfig) -> Path:
     """Build one index per ability, pick (view, k) on held-out, write the run dir (evaluates when eval_after).
 
     Each ability is recorded as soon as it is built: re-running an interrupted run with the same config builds
-    only the abilities not recorded yet (see :mod:`ava.heads.fingerprint`)."""
+    only the abilities not recorded yet (see :mod:`ava.heads.ability_runs`)."""
     from ava.cache import open_cache
 
     dataset = Dataset(config.data)

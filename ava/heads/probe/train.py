@@ -589,7 +589,7 @@ def train(config: ProbeConfig) -> Path:
     """Train probes for the abilities of ``config`` and write the run directory (evaluates when eval_after).
 
     Each ability is recorded as soon as it is trained: re-running an interrupted run with the same config
-    trains only the abilities not recorded yet (see :mod:`ava.heads.fingerprint`)."""
+    trains only the abilities not recorded yet (see :mod:`ava.heads.ability_runs`)."""
     from ava.cache import open_cache
 
     if config.pooling not in ("mean", "attn"):
