@@ -434,7 +434,7 @@ CASES = [
     Case("eval-meta-list", run_file_edit("knn.json", lambda m: list(m)), 2, "knn.json: a JSON list",
          untouched("run")),
     # caches and datasets hold no code
-    Case("cache-pickle-codec", pickled_cache, 1, "corrupt cache data or metadata", payload_not_run),
+    Case("cache-pickle-codec", pickled_cache, 2, "cache array cannot be opened", payload_not_run),
     Case("dataset-eps-image", dataset_eps_image, 1, "cannot identify image file", payload_not_run),
     Case("import-eps-image", import_eps_image, 1, "evil.eps: cannot decode image (not an image format ava reads",
          payload_not_run),

@@ -134,8 +134,7 @@ def _fingerprint(root: Path, fake: FakeCache, out: Path, monkeypatch: pytest.Mon
     monkeypatch.setattr("ava.cache.open_cache", lambda *a, **k: fake)
     result = fingerprint(FingerprintConfig(vfm="fake", data=str(root), cache="x", out=str(out), progress=False,
                                            device="cpu", jobs=1))  # fmt: skip
-    return {head: json.loads((d / "results_test.json").read_text())["abilities"] for head, d in
-            result.run_dirs.items()}  # fmt: skip
+    return {head: json.loads((d / "results_test.json").read_text()) for head, d in result.run_dirs.items()}
 
 
 class ThreadCache(FakeCache):
@@ -155,10 +154,9 @@ def test_an_ability_that_fits_in_no_memory_streams_with_the_same_results(tmp_pat
     streaming.threads = set()
     monkeypatch.setattr(placement, "host_free_bytes", lambda: 0)
     streamed = _fingerprint(root, streaming, tmp_path / "streamed", monkeypatch)
-    for head, abilities in held.items():
-        for ava, r in abilities.items():
-            assert r["extra"]["features"] == placement.HOST
-            s = streamed[head][ava]
-            assert s["extra"]["features"] == placement.STREAMED
-            assert s["value"] == r["value"], (head, ava)
+    for head, results in held.items():
+        assert results["run"]["features"] == dict.fromkeys(("spatial", "color"), placement.HOST)
+        assert streamed[head]["run"]["features"] == dict.fromkeys(("spatial", "color"), placement.STREAMED)
+        for ava, r in results["abilities"].items():
+            assert streamed[head]["abilities"][ava]["value"] == r["value"], (head, ava)
     assert any(name.startswith("ava-read-ahead") for name in streaming.threads)  # batches read ahead

@@ -53,6 +53,9 @@ def test_beats_majority_baseline(trained):
     assert run["head"] == "llm" and run["cache_key"] and run["features"] == "cache"
     training = json.loads((trained / "run.json").read_text())["training"]
     assert training["packed"] is True  # (the default: samples packed into one row, no padding)
+    # what ran is recorded, in the results too: on a CPU, packed samples attend one by one; no compilation
+    assert training["attention"] == run["training"]["attention"] == "sdpa-per-sample"
+    assert training["compiled"] is False
     for name in ("connector.safetensors", "adapter/adapter_model.safetensors", "config.json", "run.json",
                  "train_log.jsonl", "checkpoint/latest", "predictions_test.jsonl"):  # fmt: skip
         assert (trained / name).is_file(), name

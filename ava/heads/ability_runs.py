@@ -101,11 +101,10 @@ class AbilityRun:
     def fit(self, ava: str, features: AbilityFeatures, on_step: Callable[[], None] | None = None) -> None:
         """Fit one ability and record it in the run directory (tensors first, then the JSON that makes it count)."""
         meta, tensors, replies, extra = self.fit_ability(ava, features, on_step)
-        placement = getattr(features, "placement", None)  # where the features were held (ava.cache.placement)
-        extra = {**(extra or {}), **({"features": placement} if placement else {})}
         samples = self.eval_samples(ava)
         record = {"resume_key": self.key, "head": self.head, "meta": meta, "split": self.config.split,
-                  "replies": [[s.id, r] for s, r in zip(samples, replies, strict=True)], "extra": extra}  # fmt: skip
+                  "replies": [[s.id, r] for s, r in zip(samples, replies, strict=True)], "extra": extra,
+                  "features": getattr(features, "placement", None)}  # where they were held (ava.cache.placement)
         self._write_record(ava, record, tensors)
         self.records[ava] = record
 
@@ -156,6 +155,11 @@ class AbilityRun:
         missing = [a for a in self.abilities if a not in self.records]
         if missing:
             raise AvaError(f"{self.run_dir}: abilities {missing} were not trained")
+        from ava.heads.run_files import write_json
+
+        # where each ability's features were held while it trained (on-device, pinned-host, host, streamed)
+        self.run = {**self.run, "features": {a: self.records[a].get("features") for a in self.abilities}}
+        write_json(self.run_dir / "run.json", self.run)
         self.write_head_files()
         if not getattr(self.config, "eval_after", True):
             return None

@@ -267,12 +267,12 @@ def prepare_training(cfg: Any, *, device: torch.device, dtype: torch.dtype, rank
 
 def save_weights(head: LLMHead, run_dir: Path) -> None:
     """The connector (safetensors) and the LoRA adapter (peft's format) of a trained head."""
-    from safetensors.torch import save_file
+    from safetensors.torch import save
+
+    from ava.heads.run_files import write_file
 
     state = {k: v.detach().cpu().contiguous() for k, v in head.connector.state_dict().items()}
-    tmp = run_dir / f".{CONNECTOR_FILE}.tmp"
-    save_file(state, str(tmp))
-    tmp.replace(run_dir / CONNECTOR_FILE)
+    write_file(run_dir / CONNECTOR_FILE, save(state))  # atomic; a full disk is named
     if hasattr(head.llm, "save_pretrained") and hasattr(head.llm, "peft_config"):
         head.llm.save_pretrained(str(run_dir / ADAPTER_DIR), safe_serialization=True)
 
