@@ -112,8 +112,11 @@ def _batches(n: int, batch_size: int, generator: torch.Generator | None) -> list
     return [order[i : i + batch_size] for i in range(0, n, batch_size)]
 
 
-def _as_tensor(rows: Rows, index: np.ndarray, device: str) -> torch.Tensor:
+def _as_tensor(rows: Rows, index: np.ndarray, device: str, on_device: torch.Tensor | None = None) -> torch.Tensor:
+    """Rows ``index`` on ``device`` (``on_device``: the same positions already on the device, for rows held there)."""
     if isinstance(rows, torch.Tensor):  # held whole on the device: gathered there
+        if on_device is not None and on_device.device == rows.device:
+            return rows.index_select(0, on_device).to(device)
         return rows.index_select(0, torch.from_numpy(index).to(rows.device)).to(device)
     if isinstance(rows, TokenRows):  # gathered on the device (and transformed) batch by batch
         return rows[index].to(device)
@@ -226,9 +229,12 @@ class Task:
                    meta.get("chars"), int(meta.get("slots", 0)))  # fmt: skip
 
 
-def _member_batch_targets(y: Any, index: np.ndarray, device: str) -> Any:
+def _member_batch_targets(y: Any, index: np.ndarray, device: str, on_device: torch.Tensor | None = None) -> Any:
+    """The targets of rows ``index`` (``on_device``: the same positions, already on ``y``'s device)."""
     if isinstance(y, list):
         return [y[i] for i in index]
+    if on_device is not None and on_device.device == y.device:
+        return y.index_select(0, on_device).to(device)
     return y[torch.from_numpy(index).to(y.device)].to(device)
 
 
@@ -310,11 +316,17 @@ def train_grid(grid: nn.Module, lrs: Sequence[float], rows: Any, y: Any, task: T
     # every epoch's batches drawn up front (the generator serves nothing else): the next batch is known at every
     # step, so rows streamed from the cache are read ahead across epochs too
     plan = [(e, index) for e in range(epochs) for index in _batches(len(rows), batch_size, generator)]
+    # every batch's row positions copied to the device once: a step then indexes there, with no host-to-device copy
+    # from pageable memory (which waits for the device) in the loop
+    flat = torch.from_numpy(np.concatenate([ix for _, ix in plan]) if plan else np.zeros(0, np.int64)).to(device)
+    start = 0
     for i, (epoch, index) in enumerate(plan):
         if isinstance(rows, TokenRows) and i + 1 < len(plan):
             rows.prefetch(plan[i + 1][1])  # (rows streamed from the cache: read while this batch computes)
-        xb = _as_tensor(rows, index, device)
-        yb = _member_batch_targets(y, index, device)
+        on_device = flat[start : start + len(index)]
+        start += len(index)
+        xb = _as_tensor(rows, index, device, on_device)
+        yb = _member_batch_targets(y, index, device, on_device)
         opt.zero_grad()
         if stacked:
             stacked_loss(grid(xb), yb, task).backward()
