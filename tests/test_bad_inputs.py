@@ -527,7 +527,7 @@ def run_cli(args: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: py
     from ava.cli.main import main
 
     monkeypatch.setattr(sys, "argv", ["ava", *args])
-    monkeypatch.setenv("COLUMNS", "400")  # one message on one line
+    monkeypatch.setenv("COLUMNS", "1000")  # one message on one line
     try:
         main()
         code = 0

@@ -16,13 +16,14 @@ import errno
 import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+from tests.test_bad_inputs import run_cli
 
 SHARD = 16  # rows per shard of the cache below: rows 16-31 (shard 1) are counting images
 
@@ -311,21 +312,6 @@ CASES = [
          ("abilities/counting.safetensors: no space left on device (ENOSPC)",),
          no_partial_files("probe-linear-pixels", "counting.safetensors")),
 ]  # fmt: skip
-
-
-def run_cli(args: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> tuple[int, str]:
-    """(exit code, stdout + stderr) of ``ava ARGS`` through the console entry point."""
-    from ava.cli.main import main
-
-    monkeypatch.setattr(sys, "argv", ["ava", *args])
-    monkeypatch.setenv("COLUMNS", "1000")  # one message on one line
-    try:
-        main()
-        code = 0
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    out = capsys.readouterr()
-    return code, out.out + out.err
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])

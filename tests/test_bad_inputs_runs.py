@@ -374,25 +374,25 @@ def deep_json(tmp: Path, mp: pytest.MonkeyPatch) -> list[str]:
 
 
 def deep_jsonl_line(tmp: Path, mp: pytest.MonkeyPatch) -> list[str]:
+    return _eval_questions(tmp, ['{"a": ' * 50_000 + "1" + "}" * 50_000])
+
+
+def _eval_questions(tmp: Path, lines: list[str]) -> list[str]:
+    """An eval-format import whose first question is good, followed by ``lines`` as they are."""
     src = tmp / "src"
     src.mkdir()
     (src / "a.png").write_bytes(png_bytes())
     good = {"question_id": "ok", "image": "a.png", "text": "What color is shown within the red bounding box?",
             "answer": "[1, 2, 3]", "ava": "color"}  # fmt: skip
-    (src / "q.jsonl").write_text(json.dumps(good) + "\n" + '{"a": ' * 50_000 + "1" + "}" * 50_000 + "\n")
+    (src / "q.jsonl").write_text("".join(line + "\n" for line in [json.dumps(good), *lines]))
     return ["data", "import", str(src), "--format", "eval", "--out", str(tmp / "ds"), "-q"]
 
 
 def eval_rows(rows: list[dict]) -> Callable[[Path, pytest.MonkeyPatch], list[str]]:
     def setup(tmp: Path, mp: pytest.MonkeyPatch) -> list[str]:
-        src = tmp / "src"
-        src.mkdir()
-        (src / "a.png").write_bytes(png_bytes())
         good = {"question_id": "ok", "image": "a.png", "text": "What color is shown within the red bounding box?",
                 "answer": "[1, 2, 3]", "ava": "color"}  # fmt: skip
-        lines = [good, *({**good, "question_id": f"bad{i}", **r} for i, r in enumerate(rows))]
-        (src / "q.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
-        return ["data", "import", str(src), "--format", "eval", "--out", str(tmp / "ds"), "-q"]
+        return _eval_questions(tmp, [json.dumps({**good, "question_id": f"bad{i}", **r}) for i, r in enumerate(rows)])
 
     return setup
 
