@@ -66,6 +66,20 @@ def _package(ep: Any) -> str:
     return f"{dist.metadata['Name'] or dist.name} {dist.version}".strip()
 
 
+def _in_working_directory(ep: Any) -> bool:
+    """Whether the entry point's distribution sits in the current directory (``python -m ava`` puts it on
+    ``sys.path``): a ``*.dist-info`` there may have come with a dataset, cache or run directory."""
+    import os
+    from pathlib import Path
+
+    dist = getattr(ep, "dist", None)
+    try:
+        where = Path(os.fspath(dist.locate_file(""))).resolve()
+        return where == Path.cwd().resolve()
+    except (AttributeError, OSError, TypeError, ValueError):
+        return False
+
+
 def _one_line(e: BaseException) -> str:
     text = " ".join(str(e).split()) or "no message"
     return f"{type(e).__name__}: {text}"
@@ -99,6 +113,12 @@ class Registry(Generic[T]):
         from importlib.metadata import entry_points
 
         for ep in sorted(entry_points(group=self.plugins.group), key=lambda e: e.name):
+            if _in_working_directory(ep):
+                self.plugin_errors.append(PluginError(ep.name, _package(ep), (
+                    "not loaded: its package lies in the current directory, not in an installed environment "
+                    "(ava loads plugins only from installed packages, never from a dataset, cache or run directory)"
+                )))  # fmt: skip
+                continue
             self._load_plugin(ep)
 
     def _load_plugin(self, ep: Any) -> None:

@@ -181,3 +181,21 @@ def test_a_plugin_registry_takes_lists_and_callables(tmp_path: Path, monkeypatch
     assert sorted(reg.names()) == ["n1", "n2", "n3"]
     assert reg.get("n3") == 3 and reg.package_of("n1") == "ava-numbers 0.1"
     assert not reg.plugin_errors
+
+
+def test_a_package_in_the_working_directory_is_not_loaded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`python -m ava` puts the current directory on sys.path: a dist-info lying there (say, in a downloaded
+    dataset or run directory) is named, never imported."""
+    here = tmp_path / "downloaded-run"
+    here.mkdir()
+    install(here, "ava-stowaway", "raise SystemExit('imported!')\n", "[ava.vfms]\nstowaway = ava_stowaway:SPEC\n")
+    _forget()
+    monkeypatch.chdir(here)
+    monkeypatch.syspath_prepend(str(here))
+    try:
+        assert "stowaway" not in VFMS.names() and "ava_stowaway" not in sys.modules
+        (problem,) = [e for e in VFMS.plugin_errors if e.entry_point == "stowaway"]
+        assert str(problem).startswith("plugin 'stowaway' (package ava-stowaway 0.1): not loaded: its package lies "
+                                       "in the current directory")  # fmt: skip
+    finally:
+        _forget()
