@@ -145,7 +145,7 @@ class Registry(Generic[T]):
                 self.register(name, obj, aliases=tuple(self.plugins.aliases(obj)))
             except RegistryError as e:
                 where = f"from {self._origin[name]}" if name in self._origin else "built in"
-                fail(f"{e} ({where}); its {self.kind} {name!r} is ignored")
+                fail(f"{e} ({where}), so the plugin's is ignored")
                 continue
             self._origin[name] = package
 
@@ -163,11 +163,8 @@ class Registry(Generic[T]):
         self.plugin_errors.clear()
         self._discovered = self.plugins is None
 
-    def _failed_plugin(self, name: str) -> str:
-        """Why a plugin named ``name`` (its entry point) failed, as the end of an error message; "" if none did."""
-        errors = [e for e in self.plugin_errors if e.entry_point == name]
-        if errors:
-            return " " + "; ".join(map(str, errors))
+    def _failed_plugins(self) -> str:
+        """The plugins that failed, as the end of an "unknown name" message; "" if none did."""
         if self.plugin_errors:
             failed = ", ".join(repr(e.entry_point) for e in self.plugin_errors)
             return f" ({len(self.plugin_errors)} plugin(s) failed: {failed}; see `ava vfm list`)"
@@ -181,10 +178,13 @@ class Registry(Generic[T]):
             found = self._find(name)
         if found is not None:
             return found
+        failed = [str(e) for e in self.plugin_errors if e.entry_point == name]
+        if failed:  # the user asks for a plugin that could not be used: say why, in its words
+            raise RegistryError(f"{self.kind} {name!r} is not available: {'; '.join(failed)}")
         close = difflib.get_close_matches(name, [*self._entries, *self._aliases], n=3, cutoff=0.5)
         hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
         raise RegistryError(
-            f"unknown {self.kind} {name!r}.{hint} Known: {', '.join(self._entries)}{self._failed_plugin(name)}"
+            f"unknown {self.kind} {name!r}.{hint} Known: {', '.join(self._entries)}{self._failed_plugins()}"
         )
 
     def _find(self, name: str) -> str | None:

@@ -101,7 +101,8 @@ def test_vfm_list_shows_plugins_with_their_package_and_reports_broken_ones(plugi
     text = "\n".join(warnings)
     assert "plugin 'broken-vfm' (package ava-broken-plugin 0.1): failed to load (ava_broken_plugin:SPEC): " \
            "RuntimeError: cannot find my weights" in text  # fmt: skip
-    assert "plugin 'dup' (package ava-dup-plugin 0.1): VFM 'pixels' is already registered (built in)" in text
+    assert "plugin 'dup' (package ava-dup-plugin 0.1): VFM 'pixels' is already registered (built in), so the " \
+           "plugin's is ignored" in text  # fmt: skip
     assert "plugin 'wrong' (package ava-wrong-plugin 0.1): gave a dict, not a VFMSpec" in text
     assert VFMS.get("pixels").model_class == "pixels"  # the duplicate did not replace the built-in
 
@@ -120,9 +121,15 @@ def test_asking_for_a_broken_plugin_names_it(plugins: Path) -> None:
     assert result.exit_code != 0
     assert isinstance(result.exception, RegistryError)
     message = str(result.exception)
-    assert "unknown VFM 'broken-vfm'" in message
-    assert "plugin 'broken-vfm' (package ava-broken-plugin 0.1): failed to load" in message
+    assert message.startswith("VFM 'broken-vfm' is not available: plugin 'broken-vfm' (package ava-broken-plugin "
+                              "0.1): failed to load (ava_broken_plugin:SPEC)")  # fmt: skip
     assert "RuntimeError: cannot find my weights" in message and "\n" not in message
+
+
+def test_an_unknown_name_mentions_the_plugins_that_failed(plugins: Path) -> None:
+    with pytest.raises(RegistryError) as info:
+        VFMS.get("no-such-vfm")
+    assert str(info.value).endswith("(3 plugin(s) failed: 'broken-vfm', 'dup', 'wrong'; see `ava vfm list`)")
 
 
 def test_plugin_vfm_is_found_by_name_and_alias_and_extracts(plugins: Path, tmp_path: Path) -> None:
