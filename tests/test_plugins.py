@@ -153,6 +153,7 @@ def test_plugin_head_and_ability_register_through_the_same_registry(plugins: Pat
     assert ABILITIES.get("PluginColor").key == "plugin-color"
     result = CliRunner().invoke(app, ["head", "list"])
     assert result.exit_code == 0 and "plugin-knn" in result.stdout
+    assert "(plugin from ava-good-plugin 0.1)" in " ".join(result.stdout.replace("│", " ").split())
 
 
 def test_plugins_are_discovered_only_when_listed_or_missed(plugins: Path) -> None:

@@ -454,8 +454,14 @@ def list_heads() -> None:
             desc = HEADS.get(name).description
         except Exception as e:  # a head whose module cannot load is listed with the reason
             desc = f"[red]unavailable: {e}[/]"
+        if HEADS.package_of(name):
+            desc += f" (plugin from {HEADS.package_of(name)})"
         table.add_row(name, ", ".join(HEADS.aliases_of(name)), desc)
     console.print(table)
+    from rich.markup import escape
+
+    for problem in HEADS.plugin_errors:
+        Console(stderr=True, highlight=False, soft_wrap=True).print(f"[yellow]warning:[/] {escape(str(problem))}")
     llms = Table(title="LLMs (--llm; or a hub id or a local directory)")
     for col in ("name", "source", "description"):
         llms.add_column(col)
