@@ -1,7 +1,57 @@
-"""ava: atomic visual ability fingerprints of frozen vision foundation models (AVA-Bench)."""
+"""ava: atomic visual ability fingerprints of frozen vision foundation models (AVA-Bench).
+
+The public Python API (:mod:`ava.api`) is reachable from here: ``ava.synthesize``, ``ava.extract``,
+``ava.fingerprint``, ``ava.vfm_from_module`` ... Names are resolved on first use (PEP 562), so ``import ava``
+imports neither torch nor any other heavy library.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 from ava.torchvision_fix import install as _install_torchvision_fix
 
 __version__ = "0.1.0"
 
 _install_torchvision_fix()  # imports nothing; see ava/torchvision_fix.py
+
+# name -> "module:attr", resolved on first access
+_LAZY = {
+    "AvaError": "ava.errors:AvaError",
+    "DatasetResult": "ava.api:DatasetResult",
+    "ExtractResult": "ava.api:ExtractResult",
+    "Fingerprint": "ava.api:Fingerprint",
+    "HeadRun": "ava.api:HeadRun",
+    "ReportResult": "ava.api:ReportResult",
+    "ScoreResult": "ava.api:ScoreResult",
+    "SplitResult": "ava.api:SplitResult",
+    "data_info": "ava.api:data_info",
+    "evaluate_head": "ava.api:evaluate_head",
+    "extract": "ava.api:extract",
+    "fingerprint": "ava.api:fingerprint",
+    "import_data": "ava.api:import_data",
+    "load_dataset": "ava.api:load_dataset",
+    "make_report": "ava.api:make_report",
+    "score": "ava.api:score",
+    "split_data": "ava.api:split_data",
+    "synthesize": "ava.api:synthesize",
+    "train_head": "ava.api:train_head",
+    "vfm_from_module": "ava.vfm.module:vfm_from_module",
+}
+
+__all__ = ["__version__", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    target = _LAZY.get(name)
+    if target is None:
+        raise AttributeError(f"module 'ava' has no attribute {name!r}")
+    module, _, attr = target.partition(":")
+    value = getattr(importlib.import_module(module), attr)
+    globals()[name] = value  # resolved once
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

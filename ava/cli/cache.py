@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ava.cli.options import AvaOpt, ThreadsOpt, checked, split_list, threads_setup, vfm_callback
+from ava.cli.options import AvaOpt, ThreadsOpt, checked, split_list, vfm_callback
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -76,35 +76,15 @@ def extract_cmd(
     """
     from rich.console import Console
 
-    from ava.cache import ExtractConfig, extract
-    from ava.config import load_config
-    from ava.errors import AvaError
+    from ava.api import extract
 
-    try:
-        cfg = load_config(
-            ExtractConfig,
-            config,
-            vfm=vfm,
-            data=str(data) if data else None,
-            cache=str(cache) if cache else None,
-            ava=split_list(ava),
-            split=split,
-            codec=codec,
-            layers=_parse_layers(layers),
-            batch_size=batch_size,
-            device=device,
-            dtype=dtype,
-            num_workers=num_workers,
-            preprocess=preprocess,
-            shard_size=shard_size,
-            key=key,
-            progress=False if quiet else None,
-            trust_remote_code=True if trust_remote_code else None,
-        )
-    except TypeError as e:  # a required field given neither as an option nor in --config
-        raise AvaError(f"--vfm, --data and --cache are required (as options or in --config): {e}") from e
-    threads_setup(threads, cfg.num_workers)
-    summary = extract(cfg)
+    result = extract(
+        vfm, data, cache, ava=split_list(ava), split=split, codec=codec, layers=_parse_layers(layers),
+        batch_size=batch_size, device=device, dtype=dtype, num_workers=num_workers, preprocess=preprocess,
+        shard_size=shard_size, key=key, config=config, progress=False if quiet else None,
+        trust_remote_code=trust_remote_code, threads=threads or "auto",
+    )  # fmt: skip
+    summary = result.summary
     console, err = Console(), Console(stderr=True)
     if summary["rank"] == 0:
         who = f" by rank 0 of {summary['world_size']}" if summary["world_size"] > 1 else ""

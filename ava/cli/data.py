@@ -41,10 +41,11 @@ def import_(
     from rich.console import Console
     from rich.table import Table
 
-    from ava.data.importers import ERRORS_FILE, import_dataset
+    from ava.api import import_data
+    from ava.data.importers import ERRORS_FILE
 
-    report = import_dataset(
-        src, out, fmt=fmt, image_root=image_root, answers=answers, ava=ava, workers=workers, progress=not quiet
+    report = import_data(
+        src, out, format=fmt, image_root=image_root, answers=answers, ava=ava, workers=workers, progress=not quiet
     )
     console = Console()
     table = Table(title=f"imported {report.source} ({report.fmt}) -> {report.out}")
@@ -84,14 +85,14 @@ def split(
     from rich.console import Console
     from rich.table import Table
 
-    from ava.data.split import split_dataset
+    from ava.api import split_data
 
-    result = split_dataset(data, test_frac=test_frac, seed=seed, force=force)
+    result = split_data(data, test_frac=test_frac, seed=seed, force=force)
     table = Table(title=f"split of {data} (test_frac={test_frac}, seed={seed})")
     for col in ("ability", "train", "test", "stratified by"):
         table.add_column(col)
-    for ava, counts in result["counts"].items():
-        table.add_row(ava, str(counts["train"]), str(counts["test"]), result["split"]["stratified_by"][ava])
+    for ava, counts in result.counts.items():
+        table.add_row(ava, str(counts["train"]), str(counts["test"]), result.split["stratified_by"][ava])
     Console().print(table)
 
 
@@ -121,9 +122,9 @@ def info(
 ) -> None:
     """Counts per ability x split, per source dataset and per answer class."""
     data = dataset_dir(data, data_arg)
-    from ava.data.info import dataset_info
+    from ava.api import data_info
 
-    result = dataset_info(data)
+    result = data_info(data)
     if as_json:
         typer.echo(json.dumps(result, indent=2, ensure_ascii=False))
         return

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ava.cli.options import AvaOpt, ThreadsOpt, checked, list_callback, threads_setup
+from ava.cli.options import AvaOpt, ThreadsOpt, checked, list_callback
 
 _O = typer.Option
 
@@ -47,14 +47,12 @@ def fingerprint(
     Re-running an interrupted fingerprint with the same options redoes only the abilities not finished.
     Example: ava fingerprint --vfm pixels --data ava-data --cache ava-cache --out ava-runs
     """
-    from ava.heads.fingerprint import FINGERPRINT_HEADS, FingerprintConfig
-    from ava.heads.fingerprint import fingerprint as run_fingerprint
+    from ava.api import fingerprint as run_fingerprint
 
-    threads_setup(threads)
-    config = FingerprintConfig(vfm=vfm, data=str(data), cache=str(cache), out=str(out), ava=ava or None,
-                               heads=head or list(FINGERPRINT_HEADS), seed=seed, device=device, max_train=max_train,
-                               split=split, progress=not quiet, jobs=jobs)  # fmt: skip
-    print_fingerprint(run_fingerprint(config))
+    result = run_fingerprint(vfm, data, cache, out, ava=ava or None, heads=head or None, seed=seed, device=device,
+                             max_train=max_train, split=split, progress=not quiet, jobs=jobs,
+                             threads=threads or "auto")  # fmt: skip
+    print_fingerprint(result.source)
 
 
 def print_fingerprint(result: Any) -> None:

@@ -26,23 +26,9 @@ def _set_options(options: dict[str, Any]) -> dict[str, Any]:
 
 def build_config(head: str, config_file: Path | None, options: dict[str, Any]) -> tuple[Any, Any]:
     """(HeadSpec, config): the head's config from defaults < TOML file < the options the user set."""
-    import dataclasses
+    from ava.api import head_config
 
-    from ava.config import load_config
-    from ava.errors import AvaError
-    from ava.heads import HEADS
-
-    spec = HEADS.get(head)
-    fields = {f.name for f in dataclasses.fields(spec.config_cls)}
-    given = _set_options(options)
-    foreign = sorted(k for k in given if k not in fields)
-    if foreign:
-        flags = ", ".join("--" + k.replace("_", "-") for k in foreign)
-        raise AvaError(
-            f"head {spec.name!r} has no option {flags}; its config fields (as --options, or in a --config TOML "
-            f"file) are: {', '.join(sorted(fields))}"
-        )
-    return spec, load_config(spec.config_cls, config_file, **given)
+    return head_config(head, config_file, **options)
 
 
 def print_results(results: dict[str, Any] | None, where: Path) -> None:
@@ -74,18 +60,8 @@ def print_results(results: dict[str, Any] | None, where: Path) -> None:
     console.print(f"run directory: [bold]{shown(where)}[/]")
 
 
-def _latest_results(run_dir: Path, split: str) -> dict[str, Any] | None:
-    import json
-
-    path = run_dir / f"results_{split}.json"
-    return json.loads(path.read_text()) if path.is_file() else None
-
-
 P_COMMON, P_TRAIN, P_LLM, P_KNN, P_PROBE = "Common", "Training (llm, probes)", "LLM head", "kNN head", "Probe heads"
 P_RES = PANEL_RESOURCES
-REQUIRED = ("vfm", "data", "cache", "out")
-# Options a head's config carries for uniformity but ignores: refused by name rather than accepted silently.
-IGNORED = {"knn": {"epochs", "lr"}, "probe-attn": {"pools"}}
 
 
 def _num(name: str, help: str, panel: str = P_COMMON) -> Any:
@@ -93,12 +69,9 @@ def _num(name: str, help: str, panel: str = P_COMMON) -> Any:
 
 
 def _check_required(cfg: Any, config_file: Path | None) -> None:
-    from ava.errors import AvaError
+    from ava.api import check_required
 
-    missing = [f"--{name}" for name in REQUIRED if hasattr(cfg, name) and not getattr(cfg, name)]
-    if missing:
-        where = f" or in {config_file}" if config_file else " (or in a --config TOML file)"
-        raise AvaError(f"missing required option(s) {', '.join(missing)}: give them on the command line{where}")
+    check_required(cfg, config_file)
 
 
 @app.command("train")
@@ -278,35 +251,17 @@ def train(
     train (cosine neighbours); llm uses the paper's stage-3 settings (lr 1e-4, batch 16, LoRA r 128).
     Writes results_<split>.json and predictions_<split>.jsonl into --out.
     """
-    from ava.errors import AvaError
+    from ava.api import train_head
 
-    options = dict(
-        ava=ava, vfm=vfm, data=data, cache=cache, out=out, seed=seed, device=device, epochs=epochs, lr=lr,
-        batch_size=batch_size, layer=layer, split=split, eval_after=eval_after, max_train=max_train, llm=llm,
-        joint=joint, grad_accum=grad_accum, lora_r=lora_r, features=features, init=init, dtype=dtype, max_eval=max_eval,
-        decode=decode, gradient_checkpointing=gradient_checkpointing, num_workers=num_workers, k=k, pools=pools,
-        compile=compile_, pack=pack, trust_remote_code=trust_remote_code,
+    result = train_head(
+        head, config=config, threads=threads or "auto", ava=ava, vfm=vfm, data=data, cache=cache, out=out, seed=seed,
+        device=device, epochs=epochs, lr=lr, batch_size=batch_size, layer=layer, split=split, eval_after=eval_after,
+        max_train=max_train, llm=llm, joint=joint, grad_accum=grad_accum, lora_r=lora_r, features=features, init=init,
+        dtype=dtype, max_eval=max_eval, decode=decode, gradient_checkpointing=gradient_checkpointing,
+        num_workers=num_workers, k=k, pools=pools, compile=compile_, pack=pack, trust_remote_code=trust_remote_code,
         force=force,
     )  # fmt: skip
-    spec_name = _head_name(head)
-    ignored = sorted(n for n in IGNORED.get(spec_name, ()) if options.get(n) is not None)
-    if ignored:
-        flags = ", ".join("--" + n.replace("_", "-") for n in ignored)
-        why = {"knn": "it trains nothing", "probe-attn": "it pools the tokens itself"}[spec_name]
-        raise AvaError(f"head {spec_name!r} does not use {flags} ({why}); leave them out")
-    spec, cfg = build_config(head, config, options)
-    _check_required(cfg, config)
-    threads_setup(threads, getattr(cfg, "num_workers", 0))
-    run_dir = Path(spec.train(cfg))
-    split_name = getattr(cfg, "split", "test")
-    suffix = "_score" if getattr(cfg, "decode", "generate") == "score" else ""
-    print_results(_latest_results(run_dir, split_name + suffix), run_dir)
-
-
-def _head_name(head: str) -> str:
-    from ava.heads import HEADS
-
-    return HEADS.canonical(head)
+    print_results(result.results, result.run_dir)
 
 
 @app.command("eval")
@@ -339,12 +294,11 @@ def evaluate(
     (llm with --decode score: results_<split>_score.json and predictions_<split>_score.jsonl).
 
     The run's data and cache must be those it was trained on (recorded in run.json); otherwise nothing is written."""
-    from ava.heads.run_files import evaluate_run
+    from ava.api import evaluate_head
 
-    threads_setup(threads)
-    results = evaluate_run(run, split, decode=decode, max_eval=max_eval, batch_size=batch_size, device=device,
-                           trust_remote_code=trust_remote_code)  # fmt: skip
-    print_results(results, run)
+    result = evaluate_head(run, split=split, decode=decode, max_eval=max_eval, batch_size=batch_size, device=device,
+                           trust_remote_code=trust_remote_code, threads=threads or "auto")  # fmt: skip
+    print_results(result.results, run)
 
 
 @app.command("align")
@@ -500,8 +454,14 @@ def list_heads() -> None:
             desc = HEADS.get(name).description
         except Exception as e:  # a head whose module cannot load is listed with the reason
             desc = f"[red]unavailable: {e}[/]"
+        if HEADS.package_of(name):
+            desc += f" (plugin from {HEADS.package_of(name)})"
         table.add_row(name, ", ".join(HEADS.aliases_of(name)), desc)
     console.print(table)
+    from rich.markup import escape
+
+    for problem in HEADS.plugin_errors:
+        Console(stderr=True, highlight=False, soft_wrap=True).print(f"[yellow]warning:[/] {escape(str(problem))}")
     llms = Table(title="LLMs (--llm; or a hub id or a local directory)")
     for col in ("name", "source", "description"):
         llms.add_column(col)

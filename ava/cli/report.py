@@ -30,9 +30,11 @@ def report(
     """
     from rich.console import Console
 
-    from ava.report import make_report, print_report
+    from ava.api import make_report
+    from ava.report import print_report
 
-    result = make_report(runs, out, split=split, allow_mixed=allow_mixed, n_boot=n_boot, seed=seed)
+    made = make_report(runs, out, split=split, allow_mixed=allow_mixed, n_boot=n_boot, seed=seed)
+    result = made.data
     console = Console()
     if not quiet:
         print_report(result, console, detail=detail)

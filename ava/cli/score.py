@@ -52,16 +52,11 @@ def score(
 
     from rich.console import Console
 
-    from ava.errors import AvaError
-    from ava.metrics.scoring import score_file, write_results
+    from ava.api import score as run_score
 
-    out_dir = out if out is not None else pred.parent
-    for name in (f"results_{split}.json", f"predictions_{split}.jsonl"):
-        if (out_dir / name).resolve() == pred.resolve():
-            raise AvaError(f"--pred {pred} would be overwritten by the scored {name}; pass another -o/--out")
-    report = score_file(data, pred, abilities=ava, split=split, box_format=box_format)
+    result = run_score(data, pred, ava=ava, split=split, out=out, box_format=box_format)
+    report, out_dir = result.report, result.out
     _warn(report, Console(stderr=True))
-    write_results(report, out_dir, split)
     if as_json:
         typer.echo(json.dumps(report.results, indent=2, ensure_ascii=False))
         return

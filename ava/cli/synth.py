@@ -38,15 +38,12 @@ def synth(
     """Generate the built-in synthetic AVA suite (all 14 abilities, exact labels, already split 80/20)."""
     from rich.console import Console
 
-    from ava.config import load_config
-    from ava.synth import SynthConfig, generate
+    from ava.api import synthesize
 
-    cfg = load_config(
-        SynthConfig, config, out=str(out), per_ava=per_ava, ava=ava or None, seed=seed, size=size,
-        difficulty=difficulty, test_frac=test_frac, workers=workers, overwrite=(force or overwrite) or None,
-    )  # fmt: skip
-    path = generate(cfg, progress=True)
-    Console().print(f"wrote synthetic dataset to [bold]{path}[/]")
+    result = synthesize(out, per_ava=per_ava, ava=ava or None, seed=seed, size=size, difficulty=difficulty,
+                        test_frac=test_frac, workers=workers, force=force or overwrite, config=config,
+                        progress=True)  # fmt: skip
+    Console().print(f"wrote synthetic dataset to [bold]{result.path}[/]")
 
 
 def preview(

@@ -6,6 +6,7 @@ import json
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -23,14 +24,21 @@ def _params(n: int | None) -> str:
 @app.command("list")
 def list_(as_json: JsonOpt = False) -> None:
     """List the registered VFMs: full hub id, input size, tokens x dim, prefix tokens, parameters, how they load
-    (native, mapped, timm, remote code, built-in) and whether the hub repository is gated. Imports no torch."""
-    from ava.vfm import list_vfms
+    (native, mapped, timm, remote code, built-in) and whether the hub repository is gated. Imports no torch.
+
+    VFMs of installed plugins (entry-point group ava.vfms) are listed with the package they come from; a plugin
+    that fails is named in a warning line and the others are still listed."""
+    from rich.console import Console
+
+    from ava.vfm import VFMS, list_vfms
 
     rows = list_vfms()
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    for problem in VFMS.plugin_errors:
+        err.print(f"[yellow]warning:[/] {escape(str(problem))}")
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return
-    from rich.console import Console
 
     # Two lines per VFM, so full hub ids fit an 80-column terminal: the facts, then the weights' source.
     console = Console(highlight=False)
@@ -41,7 +49,8 @@ def list_(as_json: JsonOpt = False) -> None:
         tokens = f"{r['num_tokens']} x {r['dim']}"
         console.print(f"[bold]{r['key']:<16}[/]{r['image_size']:>5}  {tokens:<13}{r['prefix_tokens']:>6}"
                       f"{_params(r['params']):>8}  {loads}")  # fmt: skip
-        console.print(f"  [dim]{_weights(r)}[/]")
+        plugin = f" (plugin from {escape(r['package'])})" if r.get("package") else ""
+        console.print(f"  [dim]{_weights(r)}[/]{plugin}")
     console.print("[dim]'random' = random weights (a control); details: ava vfm show KEY[/]")
 
 

@@ -72,8 +72,11 @@ def vfm_facts(name: str | VFMSpec, *, trust_remote_code: bool = False) -> dict[s
 
 def list_vfms() -> list[dict[str, Any]]:
     """The facts of every registered VFM (``ava vfm list``) with their declared parameter counts (checked against
-    the meta-device build by the tests): listing imports neither torch nor transformers."""
-    return [{**spec.facts(), "params": spec.params} for spec in map(VFMS.get, VFMS.names())]
+    the meta-device build by the tests) and ``package``: the installed package a plugin VFM comes from (None: built
+    in). Listing imports neither torch nor transformers (a plugin imports what its own module imports); plugins
+    that failed are in ``VFMS.plugin_errors``."""
+    return [{**VFMS.get(name).facts(), "params": VFMS.get(name).params, "package": VFMS.package_of(name)}
+            for name in VFMS.names()]  # fmt: skip
 
 
 def __getattr__(name: str) -> Any:

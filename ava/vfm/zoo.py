@@ -10,11 +10,14 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from ava.registry import Registry
+from ava.registry import Plugins, Registry
 from ava.vfm.families import FAMILIES
 from ava.vfm.spec import CLIP_MEAN, CLIP_STD, HALF, IMAGENET_MEAN, IMAGENET_STD, VFMSpec
 
-VFMS: Registry[VFMSpec] = Registry("VFM")
+# Plugins: an ``ava.vfms`` entry point gives a VFMSpec, a list of them, or a callable returning either (README).
+VFMS: Registry[VFMSpec] = Registry(
+    "VFM", Plugins("ava.vfms", VFMSpec, name=lambda spec: spec.key, aliases=lambda spec: spec.aliases)
+)
 
 SIGLIP_SO400M = {
     "hidden_size": 1152, "intermediate_size": 4304, "num_hidden_layers": 27, "num_attention_heads": 16,
