@@ -230,3 +230,29 @@ def test_kill_9_mid_run_then_resume_gives_the_local_digest(data: Path, tmp_path:
     _extract(data, tmp_path / "ref")
     reference = content_digest(open_cache(tmp_path / "ref", PIXELS).group)
     assert content_digest(open_cache(s3_url, PIXELS).group) == reference
+
+
+def test_a_run_of_rows_is_read_in_few_range_requests(data: Path, s3_url: str, monkeypatch: pytest.MonkeyPatch,
+                                                     capfd: pytest.CaptureFixture) -> None:  # fmt: skip
+    """Zarr asks for each row's chunk by its own ranged GET; in object storage they are served from blocks."""
+    import zarr.storage
+
+    from ava.cache.reader import ResidentFeatures
+
+    _extract(data, s3_url, shard_size=8)
+    cache = open_cache(s3_url, PIXELS)
+    asked: list[str] = []
+    real = zarr.storage.FsspecStore.get
+
+    async def counted(self: object, key: str, prototype: object, byte_range: object = None) -> object:
+        asked.append(f"{key} {type(byte_range).__name__}")
+        return await real(self, key, prototype, byte_range)
+
+    monkeypatch.setattr(zarr.storage.FsspecStore, "get", counted)
+    shas = cache.group.rows()[1:8]  # 7 of shard 0's 8 rows (a whole shard is one GET in Zarr already)
+    resident = ResidentFeatures(cache, shas, device="cpu").wait()
+    np.testing.assert_array_equal(resident.float().numpy(), cache.read(shas))
+    layer = cache.layers[0]
+    ranged = [a for a in asked if a.endswith(" RangeByteRequest")]  # keys relative to the array
+    assert ranged == ["c/0/0/0 RangeByteRequest"], asked  # one block for the 7 chunks (Zarr alone: 7, one per row)
+    assert f"read 7 rows of features/{layer} from {s3_url}/" in capfd.readouterr().err  # the throughput line

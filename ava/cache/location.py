@@ -18,6 +18,7 @@ PUT is atomic: readers see the old object or the new one), and a job's claim on 
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -190,7 +191,106 @@ def zarr_store(path: CachePath, *, read_only: bool) -> Any:
         return str(path)
     from zarr.storage import FsspecStore
 
-    return FsspecStore.from_url(str(path), storage_options=_options(path.protocol) or None, read_only=read_only)
+    store = FsspecStore.from_url(str(path), storage_options=_options(path.protocol) or None, read_only=read_only)
+    return _block_reads()(store) if read_only else store
+
+
+READ_BLOCK = 8 << 20  # bytes fetched per ranged GET when reading chunks of a shard in object storage
+READ_BLOCKS_KEPT = 16  # blocks kept per opened array (128 MB at most)
+READ_AHEAD = 2  # blocks fetched ahead of the one a read needs, side by side with it
+
+
+@functools.cache
+def _block_reads() -> type:
+    """A Zarr store wrapper that serves the sharding codec's per-chunk range reads from ``READ_BLOCK``-sized blocks.
+
+    Zarr 3.1 reads the chunks a selection needs from a shard one ranged GET at a time, in turn (one image's tokens
+    per GET here), after reading the shard's index again: on an object store each costs a round trip (64 rows of
+    random-vit tokens: 64 GETs). A cache's rows are read in runs of consecutive rows, whose chunks lie side by side
+    in the shard object, so the first read of a block fetches it whole, with the ``READ_AHEAD`` blocks after it at
+    the same time, and the next chunks come from memory; a shard's index is fetched once. Only stores opened
+    read-only are wrapped (a reader never sees a block of a shard it is writing), and the blocks live as long as the
+    array handle (``CacheGroup.reload`` drops them)."""
+    import asyncio
+    from collections import OrderedDict
+
+    from zarr.abc.store import RangeByteRequest, SuffixByteRequest
+    from zarr.core.buffer import default_buffer_prototype
+    from zarr.storage import WrapperStore
+
+    class BlockReads(WrapperStore):  # type: ignore[type-arg]
+        def __init__(self, store: Any) -> None:
+            super().__init__(store)
+            self._blocks: OrderedDict[tuple[str, int], bytes | None] = OrderedDict()
+            self._pending: dict[tuple[str, int], asyncio.Future[bytes | None]] = {}
+            self._sizes: dict[str, int] = {}  # shard object -> its size (known once its index was read)
+
+        async def get(self, key: str, prototype: Any, byte_range: Any = None) -> Any:
+            if isinstance(byte_range, SuffixByteRequest):  # a shard's index: read again by every partial read
+                k = (key, -byte_range.suffix)
+                if k not in self._blocks:
+                    if k not in self._pending:
+                        self._pending[k] = asyncio.ensure_future(self._index(key, byte_range))
+                    try:
+                        self._blocks[k] = await self._pending[k]
+                    finally:
+                        self._pending.pop(k, None)
+                data = self._blocks[k]
+                return None if data is None else prototype.buffer.from_bytes(data)
+            if not isinstance(byte_range, RangeByteRequest) or byte_range.end - byte_range.start >= READ_BLOCK:
+                return await self._store.get(key, prototype, byte_range)
+            first, last = byte_range.start // READ_BLOCK, (byte_range.end - 1) // READ_BLOCK
+            parts = [await self._block(key, i) for i in range(first, last + 1)]
+            if any(p is None for p in parts):
+                return None
+            data = b"".join(parts)[byte_range.start - first * READ_BLOCK : byte_range.end - first * READ_BLOCK]  # type: ignore[arg-type]
+            if len(data) != byte_range.end - byte_range.start:  # past the object's end: as the store answers it
+                return await self._store.get(key, prototype, byte_range)
+            return prototype.buffer.from_bytes(data)
+
+        async def _block(self, key: str, i: int) -> bytes | None:
+            k = (key, i)
+            if k in self._blocks:
+                self._blocks.move_to_end(k)
+                return self._blocks[k]
+            if k not in self._pending:
+                self._start(key, i)
+                for ahead in range(i + 1, i + 1 + READ_AHEAD):  # runs of rows are read in order: fetch what follows
+                    if ahead * READ_BLOCK < self._sizes.get(key, 0) and (key, ahead) not in self._blocks:
+                        self._start(key, ahead)
+            try:
+                return await self._pending[k]
+            except Exception:  # noqa: BLE001 - a read-ahead that failed: fetched again, its error raised here
+                return await self._fetch(key, i)
+
+        def _start(self, key: str, i: int) -> None:
+            if (key, i) in self._pending:
+                return
+            task = asyncio.ensure_future(self._fetch(key, i))
+            self._pending[(key, i)] = task
+            task.add_done_callback(lambda t, k=(key, i): self._keep(k, t))
+
+        def _keep(self, k: tuple[str, int], task: asyncio.Future[bytes | None]) -> None:
+            self._pending.pop(k, None)
+            if task.cancelled() or task.exception() is not None:
+                return
+            self._blocks[k] = task.result()
+            while len(self._blocks) > READ_BLOCKS_KEPT:
+                self._blocks.popitem(last=False)
+
+        async def _index(self, key: str, byte_range: Any) -> bytes | None:
+            buf = await self._store.get(key, default_buffer_prototype(), byte_range)
+            if buf is None:
+                return None
+            self._sizes[key] = await self._store.getsize(key)
+            return buf.to_bytes()
+
+        async def _fetch(self, key: str, i: int) -> bytes | None:
+            rng = RangeByteRequest(i * READ_BLOCK, (i + 1) * READ_BLOCK)
+            buf = await self._store.get(key, default_buffer_prototype(), rng)
+            return None if buf is None else buf.to_bytes()
+
+    return BlockReads
 
 
 def write_text_atomic(path: CachePath, text: str) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ava.cache.chunks import read_rows
+from ava.cache.chunks import array_files, read_rows
 from ava.cache.location import CachePath, cache_path, is_remote
 from ava.cache.store import CacheError, CacheGroup, lost_groups_note, open_groups
 from ava.errors import AvaError
@@ -217,7 +217,7 @@ def _runs(rows: np.ndarray, chunk: int) -> list[tuple[int, int, int]]:
     return out
 
 
-REMOTE_READ_THREADS = 16  # runs of rows read at once from object storage (each a few ranged GETs)
+REMOTE_READ_THREADS = 2  # runs of rows read at once from object storage (I/O overlaps through read-ahead blocks)
 
 
 def _print_throughput(group: CacheGroup, name: str, rows: int, nbytes: int, seconds: float) -> None:
@@ -226,8 +226,11 @@ def _print_throughput(group: CacheGroup, name: str, rows: int, nbytes: int, seco
     import sys
 
     rate = nbytes / 1e6 / max(seconds, 1e-9)
-    print(f"read {rows} rows of {name} from {group.path} in {seconds:.2f} s ({rate:.1f} MB/s decoded, "
-          f"{REMOTE_READ_THREADS} runs of range reads in flight)", file=sys.stderr)  # fmt: skip
+    from ava.cache.location import READ_AHEAD, READ_BLOCK
+
+    print(f"read {rows} rows of {name} from {group.path} in {seconds:.2f} s ({rate:.1f} MB/s decoded; "
+          f"{REMOTE_READ_THREADS} runs at once, {READ_BLOCK >> 20} MB range reads, {READ_AHEAD} ahead)",
+          file=sys.stderr)  # fmt: skip
 
 
 class ResidentFeatures:
@@ -319,6 +322,8 @@ class ResidentFeatures:
 
         remote = is_remote(group.path)
         t0 = time.perf_counter()
+        for name in filter(None, (values_name, scales_name)):  # opened once, before the threads share them (one
+            array_files(group, name)  # listing, and in object storage one store whose blocks every thread reads)
         # in object storage each run is a few ranged GETs that wait on the network: many in flight at once
         with ThreadPoolExecutor(REMOTE_READ_THREADS if remote else self._threads) as pool:
             for slot, half, errs in pool.map(piece, _runs(self.uniq, self._chunk)):

@@ -197,7 +197,7 @@ class CacheGroup:
         root = cache_path(cache_dir)
         if not _KEY.match(key) or not (root / key / "zarr.json").is_file():  # only this group's metadata
             raise CacheError(f"{cache_dir}: no cache group {key!r}; groups: {group_keys(cache_dir)}")
-        attrs = dict(zarr.open_group(zarr_store(root / key, read_only=True), mode="r").attrs)
+        attrs = dict(zarr.open_group(zarr_store(root / key, read_only=True), mode="r", zarr_format=3).attrs)
         if "spec" not in attrs:
             raise CacheError(f"{root / key}: not an ava cache group (no spec in its attrs)")
         return cls(root / key, key, attrs, writable)
@@ -267,8 +267,10 @@ class CacheGroup:
             # (to skip all-zero chunks), which cost 40% of a shard write's CPU (benchmarks/README.md, extraction)
             config = {"write_empty_chunks": True} if self.writable else None
             try:
+                # zarr_format=3: Zarr would otherwise also look for v2 metadata (.zarray, .zattrs), a request each
                 self._arrays[name] = zarr.open_array(zarr_store(self.path / name, read_only=not self.writable),
-                                                     mode="r+" if self.writable else "r", config=config)  # fmt: skip
+                                                     mode="r+" if self.writable else "r", config=config,
+                                                     zarr_format=3)  # fmt: skip
             except FileNotFoundError as e:
                 raise CacheError(
                     f"{self.path / name}: cache array is missing (no zarr.json); the group is damaged "
