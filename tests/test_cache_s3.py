@@ -256,3 +256,21 @@ def test_a_run_of_rows_is_read_in_few_range_requests(data: Path, s3_url: str, mo
     ranged = [a for a in asked if a.endswith(" RangeByteRequest")]  # keys relative to the array
     assert ranged == ["c/0/0/0 RangeByteRequest"], asked  # one block for the 7 chunks (Zarr alone: 7, one per row)
     assert f"read 7 rows of features/{layer} from {s3_url}/" in capfd.readouterr().err  # the throughput line
+
+
+@pytest.mark.slow
+def test_two_torchrun_ranks_split_the_shards_of_a_url_cache(data: Path, tmp_path: Path, s3_url: str) -> None:
+    """Rank 0 holds the lease and indexes the images; each rank writes and commits only its own shards."""
+    from tests._cache_fixtures import free_port, start_extract
+
+    env = {"WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "GLOO_SOCKET_IFNAME": "lo"}
+    ranks = [start_extract(data, s3_url, PIXELS, RANK=str(r), LOCAL_RANK=str(r), **env) for r in (0, 1)]  # type: ignore[arg-type]
+    summaries = []
+    for child in ranks:
+        out, err = child.communicate(timeout=180)
+        assert child.returncode == 0, err
+        summaries.append(json.loads(out.split("SUMMARY ", 1)[1]))
+    assert [s["extracted"] for s in summaries] == [6, 4]  # shards 0, 2 (4 + 2 rows) and shard 1 (4 rows)
+    _extract(data, tmp_path / "ref")
+    reference = content_digest(open_cache(tmp_path / "ref", PIXELS).group)
+    assert content_digest(open_cache(s3_url, PIXELS).group) == reference
