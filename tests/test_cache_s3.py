@@ -274,3 +274,44 @@ def test_two_torchrun_ranks_split_the_shards_of_a_url_cache(data: Path, tmp_path
     _extract(data, tmp_path / "ref")
     reference = content_digest(open_cache(tmp_path / "ref", PIXELS).group)
     assert content_digest(open_cache(s3_url, PIXELS).group) == reference
+
+
+def test_refused_credentials_are_said_before_any_work(data: Path, tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """A second moto server that checks credentials (``INITIAL_NO_AUTH_ACTION_COUNT=0``): unknown keys get a 403."""
+    import os
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    import s3fs
+
+    from tests._cache_fixtures import free_port
+
+    port = free_port()
+    env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "0"}
+    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        for _ in range(150):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/moto-api/", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.1)
+        monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "not-a-key")
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-a-secret")
+        s3fs.S3FileSystem.clear_instance_cache()
+        for args in (["cache", "extract", "--vfm", PIXELS, "--data", str(data), "--cache", "s3://private/f", "-q"],
+                     ["cache", "ls", "s3://private/f"],
+                     ["cache", "pull", "s3://private/f", str(tmp_path / "local")]):  # fmt: skip
+            code, output = run_cli(args, capsys, monkeypatch)
+            assert code == 2 and len(output.strip().splitlines()) == 1, output
+            assert output.startswith("error: --cache s3://private/f: access denied (PermissionError: "), output
+        assert not (tmp_path / "local").exists()
+    finally:
+        server.terminate()
+        server.wait()
+        s3fs.S3FileSystem.clear_instance_cache()

@@ -387,6 +387,10 @@ def probe(path: CachePath, *, write: bool) -> None:
         raise CacheLocationError(f"--cache {path}: access denied ({_short(e)}); check the credentials "
                                  "(AWS_ACCESS_KEY_ID, AWS_PROFILE, ~/.aws) and the bucket policy") from None
     except Exception as e:  # connection refused, DNS, TLS, timeouts: every client library raises its own type
+        if "Credential" in type(e).__name__:  # botocore's NoCredentialsError, PartialCredentialsError...
+            raise CacheLocationError(f"--cache {path}: no usable credentials ({_short(e)}); set them the way the "
+                                     "client library reads them (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE, "
+                                     "~/.aws)") from None  # fmt: skip
         raise CacheLocationError(f"--cache {path}: the store cannot be reached ({_short(e)}); check the "
                                  "endpoint (AWS_ENDPOINT_URL) and the network") from None  # fmt: skip
 

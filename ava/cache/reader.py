@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from ava.cache.chunks import array_files, read_rows
-from ava.cache.location import CachePath, cache_path, is_remote
+from ava.cache.location import CachePath, cache_path, is_remote, probe
 from ava.cache.store import CacheError, CacheGroup, lost_groups_note, open_groups
 from ava.errors import AvaError
 
@@ -143,6 +143,7 @@ def open_cache(cache_dir: str | os.PathLike[str] | CachePath, vfm: str, *, key: 
     cache_dir = cache_path(cache_dir)
     hint = f"`ava cache extract --vfm {vfm} --data DIR --cache {cache_dir}`"
     if not (cache_dir / "zarr.json").is_file():
+        probe(cache_dir, write=False)  # an unreachable store or refused credentials: said as such
         raise CacheError(f"{cache_dir} holds no feature cache; make it with {hint}")
     groups = open_groups(cache_dir)
     if key is not None:

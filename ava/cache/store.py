@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from ava.cache.codecs import Codec, get_codec
-from ava.cache.location import CachePath, cache_path, is_remote, total_bytes, write_text_atomic, zarr_store
+from ava.cache.location import CachePath, cache_path, is_remote, probe, total_bytes, write_text_atomic, zarr_store
 from ava.cache.pooling import pool_dim
 from ava.errors import AvaError
 
@@ -119,6 +119,7 @@ def open_root(cache_dir: str | os.PathLike[str], *, create: bool) -> Any:
     path = cache_path(cache_dir)
     if not (path / "zarr.json").is_file():
         if not create:
+            probe(path, write=False)  # a store that cannot be reached or refuses these credentials: said as such
             raise CacheError(f"{path} is not a feature cache (no zarr.json); make one with `ava cache extract`")
         path.mkdir(parents=True, exist_ok=True)
         root = zarr.open_group(zarr_store(path, read_only=False), mode="a")
