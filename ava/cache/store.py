@@ -30,6 +30,9 @@ same VFM with another codec or dtype makes a new group beside the old one. A key
 Writers own whole shards: a shard (S consecutive rows) is only ever written by one process at a time,
 in one write, then its rows are marked done. Zarr's local store writes every shard file through a
 temporary file and a rename, so a killed writer leaves either the old or the new shard, never a torn one.
+In object storage (``--cache s3://...``, :mod:`ava.cache.location`) a shard is one object written by one PUT, which
+is atomic too; a shard's ``done`` chunk, one object written after the shard's data, is its commit marker, and a
+reader trusts only the rows it marks. There the job's lock is a lease object (:mod:`ava.cache.lease`).
 Readers check that the chunks of the done rows they read are on disk (Zarr would read a missing one as zeros) and
 name the rows of a chunk that fails to decode (:mod:`ava.cache.chunks`).
 """
@@ -198,7 +201,8 @@ class CacheGroup:
         root = cache_path(cache_dir)
         if not _KEY.match(key) or not (root / key / "zarr.json").is_file():  # only this group's metadata
             raise CacheError(f"{cache_dir}: no cache group {key!r}; groups: {group_keys(cache_dir)}")
-        attrs = dict(zarr.open_group(zarr_store(root / key, read_only=True), mode="r", zarr_format=3).attrs)
+        v3 = 3 if is_remote(root) else None  # object storage: no requests for v2 metadata
+        attrs = dict(zarr.open_group(zarr_store(root / key, read_only=True), mode="r", zarr_format=v3).attrs)
         if "spec" not in attrs:
             raise CacheError(f"{root / key}: not an ava cache group (no spec in its attrs)")
         return cls(root / key, key, attrs, writable)
@@ -268,10 +272,11 @@ class CacheGroup:
             # (to skip all-zero chunks), which cost 40% of a shard write's CPU (benchmarks/README.md, extraction)
             config = {"write_empty_chunks": True} if self.writable else None
             try:
-                # zarr_format=3: Zarr would otherwise also look for v2 metadata (.zarray, .zattrs), a request each
+                # in object storage zarr_format=3: Zarr would also look for v2 metadata (.zarray, .zattrs), a
+                # request each (on a local disk it does, so that a v2 array planted in a cache is named as such)
                 self._arrays[name] = zarr.open_array(zarr_store(self.path / name, read_only=not self.writable),
                                                      mode="r+" if self.writable else "r", config=config,
-                                                     zarr_format=3)  # fmt: skip
+                                                     zarr_format=3 if is_remote(self.path) else None)  # fmt: skip
             except FileNotFoundError as e:
                 raise CacheError(
                     f"{self.path / name}: cache array is missing (no zarr.json); the group is damaged "
