@@ -315,3 +315,11 @@ def test_refused_credentials_are_said_before_any_work(data: Path, tmp_path: Path
         server.terminate()
         server.wait()
         s3fs.S3FileSystem.clear_instance_cache()
+
+
+def test_a_file_url_is_the_local_directory(data: Path, tmp_path: Path) -> None:
+    """``file://DIR`` names the directory itself (flock, rename), not a second store beside it."""
+    first = _extract(data, f"file://{tmp_path / 'c'}")
+    assert isinstance(cache_path(f"file://{tmp_path / 'c'}"), Path)
+    again = _extract(data, tmp_path / "c")
+    assert again["key"] == first["key"] and again["already_done"] == 10 and again["extracted"] == 0
