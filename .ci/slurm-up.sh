@@ -7,7 +7,10 @@ set -euo pipefail
 STATE=${AVA_SLURM_DIR:-/var/lib/ava-slurm}
 CONF=/etc/slurm/slurm.conf
 
-if sinfo -h -o %T >/dev/null 2>&1 && [ "$(sinfo -h -o %T | head -1)" = idle ] ; then
+up() {  # the controller answers and a node takes jobs (idle, mixed or allocated: not down, drained or unknown)
+  sinfo -h -o %T 2>/dev/null | grep -qE '^(idle|mix|mixed|alloc|allocated|completing)'
+}
+if up; then
   echo "slurm: already up ($(sinfo -h -o '%P %D %T' | head -1))"; exit 0
 fi
 if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then
@@ -52,7 +55,7 @@ CONF
 pgrep -x slurmctld >/dev/null || slurmctld -c      # -c: no state from an earlier cluster
 pgrep -x slurmd >/dev/null || slurmd
 for _ in $(seq 1 30); do
-  if [ "$(sinfo -h -o %T 2>/dev/null | head -1)" = idle ]; then
+  if up; then
     echo "slurm: up ($(sinfo -h -o '%P %D %T %c CPUs' | head -1))"; exit 0
   fi
   scontrol update nodename="$HOST" state=resume >/dev/null 2>&1 || true
