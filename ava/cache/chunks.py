@@ -9,7 +9,8 @@ cache array goes through :func:`read_rows`, which first checks that the rows it 
 - for sharded arrays (the tokens and scales: one chunk per image), the shard's index lists a chunk for each row
   (the index is read once per shard and kept; it carries its own CRC-32C).
 
-The files of an array are listed once (one walk of its folder, kept on the :class:`~ava.cache.store.CacheGroup`),
+The files of an array are listed once (one walk of its folder, or one listing of its prefix in object storage
+(:func:`ava.cache.location.list_sizes`), kept on the :class:`~ava.cache.store.CacheGroup`),
 so a read costs a set lookup per shard, and one read of a shard's index the first time a shard is met; a shard not
 in the listing is looked for again once before it is called missing (an extraction may have written it since).
 A chunk that is on disk but does not decode (a checksum mismatch, a torn file) is reported by the same error.
@@ -19,13 +20,12 @@ A chunk that is on disk but does not decode (a checksum mismatch, a torn file) i
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ava.cache.location import CachePath, list_sizes, read_range
 from ava.cache.store import CacheError
 
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ class _Layout:
 class ArrayFiles:
     """The chunk files of one array as last listed (key -> size), and the stored-chunk mask of each shard read."""
 
-    folder: Path
+    folder: CachePath
     layout: _Layout
     encode: Any  # chunk coordinates -> key
     ndim: int
@@ -107,9 +107,7 @@ class ArrayFiles:
         """Which chunks the shard's index lists (a mask), or why the index cannot be used."""
         n = self.layout.index_bytes
         try:
-            with open(self.folder / key, "rb") as f:
-                f.seek(size - n)
-                raw = f.read(n)
+            raw = read_range(self.folder / key, size - n, size)  # one ranged GET on an object store
         except OSError as e:
             return f"file {key} cannot be read ({e.strerror or e})"
         if len(raw) != n:
@@ -129,28 +127,9 @@ class ArrayFiles:
         return stored
 
 
-def _walk(folder: Path) -> dict[str, int]:
-    """Every file under ``folder`` but metadata and temporaries: relative key (``/``-separated) -> size."""
-    out: dict[str, int] = {}
-    stack = [(folder, "")]
-    while stack:
-        here, prefix = stack.pop()
-        try:
-            entries = list(os.scandir(here))
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-        for entry in entries:
-            if entry.name.startswith(".") or entry.name == "zarr.json":
-                continue
-            name = prefix + entry.name
-            try:
-                if entry.is_dir():
-                    stack.append((Path(entry.path), name + "/"))
-                else:
-                    out[name] = entry.stat().st_size
-            except OSError:  # vanished or unreadable: as good as missing
-                continue
-    return out
+def _walk(folder: CachePath) -> dict[str, int]:
+    """The array's chunk files with their sizes: one walk of a local folder, one listing of an object-store prefix."""
+    return list_sizes(folder)
 
 
 def _value(x: Any) -> Any:

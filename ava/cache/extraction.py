@@ -28,14 +28,15 @@ import torch
 
 from ava.cache.chunks import read_rows
 from ava.cache.codecs import get_codec
+from ava.cache.location import cache_path, is_remote, probe
 from ava.cache.pooling import STORED_VIEWS, pool_candidates, pool_tokens, token_grid
 from ava.cache.store import (
-    DEFAULT_SHARD_SIZE,
     FORMAT_NAME,
     FORMAT_VERSION,
     CacheGroup,
     add_rows,
     create_group,
+    default_shard_size,
 )
 from ava.data.format import SPLITS, Dataset
 from ava.errors import AvaError
@@ -61,7 +62,8 @@ class ExtractConfig:
     preprocess: str = "pad"
     progress: bool = True
     writers: int | None = None  # threads compressing and writing shards (None: see default_writers)
-    shard_size: int = DEFAULT_SHARD_SIZE  # images per shard: the unit of writing, resuming and rank ownership
+    shard_size: int | None = None  # images per shard: the unit of writing, resuming and rank ownership (None: 64 on
+    # a local disk, ~64 MB of tokens in object storage, see ava.cache.store.default_shard_size)
     key: str | None = None  # a fixed group name instead of the spec hash (refused if its spec differs)
     views: tuple[str, ...] = STORED_VIEWS  # pooled views stored beside the tokens (those the token grid takes)
     trust_remote_code: bool = False  # run the checkpoint's own Python code (only when asked; see ava.vfm.remote)
@@ -377,7 +379,18 @@ def _lock_group(group: CacheGroup) -> Any:
     if the job is killed). Two jobs writing one group would overwrite each other's row index.
 
     DataLoader workers forked while it is held close their copy of the descriptor at start (:func:`_init_worker`), so
-    a worker orphaned by a killed job does not keep the group locked."""
+    a worker orphaned by a killed job does not keep the group locked.
+
+    In object storage (no ``flock``) the lock is a lease object (:mod:`ava.cache.lease`)."""
+    busy = (f"another `ava cache extract` is writing cache group {group.key} ({group.path}); "
+            "wait for it to finish, then run this again (it resumes)")  # fmt: skip
+    if is_remote(group.path):
+        from ava.cache.lease import Lease, LeaseBusyError
+
+        try:
+            return Lease(group.path, busy)  # type: ignore[arg-type]
+        except LeaseBusyError as e:
+            raise AvaError(str(e)) from None
     try:
         import fcntl
     except ImportError:  # not POSIX: no lock
@@ -387,10 +400,7 @@ def _lock_group(group: CacheGroup) -> Any:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         handle.close()
-        raise AvaError(
-            f"another `ava cache extract` is writing cache group {group.key} ({group.path}); "
-            "wait for it to finish, then run this again (it resumes)"
-        ) from None
+        raise AvaError(busy) from None
     return handle
 
 
@@ -410,9 +420,8 @@ def _prepare(config: ExtractConfig, vfm: Any, name: str, shas: list[str], dist: 
     message, key, lock = None, None, None
     if dist.rank == 0:
         try:
-            group = create_group(
-                config.cache, build_spec(vfm, name, config), key=config.key, shard_size=config.shard_size
-            )
+            shard_size = config.shard_size or default_shard_size(config.cache, int(vfm.num_tokens), int(vfm.dim))
+            group = create_group(config.cache, build_spec(vfm, name, config), key=config.key, shard_size=shard_size)
             lock = _lock_group(group)
             add_rows(group, shas)
             key = group.key
@@ -447,6 +456,7 @@ def extract(config: ExtractConfig) -> dict[str, Any]:
     if config.batch_size < 1:
         raise AvaError(f"--batch-size must be >= 1, got {config.batch_size}")
     images = collect_images(config.data, config.ava, config.split)
+    probe(cache_path(config.cache), write=True)  # an unreachable or read-only store: said before the VFM loads
     want_cuda = config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available())
     dist = _init_dist(want_cuda)
     try:

@@ -12,13 +12,13 @@ import hashlib
 import os
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ava.cache.chunks import read_rows
 from ava.cache.integrity import Damage, describe, has_checksums, repair_group, rows_problem, scan_shards
+from ava.cache.location import cache_path
 from ava.cache.pooling import pool_dim
 from ava.cache.store import (
     ROWS_FILE,
@@ -113,7 +113,7 @@ def cache_info(cache_dir: str | os.PathLike[str], *, digest: bool = True, progre
         info["digest"] = content_digest(g, progress=progress) if digest else None
         info["spec"] = g.spec
         groups.append(info)
-    return {"cache": str(cache_dir), "bytes": disk_bytes(Path(cache_dir)), "groups": groups}
+    return {"cache": str(cache_dir), "bytes": disk_bytes(cache_path(cache_dir)), "groups": groups}
 
 
 def _check_spec(group: CacheGroup) -> list[str]:

@@ -20,14 +20,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ava.cache.chunks import gaps, row_spans
+from ava.cache.location import is_remote, write_text_atomic
 from ava.cache.store import ROWS_FILE, CacheGroup
-from ava.data.format import atomic_write_text
 from ava.locking import JobLock
 
 
@@ -44,10 +43,10 @@ class Damage:
 def rows_problem(group: CacheGroup) -> str | None:
     """Why ``rows.json`` cannot be used (not JSON, not a list of strings), or None."""
     path = group.path / ROWS_FILE
-    if not path.is_file():
-        return None
     try:
         rows = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
     except (OSError, UnicodeDecodeError, ValueError) as e:
         return f"{path} cannot be read ({type(e).__name__}: {e})"
     if not isinstance(rows, list) or not all(isinstance(r, str) for r in rows):
@@ -125,10 +124,19 @@ def describe(group: CacheGroup, damage: Damage) -> str:
     return f"array {damage.array}: {damage.reason}; image(s) {images}{' ...' if len(damage.rows) > 5 else ''}"
 
 
-def _shard_file(group: CacheGroup, array: str, shard: int) -> Path:
+def _shard_file(group: CacheGroup, array: str, shard: int) -> Any:
     arr = group.array(array)
     key = arr.metadata.encode_chunk_key((shard,) + (0,) * (len(arr.shape) - 1))
     return group.path / array / key
+
+
+def group_lock(group: CacheGroup, busy: str) -> Any:
+    """The group's job lock: ``flock`` on a local disk, a lease object in object storage (:mod:`ava.cache.lease`)."""
+    if is_remote(group.path):
+        from ava.cache.lease import Lease
+
+        return Lease(group.path, busy)  # type: ignore[arg-type]
+    return JobLock(group.path / ".extract.lock", busy)
 
 
 def repair_group(group: CacheGroup, damage: list[Damage]) -> int:
@@ -138,12 +146,12 @@ def repair_group(group: CacheGroup, damage: list[Damage]) -> int:
     if not damage:
         return 0
     writable = CacheGroup(group.path, group.key, group.attrs, writable=True)
-    with JobLock(group.path / ".extract.lock", f"an `ava cache extract` is writing cache group {group.key}; "
-                 "repair it once that has finished"):  # fmt: skip
+    with group_lock(group, f"an `ava cache extract` is writing cache group {group.key}; "
+                    "repair it once that has finished"):  # fmt: skip
         if any(d.array == ROWS_FILE for d in damage):
             n = writable.done.shape[0]
             writable.done[:] = False  # first: no row stays done without its image
-            atomic_write_text(group.path / ROWS_FILE, "[]")  # extraction indexes every image again
+            write_text_atomic(group.path / ROWS_FILE, "[]")  # extraction indexes every image again
             return n
         rows = sorted({r for d in damage for r in d.rows})
         done = writable.done

@@ -9,13 +9,14 @@ its shard file. Nothing opens a whole array. Zarr handles are opened lazily in e
 from __future__ import annotations
 
 import os
-from pathlib import Path
+import time
 from typing import Any
 
 import numpy as np
 import torch
 
-from ava.cache.chunks import read_rows
+from ava.cache.chunks import array_files, read_rows
+from ava.cache.location import CachePath, cache_path, is_remote, probe
 from ava.cache.store import CacheError, CacheGroup, lost_groups_note, open_groups
 from ava.errors import AvaError
 
@@ -137,11 +138,12 @@ def _matches(group: CacheGroup, vfm: str) -> bool:
         return False
 
 
-def open_cache(cache_dir: str | os.PathLike[str], vfm: str, *, key: str | None = None) -> FeatureCache:
+def open_cache(cache_dir: str | os.PathLike[str] | CachePath, vfm: str, *, key: str | None = None) -> FeatureCache:
     """The cache group of ``vfm`` in ``cache_dir``; ``key`` picks one when several specs are stored."""
-    cache_dir = Path(cache_dir)
+    cache_dir = cache_path(cache_dir)
     hint = f"`ava cache extract --vfm {vfm} --data DIR --cache {cache_dir}`"
     if not (cache_dir / "zarr.json").is_file():
+        probe(cache_dir, write=False)  # an unreachable store or refused credentials: said as such
         raise CacheError(f"{cache_dir} holds no feature cache; make it with {hint}")
     groups = open_groups(cache_dir)
     if key is not None:
@@ -216,6 +218,22 @@ def _runs(rows: np.ndarray, chunk: int) -> list[tuple[int, int, int]]:
     return out
 
 
+REMOTE_READ_THREADS = 2  # runs of rows read at once from object storage (I/O overlaps through read-ahead blocks)
+
+
+def _print_throughput(group: CacheGroup, name: str, rows: int, nbytes: int, seconds: float) -> None:
+    """One line on stderr: how fast rows came from object storage (the figure that says whether the network or the
+    store is the bottleneck of a run)."""
+    import sys
+
+    rate = nbytes / 1e6 / max(seconds, 1e-9)
+    from ava.cache.location import READ_AHEAD, READ_BLOCK
+
+    print(f"read {rows} rows of {name} from {group.path} in {seconds:.2f} s ({rate:.1f} MB/s decoded; "
+          f"{REMOTE_READ_THREADS} runs at once, {READ_BLOCK >> 20} MB range reads, {READ_AHEAD} ahead)",
+          file=sys.stderr)  # fmt: skip
+
+
 class ResidentFeatures:
     """The cached features of a list of images, read once and kept in half precision where the compute is.
 
@@ -257,6 +275,7 @@ class ResidentFeatures:
         self.values: torch.Tensor | None = None
         self._error: BaseException | None = None
         self._chunk, self._threads = chunk_rows, threads
+        self.seconds: float | None = None  # how long the read took, once done
         self._rings: dict[int, tuple[list[list[Any]], list[int]]] = {}
         self._thread = threading.Thread(target=self._load_safely, name="ava-features", daemon=True)
         self._thread.start()
@@ -302,12 +321,20 @@ class ResidentFeatures:
             errs += [(slot + i, f"values beyond the {self.dtype} range") for i in np.flatnonzero(finite & ~fits)]
             return slot, half, errs
 
-        with ThreadPoolExecutor(self._threads) as pool:
+        remote = is_remote(group.path)
+        t0 = time.perf_counter()
+        for name in filter(None, (values_name, scales_name)):  # opened once, before the threads share them (one
+            array_files(group, name)  # listing, and in object storage one store whose blocks every thread reads)
+        # in object storage each run is a few ranged GETs that wait on the network: many in flight at once
+        with ThreadPoolExecutor(REMOTE_READ_THREADS if remote else self._threads) as pool:
             for slot, half, errs in pool.map(piece, _runs(self.uniq, self._chunk)):
                 out[slot : slot + len(half)].copy_(half, non_blocking=False)
                 bad.extend(errs)
+        self.seconds = time.perf_counter() - t0
         if bad:
             self._refuse(bad)
+        if remote:
+            _print_throughput(group, values_name, len(self.uniq), self.nbytes, self.seconds)
         return out
 
     def _refuse(self, bad: list[tuple[int, str]]) -> None:

@@ -30,6 +30,9 @@ same VFM with another codec or dtype makes a new group beside the old one. A key
 Writers own whole shards: a shard (S consecutive rows) is only ever written by one process at a time,
 in one write, then its rows are marked done. Zarr's local store writes every shard file through a
 temporary file and a rename, so a killed writer leaves either the old or the new shard, never a torn one.
+In object storage (``--cache s3://...``, :mod:`ava.cache.location`) a shard is one object written by one PUT, which
+is atomic too; a shard's ``done`` chunk, one object written after the shard's data, is its commit marker, and a
+reader trusts only the rows it marks. There the job's lock is a lease object (:mod:`ava.cache.lease`).
 Readers check that the chunks of the done rows they read are on disk (Zarr would read a missing one as zeros) and
 name the rows of a chunk that fails to decode (:mod:`ava.cache.chunks`).
 """
@@ -41,23 +44,39 @@ import json
 import os
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ava.cache.codecs import Codec, get_codec
+from ava.cache.location import CachePath, cache_path, is_remote, probe, total_bytes, write_text_atomic, zarr_store
 from ava.cache.pooling import pool_dim
-from ava.data.format import atomic_write_text
 from ava.errors import AvaError
 
 FORMAT_NAME = "ava-feature-cache"
 FORMAT_VERSION = 2  # 2: the key is the identity + codec + format version (no name, no repeated fields)
 ROWS_FILE = "rows.json"
 DEFAULT_SHARD_SIZE = 64
+OBJECT_SHARD_BYTES = 64 << 20  # raw bytes a token shard object aims at in object storage (tens of MB per object)
+MAX_OBJECT_SHARD_SIZE = 4096
 _KEY = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]*$")
 KEY_FIELDS = ("identity", "codec", "format_version")
 _KEY_FIELDS_V1 = ("identity", "preprocess", "layers", "prefix_policy", "dtype", "codec", "format_version")
+
+
+def default_shard_size(cache_dir: str | os.PathLike[str] | CachePath, num_tokens: int, dim: int,
+                       itemsize: int = 2) -> int:  # fmt: skip
+    """Images per shard when none is asked for: :data:`DEFAULT_SHARD_SIZE` on a local disk; in object storage enough
+    images that a token shard holds about :data:`OBJECT_SHARD_BYTES` raw (a power of two, at least 64): each object
+    costs a request, and stores are slow with many small objects. At SigLIP shapes (729 x 1152 fp16, 1.7 MB an
+    image) that is 64 images (~107 MB a shard); at random-vit's (196 x 192) 512."""
+    if not is_remote(cache_path(cache_dir)):
+        return DEFAULT_SHARD_SIZE
+    per_image = max(1, num_tokens * dim * itemsize)
+    rows = DEFAULT_SHARD_SIZE
+    while rows * 2 * per_image <= OBJECT_SHARD_BYTES and rows * 2 <= MAX_OBJECT_SHARD_SIZE:
+        rows *= 2
+    return rows
 
 
 class CacheError(AvaError, ValueError):
@@ -100,15 +119,16 @@ def open_root(cache_dir: str | os.PathLike[str], *, create: bool) -> Any:
     """The root Zarr group of a cache directory, checked to be an ava feature cache of a known version."""
     import zarr
 
-    path = Path(cache_dir)
+    path = cache_path(cache_dir)
     if not (path / "zarr.json").is_file():
         if not create:
+            probe(path, write=False)  # a store that cannot be reached or refuses these credentials: said as such
             raise CacheError(f"{path} is not a feature cache (no zarr.json); make one with `ava cache extract`")
         path.mkdir(parents=True, exist_ok=True)
-        root = zarr.open_group(str(path), mode="a")
+        root = zarr.open_group(zarr_store(path, read_only=False), mode="a")
         root.attrs.update({"format": FORMAT_NAME, "format_version": FORMAT_VERSION})
         return root
-    root = zarr.open_group(str(path), mode="a" if create else "r")
+    root = zarr.open_group(zarr_store(path, read_only=not create), mode="a" if create else "r")
     attrs = dict(root.attrs)
     if attrs.get("format") != FORMAT_NAME:
         raise CacheError(f"{path} is a Zarr store but not an ava feature cache (format={attrs.get('format')!r})")
@@ -135,7 +155,7 @@ def group_keys(cache_dir: str | os.PathLike[str], *, incomplete: bool = False) -
 def open_groups(cache_dir: str | os.PathLike[str]) -> list[CacheGroup]:
     """Every complete group of a cache, read-only, in key order: one pass over the groups' metadata."""
     root = open_root(cache_dir, create=False)
-    path = Path(cache_dir)
+    path = cache_path(cache_dir)
     found = [(name, dict(g.attrs)) for name, g in _groups(root)]
     return [CacheGroup(path / name, name, attrs) for name, attrs in sorted(found) if "spec" in attrs]
 
@@ -143,7 +163,7 @@ def open_groups(cache_dir: str | os.PathLike[str]) -> list[CacheGroup]:
 def lost_groups(cache_dir: str | os.PathLike[str]) -> list[str]:
     """Folders of a cache that hold a group's data (a ``rows.json``) but no ``zarr.json``: Zarr no longer sees them.
     ``ava cache extract`` of the same VFM rebuilds such a group (its arrays are made again, every row recomputed)."""
-    path = Path(cache_dir)
+    path = cache_path(cache_dir)
     if not path.is_dir():
         return []
     return sorted(d.name for d in path.iterdir()
@@ -164,7 +184,7 @@ class CacheGroup:
     """One cache group opened for reading or writing. Zarr handles are opened lazily and not pickled,
     so the object can be sent to DataLoader workers."""
 
-    path: Path
+    path: CachePath  # a local directory or a RemotePath (ava.cache.location)
     key: str
     attrs: dict[str, Any]
     writable: bool = False
@@ -178,12 +198,14 @@ class CacheGroup:
         import zarr
 
         open_root(cache_dir, create=False)
-        if not _KEY.match(key) or not (Path(cache_dir) / key / "zarr.json").is_file():  # only this group's metadata
+        root = cache_path(cache_dir)
+        if not _KEY.match(key) or not (root / key / "zarr.json").is_file():  # only this group's metadata
             raise CacheError(f"{cache_dir}: no cache group {key!r}; groups: {group_keys(cache_dir)}")
-        attrs = dict(zarr.open_group(str(Path(cache_dir) / key), mode="r").attrs)
+        v3 = 3 if is_remote(root) else None  # object storage: no requests for v2 metadata
+        attrs = dict(zarr.open_group(zarr_store(root / key, read_only=True), mode="r", zarr_format=v3).attrs)
         if "spec" not in attrs:
-            raise CacheError(f"{Path(cache_dir) / key}: not an ava cache group (no spec in its attrs)")
-        return cls(Path(cache_dir) / key, key, attrs, writable)
+            raise CacheError(f"{root / key}: not an ava cache group (no spec in its attrs)")
+        return cls(root / key, key, attrs, writable)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -209,7 +231,7 @@ class CacheGroup:
         new = [n for n in (spec.get("vfm"), spec.get("requested")) if n and n not in self.names()]
         if new:
             self.attrs["names"] = [*self.attrs.get("names", []), *new]
-            zarr.open_group(str(self.path), mode="a").attrs["names"] = self.attrs["names"]
+            zarr.open_group(zarr_store(self.path, read_only=False), mode="a").attrs["names"] = self.attrs["names"]
 
     @property
     def codec(self) -> Codec:
@@ -250,8 +272,11 @@ class CacheGroup:
             # (to skip all-zero chunks), which cost 40% of a shard write's CPU (benchmarks/README.md, extraction)
             config = {"write_empty_chunks": True} if self.writable else None
             try:
-                self._arrays[name] = zarr.open_array(str(self.path / name), mode="r+" if self.writable else "r",
-                                                     config=config)  # fmt: skip
+                # in object storage zarr_format=3: Zarr would also look for v2 metadata (.zarray, .zattrs), a
+                # request each (on a local disk it does, so that a v2 array planted in a cache is named as such)
+                self._arrays[name] = zarr.open_array(zarr_store(self.path / name, read_only=not self.writable),
+                                                     mode="r+" if self.writable else "r", config=config,
+                                                     zarr_format=3 if is_remote(self.path) else None)  # fmt: skip
             except FileNotFoundError as e:
                 raise CacheError(
                     f"{self.path / name}: cache array is missing (no zarr.json); the group is damaged "
@@ -288,8 +313,10 @@ class CacheGroup:
     def rows(self) -> list[str]:
         """Image sha256 of each row, in row order."""
         if self._rows is None:
-            path = self.path / ROWS_FILE
-            self._rows = json.loads(path.read_text()) if path.is_file() else []
+            try:
+                self._rows = json.loads((self.path / ROWS_FILE).read_text())
+            except FileNotFoundError:
+                self._rows = []
         return self._rows
 
     def index(self) -> dict[str, int]:
@@ -330,8 +357,9 @@ def create_group(
     key = key or auto
     if not _KEY.match(key):
         raise CacheError(f"--key {key!r}: use letters, digits, '.', '_' and '-' only (it names a directory)")
-    path = Path(cache_dir) / key
-    existing = dict(zarr.open_group(str(path), mode="r").attrs) if (path / "zarr.json").is_file() else {}
+    path = cache_path(cache_dir) / key
+    existing = dict(zarr.open_group(zarr_store(path, read_only=True), mode="r").attrs) \
+        if (path / "zarr.json").is_file() else {}  # fmt: skip
     if "spec" in existing:  # a group without a spec was cut off while being made
         group = CacheGroup(path, key, existing, writable=True)
         diff = spec_diff(group.spec, spec)
@@ -346,10 +374,10 @@ def create_group(
     if shard_size < 1:
         raise CacheError(f"shard size must be >= 1, got {shard_size}")
     attrs = {"spec": spec, "key": key, "auto_key": auto, "shard_size": shard_size}
-    g = zarr.open_group(str(Path(cache_dir) / key), mode="a")
+    g = zarr.open_group(zarr_store(path, read_only=False), mode="a")
     _create_arrays(g, spec, shard_size)
     g.attrs.update(attrs)  # written last: a group with a spec is complete
-    return CacheGroup(Path(cache_dir) / key, key, attrs, writable=True)
+    return CacheGroup(path, key, attrs, writable=True)
 
 
 ZARR_BATCH_SIZE = DEFAULT_SHARD_SIZE  # chunks Zarr's codec pipeline encodes or decodes per batch (see below)
@@ -428,10 +456,10 @@ def add_rows(group: CacheGroup, shas: list[str]) -> int:
         if arr.shape[0] != len(rows):
             arr.resize((len(rows), *arr.shape[1:]))
     if new:
-        atomic_write_text(group.path / ROWS_FILE, json.dumps(rows))
+        write_text_atomic(group.path / ROWS_FILE, json.dumps(rows))
     group.reload()
     return len(new)
 
 
-def disk_bytes(path: Path) -> int:
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+def disk_bytes(path: CachePath) -> int:
+    return total_bytes(path)

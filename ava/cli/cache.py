@@ -1,4 +1,4 @@
-"""`ava cache` commands: extract, ls, info, verify."""
+"""`ava cache` commands: extract, ls, info, verify, push, pull."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from ava.cli.options import AvaOpt, ThreadsOpt, checked, split_list, vfm_callbac
 app = typer.Typer(no_args_is_help=True)
 
 MAX_ERRORS_SHOWN = 10
+CACHE_HELP = "Cache directory, or a URL (s3://bucket/prefix, gs://..., any fsspec protocol installed)."
 
 
 def _parse_layers(text: str | None) -> tuple[int, ...] | None:
@@ -33,7 +34,11 @@ def extract_cmd(
         typer.Option(help="VFM registry key or hf:<hub-id-or-dir> (see `ava vfm list`).", callback=vfm_callback),
     ] = None,
     data: Annotated[Path | None, typer.Option(help="Dataset directory.")] = None,
-    cache: Annotated[Path | None, typer.Option(help="Cache directory (a Zarr store; created if absent).")] = None,
+    cache: Annotated[
+        str | None,
+        typer.Option(help="Cache: a directory or an fsspec URL (s3://bucket/prefix, gs://..., file://DIR); a Zarr "
+                     "store, created if absent."),
+    ] = None,
     ava: AvaOpt = None,
     split: Annotated[str | None, typer.Option(help="Only images of this split: train or test (default both).")] = None,
     codec: Annotated[str | None, typer.Option(help="fp16 (default), bf16 or int8.")] = None,
@@ -78,6 +83,7 @@ def extract_cmd(
 
     from ava.api import extract
 
+<<<<<<< HEAD
     result = extract(
         vfm, data, cache, ava=split_list(ava), split=split, codec=codec, layers=_parse_layers(layers),
         batch_size=batch_size, device=device, dtype=dtype, num_workers=num_workers, preprocess=preprocess,
@@ -85,6 +91,33 @@ def extract_cmd(
         trust_remote_code=trust_remote_code, threads=threads or "auto",
     )  # fmt: skip
     summary = result.summary
+=======
+    try:
+        cfg = load_config(
+            ExtractConfig,
+            config,
+            vfm=vfm,
+            data=str(data) if data else None,
+            cache=cache,
+            ava=split_list(ava),
+            split=split,
+            codec=codec,
+            layers=_parse_layers(layers),
+            batch_size=batch_size,
+            device=device,
+            dtype=dtype,
+            num_workers=num_workers,
+            preprocess=preprocess,
+            shard_size=shard_size,
+            key=key,
+            progress=False if quiet else None,
+            trust_remote_code=True if trust_remote_code else None,
+        )
+    except TypeError as e:  # a required field given neither as an option nor in --config
+        raise AvaError(f"--vfm, --data and --cache are required (as options or in --config): {e}") from e
+    threads_setup(threads, cfg.num_workers)
+    summary = extract(cfg)
+>>>>>>> storage
     console, err = Console(), Console(stderr=True)
     if summary["rank"] == 0:
         who = f" by rank 0 of {summary['world_size']}" if summary["world_size"] > 1 else ""
@@ -137,7 +170,7 @@ def _table(groups: list[dict[str, Any]], title: str) -> Any:
 
 
 @app.command("ls")
-def ls(cache: Annotated[Path, typer.Argument(help="Cache directory.")]) -> None:
+def ls(cache: Annotated[str, typer.Argument(help=CACHE_HELP)]) -> None:
     """List the cache groups (one per VFM and spec) with their progress."""
     from rich.console import Console
 
@@ -148,7 +181,7 @@ def ls(cache: Annotated[Path, typer.Argument(help="Cache directory.")]) -> None:
 
 @app.command("info")
 def info(
-    cache: Annotated[Path, typer.Argument(help="Cache directory.")],
+    cache: Annotated[str, typer.Argument(help=CACHE_HELP)],
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON (with each group's full spec).")] = False,
     digest: Annotated[bool, typer.Option(help="Compute the content digest (reads every finished row).")] = True,
 ) -> None:
@@ -169,7 +202,7 @@ def info(
 
 @app.command("verify")
 def verify(
-    cache: Annotated[Path, typer.Argument(help="Cache directory.")],
+    cache: Annotated[str, typer.Argument(help=CACHE_HELP)],
     data: Annotated[
         Path | None, typer.Option(help="Also check every image of this dataset is present and done.")
     ] = None,
@@ -205,3 +238,47 @@ def verify(
                       f"--cache {cache} --data <the dataset>` to recompute only them", highlight=False)  # fmt: skip
     if not report["ok"]:
         raise typer.Exit(1)
+
+
+def _copy(src: str, dst: str, threads: int, verify: bool, quiet: bool) -> None:
+    from rich.console import Console
+
+    from ava.cache.transfer import copy_cache
+
+    r = copy_cache(src, dst, threads=threads, verify=verify, progress=not quiet)
+    line = (f"{r['src']} -> {r['dst']}: {r['copied']} object(s) copied ({_size(r['bytes'])}, {r['mb_per_s']} MB/s), "
+            f"{r['skipped']} already there")  # fmt: skip
+    Console().print(line, highlight=False, soft_wrap=True)
+    for key, digest in r["groups"].items():
+        Console().print(f"{key} digest {digest} (equal on both sides)", highlight=False, soft_wrap=True)
+
+
+ThreadsCopyOpt = Annotated[int, typer.Option("--parallel", help="Objects copied at once.", min=1)]
+VerifyOpt = Annotated[bool, typer.Option(help="Compare every group's content digest on both sides afterwards.")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]
+
+
+@app.command("push")
+def push(
+    local: Annotated[str, typer.Argument(help="Local cache directory.")],
+    url: Annotated[str, typer.Argument(help="Destination URL (s3://bucket/prefix, ...).")],
+    parallel: ThreadsCopyOpt = 16,
+    verify: VerifyOpt = True,
+    quiet: QuietOpt = False,
+) -> None:
+    """Copy a local cache to object storage: resumable (objects already there are skipped), each group committed
+    last, then verified by content digest."""
+    _copy(local, url, parallel, verify, quiet)
+
+
+@app.command("pull")
+def pull(
+    url: Annotated[str, typer.Argument(help="Source URL (s3://bucket/prefix, ...).")],
+    local: Annotated[str, typer.Argument(help="Local cache directory.")],
+    parallel: ThreadsCopyOpt = 16,
+    verify: VerifyOpt = True,
+    quiet: QuietOpt = False,
+) -> None:
+    """Copy a cache from object storage to a local directory: resumable, each group committed last, then verified by
+    content digest."""
+    _copy(url, local, parallel, verify, quiet)

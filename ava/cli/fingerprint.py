@@ -15,7 +15,7 @@ _O = typer.Option
 def fingerprint(
     vfm: Annotated[str, _O(help="VFM key (the cache's VFM).")],
     data: Annotated[Path, _O(help="Dataset directory (already split).")],
-    cache: Annotated[Path, _O(help="Feature cache directory (`ava cache extract`).")],
+    cache: Annotated[str, _O(help="Feature cache: a directory or a URL, s3://bucket/prefix (`ava cache extract`).")],
     out: Annotated[Path, _O("--out", "-o", help="Runs directory: one run per head, OUT/<head>-<vfm>.")],
     ava: AvaOpt = None,
     head: Annotated[

@@ -95,7 +95,9 @@ def train(
         str | None, _O(help="Dataset directory (already split). Required.", rich_help_panel=P_COMMON)
     ] = None,
     cache: Annotated[
-        str | None, _O(help="Feature cache directory (`ava cache extract`). Required.", rich_help_panel=P_COMMON)
+        str | None,
+        _O(help="Feature cache: a directory or a URL, s3://bucket/prefix (`ava cache extract`). Required.",
+           rich_help_panel=P_COMMON),
     ] = None,
     out: Annotated[
         str | None,

@@ -42,8 +42,11 @@ class RunIdentityError(AvaError):
 
 
 def resolved(path: str) -> str:
-    """``path`` absolute, symlinks resolved (the empty string stays empty: "not given")."""
-    return str(Path(path).expanduser().resolve()) if path else path
+    """``path`` absolute, symlinks resolved (the empty string stays empty: "not given"; a URL, such as an object-store
+    cache ``s3://bucket/prefix``, stays as given)."""
+    if not path or "://" in path:
+        return path
+    return str(Path(path).expanduser().resolve())
 
 
 def resolved_paths(config: Any) -> Any:

@@ -1,0 +1,122 @@
+"""A job's claim on a cache group in object storage, where there is no ``flock``: a lease object.
+
+The lease is one small JSON object (``<group>/.extract.lease``: host, pid, a random token, when it was taken and
+last renewed). It is created only if absent (a conditional PUT, ``If-None-Match: *``, where the store supports it;
+else a PUT read back after a pause, the last writer winning), renewed every :data:`RENEW_S` seconds by a
+background thread, and deleted when the job ends. A second job finds it and is refused, naming the holder. A
+killed job's lease is taken over once it is stale (not renewed for :data:`TTL_S` seconds), or at once when its
+holder is a process of this host that no longer runs (the kill-and-resume case).
+
+Writes that commit data never depend on the lease: a shard is committed by its own ``done`` chunk, written after
+its data (:mod:`ava.cache.store`). The lease keeps two jobs from writing the same group's index and shards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import threading
+import time
+from typing import Any
+
+from ava.cache.location import RemotePath
+from ava.errors import AvaError
+
+LEASE_FILE = ".extract.lease"
+TTL_S = 120.0
+RENEW_S = 20.0
+_SETTLE_S = 0.5  # pause before reading a lease back where the store cannot create-if-absent
+
+
+class LeaseBusyError(AvaError):
+    """Another job holds the group's lease."""
+
+
+def _alive_here(holder: dict[str, Any]) -> bool | None:
+    """Whether the holder's process runs (None: it is on another host, so this host cannot tell)."""
+    if holder.get("host") != socket.gethostname():
+        return None
+    try:
+        os.kill(int(holder.get("pid", -1)), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, ValueError, OverflowError):
+        return True
+    return True
+
+
+class Lease:
+    """Holds ``<group>/.extract.lease`` until :meth:`close`; raises :class:`LeaseBusyError` (``busy`` + holder)
+    when another live job holds it."""
+
+    def __init__(self, group_path: RemotePath, busy: str) -> None:
+        self.path = group_path / LEASE_FILE
+        self.token = os.urandom(8).hex()
+        self.record = {"host": socket.gethostname(), "pid": os.getpid(), "token": self.token, "taken": time.time()}
+        self._stop = threading.Event()
+        self._take(busy)
+        self._thread = threading.Thread(target=self._renew, name="ava-cache-lease", daemon=True)
+        self._thread.start()
+
+    def _read(self) -> dict[str, Any] | None:
+        try:
+            return json.loads(self.path.read_text())
+        except FileNotFoundError:
+            return None
+        except (ValueError, UnicodeDecodeError):
+            return {}  # torn or foreign: treated as stale
+
+    def _put(self, *, create: bool) -> bool:
+        """Write the lease; with ``create``, only if absent (False when another job's appeared first)."""
+        data = json.dumps({**self.record, "renewed": time.time()}).encode()
+        if not create:
+            self.path.write_bytes(data)
+            return True
+        try:
+            self.path.fs.pipe_file(self.path.path, data, mode="create")
+            return True
+        except FileExistsError:
+            return False
+        except (TypeError, NotImplementedError, ValueError):  # no conditional put here: write, wait, read back
+            self.path.write_bytes(data)
+            time.sleep(_SETTLE_S)
+            return (self._read() or {}).get("token") == self.token
+
+    def _take(self, busy: str) -> None:
+        for _ in range(3):
+            holder = self._read()
+            if holder is not None:
+                stale = time.time() - float(holder.get("renewed", 0) or 0) > TTL_S
+                if not (stale or _alive_here(holder) is False):
+                    since = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(float(holder.get("taken", 0) or 0)))
+                    raise LeaseBusyError(f"{busy} (lease {self.path} held by pid {holder.get('pid')} on "
+                                         f"{holder.get('host')} since {since} UTC)")  # fmt: skip
+                self.path.unlink(missing_ok=True)  # the holder is gone: take it over
+            if self._put(create=True):
+                return
+        raise LeaseBusyError(f"{busy} (lease {self.path} is being taken by another job)")
+
+    def _renew(self) -> None:
+        while not self._stop.wait(RENEW_S):
+            with contextlib.suppress(Exception):  # a failed renewal is retried; the lease only goes stale
+                self._put(create=False)
+
+    def close(self) -> None:
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        with contextlib.suppress(Exception):
+            if (self._read() or {}).get("token") == self.token:
+                self.path.unlink(missing_ok=True)
+
+    def fileno(self) -> None:
+        """No descriptor for DataLoader workers to close (a local lock has one)."""
+        return None
+
+    def __enter__(self) -> Lease:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()

@@ -1,0 +1,162 @@
+"""`ava cache push` / `ava cache pull`: copy a feature cache between a local directory and object storage.
+
+Any two cache locations work (local or fsspec URL, :mod:`ava.cache.location`). The copy is resumable and never
+leaves a half-committed group at the destination:
+
+1. data objects (token shards, scales, pooled views) first, skipping those already there with the same size (a
+   resumed copy sends only what is missing);
+2. then each group's ``done`` chunks (the shards' commit markers: a reader trusts only the rows they mark);
+3. then ``rows.json`` and the arrays' metadata, then the group's ``zarr.json`` (a group without it is invisible),
+   then the root's: so a reader of the destination sees a group only once everything it points to is there.
+
+Each destination group is held (``flock`` locally, a lease in object storage) while it is written, so an
+extraction into it is refused meanwhile, and a group of the same key holding another spec's features is refused
+before anything is copied. At the end the content digest of every group (:func:`ava.cache.inspect.content_digest`)
+is computed on both sides and must be equal.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from ava.cache.location import CachePath, RemotePath, cache_path, is_remote, probe, write_text_atomic
+from ava.cache.store import CacheError, open_groups, open_root, spec_diff
+
+HIDDEN = (".extract.lock", ".extract.lease", ".ava-probe")
+
+
+def _all_files(root: CachePath) -> dict[str, int]:
+    """Every file under ``root`` (metadata included, locks, leases and temporaries not): relative key -> size."""
+    if isinstance(root, RemotePath):
+        try:
+            found = root.fs.find(root.path, detail=True)
+        except FileNotFoundError:
+            return {}
+        prefix = root.path.rstrip("/") + "/"
+        items = ((name[len(prefix):], int(i.get("size") or 0)) for name, i in found.items()
+                 if name.startswith(prefix) and i.get("type") != "directory")  # fmt: skip
+    else:
+        items = ((p.relative_to(root).as_posix(), p.stat().st_size) for p in root.rglob("*") if p.is_file())
+    return {rel: size for rel, size in items if not any(part.startswith(".") for part in rel.split("/"))}
+
+
+def _phase(rel: str) -> int:
+    """Order of copying: data, commit markers, rows.json and array metadata, group metadata, root metadata."""
+    parts = rel.split("/")
+    if rel == "zarr.json":
+        return 4
+    if len(parts) == 2 and parts[1] == "zarr.json":
+        return 3
+    if parts[-1] == "zarr.json" or parts[-1] == "rows.json":
+        return 2
+    if len(parts) > 1 and parts[1] == "done":
+        return 1
+    return 0
+
+
+def _write(dst: CachePath, data: bytes) -> None:
+    if isinstance(dst, RemotePath):
+        dst.write_bytes(data)
+        return
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, dst)
+
+
+def _check_specs(src: CachePath, dst: CachePath) -> list[Any]:
+    """The source's groups; refuses a destination group of the same key that holds another spec's features."""
+    groups = open_groups(src)
+    if not (dst / "zarr.json").is_file():
+        return groups
+    open_root(dst, create=False)  # an ava cache of a version this ava reads
+    there = {g.key: g for g in open_groups(dst)}
+    for g in groups:
+        other = there.get(g.key)
+        if other is not None and spec_diff(other.spec, g.spec):
+            diff = "; ".join(spec_diff(other.spec, g.spec)[:3])
+            raise CacheError(f"{dst}: cache group {g.key!r} holds features of another spec than {src}'s ({diff}); "
+                             "copy into another location")  # fmt: skip
+    return groups
+
+
+def _locks(dst: CachePath, keys: list[str]) -> contextlib.ExitStack:
+    from ava.cache.integrity import group_lock
+    from ava.cache.store import CacheGroup
+
+    stack = contextlib.ExitStack()
+    try:
+        for key in keys:
+            stub = CacheGroup(dst / key, key, {})
+            stack.enter_context(group_lock(stub, f"another job is writing cache group {key} of {dst}; copy once "
+                                                 "it has finished"))  # fmt: skip
+    except BaseException:
+        stack.close()
+        raise
+    return stack
+
+
+def copy_cache(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, threads: int = 8,
+               verify: bool = True, progress: bool = False) -> dict[str, Any]:  # fmt: skip
+    """Copy cache ``src`` to ``dst`` (resumable; see the module docstring). Returns what was copied, skipped, the
+    bytes, seconds and throughput, and each group's digest on both sides."""
+    s, d = cache_path(src), cache_path(dst)
+    probe(s, write=False)
+    probe(d, write=True)
+    if s == d or (not is_remote(s) and not is_remote(d) and Path(s).resolve() == Path(d).resolve()):
+        raise CacheError(f"{src} and {dst} are the same cache")
+    groups = _check_specs(s, d)
+    t0 = time.perf_counter()
+    with _locks(d, [g.key for g in groups]):
+        have = _all_files(d)
+        files = _all_files(s)
+        todo = [(rel, size) for rel, size in files.items() if _phase(rel) > 0 or have.get(rel) != size]
+        copied = {"files": 0, "bytes": 0}
+
+        def one(item: tuple[str, int]) -> None:
+            rel, _ = item
+            data = (s / rel).read_bytes()
+            if rel.endswith("rows.json") and not is_remote(d):
+                write_text_atomic(d / rel, data.decode())  # type: ignore[operator]
+            else:
+                _write(d / rel, data)  # type: ignore[operator]
+            copied["files"] += 1
+            copied["bytes"] += len(data)
+
+        from ava.progress import progress as progress_bar
+
+        with progress_bar(progress, transient=True) as bar, ThreadPoolExecutor(max(1, threads)) as pool:
+            task = bar.add_task(f"copy {s} -> {d}", total=len(todo))
+            for phase in range(5):  # a phase starts once the one before it is all written
+                for _ in pool.map(one, [item for item in todo if _phase(item[0]) == phase]):
+                    bar.advance(task)
+    seconds = time.perf_counter() - t0
+    report: dict[str, Any] = {"src": str(s), "dst": str(d), "files": len(files), "copied": copied["files"],
+                              "skipped": len(files) - len(todo), "bytes": copied["bytes"],
+                              "seconds": round(seconds, 3),
+                              "mb_per_s": round(copied["bytes"] / 1e6 / seconds, 1) if seconds > 0 else None,
+                              "groups": {}}  # fmt: skip
+    if verify:
+        report["groups"] = verify_copy(s, d, [g.key for g in groups], progress=progress)
+    return report
+
+
+def verify_copy(src: CachePath, dst: CachePath, keys: list[str], *, progress: bool = False) -> dict[str, str]:
+    """Each group's content digest, equal on both sides (else a one-line error naming the group)."""
+    from ava.cache.inspect import content_digest
+    from ava.cache.store import CacheGroup
+
+    digests = {}
+    for key in keys:
+        a = content_digest(CacheGroup.open(src, key), progress=progress)
+        b = content_digest(CacheGroup.open(dst, key), progress=progress)
+        if a != b:
+            raise CacheError(f"{dst}: group {key} does not match {src} after the copy (digest {b[:16]} != "
+                             f"{a[:16]}); run the copy again (it resumes)")  # fmt: skip
+        digests[key] = a
+    return digests

@@ -1,0 +1,98 @@
+"""`ava sweep`: run a grid of VFM x head x ability set as jobs; `ava sweep status PLAN`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ava.cli.options import AvaOpt, list_callback
+
+app = typer.Typer(invoke_without_command=True, no_args_is_help=False)
+_O = typer.Option
+
+
+def _slurm(partition: str | None, gpus: int | None, time_min: int | None, array: int | None, account: str | None,
+           cpus: int | None) -> dict[str, Any]:  # fmt: skip
+    fields = {"partition": partition, "gpus_per_job": gpus, "time_min": time_min, "array_parallelism": array,
+              "account": account, "cpus_per_job": cpus}  # fmt: skip
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+@app.callback()
+def sweep(
+    ctx: typer.Context,
+    vfm: Annotated[list[str] | None, _O(help="VFMs (repeat or comma-separate).", callback=list_callback)] = None,
+    head: Annotated[
+        list[str] | None,
+        _O(help="Heads (repeat or comma-separate); default: probe-linear, probe-attn, knn.", callback=list_callback),
+    ] = None,
+    ava: AvaOpt = None,
+    data: Annotated[str | None, _O(help="Dataset directory (already split).")] = None,
+    cache: Annotated[str | None, _O(help="Feature cache: a directory or a URL (s3://bucket/prefix).")] = None,
+    out: Annotated[str | None, _O("--out", "-o", help="Runs directory; the plan and job logs go to OUT/sweep.")] = None,
+    plan: Annotated[Path | None, _O("--plan", help="TOML plan file; options override its fields.")] = None,
+    executor: Annotated[str | None, _O(help="local (processes here) or slurm (submitit).")] = None,
+    jobs: Annotated[int | None, _O(help="local: jobs at once (default 1).", min=1)] = None,
+    device: Annotated[str | None, _O(help="auto, cpu, cuda (passed to every job).")] = None,
+    partition: Annotated[str | None, _O(help="slurm: partition.")] = None,
+    gpus_per_job: Annotated[int | None, _O(help="slurm: GPUs per job (> 1: torchrun extraction).", min=0)] = None,
+    time_min: Annotated[int | None, _O(help="slurm: time limit per job, minutes.", min=1)] = None,
+    array_parallelism: Annotated[int | None, _O(help="slurm: array tasks running at once.", min=1)] = None,
+    account: Annotated[str | None, _O(help="slurm: account to charge.")] = None,
+    cpus_per_job: Annotated[int | None, _O(help="slurm: CPUs per job.", min=1)] = None,
+    as_json: Annotated[bool, _O("--json", help="Print JSON.")] = False,
+) -> None:
+    """Plan the grid (VFM x head x ability set), extract each VFM's cache once, then run every cell as its own job
+    into OUT/<head>-<vfm> (what `ava report` reads). Rerunning submits only what is missing or failed.
+
+    Example: ava sweep --vfm pixels,random-vit --head knn,probe-linear --ava color,counting --data D --cache C
+    --out runs --executor local --jobs 2
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    from ava.sweep.plan import load_plan, make_plan
+    from ava.sweep.run import sweep as run_sweep
+
+    fields = {"vfm": vfm, "head": head, "ava": [",".join(ava)] if ava else None, "data": data, "cache": cache,
+              "out": out, "executor": executor, "jobs": jobs, "device": device}  # fmt: skip
+    slurm = _slurm(partition, gpus_per_job, time_min, array_parallelism, account, cpus_per_job)
+    the_plan = load_plan(plan, **fields, slurm=slurm) if plan else make_plan({**fields, "slurm": slurm})
+    result = run_sweep(the_plan)
+    if as_json:
+        typer.echo(json.dumps(result, indent=2))
+        return
+    typer.echo(f"plan {result['plan']}: {len(result['submitted'])} job(s) run or submitted, "
+               f"{len(result['skipped'])} already done or in flight")  # fmt: skip
+    _print(result["jobs"])
+    if any(r["state"] in ("failed", "blocked") for r in result["jobs"]):
+        raise typer.Exit(1)
+
+
+def _print(rows: list[dict[str, Any]]) -> None:
+    from rich.console import Console
+
+    console = Console(soft_wrap=True)
+    for r in rows:
+        where = f" [slurm {r['slurm_id']}]" if r.get("slurm_id") else ""
+        tail = (f" -> {', '.join(r['results'])}" if r["results"] else "") + (f": {r['error']}" if r["error"] else "")
+        console.print(f"{r['state']:<9} {r['job']}{where} log {r['log'] or '-'}{tail}", highlight=False, markup=False)
+
+
+@app.command("status")
+def status(
+    plan: Annotated[Path, typer.Argument(help="The plan file (OUT/sweep/plan.toml) or the runs directory OUT.")],
+    as_json: Annotated[bool, _O("--json", help="Print JSON.")] = False,
+) -> None:
+    """Each job's state, log path and result (or its error in one line)."""
+    from ava.sweep.plan import load_plan
+    from ava.sweep.run import status as sweep_status
+
+    result = sweep_status(load_plan(plan))
+    if as_json:
+        typer.echo(json.dumps(result, indent=2))
+        return
+    typer.echo(f"plan {result['plan']}: " + ", ".join(f"{n} {s}" for s, n in sorted(result["counts"].items())))
+    _print(result["jobs"])

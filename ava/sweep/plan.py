@@ -1,0 +1,194 @@
+"""A sweep's plan: which VFMs, heads and ability sets, on which data and cache, where the runs go, and how the jobs
+are launched. Given as options (the forms of `ava fingerprint`) or as a TOML file::
+
+    vfm = ["pixels", "random-vit"]
+    head = ["knn", "probe-linear"]
+    ava = [["color", "counting"], ["ocr"]]      # ability sets: one job per set (a flat list is one set)
+    data = "data/ava"
+    cache = "s3://bucket/features"               # a directory or any cache URL (ava.cache.location)
+    out = "runs"
+    executor = "slurm"                           # or "local"
+    jobs = 2                                     # local: jobs at once
+    device = "auto"
+    [slurm]
+    partition = "gpu"
+    gpus_per_job = 1                             # > 1: extraction runs under torchrun in the allocation
+    time_min = 240
+    array_parallelism = 32
+    account = "my-account"
+    cpus_per_job = 8
+
+The plan is written to ``OUT/sweep/plan.toml`` (what ``ava sweep status`` and a rerun read) and checked before any
+job starts: every VFM, head and ability must be known, and a SLURM partition must exist.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ava.errors import AvaError
+
+EXECUTORS = ("local", "slurm")
+PLAN_FILE = "plan.toml"
+
+
+class SweepError(AvaError):
+    """A plan that cannot run: unknown VFM, head, ability or partition, a bad option, a plan file that does not
+    parse."""
+
+
+@dataclass
+class SlurmOptions:
+    partition: str | None = None
+    gpus_per_job: int = 0
+    time_min: int = 60
+    array_parallelism: int = 32
+    account: str | None = None
+    cpus_per_job: int = 1
+
+
+@dataclass
+class SweepPlan:
+    vfm: list[str]
+    head: list[str]
+    ava: list[list[str]]  # ability sets; [[]] means every ability in the data, as one set
+    data: str
+    cache: str
+    out: str
+    executor: str = "local"
+    jobs: int = 1
+    device: str = "auto"
+    slurm: SlurmOptions = field(default_factory=SlurmOptions)
+
+    @property
+    def folder(self) -> Path:
+        """Where the plan, the jobs' state and their logs are kept: ``OUT/sweep``."""
+        return Path(self.out) / "sweep"
+
+
+def _sets(value: Any) -> list[list[str]]:
+    """``["a", "b"]`` -> one set; ``[["a"], ["b", "c"]]`` -> two; ``"a,b"`` -> one; nothing -> every ability."""
+    if not value:
+        return [[]]
+    if isinstance(value, str):
+        value = [value]
+    if all(isinstance(v, str) for v in value):
+        return [[a.strip() for v in value for a in v.split(",") if a.strip()]]
+    return [[a.strip() for a in (s.split(",") if isinstance(s, str) else s) if a.strip()] for s in value]
+
+
+def _list(value: Any) -> list[str]:
+    if isinstance(value, str):
+        value = [value]
+    return [v.strip() for item in value or [] for v in str(item).split(",") if v.strip()]
+
+
+def make_plan(fields: dict[str, Any]) -> SweepPlan:
+    """A plan from fields (a TOML file's, options over them), normalised and checked."""
+    fields = {k: v for k, v in fields.items() if v is not None}
+    known = {f.name for f in dataclasses.fields(SweepPlan)}
+    unknown = sorted(set(fields) - known)
+    if unknown:
+        raise SweepError(f"sweep plan: unknown field(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+    missing = [k for k in ("vfm", "data", "cache", "out") if not fields.get(k)]
+    if missing:
+        raise SweepError(f"sweep plan: give {', '.join('--' + m for m in missing)} (as options or in the plan file)")
+    slurm = dict(fields.get("slurm") or {})
+    slurm_known = {f.name for f in dataclasses.fields(SlurmOptions)}
+    if set(slurm) - slurm_known:
+        raise SweepError(f"sweep plan: unknown [slurm] field(s) {', '.join(sorted(set(slurm) - slurm_known))} "
+                         f"(known: {', '.join(sorted(slurm_known))})")  # fmt: skip
+    from ava.heads.fingerprint import FINGERPRINT_HEADS
+
+    plan = SweepPlan(
+        vfm=_list(fields["vfm"]), head=_list(fields.get("head")) or list(FINGERPRINT_HEADS),
+        ava=_sets(fields.get("ava")),
+        data=str(fields["data"]), cache=str(fields["cache"]), out=str(fields["out"]),
+        executor=str(fields.get("executor", "local")), jobs=int(fields.get("jobs", 1)),
+        device=str(fields.get("device", "auto")), slurm=SlurmOptions(**slurm),
+    )  # fmt: skip
+    check_plan(plan)
+    return plan
+
+
+def check_plan(plan: SweepPlan) -> None:
+    """Every name known and every number sensible, before any job starts (one line naming what is wrong)."""
+    from ava.abilities import ABILITIES
+    from ava.heads import HEADS
+    from ava.vfm import VFMS
+    from ava.vfm.resolve import check_name
+
+    if plan.executor not in EXECUTORS:
+        raise SweepError(f"--executor {plan.executor!r}: use one of {', '.join(EXECUTORS)}")
+    if plan.jobs < 1:
+        raise SweepError(f"--jobs must be >= 1, got {plan.jobs}")
+    for name in plan.vfm:
+        check_name(name)
+        base = name.partition("#")[0].partition("@")[0]
+        if ":" not in base:
+            try:
+                VFMS.canonical(base)
+            except AvaError as e:
+                raise SweepError(f"sweep plan: --vfm {name!r}: {e}") from None
+    try:
+        plan.head = [HEADS.canonical(h) for h in plan.head]
+        plan.ava = [[ABILITIES.canonical(a) for a in s] for s in plan.ava]
+    except AvaError as e:
+        raise SweepError(f"sweep plan: {e}") from None
+    if not Path(plan.data).is_dir():
+        raise SweepError(f"--data {plan.data}: no such dataset directory")
+    s = plan.slurm
+    for name in ("gpus_per_job", "time_min", "array_parallelism", "cpus_per_job"):
+        low = 0 if name == "gpus_per_job" else 1
+        if getattr(s, name) < low:
+            raise SweepError(f"[slurm] {name} must be >= {low}, got {getattr(s, name)}")
+
+
+def load_plan(path: str | os.PathLike[str], **overrides: Any) -> SweepPlan:
+    """A plan from a TOML file (``OUT/sweep/plan.toml`` or one written by hand), options overriding its fields."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "sweep" / PLAN_FILE if (p / "sweep" / PLAN_FILE).is_file() else p / PLAN_FILE
+    try:
+        fields = tomllib.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SweepError(f"{p}: no sweep plan there (write one, or run `ava sweep` with options)") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise SweepError(f"{p}: not a TOML plan ({e})") from None
+    slurm = {**(fields.get("slurm") or {}), **(overrides.pop("slurm", None) or {})}
+    return make_plan({**fields, **{k: v for k, v in overrides.items() if v is not None}, "slurm": slurm})
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return str(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    import json
+
+    return json.dumps(str(v))  # a TOML basic string is a JSON string
+
+
+def plan_toml(plan: SweepPlan) -> str:
+    """The plan as TOML (the format :func:`load_plan` reads)."""
+    top = {k: v for k, v in dataclasses.asdict(plan).items() if k != "slurm"}
+    lines = [f"{k} = {_toml_value(v)}" for k, v in top.items()]
+    lines.append("\n[slurm]")
+    lines += [f"{k} = {_toml_value(v)}" for k, v in dataclasses.asdict(plan.slurm).items() if v is not None]
+    return "\n".join(lines) + "\n"
+
+
+def write_plan(plan: SweepPlan) -> Path:
+    from ava.data.format import atomic_write_text
+
+    plan.folder.mkdir(parents=True, exist_ok=True)
+    path = plan.folder / PLAN_FILE
+    atomic_write_text(path, plan_toml(plan))
+    return path

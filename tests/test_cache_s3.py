@@ -1,0 +1,325 @@
+"""The feature cache in object storage, against a real S3-compatible server on loopback (moto in server mode):
+the same key and digest as a local cache, reads, ls/info/verify through the CLI, push/pull, the lease that stands
+for flock, and bad locations refused in one line before any work."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from ava.cache import ExtractConfig, content_digest, extract, open_cache
+from ava.cache.location import CacheLocationError, RemotePath, cache_path
+from ava.cli.main import app
+from ava.errors import AvaError
+from tests._cache_fixtures import make_dataset
+from tests.test_bad_inputs_cache import run_cli
+
+pytest_plugins = ["tests._s3_fixtures"]  # the S3 server fixtures
+
+PIXELS = "pixels"
+
+
+def objects(url: str) -> dict[str, int]:
+    """Every object under ``url`` (relative key -> size), listed through the server."""
+    from ava.cache.transfer import _all_files
+
+    return _all_files(cache_path(url))
+
+
+def _extract(data: Path, cache: str | Path, **kw: object) -> dict:
+    cfg = {"batch_size": 2, "shard_size": 4, "device": "cpu", "progress": False, **kw}
+    return extract(ExtractConfig(vfm=PIXELS, data=str(data), cache=str(cache), **cfg))  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_dataset(tmp_path_factory.mktemp("s3data") / "data", n_images=10)
+
+
+def test_url_cache_has_the_local_key_digest_and_values(data: Path, tmp_path: Path, s3_url: str) -> None:
+    remote, local = _extract(data, s3_url), _extract(data, tmp_path / "local")
+    assert remote["extracted"] == local["extracted"] == 10 and remote["key"] == local["key"]
+    r, lo = open_cache(s3_url, PIXELS), open_cache(tmp_path / "local", PIXELS)
+    assert isinstance(r.group.path, RemotePath) and str(r.group.path) == f"{s3_url}/{r.key}"
+    assert content_digest(r.group) == content_digest(lo.group)
+    shas = lo.group.rows()[2:9]
+    np.testing.assert_array_equal(r.read(shas), lo.read(shas))
+    np.testing.assert_array_equal(r.read_view(shas, None, "mean"), lo.read_view(shas, None, "mean"))
+    # a shard is one object per array (3 shards of 4 rows), its done chunk is the shard's commit marker
+    keys = objects(s3_url)
+    layer = r.layers[0]
+    assert sorted(k for k in keys if k.startswith(f"{r.key}/features/{layer}/c/")) == \
+        [f"{r.key}/features/{layer}/c/{s}/0/0" for s in range(3)]  # fmt: skip
+    assert sorted(k for k in keys if k.startswith(f"{r.key}/done/c/")) == [f"{r.key}/done/c/{s}" for s in range(3)]
+    assert not any(".lease" in k for k in keys)  # the job's lease is gone once it ends
+
+
+def test_resume_redoes_only_uncommitted_shards(data: Path, s3_url: str) -> None:
+    _extract(data, s3_url)
+    group = open_cache(s3_url, PIXELS).group
+    shard1 = group.path / "features" / str(group.layers[0]) / "c/1/0/0"
+    marker = group.path / "done/c/1"
+    assert isinstance(shard1, RemotePath) and shard1.is_file()
+    marker.unlink()  # shard 1 never committed: its data object is not trusted
+    before = content_digest(open_cache(s3_url, PIXELS).group)
+    again = _extract(data, s3_url)
+    assert again["already_done"] == 6 and again["extracted"] == 4
+    assert content_digest(open_cache(s3_url, PIXELS).group) != before  # the 4 rows are back in the digest
+
+
+def test_cli_ls_info_verify_on_a_url(data: Path, s3_url: str) -> None:
+    _extract(data, s3_url)
+    runner = CliRunner()
+    info = runner.invoke(app, ["cache", "info", s3_url, "--json"])
+    assert info.exit_code == 0, info.output
+    got = json.loads(info.output)
+    assert got["cache"] == s3_url and got["groups"][0]["rows_done"] == 10 and got["bytes"] > 0
+    assert got["groups"][0]["digest"] == content_digest(open_cache(s3_url, PIXELS).group)
+    ls = runner.invoke(app, ["cache", "ls", s3_url])
+    assert ls.exit_code == 0 and "10/10" in ls.output, ls.output
+    ok = runner.invoke(app, ["cache", "verify", s3_url, "--data", str(data), "-q"])
+    assert ok.exit_code == 0, ok.output
+    group = open_cache(s3_url, PIXELS).group
+    (group.path / "features" / str(group.layers[0]) / "c/2/0/0").unlink()  # a committed shard's data lost
+    bad = runner.invoke(app, ["cache", "verify", s3_url, "-q"])
+    assert bad.exit_code == 1 and "c/2/0/0 is missing" in bad.output, bad.output
+    fixed = runner.invoke(app, ["cache", "verify", s3_url, "-q", "--repair"])
+    assert "2 row(s) marked for re-extraction" in fixed.output, fixed.output
+    assert _extract(data, s3_url)["extracted"] == 2
+    assert runner.invoke(app, ["cache", "verify", s3_url, "-q"]).exit_code == 0
+
+
+def test_push_pull_round_trip_resumes_and_verifies(data: Path, tmp_path: Path, s3_url: str) -> None:
+    _extract(data, tmp_path / "local")
+    runner = CliRunner()
+    pushed = runner.invoke(app, ["cache", "push", str(tmp_path / "local"), s3_url, "-q"])
+    assert pushed.exit_code == 0, pushed.output
+    digest = content_digest(open_cache(tmp_path / "local", PIXELS).group)
+    assert f"digest {digest} (equal on both sides)" in pushed.output
+    key = open_cache(s3_url, PIXELS).key
+    shard = cache_path(s3_url) / key / f"features/{open_cache(s3_url, PIXELS).layers[0]}/c/1/0/0"
+    shard.unlink()  # a push cut off: one data object missing
+    again = runner.invoke(app, ["cache", "push", str(tmp_path / "local"), s3_url, "-q"])
+    assert again.exit_code == 0 and "digest" in again.output, again.output
+    assert shard.is_file()
+    data_objects = [k for k in objects(s3_url) if "/c/" in k and "/done/" not in k]
+    assert f"{len(data_objects) - 1} already there" in again.output  # only the lost one was sent again
+    pulled = runner.invoke(app, ["cache", "pull", s3_url, str(tmp_path / "back"), "-q"])
+    assert pulled.exit_code == 0, pulled.output
+    assert content_digest(open_cache(tmp_path / "back", PIXELS).group) == digest
+
+
+def test_copy_refuses_a_group_of_another_spec(data: Path, tmp_path: Path, s3_url: str, capsys: pytest.CaptureFixture,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    _extract(data, tmp_path / "a", key="k")
+    _extract(data, s3_url, key="k", codec="int8")
+    before = objects(s3_url)
+    code, output = run_cli(["cache", "push", str(tmp_path / "a"), s3_url, "-q"], capsys, monkeypatch)
+    assert code == 2 and len(output.strip().splitlines()) == 1, output
+    assert f"error: {s3_url}: cache group 'k' holds features of another spec" in output and "codec" in output
+    assert objects(s3_url) == before  # nothing copied
+
+
+def test_second_extractor_is_refused_while_the_lease_is_held(data: Path, s3_url: str) -> None:
+    from ava.cache.lease import Lease
+
+    _extract(data, s3_url)
+    group = open_cache(s3_url, PIXELS).group
+    busy = r"another `ava cache extract` is writing cache group .* held by pid"
+    with Lease(group.path, "busy"), pytest.raises(AvaError, match=busy):  # held by a live process (this one)
+        _extract(data, s3_url)
+    assert _extract(data, s3_url)["already_done"] == 10  # released: the next one runs
+
+
+def test_a_dead_holders_lease_is_taken_over(data: Path, s3_url: str) -> None:
+    import socket
+
+    _extract(data, s3_url)
+    group = open_cache(s3_url, PIXELS).group
+    dead = {"host": socket.gethostname(), "pid": 2**22 + 17, "token": "x", "taken": 0, "renewed": 9e12}
+    (group.path / ".extract.lease").write_text(json.dumps(dead))  # fresh, but its process does not run
+    assert _extract(data, s3_url)["already_done"] == 10
+
+
+def test_fingerprint_reads_a_url_cache(data: Path, tmp_path: Path, s3_url: str, capfd: pytest.CaptureFixture) -> None:
+    _extract(data, s3_url)
+    result = CliRunner().invoke(app, ["fingerprint", "--vfm", PIXELS, "--data", str(data), "--cache", s3_url,
+                                      "--out", str(tmp_path / "runs"), "--head", "knn", "-q"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    run = json.loads((tmp_path / "runs" / "knn-pixels" / "config.json").read_text())
+    assert run["cache"] == s3_url  # a URL is kept as given, not made a local path
+
+
+# -- bad locations: one line, before any work -----------------------------------------------------------------------
+def test_missing_protocol_package_is_named(tmp_path: Path) -> None:
+    pytest.importorskip("fsspec")
+    import importlib.util
+
+    if importlib.util.find_spec("gcsfs") is not None:
+        pytest.skip("gcsfs is installed")
+    with pytest.raises(CacheLocationError, match=r"^--cache gs://b/p: the gs:// protocol needs the package gcsfs "
+                                                 r"\(pip install gcsfs\)$"):  # fmt: skip
+        cache_path("gs://b/p")
+    with pytest.raises(CacheLocationError, match="unknown protocol 'nosuch'"):
+        cache_path("nosuch://b/p")
+
+
+def test_missing_bucket_and_unreachable_endpoint(data: Path, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture) -> None:  # fmt: skip
+    code, output = run_cli(["cache", "extract", "--vfm", PIXELS, "--data", str(data), "--cache", "s3://no-such-bucket/x",
+                            "-q"], capsys, monkeypatch)  # fmt: skip
+    assert code == 2 and len(output.strip().splitlines()) == 1, output
+    assert "error: --cache s3://no-such-bucket/x: bucket 'no-such-bucket' does not exist" in output, output
+    from tests._cache_fixtures import free_port
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{free_port()}")  # nothing listens there
+    import s3fs
+
+    s3fs.S3FileSystem.clear_instance_cache()  # a new client reads the new endpoint
+    try:
+        with pytest.raises(CacheLocationError, match=r"^--cache s3://ava-test/y: the store cannot be reached \("
+                                                     r"EndpointConnectionError: .*check the endpoint"):  # fmt: skip
+            _extract(data, "s3://ava-test/y")
+    finally:
+        s3fs.S3FileSystem.clear_instance_cache()
+
+
+def test_another_specs_key_is_refused_and_nothing_is_written(data: Path, s3_url: str) -> None:
+    _extract(data, s3_url, key="k")
+    before = objects(s3_url)
+    with pytest.raises(AvaError, match=r"cache group 'k' holds features of another spec; differing fields: codec"):
+        _extract(data, s3_url, key="k", codec="int8")
+    assert objects(s3_url) == before
+
+
+# -- kill -9 mid-extraction into the object store, then resume -----------------------------------------------------
+def _done_rows(url: str) -> int:
+    from ava.cache.store import CacheGroup, group_keys
+
+    try:
+        keys = group_keys(url)
+        return int(CacheGroup.open(url, keys[0]).done_mask().sum()) if keys else 0
+    except Exception:  # the child is still creating the store
+        return 0
+
+
+@pytest.mark.slow
+def test_kill_9_mid_run_then_resume_gives_the_local_digest(data: Path, tmp_path: Path, s3_url: str) -> None:
+    import os
+    import signal
+    import time
+
+    from tests._cache_fixtures import start_extract
+
+    child = start_extract(data, s3_url, PIXELS, delay=0.4)  # type: ignore[arg-type]
+    deadline = time.monotonic() + 90
+    while _done_rows(s3_url) < 4 and child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    assert child.returncode == -signal.SIGKILL, child.stderr.read() if child.stderr else ""
+    done = _done_rows(s3_url)
+    assert 4 <= done < 10  # killed mid-run, after at least one committed shard
+    assert (open_cache(s3_url, PIXELS).group.path / ".extract.lease").is_file()  # the dead job's lease is left...
+    resumed = _extract(data, s3_url)  # ...and taken over: its holder no longer runs
+    assert resumed["already_done"] == done and resumed["extracted"] == 10 - done
+    _extract(data, tmp_path / "ref")
+    reference = content_digest(open_cache(tmp_path / "ref", PIXELS).group)
+    assert content_digest(open_cache(s3_url, PIXELS).group) == reference
+
+
+def test_a_run_of_rows_is_read_in_few_range_requests(data: Path, s3_url: str, monkeypatch: pytest.MonkeyPatch,
+                                                     capfd: pytest.CaptureFixture) -> None:  # fmt: skip
+    """Zarr asks for each row's chunk by its own ranged GET; in object storage they are served from blocks."""
+    import zarr.storage
+
+    from ava.cache.reader import ResidentFeatures
+
+    _extract(data, s3_url, shard_size=8)
+    cache = open_cache(s3_url, PIXELS)
+    asked: list[str] = []
+    real = zarr.storage.FsspecStore.get
+
+    async def counted(self: object, key: str, prototype: object, byte_range: object = None) -> object:
+        asked.append(f"{key} {type(byte_range).__name__}")
+        return await real(self, key, prototype, byte_range)
+
+    monkeypatch.setattr(zarr.storage.FsspecStore, "get", counted)
+    shas = cache.group.rows()[1:8]  # 7 of shard 0's 8 rows (a whole shard is one GET in Zarr already)
+    resident = ResidentFeatures(cache, shas, device="cpu").wait()
+    np.testing.assert_array_equal(resident.float().numpy(), cache.read(shas))
+    layer = cache.layers[0]
+    ranged = [a for a in asked if a.endswith(" RangeByteRequest")]  # keys relative to the array
+    assert ranged == ["c/0/0/0 RangeByteRequest"], asked  # one block for the 7 chunks (Zarr alone: 7, one per row)
+    assert f"read 7 rows of features/{layer} from {s3_url}/" in capfd.readouterr().err  # the throughput line
+
+
+@pytest.mark.slow
+def test_two_torchrun_ranks_split_the_shards_of_a_url_cache(data: Path, tmp_path: Path, s3_url: str) -> None:
+    """Rank 0 holds the lease and indexes the images; each rank writes and commits only its own shards."""
+    from tests._cache_fixtures import free_port, start_extract
+
+    env = {"WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "GLOO_SOCKET_IFNAME": "lo"}
+    ranks = [start_extract(data, s3_url, PIXELS, RANK=str(r), LOCAL_RANK=str(r), **env) for r in (0, 1)]  # type: ignore[arg-type]
+    summaries = []
+    for child in ranks:
+        out, err = child.communicate(timeout=180)
+        assert child.returncode == 0, err
+        summaries.append(json.loads(out.split("SUMMARY ", 1)[1]))
+    assert [s["extracted"] for s in summaries] == [6, 4]  # shards 0, 2 (4 + 2 rows) and shard 1 (4 rows)
+    _extract(data, tmp_path / "ref")
+    reference = content_digest(open_cache(tmp_path / "ref", PIXELS).group)
+    assert content_digest(open_cache(s3_url, PIXELS).group) == reference
+
+
+def test_refused_credentials_are_said_before_any_work(data: Path, tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """A second moto server that checks credentials (``INITIAL_NO_AUTH_ACTION_COUNT=0``): unknown keys get a 403."""
+    import os
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    import s3fs
+
+    from tests._cache_fixtures import free_port
+
+    port = free_port()
+    env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "0"}
+    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        for _ in range(150):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/moto-api/", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.1)
+        monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "not-a-key")
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-a-secret")
+        s3fs.S3FileSystem.clear_instance_cache()
+        for args in (["cache", "extract", "--vfm", PIXELS, "--data", str(data), "--cache", "s3://private/f", "-q"],
+                     ["cache", "ls", "s3://private/f"],
+                     ["cache", "pull", "s3://private/f", str(tmp_path / "local")]):  # fmt: skip
+            code, output = run_cli(args, capsys, monkeypatch)
+            assert code == 2 and len(output.strip().splitlines()) == 1, output
+            assert output.startswith("error: --cache s3://private/f: access denied (PermissionError: "), output
+        assert not (tmp_path / "local").exists()
+    finally:
+        server.terminate()
+        server.wait()
+        s3fs.S3FileSystem.clear_instance_cache()
+
+
+def test_a_file_url_is_the_local_directory(data: Path, tmp_path: Path) -> None:
+    """``file://DIR`` names the directory itself (flock, rename), not a second store beside it."""
+    first = _extract(data, f"file://{tmp_path / 'c'}")
+    assert isinstance(cache_path(f"file://{tmp_path / 'c'}"), Path)
+    again = _extract(data, tmp_path / "c")
+    assert again["key"] == first["key"] and again["already_done"] == 10 and again["extracted"] == 0

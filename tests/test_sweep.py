@@ -1,0 +1,141 @@
+"""`ava sweep`: the plan (options or TOML, checked before any job), the local executor end to end (resumable: a rerun
+runs only what failed or changed), and a real one-node SLURM cluster through submitit (`.ci/slurm-up.sh`; skipped
+when no cluster answers here)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ava.sweep.jobs import plan_jobs
+from ava.sweep.plan import SweepError, load_plan, make_plan, plan_toml, write_plan
+from ava.sweep.run import status, sweep
+from tests._cache_fixtures import make_dataset
+from tests.test_bad_inputs_cache import run_cli
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_dataset(tmp_path_factory.mktemp("sweep") / "data", n_images=10)
+
+
+def _fields(data: Path, tmp: Path, **kw: object) -> dict:
+    return {"vfm": "pixels", "head": "knn", "data": str(data), "cache": str(tmp / "cache"), "out": str(tmp / "runs"),
+            "device": "cpu", **kw}  # fmt: skip
+
+
+def test_plan_round_trips_through_toml_and_makes_one_job_per_cell(data: Path, tmp_path: Path) -> None:
+    plan = make_plan(_fields(data, tmp_path, vfm="pixels,random-vit", head=["knn", "linear"],
+                             ava=[["color", "counting"], ["color"]]))  # fmt: skip
+    assert plan.head == ["knn", "probe-linear"] and plan.ava == [["color", "counting"], ["color"]]  # "linear": an alias
+    assert load_plan(write_plan(plan)) == plan
+    assert "[slurm]" in plan_toml(plan)
+    names = [j.name for j in plan_jobs(plan)]
+    assert names[:2] == ["extract-pixels", "extract-random-vit"] and len(names) == 2 + 2 * 2 * 2
+    assert "probe-linear-random-vit-color+counting" in names
+    job = next(j for j in plan_jobs(plan) if j.name == "knn-pixels-color")
+    assert job.argv[1:] == ["-m", "ava", "head", "train", "--head", "knn", "--vfm", "pixels", "--data", str(data),
+                            "--cache", str(tmp_path / "cache"), "--out", str(tmp_path / "runs" / "knn-pixels-color"),
+                            "--device", "cpu", "--ava", "color"]  # fmt: skip
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"vfm": "no-such-vfm"}, r"--vfm 'no-such-vfm'"),
+    ({"head": "knm"}, r"unknown head 'knm'"),
+    ({"ava": "colr,counting"}, r"colr"),
+    ({"executor": "k8s"}, r"--executor 'k8s': use one of local, slurm"),
+    ({"jobs": 0}, r"--jobs must be >= 1"),
+    ({"bogus": 1}, r"unknown field\(s\) bogus"),
+])  # fmt: skip
+def test_bad_plans_are_refused_before_any_job(data: Path, tmp_path: Path, change: dict, message: str) -> None:
+    with pytest.raises(SweepError, match=message):
+        make_plan(_fields(data, tmp_path, **change))
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_plan_file_that_is_not_toml_is_named(tmp_path: Path) -> None:
+    (tmp_path / "plan.toml").write_text("vfm = [unclosed")
+    with pytest.raises(SweepError, match=r"plan.toml: not a TOML plan"):
+        load_plan(tmp_path / "plan.toml")
+
+
+@pytest.mark.slow
+def test_local_sweep_runs_each_job_once_and_reruns_only_the_failed(data: Path, tmp_path: Path, capsys,
+                                                                   monkeypatch) -> None:  # fmt: skip
+    plan_file = tmp_path / "grid.toml"
+    plan_file.write_text(f'vfm = ["pixels"]\nhead = ["knn"]\nava = [["color", "counting"], ["ocr"]]\n'
+                         f'data = "{data}"\ncache = "{tmp_path / "cache"}"\nout = "{tmp_path / "runs"}"\n'
+                         f'device = "cpu"\njobs = 2\n')  # fmt: skip
+    code, output = run_cli(["sweep", "--plan", str(plan_file)], capsys, monkeypatch)
+    assert code == 1, output  # the ocr job fails: the data has no ocr samples
+    rows = {r["job"]: r for r in status(load_plan(tmp_path / "runs"))["jobs"]}
+    assert rows["extract-pixels"]["state"] == rows["knn-pixels-color+counting"]["state"] == "done"
+    assert rows["knn-pixels-color+counting"]["results"] == [str(tmp_path / "runs/knn-pixels-color+counting/"
+                                                                "results_test.json")]  # fmt: skip
+    failed = rows["knn-pixels-ocr"]
+    log = str(tmp_path / "runs/sweep/logs/knn-pixels-ocr.log")
+    assert failed["state"] == "failed" and failed["log"] == log
+    assert failed["error"].startswith("error: dataset") and "no samples for ability 'ocr'" in failed["error"]
+    assert f"failed    knn-pixels-ocr log {log}: error: dataset" in output
+    stamp = (tmp_path / "runs/sweep/logs/knn-pixels-color+counting.log").stat().st_mtime_ns
+    again = sweep(load_plan(tmp_path / "runs"))
+    assert again["submitted"] == ["knn-pixels-ocr"]  # only the failed job ran again
+    assert (tmp_path / "runs/sweep/logs/knn-pixels-color+counting.log").stat().st_mtime_ns == stamp
+    code, output = run_cli(["sweep", "status", str(tmp_path / "runs"), "--json"], capsys, monkeypatch)
+    assert code == 0 and json.loads(output)["counts"] == {"done": 2, "failed": 1}
+
+
+# -- a real SLURM cluster -----------------------------------------------------------------------------------------
+def _slurm_up() -> bool:
+    if shutil.which("sinfo") is None:
+        return False
+    try:
+        out = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=10)
+    except subprocess.TimeoutExpired:
+        return False
+    return out.returncode == 0 and bool(out.stdout.strip())
+
+
+slurm = pytest.mark.skipif(not _slurm_up(), reason="no SLURM cluster answers here (start one: bash .ci/slurm-up.sh)")
+
+
+@slurm
+def test_a_missing_partition_is_refused_before_any_job(data: Path, tmp_path: Path, capsys, monkeypatch) -> None:
+    pytest.importorskip("submitit")
+    args = ["sweep", "--vfm", "pixels", "--head", "knn", "--data", str(data), "--cache", str(tmp_path / "c"),
+            "--out", str(tmp_path / "runs"), "--executor", "slurm", "--partition", "no-such-partition"]  # fmt: skip
+    code, output = run_cli(args, capsys, monkeypatch)
+    assert code == 2 and len(output.strip().splitlines()) == 1, output
+    assert output.startswith("error: --partition 'no-such-partition': no such SLURM partition (partitions: ")
+    assert not (tmp_path / "runs").exists()
+
+
+@slurm
+@pytest.mark.slow
+def test_slurm_sweep_runs_through_submitit_and_a_rerun_submits_nothing(data: Path, tmp_path: Path) -> None:
+    pytest.importorskip("submitit")
+    partition = subprocess.run(["sinfo", "-h", "-o", "%P"], capture_output=True, text=True).stdout.split()[0]
+    plan = make_plan(_fields(data, tmp_path, executor="slurm", ava="color,counting",
+                             slurm={"partition": partition.rstrip("*"), "time_min": 10}))  # fmt: skip
+    first = sweep(plan)
+    assert first["submitted"] == ["extract-pixels", "knn-pixels"]
+    assert all(r["slurm_id"] for r in first["jobs"])
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        rows = status(plan)["jobs"]
+        if all(r["state"] in ("done", "failed") for r in rows):
+            break
+        time.sleep(2)
+    assert [r["state"] for r in rows] == ["done", "done"], rows
+    assert rows[1]["results"] == [str(tmp_path / "runs/knn-pixels/results_test.json")]
+    assert Path(rows[1]["log"]).is_file()
+    assert sweep(plan)["submitted"] == []  # idempotent
+    report = subprocess.run([sys.executable, "-m", "ava", "report", str(tmp_path / "runs/knn-pixels"), "--out",
+                             str(tmp_path / "report")], capture_output=True, text=True)  # fmt: skip
+    assert report.returncode == 0, report.stderr
