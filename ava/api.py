@@ -172,7 +172,7 @@ class ExtractResult:
     images that could not be read (``failed``: one line each; their rows stay not done for a later run)."""
 
     vfm: str
-    cache: Path
+    cache: str  # a directory, or a URL (s3://...): kept as given
     key: str
     codec: str
     extracted: int
@@ -185,7 +185,7 @@ class ExtractResult:
 
     @classmethod
     def from_summary(cls, summary: dict[str, Any]) -> ExtractResult:
-        return cls(vfm=str(summary["vfm"]), cache=Path(summary["cache"]), key=str(summary["key"]),
+        return cls(vfm=str(summary["vfm"]), cache=str(summary["cache"]), key=str(summary["key"]),
                    codec=str(summary["codec"]), extracted=int(summary["extracted"]),
                    already_done=int(summary["already_done"]), failed=list(summary["failed"]),
                    images_per_s=summary.get("images_per_s"), rank=int(summary.get("rank", 0)),

@@ -83,7 +83,6 @@ def extract_cmd(
 
     from ava.api import extract
 
-<<<<<<< HEAD
     result = extract(
         vfm, data, cache, ava=split_list(ava), split=split, codec=codec, layers=_parse_layers(layers),
         batch_size=batch_size, device=device, dtype=dtype, num_workers=num_workers, preprocess=preprocess,
@@ -91,33 +90,6 @@ def extract_cmd(
         trust_remote_code=trust_remote_code, threads=threads or "auto",
     )  # fmt: skip
     summary = result.summary
-=======
-    try:
-        cfg = load_config(
-            ExtractConfig,
-            config,
-            vfm=vfm,
-            data=str(data) if data else None,
-            cache=cache,
-            ava=split_list(ava),
-            split=split,
-            codec=codec,
-            layers=_parse_layers(layers),
-            batch_size=batch_size,
-            device=device,
-            dtype=dtype,
-            num_workers=num_workers,
-            preprocess=preprocess,
-            shard_size=shard_size,
-            key=key,
-            progress=False if quiet else None,
-            trust_remote_code=True if trust_remote_code else None,
-        )
-    except TypeError as e:  # a required field given neither as an option nor in --config
-        raise AvaError(f"--vfm, --data and --cache are required (as options or in --config): {e}") from e
-    threads_setup(threads, cfg.num_workers)
-    summary = extract(cfg)
->>>>>>> storage
     console, err = Console(), Console(stderr=True)
     if summary["rank"] == 0:
         who = f" by rank 0 of {summary['world_size']}" if summary["world_size"] > 1 else ""
