@@ -430,13 +430,20 @@ def _vfm_name(vfm: Any, fallback: str) -> str:
     return str(getattr(vfm.spec, "key", None) or getattr(vfm.spec, "name", None) or fallback)
 
 
-def extract(config: ExtractConfig) -> dict[str, Any]:
+def extract(config: ExtractConfig, *, vfm: Any = None) -> dict[str, Any]:
     """Extract (or finish extracting) the features of the selected images; returns a summary.
 
     ``summary["failed"]`` lists the images that could not be read (by sample id and file); their rows
     stay not done, so a later run retries them.
+
+    ``vfm``: an in-memory VFM (:func:`ava.vfm.module.vfm_from_module`, or a loaded ``FrozenVFM``) instead of loading
+    ``config.vfm``; it runs on its own device and dtype (``config.device``/``dtype``/``layers``/``preprocess`` are
+    not used), its identity keys the cache group, and its name is the group's VFM name.
     """
     from ava.vfm import load_vfm
+
+    if vfm is not None:
+        return _extract_given(config, vfm)
 
     if config.dtype != "auto":
         try:
@@ -465,6 +472,33 @@ def extract(config: ExtractConfig) -> dict[str, Any]:
         )
         vfm.eval()
         group, lock = _prepare(config, vfm, _vfm_name(vfm, config.vfm), list(images), dist)
+        try:
+            summary = _run(config, vfm, group, images, device, dist, None if lock is None else lock.fileno())
+            dist.barrier()
+        finally:
+            if lock is not None:
+                lock.close()
+        return summary
+    finally:
+        dist.close()
+
+
+def _extract_given(config: ExtractConfig, vfm: Any) -> dict[str, Any]:
+    """:func:`extract` with a VFM object given by the caller (nothing is loaded)."""
+    if not hasattr(vfm, "identity") or not hasattr(vfm, "preprocess_fn"):
+        raise AvaError(f"extract(vfm=...): a {type(vfm).__name__} is not a VFM; make one with ava.vfm_from_module")
+    get_codec(config.codec)
+    if config.batch_size < 1:
+        raise AvaError(f"--batch-size must be >= 1, got {config.batch_size}")
+    images = collect_images(config.data, config.ava, config.split)
+    device = torch.device(vfm.device)
+    dist = _init_dist(device.type == "cuda")
+    try:
+        name = _vfm_name(vfm, config.vfm or "module")
+        dtype = str(getattr(vfm, "dtype", torch.float32)).removeprefix("torch.")
+        config = replace(config, vfm=config.vfm or name, dtype=dtype, device=str(device),
+                         num_workers=default_workers(device) if config.num_workers is None else config.num_workers)
+        group, lock = _prepare(config, vfm, name, list(images), dist)
         try:
             summary = _run(config, vfm, group, images, device, dist, None if lock is None else lock.fileno())
             dist.barrier()
