@@ -219,8 +219,23 @@ images = []
 model.patch_embed.register_forward_hook(lambda m, i, o: images.append(o.shape[0]))
 monitor = FingerprintMonitor(vfm, every=2, suite={data!r}, out={out!r}, baselines=())
 record = monitor.maybe_run(2)
+seen = sum(images)
+failed = None
+if rank == 0:  # the heads fail on rank 0: rank 1 is told so instead of waiting for ever
+    import ava.heads.ability_runs as runs
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    runs.train_abilities = boom
+try:
+    from ava.heads.memory import fingerprint_in_memory
+
+    fingerprint_in_memory(vfm, {data!r}, abilities=["color"], heads=["knn"])
+except Exception as e:
+    failed = f"{{type(e).__name__}}: {{e}}"
 with open({out!r} + f"/rank{{rank}}.json", "w") as f:
-    json.dump({{"scores": record["scores"], "images": sum(images)}}, f)
+    json.dump({{"scores": record["scores"], "images": seen, "failed": failed}}, f)
 dist.barrier()
 dist.destroy_process_group()
 """
@@ -228,7 +243,8 @@ dist.destroy_process_group()
 
 def test_ddp_two_cpu_processes_gloo(data, tmp_path):
     """`torchrun --nproc-per-node 2` on CPU (gloo): each rank extracts half of the images, rank 0 trains the heads,
-    rank 1 waits and gets the same result, which equals a single process's; only rank 0 writes the JSONL."""
+    rank 1 waits and gets the same result, which equals a single process's; only rank 0 writes the JSONL. When the
+    heads fail on rank 0, rank 1 raises a one-line error saying so instead of waiting for ever."""
     from ava.heads.memory import EvalSuite
 
     repo = str(Path(__file__).resolve().parents[1])
@@ -248,3 +264,5 @@ def test_ddp_two_cpu_processes_gloo(data, tmp_path):
     alone = fingerprint_in_memory(tiny_vfm(tiny_vit(seed=5), version="v"), data).scores
     assert ranks[0]["scores"] == ranks[1]["scores"] == alone
     assert len((tmp_path / "fingerprints.jsonl").read_text().splitlines()) == 1
+    assert ranks[0]["failed"] == "RuntimeError: boom"
+    assert ranks[1]["failed"] == "AvaError: the in-memory fingerprint failed on rank 0: RuntimeError: boom"

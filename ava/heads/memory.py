@@ -320,6 +320,7 @@ def fingerprint_in_memory(vfm: Any, data: str | os.PathLike[str] | Dataset | Eva
         extract_in_memory(vfm, suite, features, token_shas, batch_size=batch_size, progress=progress)
         extracted = time.perf_counter()
         outcome: tuple[FingerprintScores | None, str | None] = (None, None)
+        failure: BaseException | None = None
         if rank == 0:
             try:
                 jobs = jobs or default_jobs(device, len(runs))
@@ -327,17 +328,19 @@ def fingerprint_in_memory(vfm: Any, data: str | os.PathLike[str] | Dataset | Eva
                                 jobs=jobs)  # fmt: skip
                 results = {run.head: run.finish() for run in runs}
                 outcome = (_scores(name, suite, features, results), None)
-            except AvaError as e:
-                outcome = (None, str(e))
+            except Exception as e:  # told to the waiting ranks (no deadlock), then raised here
                 if world == 1:
                     raise
+                failure, outcome = e, (None, f"rank 0: {type(e).__name__}: {e}")
     if world > 1:  # every rank waits here for rank 0's heads, then returns the same result
         box = [outcome]
         torch.distributed.broadcast_object_list(box, src=0)
         outcome = box[0]
+    if failure is not None:
+        raise failure
     scores, message = outcome
     if scores is None:
-        raise AvaError(message or "the fingerprint failed on rank 0")
+        raise AvaError(f"the in-memory fingerprint failed on {message}")
     scores.seconds = {"extract": round(extracted - started, 3), "heads": round(time.perf_counter() - extracted, 3),
                       "total": round(time.perf_counter() - started, 3)}  # fmt: skip
     return scores
