@@ -151,8 +151,8 @@ class EvalSuite:
         wanted = set(abilities)
         return list(dict.fromkeys(s.image_sha256 for a in self.abilities if a in wanted for s in self.samples[a]))
 
-    def pixels(self, vfm: Any, shas: list[str]) -> Callable[[list[str]], torch.Tensor]:
-        """A function giving the normalized [B, 3, S, S] pixels of some of ``shas`` for ``vfm``."""
+    def pixels(self, vfm: Any) -> Callable[[list[str]], torch.Tensor]:
+        """A function giving the normalized [B, 3, S, S] pixels of some of the suite's images (by sha256)."""
         prep = vfm.preprocess_fn()
         rule = _pixel_rule(vfm)
         if not self.keep_pixels or rule is None:
@@ -202,7 +202,7 @@ def _dist() -> tuple[int, int]:
 
 
 def extract_in_memory(vfm: Any, suite: EvalSuite, features: MemoryFeatures, token_shas: set[str], *,
-                      batch_size: int = 32, progress: bool = False) -> None:  # fmt: skip
+                      batch_size: int = 32) -> None:  # fmt: skip
     """Fill ``features`` with the pooled views of every image of ``suite`` (tokens of ``token_shas`` too). Under
     ``torch.distributed`` each rank computes every world-th image and rank 0 gathers them (the others keep none)."""
     from ava.cache.codecs import get_codec
@@ -211,7 +211,7 @@ def extract_in_memory(vfm: Any, suite: EvalSuite, features: MemoryFeatures, toke
     shas = suite.shas()
     mine = shas[rank::world]
     codec, grid = get_codec(CODEC), token_grid(features)
-    load = suite.pixels(vfm, mine)
+    load = suite.pixels(vfm)
     views: dict[str, list[np.ndarray]] = {v: [] for v in features.views}
     tokens: list[np.ndarray] = []
     kept: list[str] = []
@@ -317,7 +317,7 @@ def fingerprint_in_memory(vfm: Any, data: str | os.PathLike[str] | Dataset | Eva
     with tempfile.TemporaryDirectory(prefix="ava-memory-") as tmp:
         runs = _runs(name, suite, features, heads, Path(tmp), device, suite.seed)
         token_shas = set(suite.shas([a for a in suite.abilities if any(r.needs(a)[1] for r in runs)]))
-        extract_in_memory(vfm, suite, features, token_shas, batch_size=batch_size, progress=progress)
+        extract_in_memory(vfm, suite, features, token_shas, batch_size=batch_size)
         extracted = time.perf_counter()
         outcome: tuple[FingerprintScores | None, str | None] = (None, None)
         failure: BaseException | None = None
