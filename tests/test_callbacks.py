@@ -266,3 +266,13 @@ def test_ddp_two_cpu_processes_gloo(data, tmp_path):
     assert len((tmp_path / "fingerprints.jsonl").read_text().splitlines()) == 1
     assert ranks[0]["failed"] == "RuntimeError: boom"
     assert ranks[1]["failed"] == "AvaError: the in-memory fingerprint failed on rank 0: RuntimeError: boom"
+
+
+def test_lightning_bad_interval_is_one_line():
+    pytest.importorskip("lightning.pytorch")
+    from ava.callbacks import Fingerprint
+
+    with pytest.raises(AvaError) as e:
+        Fingerprint(object(), every_n_steps=0)
+    assert str(e.value) == ("every_n_steps=0: the fingerprint interval must be a positive number of steps "
+                            "(e.g. every_n_steps=500)")  # fmt: skip

@@ -142,3 +142,8 @@ def test_extract_writes_a_normal_cache_keyed_by_the_checkpoint(tmp_path_factory)
     assert np.array_equal(stored, live.astype(np.float16).astype(np.float32))  # the fp16 codec's rounding only
     assert fc.identity["name"] == "tiny-vit" and fc.identity["weights"].startswith("sha256:")
     assert set(fc.views) == {"mean", "grid2", "grid4"}
+
+
+def test_output_that_is_no_tensor_is_named():
+    with pytest.raises(AvaError, match=r"VFM 'd': the output is a dict, not a \[batch, tokens, dim\] tensor"):
+        vfm_from_module(lambda x: {"a": 1}, name="d", version="1", size=32, mean=(0, 0, 0), std=(1, 1, 1))
