@@ -471,22 +471,29 @@ def extract(config: ExtractConfig, *, vfm: Any = None) -> dict[str, Any]:
             trust_remote_code=config.trust_remote_code,
         )
         vfm.eval()
-        group, lock = _prepare(config, vfm, _vfm_name(vfm, config.vfm), list(images), dist)
-        try:
-            summary = _run(config, vfm, group, images, device, dist, None if lock is None else lock.fileno())
-            dist.barrier()
-        finally:
-            if lock is not None:
-                lock.close()
-        return summary
+        return _extract_with(config, vfm, images, device, dist)
     finally:
         dist.close()
+
+
+def _extract_with(config: ExtractConfig, vfm: Any, images: dict[str, _Image], device: torch.device,
+                  dist: _Dist) -> dict[str, Any]:  # fmt: skip
+    """Open (or create) the VFM's group, lock it on rank 0, and extract the pending rows of ``images``."""
+    group, lock = _prepare(config, vfm, _vfm_name(vfm, config.vfm), list(images), dist)
+    try:
+        summary = _run(config, vfm, group, images, device, dist, None if lock is None else lock.fileno())
+        dist.barrier()
+    finally:
+        if lock is not None:
+            lock.close()
+    return summary
 
 
 def _extract_given(config: ExtractConfig, vfm: Any) -> dict[str, Any]:
     """:func:`extract` with a VFM object given by the caller (nothing is loaded)."""
     if not hasattr(vfm, "identity") or not hasattr(vfm, "preprocess_fn"):
-        raise AvaError(f"extract(vfm=...): a {type(vfm).__name__} is not a VFM; make one with ava.vfm_from_module")
+        raise AvaError(f"extract(vfm=...): a {type(vfm).__name__} is not a VFM; make one with "
+                       "ava.vfm.module.vfm_from_module")  # fmt: skip
     get_codec(config.codec)
     if config.batch_size < 1:
         raise AvaError(f"--batch-size must be >= 1, got {config.batch_size}")
@@ -494,18 +501,10 @@ def _extract_given(config: ExtractConfig, vfm: Any) -> dict[str, Any]:
     device = torch.device(vfm.device)
     dist = _init_dist(device.type == "cuda")
     try:
-        name = _vfm_name(vfm, config.vfm or "module")
         dtype = str(getattr(vfm, "dtype", torch.float32)).removeprefix("torch.")
-        config = replace(config, vfm=config.vfm or name, dtype=dtype, device=str(device),
+        config = replace(config, vfm=config.vfm or _vfm_name(vfm, "module"), dtype=dtype, device=str(device),
                          num_workers=default_workers(device) if config.num_workers is None else config.num_workers)
-        group, lock = _prepare(config, vfm, name, list(images), dist)
-        try:
-            summary = _run(config, vfm, group, images, device, dist, None if lock is None else lock.fileno())
-            dist.barrier()
-        finally:
-            if lock is not None:
-                lock.close()
-        return summary
+        return _extract_with(config, vfm, images, device, dist)
     finally:
         dist.close()
 
