@@ -439,13 +439,20 @@ def _vfm_name(vfm: Any, fallback: str) -> str:
     return str(getattr(vfm.spec, "key", None) or getattr(vfm.spec, "name", None) or fallback)
 
 
-def extract(config: ExtractConfig) -> dict[str, Any]:
+def extract(config: ExtractConfig, *, vfm: Any = None) -> dict[str, Any]:
     """Extract (or finish extracting) the features of the selected images; returns a summary.
 
     ``summary["failed"]`` lists the images that could not be read (by sample id and file); their rows
     stay not done, so a later run retries them.
+
+    ``vfm``: an in-memory VFM (:func:`ava.vfm.module.vfm_from_module`, or a loaded ``FrozenVFM``) instead of loading
+    ``config.vfm``; it runs on its own device and dtype (``config.device``/``dtype``/``layers``/``preprocess`` are
+    not used), its identity keys the cache group, and its name is the group's VFM name.
     """
     from ava.vfm import load_vfm
+
+    if vfm is not None:
+        return _extract_given(config, vfm)
 
     if config.dtype != "auto":
         try:
@@ -474,14 +481,40 @@ def extract(config: ExtractConfig) -> dict[str, Any]:
             trust_remote_code=config.trust_remote_code,
         )
         vfm.eval()
-        group, lock = _prepare(config, vfm, _vfm_name(vfm, config.vfm), list(images), dist)
-        try:
-            summary = _run(config, vfm, group, images, device, dist, None if lock is None else lock.fileno())
-            dist.barrier()
-        finally:
-            if lock is not None:
-                lock.close()
-        return summary
+        return _extract_with(config, vfm, images, device, dist)
+    finally:
+        dist.close()
+
+
+def _extract_with(config: ExtractConfig, vfm: Any, images: dict[str, _Image], device: torch.device,
+                  dist: _Dist) -> dict[str, Any]:  # fmt: skip
+    """Open (or create) the VFM's group, lock it on rank 0, and extract the pending rows of ``images``."""
+    group, lock = _prepare(config, vfm, _vfm_name(vfm, config.vfm), list(images), dist)
+    try:
+        summary = _run(config, vfm, group, images, device, dist, None if lock is None else lock.fileno())
+        dist.barrier()
+    finally:
+        if lock is not None:
+            lock.close()
+    return summary
+
+
+def _extract_given(config: ExtractConfig, vfm: Any) -> dict[str, Any]:
+    """:func:`extract` with a VFM object given by the caller (nothing is loaded)."""
+    if not hasattr(vfm, "identity") or not hasattr(vfm, "preprocess_fn"):
+        raise AvaError(f"extract(vfm=...): a {type(vfm).__name__} is not a VFM; make one with "
+                       "ava.vfm.module.vfm_from_module")  # fmt: skip
+    get_codec(config.codec)
+    if config.batch_size < 1:
+        raise AvaError(f"--batch-size must be >= 1, got {config.batch_size}")
+    images = collect_images(config.data, config.ava, config.split)
+    device = torch.device(vfm.device)
+    dist = _init_dist(device.type == "cuda")
+    try:
+        dtype = str(getattr(vfm, "dtype", torch.float32)).removeprefix("torch.")
+        config = replace(config, vfm=config.vfm or _vfm_name(vfm, "module"), dtype=dtype, device=str(device),
+                         num_workers=default_workers(device) if config.num_workers is None else config.num_workers)
+        return _extract_with(config, vfm, images, device, dist)
     finally:
         dist.close()
 

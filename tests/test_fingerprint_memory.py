@@ -1,0 +1,71 @@
+"""A fingerprint without a cache (ava.heads.memory): the same scores as `ava fingerprint` on a cache of the same
+features, kept pixels that change nothing, and bad inputs."""
+
+from __future__ import annotations
+
+import pytest
+
+from ava.errors import AvaError
+from ava.heads.memory import EvalSuite, fingerprint_in_memory
+from tests._module_fixtures import SUITE_ABILITIES, small_suite, tiny_vfm, tiny_vit
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    return small_suite(tmp_path_factory.mktemp("suite"))
+
+
+def test_in_memory_equals_the_cache_path(data, tmp_path):
+    """Linear probe (with OCR's token reader) and kNN in memory give the scores of `ava fingerprint` on a cache
+    extracted from the same VFM with the fp16 codec, value for value."""
+    from ava.cache import ExtractConfig, extract
+    from ava.heads.fingerprint import FingerprintConfig, fingerprint
+
+    vfm = tiny_vfm(tiny_vit(seed=3))
+    mem = fingerprint_in_memory(vfm, data, heads=("probe-linear", "knn"))
+    assert set(mem.scores) == {"probe-linear", "knn"}
+    assert all(set(per) == set(SUITE_ABILITIES) for per in mem.scores.values())
+    assert mem.n == {a: 4 for a in SUITE_ABILITIES} and mem.higher_is_better["color"] is False
+    assert mem.metrics["ocr"] == "anls" and not mem.random_weights and mem.synthetic
+
+    cache = tmp_path / "cache"
+    extract(ExtractConfig(vfm="", data=str(data), cache=str(cache), progress=False, num_workers=0), vfm=vfm)
+    res = fingerprint(FingerprintConfig(vfm="tiny-vit", data=str(data), cache=str(cache), out=str(tmp_path / "runs"),
+                                        heads=["probe-linear", "knn"], device="cpu", progress=False))  # fmt: skip
+    on_cache = {h: {a: r["abilities"][a]["value"] for a in SUITE_ABILITIES} for h, r in res.results.items()}
+    assert on_cache == mem.scores
+
+
+def test_kept_pixels_change_nothing_and_abilities_subset(data):
+    vfm = tiny_vfm(tiny_vit(seed=1))
+    suite = EvalSuite(data, ["color", "spatial"], keep_pixels=True)
+    kept = fingerprint_in_memory(vfm, suite, heads=["knn"])
+    again = fingerprint_in_memory(vfm, suite, heads=["knn"])  # from the kept uint8 pixels, no decoding
+    plain = fingerprint_in_memory(vfm, data, abilities=["color", "spatial"], heads=["knn"])
+    assert kept.scores == again.scores == plain.scores and set(kept.scores["knn"]) == {"color", "spatial"}
+    assert len(suite._pixels) == 1
+
+
+def test_attentive_probe_is_optional(data):
+    vfm = tiny_vfm(tiny_vit(seed=2))
+    out = fingerprint_in_memory(vfm, data, abilities=["spatial"], heads=["probe-attn"])
+    assert set(out.scores) == {"probe-attn"} and -1 <= out.scores["probe-attn"]["spatial"] <= 1
+
+
+def test_a_frozen_vfm_works_too(data):
+    from ava.vfm import load_vfm
+
+    out = fingerprint_in_memory(load_vfm("pixels#size=64"), data, abilities=["color"], heads=["knn"])
+    assert out.vfm.startswith("pixels") and out.scores["knn"]["color"] < 60  # CIEDE2000: pixels see colour
+
+
+@pytest.mark.parametrize("kwargs, says", [
+    ({"heads": ["llm"]}, "head 'llm' cannot be part of a fingerprint"),
+    ({"heads": []}, "no heads given"),
+    ({"abilities": ["nope"]}, "nope"),
+    ({"batch_size": 0}, "batch_size must be >= 1"),
+    ({"split": "val"}, "no 'val' samples"),
+])  # fmt: skip
+def test_bad_inputs(data, kwargs, says):
+    with pytest.raises(AvaError, match=says):
+        fingerprint_in_memory(tiny_vfm(tiny_vit()), data, **kwargs)
