@@ -27,7 +27,7 @@ def _reference_digest(data: Path, cache: Path, vfm: str = VFM) -> str:
     return content_digest(open_cache(cache, vfm).group)
 
 
-def _done_rows(cache: Path) -> int:
+def _done_rows(cache: Path | str) -> int:
     try:
         keys = group_keys(cache)
         return int(CacheGroup.open(cache, keys[0]).done_mask().sum()) if keys else 0

@@ -17,6 +17,7 @@ from ava.cli.main import app
 from ava.errors import AvaError
 from tests._cache_fixtures import make_dataset
 from tests.test_bad_inputs_cache import run_cli
+from tests.test_cache_procs import _done_rows  # rows done so far, at a path or a URL
 
 pytest_plugins = ["tests._s3_fixtures"]  # the S3 server fixtures
 
@@ -197,16 +198,6 @@ def test_another_specs_key_is_refused_and_nothing_is_written(data: Path, s3_url:
 
 
 # -- kill -9 mid-extraction into the object store, then resume -----------------------------------------------------
-def _done_rows(url: str) -> int:
-    from ava.cache.store import CacheGroup, group_keys
-
-    try:
-        keys = group_keys(url)
-        return int(CacheGroup.open(url, keys[0]).done_mask().sum()) if keys else 0
-    except Exception:  # the child is still creating the store
-        return 0
-
-
 @pytest.mark.slow
 def test_kill_9_mid_run_then_resume_gives_the_local_digest(data: Path, tmp_path: Path, s3_url: str) -> None:
     import os
