@@ -22,6 +22,7 @@ next one finds the memory the last one held, on the GPU too).
 
 from __future__ import annotations
 
+import abc
 import gc
 import hashlib
 import json
@@ -50,7 +51,7 @@ def resume_key(config: Any, run: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-class AbilityRun:
+class AbilityRun(abc.ABC):
     """One head run trained ability by ability (subclasses: the probe and kNN runs).
 
     Subclasses set ``head`` and implement :meth:`layers`, :meth:`fit_ability` and :meth:`write_head_files`.
@@ -80,9 +81,9 @@ class AbilityRun:
     def eval_samples(self, ava: str) -> list[Sample]:
         return self.dataset.samples(ava, split=self.config.split)
 
+    @abc.abstractmethod
     def layers(self) -> list[int | None]:
         """The cached layers this run reads (``None``: the cache's default layer)."""
-        raise NotImplementedError
 
     def needs(self, ava: str) -> tuple[list[str], bool]:
         """(pooled views this run reads for ``ava``, whether it also reads the tokens)."""
@@ -92,11 +93,11 @@ class AbilityRun:
         return ava not in self.records
 
     # -- one ability ---------------------------------------------------------------------------------------
+    @abc.abstractmethod
     def fit_ability(self, ava: str, features: AbilityFeatures, on_step: Callable[[], None] | None,
                     ) -> tuple[dict[str, Any], dict[str, Any], list[str], dict]:  # fmt: skip
         """Train on one ability and predict its evaluated split: (metadata, tensors, replies in the order of
         :meth:`eval_samples`, the results' extra for the ability)."""
-        raise NotImplementedError
 
     def fit(self, ava: str, features: AbilityFeatures, on_step: Callable[[], None] | None = None) -> None:
         """Fit one ability and record it in the run directory (tensors first, then the JSON that makes it count)."""
@@ -144,9 +145,9 @@ class AbilityRun:
         return load_file(str(tensor_path)) if self.records[ava].get("tensors") else {}
 
     # -- the end -------------------------------------------------------------------------------------------
+    @abc.abstractmethod
     def write_head_files(self) -> None:
         """The head's own combined files (weights, metadata) from the ability records."""
-        raise NotImplementedError
 
     def finish(self) -> dict[str, Any] | None:
         """Write the head's files and, when the config evaluates, results and predictions of its split."""
