@@ -15,8 +15,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
+import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))  # bench_cache's environment()
 
 
 def main() -> None:
@@ -33,6 +36,7 @@ def main() -> None:
     args = ap.parse_args()
 
     import torch
+    from bench_cache import environment  # the device in words, the date and the versions, as every benchmark
 
     from ava.callbacks import FingerprintMonitor, default_suite
     from ava.heads.memory import EvalSuite
@@ -59,13 +63,14 @@ def main() -> None:
                          "images": len(suite.images), "load_avg": round(os.getloadavg()[0], 2)})  # fmt: skip
             print(json.dumps(rows[-1]), flush=True)
     info = {"model": args.model, "layer": args.layer, "suite": str(data), "suite_s": round(suite_s, 1),
-            "per_ava": args.per_ava, "size": args.size, "threads": args.threads, "cpu": platform.processor() or
-            platform.machine(), "torch": torch.__version__, "rows": rows}  # fmt: skip
+            "per_ava": args.per_ava, "size": args.size, "threads": args.threads,
+            "environment": environment("cpu"), "rows": rows}  # fmt: skip
     if args.json:
         print(json.dumps(info))
         return
-    print(f"\n{args.model} ({args.layer}) on {len(suite.images)} images, {args.threads} threads, "
-          f"torch {torch.__version__}")
+    env = info["environment"]
+    print(f"\n{args.model} ({args.layer}) on {len(suite.images)} images, {args.threads} threads, {env['device']}, "
+          f"torch {torch.__version__}, {env['date']}")
     print("| autocast | run | wall s | extract s | heads s | load avg |\n|---|---:|---:|---:|---:|---:|")
     for r in rows:
         print(f"| {r['autocast']} | {r['run']} | {r['wall_s']} | {r['extract_s']} | {r['heads_s']} | {r['load_avg']} |")

@@ -186,7 +186,9 @@ def main() -> None:
     from tests._cache_fixtures import make_dataset
 
     server = start_server()
-    out: dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "cpus": os.cpu_count(), "argv": sys.argv[1:]}
+    from bench_cache import environment  # the device in words, the date and the versions, as every benchmark
+
+    out: dict[str, Any] = {"environment": environment("cpu"), "argv": sys.argv[1:]}
     try:
         with tempfile.TemporaryDirectory() as tmp:
             root = Path(tmp)
