@@ -24,6 +24,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -69,14 +70,22 @@ def shown(path: str | os.PathLike[str]) -> str:
         return str(p)
 
 
+_DIGESTS: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()
+
+
 def data_identity(dataset: Dataset, abilities: list[str]) -> dict[str, Any]:
-    """``{"dataset", "algorithm", "per_ability": {ability: sha256}}`` of the samples a run reads."""
-    per = {}
+    """``{"dataset", "algorithm", "per_ability": {ability: sha256}}`` of the samples a run reads.
+
+    Each ability's digest is computed once per opened dataset (a fingerprint's three heads each record it; a
+    ``Dataset`` loads an ability's samples once, so they cannot change under it)."""
+    known = _DIGESTS.setdefault(dataset, {})
     for ava in abilities:
-        h = hashlib.sha256()
-        for line in sorted(s.to_json() for s in dataset.samples(ava)):
-            h.update(line.encode("utf-8") + b"\n")
-        per[ava] = h.hexdigest()
+        if ava not in known:
+            h = hashlib.sha256()
+            for line in sorted(s.to_json() for s in dataset.samples(ava)):
+                h.update(line.encode("utf-8") + b"\n")
+            known[ava] = h.hexdigest()
+    per = {ava: known[ava] for ava in abilities}
     return {"dataset": str(Path(dataset.root).resolve()), "algorithm": IDENTITY_ALGORITHM, "per_ability": per}
 
 
