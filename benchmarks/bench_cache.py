@@ -64,6 +64,14 @@ def make_images(root: Path, n: int, seed: int = 0) -> Path:
     return root
 
 
+_T0 = time.perf_counter()
+
+
+def phase(what: str, **values: Any) -> None:
+    """One progress line (seconds since the start): a run cut off by a time limit still says how far it got."""
+    print(json.dumps({"phase": what, "at_s": round(time.perf_counter() - _T0, 1), **values}), flush=True)
+
+
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -190,13 +198,17 @@ def bench_model(model: str, data: Path, work: Path, args: argparse.Namespace) ->
     name = model  # "key:random" names resolve to the full-size architecture at random weights
     load = load_average()
     fwd_before, ref = forward_only(name, data, args)
+    phase("forward only", model=model, images_per_s=round(fwd_before, 1))
     load_ips = loader_only(name, data, args)
+    phase("decode + preprocess only", model=model, images_per_s=round(load_ips, 1))
     runs: dict[str, list[dict[str, Any]]] = {c: [] for c in args.codecs.split(",")}
     forwards = [fwd_before]
     for _ in range(args.repeats):
         for codec in runs:
             runs[codec].append(extract_once(name, codec, data, work, args))
+            phase("extraction", model=model, codec=codec, images_per_s=runs[codec][-1]["images_per_s"])
         forwards.append(forward_only(name, data, args)[0])
+        phase("forward only", model=model, images_per_s=round(forwards[-1], 1))
     rows = []
     for codec, summaries in runs.items():
         cache_dir = work / f"{name}-{codec}"
@@ -347,6 +359,7 @@ def main() -> None:
         margs = argparse.Namespace(**{**vars(args), **{k: v[i] for k, v in per_model.items()}})
         if margs.images not in datasets:
             datasets[margs.images] = make_images(work / f"data-{margs.images}", margs.images)
+            phase("images written", images=margs.images)
         rows += bench_model(model, datasets[margs.images], work, margs)
     meta = {
         "device": device_name(args.device),

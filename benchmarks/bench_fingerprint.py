@@ -189,6 +189,9 @@ def timed_fits(per: dict) -> Iterator[None]:
         t0 = time.perf_counter()
         reads = real_ability(todo, cache, ava, *a, **k)
         per.setdefault("ability_s", {})[ava] = time.perf_counter() - t0  # placement, reads and every head's fit
+        heads = {h: round(v, 2) for (h, a), v in ((k, v) for k, v in per.items() if isinstance(k, tuple)) if a == ava}
+        print(json.dumps({"ability": ava, "seconds": round(per["ability_s"][ava], 2), "heads": heads,
+                          "placement": per.get("placement", {}).get(ava)}, default=str), flush=True)  # fmt: skip
         return reads
 
     fp.AbilityRun.fit, ability_runs._train_ability = timed, ability

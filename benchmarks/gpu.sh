@@ -56,13 +56,13 @@ run() {
             .whl/*.whl || exit 1
         export PYTHONPATH="$PWD:/tmp/site"
         nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/device.txt"
-        stage preflight 60 python3 benchmarks/gpu_preflight.py --device cuda --json "$OUT/preflight.json"
-        stage llm 180 python3 benchmarks/bench_llm_head.py --device cuda --no-proxies --json "$OUT/llm.json"
-        stage cache 120 python3 benchmarks/bench_cache.py --device cuda --dtype bf16 --models siglip:random \
-            --codecs fp16 --images 4096 --batch-size 64 --shard-size 256 --num-workers 12 --repeats 1 \
+        stage preflight 25 python3 benchmarks/gpu_preflight.py --device cuda --compile off --json "$OUT/preflight.json"
+        stage llm 170 python3 benchmarks/bench_llm_head.py --device cuda --no-proxies --json "$OUT/llm.json"
+        stage cache 80 python3 benchmarks/bench_cache.py --device cuda --dtype bf16 --models siglip:random \
+            --codecs fp16 --images 1024 --batch-size 64 --shard-size 256 --num-workers 12 --repeats 1 \
             --error-images 4 --json "$OUT/cache.json"
-        stage fingerprint 180 python3 benchmarks/bench_fingerprint.py --device cuda --modes fingerprint \
-            --tokens 729 --dim 1152 --scale-to-real 0.2 --json "$OUT/fingerprint.json"
+        stage fingerprint 90 python3 benchmarks/bench_fingerprint.py --device cuda --modes fingerprint \
+            --tokens 729 --dim 1152 --scale-to-real 0.05 --json "$OUT/fingerprint.json"
     fi
     echo "== all stages: $SECONDS s"
 }

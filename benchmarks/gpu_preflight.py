@@ -126,8 +126,8 @@ def main() -> None:
             out[name] = {"error": f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:300]}"}
         out[name]["seconds"] = round(time.perf_counter() - t, 2)
         print(name, json.dumps(out[name]), flush=True)
-    out["seconds"] = round(time.perf_counter() - t0, 2)
-    args.json.write_text(json.dumps(out, indent=2) + "\n")
+        out["seconds"] = round(time.perf_counter() - t0, 2)
+        args.json.write_text(json.dumps(out, indent=2) + "\n")  # after each stage: a stage cut off keeps the others
 
 
 if __name__ == "__main__":

@@ -12,9 +12,21 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ON_DEVICE, PINNED, HOST, STREAMED = "on-device", "pinned-host", "host", "streamed"
 SHARE = 0.7  # of the free memory a held set may take
+
+
+def concrete_device(device: Any) -> Any:
+    """``device`` with its index: ``cuda`` is the current CUDA device, ``cuda:0`` say (a tensor's ``.device`` always
+    has one, and ``torch.device("cuda") != torch.device("cuda:0")``: compare tensors' devices with this)."""
+    import torch
+
+    device = torch.device(device)
+    if device.type == "cuda" and device.index is None:
+        return torch.device("cuda", torch.cuda.current_device())
+    return device
 
 
 def device_free_bytes(device: str) -> int:

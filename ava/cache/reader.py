@@ -262,7 +262,9 @@ class ResidentFeatures:
         import threading
 
         self.cache, self.layer = cache, cache._layer(layer)
-        self.device = torch.device(device)
+        from ava.cache.placement import concrete_device
+
+        self.device = concrete_device(device)  # "cuda" -> "cuda:0": compared with the held tensor's device below
         self.dtype = _half_dtype(cache)
         self.names = names or list(sha256s)
         rows = cache._rows(list(sha256s))  # refuses images that are not in the cache
