@@ -36,13 +36,15 @@ stage() {  # NAME SECONDS COMMAND...: run under a time limit, log to $OUT/NAME.l
     local rc=$?
     tail -n 25 "$OUT/$name.log"
     echo "== $name: exit $rc after $((SECONDS - t0)) s$([ $rc -eq 124 ] && echo ' (timed out)')"
-    echo "{\"stage\": \"$name\", \"exit\": $rc, \"seconds\": $((SECONDS - t0))}" >>"$OUT/stages.jsonl"
+    echo "{\"stage\": \"$name\", \"exit\": $rc, \"seconds\": $((SECONDS - t0))}" >>"$STAGES"
 }
 
 run() {
     local dry=${1:-}
     export PYTHONUNBUFFERED=1
-    : >"$OUT/stages.jsonl"
+    STAGES="$OUT/stages.jsonl"  # on the device: beside $OUT (the tool brings back 8 files: the 4 logs, the 4 JSONs)
+    [ "$dry" = "--dry-run" ] || STAGES=/tmp/stages.jsonl
+    : >"$STAGES"
     if [ "$dry" = "--dry-run" ]; then
         local py=python3 dev=cpu
         stage preflight 120 $py benchmarks/gpu_preflight.py --dry-run --json "$OUT/preflight.json"
@@ -55,7 +57,7 @@ run() {
         python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
             .whl/*.whl || exit 1
         export PYTHONPATH="$PWD:/tmp/site"
-        nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/device.txt"
+        nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
         stage preflight 25 python3 benchmarks/gpu_preflight.py --device cuda --compile off --json "$OUT/preflight.json"
         stage llm 170 python3 benchmarks/bench_llm_head.py --device cuda --no-proxies --json "$OUT/llm.json"
         stage cache 80 python3 benchmarks/bench_cache.py --device cuda --dtype bf16 --models siglip:random \
