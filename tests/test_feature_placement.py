@@ -160,3 +160,16 @@ def test_an_ability_that_fits_in_no_memory_streams_with_the_same_results(tmp_pat
         for ava, r in results["abilities"].items():
             assert streamed[head]["abilities"][ava]["value"] == r["value"], (head, ava)
     assert any(name.startswith("ava-read-ahead") for name in streaming.threads)  # batches read ahead
+
+
+def test_a_cuda_device_without_index_is_the_current_one(monkeypatch):
+    """``torch.device("cuda") != torch.device("cuda:0")``: the resident reader compares its device with the held
+    tensor's, which always has an index (a bare "cuda" sent every gather down the host path on the first H100 run)."""
+    import torch
+
+    from ava.cache.placement import concrete_device
+
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    assert concrete_device("cuda") == torch.device("cuda", 0)
+    assert concrete_device("cuda:1") == torch.device("cuda", 1)
+    assert concrete_device("cpu") == torch.device("cpu")
