@@ -1,21 +1,23 @@
 #!/usr/bin/env bash
-# Every headline GPU figure of ava in ONE device call (issue #26), <= 9 minutes wall on an H100 after the machine's start.
+# Every headline GPU figure of ava in ONE device call (issue #26), ~6 minutes on an H100 after the machine's start
+# (a session has 15 minutes of device time in all: this leaves room for one rerun after a fix).
 #
 # Once, here (downloads the Python 3.12 wheels the GPU image lacks into .whl/, which git ignores; ~40 MB):
 #     bash benchmarks/gpu.sh wheels
 # The device call (the tool's run; its image has torch 2.11 and transformers 5.17, not CI's versions):
 #     command:   OUT=$OUT bash benchmarks/gpu.sh run
 #     carry:     [".whl"]          (the wheels above, beside the checkout; nothing else is needed)
-#     timeout_s: 600               (the stages' own limits add up to 540 s; the rest is the wheels' install)
+#     timeout_s: 380               (the stages' own limits add up to 365 s; the rest is the wheels' install)
 # Here, the same four stages on this CPU at small sizes, the same files (<= 5 minutes):
 #     OUT=DIR bash benchmarks/gpu.sh run --dry-run
 #
 # Stages, in order of value, each under its own `timeout`, each writing its JSON and log to $OUT as soon as it ends
 # (a stage that runs out of time leaves the earlier stages' files, and the next stage still runs):
-#     1. preflight.json   (60 s)  device, versions, varlen attention at real shapes, one Qwen2-0.5B layer compiled
-#     2. llm.json        (180 s)  the LLM head at real shapes: samples/s, tokens/s, MFU, peak memory, cached vs online
-#     3. cache.json      (120 s)  extraction vs forward-only, SigLIP-so400m@384 (random weights) in bf16
-#     4. fingerprint.json (180 s) a 14-ability fingerprint at SigLIP shapes, 20% of each ability's real size, scaled
+#     1. preflight.json   (25 s)  device, versions, varlen attention at real shapes, one Qwen2-0.5B layer (eager)
+#     2. llm.json        (170 s)  the LLM head at real shapes: samples/s, tokens/s, MFU, peak memory, cached vs online
+#     3. cache.json       (80 s)  forward-only, decode-only and extraction, SigLIP-so400m@384 (random weights), bf16
+#     4. fingerprint.json (90 s)  a 14-ability fingerprint at SigLIP shapes, 5% of each ability's real size, scaled
+# Each stage prints a line as each part ends (a stage cut off by its limit still says how far it got).
 # Each JSON records the device, the versions and which paths ran (attention, compiled, where features were held).
 set -uo pipefail
 cd "$(dirname "$0")/.."
