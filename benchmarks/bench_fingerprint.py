@@ -257,11 +257,41 @@ def _scaled(per: dict, counts: dict[str, int], args: argparse.Namespace) -> dict
 
     walls = per.get("ability_s", {})
     scaled = {a: walls[a] * REAL_SIZES[a] / counts[a] for a in walls if a in REAL_SIZES}
+    by_steps = {a: _scaled_by_steps(per, a, walls[a], counts[a], REAL_SIZES[a]) for a in walls if a in REAL_SIZES}
     at_real = {a: place(args.device, REAL_SIZES[a] * args.tokens * args.dim * 2).kind for a in counts
                if a in REAL_SIZES}  # fmt: skip
     return {"ability_s": {a: round(v, 2) for a, v in walls.items()}, "samples": counts,
             "placement": per.get("placement", {}), "scaled_to_real_s": round(sum(scaled.values()), 1),
+            "scaled_by_steps_s": round(sum(by_steps.values()), 1),
             "real_samples": sum(REAL_SIZES[a] for a in scaled), "placement_at_real_size": at_real}
+
+
+def _probe_steps(n_fit: int, tokens: bool) -> int:
+    """The optimizer steps a probe takes on ``n_fit`` rows with its default epochs and batch size (epochs shrink as
+    the rows grow: ~500 steps until the epoch floor, see ``ava.heads.probe.train._defaults``)."""
+    from ava.heads.probe.config import ProbeConfig
+    from ava.heads.probe.train import _defaults
+
+    epochs, batch = _defaults(ProbeConfig(), n_fit, tokens)
+    return epochs * -(-n_fit // batch)
+
+
+def _scaled_by_steps(per: dict, ava: str, wall: float, count: int, real: int) -> float:
+    """One ability's time at its real size, estimated part by part: each probe's fit time x the ratio of its
+    optimizer steps at the real and the run size (its steps do not grow with the rows: the default epochs shrink),
+    knn's and everything else's (reading and placing features, evaluation) x real / run count. The fit rows are
+    72% of an ability's samples (80% train, less the 10% held out). An estimate, not a measurement."""
+    fits = {h: t for (h, a), t in ((k, v) for k, v in per.items() if isinstance(k, tuple)) if a == ava}
+    ratio = real / count
+    fit = lambda n: max(1, round(0.72 * n))  # noqa: E731
+    total = max(0.0, wall - sum(fits.values())) * ratio
+    for head, t in fits.items():
+        if head in ("probe-linear", "probe-attn"):
+            tokens = head == "probe-attn"
+            total += t * _probe_steps(fit(real), tokens) / _probe_steps(fit(count), tokens)
+        else:
+            total += t * ratio
+    return total
 
 
 def _name(key: str | tuple[str, str]) -> str:
