@@ -118,16 +118,22 @@ def forward_only(name: str, data: Path, args: argparse.Namespace) -> tuple[float
     return ips, {s.image_sha256: ref[i] for i, s in enumerate(samples[:k])}
 
 
-def loader_only(name: str, data: Path, args: argparse.Namespace) -> float:
-    """Images/s of decode + preprocess alone, through the same DataLoader setup extraction uses."""
-    from ava.cache.extraction import _collate, _Image, _ImageSet, default_workers
+_PREPROCESS: dict[str, tuple[Any, Any]] = {}  # model -> (the workers' raw preprocessing, the float32 one)
+
+
+def loader_only(name: str, data: Path, args: argparse.Namespace, raw: bool = True) -> float:
+    """Images/s of decode + preprocess alone, through the same DataLoader setup extraction uses (``raw``: uint8
+    pixels, as the extraction's workers send them; else float32 normalized in the workers, as before)."""
+    from ava.cache.extraction import _collate, _Image, _ImageSet, _worker_preprocess, default_workers
     from ava.vfm import load_vfm
 
-    vfm = load_vfm(name, device="cpu")
+    if name not in _PREPROCESS:
+        vfm = load_vfm(name, device="meta" if ":random" in name else "cpu")
+        _PREPROCESS[name] = (_worker_preprocess(vfm), vfm.preprocess_fn())
     ds = Dataset(data)
     items = [(i, _Image(s.image, [s.id])) for i, s in enumerate(ds.samples())]
     loader = torch.utils.data.DataLoader(
-        _ImageSet(ds, items, vfm.preprocess_fn()),
+        _ImageSet(ds, items, _PREPROCESS[name][0 if raw else 1]),
         batch_size=args.batch_size,
         num_workers=args.num_workers if args.num_workers is not None else default_workers(torch.device(args.device)),
         collate_fn=_collate,
@@ -346,6 +352,9 @@ def main() -> None:
     p.add_argument("--error-images", type=int, default=16, help="images compared with the fp32 forward")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     p.add_argument("--json", type=Path, default=None, help="write rows + metadata here")
+    p.add_argument("--loader-ab", action="store_true",
+                   help="only decode + preprocess, the workers sending uint8 (as extraction does) vs float32 "
+                   "(as before), alternated --repeats times per model")  # fmt: skip
     p.add_argument("--workdir", type=Path, default=None, help="where the dataset and caches go (default: a tmp dir)")
     args = p.parse_args()
     if args.threads:
@@ -360,7 +369,17 @@ def main() -> None:
         if margs.images not in datasets:
             datasets[margs.images] = make_images(work / f"data-{margs.images}", margs.images)
             phase("images written", images=margs.images)
+        if args.loader_ab:
+            for _ in range(int(margs.repeats)):
+                for raw in (True, False):
+                    ips = loader_only(model, datasets[margs.images], margs, raw=raw)
+                    rows.append({"model": model, "workers_send": "uint8" if raw else "float32",
+                                 "decode_preprocess_img_s": round(ips, 1), "load": load_average()})  # fmt: skip
+                    print(json.dumps(rows[-1]), flush=True)
+            continue
         rows += bench_model(model, datasets[margs.images], work, margs)
+    if args.loader_ab:
+        return
     meta = {
         "device": device_name(args.device),
         "date": dt.date.today().isoformat(),

@@ -372,6 +372,22 @@ def test_preprocess_fn_is_small_and_picklable():
     assert torch.equal(pickle.loads(blob)(image), vfm.preprocess(image))
 
 
+def test_raw_pixels_are_uint8_and_give_the_same_features():
+    """The extraction's workers send uint8 pixels (a quarter of the bytes); the model normalizes them on its device
+    to the very values ``preprocess`` gives, so the features are bitwise the same."""
+    import pickle
+
+    from ava.cache.extraction import _worker_preprocess
+
+    vfm = load_vfm("tiny-dinov2")
+    images = [Image.new("RGB", (30, 20), (10, 200, 30)), Image.new("RGB", (17, 40), (250, 3, 99))]
+    raw = torch.stack([pickle.loads(pickle.dumps(_worker_preprocess(vfm)))(im) for im in images])
+    assert raw.dtype == torch.uint8
+    normalized = torch.stack([vfm.preprocess(im) for im in images])
+    assert raw.element_size() * 4 == normalized.element_size()
+    assert torch.equal(vfm(raw), vfm(normalized))
+
+
 def test_gated_repositories_say_how_to_get_access(monkeypatch, tmp_path):
     import huggingface_hub
     from huggingface_hub.errors import GatedRepoError

@@ -199,6 +199,16 @@ class _ImageSet(torch.utils.data.Dataset):
             return row, None, f"sample(s) {', '.join(img.sample_ids[:5])}: image {img.path} failed: {e}"
 
 
+def _worker_preprocess(vfm: Any) -> Any:
+    """What the decode workers run: uint8 pixels where the VFM normalizes on its device (``raw``), else its
+    float32 preprocessing."""
+    import inspect
+
+    if "raw" in inspect.signature(vfm.preprocess_fn).parameters:
+        return vfm.preprocess_fn(raw=True)
+    return vfm.preprocess_fn()
+
+
 def _collate(items: list[tuple[int, torch.Tensor | None, str | None]]) -> dict[str, Any]:
     ok = [(r, x) for r, x, _ in items if x is not None]
     return {
@@ -532,7 +542,7 @@ def _loader(config: ExtractConfig, vfm: Any, group: CacheGroup, images: dict[str
     rows_sha = group.rows()
     items = [(r, images[rows_sha[r]]) for r in todo]
     return torch.utils.data.DataLoader(
-        _ImageSet(Dataset(config.data), items, vfm.preprocess_fn()),  # picklable: spawn workers get no model
+        _ImageSet(Dataset(config.data), items, _worker_preprocess(vfm)),  # picklable: spawn workers get no model
         batch_sampler=_batches(todo, group.shard_size, config.batch_size),
         num_workers=config.num_workers,
         collate_fn=_collate,

@@ -209,9 +209,14 @@ class FrozenVFM(nn.Module):
             ).hexdigest()
         return ident
 
-    def preprocess_fn(self) -> functools.partial[torch.Tensor]:
+    def preprocess_fn(self, *, raw: bool = False) -> functools.partial[torch.Tensor]:
         """The preprocessing of this model as a picklable function of one image: DataLoader workers started with
-        spawn or forkserver get this small object, not the whole model (as a bound ``self.preprocess`` would)."""
+        spawn or forkserver get this small object, not the whole model (as a bound ``self.preprocess`` would).
+
+        ``raw``: in ``pad`` mode, uint8 pixels that :meth:`forward` normalizes on the model's device (the same
+        values); the processor mode has no such split and gives its float32 output either way."""
+        if raw and self.preprocess_mode == "pad":
+            return functools.partial(pp.pad_pixels, size=self.spec.image_size)
         if self.preprocess_mode == "processor":
             return functools.partial(pp.processor_preprocess, processor=self.processor, size=self.spec.image_size)
         return functools.partial(pp.pad_preprocess, size=self.spec.image_size, mean=self.spec.mean, std=self.spec.std)
@@ -228,6 +233,9 @@ class FrozenVFM(nn.Module):
             raise AvaError(
                 f"VFM {self.spec.key!r} takes [B, 3, {size}, {size}] images, got {tuple(pixel_values.shape)}"
             )
+        if pixel_values.dtype == torch.uint8:  # from preprocess_fn(raw=True): normalized here, on the device
+            pixel_values = pp.normalize_pixels(pixel_values.to(self.device, non_blocking=True), self.spec.mean,
+                                               self.spec.std)  # fmt: skip
         x = pixel_values.to(device=self.device, dtype=self.dtype)
         try:
             if getattr(self.model, "takes_layers", False):  # timm: computes only the chosen intermediates

@@ -52,6 +52,31 @@ def to_normalized_tensor(image: Image.Image, mean: tuple[float, ...], std: tuple
     return (tensor - mean_t) / std_t
 
 
+def pad_pixels(image: Image.Image, size: int) -> torch.Tensor:
+    """:func:`pad_preprocess` before its normalization: uint8 [3, size, size]. The extraction's decode workers send
+    these (a quarter of float32's bytes, and no arithmetic in the workers); the model normalizes them on its device
+    with :func:`normalize_pixels`, which gives the same float32 values as :func:`pad_preprocess`."""
+    import numpy as np
+    import torch
+
+    image = image.convert("RGB")
+    if image.size != (size, size):
+        image = ImageOps.pad(image, (size, size), method=Image.Resampling.BICUBIC, color=PAD_FILL)
+    return torch.from_numpy(np.array(image, dtype=np.uint8)).permute(2, 0, 1).contiguous()
+
+
+def normalize_pixels(pixels: torch.Tensor, mean: tuple[float, ...], std: tuple[float, ...]) -> torch.Tensor:
+    """uint8 [..., 3, H, W] -> float32, ``(x / 255 - mean) / std``: the same operations in the same order as
+    :func:`to_normalized_tensor`, so the same float32 values on any device."""
+    import torch
+
+    x = pixels.to(torch.float32) / 255.0
+    shape = (3, 1, 1)
+    mean_t = torch.tensor(mean, dtype=torch.float32, device=x.device).view(shape)
+    std_t = torch.tensor(std, dtype=torch.float32, device=x.device).view(shape)
+    return (x - mean_t) / std_t
+
+
 def pad_preprocess(image: Image.Image, size: int, mean: tuple[float, ...], std: tuple[float, ...]) -> torch.Tensor:
     """The default pipeline: pad to square, bicubic resize to ``size``, normalize. [3, size, size] float32.
 
