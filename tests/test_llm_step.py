@@ -153,3 +153,29 @@ def test_packing_falls_back_to_padding_where_it_cannot_run():
     head.base.config._attn_implementation = "eager"
     with pytest.warns(UserWarning, match="batches stay padded"):
         assert head.use_packing(torch.device("cpu"), torch.float32) is False
+
+
+@pytest.mark.parametrize(("start", "accum"), [(0, 1), (5, 1), (3, 2), (7, 3)])
+def test_one_loader_gives_every_epoch_the_batches_a_loader_per_epoch_gave(start, accum):
+    """The run's one DataLoader (workers started once) serves, step by step across epochs and from a resumed step,
+    the micro-batches that a new loader per epoch served before: the same seeded plan."""
+    from types import SimpleNamespace
+
+    from ava.heads.llm.data import IndexItems, length_grouped_batches, steps_per_epoch
+    from ava.heads.llm.devices import Dist
+    from ava.heads.llm.train import _step_groups
+
+    lengths = [10 + (7 * i) % 13 for i in range(23)]
+    micro, cfg = 2, SimpleNamespace(grad_accum=accum, seed=4, num_workers=2)
+    spe = steps_per_epoch(len(length_grouped_batches(lengths, micro, seed=4, epoch=0)), accum)
+    encoded = [Encoded([1, 2], [3] * (n - 3), [4]) for n in lengths]
+    data = LoopData(IndexItems(len(lengths)), encoded, 0, 0, lambda b: None)
+    groups = _step_groups(data, lengths, micro, cfg, Dist(), start, spe)
+    for step in range(start, start + 3 * spe):
+        epoch, group = next(groups)
+        plan = length_grouped_batches(lengths, micro, seed=4, epoch=step // spe)
+        offset = step % spe
+        want = plan[offset * accum : (offset + 1) * accum]
+        assert epoch == step // spe
+        assert [sorted(b["index"].tolist()) for b in group] == [sorted(w) for w in want]
+    groups.close()

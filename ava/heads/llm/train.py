@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Iterator
 from contextlib import nullcontext
 from dataclasses import asdict
 from pathlib import Path
@@ -180,23 +181,49 @@ def _micro_batch(batch_size: int, world: int, accum: int) -> int:
     return micro
 
 
+class _EpochBatches:
+    """Every epoch's micro-batches from optimizer step ``step`` on, in order: the batch sampler of ONE DataLoader
+    for the whole run (its workers start once, not at every epoch: with 8 decode workers a new loader per epoch
+    cost the H100 run ~1 s at each epoch's start). :meth:`groups` gives each optimizer step's (epoch, number of
+    micro-batches) in the same order."""
+
+    def __init__(self, lengths: list[int], micro: int, cfg: Any, dist: Dist, step: int, spe: int) -> None:
+        self.lengths, self.micro, self.cfg, self.dist, self.step, self.spe = lengths, micro, cfg, dist, step, spe
+
+    def _plan(self) -> Iterator[tuple[int, list[list[int]]]]:
+        """(epoch, the micro-batches of one optimizer step), step after step, epoch after epoch."""
+        step, ga = self.step, self.cfg.grad_accum
+        while True:
+            epoch, offset = divmod(step, self.spe)
+            batches = length_grouped_batches(self.lengths, self.micro, seed=self.cfg.seed, epoch=epoch,
+                                             rank=self.dist.rank, world=self.dist.world)  # fmt: skip
+            for i in range(offset, self.spe):
+                yield epoch, batches[i * ga : (i + 1) * ga]
+                step += 1
+
+    def __iter__(self) -> Iterator[list[int]]:
+        for _, group in self._plan():
+            yield from group
+
+    def groups(self) -> Iterator[tuple[int, int]]:
+        for epoch, group in self._plan():
+            yield epoch, len(group)
+
+
 def _step_groups(
     data: LoopData, lengths: list[int], micro: int, cfg: Any, dist: Dist, step: int, spe: int, pin: bool = False,
     pack: bool = False,
 ) -> Any:  # fmt: skip
     """From optimizer step ``step`` on: (epoch, the micro-batches of one optimizer step), epoch after epoch."""
     collate = Collator(data.encoded, data.num_image_tokens, data.pad_id, pack=pack)
-    while True:
-        epoch, offset = divmod(step, spe)
-        batches = length_grouped_batches(lengths, micro, seed=cfg.seed, epoch=epoch, rank=dist.rank, world=dist.world)
-        loader = torch.utils.data.DataLoader(
-            data.items, batch_sampler=batches[offset * cfg.grad_accum :], collate_fn=collate,
-            num_workers=cfg.num_workers, generator=torch.Generator().manual_seed(cfg.seed + epoch), pin_memory=pin,
-        )  # fmt: skip
-        it = iter(loader)
-        for _ in range(offset, spe):
-            yield epoch, [b for _, b in zip(range(cfg.grad_accum), it, strict=False)]
-            step += 1
+    plan = _EpochBatches(lengths, micro, cfg, dist, step, spe)
+    loader = torch.utils.data.DataLoader(
+        data.items, batch_sampler=plan, collate_fn=collate, num_workers=cfg.num_workers,
+        generator=torch.Generator().manual_seed(cfg.seed + step // spe), pin_memory=pin,
+    )  # fmt: skip
+    it = iter(loader)
+    for epoch, n in plan.groups():
+        yield epoch, [next(it) for _ in range(n)]
 
 
 def _restore(run_dir: Path, head: Any, optimizer: Any, scheduler: Any, device: torch.device, dist: Dist) -> int:
@@ -350,6 +377,7 @@ def fit(
     head.train()
     log = None
     data_wait = 0.0  # seconds this thread spent getting the next step's batches (loader + collator)
+    groups = None
     try:
         with progress_bar(cfg.progress and dist.main) as bar:
             task = bar.add_task(description, total=total, completed=step, loss=float("nan"), sps=0.0, tps=0.0)
@@ -389,6 +417,8 @@ def fit(
             writer.save(checkpoint_state(head, optimizer, scheduler, step, total, rng))
         raise
     finally:
+        if groups is not None:
+            groups.close()  # the run's one DataLoader: its workers stop now
         if log:
             log.flush()
             log.close()
