@@ -13,8 +13,8 @@
 #
 # Stages, in order of value, each under its own `timeout`, each writing its JSON and log to $OUT as soon as it ends
 # (a stage that runs out of time leaves the earlier stages' files, and the next stage still runs):
-#     1. preflight.json   (25 s)  device, versions, varlen attention at real shapes, one Qwen2-0.5B layer (eager)
-#     2. llm.json        (170 s)  the LLM head at real shapes: samples/s, tokens/s, MFU, peak memory, cached vs online
+#     1. preflight.json   (35 s)  device, versions, varlen attention at real shapes, one Qwen2-0.5B layer (eager)
+#     2. llm.json        (160 s)  the LLM head at real shapes: samples/s, tokens/s, MFU, peak memory, cached vs online
 #     3. cache.json       (80 s)  forward-only, decode-only and extraction, SigLIP-so400m@384 (random weights), bf16
 #     4. fingerprint.json (90 s)  a 14-ability fingerprint at SigLIP shapes, 5% of each ability's real size, scaled
 # Each stage prints a line as each part ends (a stage cut off by its limit still says how far it got).
@@ -60,8 +60,8 @@ run() {
             .whl/*.whl || exit 1
         export PYTHONPATH="$PWD:/tmp/site"
         nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-        stage preflight 25 python3 benchmarks/gpu_preflight.py --device cuda --compile off --json "$OUT/preflight.json"
-        stage llm 170 python3 benchmarks/bench_llm_head.py --device cuda --no-proxies --json "$OUT/llm.json"
+        stage preflight 35 python3 benchmarks/gpu_preflight.py --device cuda --compile off --json "$OUT/preflight.json"
+        stage llm 160 python3 benchmarks/bench_llm_head.py --device cuda --no-proxies --json "$OUT/llm.json"
         stage cache 80 python3 benchmarks/bench_cache.py --device cuda --dtype bf16 --models siglip:random \
             --codecs fp16 --images 1024 --batch-size 64 --shard-size 256 --num-workers 12 --repeats 1 \
             --error-images 4 --json "$OUT/cache.json"
