@@ -55,6 +55,7 @@ __all__ = [
     "split_data",
     "synthesize",
     "train_head",
+    "rewrite_options",
 ]
 
 PathLike = str | os.PathLike[str]
@@ -562,3 +563,17 @@ def make_report(runs: list[PathLike], out: PathLike, *, split: str = "test", all
     result = run_report([Path(r) for r in runs], Path(out), split=split, allow_mixed=allow_mixed, n_boot=n_boot,
                         seed=seed)  # fmt: skip
     return ReportResult(Path(out), list(result.get("refused") or []), result)
+
+
+# -- options (FOCI hard negatives) -----------------------------------------------------------------------------
+def rewrite_options(data: PathLike, out: PathLike, *, miner: str = "random", k: int = 4, seed: int = 0,
+                    ava: list[str] | str | None = None, cache: PathLike | None = None, template: str = "keep",
+                    domain: str = "choices", label_template: str | None = None, device: str = "cpu",
+                    force: bool = False) -> Any:  # fmt: skip
+    """A copy of ``data`` whose choice questions ask the truth plus ``k - 1`` mined wrong classes
+    (``ava data options``; miners ``random``, ``cache:VFM`` with ``cache``, ``clip@<hub-id-or-dir>``). Returns
+    :class:`ava.options.OptionsResult`."""
+    from ava.options import rewrite_options as run
+
+    return run(data, out, miner=miner, k=k, seed=seed, ava=_paths(ava), cache=str(cache) if cache else None,
+               template=template, domain=domain, label_template=label_template, device=device, force=force)  # fmt: skip
