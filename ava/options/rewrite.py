@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ava.data.options import OptionsError, random_options, ranked_options
-from ava.options.miners import Miner, TextTowerMiner, truth_text, parse_miner
+from ava.options.miners import Miner, TextTowerMiner, parse_miner, truth_text
 from ava.options.prompt import TEMPLATES, foci_question, replace_option_list, rewritten_answer
 
 

@@ -52,8 +52,9 @@ def text_tower_source(vfm: str) -> str:
             "full CLIPModel / SiglipModel); use the probes, kNN or the LLM head for this VFM"
         )
     if spec.hub_id is None:
+        key = spec.key.split("@")[0]
         raise NoTextTowerError(f"VFM {vfm!r} has built-in random weights and no checkpoint, so no text tower; give "
-                               f"one with '{spec.key.split('@')[0]}@DIR' (a full CLIPModel / SiglipModel directory)")  # fmt: skip
+                               f"one with '{key}@DIR' (a full CLIPModel / SiglipModel directory)")
     return spec.hub_id
 
 
