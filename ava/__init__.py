@@ -33,6 +33,7 @@ _LAZY = {
     "import_data": "ava.api:import_data",
     "load_dataset": "ava.api:load_dataset",
     "make_report": "ava.api:make_report",
+    "rewrite_options": "ava.api:rewrite_options",
     "score": "ava.api:score",
     "split_data": "ava.api:split_data",
     "synthesize": "ava.api:synthesize",

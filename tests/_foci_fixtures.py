@@ -39,26 +39,29 @@ def save_tiny_image_text(path: Path, kind: str = "clip", seed: int = 0) -> Path:
     import transformers as T
 
     tok, vocab = char_tokenizer()
-    text = {"vocab_size": len(vocab), "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
+    text = {"vocab_size": len(vocab), "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1,
             "num_attention_heads": 2, "max_position_embeddings": 64, "pad_token_id": 0, "bos_token_id": 2,
             "eos_token_id": 3}  # fmt: skip
-    vision = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2,
-              "image_size": 32, "patch_size": 8}  # fmt: skip
+    # the tiny-clip / tiny-siglip registry shapes (56 px, patch 14, 2 layers), so ``tiny-clip@DIR`` extracts too
+    vision = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+              "image_size": 56, "patch_size": 14}  # fmt: skip
     torch.manual_seed(seed)
     if kind == "clip":
         model = T.CLIPModel(T.CLIPConfig(text_config=text, vision_config=vision, projection_dim=16))
-        proc = T.CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32})
+        proc = T.CLIPImageProcessor(size={"shortest_edge": 56}, crop_size={"height": 56, "width": 56})
     else:
         model = T.SiglipModel(T.SiglipConfig(text_config=text, vision_config=vision))
-        proc = T.SiglipImageProcessor(size={"height": 32, "width": 32})
+        proc = T.SiglipImageProcessor(size={"height": 56, "width": 56})
     model.save_pretrained(path)
     tok.save_pretrained(path)
     proc.save_pretrained(path)
     return path
 
 
-COLOURS = {"red": (220, 30, 30), "green": (30, 200, 30), "blue": (30, 30, 220), "yellow": (230, 220, 30),
-           "purple": (150, 30, 180), "orange": (240, 140, 20), "cyan": (30, 210, 210), "grey": (128, 128, 128)}  # fmt: skip
+COLOURS = {
+    "red": (220, 30, 30), "green": (30, 200, 30), "blue": (30, 30, 220), "yellow": (230, 220, 30),
+    "purple": (150, 30, 180), "orange": (240, 140, 20), "cyan": (30, 210, 210), "grey": (128, 128, 128),
+}  # fmt: skip
 
 
 def make_choice_data(root: Path, per_class: int = 5, seed: int = 0) -> Path:
