@@ -39,6 +39,7 @@ _LAZY = {
     "synthesize": "ava.api:synthesize",
     "train_head": "ava.api:train_head",
     "vfm_from_module": "ava.vfm.module:vfm_from_module",
+    "vlm_answer": "ava.api:vlm_answer",
 }
 
 __all__ = ["__version__", *_LAZY]

@@ -56,6 +56,7 @@ __all__ = [
     "synthesize",
     "train_head",
     "rewrite_options",
+    "vlm_answer",
 ]
 
 PathLike = str | os.PathLike[str]
@@ -530,6 +531,9 @@ def score(data: PathLike, pred: PathLike, *, ava: list[str] | str | None = None,
     for name in (f"results_{split}.json", f"predictions_{split}.jsonl"):
         if write and (out_dir / name).resolve() == pred.resolve():
             raise AvaError(f"--pred {pred} would be overwritten by the scored {name}; pass another -o/--out")
+    from ava.vlm.answer import check_replies_dataset
+
+    check_replies_dataset(pred, data, _paths(ava))  # a VLM run's replies, scored against the data they answered
     report = score_file(data, pred, abilities=_paths(ava), split=split, box_format=box_format)
     if write:
         write_results(report, out_dir, split)
@@ -577,3 +581,19 @@ def rewrite_options(data: PathLike, out: PathLike, *, miner: str = "random", k: 
 
     return run(data, out, miner=miner, k=k, seed=seed, ava=_paths(ava), cache=str(cache) if cache else None,
                template=template, domain=domain, label_template=label_template, device=device, force=force)  # fmt: skip
+
+
+# -- VLM replies -----------------------------------------------------------------------------------------------
+def vlm_answer(model: str, data: PathLike, out: PathLike, *, ava: list[str] | str | None = None, split: str = "test",
+               batch_size: int = 8, max_new_tokens: int = 32, max_samples: int | None = None, device: str = "auto",
+               dtype: str = "auto", trust_remote_code: bool = False, random_weights: bool = False,
+               progress: bool = False) -> Any:  # fmt: skip
+    """A VLM's greedy reply to every question of ``split``, written to the run directory ``out`` sample by sample
+    (a re-run resumes) and scored like ``ava score`` (``ava vlm answer``). Returns :class:`ava.vlm.AnswerResult`."""
+    from ava.vlm import AnswerConfig, answer
+
+    config = AnswerConfig(model=str(model), data=str(data), out=str(out), ava=_paths(ava), split=split,
+                          batch_size=batch_size, max_new_tokens=max_new_tokens, max_samples=max_samples,
+                          device=device, dtype=dtype, trust_remote_code=trust_remote_code,
+                          random_weights=random_weights, progress=progress)  # fmt: skip
+    return answer(config)

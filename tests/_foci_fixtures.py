@@ -16,8 +16,9 @@ from ava.data.format import DatasetWriter, Sample
 SPECIALS = ["[PAD]", "[UNK]", "[BOS]", "[EOS]"]
 
 
-def char_tokenizer(extra: list[str] | None = None):
-    """A fast tokenizer over single characters (BPE without merges), [BOS] ... [EOS] around every text."""
+def char_tokenizer(extra: list[str] | None = None, eos: bool = True):
+    """A fast tokenizer over single characters (BPE without merges), [BOS] ... [EOS] around every text (``eos``
+    False: [BOS] only, as a generation prompt wants)."""
     from tokenizers import Tokenizer, models, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
 
@@ -26,7 +27,8 @@ def char_tokenizer(extra: list[str] | None = None):
     tok = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="[UNK]"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     tok.post_processor = processors.TemplateProcessing(
-        single="[BOS] $A [EOS]", special_tokens=[("[BOS]", vocab["[BOS]"]), ("[EOS]", vocab["[EOS]"])]
+        single="[BOS] $A [EOS]" if eos else "[BOS] $A",
+        special_tokens=[("[BOS]", vocab["[BOS]"]), ("[EOS]", vocab["[EOS]"])],
     )
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="[PAD]", unk_token="[UNK]", bos_token="[BOS]",
                                    eos_token="[EOS]", additional_special_tokens=extra or None)  # fmt: skip
@@ -89,3 +91,63 @@ def make_choice_data(root: Path, per_class: int = 5, seed: int = 0) -> Path:
                                     question="How many squares are there in the image?", answer="1",
                                     truth={"value": 1}, split="test" if j % 5 == 4 else "train"))  # fmt: skip
     return root
+
+
+LLAVA_TEMPLATE = (
+    "{% for m in messages %}{{ m['role'].upper() }}: {% for c in m['content'] %}{% if c['type'] == 'image' %}<image>\n"
+    "{% else %}{{ c['text'] }}{% endif %}{% endfor %} {% endfor %}{% if add_generation_prompt %}ASSISTANT:{% endif %}"
+)
+QWEN_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{% for c in m['content'] %}{% if c['type'] == 'image' %}"
+    "<|vision_start|><|image_pad|><|vision_end|>{% else %}{{ c['text'] }}{% endif %}{% endfor %}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def save_tiny_vlm(path: Path, kind: str = "llava", seed: int = 0) -> Path:
+    """A tiny random LlavaForConditionalGeneration or Qwen2VLForConditionalGeneration with its processor (character
+    tokenizer, image processor, chat template) in ``path``."""
+    import torch
+    import transformers as T
+
+    torch.manual_seed(seed)
+    text = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2,
+            "num_key_value_heads": 1, "pad_token_id": 0, "bos_token_id": 2, "eos_token_id": 3}  # fmt: skip
+    if kind == "llava":
+        tok, vocab = char_tokenizer(extra=["<image>"], eos=False)
+        vision = {"model_type": "clip_vision_model", "hidden_size": 32, "intermediate_size": 64,
+                  "num_hidden_layers": 2, "num_attention_heads": 2, "image_size": 28, "patch_size": 14}  # fmt: skip
+        model = T.LlavaForConditionalGeneration(T.LlavaConfig(
+            vision_config=vision, text_config={"model_type": "llama", "vocab_size": len(vocab), **text},
+            image_token_id=vocab["<image>"]))  # fmt: skip
+        images = T.CLIPImageProcessor(size={"shortest_edge": 28}, crop_size={"height": 28, "width": 28})
+        proc = T.LlavaProcessor(image_processor=images, tokenizer=tok, patch_size=14, num_additional_image_tokens=1,
+                                vision_feature_select_strategy="default", chat_template=LLAVA_TEMPLATE)  # fmt: skip
+    else:
+        tok, vocab = char_tokenizer(extra=["<|vision_start|>", "<|image_pad|>", "<|vision_end|>", "<|video_pad|>"],
+                                    eos=False)  # fmt: skip
+        rope = {"rope_type": "default", "mrope_section": [2, 3, 3], "rope_theta": 10000.0}
+        vision = {"depth": 1, "embed_dim": 32, "hidden_size": 32, "num_heads": 2, "mlp_ratio": 2, "patch_size": 14,
+                  "spatial_merge_size": 2, "temporal_patch_size": 2}  # fmt: skip
+        model = T.Qwen2VLForConditionalGeneration(T.Qwen2VLConfig(
+            text_config={"vocab_size": len(vocab), **text, "rope_parameters": rope}, vision_config=vision,
+            image_token_id=vocab["<|image_pad|>"], video_token_id=vocab["<|video_pad|>"],
+            vision_start_token_id=vocab["<|vision_start|>"], vision_end_token_id=vocab["<|vision_end|>"]))  # fmt: skip
+        pixels = {"min_pixels": 28 * 28, "max_pixels": 56 * 56}
+        proc = T.Qwen2VLProcessor(image_processor=T.Qwen2VLImageProcessor(**pixels), tokenizer=tok,
+                                  video_processor=T.Qwen2VLVideoProcessor(**pixels),
+                                  chat_template=QWEN_TEMPLATE)  # fmt: skip
+    model.save_pretrained(path)
+    proc.save_pretrained(path)
+    return path
+
+
+def save_tiny_text_llm(path: Path) -> Path:
+    """A tiny random LlamaForCausalLM and its tokenizer: a checkpoint whose processor takes no images."""
+    import transformers as T
+
+    tok, vocab = char_tokenizer(eos=False)
+    T.LlamaForCausalLM(T.LlamaConfig(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                     num_attention_heads=2)).save_pretrained(path)  # fmt: skip
+    tok.save_pretrained(path)
+    return path
