@@ -53,5 +53,7 @@ def answer(
 
     console = Console()
     console.print(_table(SimpleNamespace(results=result.results)))  # type: ignore[arg-type]
+    if random_weights:
+        console.print("[yellow]random weights[/]: a control or a test, not a real result")
     console.print(f"{result.answered} answered, {result.resumed} already there; run directory: {result.run_dir}",
                   highlight=False)  # fmt: skip
