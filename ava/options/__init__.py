@@ -7,8 +7,16 @@ the list replaced in place, or FOCI's prompt), and the dataset rewrite behind ``
 
 from __future__ import annotations
 
-from ava.options.miners import MINER_FORMS, CacheMiner, Miner, RandomMiner, TextTowerMiner, parse_miner
+from ava.options.miners import (
+    MINER_FORMS,
+    CacheMiner,
+    Miner,
+    RandomMiner,
+    TextTowerMiner,
+    mined_options,
+    parse_miner,
+)
 from ava.options.rewrite import OptionsResult, rewrite_options
 
-__all__ = ["MINER_FORMS", "CacheMiner", "Miner", "OptionsResult", "RandomMiner", "TextTowerMiner", "parse_miner",
-           "rewrite_options"]
+__all__ = ["MINER_FORMS", "CacheMiner", "Miner", "OptionsResult", "RandomMiner", "TextTowerMiner", "mined_options",
+           "parse_miner", "rewrite_options"]

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from ava.data.options import OptionsError
+from ava.data.options import OptionSampler, OptionsError, random_options, ranked_options
 
 if TYPE_CHECKING:
     from ava.data.format import Dataset, Sample
@@ -186,3 +186,11 @@ def parse_miner(spec: str, *, cache: str | None = None, template: str | None = N
 
         return TextTowerMiner(source, template or DEFAULT_TEMPLATE, device=device, batch_size=batch_size)
     raise OptionsError(f"unknown miner {spec!r}; use {MINER_FORMS}")
+
+
+def mined_options(miner: Miner, dataset: Dataset, ava: str, classes: Sequence[str], samples: Sequence[Sample],
+                  k: int) -> OptionSampler:  # fmt: skip
+    """The :class:`~ava.data.options.OptionSampler` of ``miner`` for one ability (what ``ava data build`` asks for a
+    mined option list): ``sampler(truth, classes, rng, image=sample.image)`` for each of ``samples``."""
+    ranking = miner.prepare(dataset, ava, classes, samples, depth=k)
+    return random_options(k) if ranking is None else ranked_options(k, ranking)

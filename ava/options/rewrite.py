@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from ava.data.options import OptionsError, random_options, ranked_options
-from ava.options.miners import Miner, TextTowerMiner, parse_miner, truth_text
+from ava.data.options import OptionsError
+from ava.options.miners import Miner, TextTowerMiner, mined_options, parse_miner, truth_text
 from ava.options.prompt import TEMPLATES, foci_question, replace_option_list, rewritten_answer
 
 
@@ -124,8 +124,7 @@ def _rewrite_ability(dataset: Any, ability: Any, samples: list[Any], miner: Mine
     import dataclasses
 
     classes = ability_classes(samples)
-    ranking = miner.prepare(dataset, ability.key, classes, samples, depth=k)
-    sampler = random_options(k) if ranking is None else ranked_options(k, ranking)
+    sampler = mined_options(miner, dataset, ability.key, classes, samples, k)
     out = []
     for s in samples:
         truth = truth_text(s)

@@ -147,7 +147,10 @@ def load_image_text(source: str, *, device: str = "cpu", batch_size: int = 32, w
 
     from ava.vfm.weights import locate
 
-    weights = locate(source, key=what)
+    try:
+        weights = locate(source, key=what)
+    except AvaError as e:
+        raise AvaError(f"{what}: {e}") from None
     path = str(weights.path)
     try:
         config = transformers.AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)

@@ -83,7 +83,11 @@ def load_vlm(model: str, *, device: str = "cpu", dtype: str = "auto", trust_remo
 
     if dtype not in DTYPES:
         raise AvaError(f"unknown --dtype {dtype!r}; use {', '.join(DTYPES)}")
+    from ava.vfm.weights import looks_like_path
+
     path = Path(model).expanduser()
+    if not path.is_dir() and looks_like_path(model):
+        raise AvaError(f"VLM checkpoint directory {model} does not exist")
     source = str(path) if path.is_dir() else model
     kw = {"trust_remote_code": trust_remote_code}
     try:
