@@ -36,7 +36,8 @@ def char_tokenizer(extra: list[str] | None = None, eos: bool = True):
 
 
 def save_tiny_image_text(path: Path, kind: str = "clip", seed: int = 0) -> Path:
-    """A tiny random CLIPModel or SiglipModel with its tokenizer and image processor in ``path``."""
+    """A tiny random CLIPModel, SiglipModel or Tipsv2Model (``kind`` clip, siglip, tipsv2) with its tokenizer and
+    image processor in ``path``."""
     import torch
     import transformers as T
 
@@ -51,9 +52,13 @@ def save_tiny_image_text(path: Path, kind: str = "clip", seed: int = 0) -> Path:
     if kind == "clip":
         model = T.CLIPModel(T.CLIPConfig(text_config=text, vision_config=vision, projection_dim=16))
         proc = T.CLIPImageProcessor(size={"shortest_edge": 56}, crop_size={"height": 56, "width": 56})
-    else:
+    elif kind == "siglip":
         model = T.SiglipModel(T.SiglipConfig(text_config=text, vision_config=vision))
         proc = T.SiglipImageProcessor(size={"height": 56, "width": 56})
+    else:  # TIPSv2
+        text = {k: v for k, v in text.items() if not k.endswith("token_id")}
+        model = T.Tipsv2Model(T.Tipsv2Config(text_config=text, vision_config=vision))
+        proc = T.CLIPImageProcessor(size={"shortest_edge": 56}, crop_size={"height": 56, "width": 56})
     model.save_pretrained(path)
     tok.save_pretrained(path)
     proc.save_pretrained(path)

@@ -29,7 +29,7 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_choice_data(tmp_path_factory.mktemp("zs") / "d")
 
 
-@pytest.mark.parametrize("kind", ["clip", "siglip"])
+@pytest.mark.parametrize("kind", ["clip", "siglip", "tipsv2"])
 def test_zero_shot_answers_with_the_most_similar_option(kind: str, data: Path, tmp_path: Path,
                                                         capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
     from ava.data.format import Dataset
@@ -37,7 +37,8 @@ def test_zero_shot_answers_with_the_most_similar_option(kind: str, data: Path, t
 
     ckpt = save_tiny_image_text(tmp_path / kind, kind)
     out = tmp_path / "run"
-    code, text = _run(["head", "train", "--head", "zero-shot", "--vfm", f"tiny-{kind}@{ckpt}", "--data", str(data),
+    key = {"tipsv2": "tipsv2-b"}.get(kind, kind)
+    code, text = _run(["head", "train", "--head", "zero-shot", "--vfm", f"tiny-{key}@{ckpt}", "--data", str(data),
                        "--out", str(out)], capsys)  # fmt: skip
     assert code == 0, text
     run = json.loads((out / "run.json").read_text())

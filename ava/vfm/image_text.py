@@ -1,5 +1,5 @@
 """CLIP-like image-text models: a checkpoint with both an image tower and a text tower (CLIP, SigLIP, SigLIP-2,
-MetaCLIP-2, ...), loaded whole through transformers' ``AutoModel``, embedding labels and images into one space.
+MetaCLIP-2, TIPSv2, ...), loaded whole through transformers' ``AutoModel``, embedding labels and images into one space.
 
 Two things use it: the text-tower option miner (``ava data options --miner clip@DIR``, :mod:`ava.options.miners`)
 and the zero-shot head (``ava head train --head zero-shot``, :mod:`ava.heads.zero_shot`). Both rank option texts
@@ -25,10 +25,11 @@ if TYPE_CHECKING:
     from PIL import Image
 
 # transformers model types whose checkpoint carries an image tower and a text tower in one space
-DUAL_ENCODER_TYPES = ("clip", "siglip", "siglip2", "metaclip_2", "chinese_clip", "altclip", "align", "aimv2")
+DUAL_ENCODER_TYPES = ("clip", "siglip", "siglip2", "metaclip_2", "tipsv2", "chinese_clip", "altclip", "align",
+                      "aimv2")
 # the vision-tower classes of ava's VFM registry whose published checkpoints carry a text tower
 TEXT_TOWER_CLASSES = ("CLIPVisionModel", "SiglipVisionModel", "Siglip2VisionModel", "MetaClip2VisionModel",
-                      "Aimv2VisionModel")  # fmt: skip
+                      "Tipsv2VisionModel", "Aimv2VisionModel")  # fmt: skip
 DEFAULT_TEMPLATE = "a photo of a {}."
 PAD_RGB = (124, 120, 111)
 # SigLIP's text tower was trained on text padded to 64 tokens; other towers take the batch's longest text
@@ -48,7 +49,7 @@ def text_tower_source(vfm: str) -> str:
     if spec.model_class not in TEXT_TOWER_CLASSES:
         raise NoTextTowerError(
             f"VFM {vfm!r} ({spec.model_class}) has no text tower: the zero-shot head needs a CLIP-like checkpoint "
-            "with an image and a text tower (CLIP, SigLIP, SigLIP-2, MetaCLIP-2, e.g. 'clip@DIR' or 'hf:DIR' of a "
+            "with an image and a text tower (CLIP, SigLIP, SigLIP-2, MetaCLIP-2, TIPSv2, e.g. 'clip@DIR' or 'hf:DIR' of a "
             "full CLIPModel / SiglipModel); use the probes, kNN or the LLM head for this VFM"
         )
     if spec.hub_id is None:
