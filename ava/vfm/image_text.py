@@ -49,8 +49,8 @@ def text_tower_source(vfm: str) -> str:
     if spec.model_class not in TEXT_TOWER_CLASSES:
         raise NoTextTowerError(
             f"VFM {vfm!r} ({spec.model_class}) has no text tower: the zero-shot head needs a CLIP-like checkpoint "
-            "with an image and a text tower (CLIP, SigLIP, SigLIP-2, MetaCLIP-2, TIPSv2, e.g. 'clip@DIR' or 'hf:DIR' of a "
-            "full CLIPModel / SiglipModel); use the probes, kNN or the LLM head for this VFM"
+            "with an image and a text tower (CLIP, SigLIP, SigLIP-2, MetaCLIP-2, TIPSv2, e.g. 'clip@DIR' or 'hf:DIR' "
+            "of a full CLIPModel / SiglipModel); use the probes, kNN or the LLM head for this VFM"
         )
     if spec.hub_id is None:
         key = spec.key.split("@")[0]
