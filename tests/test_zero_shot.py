@@ -103,3 +103,12 @@ def test_only_non_choice_abilities_is_an_error(data: Path, tmp_path: Path, capsy
     code, text = _run(["head", "train", "--head", "zero-shot", "--vfm", f"clip@{ckpt}", "--data", str(data),
                        "--ava", "counting", "--out", str(tmp_path / "run")], capsys)  # fmt: skip
     assert code == 2 and "answers choice questions only" in text
+
+
+def test_fingerprint_refuses_zero_shot_for_a_vfm_without_text_tower_before_training(
+    data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, text = _run(["fingerprint", "--vfm", "pixels", "--data", str(data), "--cache", str(tmp_path / "c"),
+                       "--out", str(tmp_path / "runs"), "--head", "knn,zero-shot", "-q"], capsys)  # fmt: skip
+    assert code == 2 and "VFM 'pixels' (pixels) has no text tower" in text, text
+    assert not (tmp_path / "runs").exists()  # the kNN head did not train first

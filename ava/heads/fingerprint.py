@@ -109,6 +109,10 @@ def fingerprint(config: FingerprintConfig) -> FingerprintResult:
     out = Path(config.out)
     standalone = [h for h in dict.fromkeys(config.heads) if HEADS.canonical(h) in STANDALONE_HEADS]
     feature_heads = [h for h in dict.fromkeys(config.heads) if h not in standalone]
+    if standalone:  # a VFM without a text tower is refused before any feature head trains
+        from ava.vfm.image_text import text_tower_source
+
+        text_tower_source(config.vfm)
     if not feature_heads:  # the zero-shot head alone: no cache is read
         return _standalone(config, standalone, out, abilities, FingerprintResult({}, {}, {}, {}))
     cache = open_cache(config.cache, config.vfm)
