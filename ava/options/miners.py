@@ -134,7 +134,8 @@ class TextTowerMiner:
         self.name = f"clip@{self.source}"
         self._model: Any = None
 
-    def _load(self) -> Any:
+    def load(self) -> Any:
+        """The checkpoint, loaded once (a checkpoint without a text tower is refused here, by name)."""
         if self._model is None:
             from ava.vfm.image_text import load_image_text
 
@@ -144,7 +145,7 @@ class TextTowerMiner:
 
     def prepare(self, dataset: Dataset, ava: str, classes: Sequence[str], samples: Sequence[Sample],
                 depth: int) -> Ranking:  # fmt: skip
-        model = self._load()
+        model = self.load()
         labels = model.texts([self.template.format(c) for c in classes])
         unique = {s.image_sha256: s for s in samples}
         images = []

@@ -104,7 +104,7 @@ def rewrite_options(data: str | os.PathLike[str], out: str | os.PathLike[str], *
     dataset = Dataset(data)
     chosen, skipped = _choice_abilities(dataset, ava, k)
     if isinstance(found, TextTowerMiner):
-        found._load()  # a checkpoint without a text tower is refused before any image is read
+        found.load()  # a checkpoint without a text tower is refused before any image is read
     result = OptionsResult(out, found.name, k, skipped=skipped)
     files: dict[str, str] = {}
     for key in dataset.abilities():
