@@ -44,6 +44,7 @@ def test_vlm_is_split_by_the_zero_shot_heads_correctness(runs: dict[str, Path], 
     assert rec["n_reference_right"] == sum(v >= 1 for v in zs.values())
     assert rec["gap"] == pytest.approx(rec["reference"] - rec["run"])
     assert "## Alignment gap" in (tmp_path / "r" / "report.md").read_text()
+    assert "<h2>Alignment gap" in (tmp_path / "r" / "report.html").read_text()
     # a run against itself: always right where the reference is right, never where it is wrong
     (self_gap,) = ava.make_report([runs["zs"]], tmp_path / "s", n_boot=100,
                                   gaps=[(runs["zs"], runs["zs"])]).data["alignment"]  # fmt: skip
@@ -67,5 +68,7 @@ def test_scores_relative_to_a_reference_vfm(runs: dict[str, Path], tmp_path: Pat
             assert row["pixels#size=32"] == pytest.approx(expected)
     assert (tmp_path / "r" / "plots" / "relative-knn.png").is_file()
     assert "## Scores relative to a reference VFM" in (tmp_path / "r" / "report.md").read_text()
+    page = (tmp_path / "r" / "report.html").read_text()
+    assert "<h2>Scores relative to a reference VFM</h2>" in page and 'alt="relative scores"' in page
     with pytest.raises(AvaError, match=r"--reference 'dinov2': no run of that VFM among the runs"):
         ava.make_report([runs["pixels#size=32"]], tmp_path / "x", n_boot=100, reference="dinov2")

@@ -71,19 +71,42 @@ def pairs(runs: list[RunResult], named: list[tuple[str, str]] | None) -> list[tu
     return [(v, z) for v in vlms for z in refs]
 
 
+TITLE = "Alignment gap: accuracy split by whether the reference was right"
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}"
+
+
+def caption(g: dict[str, Any]) -> str:
+    return f"{g['run_head']} on {g['run_vfm']} vs {g['reference_head']} on {g['reference_vfm']}"
+
+
+def rows(g: dict[str, Any]) -> list[list[str]]:
+    """Header and rows of one pair's table (accuracies in %)."""
+    out = [["ability", "n", "reference", "run", "gap", "run where ref right (n)", "run where ref wrong (n)"]]
+    for ab, a in g["abilities"].items():
+        out.append([ab, str(a["n"]), _pct(a["reference"]), _pct(a["run"]), _pct(a["gap"]),
+                    f"{_pct(a['run_where_reference_right'])} ({a['n_reference_right']})",
+                    f"{_pct(a['run_where_reference_wrong'])} ({a['n_reference_wrong']})"])  # fmt: skip
+    return out
+
+
 def markdown(gaps: list[dict[str, Any]]) -> list[str]:
     """report.md's section: one table per pair."""
-    def pct(x: float | None) -> str:
-        return "-" if x is None else f"{100 * x:.1f}"
-
-    md = ["## Alignment gap: accuracy split by whether the reference was right", ""]
+    md = [f"## {TITLE}", ""]
     for g in gaps:
-        md += [f"### {g['run_head']} on {g['run_vfm']} vs {g['reference_head']} on {g['reference_vfm']}", "",
-               "| ability | n | reference | run | gap | run where ref right (n) | run where ref wrong (n) |",
-               "|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
-        for ab, a in g["abilities"].items():
-            md.append(f"| {ab} | {a['n']} | {pct(a['reference'])} | {pct(a['run'])} | {pct(a['gap'])} | "
-                      f"{pct(a['run_where_reference_right'])} ({a['n_reference_right']}) | "
-                      f"{pct(a['run_where_reference_wrong'])} ({a['n_reference_wrong']}) |")  # fmt: skip
-        md.append("")
+        table = rows(g)
+        md += [f"### {caption(g)}", "", "| " + " | ".join(table[0]) + " |", "|---|" + "---:|" * (len(table[0]) - 1)]
+        md += ["| " + " | ".join(r) + " |" for r in table[1:]] + [""]
     return md
+
+
+def html(gaps: list[dict[str, Any]]) -> list[str]:
+    """report.html's section: the same tables."""
+    from ava.report.html import _e, table_html
+
+    body = [f"<h2>{_e(TITLE)}</h2>"]
+    for g in gaps:
+        body += [f"<h3>{_e(caption(g))}</h3>", table_html(rows(g))]
+    return body

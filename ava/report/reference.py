@@ -57,19 +57,44 @@ def relative_scores(tables: dict[str, HeadTable], reference: str) -> dict[str, A
     return out
 
 
+TITLE = "Scores relative to a reference VFM"
+
+
+def rows(block: dict[str, Any]) -> list[list[str]]:
+    """Header and rows of one head's table (abilities down, VFMs across); empty without a reference."""
+    if not block["values"]:
+        return []
+    vfms = list(next(iter(block["values"].values())))
+    return [["ability", *vfms]] + [[ab, *("-" if row[v] is None else f"{row[v]:.2f}" for v in vfms)]
+                                    for ab, row in block["values"].items()]  # fmt: skip
+
+
 def markdown(relative: dict[str, Any]) -> list[str]:
     """report.md's section: one table per head (abilities down, VFMs across)."""
-    md = ["## Scores relative to a reference VFM", ""]
+    md = [f"## {TITLE}", ""]
     for block in relative.values():
         md += [f"### {block['head']}: relative to {block['reference'] or '-'}", "", f"*{block['note']}*", ""]
-        if not block["values"]:
-            continue
-        vfms = list(next(iter(block["values"].values())))
-        md += ["| ability | " + " | ".join(vfms) + " |", "|---|" + "---:|" * len(vfms)]
-        for ab, row in block["values"].items():
-            md.append(f"| {ab} | " + " | ".join("-" if row[v] is None else f"{row[v]:.2f}" for v in vfms) + " |")
-        md.append("")
+        if table := rows(block):
+            md += ["| " + " | ".join(table[0]) + " |", "|---|" + "---:|" * (len(table[0]) - 1)]
+            md += ["| " + " | ".join(r) + " |" for r in table[1:]] + [""]
     return md
+
+
+def html(relative: dict[str, Any], plots: dict[str, list[str]], out: Path) -> list[str]:
+    """report.html's section: the same tables, each with its heatmap inlined."""
+    from ava.report.html import _data_uri, _e, table_html
+
+    body = [f"<h2>{_e(TITLE)}</h2>"]
+    for key, block in relative.items():
+        body += [f"<h3>{_e(block['head'])}: relative to {_e(block['reference'] or '-')}</h3>",
+                 f'<p class="note">{_e(block["note"])}</p>']  # fmt: skip
+        if table := rows(block):
+            body.append(table_html(table))
+        png = next((f for f in plots.get(key, []) if f.endswith(".png")), None)
+        if png and (out / png).is_file():
+            uri = _data_uri((out / png).read_bytes(), "image/png")
+            body.append(f'<img class="plot" alt="relative scores" src="{uri}">')
+    return body
 
 
 def write_plots(relative: dict[str, Any], out_dir: Path) -> dict[str, list[str]]:
