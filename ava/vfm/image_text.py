@@ -31,7 +31,6 @@ DUAL_ENCODER_TYPES = ("clip", "siglip", "siglip2", "metaclip_2", "tipsv2", "chin
 TEXT_TOWER_CLASSES = ("CLIPVisionModel", "SiglipVisionModel", "Siglip2VisionModel", "MetaClip2VisionModel",
                       "Tipsv2VisionModel", "Aimv2VisionModel")  # fmt: skip
 DEFAULT_TEMPLATE = "a photo of a {}."
-PAD_RGB = (124, 120, 111)
 # SigLIP's text tower was trained on text padded to 64 tokens; other towers take the batch's longest text
 MAX_LENGTH_PADDED = {"siglip": 64, "siglip2": 64}
 
@@ -103,9 +102,11 @@ class ImageTextModel:
         """[N, D] normalized image embeddings (each image padded to square first)."""
         import torch
 
+        from ava.vfm.preprocess import pad_to_square
+
         out = []
         for start in range(0, len(images), self.batch_size):
-            batch = [pad_square(im) for im in images[start : start + self.batch_size]]
+            batch = [pad_to_square(im) for im in images[start : start + self.batch_size]]
             pixels = self.image_processor(images=batch, return_tensors="pt")["pixel_values"].to(self.device)
             with torch.inference_mode():
                 out.append(_embedding(self.model.get_image_features(pixel_values=pixels.to(self.model.dtype))))
@@ -125,19 +126,6 @@ def _normalized(parts: list[Any], dim: int) -> np.ndarray:
         return np.zeros((0, dim), np.float32)
     x = np.concatenate([p.numpy() for p in parts]).astype(np.float32)
     return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
-
-
-def pad_square(image: Image.Image) -> Image.Image:
-    """The image centred on a square canvas of the padding colour (ava's default: nothing is cropped away)."""
-    from PIL import Image as PILImage
-
-    w, h = image.size
-    if w == h:
-        return image.convert("RGB")
-    side = max(w, h)
-    canvas = PILImage.new("RGB", (side, side), PAD_RGB)
-    canvas.paste(image.convert("RGB"), ((side - w) // 2, (side - h) // 2))
-    return canvas
 
 
 def load_image_text(source: str, *, device: str = "cpu", batch_size: int = 32, what: str = "model",
