@@ -33,11 +33,13 @@ _LAZY = {
     "import_data": "ava.api:import_data",
     "load_dataset": "ava.api:load_dataset",
     "make_report": "ava.api:make_report",
+    "rewrite_options": "ava.api:rewrite_options",
     "score": "ava.api:score",
     "split_data": "ava.api:split_data",
     "synthesize": "ava.api:synthesize",
     "train_head": "ava.api:train_head",
     "vfm_from_module": "ava.vfm.module:vfm_from_module",
+    "vlm_answer": "ava.api:vlm_answer",
 }
 
 __all__ = ["__version__", *_LAZY]

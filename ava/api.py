@@ -55,6 +55,8 @@ __all__ = [
     "split_data",
     "synthesize",
     "train_head",
+    "rewrite_options",
+    "vlm_answer",
 ]
 
 PathLike = str | os.PathLike[str]
@@ -529,6 +531,9 @@ def score(data: PathLike, pred: PathLike, *, ava: list[str] | str | None = None,
     for name in (f"results_{split}.json", f"predictions_{split}.jsonl"):
         if write and (out_dir / name).resolve() == pred.resolve():
             raise AvaError(f"--pred {pred} would be overwritten by the scored {name}; pass another -o/--out")
+    from ava.vlm.answer import check_replies_dataset
+
+    check_replies_dataset(pred, data, _paths(ava))  # a VLM run's replies, scored against the data they answered
     report = score_file(data, pred, abilities=_paths(ava), split=split, box_format=box_format)
     if write:
         write_results(report, out_dir, split)
@@ -550,9 +555,11 @@ class ReportResult:
 
 
 def make_report(runs: list[PathLike], out: PathLike, *, split: str = "test", allow_mixed: bool = False,
-                n_boot: int = 2000, seed: int = 0) -> ReportResult:  # fmt: skip
+                n_boot: int = 2000, seed: int = 0, reference: str | None = None,
+                gaps: list[tuple[PathLike, PathLike]] | None = None) -> ReportResult:  # fmt: skip
     """Tables with 95% bootstrap intervals, baselines, ranks and rank agreement, subgroups, plots and report.html
-    from run directories (``ava report``)."""
+    from run directories (``ava report``); ``reference`` adds every score relative to that VFM, ``gaps`` (run,
+    reference run) pairs the alignment gap (default: each VLM run against each zero-shot run)."""
     from ava.report import make_report as run_report
 
     if isinstance(runs, str | os.PathLike):
@@ -560,5 +567,36 @@ def make_report(runs: list[PathLike], out: PathLike, *, split: str = "test", all
     if n_boot < 100:
         raise AvaError(f"n_boot must be >= 100, got {n_boot}")
     result = run_report([Path(r) for r in runs], Path(out), split=split, allow_mixed=allow_mixed, n_boot=n_boot,
-                        seed=seed)  # fmt: skip
+                        seed=seed, reference=reference,
+                        gaps=[(str(a), str(b)) for a, b in gaps] if gaps else None)  # fmt: skip
     return ReportResult(Path(out), list(result.get("refused") or []), result)
+
+
+# -- options (FOCI hard negatives) -----------------------------------------------------------------------------
+def rewrite_options(data: PathLike, out: PathLike, *, miner: str = "random", k: int = 4, seed: int = 0,
+                    ava: list[str] | str | None = None, cache: PathLike | None = None, template: str = "keep",
+                    domain: str = "choices", label_template: str | None = None, device: str = "cpu",
+                    force: bool = False) -> Any:  # fmt: skip
+    """A copy of ``data`` whose choice questions ask the truth plus ``k - 1`` mined wrong classes
+    (``ava data options``; miners ``random``, ``cache:VFM`` with ``cache``, ``clip@<hub-id-or-dir>``). Returns
+    :class:`ava.options.OptionsResult`."""
+    from ava.options import rewrite_options as run
+
+    return run(data, out, miner=miner, k=k, seed=seed, ava=_paths(ava), cache=str(cache) if cache else None,
+               template=template, domain=domain, label_template=label_template, device=device, force=force)  # fmt: skip
+
+
+# -- VLM replies -----------------------------------------------------------------------------------------------
+def vlm_answer(model: str, data: PathLike, out: PathLike, *, ava: list[str] | str | None = None, split: str = "test",
+               batch_size: int = 8, max_new_tokens: int = 32, max_samples: int | None = None, device: str = "auto",
+               dtype: str = "auto", trust_remote_code: bool = False, random_weights: bool = False,
+               progress: bool = False) -> Any:  # fmt: skip
+    """A VLM's greedy reply to every question of ``split``, written to the run directory ``out`` sample by sample
+    (a re-run resumes) and scored like ``ava score`` (``ava vlm answer``). Returns :class:`ava.vlm.AnswerResult`."""
+    from ava.vlm import AnswerConfig, answer
+
+    config = AnswerConfig(model=str(model), data=str(data), out=str(out), ava=_paths(ava), split=split,
+                          batch_size=batch_size, max_new_tokens=max_new_tokens, max_samples=max_samples,
+                          device=device, dtype=dtype, trust_remote_code=trust_remote_code,
+                          random_weights=random_weights, progress=progress)  # fmt: skip
+    return answer(config)

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from ava.cli import synth
-from ava.cli.options import DataArg, DataOpt, checked, dataset_dir
+from ava.cli.options import DataArg, DataOpt, ForceOpt, checked, dataset_dir, list_callback
 
 app = typer.Typer(no_args_is_help=True)
 app.command("synth")(synth.synth)
@@ -150,3 +150,44 @@ def _print_info(result: dict[str, Any]) -> None:
         sources = ", ".join(f"{k} {v}" for k, v in list(a["sources"].items())[:4])
         table.add_row(ava, *(str(a[k]) for k in ("total", "train", "test", "unsplit")), str(len(a["classes"])), sources)
     console.print(table)
+
+
+# -- ava data options (FOCI hard negatives; ava.options) --------------------------------------------------------
+@app.command("options")
+def options(
+    data: DataOpt = None,
+    miner: Annotated[str, typer.Option(help="random, cache:VFM (with --cache) or clip@<hub-id-or-dir>.")] = "random",
+    k: Annotated[int, typer.Option("--k", help="Options per question: the truth and k-1 wrong classes.")] = 4,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Dataset directory to write. Required.")] = None,
+    cache: Annotated[str | None, typer.Option(help="Feature cache a cache:VFM miner reads (directory or URL).")] = None,
+    ava: Annotated[list[str] | None, typer.Option("--ava", help="Abilities (default: every choice ability with "
+                                                  "more than k classes).", callback=list_callback)] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the option order (per sample).")] = 0,
+    template: Annotated[str, typer.Option(help="keep: the question keeps its wording, its list replaced; foci: "
+                                          "FOCI's prompt (A.-D. choices, answer with the letter).")] = "keep",
+    domain: Annotated[str, typer.Option(help="The foci template's noun: 'Which of these DOMAIN is shown ...'.")] = (
+        "choices"),
+    label_template: Annotated[str | None, typer.Option(help="clip@ miner: prompt around each label "
+                                                       "(default 'a photo of a {}.').")] = None,
+    device: Annotated[str, typer.Option(help="clip@ miner: device of the model.")] = "cpu",
+    force: ForceOpt = False,
+) -> None:
+    """Rewrite every choice question's options to the truth plus the k-1 most similar wrong classes (FOCI's hard
+    negatives; --miner random: random ones), shuffled with --seed; option list, answer and truth index are rewritten
+    to match and the miner recorded. OUT is written whole or not at all.
+
+    Example: ava data options --data data/ava --miner cache:dinov2 --cache cache/ --k 4 --out data/ava-hard
+    """
+    if data is None:
+        raise typer.BadParameter("a dataset directory is required", param_hint="'--data'")
+    if out is None:
+        raise typer.BadParameter("an output directory is required", param_hint="'--out'")
+    from ava.api import rewrite_options
+
+    result = rewrite_options(data, out, miner=miner, k=k, seed=seed, ava=ava, cache=cache, template=template,
+                             domain=domain, label_template=label_template, device=device, force=force)  # fmt: skip
+    for key, n in result.rewritten.items():
+        typer.echo(f"{key}: {n} questions, {result.classes[key]} classes -> {k} options ({result.miner})")
+    for key, why in result.skipped.items():
+        typer.echo(f"{key}: left as it was ({why})")
+    typer.echo(f"wrote {result.out}")

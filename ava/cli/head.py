@@ -471,3 +471,31 @@ def list_heads() -> None:
         spec = LLMS.get(name)
         llms.add_row(name, spec.hub_id or "random weights (built locally)", spec.description)
     console.print(llms)
+
+
+# -- the connector probe (ava.report.connector) -----------------------------------------------------------------
+@app.command("probe-connector")
+def probe_connector(
+    run: Annotated[Path, typer.Option("--run", help="A finished LLM-head run directory (with connector.safetensors).")],
+    head: Annotated[list[str] | None, typer.Option("--head", help="Probes: probe-linear (default), knn.",
+                                                   callback=list_callback, show_default=False)] = None,  # fmt: skip
+    device: Annotated[str, typer.Option(help="Where the probes train: auto, cpu, cuda ...")] = "auto",
+    threads: ThreadsOpt = None,
+) -> None:
+    """The same probe on the LLM head's connector outputs and on the raw VFM features it was given, per ability:
+    where the connector scores lower, the ability was lost in the connector (the paper's section 6)."""
+    threads_setup(threads)
+    from rich.console import Console
+    from rich.table import Table
+
+    from ava.report.connector import DEFAULT_HEADS
+    from ava.report.connector import probe_connector as run_probe
+
+    result = run_probe(run, heads=tuple(head or DEFAULT_HEADS), device=device)
+    table = Table(title=f"connector probe of {run} (VFM {result.vfm}; raw {result.dims['raw']}-d, connector "
+                        f"{result.dims['connector']}-d)")  # fmt: skip
+    for col in ("ability", "probe", "metric", "raw features", "connector outputs", "change"):
+        table.add_column(col, justify="left" if col in ("ability", "probe", "metric") else "right")
+    for row in result.rows():
+        table.add_row(*row)
+    Console().print(table)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import typer
 
-from ava.cli import cache, data, demo, fingerprint, head, report, score, sweep, vfm
+from ava.cli import cache, data, demo, fingerprint, head, report, score, sweep, vfm, vlm
 from ava.cli.options import tidy_help
 
 tidy_help()
@@ -52,6 +52,7 @@ app.add_typer(data.app, name="data", help="Import, synthesize, split, inspect an
 app.add_typer(vfm.app, name="vfm", help="The registry of frozen vision foundation models.")
 app.add_typer(cache.app, name="cache", help="Extract, inspect and verify the compressed feature cache.")
 app.add_typer(head.app, name="head", help="Train and evaluate heads (LLM, probes, kNN) on cached features.")
+app.add_typer(vlm.app, name="vlm", help="Whole VLMs answering the same questions, scored beside the heads.")
 app.add_typer(sweep.app, name="sweep", help="Run a grid of VFM x head x ability set as jobs (local or SLURM).")
 app.command("fingerprint")(fingerprint.fingerprint)
 app.command("score")(score.score)

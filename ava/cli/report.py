@@ -19,6 +19,11 @@ def report(
     seed: Annotated[int, typer.Option(help="Seed of the bootstrap (reports are reproducible).")] = 0,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not print the tables.")] = False,
     detail: Annotated[bool, typer.Option(help="Also print the rank agreement per ability.")] = False,
+    reference: Annotated[str | None, typer.Option(help="Also show every score relative to this VFM (a table and a "
+                                                  "plot per head), e.g. dinov2.", show_default=False)] = None,
+    gap: Annotated[list[str] | None, typer.Option(help="RUN=REF: RUN's accuracy split by whether REF got each "
+                                                  "question right (repeatable; default: each vlm run against each "
+                                                  "zero-shot run).", show_default=False)] = None,
 ) -> None:
     """Tables (the paper's Table 5 per head) with 95% bootstrap intervals, chance and majority baselines, rank
     agreement between heads, subgroups, plots, and report.html with a gallery of failures.
@@ -33,11 +38,26 @@ def report(
     from ava.api import make_report
     from ava.report import print_report
 
-    made = make_report(runs, out, split=split, allow_mixed=allow_mixed, n_boot=n_boot, seed=seed)
+    pairs = []
+    for item in gap or []:
+        a, eq, b = item.partition("=")
+        if not eq or not a or not b:
+            raise typer.BadParameter(f"{item!r}: give RUN=REF (two run directories)", param_hint="'--gap'")
+        pairs.append((a, b))
+    made = make_report(runs, out, split=split, allow_mixed=allow_mixed, n_boot=n_boot, seed=seed,
+                       reference=reference, gaps=pairs or None)  # fmt: skip
     result = made.data
     console = Console()
     if not quiet:
         print_report(result, console, detail=detail)
+    if result.get("relative") or result.get("alignment"):
+        from ava.report.alignment import markdown as gap_markdown
+        from ava.report.reference import markdown as relative_markdown
+
+        lines = relative_markdown(result["relative"]) if result.get("relative") else []
+        lines += gap_markdown(result["alignment"]) if result.get("alignment") else []
+        if not quiet:
+            console.print("\n".join(lines), highlight=False, markup=False)
     console.print(f"report: {out / 'report.md'}  (also report.html, report.json, report.tex, plots/)", highlight=False)
     if result["refused"]:
         Console(stderr=True).print(f"[red]{len(result['refused'])} table(s) refused[/] (see above; --allow-mixed "

@@ -9,5 +9,6 @@ HEADS.register("llm", "ava.heads.llm:SPEC")
 HEADS.register("probe-linear", "ava.heads.probe:LINEAR_SPEC", aliases=("linear",))
 HEADS.register("probe-attn", "ava.heads.probe:ATTN_SPEC", aliases=("attentive",))
 HEADS.register("knn", "ava.heads.knn:SPEC")
+HEADS.register("zero-shot", "ava.heads.zero_shot:SPEC", aliases=("zeroshot",))
 
 __all__ = ["HEADS", "HeadSpec"]

@@ -23,6 +23,8 @@ __all__ = ["FINGERPRINT_HEADS", "FingerprintConfig", "FingerprintResult", "finge
 
 # -- ava fingerprint ---------------------------------------------------------------------------------------------
 FINGERPRINT_HEADS = ("probe-linear", "probe-attn", "knn")
+# heads a fingerprint may also run that read no cached features (asked for by name with --head)
+STANDALONE_HEADS = ("zero-shot",)
 
 
 @dataclass
@@ -75,7 +77,8 @@ def make_run(head: str, config: Any, dataset: Dataset, cache: Any, abilities: li
         from ava.heads.knn.train import KNNRun
 
         return KNNRun(config, dataset, cache, abilities, device)
-    raise AvaError(f"head {head!r} cannot be part of a fingerprint; use {', '.join(FINGERPRINT_HEADS)}")
+    known = ", ".join(FINGERPRINT_HEADS + STANDALONE_HEADS)
+    raise AvaError(f"head {head!r} cannot be part of a fingerprint; use {known}")
 
 
 @dataclass
@@ -103,10 +106,18 @@ def fingerprint(config: FingerprintConfig) -> FingerprintResult:
         raise AvaError(f"--jobs must be >= 1, got {config.jobs}")
     dataset = Dataset(config.data)
     abilities = select_abilities(dataset, config.ava)
+    out = Path(config.out)
+    standalone = [h for h in dict.fromkeys(config.heads) if HEADS.canonical(h) in STANDALONE_HEADS]
+    feature_heads = [h for h in dict.fromkeys(config.heads) if h not in standalone]
+    if standalone:  # a VFM without a text tower is refused before any feature head trains
+        from ava.vfm.image_text import text_tower_source
+
+        text_tower_source(config.vfm)
+    if not feature_heads:  # the zero-shot head alone: no cache is read
+        return _standalone(config, standalone, out, abilities, FingerprintResult({}, {}, {}, {}))
     cache = open_cache(config.cache, config.vfm)
     device = resolve_device(config.device)
-    out = Path(config.out)
-    configs = {h: head_config(h, config, out, abilities) for h in dict.fromkeys(config.heads)}
+    configs = {h: head_config(h, config, out, abilities) for h in feature_heads}
     with contextlib.ExitStack() as claims:  # each run dir is owned by this job (ava.heads.rundir): lock, no mixing
         for h, hc in configs.items():
             claims.enter_context(claim_run(hc.out, HEADS.get(h).name, hc))
@@ -115,4 +126,23 @@ def fingerprint(config: FingerprintConfig) -> FingerprintResult:
         reads = train_abilities(runs, cache, abilities, device=device, progress=config.progress, label=config.vfm,
                                 jobs=jobs)  # fmt: skip
         results = {run.head: run.finish() for run in runs}
-    return FingerprintResult({r.head: r.run_dir for r in runs}, results, reads, {r.head: r.resumed for r in runs})
+    result = FingerprintResult({r.head: r.run_dir for r in runs}, results, reads, {r.head: r.resumed for r in runs})
+    return _standalone(config, standalone, out, abilities, result)
+
+
+def _standalone(config: FingerprintConfig, heads: list[str], out: Path, abilities: list[str],
+                result: FingerprintResult) -> FingerprintResult:  # fmt: skip
+    """Heads that read no cached features (the zero-shot head embeds images with its own towers), run after the
+    feature heads, each into its own run directory; their results join ``result``."""
+    import json
+
+    from ava.heads import HEADS
+
+    for h in heads:
+        spec = HEADS.get(h)
+        run_dir = Path(spec.train(head_config(h, config, out, abilities)))
+        found = run_dir / f"results_{config.split}.json"
+        result.run_dirs[spec.name] = run_dir
+        result.results[spec.name] = json.loads(found.read_text()) if found.is_file() else None
+        result.resumed[spec.name] = []
+    return result

@@ -38,10 +38,40 @@ def _weights(r: Any) -> str:
 
 
 def build_report(run_dirs: list[str | Path], split: str = "test", *, allow_mixed: bool = False,
-                 n_boot: int | None = None, seed: int = 0,
-                 opening: list[str] | None = None) -> dict[str, Any]:  # fmt: skip
+                 n_boot: int | None = None, seed: int = 0, opening: list[str] | None = None,
+                 reference: str | None = None,
+                 gaps: list[tuple[str, str]] | None = None) -> dict[str, Any]:  # fmt: skip
     """The report as a JSON-able dict (no files written, no plots yet); arguments as :func:`make_report`."""
-    return _build(run_dirs, split, allow_mixed=allow_mixed, n_boot=n_boot, seed=seed, opening=opening)[0]
+    report, tables, runs = _build(run_dirs, split, allow_mixed=allow_mixed, n_boot=n_boot, seed=seed, opening=opening)
+    _analyses(report, tables, runs, reference, gaps)
+    return report
+
+
+def _analyses(report: dict[str, Any], tables: dict[str, Any], runs: list[Any], reference: str | None,
+              gaps: list[tuple[str, str]] | None) -> None:  # fmt: skip
+    """FOCI's and the paper's analyses: scores relative to a reference VFM (``relative``, with ``reference``) and
+    the alignment gap of VLM runs against zero-shot runs or named pairs (``alignment``)."""
+    from ava.report.alignment import alignment_gap, pairs
+    from ava.report.reference import relative_scores
+
+    if reference:
+        report["relative"] = relative_scores(tables, reference)
+    found = pairs(runs, gaps)
+    if found:
+        report["alignment"] = [alignment_gap(run, ref) for run, ref in found]
+
+
+def _analysis_markdown(report: dict[str, Any]) -> str:
+    from ava.report import alignment, reference
+
+    md: list[str] = []
+    if report.get("relative"):
+        md += reference.markdown(report["relative"])
+        for files in report.get("relative_plots", {}).values():
+            md += [f"![relative scores]({f})" for f in files if f.endswith(".png")] + [""]
+    if report.get("alignment"):
+        md += alignment.markdown(report["alignment"])
+    return "\n".join(md)
 
 
 def _build(run_dirs: list[str | Path], split: str, *, allow_mixed: bool, n_boot: int | None, seed: int,
@@ -94,7 +124,8 @@ def _build(run_dirs: list[str | Path], split: str, *, allow_mixed: bool, n_boot:
 
 def make_report(run_dirs: list[str | Path], out: str | Path, split: str = "test", *, allow_mixed: bool = False,
                 n_boot: int | None = None, seed: int = 0, opening: list[str] | None = None,
-                html: bool = True) -> dict[str, Any]:  # fmt: skip
+                html: bool = True, reference: str | None = None,
+                gaps: list[tuple[str, str]] | None = None) -> dict[str, Any]:  # fmt: skip
     """Read the runs' ``results_<split>.json`` (and ``predictions_<split>.jsonl``) and write, under ``out``:
     report.md, report.json (strict JSON), report.tex, report.html (self-contained) and ``plots/`` (PNG and SVG
     per head). Returns the report dict (as in report.json). Each file is written whole through a temporary
@@ -103,6 +134,9 @@ def make_report(run_dirs: list[str | Path], out: str | Path, split: str = "test"
     A head whose runs were not scored on the same samples is refused (``report["refused"]``, shown in place of
     its table) unless ``allow_mixed``. ``n_boot`` bootstrap replicates (default 2000) drawn from ``seed``.
     ``opening``: sentences the report opens with (``ava demo`` says there what each extractor's fingerprint shows).
+    ``reference``: a VFM every score is also shown relative to (:mod:`ava.report.reference`); ``gaps``: (run dir,
+    reference run dir) pairs for the alignment gap (:mod:`ava.report.alignment`; default: each VLM run against
+    each zero-shot run).
     """
     from ava.data.format import atomic_write_text
     from ava.report.plots import write_plots
@@ -110,6 +144,7 @@ def make_report(run_dirs: list[str | Path], out: str | Path, split: str = "test"
     from ava.report.strict_json import dumps
 
     report, tables, runs = _build(run_dirs, split, allow_mixed=allow_mixed, n_boot=n_boot, seed=seed, opening=opening)
+    _analyses(report, tables, runs, reference, gaps)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     for head, t in tables.items():
@@ -117,8 +152,12 @@ def make_report(run_dirs: list[str | Path], out: str | Path, split: str = "test"
             continue
         files = write_plots(t, out / "plots")
         report["plots"][head] = {kind: [f"plots/{f}" for f in names] for kind, names in files.items()}
+    if report.get("relative"):
+        from ava.report.reference import write_plots as relative_plots
+
+        report["relative_plots"] = relative_plots(report["relative"], out / "plots")
     atomic_write_text(out / "report.json", dumps(report))
-    atomic_write_text(out / "report.md", markdown(report, base=out))
+    atomic_write_text(out / "report.md", markdown(report, base=out) + "\n" + _analysis_markdown(report))
     atomic_write_text(out / "report.tex", latex(report))
     if html:
         from ava.report.html import write_html

@@ -265,6 +265,7 @@ def html_page(report: dict[str, Any], tables: dict[str, Any], runs: list[Any], o
                  table_html(render.subgroup_rows(t, group))]  # fmt: skip
     if folded:
         body.append("<p>Single-bin subgroups:</p><ul>" + "".join(f"<li>{_e(x)}</li>" for x in folded) + "</ul>")
+    body += _analyses(report, out)
     body.append("<h2>Failures, side by side</h2>")
     datasets: dict[str, Any] = {}
     for t in tables.values():
@@ -275,6 +276,14 @@ def html_page(report: dict[str, Any], tables: dict[str, Any], runs: list[Any], o
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             f"<title>AVA-Bench report</title><style>{_CSS}</style></head><body>\n" + "\n".join(body)
             + f"\n<script>{_JS}</script>\n</body></html>\n")  # fmt: skip
+
+
+def _analyses(report: dict[str, Any], out: Path) -> list[str]:
+    """The FOCI and paper analyses when the report has them (``ava.report.reference``, ``ava.report.alignment``)."""
+    from ava.report import alignment, reference
+
+    body = reference.html(report["relative"], report.get("relative_plots", {}), out) if report.get("relative") else []
+    return body + (alignment.html(report["alignment"]) if report.get("alignment") else [])
 
 
 def write_html(report: dict[str, Any], tables: dict[str, Any], runs: list[Any], out: Path) -> Path:

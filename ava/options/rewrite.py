@@ -1,0 +1,178 @@
+"""``ava data options``: a copy of a dataset whose choice questions ask the truth plus ``k - 1`` mined (or random)
+wrong classes, shuffled with a seed; the question's option list, the truth's index and the reference answer are
+rewritten to match, and the provenance is recorded in ``dataset.json`` (``options``) and in each rewritten
+sample's ``meta["options_miner"]``.
+
+Which abilities: those whose answer is an option (``answer_kind == "option"``). An ability's classes are the
+distinct true option texts of its samples (a class no sample has cannot be mined). Without ``ava``, abilities with
+no more than ``k`` classes are left as they are (and listed); named with ``ava``, such an ability is an error.
+The output is built in a temporary directory beside ``out`` and renamed into place, so ``out`` is never half
+written; images are hard links to the source's (copies across file systems).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ava.data.options import OptionsError
+from ava.options.miners import Miner, TextTowerMiner, mined_options, parse_miner, truth_text
+from ava.options.prompt import TEMPLATES, foci_question, replace_option_list, rewritten_answer
+
+
+@dataclass
+class OptionsResult:
+    """What ``ava data options`` wrote: rewritten samples and classes per ability, abilities left as they were."""
+
+    out: Path
+    miner: str
+    k: int
+    rewritten: dict[str, int] = field(default_factory=dict)  # ability -> samples rewritten
+    classes: dict[str, int] = field(default_factory=dict)  # ability -> classes
+    skipped: dict[str, str] = field(default_factory=dict)  # ability -> why it was left as it was
+
+
+def sample_rng(seed: int, ava: str, sample_id: str) -> np.random.Generator:
+    """A generator for one question that depends only on the seed and the sample's key (not on order)."""
+    digest = hashlib.sha256(f"{seed}|{ava}|{sample_id}".encode()).digest()
+    return np.random.default_rng(int.from_bytes(digest[:8], "little"))
+
+
+def ability_classes(samples: list[Any]) -> list[str]:
+    """The distinct true option texts, in the order of first appearance."""
+    return list(dict.fromkeys(truth_text(s) for s in samples))
+
+
+def _choice_abilities(dataset: Any, ava: list[str] | None, k: int) -> tuple[list[str], dict[str, str]]:
+    from ava.abilities import get_ability
+
+    present = dataset.abilities()
+    keys = [get_ability(a).key for a in ava] if ava else present
+    missing = [a for a in keys if a not in present]
+    if missing:
+        raise OptionsError(f"dataset {dataset.root} has no samples for {', '.join(missing)}; present: {present}")
+    choice = [a for a in keys if get_ability(a).answer_kind == "option"]
+    if not choice:
+        raise OptionsError(f"dataset {dataset.root} has no choice questions to rewrite (abilities {', '.join(keys)} "
+                           "do not answer with an option)")  # fmt: skip
+    chosen, skipped = [], {}
+    for a in keys:
+        if a not in choice:
+            skipped[a] = "not a choice question"
+            continue
+        n = len(ability_classes(dataset.samples(a)))
+        if n <= k:
+            if ava:
+                raise OptionsError(f"k = {k} options asked, but ability {a!r} has only {n} classes in {dataset.root}")
+            skipped[a] = f"{n} classes, not more than k = {k}"
+            continue
+        chosen.append(a)
+    if not chosen:
+        raise OptionsError(f"k = {k} options asked, but no choice ability of {dataset.root} has more than {k} "
+                           f"classes ({'; '.join(f'{a}: {w}' for a, w in skipped.items())})")  # fmt: skip
+    return chosen, skipped
+
+
+def rewrite_options(data: str | os.PathLike[str], out: str | os.PathLike[str], *, miner: str | Miner,
+                    k: int = 4, seed: int = 0, ava: list[str] | None = None, cache: str | None = None,
+                    template: str = "keep", domain: str = "choices", label_template: str | None = None,
+                    device: str = "cpu", force: bool = False) -> OptionsResult:  # fmt: skip
+    """Write ``out``: ``data`` with every choice question's options rewritten (see the module docstring)."""
+    from ava.abilities import get_ability
+    from ava.data.format import Dataset, check_replaceable
+
+    if template not in TEMPLATES:
+        raise OptionsError(f"unknown question template {template!r}; use {' or '.join(TEMPLATES)}")
+    if k < 2:
+        raise OptionsError(f"k = {k}: a choice question needs at least 2 options")
+    data, out = Path(data), Path(out)
+    if out.resolve() == data.resolve():
+        raise OptionsError(f"--out {out} is the input dataset; write the rewritten copy elsewhere")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        if not force:
+            raise OptionsError(f"{out} exists; pass --force to replace it (only an ava dataset is replaced)")
+        check_replaceable(out, option="--force")
+    found = miner if not isinstance(miner, str) else parse_miner(miner, cache=cache, template=label_template,
+                                                                  device=device)  # fmt: skip
+    dataset = Dataset(data)
+    chosen, skipped = _choice_abilities(dataset, ava, k)
+    if isinstance(found, TextTowerMiner):
+        found.load()  # a checkpoint without a text tower is refused before any image is read
+    result = OptionsResult(out, found.name, k, skipped=skipped)
+    files: dict[str, str] = {}
+    for key in dataset.abilities():
+        samples = dataset.samples(key)
+        if key in chosen:
+            samples = _rewrite_ability(dataset, get_ability(key), samples, found, k, seed, template, domain, result)
+        files[key] = "".join(s.to_json() + "\n" for s in samples)
+    info = {**dataset.info, "options": {"miner": found.name, "k": k, "seed": seed, "template": template,
+            "domain": domain if template == "foci" else None, "label_template": getattr(found, "template", None),
+            "source": str(data.resolve()), "abilities": result.rewritten, "skipped": skipped}}  # fmt: skip
+    _write(dataset.root, out, info, files)
+    return result
+
+
+def _rewrite_ability(dataset: Any, ability: Any, samples: list[Any], miner: Miner, k: int, seed: int,
+                     template: str, domain: str, result: OptionsResult) -> list[Any]:  # fmt: skip
+    import dataclasses
+
+    classes = ability_classes(samples)
+    sampler = mined_options(miner, dataset, ability.key, classes, samples, k)
+    out = []
+    for s in samples:
+        truth = truth_text(s)
+        options = sampler(truth, classes, sample_rng(seed, s.ava, s.id), image=s.image)
+        index = options.index(truth)
+        old = list(s.options or ability.fixed_options)
+        style = ability.option_style
+        question = foci_question(options, domain) if template == "foci" else \
+            replace_option_list(s.question, old, options, style)  # fmt: skip
+        answer = rewritten_answer(s.answer, truth, index, style, template)
+        meta = {**s.meta, "options_miner": miner.name}
+        out.append(dataclasses.replace(s, question=question, answer=answer, options=options,
+                                       truth={**s.truth, "index": index, "text": truth}, meta=meta))  # fmt: skip
+    result.rewritten[ability.key] = len(out)
+    result.classes[ability.key] = len(classes)
+    return out
+
+
+def _link_images(src: Path, dst: Path) -> None:
+    for folder in sorted(p for p in src.iterdir() if p.is_dir()):
+        target = dst / folder.name
+        target.mkdir(parents=True, exist_ok=True)
+        for f in folder.iterdir():
+            try:
+                os.link(f, target / f.name)
+            except OSError:  # another file system, or links not allowed: a copy
+                shutil.copy2(f, target / f.name)
+
+
+def _write(src: Path, out: Path, info: dict[str, Any], files: dict[str, str]) -> None:
+    """The whole dataset in a temporary directory beside ``out``, then renamed into place."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f".{out.name}.options-{os.getpid()}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        (tmp / "samples").mkdir(parents=True)
+        (tmp / "images").mkdir()
+        _link_images(src / "images", tmp / "images")
+        for key, text in files.items():
+            (tmp / "samples" / f"{key}.jsonl").write_text(text, encoding="utf-8")
+        (tmp / "dataset.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+        old = None
+        if out.exists():
+            old = out.parent / f".{out.name}.replaced-{os.getpid()}.tmp"
+            os.replace(out, old)
+        os.replace(tmp, out)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
