@@ -28,6 +28,8 @@ from ava.data.build.core import (
     image_copy,
     option_truth,
     pad_square,
+    padded,
+    plain,
     plural,
 )  # fmt: skip
 from ava.data.build.sources import Instance, SourceError, SourceImage
@@ -58,6 +60,8 @@ def _objects(ctx: Context, ava: str) -> list[tuple[SourceImage, list[Instance]]]
     for im in ctx.coco.images.values():  # type: ignore[union-attr]
         keep = []
         for a in im.instances:
+            if a.bbox[2] <= 0 or a.bbox[3] <= 0 or a.iscrowd:
+                ctx.summary.consider(ava)
             if a.bbox[2] <= 0 or a.bbox[3] <= 0:
                 ctx.summary.drop(ava, "box of zero area", f"annotation {a.id}")
             elif a.iscrowd:
@@ -74,7 +78,7 @@ def _objects(ctx: Context, ava: str) -> list[tuple[SourceImage, list[Instance]]]
 def build_localization(ctx: Context) -> list[Question]:
     out = []
     for im, anns in _objects(ctx, "localization"):
-        names = [a.category for a in anns]
+        names = [a.category for a in im.instances]  # a crowd region of the class makes the name ambiguous too
         for a in anns:
             ctx.summary.consider("localization")
             if not AREA_RANGE[0] < _area(a, im) < AREA_RANGE[1]:
@@ -92,7 +96,7 @@ def build_localization(ctx: Context) -> list[Question]:
             out.append(Question(
                 "localization", f"{im.id}-{a.id}", ask("localization", object=f"the {a.category}"), fmt_box(box),
                 {"box": box}, None, _meta(ctx, im, a, **{"class": a.category}),
-                lambda im=im: pad_square(image_copy(im.path))[0], f"{a.category}|{area_bin}", area_bin,
+                padded(im.path), f"{a.category}|{area_bin}", area_bin,
             ))  # fmt: skip
     return out
 
@@ -148,7 +152,7 @@ def build_counting(ctx: Context) -> list[Question]:
             else:
                 per_class[cls].append(Question(
                     "counting", f"{im.id}-{cls}", ask("counting", object=plural(cls)), str(n), {"value": n}, None,
-                    _meta(ctx, im, *anns, **{"class": cls, "count": n}), lambda im=im: image_copy(im.path),
+                    _meta(ctx, im, *anns, **{"class": cls, "count": n}), plain(im.path),
                     f"{cls}|{n}", str(n),
                 ))  # fmt: skip
     out = []
@@ -191,7 +195,7 @@ def build_spatial(ctx: Context) -> list[Question]:
     counts = dict.fromkeys(SPATIAL_ANSWERS, 0)
     out = []
     for im, anns in _objects(ctx, "spatial"):
-        names = [a.category for a in anns]
+        names = [a.category for a in im.instances]  # a crowd region of the class makes the name ambiguous too
         for a, b in _pairs(ctx, "spatial", im, anns):
             ctx.summary.consider("spatial")
             rec = f"annotations {a.id},{b.id}"
@@ -216,7 +220,7 @@ def _spatial_question(ctx: Context, im: SourceImage, red: Instance, blue: Instan
     text = ask("spatial", options, a=red.category, b=blue.category)
     if not ctx.boxes:
         text = text.replace(" (annotated by the red box)", "").replace(" (annotated by the blue box)", "")
-    render = _boxed(im, red, blue) if ctx.boxes else (lambda: image_copy(im.path))
+    render = _boxed(im, red, blue) if ctx.boxes else plain(im.path)
     return Question(
         "spatial", f"{im.id}-{red.id}-{blue.id}", text, answer, option_truth(options, answer), options,
         _meta(ctx, im, red, blue, **{"class": red.category, "reference": blue.category, "boxes": ctx.boxes}),
@@ -227,20 +231,18 @@ def _spatial_question(ctx: Context, im: SourceImage, red: Instance, blue: Instan
 # -- from depth -----------------------------------------------------------------------------------------------------
 
 
-def _depths(ctx: Context, ava: str, im: SourceImage, anns: list[Instance]) -> dict[int, tuple[float, float]] | None:
-    """Per instance (closest point, median) depth in metres within its mask; None when the image has no map."""
+def _depths(ctx: Context, im: SourceImage, anns: list[Instance]) -> dict[int, tuple[float, float]] | None:
+    """Per instance (closest point, median) depth in metres within its mask (absent: no valid depth there);
+    None when the image has no depth map."""
     depth = ctx.depth.load(im)  # type: ignore[union-attr]
     if depth is None:
-        ctx.summary.drop(ava, "no depth map for the image", im.file_name)
         return None
     out = {}
     for a in anns:
         values = depth[a.mask]
         values = values[np.isfinite(values)]
-        if values.size == 0:
-            ctx.summary.drop(ava, "no valid depth inside the mask", f"annotation {a.id}")
-            continue
-        out[a.id] = (float(values.min()), float(np.median(values)))
+        if values.size:
+            out[a.id] = (float(values.min()), float(np.median(values)))
     return out
 
 
@@ -251,10 +253,14 @@ def build_abs_depth(ctx: Context) -> list[Question]:
     for im, anns in _objects(ctx, "abs_depth"):
         if not anns:
             continue
-        depths = _depths(ctx, "abs_depth", im, anns) or {}
+        depths = _depths(ctx, im, anns)
         for a in anns:
             ctx.summary.consider("abs_depth")
+            if depths is None:
+                ctx.summary.drop("abs_depth", "no depth map for the image", im.file_name)
+                continue
             if a.id not in depths:
+                ctx.summary.drop("abs_depth", "no valid depth inside the mask", f"annotation {a.id}")
                 continue
             if _area(a, im) <= AREA_RANGE[0]:
                 ctx.summary.drop("abs_depth", "a box under 0.002 of the image", f"annotation {a.id}")
@@ -284,10 +290,12 @@ def build_rel_depth(ctx: Context) -> list[Question]:
     for im, anns in _objects(ctx, "rel_depth"):
         if len(anns) < 2:
             continue
-        depths = _depths(ctx, "rel_depth", im, anns) or {}
+        depths = _depths(ctx, im, anns)
         for a, b in _pairs(ctx, "rel_depth", im, anns):
             ctx.summary.consider("rel_depth")
-            if a.id not in depths or b.id not in depths:
+            if depths is None:
+                ctx.summary.drop("rel_depth", "no depth map for the image", im.file_name)
+            elif a.id not in depths or b.id not in depths:
                 ctx.summary.drop("rel_depth", "an object without depth", f"annotations {a.id},{b.id}")
             elif abs(depths[a.id][1] - depths[b.id][1]) < MIN_DEPTH_DIFF:
                 ctx.summary.drop("rel_depth", "depths differ by less than 0.5 m", f"annotations {a.id},{b.id}")
@@ -438,7 +446,7 @@ def build_from_folders(ctx: Context, ava: str) -> list[Question]:
                 options = ctx.options_for(ava, cls, classes, rel)
             fields = {"object": "object", "family": ctx.family}
             text = ask(ava, options, **fields)
-            render = _framed(path) if ava == "emotion" else (lambda path=path: image_copy(path))
+            render = _framed(path) if ava == "emotion" else plain(path)
             out.append(Question(
                 ava, rel.replace("/", "_"), text, cls, option_truth(options, cls), options,
                 {"source": folders.root.name, "class": cls, "origin": {"file": rel, "annotations": []}},

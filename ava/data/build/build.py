@@ -235,9 +235,15 @@ def make_questions(ctx: Context, keys: list[str], max_per_task: int | None) -> l
 # -- writing --------------------------------------------------------------------------------------------------------
 
 _PENDING: list[Question] = []  # read by forked workers (questions hold closures, which do not pickle)
+_ENCODED: dict[tuple, tuple[bytes, int, int]] = {}  # image_key -> bytes, for the questions of the current image
 
 
 def _encode(index: int, fmt: str) -> tuple[bytes, int, int]:
+    key = _PENDING[index].image_key
+    if key is not None and key in _ENCODED:
+        return _ENCODED[key]
+    if len(_ENCODED) > 32:
+        _ENCODED.clear()
     image: Image.Image = _PENDING[index].render().convert("RGB")
     if fmt == "jpeg":
         buf = io.BytesIO()
@@ -245,6 +251,8 @@ def _encode(index: int, fmt: str) -> tuple[bytes, int, int]:
         data = buf.getvalue()
     else:
         data = encode_png(image)
+    if key is not None:
+        _ENCODED[key] = (data, image.width, image.height)
     return data, image.width, image.height
 
 
@@ -253,34 +261,41 @@ def _encode_chunk(args: tuple[list[int], str]) -> list[tuple[bytes, int, int]]:
     return [_encode(i, fmt) for i in indices]
 
 
-def _rendered(questions: list[Question], fmt: str, workers: int):
-    """(image bytes, width, height) per question, in order; by forked worker processes when ``workers > 1``."""
+def _rendered(questions: list[Question], order: list[int], fmt: str, workers: int):
+    """(index, (image bytes, width, height)) per question in ``order`` (source image by source image, so each is
+    decoded once); by forked worker processes when ``workers > 1``."""
     global _PENDING
     _PENDING = questions
     try:
         if workers <= 1 or "fork" not in mp.get_all_start_methods():
-            for i in range(len(questions)):
-                yield _encode(i, fmt)
+            for i in order:
+                yield i, _encode(i, fmt)
             return
-        chunks = [list(range(i, min(i + 64, len(questions)))) for i in range(0, len(questions), 64)]
+        chunks = [order[i : i + 64] for i in range(0, len(order), 64)]
         with ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
-            for chunk in pool.map(_encode_chunk, [(c, fmt) for c in chunks]):
-                yield from chunk
+            for chunk, done in zip(chunks, pool.map(_encode_chunk, [(c, fmt) for c in chunks]), strict=True):
+                yield from zip(chunk, done, strict=True)
     finally:
         _PENDING = []
+        _ENCODED.clear()
 
 
 def _write(tmp: Path, questions: list[Question], splits: dict[str, str], info: dict[str, Any], fmt: str,
            workers: int) -> dict[str, dict[str, int]]:  # fmt: skip
     counts: dict[str, dict[str, int]] = {}
     ext = "jpg" if fmt == "jpeg" else "png"
+    order = sorted(range(len(questions)), key=lambda i: (str(questions[i].meta["origin"]["file"]), i))
+    samples: list[Sample | None] = [None] * len(questions)
     with DatasetWriter(tmp, info) as writer:
-        for q, (data, w, h) in zip(questions, _rendered(questions, fmt, workers), strict=True):
+        for i, (data, w, h) in _rendered(questions, order, fmt, workers):
+            q = questions[i]
             split = splits[f"{q.ava}\0{q.id}"]
-            writer.add_sample(Sample(id=q.id, ava=q.ava, image=writer.add_image_bytes(data, ext), width=w, height=h,
-                                     question=q.question, answer=q.answer, truth=q.truth, options=q.options,
-                                     split=split, meta=q.meta))  # fmt: skip
+            samples[i] = Sample(id=q.id, ava=q.ava, image=writer.add_image_bytes(data, ext), width=w, height=h,
+                                question=q.question, answer=q.answer, truth=q.truth, options=q.options, split=split,
+                                meta=q.meta)  # fmt: skip
             counts.setdefault(q.ava, {"train": 0, "test": 0})[split] += 1
+        for sample in samples:  # in the builders' order, whatever order the images were drawn in
+            writer.add_sample(sample)  # type: ignore[arg-type]
     return counts
 
 

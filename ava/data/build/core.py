@@ -45,6 +45,13 @@ class Question:
     render: Callable[[], Image.Image]
     fine: str  # the split's stratum (class x answer bin); ``coarse`` is the fallback when it is too small
     coarse: str
+    # Questions whose images are the same (the source image as is, or padded) share this key, so the image is
+    # drawn and encoded once however many questions ask about it.
+    image_key: tuple | None = None
+
+    def __post_init__(self) -> None:
+        if self.image_key is None:
+            self.image_key = getattr(self.render, "image_key", None)
 
 
 @dataclass
@@ -59,8 +66,8 @@ class Summary:
     def consider(self, ava: str, n: int = 1) -> None:
         self.considered[ava] += n
 
-    def drop(self, ava: str, reason: str, record: str = "") -> None:
-        self.dropped[(ava, reason)] += 1
+    def drop(self, ava: str, reason: str, record: str = "", n: int = 1) -> None:
+        self.dropped[(ava, reason)] += n
         self.example.setdefault((ava, reason), record)
 
     def rows(self) -> list[dict[str, Any]]:
@@ -131,6 +138,26 @@ def cached_image(path: Path) -> Image.Image:
 
 def image_copy(path: Path) -> Image.Image:
     return cached_image(path).copy()
+
+
+def plain(path: Path) -> Callable[[], Image.Image]:
+    """The source image as it is (its encoded bytes are shared by every question that shows it so)."""
+
+    def render() -> Image.Image:
+        return image_copy(path)
+
+    render.image_key = ("plain", str(path))  # type: ignore[attr-defined]
+    return render
+
+
+def padded(path: Path) -> Callable[[], Image.Image]:
+    """The source image padded to a square."""
+
+    def render() -> Image.Image:
+        return pad_square(image_copy(path))[0]
+
+    render.image_key = ("padded", str(path))  # type: ignore[attr-defined]
+    return render
 
 
 def box_width(size: int) -> int:

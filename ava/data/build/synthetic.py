@@ -66,7 +66,7 @@ def _scene(rng: np.random.Generator, index: int) -> dict[str, Any]:
     tries = 0
     while len(objects) < n_target and tries < 200:
         tries += 1
-        shape = str(rng.choice(SHAPES[:3] if index % 3 else SHAPES))
+        shape = "square" if not objects and index % 3 == 2 else str(rng.choice(SHAPES[:3] if index % 3 else SHAPES))
         r = float(rng.uniform(5, 0.3 * min(w, h)))
         cut = len(objects) == 0 and index % 4 == 1  # the first shape of every 4th scene leaves the frame
         cx = float(rng.uniform(-0.4 * r, 0.4 * r)) if cut else float(rng.uniform(r + 4, w - r - 4))
@@ -169,7 +169,8 @@ def write_sources(out: str | Path, n_images: int = 24, seed: int = 0) -> dict[st
             coco["annotations"].append({"id": ann_id, "image_id": i + 1, "category_id": cat_id["hexagon"],
                                         "iscrowd": 1, "bbox": [0, 0, w // 8, h // 8], "area": int(mask.sum()),
                                         "segmentation": _rle(mask)})  # fmt: skip
-            truth["instances"][str(ann_id)] = {"image_id": i + 1, "class": "hexagon", "crowd": True}
+            truth["instances"][str(ann_id)] = {"image_id": i + 1, "class": "hexagon", "crowd": True,
+                                               "box": [0, 0, w // 8, h // 8]}  # fmt: skip
             counts["hexagon"] = -1  # unknown
             ann_id += 1
         truth["counts"][str(i + 1)] = counts

@@ -28,6 +28,7 @@ from ava.data.build.core import (
     draw_point,
     image_copy,
     option_truth,
+    plain,
 )  # fmt: skip
 from ava.data.build.sources import Instance, SourceImage, majority
 
@@ -72,7 +73,7 @@ def _boxed(im: SourceImage, red: Instance | None = None, blue: Instance | None =
 
 
 def _plain(im: SourceImage) -> Callable[[], Image.Image]:
-    return lambda: image_copy(im.path)
+    return plain(im.path)
 
 
 def _yes_no(ctx: Context, name: str, qs: list[Question]) -> list[Question]:
@@ -94,7 +95,7 @@ def presence(ctx: Context) -> list[Question]:
         absent = [c for c in classes if c not in present]
         ctx.summary.consider(_key("presence"), 2)  # one "yes" and one "no" question per image
         if not present or not absent:
-            ctx.summary.drop(_key("presence"), "image holds no class, or every class", im.file_name)
+            ctx.summary.drop(_key("presence"), "image holds no class, or every class", im.file_name, n=2)
             continue
         rng = ctx.rng("presence", im.id)
         for answer, cls in (("yes", present[rng.integers(len(present))]), ("no", absent[rng.integers(len(absent))])):
@@ -122,7 +123,7 @@ def count(ctx: Context) -> list[Question]:
             from ava.data.build.core import plural
 
             out.append(_q(ctx, "count", f"{im.id}-{cls}", str(len(anns)), None, im, tuple(anns),
-                          lambda im=im: image_copy(im.path), f"{cls}|{len(anns)}", {"class": cls},
+                          _plain(im), f"{cls}|{len(anns)}", {"class": cls},
                           object=plural(cls)))  # fmt: skip
     return out
 
@@ -196,9 +197,15 @@ def truncated(ctx: Context) -> list[Question]:
 
 
 def _blur_box(radius: float, box: tuple[float, ...]) -> Callable[[Image.Image], Image.Image]:
+    """Blur what lies inside ``box``, with its surroundings as context (a crop blurred alone keeps a flat object
+    whose edges are the crop's edges exactly as it was)."""
+
     def edit(image: Image.Image) -> Image.Image:
-        b = tuple(round(v) for v in box)
-        image.paste(image.crop(b).filter(ImageFilter.GaussianBlur(radius)), b[:2])
+        b = [round(v) for v in box]
+        m = round(3 * radius)
+        g = (max(0, b[0] - m), max(0, b[1] - m), min(image.width, b[2] + m), min(image.height, b[3] + m))
+        blurred = image.crop(g).filter(ImageFilter.GaussianBlur(radius))
+        image.paste(blurred.crop((b[0] - g[0], b[1] - g[1], b[2] - g[0], b[3] - g[1])), (b[0], b[1]))
         return image
 
     return edit
@@ -227,9 +234,23 @@ def _corrupted_object(ctx: Context, name: str, make: Callable[[tuple, int], Call
         a = max(big, key=lambda a: (a.bbox[2] * a.bbox[3], -a.id))
         answer = YES_NO[len(out) % 2]
         edit = make(a.xyxy, a.id) if answer == "yes" else None
+        if edit is not None and _change(im, a, edit) < MIN_CHANGE:
+            ctx.summary.drop(_key(name), f"the change is invisible (mean under {MIN_CHANGE:g} inside the box)",
+                             f"annotation {a.id}")  # fmt: skip
+            continue
         out.append(_q(ctx, name, f"{im.id}-{a.id}", answer, list(YES_NO), im, (a,), _boxed(im, a, edit=edit),
                       f"{a.category}|{answer}", {"class": a.category}, object=a.category))  # fmt: skip
     return _yes_no(ctx, name, out)
+
+
+MIN_CHANGE = 1.0  # mean absolute change (0..255) inside the object's box that makes "blurred"/"noisy" true
+
+
+def _change(im: SourceImage, a: Instance, edit: Callable[[Image.Image], Image.Image]) -> float:
+    before = image_copy(im.path)
+    after = edit(before.copy())
+    b = tuple(round(v) for v in a.xyxy)
+    return _diff(before.crop(b), after.crop(b))
 
 
 def blurred_object(ctx: Context) -> list[Question]:
@@ -299,7 +320,8 @@ def _variant_task(ctx: Context, name: str, make: Make,
             shown = left(base, ctx.rng(name, im.id)) if left is not None else None
             return _grid(others[:pos] + [variants[right]] + others[pos:], shown)
 
-        out.append(_q(ctx, name, str(im.id), answer, list(TILES), im, (), render, answer))
+        extra = {"cut": list(_cut(_square(image_copy(im.path), 2 * TILE), ctx.rng(name, im.id)))} if left else {}
+        out.append(_q(ctx, name, str(im.id), answer, list(TILES), im, (), render, answer, extra))
     return balance(out, lambda q: q.answer, ctx.summary, "answer balance", expect=TILES)
 
 
@@ -488,8 +510,10 @@ def nearer_object(ctx: Context) -> list[Question]:
     def judge(im, a, b):
         if im.id not in cache:
             cache.clear()
-            cache[im.id] = _depths(ctx, _key("nearer_object"), im, im.instances) or {}
+            cache[im.id] = _depths(ctx, im, im.instances)
         d = cache[im.id]
+        if d is None:
+            return "no depth map for the image"
         if a.id not in d or b.id not in d:
             return "an object without depth"
         za, zb = d[a.id][1], d[b.id][1]
