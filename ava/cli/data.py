@@ -213,17 +213,21 @@ def _print_build(result: Any) -> None:
     from rich.table import Table
 
     table = Table(title=f"ava data build -> {result.out} ({result.seconds:.1f} s)")
-    for col in ("ability", "considered", "kept", "train", "test", "dropped: why (n)"):
-        table.add_column(col, justify="left" if col in ("ability", "dropped: why (n)") else "right")
+    for col in ("ability", "considered", "kept", "train", "test", "dropped"):
+        table.add_column(col, justify="left" if col == "ability" else "right")
     for row in result.summary:
         counts = result.counts.get(row["ability"], {"train": 0, "test": 0})
-        why = "; ".join(f"{r['reason']} ({r['n']})" for r in row["reasons"])
         table.add_row(row["ability"], str(row["considered"]), str(row["kept"]), str(counts["train"]),
-                      str(counts["test"]), why)  # fmt: skip
+                      str(counts["test"]), str(row["dropped"]))  # fmt: skip
     console = Console()
     console.print(table)
+    console.print("[bold]dropped, by rule[/] (n; an example record):")
+    for row in result.summary:
+        for r in row["reasons"]:
+            example = f"; e.g. {r['example']}" if r["example"] else ""
+            console.print(f"  {row['ability']}: {r['reason']} ({r['n']}{example})", highlight=False, soft_wrap=True)
     for key, why in result.skipped.items():
-        console.print(f"not built: {key} ({why})", highlight=False)
+        console.print(f"not built: {key} ({why})", highlight=False, soft_wrap=True)
 
 
 @app.command("synth-sources")

@@ -21,7 +21,7 @@ from PIL import Image
 
 from ava.data.build import sources as src
 from ava.data.build.abilities import BUILDERS, FOLDER_ABILITIES
-from ava.data.build.core import RULE_VERSION, Context, Question
+from ava.data.build.core import RULE_VERSION, Context, Question, cached_image
 from ava.data.build.split import MIN_STRATUM, assign
 from ava.data.build.tasks import TASKS
 from ava.data.format import DatasetWriter, Sample, check_replaceable, encode_png
@@ -302,6 +302,7 @@ def _write(tmp: Path, questions: list[Question], splits: dict[str, str], info: d
 def build_dataset(config: BuildConfig, progress: bool = False) -> BuildResult:
     """Build an ``ava`` dataset at ``config.out`` from the sources ``config`` names (see ``docs/build.md``)."""
     start = time.perf_counter()
+    cached_image.cache_clear()  # a source image may have changed since an earlier build in this process
     out = Path(config.out)
     if config.image_format not in IMAGE_FORMATS:
         raise BuildError(f"--image-format must be one of {', '.join(IMAGE_FORMATS)}, not {config.image_format!r}")
@@ -335,6 +336,7 @@ def build_dataset(config: BuildConfig, progress: bool = False) -> BuildResult:
         _replace(tmp, out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        cached_image.cache_clear()
     return BuildResult(out, counts, ctx.summary.rows(), skipped, split_info, time.perf_counter() - start)
 
 
