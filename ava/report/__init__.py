@@ -89,6 +89,10 @@ def _build(run_dirs: list[str | Path], split: str, *, allow_mixed: bool, n_boot:
         "plots": {},
         "provenance": provenance(),
     }
+    from ava.report.augment import task_augmentation
+
+    if (augment := task_augmentation(runs)) is not None:  # runs that scored task-augmentation questions
+        report["task_augmentation"] = augment
     return report, tables, runs
 
 
@@ -117,6 +121,10 @@ def make_report(run_dirs: list[str | Path], out: str | Path, split: str = "test"
             continue
         files = write_plots(t, out / "plots")
         report["plots"][head] = {kind: [f"plots/{f}" for f in names] for kind, names in files.items()}
+    if "task_augmentation" in report:
+        from ava.report.augment import write_plot
+
+        report["task_augmentation"]["plot"] = write_plot(report["task_augmentation"], out / "plots")
     atomic_write_text(out / "report.json", dumps(report))
     atomic_write_text(out / "report.md", markdown(report, base=out))
     atomic_write_text(out / "report.tex", latex(report))
