@@ -181,7 +181,9 @@ def build(
     family: Annotated[str, typer.Option(help="Fine-grained: 'What species of FAMILY ...'.")] = "object",
     max_pairs: Annotated[int, typer.Option(help="Object pairs per image for pair questions.")] = 4,
     max_per_task: Annotated[int, typer.Option(help="Questions per task-augmentation task (0: all).")] = 2000,
-    image_format: Annotated[str, typer.Option(help="png or jpeg (quality 95) for the stored images.")] = "png",
+    image_format: Annotated[
+        str, typer.Option(help="Drawn images: auto (JPEG q95 from JPEG sources, else PNG), png or jpeg.")
+    ] = "auto",
     workers: Annotated[
         int, typer.Option(help="Processes that draw and encode images.", callback=checked("workers"))
     ] = 1,

@@ -7,6 +7,7 @@ answers as the paper does, and returns the kept questions. ``BUILDERS`` says whi
 from __future__ import annotations
 
 import itertools
+import math
 from collections import defaultdict
 from collections.abc import Callable
 
@@ -370,26 +371,57 @@ MIN_FILL = 0.6  # the superpixel covers at least this share of its box, so the b
 MIN_REGION = 0.004  # of the image
 
 
-def color_regions(image: Image.Image) -> list[tuple[tuple[int, int, int, int], np.ndarray, float, float, float]]:
-    """SLIC superpixels of ``image``: (box px, mean RGB, std, box fill, area share) for each."""
+def color_regions(image: Image.Image) -> list[tuple[tuple[int, int, int, int], np.ndarray, float, float, float, int]]:
+    """SLIC superpixels of ``image``, found on a copy SLIC_SIDE wide: (box in full-size px, mean RGB, largest
+    channel std, box fill, area share, label) for each, all measured on that copy."""
+    from scipy.ndimage import find_objects
     from skimage.segmentation import slic
 
     w, h = image.size
     scale = min(1.0, SLIC_SIDE / max(w, h))
-    small = image.resize((max(1, round(w * scale)), max(1, round(h * scale))), Image.Resampling.BILINEAR) \
-        if scale < 1 else image  # fmt: skip
-    labels = slic(np.asarray(small), n_segments=SLIC_SEGMENTS, compactness=10, start_label=0)
-    full = np.asarray(Image.fromarray(labels.astype(np.int32)).resize((w, h), Image.Resampling.NEAREST))
-    pixels = np.asarray(image, dtype=np.float64)
+    small = image.resize((max(1, round(w * scale)), max(1, round(h * scale))), Image.Resampling.BILINEAR,
+                         reducing_gap=2.0) if scale < 1 else image  # fmt: skip
+    labels = slic(np.asarray(small), n_segments=SLIC_SEGMENTS, compactness=10, start_label=1)
+    flat = labels.ravel()
+    pixels = np.asarray(small, dtype=np.float64).reshape(-1, 3)
+    n = np.bincount(flat)
+    sums = np.stack([np.bincount(flat, pixels[:, c], minlength=len(n)) for c in range(3)], 1)
+    squares = np.stack([np.bincount(flat, pixels[:, c] ** 2, minlength=len(n)) for c in range(3)], 1)
+    sx, sy = w / small.width, h / small.height
     out = []
-    for label in np.unique(full):
-        mask = full == label
-        ys, xs = np.nonzero(mask)
-        box = (int(xs.min()), int(ys.min()), int(xs.max()) + 1, int(ys.max()) + 1)
-        values = pixels[mask]
-        fill = mask.sum() / ((box[2] - box[0]) * (box[3] - box[1]))
-        out.append((box, values.mean(0), float(values.std(0).max()), float(fill), float(mask.mean())))
+    for label, sl in enumerate(find_objects(labels), 1):
+        if sl is None:
+            continue
+        box = (int(sl[1].start * sx), int(sl[0].start * sy), int(math.ceil(sl[1].stop * sx)),
+               int(math.ceil(sl[0].stop * sy)))  # fmt: skip
+        mean = sums[label] / n[label]
+        std = np.sqrt(np.maximum(squares[label] / n[label] - mean**2, 0.0))
+        fill = n[label] / ((sl[1].stop - sl[1].start) * (sl[0].stop - sl[0].start))
+        out.append((box, mean, float(std.max()), float(fill), float(n[label] / flat.size), label))
+    _LABELS[0] = labels
     return out
+
+
+_LABELS: list[np.ndarray] = [np.zeros((1, 1), int)]  # the superpixels of the last color_regions call
+
+
+def region_colour(image: Image.Image, label: int) -> tuple[np.ndarray, float] | None:
+    """Mean colour and largest channel std of one superpixel of the last :func:`color_regions` call, over the
+    full-size pixels inside it (its labels scaled up, then shrunk by the scale factor so the pixels at its edge,
+    where the small copy blended two colours, do not count); None when nothing is left inside."""
+    from scipy.ndimage import binary_erosion
+
+    labels = _LABELS[0]
+    w, h = image.size
+    rows = (np.arange(h) * labels.shape[0]) // h
+    cols = (np.arange(w) * labels.shape[1]) // w
+    mask = labels[rows][:, cols] == label
+    shrink = math.ceil(max(w / labels.shape[1], h / labels.shape[0]))
+    inside = binary_erosion(mask, iterations=shrink) if shrink > 1 else mask
+    if not inside.any():
+        return None
+    values = np.asarray(image, dtype=np.float64)[inside]
+    return values.mean(0), float(values.std(0).max())
 
 
 def build_color(ctx: Context) -> list[Question]:
@@ -404,7 +436,17 @@ def build_color(ctx: Context) -> list[Question]:
                       else "no one-colour superpixel filling its box and large enough")  # fmt: skip
             ctx.summary.drop("color", reason, im.file_name)
             continue
-        box, mean, *_ = max(ok, key=lambda r: (r[4], r[0]))
+        full = image_copy(im.path)
+        found = None
+        for box, *_, label in sorted(ok, key=lambda r: (-r[4], r[0])):  # the largest first
+            measured = region_colour(full, label)
+            if measured is not None and measured[1] <= MAX_COLOR_STD:
+                found = box, measured[0]
+                break
+        if found is None:
+            ctx.summary.drop("color", "no superpixel of one colour at full size", im.file_name)
+            continue
+        box, mean = found
         rgb = [int(round(v)) for v in mean]
         cell = "rgb " + "".join(str(min(c, 255) * 3 // 256) for c in rgb)
 

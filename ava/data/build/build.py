@@ -27,7 +27,7 @@ from ava.data.build.tasks import TASKS
 from ava.data.format import DatasetWriter, Sample, check_replaceable, encode_png
 from ava.errors import AvaError
 
-IMAGE_FORMATS = ("png", "jpeg")
+IMAGE_FORMATS = ("auto", "png", "jpeg")
 
 
 class BuildError(AvaError, ValueError):
@@ -54,7 +54,7 @@ class BuildConfig:
     family: str = "object"  # fine-grained: "What species of {family} ..."
     max_pairs: int = 4  # object pairs per image, for pair questions
     max_per_task: int | None = 2000  # questions per task-augmentation task (balanced); None: all
-    image_format: str = "png"
+    image_format: str = "auto"  # auto: a drawn image is JPEG (quality 95) where its source is a JPEG, else PNG
     workers: int = 1
     force: bool = False
 
@@ -72,7 +72,7 @@ class BuildResult:
 def read_sources(config: BuildConfig) -> tuple[Context, dict[str, dict[str, Any]]]:
     """The build context and each source's provenance (path and sha256)."""
     ctx = Context(seed=config.seed, options_k=config.options, boxes=config.boxes, family=config.family,
-                  max_pairs=config.max_pairs)  # fmt: skip
+                  max_pairs=config.max_pairs, max_per_task=config.max_per_task)  # fmt: skip
     prov: dict[str, dict[str, Any]] = {}
     if (config.coco or config.text) and config.images is None:
         raise BuildError("--images DIR is required with --coco or --text (the directory their file names are in)")
@@ -235,35 +235,68 @@ def make_questions(ctx: Context, keys: list[str], max_per_task: int | None) -> l
 # -- writing --------------------------------------------------------------------------------------------------------
 
 _PENDING: list[Question] = []  # read by forked workers (questions hold closures, which do not pickle)
-_ENCODED: dict[tuple, tuple[bytes, int, int]] = {}  # image_key -> bytes, for the questions of the current image
+Encoded = tuple[bytes, int, int, str]  # image bytes, width, height, file extension
+_ENCODED: dict[tuple, Encoded] = {}  # image_key -> encoded image, for the questions of the current source image
 
 
-def _encode(index: int, fmt: str) -> tuple[bytes, int, int]:
-    key = _PENDING[index].image_key
+def _encode(index: int, fmt: str) -> Encoded:
+    q = _PENDING[index]
+    key = q.image_key
     if key is not None and key in _ENCODED:
         return _ENCODED[key]
     if len(_ENCODED) > 32:
         _ENCODED.clear()
-    image: Image.Image = _PENDING[index].render().convert("RGB")
-    if fmt == "jpeg":
-        buf = io.BytesIO()
-        image.save(buf, format="JPEG", quality=95)
-        data = buf.getvalue()
-    else:
-        data = encode_png(image)
+    source = getattr(q.render, "source", None)
+    out = _as_stored(source) if source is not None else None
+    if out is None:
+        image: Image.Image = q.render().convert("RGB")
+        if fmt == "jpeg" or (fmt == "auto" and _source_format(q) == "JPEG"):
+            buf = io.BytesIO()
+            image.save(buf, format="JPEG", quality=95)
+            out = (buf.getvalue(), image.width, image.height, "jpg")
+        else:
+            out = (encode_png(image), image.width, image.height, "png")
     if key is not None:
-        _ENCODED[key] = (data, image.width, image.height)
-    return data, image.width, image.height
+        _ENCODED[key] = out
+    return out
 
 
-def _encode_chunk(args: tuple[list[int], str]) -> list[tuple[bytes, int, int]]:
+def _as_stored(path: Path) -> Encoded | None:
+    """A source file's own bytes when ``ava.data.images`` would keep them as they are (an RGB JPEG or PNG without
+    EXIF rotation or transparency): no re-encoding, no quality lost."""
+    from ava.data.images import _keep_as_is
+
+    data = Path(path).read_bytes()
+    with Image.open(io.BytesIO(data)) as im:
+        if _keep_as_is(im):
+            return data, im.width, im.height, "jpg" if im.format == "JPEG" else "png"
+    return None
+
+
+def _source_format(q: Question) -> str | None:
+    """The file format of the source image a question was drawn from (JPEG sources give JPEG questions)."""
+    origin = q.meta.get("origin") or {}
+    path = _SOURCE_PATHS.get(str(origin.get("file")))
+    if path is None:
+        return None
+    if path not in _FORMATS:
+        with Image.open(path) as im:
+            _FORMATS[path] = str(im.format)
+    return _FORMATS[path]
+
+
+_SOURCE_PATHS: dict[str, Path] = {}  # origin file name -> path, set by build_dataset
+_FORMATS: dict[Path, str] = {}
+
+
+def _encode_chunk(args: tuple[list[int], str]) -> list[Encoded]:
     indices, fmt = args
     return [_encode(i, fmt) for i in indices]
 
 
 def _rendered(questions: list[Question], order: list[int], fmt: str, workers: int):
-    """(index, (image bytes, width, height)) per question in ``order`` (source image by source image, so each is
-    decoded once); by forked worker processes when ``workers > 1``."""
+    """(index, (image bytes, width, height, extension)) per question in ``order`` (source image by source image, so
+    each is decoded once); by forked worker processes when ``workers > 1``."""
     global _PENDING
     _PENDING = questions
     try:
@@ -283,11 +316,10 @@ def _rendered(questions: list[Question], order: list[int], fmt: str, workers: in
 def _write(tmp: Path, questions: list[Question], splits: dict[str, str], info: dict[str, Any], fmt: str,
            workers: int) -> dict[str, dict[str, int]]:  # fmt: skip
     counts: dict[str, dict[str, int]] = {}
-    ext = "jpg" if fmt == "jpeg" else "png"
     order = sorted(range(len(questions)), key=lambda i: (str(questions[i].meta["origin"]["file"]), i))
     samples: list[Sample | None] = [None] * len(questions)
     with DatasetWriter(tmp, info) as writer:
-        for i, (data, w, h) in _rendered(questions, order, fmt, workers):
+        for i, (data, w, h, ext) in _rendered(questions, order, fmt, workers):
             q = questions[i]
             split = splits[f"{q.ava}\0{q.id}"]
             samples[i] = Sample(id=q.id, ava=q.ava, image=writer.add_image_bytes(data, ext), width=w, height=h,
@@ -329,6 +361,13 @@ def build_dataset(config: BuildConfig, progress: bool = False) -> BuildResult:
     info = {"source": "ava data build", "synthetic": _synthetic(ctx), "split": split_info,
             "build": {"rule_version": RULE_VERSION, "seed": config.seed, "sources": prov, "built": keys,
                       "skipped": skipped, "options": _options(config), "summary": ctx.summary.rows()}}  # fmt: skip
+    _SOURCE_PATHS.clear()
+    _FORMATS.clear()
+    if ctx.coco:
+        _SOURCE_PATHS.update({im.file_name: im.path for im in ctx.coco.images.values()})
+    _SOURCE_PATHS.update({w.image.file_name: w.image.path for w in ctx.words or []})
+    for folders in ctx.classes.values():
+        _SOURCE_PATHS.update({str(p.relative_to(folders.root)): p for ps in folders.classes.values() for p in ps})
     tmp = out.with_name(f".{out.name}.build-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     try:

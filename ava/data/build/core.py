@@ -96,6 +96,7 @@ class Context:
     boxes: bool = True
     family: str = "object"
     max_pairs: int = 4
+    max_per_task: int | None = None
     summary: Summary = field(default_factory=Summary)
     sampler: Callable[[str, int | None], OptionSampler] = field(default=lambda ava, k: random_options(k))
 
@@ -147,6 +148,7 @@ def plain(path: Path) -> Callable[[], Image.Image]:
         return image_copy(path)
 
     render.image_key = ("plain", str(path))  # type: ignore[attr-defined]
+    render.source = path  # type: ignore[attr-defined]  # stored as its own bytes where they are a plain RGB file
     return render
 
 

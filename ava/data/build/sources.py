@@ -56,12 +56,11 @@ def _load_json(path: Path) -> Any:
 
 
 def load_rgb(path: Path) -> Image.Image:
-    """An image file as RGB, EXIF rotation applied; SourceError naming the file when it cannot be read."""
-    from PIL import ImageOps
-
+    """An image file's pixels as RGB, as stored (EXIF orientation not applied: COCO-style annotations are drawn on
+    the stored pixels); SourceError naming the file when it cannot be read."""
     try:
         with Image.open(path) as im:
-            return ImageOps.exif_transpose(im).convert("RGB")
+            return im.convert("RGB")
     except FileNotFoundError:
         raise SourceError(f"{path}: image file not found") from None
     except (OSError, Image.DecompressionBombError) as e:
@@ -182,12 +181,25 @@ def read_coco(path: Path, images_dir: Path) -> CocoSource:
             raise SourceError(f"{path}: image id {im.id} is declared twice")
         if not im.path.is_file():
             raise SourceError(f"{path}: image {im.id}: file {im.path} not found (under --images {images_dir})")
+        _check_size(path, f"image {im.id}", im)
         images[im.id] = im
     seen: set[int] = set()
     for ann in data["annotations"]:
         images[_image_of(path, ann, images)].instances.append(_instance(path, ann, images, categories, seen))
     info = data.get("info") if isinstance(data.get("info"), dict) else {}
     return CocoSource(path, images, categories, len(data["annotations"]), bool(info.get("ava_synthetic")))
+
+
+def _check_size(path: Path, record: str, im: SourceImage) -> None:
+    """The file's pixel size must be the one the annotations were drawn for (only the header is read)."""
+    try:
+        with Image.open(im.path) as f:
+            size = f.size
+    except (OSError, Image.DecompressionBombError) as e:
+        raise SourceError(f"{im.path}: cannot be read as an image ({e})") from e
+    if size != (im.width, im.height):
+        raise SourceError(f"{path}: {record}: {im.file_name} is {size[0]}x{size[1]} but the annotations say "
+                          f"{im.width}x{im.height}")  # fmt: skip
 
 
 def _image_of(path: Path, ann: dict, images: dict[int, SourceImage]) -> int:
@@ -316,6 +328,7 @@ def read_text(path: Path, images_dir: Path) -> list[Word]:
             raise SourceError(f"{path}: imgs[{key!r}] needs file_name, width, height ({e})") from e
         if not im.path.is_file():
             raise SourceError(f"{path}: imgs[{key!r}]: file {im.path} not found (under --images {images_dir})")
+        _check_size(path, f"imgs[{key!r}]", im)
         images[str(key)] = im
     words = []
     for key, ann in data["anns"].items():

@@ -56,9 +56,9 @@ def _colour(rng: np.random.Generator, avoid: list[tuple[int, int, int]]) -> tupl
             return c  # type: ignore[return-value]
 
 
-def _scene(rng: np.random.Generator, index: int) -> dict[str, Any]:
+def _scene(rng: np.random.Generator, index: int, scale: int = 1) -> dict[str, Any]:
     """Shapes of known class, box, depth and colour; some touching, some cut by the frame, none overlapping."""
-    w, h = SIZES[index % len(SIZES)]
+    w, h = (v * scale for v in SIZES[index % len(SIZES)])
     bg = _colour(rng, [])
     objects: list[dict[str, Any]] = []
     indoor = index % 2 == 0
@@ -119,9 +119,11 @@ def _rle(mask: np.ndarray) -> dict[str, Any]:
     return {"size": [int(v) for v in rle["size"]], "counts": rle["counts"].decode("ascii")}
 
 
-def write_sources(out: str | Path, n_images: int = 24, seed: int = 0) -> dict[str, Any]:
+def write_sources(out: str | Path, n_images: int = 24, seed: int = 0, *, scale: int = 1,
+                  image_format: str = "png") -> dict[str, Any]:  # fmt: skip
     """Write the synthetic sources to ``out`` (see the module docstring); returns the truth also written to
-    ``truth.json``."""
+    ``truth.json``. ``scale`` multiplies the scene sizes (4: COCO-like 640x480 images, for benchmarks);
+    ``image_format`` "jpeg" stores the scenes as JPEG as COCO does (their colours are then no longer exact)."""
     out = Path(out)
     rng = np.random.default_rng(seed)
     for sub in ("images", "depth"):
@@ -134,12 +136,12 @@ def write_sources(out: str | Path, n_images: int = 24, seed: int = 0) -> dict[st
                              "words": {}, "classes": {}}  # fmt: skip
     ann_id = 1
     for i in range(n_images):
-        scene = _scene(rng, i)
+        scene = _scene(rng, i, scale)
         image, depth = _draw(scene)
-        name = f"scene_{i:04d}.png"
-        image.save(out / "images" / name)
+        name = f"scene_{i:04d}.{'jpg' if image_format == 'jpeg' else 'png'}"
+        image.save(out / "images" / name, quality=90) if image_format == "jpeg" else image.save(out / "images" / name)
         if i % 6 != 5:  # every 6th image has no depth map: its depth questions are dropped and counted
-            Image.fromarray(depth).save(out / "depth" / name)
+            Image.fromarray(depth).save(out / "depth" / f"scene_{i:04d}.png")
         w, h = scene["size"]
         coco["images"].append({"id": i + 1, "file_name": name, "width": w, "height": h})
         truth["images"][str(i + 1)] = {"file": name, "bg": list(scene["bg"]), "indoor": scene["indoor"],

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
+from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
@@ -24,6 +26,7 @@ from ava.data.build.core import (
     Question,
     ask,
     balance,
+    cached_image,
     draw_box,
     draw_point,
     image_copy,
@@ -267,8 +270,14 @@ def noisy_object(ctx: Context) -> list[Question]:
 def _square(image: Image.Image, side: int) -> Image.Image:
     w, h = image.size
     s = min(w, h)
-    return image.crop(((w - s) // 2, (h - s) // 2, (w - s) // 2 + s, (h - s) // 2 + s)).resize(
-        (side, side), Image.Resampling.BILINEAR)
+    box = ((w - s) // 2, (h - s) // 2, (w - s) // 2 + s, (h - s) // 2 + s)
+    return image.resize((side, side), Image.Resampling.BILINEAR, box=box, reducing_gap=2.0)
+
+
+@lru_cache(maxsize=8)
+def _base(path: Path) -> Image.Image:
+    """The centre square of a source image at 2 x TILE, which every variant task starts from (shared by them)."""
+    return _square(cached_image(path), 2 * TILE)
 
 
 def _grid(tiles: list[Image.Image], left: Image.Image | None = None) -> Image.Image:
@@ -278,34 +287,55 @@ def _grid(tiles: list[Image.Image], left: Image.Image | None = None) -> Image.Im
     out = Image.new("RGB", (off + 2 * TILE + 4, 2 * TILE + 4), (255, 255, 255))
     if left is not None:
         out.paste(left, (0, 2))
-    draw = ImageDraw.Draw(out)
     for i, tile in enumerate(tiles):
         x, y = off + (i % 2) * (TILE + 4), (i // 2) * (TILE + 4)
-        out.paste(tile.resize((TILE, TILE)), (x, y))
-        draw.rectangle([x, y, x + 13, y + 13], fill=(255, 255, 255))
-        draw.text((x + 3, y + 1), "ABCD"[i], fill=(0, 0, 0))
+        out.paste(tile if tile.size == (TILE, TILE) else tile.resize((TILE, TILE)), (x, y))
+        out.paste(_letter(i), (x, y))
     return out
+
+
+@lru_cache(maxsize=4)
+def _letter(i: int) -> Image.Image:
+    """The label of tile ``i`` (A..D): black on a white 14 px square, drawn once."""
+    label = Image.new("RGB", (14, 14), (255, 255, 255))
+    ImageDraw.Draw(label).text((3, 1), "ABCD"[i], fill=(0, 0, 0))
+    return label
 
 
 def _diff(a: Image.Image, b: Image.Image) -> float:
     return float(np.abs(np.asarray(a, np.float32) - np.asarray(b, np.float32)).mean())
 
 
-def _images(ctx: Context) -> list[SourceImage]:
-    return list(ctx.coco.images.values()) if ctx.coco else []
+def _images(ctx: Context, name: str | None = None) -> list[SourceImage]:
+    """The images a per-image task proposes questions on: all of them, or, when ``--max-per-task`` caps what the
+    task keeps, a seeded sample of 1.5 times that many (the rest would be proposed only to be dropped)."""
+    images = list(ctx.coco.images.values()) if ctx.coco else []
+    cap = ctx.max_per_task
+    if name is None or cap is None or len(images) <= 1.5 * cap:
+        return images
+    keep = np.sort(ctx.rng(name, "images").choice(len(images), size=int(1.5 * cap), replace=False))
+    left_out = len(images) - len(keep)
+    ctx.summary.consider(_key(name), left_out)
+    ctx.summary.drop(_key(name), "image not sampled (--max-per-task caps the task)", n=left_out)
+    return [images[i] for i in keep]
 
 
 Make = Callable[[Image.Image, np.random.Generator], tuple[list[Image.Image], int] | str]
 
 
 def _variant_task(ctx: Context, name: str, make: Make,
-                  left: Callable[[Image.Image, np.random.Generator], Image.Image] | None = None) -> list[Question]:
+                  left: Callable[[Image.Image, np.random.Generator], Image.Image] | None = None,
+                  check: Callable[[Image.Image, np.random.Generator], object] | bool | None = None,
+                  ) -> list[Question]:  # fmt: skip
     """Per image: ``make`` gives four variants and the index of the right one (or a reason to drop); the right
-    one goes to the position that keeps the four answers level, the others keep their order."""
+    one goes to the position that keeps the four answers level, the others keep their order. ``check`` (by
+    default ``make`` itself) decides the drop when the question is proposed; a task that never drops passes
+    ``check=False`` and its variants are made only for the questions kept."""
+    check = make if check is None else check
     out = []
-    for im in _images(ctx):
+    for im in _images(ctx, name):
         ctx.summary.consider(_key(name))
-        made = make(_square(image_copy(im.path), 2 * TILE), ctx.rng(name, im.id))
+        made = check(_base(im.path), ctx.rng(name, im.id)) if check else None
         if isinstance(made, str):
             ctx.summary.drop(_key(name), made, im.file_name)
             continue
@@ -313,14 +343,14 @@ def _variant_task(ctx: Context, name: str, make: Make,
         answer = TILES[pos]
 
         def render(im=im, pos=pos) -> Image.Image:  # made again when kept: holding every variant would not fit
-            base = _square(image_copy(im.path), 2 * TILE)
+            base = _base(im.path).copy()
             variants, right = make(base, ctx.rng(name, im.id))  # type: ignore[misc]
             others = [v for i, v in enumerate(variants) if i != right]
             # ``left`` draws from a generator seeded like ``make``'s, so it cuts the hole where ``make`` cut the tile
             shown = left(base, ctx.rng(name, im.id)) if left is not None else None
             return _grid(others[:pos] + [variants[right]] + others[pos:], shown)
 
-        extra = {"cut": list(_cut(_square(image_copy(im.path), 2 * TILE), ctx.rng(name, im.id)))} if left else {}
+        extra = {"cut": list(_cut(_base(im.path), ctx.rng(name, im.id)))} if left else {}
         out.append(_q(ctx, name, str(im.id), answer, list(TILES), im, (), render, answer, extra))
     return balance(out, lambda q: q.answer, ctx.summary, "answer balance", expect=TILES)
 
@@ -340,19 +370,23 @@ def _sharpness(image: Image.Image) -> float:
 MIN_SHARPNESS_RATIO = 1.5  # the unblurred image at least 1.5x as sharp as the least blurred variant
 
 
+BLUR_RADII = (2.0, 4.0, 6.0)
+
+
 def least_blurred(ctx: Context) -> list[Question]:
     def make(base: Image.Image, rng: np.random.Generator):
-        variants = [base] + [base.filter(ImageFilter.GaussianBlur(r)) for r in (2.0, 4.0, 6.0)]
-        sharp = [_sharpness(v) for v in variants]
-        if sharp[0] < MIN_SHARPNESS_RATIO * max(sharp[1:]):
-            return f"blurring changes too little (sharpness ratio under {MIN_SHARPNESS_RATIO})"
-        return variants, 0
+        return [base] + [base.filter(ImageFilter.GaussianBlur(r)) for r in BLUR_RADII], 0
 
-    return _variant_task(ctx, "least_blurred", make)
+    def check(base: Image.Image, rng: np.random.Generator):  # the least blurred variant is the sharpest of them
+        if _sharpness(base) < MIN_SHARPNESS_RATIO * _sharpness(base.filter(ImageFilter.GaussianBlur(BLUR_RADII[0]))):
+            return f"blurring changes too little (sharpness ratio under {MIN_SHARPNESS_RATIO})"
+        return None
+
+    return _variant_task(ctx, "least_blurred", make, check=check)
 
 
 def _noisy(base: Image.Image, sigma: float, rng: np.random.Generator) -> Image.Image:
-    a = np.asarray(base, np.float32) + rng.normal(0, sigma, (base.height, base.width, 3))
+    a = np.asarray(base, np.float32) + sigma * rng.standard_normal((base.height, base.width, 3), dtype=np.float32)
     return Image.fromarray(np.clip(a, 0, 255).astype(np.uint8))
 
 
@@ -360,7 +394,7 @@ def not_noisy(ctx: Context) -> list[Question]:
     def make(base: Image.Image, rng: np.random.Generator):
         return [base] + [_noisy(base, s, rng) for s in (25.0, 40.0, 55.0)], 0
 
-    return _variant_task(ctx, "not_noisy", make)
+    return _variant_task(ctx, "not_noisy", make, check=False)
 
 
 PERMUTATIONS = ((1, 2, 0), (2, 0, 1), (2, 1, 0))  # channel orders that change every colour that is not grey
@@ -533,7 +567,7 @@ def touching(ctx: Context) -> list[Question]:
         gap = max(2, round(TOUCH_GAP * max(im.width, im.height)))
         for a, b in _pairs(ctx, _key("touching"), im, anns):
             ctx.summary.consider(_key("touching"))
-            ma, mb = a.mask, b.mask
+            ma, mb = _pair_crop(a.mask, b.mask, a, b, gap)
             if (ma & mb).any():
                 touch = True
             else:
@@ -548,6 +582,13 @@ def touching(ctx: Context) -> list[Question]:
                           _boxed(im, a, b), f"{a.category}|{answer}", {"class": a.category},
                           a=a.category, b=b.category))  # fmt: skip
     return _yes_no(ctx, "touching", out)
+
+
+def _pair_crop(ma: np.ndarray, mb: np.ndarray, a: Instance, b: Instance, gap: int) -> tuple[np.ndarray, np.ndarray]:
+    """Both masks cut to the pair's boxes grown by ``gap`` + 1 px (dilation never needs more), for speed."""
+    x1, y1 = (int(max(0, min(a.xyxy[i], b.xyxy[i]) - gap - 2)) for i in (0, 1))
+    x2, y2 = (int(max(a.xyxy[i], b.xyxy[i]) + gap + 2) for i in (2, 3))
+    return ma[y1:y2, x1:x2], mb[y1:y2, x1:x2]
 
 
 def _another(ctx: Context, name: str, axis: str) -> list[Question]:
@@ -592,7 +633,7 @@ def _point_task(ctx: Context, name: str, value: Callable[[SourceImage], np.ndarr
     """Per image, the first of 64 seeded point pairs whose patches are flat and whose values differ by ``need``;
     the answer is the point with the larger value."""
     out = []
-    for im in _images(ctx):
+    for im in _images(ctx, name):
         ctx.summary.consider(_key(name))
         field = value(im)
         if field is None:
