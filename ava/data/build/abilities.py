@@ -234,13 +234,18 @@ def _spatial_question(ctx: Context, im: SourceImage, red: Instance, blue: Instan
 
 def _depths(ctx: Context, im: SourceImage, anns: list[Instance]) -> dict[int, tuple[float, float]] | None:
     """Per instance (closest point, median) depth in metres within its mask (absent: no valid depth there);
-    None when the image has no depth map."""
+    None when the image has no depth map. The mask loses its edge pixels first (when anything is left): there a
+    touching neighbour's depth may stand, and the closest point would be the neighbour's."""
+    from scipy.ndimage import binary_erosion
+
     depth = ctx.depth.load(im)  # type: ignore[union-attr]
     if depth is None:
         return None
     out = {}
     for a in anns:
-        values = depth[a.mask]
+        mask = a.mask
+        inner = binary_erosion(mask)
+        values = depth[inner if inner.any() else mask]
         values = values[np.isfinite(values)]
         if values.size:
             out[a.id] = (float(values.min()), float(np.median(values)))

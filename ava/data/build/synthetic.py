@@ -66,7 +66,7 @@ def _scene(rng: np.random.Generator, index: int, scale: int = 1) -> dict[str, An
     tries = 0
     while len(objects) < n_target and tries < 200:
         tries += 1
-        shape = "square" if not objects and index % 3 == 2 else str(rng.choice(SHAPES[:3] if index % 3 else SHAPES))
+        shape = "square" if not objects and index % 3 != 1 else str(rng.choice(SHAPES[:3] if index % 3 else SHAPES))
         r = float(rng.uniform(5, 0.3 * min(w, h)))
         cut = len(objects) == 0 and index % 4 == 1  # the first shape of every 4th scene leaves the frame
         cx = float(rng.uniform(-0.4 * r, 0.4 * r)) if cut else float(rng.uniform(r + 4, w - r - 4))
@@ -74,7 +74,7 @@ def _scene(rng: np.random.Generator, index: int, scale: int = 1) -> dict[str, An
         if any(abs(cx - o["c"][0]) < r + o["r"] + 3 and abs(cy - o["c"][1]) < r + o["r"] + 3 for o in objects):
             continue
         objects.append({"shape": shape, "c": (cx, cy), "r": r, "cut": cut})
-    if index % 3 == 2 and objects:  # a square touching the first object's box edge, when it fits
+    if index % 3 != 1 and objects:  # a square touching the first object's box edge, when it fits
         o = objects[0]
         r = 8.0
         cx, cy = o["c"][0] + o["r"] + r, o["c"][1]
