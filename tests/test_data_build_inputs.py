@@ -166,3 +166,19 @@ def test_cli_build_prints_the_summary_and_synth_sources_writes_them(tmp_path: Pa
     text = " ".join(out.split())
     assert "localization" in text and "class not unique in its image" in text and "ta_presence" in text
     assert Dataset(tmp_path / "out").abilities() == ["localization", "rel_depth", "ta_presence"]
+
+
+def test_masks_from_polygons_compressed_and_uncompressed_rle_and_none() -> None:
+    from pycocotools import mask as mask_utils
+
+    from ava.data.build.sources import Instance
+
+    want = np.zeros((4, 5), dtype=bool)
+    want[2:4, 0] = want[0, 1] = True
+    uncompressed = {"size": [4, 5], "counts": [2, 3, 15]}  # column-major runs, as COCO's crowd regions are stored
+    compressed = mask_utils.encode(np.asfortranarray(want.astype(np.uint8)))
+    for seg in (uncompressed, {"size": [4, 5], "counts": compressed["counts"].decode()}):
+        assert np.array_equal(Instance(1, 1, "x", (0, 0, 2, 4), True, seg, 4, 5).mask, want)
+    square = [[1.0, 1.0, 3.0, 1.0, 3.0, 3.0, 1.0, 3.0]]
+    assert Instance(2, 1, "x", (1, 1, 2, 2), False, square, 4, 5).mask[1:3, 1:3].all()
+    assert Instance(3, 1, "x", (1, 1, 2, 2), False, [], 4, 5).mask.sum() == 4  # no mask: the box
