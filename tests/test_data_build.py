@@ -57,10 +57,6 @@ def _red_blue(s: Sample, truth: dict) -> tuple[dict, dict]:
     return _inst(truth, s, 0), _inst(truth, s, 1)
 
 
-def _winner(s: Sample) -> str:
-    return s.answer  # "red" or "blue"
-
-
 def _check(s: Sample, truth: dict, src: Path) -> bool:
     """Whether one kept sample agrees with what the generator drew (per ability, from truth.json or the pixels)."""
     ava, a = s.ava, s.answer

@@ -189,6 +189,7 @@ def build(
     ] = 1,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing ava dataset at --out.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Build AVA abilities and task-augmentation tasks from annotated images (docs/build.md).
 
@@ -201,7 +202,7 @@ def build(
         out, coco=coco, images=images, depth=depth, classes=classes or [], text=text, attributes=attributes,
         ava=ava, tasks=[] if tasks == ["none"] else tasks, seed=seed, options=options, boxes=boxes,
         test_frac=test_frac, family=family, max_pairs=max_pairs, max_per_task=max_per_task or None,
-        image_format=image_format, workers=workers, force=force,
+        image_format=image_format, workers=workers, force=force, progress=not (quiet or as_json),
     )  # fmt: skip
     if as_json:
         typer.echo(json.dumps({"out": str(result.out), "counts": result.counts, "summary": result.summary,

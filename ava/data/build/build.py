@@ -314,12 +314,18 @@ def _rendered(questions: list[Question], order: list[int], fmt: str, workers: in
 
 
 def _write(tmp: Path, questions: list[Question], splits: dict[str, str], info: dict[str, Any], fmt: str,
-           workers: int) -> dict[str, dict[str, int]]:  # fmt: skip
+           workers: int, progress: bool) -> dict[str, dict[str, int]]:  # fmt: skip
     counts: dict[str, dict[str, int]] = {}
     order = sorted(range(len(questions)), key=lambda i: (str(questions[i].meta["origin"]["file"]), i))
     samples: list[Sample | None] = [None] * len(questions)
-    with DatasetWriter(tmp, info) as writer:
+    from rich.progress import TimeRemainingColumn
+
+    from ava.progress import progress as progress_bar
+
+    with DatasetWriter(tmp, info) as writer, progress_bar(progress, TimeRemainingColumn()) as bar:
+        job = bar.add_task("draw", total=len(questions))
         for i, (data, w, h, ext) in _rendered(questions, order, fmt, workers):
+            bar.advance(job)
             q = questions[i]
             split = splits[f"{q.ava}\0{q.id}"]
             samples[i] = Sample(id=q.id, ava=q.ava, image=writer.add_image_bytes(data, ext), width=w, height=h,
@@ -332,7 +338,8 @@ def _write(tmp: Path, questions: list[Question], splits: dict[str, str], info: d
 
 
 def build_dataset(config: BuildConfig, progress: bool = False) -> BuildResult:
-    """Build an ``ava`` dataset at ``config.out`` from the sources ``config`` names (see ``docs/build.md``)."""
+    """Build an ``ava`` dataset at ``config.out`` from the sources ``config`` names (see ``docs/build.md``);
+    ``progress`` shows a bar while the questions' images are drawn."""
     start = time.perf_counter()
     cached_image.cache_clear()  # a source image may have changed since an earlier build in this process
     out = Path(config.out)
@@ -371,7 +378,7 @@ def build_dataset(config: BuildConfig, progress: bool = False) -> BuildResult:
     tmp = out.with_name(f".{out.name}.build-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     try:
-        counts = _write(tmp, questions, splits, info, config.image_format, config.workers)
+        counts = _write(tmp, questions, splits, info, config.image_format, config.workers, progress)
         _replace(tmp, out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
