@@ -42,6 +42,7 @@ __all__ = [
     "ReportResult",
     "ScoreResult",
     "SplitResult",
+    "build_data",
     "data_info",
     "evaluate_head",
     "extract",
@@ -53,6 +54,7 @@ __all__ = [
     "make_report",
     "score",
     "split_data",
+    "synth_sources",
     "synthesize",
     "train_head",
     "rewrite_options",
@@ -158,6 +160,24 @@ def split_data(data: PathLike, *, test_frac: float = 0.2, seed: int = 0, force: 
         raise AvaError(f"test_frac: {e}") from None
     result = split_dataset(data, test_frac=test_frac, seed=seed, force=force)
     return SplitResult(Path(data), result["counts"], result["split"])
+
+
+def build_data(out: PathLike, *, progress: bool = False, **options: Any) -> Any:
+    """Build an ``ava`` dataset from annotated images (``ava data build``); ``options`` are the fields of
+    :class:`ava.data.build.BuildConfig` (``coco``, ``images``, ``depth``, ``classes``, ``text``, ``attributes``,
+    ``ava``, ``tasks``, ``seed``, ...). Returns a :class:`ava.data.build.BuildResult` (counts, the kept/dropped
+    summary, what was skipped and why)."""
+    from ava.data.build import BuildConfig, build_dataset
+
+    return build_dataset(BuildConfig(out=Path(out), **options), progress=progress)
+
+
+def synth_sources(out: PathLike, *, n_images: int = 24, seed: int = 0) -> dict[str, Any]:
+    """Write synthetic scenes as the source formats ``build_data`` reads, with ``truth.json`` beside them
+    (``ava data synth-sources``); returns that truth."""
+    from ava.data.build.synthetic import write_sources
+
+    return write_sources(out, n_images=n_images, seed=seed)
 
 
 def data_info(data: PathLike) -> dict[str, Any]:

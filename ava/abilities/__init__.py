@@ -205,13 +205,26 @@ _a(
 ABILITY_KEYS: tuple[str, ...] = tuple(ABILITIES.names(plugins=False))  # the 14 of the benchmark
 
 
+def _register_tasks() -> tuple[str, ...]:
+    from ava.abilities.tasks import task_abilities
+
+    return tuple(_a(**vars(t)).key for t in task_abilities())
+
+
+# Task-augmentation tasks (``ava data build``), registered after the 14 and kept out of ABILITY_KEYS: the synthetic
+# suite, the demo and the fingerprint's default list stay the benchmark's 14.
+TASK_KEYS: tuple[str, ...] = _register_tasks()
+BUILTIN_KEYS: tuple[str, ...] = ABILITY_KEYS + TASK_KEYS
+
+
 def get_ability(name: str) -> Ability:
     """An ability by key or release config name (case-insensitive), with "did you mean" on typos."""
     return ABILITIES.get(name)
 
 
 __all__ = [
-    "ABILITIES", "ABILITY_KEYS", "Ability", "AnswerKind", "DTD_TEXTURES", "EMOTIONS", "INDOOR_DEPTH_BINS",
+    "ABILITIES", "ABILITY_KEYS", "Ability", "BUILTIN_KEYS", "TASK_KEYS", "AnswerKind",
+    "DTD_TEXTURES", "EMOTIONS", "INDOOR_DEPTH_BINS",
     "ORIENTATION_VIEWS", "OUTDOOR_DEPTH_BINS", "REL_DEPTH_ANSWERS", "SPATIAL_ANSWERS", "format_options",
     "get_ability", "option_label",
 ]  # fmt: skip

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from ava.cli import synth
-from ava.cli.options import DataArg, DataOpt, ForceOpt, checked, dataset_dir, list_callback
+from ava.cli.options import AvaOpt, DataArg, DataOpt, ForceOpt, checked, dataset_dir, list_callback
 
 app = typer.Typer(no_args_is_help=True)
 app.command("synth")(synth.synth)
@@ -191,3 +191,99 @@ def options(
     for key, why in result.skipped.items():
         typer.echo(f"{key}: left as it was ({why})")
     typer.echo(f"wrote {result.out}")
+
+
+@app.command("build")
+def build(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Dataset directory to write (whole, or not at all).")],
+    coco: Annotated[Path | None, typer.Option(help="COCO-style instances JSON (boxes, polygons or RLE masks).")] = None,
+    images: Annotated[Path | None, typer.Option(help="Directory the COCO / text files' file names are in.")] = None,
+    depth: Annotated[Path | None, typer.Option(help="Depth maps by image stem: 16-bit PNG (mm) or .npy (m).")] = None,
+    classes: Annotated[
+        list[str] | None,
+        typer.Option(help="Class folders: DIR with ability-named subfolders, or ABILITY=DIR (repeatable)."),
+    ] = None,
+    text: Annotated[Path | None, typer.Option(help="COCO-Text / TextOCR JSON (word boxes + transcriptions).")] = None,
+    attributes: Annotated[
+        Path | None, typer.Option(help="Raters' per-instance attributes, JSON or CSV keyed by annotation id.")
+    ] = None,
+    ava: AvaOpt = None,
+    tasks: Annotated[
+        list[str] | None,
+        typer.Option(help="Task-augmentation tasks (ta_...), comma-separated; 'none' for none; default: all.",
+                     callback=list_callback),
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Seed of every choice the build makes.")] = 0,
+    options: Annotated[
+        int | None, typer.Option(help="Options per sampled-option question (default: the paper's counts).")
+    ] = None,
+    boxes: Annotated[bool, typer.Option("--boxes/--no-boxes", help="Draw the spatial questions' boxes.")] = True,
+    test_frac: Annotated[float, typer.Option(help="Test share of each stratum.", callback=checked("test_frac"))] = 0.2,
+    family: Annotated[str, typer.Option(help="Fine-grained: 'What species of FAMILY ...'.")] = "object",
+    max_pairs: Annotated[int, typer.Option(help="Object pairs per image for pair questions.")] = 4,
+    max_per_task: Annotated[int, typer.Option(help="Questions per task-augmentation task (0: all).")] = 2000,
+    image_format: Annotated[
+        str, typer.Option(help="Drawn images: auto (JPEG q95 from JPEG sources, else PNG), png or jpeg.")
+    ] = "auto",
+    workers: Annotated[
+        int, typer.Option(help="Processes that draw and encode images.", callback=checked("workers"))
+    ] = 1,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing ava dataset at --out.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+) -> None:
+    """Build AVA abilities and task-augmentation tasks from annotated images (docs/build.md).
+
+    Any subset of the sources; by default every ability and task they allow is built. Prints what each rule kept
+    and dropped, and why.
+    """
+    from ava.api import build_data
+
+    result = build_data(
+        out, coco=coco, images=images, depth=depth, classes=classes or [], text=text, attributes=attributes,
+        ava=ava, tasks=[] if tasks == ["none"] else tasks, seed=seed, options=options, boxes=boxes,
+        test_frac=test_frac, family=family, max_pairs=max_pairs, max_per_task=max_per_task or None,
+        image_format=image_format, workers=workers, force=force, progress=not (quiet or as_json),
+    )  # fmt: skip
+    if as_json:
+        typer.echo(json.dumps({"out": str(result.out), "counts": result.counts, "summary": result.summary,
+                               "skipped": result.skipped, "seconds": round(result.seconds, 2)}, indent=2))  # fmt: skip
+        return
+    _print_build(result)
+
+
+def _print_build(result: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"ava data build -> {result.out} ({result.seconds:.1f} s)")
+    for col in ("ability", "considered", "kept", "train", "test", "dropped"):
+        table.add_column(col, justify="left" if col == "ability" else "right")
+    for row in result.summary:
+        counts = result.counts.get(row["ability"], {"train": 0, "test": 0})
+        table.add_row(row["ability"], str(row["considered"]), str(row["kept"]), str(counts["train"]),
+                      str(counts["test"]), str(row["dropped"]))  # fmt: skip
+    console = Console()
+    console.print(table)
+    console.print("[bold]dropped, by rule[/] (n; an example record):")
+    for row in result.summary:
+        for r in row["reasons"]:
+            example = f"; e.g. {r['example']}" if r["example"] else ""
+            console.print(f"  {row['ability']}: {r['reason']} ({r['n']}{example})", highlight=False, soft_wrap=True)
+    for key, why in result.skipped.items():
+        console.print(f"not built: {key} ({why})", highlight=False, soft_wrap=True)
+
+
+@app.command("synth-sources")
+def synth_sources(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Directory to write the source files to.")],
+    n_images: Annotated[int, typer.Option("--images", help="Scenes to draw.")] = 24,
+    seed: Annotated[int, typer.Option(help="Seed; the same seed writes the same files.")] = 0,
+) -> None:
+    """Write synthetic scenes as the source formats `ava data build` reads (COCO JSON with masks, depth PNGs,
+    class folders, text boxes, a raters' CSV) with their exact truth in truth.json."""
+    from ava.api import synth_sources as write
+
+    truth = write(out, n_images=n_images, seed=seed)
+    typer.echo(f"wrote {len(truth['images'])} scenes, {len(truth['instances'])} instances, {len(truth['words'])} "
+               f"words and {sum(len(v) for v in truth['classes'].values())} class-folder images to {out}")

@@ -191,11 +191,11 @@ class Dataset:
 
     # -- reading -----------------------------------------------------------------------------------
     def abilities(self) -> list[str]:
-        """The abilities present, in the registry's order."""
-        from ava.abilities import ABILITY_KEYS
+        """The abilities present, in the registry's order (the 14, then the task-augmentation tasks)."""
+        from ava.abilities import BUILTIN_KEYS
 
         present = {p.stem for p in (self.root / "samples").glob("*.jsonl")}
-        return [k for k in ABILITY_KEYS if k in present]
+        return [k for k in BUILTIN_KEYS if k in present]
 
     def has_samples(self, ava: str) -> bool:
         """Whether ``samples/<ava>.jsonl`` exists (``ava`` must be a plain name: it comes from options)."""

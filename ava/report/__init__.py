@@ -119,6 +119,10 @@ def _build(run_dirs: list[str | Path], split: str, *, allow_mixed: bool, n_boot:
         "plots": {},
         "provenance": provenance(),
     }
+    from ava.report.augment import task_augmentation
+
+    if (augment := task_augmentation(runs)) is not None:  # runs that scored task-augmentation questions
+        report["task_augmentation"] = augment
     return report, tables, runs
 
 
@@ -156,6 +160,10 @@ def make_report(run_dirs: list[str | Path], out: str | Path, split: str = "test"
         from ava.report.reference import write_plots as relative_plots
 
         report["relative_plots"] = relative_plots(report["relative"], out / "plots")
+    if "task_augmentation" in report:
+        from ava.report.augment import write_plot
+
+        report["task_augmentation"]["plot"] = write_plot(report["task_augmentation"], out / "plots")
     atomic_write_text(out / "report.json", dumps(report))
     atomic_write_text(out / "report.md", markdown(report, base=out) + "\n" + _analysis_markdown(report))
     atomic_write_text(out / "report.tex", latex(report))

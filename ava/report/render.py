@@ -281,6 +281,10 @@ def markdown(report: dict[str, Any], base: Path | None = None) -> str:
                f"{arrow(t['higher_is_better'][ab])}*", "", _md_table(subgroup_rows(t, group)), ""]  # fmt: skip
     if folded:
         md += ["Single-bin subgroups (the whole ability falls in one bin):", "", *(f"- {x}" for x in folded), ""]
+    if "task_augmentation" in report:
+        from ava.report.augment import markdown_lines
+
+        md += markdown_lines(report["task_augmentation"])
     if unparsed := _md_unparsed(report):
         md += ["## Unparsed replies", "", *unparsed, ""]
     prov = report["provenance"]

@@ -1,0 +1,405 @@
+"""``ava data build``: read the sources, run every rule, balance, split, render and write one ``ava`` dataset.
+
+The dataset is written to a temporary sibling of ``out`` and renamed into place only when everything is written,
+so a bad record found late, a full disk or a kill never leaves a half-written dataset at ``out``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import multiprocessing as mp
+import os
+import shutil
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from PIL import Image
+
+from ava.data.build import sources as src
+from ava.data.build.abilities import BUILDERS, FOLDER_ABILITIES
+from ava.data.build.core import RULE_VERSION, Context, Question, cached_image
+from ava.data.build.split import MIN_STRATUM, assign
+from ava.data.build.tasks import TASKS
+from ava.data.format import DatasetWriter, Sample, check_replaceable, encode_png
+from ava.errors import AvaError
+
+IMAGE_FORMATS = ("auto", "png", "jpeg")
+
+
+class BuildError(AvaError, ValueError):
+    """The build cannot go as asked (an ability without the sources it needs, an existing --out, ...)."""
+
+
+@dataclass
+class BuildConfig:
+    """What ``ava data build`` reads and writes; every field is a CLI option of the same name."""
+
+    out: Path
+    coco: Path | None = None
+    images: Path | None = None
+    depth: Path | None = None
+    classes: list[str] = field(default_factory=list)  # "DIR" (ability-named subfolders) or "ABILITY=DIR"
+    text: Path | None = None
+    attributes: Path | None = None
+    ava: list[str] | None = None  # None: every ability the sources allow; []: none
+    tasks: list[str] | None = None  # None: every task the sources allow; []: none
+    seed: int = 0
+    options: int | None = None  # options of sampled-option abilities (default: the paper's counts)
+    boxes: bool = True  # False: spatial without drawn boxes (the paper's Figure 8a variant)
+    test_frac: float = 0.2
+    family: str = "object"  # fine-grained: "What species of {family} ..."
+    max_pairs: int = 4  # object pairs per image, for pair questions
+    max_per_task: int | None = 2000  # questions per task-augmentation task (balanced); None: all
+    image_format: str = "auto"  # auto: a drawn image is JPEG (quality 95) where its source is a JPEG, else PNG
+    workers: int = 1
+    force: bool = False
+
+
+@dataclass
+class BuildResult:
+    out: Path
+    counts: dict[str, dict[str, int]]
+    summary: list[dict[str, Any]]
+    skipped: dict[str, str]  # ability -> why it was not built
+    split: dict[str, Any]
+    seconds: float
+
+
+def read_sources(config: BuildConfig) -> tuple[Context, dict[str, dict[str, Any]]]:
+    """The build context and each source's provenance (path and sha256)."""
+    ctx = Context(seed=config.seed, options_k=config.options, boxes=config.boxes, family=config.family,
+                  max_pairs=config.max_pairs, max_per_task=config.max_per_task)  # fmt: skip
+    prov: dict[str, dict[str, Any]] = {}
+    if (config.coco or config.text) and config.images is None:
+        raise BuildError("--images DIR is required with --coco or --text (the directory their file names are in)")
+    if config.coco:
+        ctx.coco = src.read_coco(Path(config.coco), Path(config.images))  # type: ignore[arg-type]
+        prov["coco"] = {"path": str(config.coco), "sha256": src.sha256_file(Path(config.coco)),
+                        "images": len(ctx.coco.images), "annotations": ctx.coco.n_annotations}  # fmt: skip
+    if config.depth:
+        if ctx.coco is None:
+            raise BuildError("--depth needs --coco (depth questions are about annotated objects)")
+        ctx.depth = src.DepthSource(Path(config.depth))
+        prov["depth"] = {"path": str(config.depth), "kind": "maps (16-bit PNG mm or .npy m)", "metric": True,
+                         "sha256": _maps_digest(ctx)}  # fmt: skip
+    for spec in config.classes:
+        for ava, root in _class_roots(spec).items():
+            if ava in ctx.classes:
+                raise BuildError(f"--classes names {ava} twice ({ctx.classes[ava].root} and {root})")
+            ctx.classes[ava] = src.read_class_folders(root)
+            prov[f"classes:{ava}"] = {"path": str(root), "classes": len(ctx.classes[ava].classes),
+                                      "sha256": _listing_digest(ctx.classes[ava])}  # fmt: skip
+    if config.text:
+        ctx.words = src.read_text(Path(config.text), Path(config.images))  # type: ignore[arg-type]
+        prov["text"] = {"path": str(config.text), "sha256": src.sha256_file(Path(config.text))}
+    if config.attributes:
+        if ctx.coco is None:
+            raise BuildError("--attributes needs --coco (attributes are keyed by COCO annotation id)")
+        known = {a.id for im in ctx.coco.images.values() for a in im.instances}
+        ctx.attributes = src.read_attributes(Path(config.attributes), known)
+        prov["attributes"] = {"path": str(config.attributes), "sha256": src.sha256_file(Path(config.attributes)),
+                              "attributes": ctx.attributes.names}  # fmt: skip
+    if config.images and ctx.coco:
+        prov["images"] = {"path": str(config.images), "sha256": _images_digest(ctx)}
+    return ctx, prov
+
+
+def _class_roots(spec: str) -> dict[str, Path]:
+    """``ABILITY=DIR`` -> that ability; ``DIR`` -> each subfolder named after a class-folder ability."""
+    from ava.abilities import get_ability
+
+    if "=" in spec:
+        name, root = spec.split("=", 1)
+        ava = get_ability(name).key
+        if ava not in FOLDER_ABILITIES:
+            raise BuildError(f"--classes {spec}: {ava} is not built from class folders ({', '.join(FOLDER_ABILITIES)})")
+        return {ava: Path(root)}
+    root = Path(spec)
+    found = {a: root / a for a in FOLDER_ABILITIES if (root / a).is_dir()}
+    if not found:
+        raise BuildError(f"--classes {root}: no subfolder named after a class-folder ability "
+                         f"({', '.join(FOLDER_ABILITIES)}); or pass ABILITY=DIR")  # fmt: skip
+    return found
+
+
+def _digest(items: list[tuple[str, str]]) -> str:
+    return hashlib.sha256("".join(f"{a}\0{b}\n" for a, b in sorted(items)).encode()).hexdigest()
+
+
+def _images_digest(ctx: Context) -> str:
+    """sha256 over (file name, sha256 of the file) of every image the annotations name."""
+    return _digest([(im.file_name, src.sha256_file(im.path)) for im in ctx.coco.images.values()])  # type: ignore[union-attr]
+
+
+def _maps_digest(ctx: Context) -> str:
+    items = []
+    for im in ctx.coco.images.values():  # type: ignore[union-attr]
+        p = ctx.depth.find(im.file_name)  # type: ignore[union-attr]
+        if p is not None:
+            items.append((str(p.relative_to(ctx.depth.root)), src.sha256_file(p)))  # type: ignore[union-attr]
+    return _digest(items)
+
+
+def _listing_digest(folders: src.ClassFolders) -> str:
+    return _digest([(str(p.relative_to(folders.root)), src.sha256_file(p)) for ps in folders.classes.values()
+                    for p in ps])  # fmt: skip
+
+
+def _have(ctx: Context) -> set[str]:
+    have = {f"classes:{a}" for a in ctx.classes}
+    for name, value in (("coco", ctx.coco), ("depth", ctx.depth), ("text", ctx.words), ("attributes", ctx.attributes)):
+        if value is not None:
+            have.add(name)
+    return have
+
+
+_SOURCE_OPTION = {"coco": "--coco", "depth": "--depth", "text": "--text", "attributes": "--attributes"}
+
+
+def _option(source: str) -> str:
+    """The option that gives a source: ``coco`` -> ``--coco``, ``classes:scene`` -> ``--classes scene=DIR``."""
+    return _SOURCE_OPTION.get(source) or f"--classes {source.split(':', 1)[1]}=DIR"
+
+
+def plan(ctx: Context, ava: list[str] | None, tasks: list[str] | None) -> tuple[list[str], dict[str, str]]:
+    """What to build (in registry order) and, for the rest, why not; an ability asked for by name whose sources
+    are missing is an error."""
+    from ava.abilities import ABILITIES, BUILTIN_KEYS
+
+    have = _have(ctx)
+    table = {**BUILDERS, **TASKS}
+    wanted = set()
+    for names, pool in ((ava, BUILDERS), (tasks, TASKS)):
+        if names is None:
+            wanted |= set(pool)
+            continue
+        for name in names:
+            key = ABILITIES.canonical(name) if name not in pool else name
+            if key not in pool:
+                raise BuildError(f"{name!r} is not one of the {'tasks' if pool is TASKS else 'abilities'} a build "
+                                 f"makes ({', '.join(pool)})")  # fmt: skip
+            missing = [s for s in pool[key][0] if s not in have]
+            if missing:
+                raise BuildError(f"{key} needs {', '.join(_option(s) for s in missing)}")
+            wanted.add(key)
+    chosen, skipped = [], {}
+    for key in BUILTIN_KEYS:
+        if key not in wanted:
+            continue
+        missing = [s for s in table[key][0] if s not in have]
+        if missing:
+            skipped[key] = "no " + ", ".join(_option(s) for s in missing)
+        else:
+            chosen.append(key)
+    return chosen, skipped
+
+
+def _cap(questions: list[Question], n: int | None) -> list[Question]:
+    """At most ``n`` questions, equally many per answer (so a balanced task stays balanced)."""
+    if n is None or len(questions) <= n:
+        return questions
+    from ava.data.build.core import stable_hash
+
+    by: dict[str, list[Question]] = {}
+    for q in questions:
+        by.setdefault(q.answer, []).append(q)
+    per = max(1, n // len(by))
+    keep = {q.id for qs in by.values() for q in sorted(qs, key=lambda q: stable_hash(q.ava, q.id))[:per]}
+    return [q for q in questions if q.id in keep]
+
+
+def make_questions(ctx: Context, keys: list[str], max_per_task: int | None) -> list[Question]:
+    from ava.abilities.tasks import is_task
+
+    table = {**BUILDERS, **TASKS}
+    out = []
+    for key in keys:
+        qs = table[key][1](ctx)
+        if is_task(key):
+            before = len(qs)
+            qs = _cap(qs, max_per_task)
+            for _ in range(before - len(qs)):
+                ctx.summary.drop(key, f"over --max-per-task {max_per_task}")
+        ids = [q.id for q in qs]
+        if len(set(ids)) != len(ids):
+            raise AssertionError(f"{key}: two questions with one id")  # a builder's bug, never the user's input
+        ctx.summary.kept[key] = len(qs)
+        out.extend(qs)
+    return out
+
+
+# -- writing --------------------------------------------------------------------------------------------------------
+
+_PENDING: list[Question] = []  # read by forked workers (questions hold closures, which do not pickle)
+Encoded = tuple[bytes, int, int, str]  # image bytes, width, height, file extension
+_ENCODED: dict[tuple, Encoded] = {}  # image_key -> encoded image, for the questions of the current source image
+
+
+def _encode(index: int, fmt: str) -> Encoded:
+    q = _PENDING[index]
+    key = q.image_key
+    if key is not None and key in _ENCODED:
+        return _ENCODED[key]
+    if len(_ENCODED) > 32:
+        _ENCODED.clear()
+    source = getattr(q.render, "source", None)
+    out = _as_stored(source) if source is not None else None
+    if out is None:
+        image: Image.Image = q.render().convert("RGB")
+        if fmt == "jpeg" or (fmt == "auto" and _source_format(q) == "JPEG"):
+            buf = io.BytesIO()
+            image.save(buf, format="JPEG", quality=95)
+            out = (buf.getvalue(), image.width, image.height, "jpg")
+        else:
+            out = (encode_png(image), image.width, image.height, "png")
+    if key is not None:
+        _ENCODED[key] = out
+    return out
+
+
+def _as_stored(path: Path) -> Encoded | None:
+    """A source file's own bytes when ``ava.data.images`` would keep them as they are (an RGB JPEG or PNG without
+    EXIF rotation or transparency): no re-encoding, no quality lost."""
+    from ava.data.images import _keep_as_is
+
+    data = Path(path).read_bytes()
+    with Image.open(io.BytesIO(data)) as im:
+        if _keep_as_is(im):
+            return data, im.width, im.height, "jpg" if im.format == "JPEG" else "png"
+    return None
+
+
+def _source_format(q: Question) -> str | None:
+    """The file format of the source image a question was drawn from (JPEG sources give JPEG questions)."""
+    origin = q.meta.get("origin") or {}
+    path = _SOURCE_PATHS.get(str(origin.get("file")))
+    if path is None:
+        return None
+    if path not in _FORMATS:
+        with Image.open(path) as im:
+            _FORMATS[path] = str(im.format)
+    return _FORMATS[path]
+
+
+_SOURCE_PATHS: dict[str, Path] = {}  # origin file name -> path, set by build_dataset
+_FORMATS: dict[Path, str] = {}
+
+
+def _encode_chunk(args: tuple[list[int], str]) -> list[Encoded]:
+    indices, fmt = args
+    return [_encode(i, fmt) for i in indices]
+
+
+def _rendered(questions: list[Question], order: list[int], fmt: str, workers: int):
+    """(index, (image bytes, width, height, extension)) per question in ``order`` (source image by source image, so
+    each is decoded once); by forked worker processes when ``workers > 1``."""
+    global _PENDING
+    _PENDING = questions
+    try:
+        if workers <= 1 or "fork" not in mp.get_all_start_methods():
+            for i in order:
+                yield i, _encode(i, fmt)
+            return
+        chunks = [order[i : i + 64] for i in range(0, len(order), 64)]
+        with ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
+            for chunk, done in zip(chunks, pool.map(_encode_chunk, [(c, fmt) for c in chunks]), strict=True):
+                yield from zip(chunk, done, strict=True)
+    finally:
+        _PENDING = []
+        _ENCODED.clear()
+
+
+def _write(tmp: Path, questions: list[Question], splits: dict[str, str], info: dict[str, Any], fmt: str,
+           workers: int, progress: bool) -> dict[str, dict[str, int]]:  # fmt: skip
+    counts: dict[str, dict[str, int]] = {}
+    order = sorted(range(len(questions)), key=lambda i: (str(questions[i].meta["origin"]["file"]), i))
+    samples: list[Sample | None] = [None] * len(questions)
+    from rich.progress import TimeRemainingColumn
+
+    from ava.progress import progress as progress_bar
+
+    with DatasetWriter(tmp, info) as writer, progress_bar(progress, TimeRemainingColumn()) as bar:
+        job = bar.add_task("draw", total=len(questions))
+        for i, (data, w, h, ext) in _rendered(questions, order, fmt, workers):
+            bar.advance(job)
+            q = questions[i]
+            split = splits[f"{q.ava}\0{q.id}"]
+            samples[i] = Sample(id=q.id, ava=q.ava, image=writer.add_image_bytes(data, ext), width=w, height=h,
+                                question=q.question, answer=q.answer, truth=q.truth, options=q.options, split=split,
+                                meta=q.meta)  # fmt: skip
+            counts.setdefault(q.ava, {"train": 0, "test": 0})[split] += 1
+        for sample in samples:  # in the builders' order, whatever order the images were drawn in
+            writer.add_sample(sample)  # type: ignore[arg-type]
+    return counts
+
+
+def build_dataset(config: BuildConfig, progress: bool = False) -> BuildResult:
+    """Build an ``ava`` dataset at ``config.out`` from the sources ``config`` names (see ``docs/build.md``);
+    ``progress`` shows a bar while the questions' images are drawn."""
+    start = time.perf_counter()
+    cached_image.cache_clear()  # a source image may have changed since an earlier build in this process
+    out = Path(config.out)
+    if config.image_format not in IMAGE_FORMATS:
+        raise BuildError(f"--image-format must be one of {', '.join(IMAGE_FORMATS)}, not {config.image_format!r}")
+    if not 0.0 < config.test_frac < 1.0:
+        raise BuildError(f"--test-frac must be between 0 and 1, got {config.test_frac}")
+    if os.path.lexists(out) and (not out.is_dir() or any(out.iterdir())):
+        if not config.force:
+            raise BuildError(f"{out} exists and is not empty; pass --force to replace it (only an ava dataset is "
+                             "ever replaced)")  # fmt: skip
+        check_replaceable(out, option="--force")
+    ctx, prov = read_sources(config)
+    keys, skipped = plan(ctx, config.ava, config.tasks)
+    if not keys:
+        raise BuildError("nothing to build: " + ("; ".join(f"{k}: {v}" for k, v in skipped.items()) or
+                                                 "no abilities or tasks chosen"))  # fmt: skip
+    questions = make_questions(ctx, keys, config.max_per_task)
+    if not questions:
+        raise BuildError("every question was dropped by the rules; see the summary: "
+                         + "; ".join(f"{r['ability']}: {r['reasons'][:1]}" for r in ctx.summary.rows()))
+    splits, split_report = assign(questions, config.test_frac, config.seed)
+    split_info = {"made_by": "ava data build", "test_frac": config.test_frac, "seed": config.seed,
+                  "stratified_by": "class x answer bin (fine); the answer bin alone where a class x bin stratum has "
+                                   f"under {MIN_STRATUM} questions (coarse)", "strata": split_report}  # fmt: skip
+    info = {"source": "ava data build", "synthetic": _synthetic(ctx), "split": split_info,
+            "build": {"rule_version": RULE_VERSION, "seed": config.seed, "sources": prov, "built": keys,
+                      "skipped": skipped, "options": _options(config), "summary": ctx.summary.rows()}}  # fmt: skip
+    _SOURCE_PATHS.clear()
+    _FORMATS.clear()
+    if ctx.coco:
+        _SOURCE_PATHS.update({im.file_name: im.path for im in ctx.coco.images.values()})
+    _SOURCE_PATHS.update({w.image.file_name: w.image.path for w in ctx.words or []})
+    for folders in ctx.classes.values():
+        _SOURCE_PATHS.update({str(p.relative_to(folders.root)): p for ps in folders.classes.values() for p in ps})
+    tmp = out.with_name(f".{out.name}.build-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        counts = _write(tmp, questions, splits, info, config.image_format, config.workers, progress)
+        _replace(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        cached_image.cache_clear()
+    return BuildResult(out, counts, ctx.summary.rows(), skipped, split_info, time.perf_counter() - start)
+
+
+def _replace(tmp: Path, out: Path) -> None:
+    old = out.with_name(f".{out.name}.old-{os.getpid()}")
+    if os.path.lexists(out):
+        os.replace(out, old)
+    os.replace(tmp, out)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _synthetic(ctx: Context) -> bool:
+    """Sources written by ``ava data synth-sources`` say so in their COCO ``info``; the dataset then says so too."""
+    return bool(ctx.coco and ctx.coco.synthetic)
+
+
+def _options(config: BuildConfig) -> dict[str, Any]:
+    return {"options": config.options, "boxes": config.boxes, "test_frac": config.test_frac, "family": config.family,
+            "max_pairs": config.max_pairs, "max_per_task": config.max_per_task,
+            "image_format": config.image_format}  # fmt: skip

@@ -1,0 +1,237 @@
+"""What every builder shares: the question it proposes, the summary of what rules kept and dropped, the context
+(sources, seed, options), drawing, and answer balancing.
+
+A builder proposes :class:`Question` objects whose image is rendered lazily, so a question that balancing drops
+is never drawn or encoded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter, defaultdict
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image, ImageDraw
+
+from ava.abilities import get_ability
+from ava.abilities.base import format_options
+from ava.data.build.sources import Attributes, ClassFolders, CocoSource, DepthSource, Word, load_rgb
+from ava.data.options import OptionSampler, random_options
+
+RULE_VERSION = 1  # bumped whenever a rule changes what is kept or asked; recorded in dataset.json
+RED = (255, 0, 0)  # target box (spec section 2)
+BLUE = (0, 0, 255)  # reference box
+PAD = (124, 120, 111)  # square padding of localization / recognition images
+# The paper's option counts for sampled option lists (spec section 2); None: every class.
+PAPER_OPTIONS = {"recognition": 70, "fine_grained": 100, "scene": 30, "action": 100, "texture": None}
+
+
+@dataclass
+class Question:
+    """One proposed sample; ``render`` draws its image only if the question is kept."""
+
+    ava: str
+    id: str
+    question: str
+    answer: str
+    truth: dict[str, Any]
+    options: list[str] | None
+    meta: dict[str, Any]
+    render: Callable[[], Image.Image]
+    fine: str  # the split's stratum (class x answer bin); ``coarse`` is the fallback when it is too small
+    coarse: str
+    # Questions whose images are the same (the source image as is, or padded) share this key, so the image is
+    # drawn and encoded once however many questions ask about it.
+    image_key: tuple | None = None
+
+    def __post_init__(self) -> None:
+        if self.image_key is None:
+            self.image_key = getattr(self.render, "image_key", None)
+
+
+@dataclass
+class Summary:
+    """Per ability: questions considered and kept, and drops per (rule, reason), with one example record each."""
+
+    considered: Counter[str] = field(default_factory=Counter)
+    kept: Counter[str] = field(default_factory=Counter)
+    dropped: Counter[tuple[str, str]] = field(default_factory=Counter)
+    example: dict[tuple[str, str], str] = field(default_factory=dict)
+
+    def consider(self, ava: str, n: int = 1) -> None:
+        self.considered[ava] += n
+
+    def drop(self, ava: str, reason: str, record: str = "", n: int = 1) -> None:
+        self.dropped[(ava, reason)] += n
+        self.example.setdefault((ava, reason), record)
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One row per ability and drop reason (JSON-ready; the CLI prints it as a table)."""
+        out = []
+        for ava in sorted(set(self.considered) | set(self.kept)):
+            reasons = {r: n for (a, r), n in sorted(self.dropped.items()) if a == ava}
+            out.append({"ability": ava, "considered": self.considered[ava], "kept": self.kept[ava],
+                        "dropped": sum(reasons.values()),
+                        "reasons": [{"reason": r, "n": n, "example": self.example[(ava, r)]}
+                                    for r, n in reasons.items()]})  # fmt: skip
+        return out
+
+
+@dataclass
+class Context:
+    """The sources and settings one build reads."""
+
+    seed: int = 0
+    coco: CocoSource | None = None
+    depth: DepthSource | None = None
+    classes: dict[str, ClassFolders] = field(default_factory=dict)
+    words: list[Word] | None = None
+    attributes: Attributes | None = None
+    options_k: int | None = None
+    boxes: bool = True
+    family: str = "object"
+    max_pairs: int = 4
+    max_per_task: int | None = None
+    summary: Summary = field(default_factory=Summary)
+    sampler: Callable[[str, int | None], OptionSampler] = field(default=lambda ava, k: random_options(k))
+
+    def rng(self, *keys: object) -> np.random.Generator:
+        """A generator seeded by the build's seed and ``keys`` (stable across runs and Python versions)."""
+        digest = hashlib.sha256(repr((self.seed, *keys)).encode()).digest()
+        return np.random.default_rng(int.from_bytes(digest[:8], "little"))
+
+    def options_for(self, ava: str, truth: str, classes: Sequence[str], key: object) -> list[str]:
+        """Sampled options (the paper's count, or ``--options``), through the one :class:`OptionSampler` seam."""
+        k = self.options_k if self.options_k is not None else PAPER_OPTIONS.get(ava)
+        k = None if k is None else min(k, len(classes))
+        return self.sampler(ava, k)(truth, classes, self.rng(ava, "options", key))
+
+
+def ask(ava: str, options: Sequence[str] | None = None, **fields: str) -> str:
+    """The ability's question template filled in (options formatted as the paper writes them)."""
+    ability = get_ability(ava)
+    if options is not None:
+        fields["options"] = format_options(list(options), ability.option_style)
+    return ability.question_templates[0].format(**fields)
+
+
+def option_truth(options: Sequence[str], answer: str) -> dict[str, Any]:
+    return {"index": list(options).index(answer), "text": answer}
+
+
+def stable_hash(*keys: object) -> str:
+    return hashlib.sha256(repr(keys).encode()).hexdigest()
+
+
+# -- images ---------------------------------------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=16)
+def cached_image(path: Path) -> Image.Image:
+    """Source images are read once per build even when many questions use them (questions come image by image)."""
+    return load_rgb(path)
+
+
+def image_copy(path: Path) -> Image.Image:
+    return cached_image(path).copy()
+
+
+def plain(path: Path) -> Callable[[], Image.Image]:
+    """The source image as it is (its encoded bytes are shared by every question that shows it so)."""
+
+    def render() -> Image.Image:
+        return image_copy(path)
+
+    render.image_key = ("plain", str(path))  # type: ignore[attr-defined]
+    render.source = path  # type: ignore[attr-defined]  # stored as its own bytes where they are a plain RGB file
+    return render
+
+
+def padded(path: Path) -> Callable[[], Image.Image]:
+    """The source image padded to a square."""
+
+    def render() -> Image.Image:
+        return pad_square(image_copy(path))[0]
+
+    render.image_key = ("padded", str(path))  # type: ignore[attr-defined]
+    return render
+
+
+def box_width(size: int) -> int:
+    return max(2, round(size / 128))
+
+
+def draw_box(image: Image.Image, box: Sequence[float], color: tuple[int, int, int]) -> None:
+    """Outline ``box`` (x1, y1, x2, y2 px), grown by a margin so the outline does not cover the object."""
+    w = box_width(max(image.size))
+    m = w + 1
+    x0, y0, x1, y1 = box
+    drawn = (max(0, x0 - m), max(0, y0 - m), min(image.width - 1, x1 + m), min(image.height - 1, y1 + m))
+    ImageDraw.Draw(image).rectangle([round(v) for v in drawn], outline=color, width=w)
+
+
+def draw_point(image: Image.Image, xy: tuple[float, float], color: tuple[int, int, int]) -> None:
+    """A ring around the point (the point itself stays visible)."""
+    r = max(4, round(max(image.size) / 60))
+    x, y = xy
+    ImageDraw.Draw(image).ellipse([x - r, y - r, x + r, y + r], outline=color, width=max(2, r // 3))
+
+
+def pad_square(image: Image.Image) -> tuple[Image.Image, tuple[int, int]]:
+    """``image`` centred on a square of PAD (spec section 2); returns it and the paste offset."""
+    w, h = image.size
+    side = max(w, h)
+    if w == h:
+        return image, (0, 0)
+    out = Image.new("RGB", (side, side), PAD)
+    off = ((side - w) // 2, (side - h) // 2)
+    out.paste(image, off)
+    return out, off
+
+
+def fmt_box(box: Sequence[float]) -> str:
+    return "[" + ", ".join(f"{v:.3f}" for v in box) + "]"
+
+
+def fmt_rgb(rgb: Sequence[int]) -> str:
+    return "(" + ", ".join(str(int(v)) for v in rgb) + ")"
+
+
+def plural(name: str) -> str:
+    irregular = {"person": "people", "mouse": "mice", "sheep": "sheep", "fish": "fish", "skis": "skis"}
+    if name in irregular:
+        return irregular[name]
+    if name.endswith(("s", "x", "ch", "sh")):
+        return name + "es"
+    if name.endswith("y") and name[-2:-1] not in "aeiou":
+        return name[:-1] + "ies"
+    return name + "s"
+
+
+# -- balance --------------------------------------------------------------------------------------------------------
+
+
+def balance(questions: list[Question], key: Callable[[Question], Hashable], summary: Summary, rule: str,
+            groups: Callable[[Question], Hashable] = lambda q: None,
+            expect: Sequence[Hashable] = ()) -> list[Question]:  # fmt: skip
+    """Keep equally many questions per ``key`` value (the smallest group's size) within each ``groups`` value;
+    which ones is decided by a hash of the question id, so the choice does not depend on input order. With
+    ``expect`` (every answer a question can have), an answer that never occurs keeps nothing: a yes/no task
+    whose sources give only "yes" would teach nothing."""
+    by: dict[Hashable, dict[Hashable, list[Question]]] = defaultdict(lambda: defaultdict(list))
+    for q in questions:
+        by[groups(q)][key(q)].append(q)
+    kept_ids = set()
+    for members in by.values():
+        cap = min(len(members.get(k, ())) for k in expect) if expect else min(len(m) for m in members.values())
+        for qs in members.values():
+            qs.sort(key=lambda q: stable_hash(q.ava, q.id))
+            kept_ids.update(q.id for q in qs[:cap])
+            for q in qs[cap:]:
+                summary.drop(q.ava, f"{rule}: over the smallest group's {cap}", q.id)
+    return [q for q in questions if q.id in kept_ids]

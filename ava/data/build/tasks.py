@@ -1,0 +1,724 @@
+"""Task-augmentation tasks (``ava.abilities.tasks``): truth from rules over instance annotations, a depth map,
+raters' attributes, or the image alone (a variant made here, so its truth is exact by construction).
+
+Every multiple-choice task balances its answers (:func:`ava.data.build.core.balance` over every option), and
+every question whose answer would be ambiguous is dropped with its reason: objects of nearly the same size for
+"which is larger", masks neither touching nor clearly apart for "touching", raters tied for "occluded".
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageDraw, ImageFilter
+
+from ava.abilities.tasks import RED_BLUE, TASK_PREFIX, TILES, YES_NO
+from ava.data.build.abilities import _depths, _objects, _pairs
+from ava.data.build.core import (
+    BLUE,
+    PAD,
+    RED,
+    Context,
+    Question,
+    ask,
+    balance,
+    cached_image,
+    draw_box,
+    draw_point,
+    image_copy,
+    option_truth,
+    plain,
+)  # fmt: skip
+from ava.data.build.sources import Instance, SourceImage, majority
+
+MIN_AREA_RATIO = 1.5  # "which is larger": the larger mask at least 1.5x the smaller
+MIN_SHIFT = 0.1  # "further left / down": box centres at least 10% of the image apart
+TOUCH_GAP = 0.02  # "not touching": masks at least 2% of the image's longer side apart
+MIN_DEPTH_DIFF = 0.5  # m (10% of the nearer depth for a relative-depth model's map)
+MIN_BRIGHTNESS_DIFF = 40.0  # 0..255 luminance between the two points
+MIN_VARIANT_DIFF = 8.0  # mean absolute difference (0..255) that tells two variants or tiles apart
+TILE = 128  # side of each variant in the 2x2 grids
+CUT = 48  # side of the cut-out of the jigsaw and colour-tile tasks (on a 2*TILE square)
+
+
+def _key(name: str) -> str:
+    return TASK_PREFIX + name
+
+
+def _q(ctx: Context, name: str, qid: str, answer: str, options: list[str] | None, im: SourceImage | None,
+       anns: tuple[Instance, ...], render: Callable[[], Image.Image], fine: str, extra: dict | None = None,
+       **fields: str) -> Question:  # fmt: skip
+    key = _key(name)
+    origin = {"file": im.file_name if im else "", "image_id": im.id if im else None,
+              "annotations": [a.id for a in anns]}  # fmt: skip
+    meta = {"source": ctx.coco.path.stem if ctx.coco else "build", "origin": origin, **(extra or {})}
+    truth = option_truth(options, answer) if options else {"value": int(answer)}
+    return Question(key, qid, ask(key, options, **fields), answer, truth, options, meta, render, fine, answer)
+
+
+def _boxed(im: SourceImage, red: Instance | None = None, blue: Instance | None = None,
+           edit: Callable[[Image.Image], Image.Image] | None = None) -> Callable[[], Image.Image]:  # fmt: skip
+    def render() -> Image.Image:
+        image = image_copy(im.path)
+        if edit is not None:
+            image = edit(image)
+        if red is not None:
+            draw_box(image, red.xyxy, RED)
+        if blue is not None:
+            draw_box(image, blue.xyxy, BLUE)
+        return image
+
+    return render
+
+
+def _plain(im: SourceImage) -> Callable[[], Image.Image]:
+    return plain(im.path)
+
+
+def _yes_no(ctx: Context, name: str, qs: list[Question]) -> list[Question]:
+    return balance(qs, lambda q: q.answer, ctx.summary, "answer balance", expect=YES_NO)
+
+
+def _red_blue(ctx: Context, name: str, qs: list[Question]) -> list[Question]:
+    return balance(qs, lambda q: q.answer, ctx.summary, "answer balance", expect=RED_BLUE)
+
+
+# -- T1: presence and counts ----------------------------------------------------------------------------------------
+
+
+def presence(ctx: Context) -> list[Question]:
+    classes = ctx.coco.class_names  # type: ignore[union-attr]
+    out = []
+    for im, _ in _objects(ctx, _key("presence")):
+        present = sorted({a.category for a in im.instances})  # crowd regions count as present
+        absent = [c for c in classes if c not in present]
+        ctx.summary.consider(_key("presence"), 2)  # one "yes" and one "no" question per image
+        if not present or not absent:
+            ctx.summary.drop(_key("presence"), "image holds no class, or every class", im.file_name, n=2)
+            continue
+        rng = ctx.rng("presence", im.id)
+        for answer, cls in (("yes", present[rng.integers(len(present))]), ("no", absent[rng.integers(len(absent))])):
+            ids = tuple(a for a in im.instances if a.category == cls)
+            out.append(_q(ctx, "presence", f"{im.id}-{answer}", answer, list(YES_NO), im, ids,
+                          _plain(im), f"{cls}|{answer}", {"class": cls}, object=cls))  # fmt: skip
+    return _yes_no(ctx, "presence", out)
+
+
+def _class_groups(im: SourceImage) -> dict[str, list[Instance]]:
+    groups: dict[str, list[Instance]] = defaultdict(list)
+    for a in im.instances:
+        groups[a.category].append(a)
+    return groups
+
+
+def count(ctx: Context) -> list[Question]:
+    out = []
+    for im in ctx.coco.images.values():  # type: ignore[union-attr]
+        for cls, anns in sorted(_class_groups(im).items()):
+            ctx.summary.consider(_key("count"))
+            if any(a.iscrowd for a in anns) or len(anns) > 40:
+                ctx.summary.drop(_key("count"), "a crowd region of the class, or over 40", f"image {im.id} {cls}")
+                continue
+            from ava.data.build.core import plural
+
+            out.append(_q(ctx, "count", f"{im.id}-{cls}", str(len(anns)), None, im, tuple(anns),
+                          _plain(im), f"{cls}|{len(anns)}", {"class": cls},
+                          object=plural(cls)))  # fmt: skip
+    return out
+
+
+def more_than_one(ctx: Context) -> list[Question]:
+    out = []
+    for im in ctx.coco.images.values():  # type: ignore[union-attr]
+        for cls, anns in sorted(_class_groups(im).items()):
+            ctx.summary.consider(_key("more_than_one"))
+            if any(a.iscrowd for a in anns):
+                ctx.summary.drop(_key("more_than_one"), "a crowd region of the class", f"image {im.id} {cls}")
+                continue
+            answer = "yes" if len(anns) > 1 else "no"
+            out.append(_q(ctx, "more_than_one", f"{im.id}-{cls}", answer, list(YES_NO), im, tuple(anns),
+                          _plain(im), f"{cls}|{answer}", {"class": cls}, object=cls))  # fmt: skip
+    return _yes_no(ctx, "more_than_one", out)
+
+
+# -- T2: occlusion, truncation, corruption --------------------------------------------------------------------------
+
+
+def _rated(ctx: Context, name: str, attribute: str) -> list[Question]:
+    """A question per annotation the raters judged: the majority answer, the ambiguity (share disagreeing)."""
+    attrs = ctx.attributes
+    options = sorted({v for per in attrs.values.values() for v in per.get(attribute, [])})  # type: ignore[union-attr]
+    if len(options) < 2:
+        return []
+    out = []
+    for aid, per in sorted(attrs.values.items()):  # type: ignore[union-attr]
+        votes = per.get(attribute)
+        if not votes:
+            continue
+        ctx.summary.consider(_key(name))
+        answer, ambiguity = majority(votes)
+        a = ctx.coco.instance(aid)  # type: ignore[union-attr]
+        if answer is None:
+            ctx.summary.drop(_key(name), "raters tied: no majority", f"annotation {aid}")
+            continue
+        im = ctx.coco.images[a.image_id]  # type: ignore[union-attr]
+        out.append(_q(ctx, name, f"{im.id}-{aid}", answer, options, im, (a,), _boxed(im, a), f"{a.category}|{answer}",
+                      {"class": a.category, "ambiguity": ambiguity, "raters": len(votes), "votes": votes},
+                      object=a.category))  # fmt: skip
+    return balance(out, lambda q: q.answer, ctx.summary, "answer balance", expect=options)
+
+
+def occluded(ctx: Context) -> list[Question]:
+    return _rated(ctx, "occluded", "occluded")
+
+
+def facing_camera(ctx: Context) -> list[Question]:
+    return _rated(ctx, "facing_camera", "facing_camera")
+
+
+def truncated(ctx: Context) -> list[Question]:
+    out = []
+    for im, anns in _objects(ctx, _key("truncated")):
+        for a in anns:
+            ctx.summary.consider(_key("truncated"))
+            m = a.mask
+            touches = bool(m[0].any() or m[-1].any() or m[:, 0].any() or m[:, -1].any())
+            x1, y1, x2, y2 = a.xyxy
+            inside = x1 >= 2 and y1 >= 2 and x2 <= im.width - 2 and y2 <= im.height - 2
+            if not touches and not inside:
+                ctx.summary.drop(_key("truncated"), "mask within 2 px of the frame without touching it",
+                                 f"annotation {a.id}")  # fmt: skip
+                continue
+            answer = "yes" if touches else "no"
+            out.append(_q(ctx, "truncated", f"{im.id}-{a.id}", answer, list(YES_NO), im, (a,), _boxed(im, a),
+                          f"{a.category}|{answer}", {"class": a.category}, object=a.category))  # fmt: skip
+    return _yes_no(ctx, "truncated", out)
+
+
+def _blur_box(radius: float, box: tuple[float, ...]) -> Callable[[Image.Image], Image.Image]:
+    """Blur what lies inside ``box``, with its surroundings as context (a crop blurred alone keeps a flat object
+    whose edges are the crop's edges exactly as it was)."""
+
+    def edit(image: Image.Image) -> Image.Image:
+        b = [round(v) for v in box]
+        m = round(3 * radius)
+        g = (max(0, b[0] - m), max(0, b[1] - m), min(image.width, b[2] + m), min(image.height, b[3] + m))
+        blurred = image.crop(g).filter(ImageFilter.GaussianBlur(radius))
+        image.paste(blurred.crop((b[0] - g[0], b[1] - g[1], b[2] - g[0], b[3] - g[1])), (b[0], b[1]))
+        return image
+
+    return edit
+
+
+def _noise_box(sigma: float, box: tuple[float, ...], seed: int) -> Callable[[Image.Image], Image.Image]:
+    def edit(image: Image.Image) -> Image.Image:
+        b = tuple(round(v) for v in box)
+        region = np.asarray(image.crop(b), dtype=np.float32)
+        noise = np.random.default_rng(seed).normal(0, sigma, region.shape)
+        image.paste(Image.fromarray(np.clip(region + noise, 0, 255).astype(np.uint8)), b[:2])
+        return image
+
+    return edit
+
+
+def _corrupted_object(ctx: Context, name: str, make: Callable[[tuple, int], Callable]) -> list[Question]:
+    """One object per image (the largest of at least 24 px a side); every other question corrupts it."""
+    out = []
+    for im, anns in _objects(ctx, _key(name)):
+        big = [a for a in anns if min(a.bbox[2], a.bbox[3]) >= 24]
+        ctx.summary.consider(_key(name))
+        if not big:
+            ctx.summary.drop(_key(name), "no object of at least 24 px a side", im.file_name)
+            continue
+        a = max(big, key=lambda a: (a.bbox[2] * a.bbox[3], -a.id))
+        answer = YES_NO[len(out) % 2]
+        edit = make(a.xyxy, a.id) if answer == "yes" else None
+        if edit is not None and _change(im, a, edit) < MIN_CHANGE:
+            ctx.summary.drop(_key(name), f"the change is invisible (mean under {MIN_CHANGE:g} inside the box)",
+                             f"annotation {a.id}")  # fmt: skip
+            continue
+        out.append(_q(ctx, name, f"{im.id}-{a.id}", answer, list(YES_NO), im, (a,), _boxed(im, a, edit=edit),
+                      f"{a.category}|{answer}", {"class": a.category}, object=a.category))  # fmt: skip
+    return _yes_no(ctx, name, out)
+
+
+MIN_CHANGE = 1.0  # mean absolute change (0..255) inside the object's box that makes "blurred"/"noisy" true
+
+
+def _change(im: SourceImage, a: Instance, edit: Callable[[Image.Image], Image.Image]) -> float:
+    before = image_copy(im.path)
+    after = edit(before.copy())
+    b = tuple(round(v) for v in a.xyxy)
+    return _diff(before.crop(b), after.crop(b))
+
+
+def blurred_object(ctx: Context) -> list[Question]:
+    return _corrupted_object(ctx, "blurred_object", lambda box, seed: _blur_box(4.0, box))
+
+
+def noisy_object(ctx: Context) -> list[Question]:
+    return _corrupted_object(ctx, "noisy_object", lambda box, seed: _noise_box(40.0, box, seed))
+
+
+# -- variants of a whole image in a 2x2 grid ------------------------------------------------------------------------
+
+
+def _square(image: Image.Image, side: int) -> Image.Image:
+    w, h = image.size
+    s = min(w, h)
+    box = ((w - s) // 2, (h - s) // 2, (w - s) // 2 + s, (h - s) // 2 + s)
+    return image.resize((side, side), Image.Resampling.BILINEAR, box=box, reducing_gap=2.0)
+
+
+@lru_cache(maxsize=8)
+def _base(path: Path) -> Image.Image:
+    """The centre square of a source image at 2 x TILE, which every variant task starts from (shared by them)."""
+    return _square(cached_image(path), 2 * TILE)
+
+
+def _grid(tiles: list[Image.Image], left: Image.Image | None = None) -> Image.Image:
+    """Four tiles in a 2x2 grid, each labelled with its letter (A top left ... D bottom right); ``left`` (a
+    2*TILE square) is shown beside the grid."""
+    off = 0 if left is None else 2 * TILE + 8
+    out = Image.new("RGB", (off + 2 * TILE + 4, 2 * TILE + 4), (255, 255, 255))
+    if left is not None:
+        out.paste(left, (0, 2))
+    for i, tile in enumerate(tiles):
+        x, y = off + (i % 2) * (TILE + 4), (i // 2) * (TILE + 4)
+        out.paste(tile if tile.size == (TILE, TILE) else tile.resize((TILE, TILE)), (x, y))
+        out.paste(_letter(i), (x, y))
+    return out
+
+
+@lru_cache(maxsize=4)
+def _letter(i: int) -> Image.Image:
+    """The label of tile ``i`` (A..D): black on a white 14 px square, drawn once."""
+    label = Image.new("RGB", (14, 14), (255, 255, 255))
+    ImageDraw.Draw(label).text((3, 1), "ABCD"[i], fill=(0, 0, 0))
+    return label
+
+
+def _diff(a: Image.Image, b: Image.Image) -> float:
+    return float(np.abs(np.asarray(a, np.float32) - np.asarray(b, np.float32)).mean())
+
+
+def _images(ctx: Context, name: str | None = None) -> list[SourceImage]:
+    """The images a per-image task proposes questions on: all of them, or, when ``--max-per-task`` caps what the
+    task keeps, a seeded sample of 1.5 times that many (the rest would be proposed only to be dropped)."""
+    images = list(ctx.coco.images.values()) if ctx.coco else []
+    cap = ctx.max_per_task
+    if name is None or cap is None or len(images) <= 1.5 * cap:
+        return images
+    keep = np.sort(ctx.rng(name, "images").choice(len(images), size=int(1.5 * cap), replace=False))
+    left_out = len(images) - len(keep)
+    ctx.summary.consider(_key(name), left_out)
+    ctx.summary.drop(_key(name), "image not sampled (--max-per-task caps the task)", n=left_out)
+    return [images[i] for i in keep]
+
+
+Make = Callable[[Image.Image, np.random.Generator], tuple[list[Image.Image], int] | str]
+
+
+def _variant_task(ctx: Context, name: str, make: Make,
+                  left: Callable[[Image.Image, np.random.Generator], Image.Image] | None = None,
+                  check: Callable[[Image.Image, np.random.Generator], object] | bool | None = None,
+                  ) -> list[Question]:  # fmt: skip
+    """Per image: ``make`` gives four variants and the index of the right one (or a reason to drop); the right
+    one goes to the position that keeps the four answers level, the others keep their order. ``check`` (by
+    default ``make`` itself) decides the drop when the question is proposed; a task that never drops passes
+    ``check=False`` and its variants are made only for the questions kept."""
+    check = make if check is None else check
+    out = []
+    for im in _images(ctx, name):
+        ctx.summary.consider(_key(name))
+        made = check(_base(im.path), ctx.rng(name, im.id)) if check else None
+        if isinstance(made, str):
+            ctx.summary.drop(_key(name), made, im.file_name)
+            continue
+        pos = len(out) % 4  # round robin: the four positions stay level
+        answer = TILES[pos]
+
+        def render(im=im, pos=pos) -> Image.Image:  # made again when kept: holding every variant would not fit
+            base = _base(im.path).copy()
+            variants, right = make(base, ctx.rng(name, im.id))  # type: ignore[misc]
+            others = [v for i, v in enumerate(variants) if i != right]
+            # ``left`` draws from a generator seeded like ``make``'s, so it cuts the hole where ``make`` cut the tile
+            shown = left(base, ctx.rng(name, im.id)) if left is not None else None
+            return _grid(others[:pos] + [variants[right]] + others[pos:], shown)
+
+        extra = {"cut": list(_cut(_base(im.path), ctx.rng(name, im.id)))} if left else {}
+        out.append(_q(ctx, name, str(im.id), answer, list(TILES), im, (), render, answer, extra))
+    return balance(out, lambda q: q.answer, ctx.summary, "answer balance", expect=TILES)
+
+
+def _distinct(variants: list[Image.Image], right: int, what: str) -> tuple[list[Image.Image], int] | str:
+    if min(_diff(variants[right], v) for i, v in enumerate(variants) if i != right) < MIN_VARIANT_DIFF:
+        return f"{what} look alike (mean difference under {MIN_VARIANT_DIFF:g})"
+    return variants, right
+
+
+def _sharpness(image: Image.Image) -> float:
+    """Mean squared difference between neighbouring pixels: what blurring takes away."""
+    a = np.asarray(image.convert("L"), np.float32)
+    return float((np.diff(a, axis=0) ** 2).mean() + (np.diff(a, axis=1) ** 2).mean())
+
+
+MIN_SHARPNESS_RATIO = 1.5  # the unblurred image at least 1.5x as sharp as the least blurred variant
+
+
+BLUR_RADII = (2.0, 4.0, 6.0)
+
+
+def least_blurred(ctx: Context) -> list[Question]:
+    def make(base: Image.Image, rng: np.random.Generator):
+        return [base] + [base.filter(ImageFilter.GaussianBlur(r)) for r in BLUR_RADII], 0
+
+    def check(base: Image.Image, rng: np.random.Generator):  # the least blurred variant is the sharpest of them
+        if _sharpness(base) < MIN_SHARPNESS_RATIO * _sharpness(base.filter(ImageFilter.GaussianBlur(BLUR_RADII[0]))):
+            return f"blurring changes too little (sharpness ratio under {MIN_SHARPNESS_RATIO})"
+        return None
+
+    return _variant_task(ctx, "least_blurred", make, check=check)
+
+
+def _noisy(base: Image.Image, sigma: float, rng: np.random.Generator) -> Image.Image:
+    a = np.asarray(base, np.float32) + sigma * rng.standard_normal((base.height, base.width, 3), dtype=np.float32)
+    return Image.fromarray(np.clip(a, 0, 255).astype(np.uint8))
+
+
+def not_noisy(ctx: Context) -> list[Question]:
+    def make(base: Image.Image, rng: np.random.Generator):
+        return [base] + [_noisy(base, s, rng) for s in (25.0, 40.0, 55.0)], 0
+
+    return _variant_task(ctx, "not_noisy", make, check=False)
+
+
+PERMUTATIONS = ((1, 2, 0), (2, 0, 1), (2, 1, 0))  # channel orders that change every colour that is not grey
+
+
+def _permuted(image: Image.Image, order: tuple[int, int, int]) -> Image.Image:
+    return Image.fromarray(np.ascontiguousarray(np.asarray(image)[..., list(order)]))
+
+
+def not_colour_corrupted(ctx: Context) -> list[Question]:
+    def make(base: Image.Image, rng: np.random.Generator):
+        return _distinct([base] + [_permuted(base, p) for p in PERMUTATIONS], 0, "the colour variants")
+
+    return _variant_task(ctx, "not_colour_corrupted", make)
+
+
+BRIGHTNESS = (0.45, 0.7, 1.0, 1.35)  # the third is the second brightest
+
+
+def second_brightest(ctx: Context) -> list[Question]:
+    def make(base: Image.Image, rng: np.random.Generator):
+        a = np.asarray(base, np.float32)
+        variants = [Image.fromarray(np.clip(a * f, 0, 255).astype(np.uint8)) for f in BRIGHTNESS]
+        means = [float(np.asarray(v, np.float32).mean()) for v in variants]
+        if min(np.diff(means)) < MIN_VARIANT_DIFF / 2:
+            return "brightness variants too alike (the image is saturated or dark)"
+        return variants, 2
+
+    return _variant_task(ctx, "second_brightest", make)
+
+
+def unrotated(ctx: Context) -> list[Question]:
+    def make(base: Image.Image, rng: np.random.Generator):
+        variants = [base.rotate(angle) for angle in (0, 90, 180, 270)]
+        return _distinct(variants, 0, "the rotations")
+
+    return _variant_task(ctx, "unrotated", make)
+
+
+def _cut(base: Image.Image, rng: np.random.Generator) -> tuple[int, int]:
+    side = base.width
+    return int(rng.integers(0, side - CUT)), int(rng.integers(0, side - CUT))
+
+
+def _with_hole(base: Image.Image, xy: tuple[int, int], grey: bool = False) -> Image.Image:
+    shown = base.convert("L").convert("RGB") if grey else base.copy()
+    ImageDraw.Draw(shown).rectangle([xy[0], xy[1], xy[0] + CUT - 1, xy[1] + CUT - 1], fill=PAD)
+    return shown
+
+
+def _tile(base: Image.Image, xy: tuple[int, int]) -> Image.Image:
+    return base.crop((xy[0], xy[1], xy[0] + CUT, xy[1] + CUT))
+
+
+def true_colour_tile(ctx: Context) -> list[Question]:
+    def make(base, rng):
+        tile = _tile(base, _cut(base, rng))
+        return _distinct([tile] + [_permuted(tile, p) for p in PERMUTATIONS], 0, "the tile's colour variants")
+
+    return _variant_task(ctx, "true_colour_tile", make, left=lambda base, rng: _with_hole(base, _cut(base, rng), True))
+
+
+def rotated_jigsaw(ctx: Context) -> list[Question]:
+    def make(base, rng):
+        tile = _tile(base, _cut(base, rng))
+        return _distinct([tile.rotate(a) for a in (0, 90, 180, 270)], 0, "the tile's rotations")
+
+    return _variant_task(ctx, "rotated_jigsaw", make, left=lambda base, rng: _with_hole(base, _cut(base, rng)))
+
+
+def jigsaw(ctx: Context) -> list[Question]:
+    def make(base, rng):
+        xy = _cut(base, rng)
+        others, tries = [], 0
+        while len(others) < 3 and tries < 50:  # tiles from elsewhere in the image, not overlapping the cut-out
+            tries += 1
+            o = (int(rng.integers(0, base.width - CUT)), int(rng.integers(0, base.width - CUT)))
+            if abs(o[0] - xy[0]) >= CUT or abs(o[1] - xy[1]) >= CUT:
+                others.append(_tile(base, o))
+        if len(others) < 3:
+            return "no room for three other tiles"
+        return _distinct([_tile(base, xy)] + others, 0, "the candidate tiles")
+
+    return _variant_task(ctx, "jigsaw", make, left=lambda base, rng: _with_hole(base, _cut(base, rng)))
+
+
+# -- T3 / T4 / T6: pairs of objects ---------------------------------------------------------------------------------
+
+
+def _pair_task(ctx: Context, name: str, judge: Callable[[SourceImage, Instance, Instance], bool | str | None],
+               needs_depth: bool = False) -> list[Question]:  # fmt: skip
+    """Pairs of objects; ``judge(im, a, b)`` is True when a is the answer ("red" if a is red), False when b is,
+    a string to drop the pair with that reason. Red is chosen so "red" and "blue" stay level."""
+    out = []
+    for im, anns in _objects(ctx, _key(name)):
+        if len(anns) < 2:
+            continue
+        for a, b in _pairs(ctx, _key(name), im, anns):
+            ctx.summary.consider(_key(name))
+            verdict = judge(im, a, b)
+            if isinstance(verdict, str):
+                ctx.summary.drop(_key(name), verdict, f"annotations {a.id},{b.id}")
+                continue
+            winner, loser = (a, b) if verdict else (b, a)
+            answer = RED_BLUE[len(out) % 2]
+            red, blue = (winner, loser) if answer == "red" else (loser, winner)
+            out.append(_q(ctx, name, f"{im.id}-{red.id}-{blue.id}", answer, list(RED_BLUE), im, (red, blue),
+                          _boxed(im, red, blue), f"{red.category}|{answer}", {"class": red.category},
+                          a=red.category, b=blue.category))  # fmt: skip
+    return _red_blue(ctx, name, out)
+
+
+def larger(ctx: Context) -> list[Question]:
+    def judge(im, a, b):
+        sa, sb = a.mask_area, b.mask_area
+        if max(sa, sb) < MIN_AREA_RATIO * max(1, min(sa, sb)):
+            return f"mask areas within {MIN_AREA_RATIO}x of each other"
+        return sa > sb
+
+    return _pair_task(ctx, "larger", judge)
+
+
+def _centre(a: Instance) -> tuple[float, float]:
+    x1, y1, x2, y2 = a.xyxy
+    return (x1 + x2) / 2, (y1 + y2) / 2
+
+
+def further_left(ctx: Context) -> list[Question]:
+    def judge(im, a, b):
+        da = _centre(b)[0] - _centre(a)[0]
+        return f"box centres under {MIN_SHIFT:.0%} of the width apart" if abs(da) < MIN_SHIFT * im.width else da > 0
+
+    return _pair_task(ctx, "further_left", judge)
+
+
+def further_down(ctx: Context) -> list[Question]:
+    def judge(im, a, b):
+        dy = _centre(a)[1] - _centre(b)[1]
+        return f"box centres under {MIN_SHIFT:.0%} of the height apart" if abs(dy) < MIN_SHIFT * im.height else dy > 0
+
+    return _pair_task(ctx, "further_down", judge)
+
+
+def nearer_object(ctx: Context) -> list[Question]:
+    cache: dict = {}
+
+    def judge(im, a, b):
+        if im.id not in cache:
+            cache.clear()
+            cache[im.id] = _depths(ctx, im, im.instances)
+        d = cache[im.id]
+        if d is None:
+            return "no depth map for the image"
+        if a.id not in d or b.id not in d:
+            return "an object without depth"
+        za, zb = d[a.id][1], d[b.id][1]
+        need = MIN_DEPTH_DIFF if ctx.depth.metric else 0.1 * min(za, zb)  # type: ignore[union-attr]
+        return "median depths too close" if abs(za - zb) < need else za < zb
+
+    return _pair_task(ctx, "nearer_object", judge)
+
+
+def touching(ctx: Context) -> list[Question]:
+    from scipy.ndimage import binary_dilation
+
+    out = []
+    for im, anns in _objects(ctx, _key("touching")):
+        if len(anns) < 2:
+            continue
+        gap = max(2, round(TOUCH_GAP * max(im.width, im.height)))
+        for a, b in _pairs(ctx, _key("touching"), im, anns):
+            ctx.summary.consider(_key("touching"))
+            ma, mb = _pair_crop(a.mask, b.mask, a, b, gap)
+            if (ma & mb).any():
+                touch = True
+            else:
+                grown = binary_dilation(ma, iterations=1)
+                touch = bool((grown & mb).any())
+                if not touch and bool((binary_dilation(ma, iterations=gap) & mb).any()):
+                    ctx.summary.drop(_key("touching"), f"masks apart but closer than {gap} px",
+                                     f"annotations {a.id},{b.id}")  # fmt: skip
+                    continue
+            answer = "yes" if touch else "no"
+            out.append(_q(ctx, "touching", f"{im.id}-{a.id}-{b.id}", answer, list(YES_NO), im, (a, b),
+                          _boxed(im, a, b), f"{a.category}|{answer}", {"class": a.category},
+                          a=a.category, b=b.category))  # fmt: skip
+    return _yes_no(ctx, "touching", out)
+
+
+def _pair_crop(ma: np.ndarray, mb: np.ndarray, a: Instance, b: Instance, gap: int) -> tuple[np.ndarray, np.ndarray]:
+    """Both masks cut to the pair's boxes grown by ``gap`` + 1 px (dilation never needs more), for speed."""
+    x1, y1 = (int(max(0, min(a.xyxy[i], b.xyxy[i]) - gap - 2)) for i in (0, 1))
+    x2, y2 = (int(max(a.xyxy[i], b.xyxy[i]) + gap + 2) for i in (2, 3))
+    return ma[y1:y2, x1:x2], mb[y1:y2, x1:x2]
+
+
+def _another(ctx: Context, name: str, axis: str) -> list[Question]:
+    """Is there another object further left (axis x) / further down (axis y) than the boxed one? "yes": another
+    box lies wholly beyond it; "no": no other box reaches beyond it at all; in between: ambiguous, dropped."""
+    out = []
+    for im, anns in _objects(ctx, _key(name)):
+        for a in anns:
+            ctx.summary.consider(_key(name))
+            x1, y1, x2, y2 = a.xyxy
+            others = [o for o in im.instances if o.id != a.id]
+            if axis == "x":
+                wholly = any(o.xyxy[2] <= x1 for o in others)
+                partly = any(o.xyxy[0] < x1 for o in others)
+            else:
+                wholly = any(o.xyxy[1] >= y2 for o in others)
+                partly = any(o.xyxy[3] > y2 for o in others)
+            if partly and not wholly:
+                ctx.summary.drop(_key(name), "another object only partly beyond it", f"annotation {a.id}")
+                continue
+            answer = "yes" if wholly else "no"
+            out.append(_q(ctx, name, f"{im.id}-{a.id}", answer, list(YES_NO), im, (a,), _boxed(im, a),
+                          f"{a.category}|{answer}", {"class": a.category}, object=a.category))  # fmt: skip
+    return _yes_no(ctx, name, out)
+
+
+def another_left(ctx: Context) -> list[Question]:
+    return _another(ctx, "another_left", "x")
+
+
+def another_below(ctx: Context) -> list[Question]:
+    return _another(ctx, "another_below", "y")
+
+
+# -- T5.4 / T6.2: two points ----------------------------------------------------------------------------------------
+
+PATCH = 2  # a point's value is the mean over a (2*PATCH+1)^2 patch, which must be flat
+
+
+def _point_task(ctx: Context, name: str, value: Callable[[SourceImage], np.ndarray | None], flat: float,
+                need: Callable[[float, float], float], what: str) -> list[Question]:  # fmt: skip
+    """Per image, the first of 64 seeded point pairs whose patches are flat and whose values differ by ``need``;
+    the answer is the point with the larger value."""
+    out = []
+    for im in _images(ctx, name):
+        ctx.summary.consider(_key(name))
+        field = value(im)
+        if field is None:
+            continue
+        rng = ctx.rng(name, im.id)
+        h, w = field.shape
+        margin = max(PATCH + 1, round(0.05 * max(w, h)))
+        found = None
+        for _ in range(64):
+            pts = rng.integers([margin, margin], [w - margin, h - margin], size=(2, 2))
+            if np.hypot(*(pts[0] - pts[1])) < 0.2 * max(w, h):
+                continue
+            patches = [field[y - PATCH:y + PATCH + 1, x - PATCH:x + PATCH + 1] for x, y in pts]
+            if any(not np.isfinite(p).all() or np.ptp(p) > flat for p in patches):
+                continue
+            v = [float(p.mean()) for p in patches]
+            if abs(v[0] - v[1]) >= need(*v):
+                found = (pts, v)
+                break
+        if found is None:
+            ctx.summary.drop(_key(name), f"no two flat points whose {what} differ enough", im.file_name)
+            continue
+        (p0, p1), (v0, v1) = found
+        answer = RED_BLUE[len(out) % 2]
+        hi, lo = (p0, p1) if v0 > v1 else (p1, p0)
+        red, blue = (hi, lo) if answer == "red" else (lo, hi)
+
+        def render(im=im, red=red, blue=blue) -> Image.Image:
+            image = image_copy(im.path)
+            draw_point(image, tuple(red), RED)
+            draw_point(image, tuple(blue), BLUE)
+            return image
+
+        out.append(_q(ctx, name, str(im.id), answer, list(RED_BLUE), im, (), render, answer,
+                      {"points": {"red": [int(v) for v in red], "blue": [int(v) for v in blue]},
+                       "values": [round(max(v0, v1), 3), round(min(v0, v1), 3)]}))  # fmt: skip
+    return _red_blue(ctx, name, out)
+
+
+def brighter_point(ctx: Context) -> list[Question]:
+    def luminance(im: SourceImage) -> np.ndarray:
+        return np.asarray(image_copy(im.path).convert("L"), np.float32)
+
+    return _point_task(ctx, "brighter_point", luminance, 10.0, lambda a, b: MIN_BRIGHTNESS_DIFF, "brightness")
+
+
+def nearer_point(ctx: Context) -> list[Question]:
+    def negdepth(im: SourceImage) -> np.ndarray | None:
+        d = ctx.depth.load(im)  # type: ignore[union-attr]
+        if d is None:
+            ctx.summary.drop(_key("nearer_point"), "no depth map for the image", im.file_name)
+            return None
+        return -d  # the larger value is the nearer point
+
+    def need(a: float, b: float) -> float:
+        return MIN_DEPTH_DIFF if ctx.depth.metric else 0.1 * min(-a, -b)  # type: ignore[union-attr]
+
+    return _point_task(ctx, "nearer_point", negdepth, 0.05, need, "depths")
+
+
+# name -> (sources it needs, builder)
+TASKS: dict[str, tuple[tuple[str, ...], Callable[[Context], list[Question]]]] = {
+    _key("presence"): (("coco",), presence),
+    _key("count"): (("coco",), count),
+    _key("more_than_one"): (("coco",), more_than_one),
+    _key("occluded"): (("coco", "attributes"), occluded),
+    _key("truncated"): (("coco",), truncated),
+    _key("blurred_object"): (("coco",), blurred_object),
+    _key("noisy_object"): (("coco",), noisy_object),
+    _key("least_blurred"): (("coco",), least_blurred),
+    _key("not_noisy"): (("coco",), not_noisy),
+    _key("larger"): (("coco",), larger),
+    _key("further_left"): (("coco",), further_left),
+    _key("further_down"): (("coco",), further_down),
+    _key("another_left"): (("coco",), another_left),
+    _key("another_below"): (("coco",), another_below),
+    _key("touching"): (("coco",), touching),
+    _key("facing_camera"): (("coco", "attributes"), facing_camera),
+    _key("true_colour_tile"): (("coco",), true_colour_tile),
+    _key("second_brightest"): (("coco",), second_brightest),
+    _key("not_colour_corrupted"): (("coco",), not_colour_corrupted),
+    _key("brighter_point"): (("coco",), brighter_point),
+    _key("nearer_object"): (("coco", "depth"), nearer_object),
+    _key("nearer_point"): (("coco", "depth"), nearer_point),
+    _key("rotated_jigsaw"): (("coco",), rotated_jigsaw),
+    _key("jigsaw"): (("coco",), jigsaw),
+    _key("unrotated"): (("coco",), unrotated),
+}

@@ -1,0 +1,77 @@
+"""`ava data build` speed on a COCO-style set with masks (issue 28's target: 5K images, 2 cores, <= 2 minutes,
+excluding any depth model).
+
+The sources are the synthetic scenes of ``ava.data.build.synthetic`` at COCO's size (``scale 4``: 640x480,
+512x640 and 576x576 images, 2-8 polygon instances each, one crowd RLE region in every eighth image), stored as
+JPEG as COCO is. They are written once into ``--work`` (not timed) and reused. The build is then timed end to
+end (read and check the annotations, run every rule, balance, split, draw, encode, write, rename), with the 14
+abilities the COCO file allows and, in a second row, the task-augmentation tasks as well. The machine's load
+average is recorded before and after, since the build shares the CPUs with whatever else runs.
+
+    python benchmarks/bench_build.py                          # 5000 images, workers 2
+    python benchmarks/bench_build.py --images 500 --workers 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import time
+from pathlib import Path
+
+
+def sources(work: Path, n: int) -> Path:
+    from ava.data.build.synthetic import write_sources
+
+    src = work / f"src-{n}"
+    if not (src / "instances.json").is_file():
+        t = time.perf_counter()
+        write_sources(src, n_images=n, seed=0, scale=4, image_format="jpeg")
+        print(f"wrote {n} source images in {time.perf_counter() - t:.0f} s (not timed)", flush=True)
+    return src
+
+
+def run(src: Path, out: Path, workers: int, tasks: bool) -> dict:
+    from ava.data.build import BuildConfig, build_dataset
+
+    shutil.rmtree(out, ignore_errors=True)
+    load_before = os.getloadavg()
+    t = time.perf_counter()
+    result = build_dataset(BuildConfig(out=out, coco=src / "instances.json", images=src / "images",
+                                       tasks=None if tasks else [], workers=workers))  # fmt: skip
+    seconds = time.perf_counter() - t
+    n = sum(c["train"] + c["test"] for c in result.counts.values())
+    return {"tasks": tasks, "workers": workers, "seconds": round(seconds, 1), "samples": n,
+            "abilities": len(result.counts), "load_before": [round(v, 2) for v in load_before],
+            "load_after": [round(v, 2) for v in os.getloadavg()]}  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--images", type=int, default=5000)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--work", type=Path, default=Path("/tmp/ava-bench-build"))
+    parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
+    args = parser.parse_args()
+    src = sources(args.work, args.images)
+    rows = []
+    for tasks in (False, True):
+        row = run(src, args.work / "out", args.workers, tasks)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    meta = {"images": args.images, "cpus": os.cpu_count(), "affinity": len(os.sched_getaffinity(0)),
+            "python": platform.python_version(), "machine": platform.processor() or platform.machine()}  # fmt: skip
+    print("| images | tasks | workers | seconds | samples | abilities | load avg before | load avg after |")
+    print("|---:|---|---:|---:|---:|---:|---|---|")
+    for r in rows:
+        print(f"| {args.images} | {'yes' if r['tasks'] else 'no'} | {r['workers']} | {r['seconds']} | {r['samples']} "
+              f"| {r['abilities']} | {r['load_before']} | {r['load_after']} |")
+    if args.json:
+        args.json.write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

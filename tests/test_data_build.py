@@ -1,0 +1,361 @@
+"""`ava data build` from the synthetic sources: every kept question reproduces the generator's truth, answers are
+balanced, the split keeps its strata, and the same seed builds the same bytes."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from ava.abilities import ABILITIES, ABILITY_KEYS, TASK_KEYS
+from ava.abilities.parsers import parse_reply
+from ava.data.build import BuildConfig, build_dataset
+from ava.data.build.synthetic import write_sources
+from ava.data.build.tasks import TILE
+from ava.data.format import Dataset, Sample
+
+N_IMAGES = 24
+
+
+def _config(src: Path, out: Path, **kw: object) -> BuildConfig:
+    return BuildConfig(out=out, coco=src / "instances.json", images=src / "images", depth=src / "depth",
+                       classes=[str(src / "classes")], text=src / "text.json", attributes=src / "raters.csv",
+                       **kw)  # type: ignore[arg-type]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Dataset, dict]:
+    root = tmp_path_factory.mktemp("build")
+    truth = write_sources(root / "src", n_images=N_IMAGES, seed=0)
+    result = build_dataset(_config(root / "src", root / "out"))
+    assert not result.skipped
+    return root, Dataset(root / "out"), truth
+
+
+def _inst(truth: dict, s: Sample, k: int = 0) -> dict:
+    return truth["instances"][str(s.meta["origin"]["annotations"][k])]
+
+
+def _centre(box: list[float]) -> tuple[float, float]:
+    return (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
+
+
+def _poly_area(src: Path, ann_id: int) -> float:
+    """The shoelace area of the annotation's polygon as written to instances.json."""
+    coco = json.loads((src / "instances.json").read_text())
+    poly = np.asarray(next(a for a in coco["annotations"] if a["id"] == ann_id)["segmentation"][0]).reshape(-1, 2)
+    x, y = poly[:, 0], poly[:, 1]
+    return 0.5 * abs(float(np.dot(x, np.roll(y, 1)) - np.dot(y, np.roll(x, 1))))
+
+
+def _red_blue(s: Sample, truth: dict) -> tuple[dict, dict]:
+    """The truth of the red and the blue object: the sample's annotations in the order red, blue."""
+    return _inst(truth, s, 0), _inst(truth, s, 1)
+
+
+def _check(s: Sample, truth: dict, src: Path) -> bool:
+    """Whether one kept sample agrees with what the generator drew (per ability, from truth.json or the pixels)."""
+    ava, a = s.ava, s.answer
+    image_id = str(s.meta["origin"].get("image_id"))
+    if ava == "localization":
+        t = _inst(truth, s)
+        w, h = _size(truth, src, image_id)
+        side = max(w, h)
+        ox, oy = (side - w) // 2, (side - h) // 2
+        want = [(t["box"][0] + ox) / side, (t["box"][1] + oy) / side, (t["box"][2] + ox) / side,
+                (t["box"][3] + oy) / side]  # fmt: skip
+        return np.allclose(s.truth["box"], want, atol=1e-3) and s.meta["class"] == t["class"]
+    if ava == "recognition":
+        return a == _inst(truth, s)["class"] and s.options[s.truth["index"]] == a  # type: ignore[index]
+    if ava in ("counting", "ta_count"):
+        return s.truth["value"] == truth["counts"][image_id][s.meta["class"]]
+    if ava == "spatial":
+        r, b = _red_blue(s, truth)
+        horiz = "Left" if r["box"][2] <= b["box"][0] else "Right"
+        vert = "above" if r["box"][3] <= b["box"][1] else "below"
+        return a == f"{horiz} {vert}"
+    if ava == "abs_depth":
+        lo, hi = s.truth["bin"]
+        return lo <= _inst(truth, s)["depth_m"] < hi
+    if ava in ("rel_depth", "ta_nearer_object"):
+        r, b = _red_blue(s, truth)
+        return a == ("red" if r["depth_m"] < b["depth_m"] else "blue")
+    if ava == "ocr":
+        return a == truth["words"][str(s.meta["origin"]["annotations"][0])]
+    if ava == "color":
+        return _color_ok(s, truth, src)
+    if ava in ("fine_grained", "action", "texture", "scene", "emotion", "orientation"):
+        return truth["classes"][ava][s.meta["origin"]["file"]] == a
+    return _check_task(s, truth, src)
+
+
+def _size(truth: dict, src: Path, image_id: str) -> tuple[int, int]:
+    return Image.open(src / "images" / truth["images"][image_id]["file"]).size
+
+
+def _color_ok(s: Sample, truth: dict, src: Path) -> bool:
+    """The colour is the one drawn under most of the red box (background or a shape), within 3 per channel."""
+    image = np.asarray(Image.open(src / "images" / truth["images"][str(s.meta["origin"]["image_id"])]["file"]))
+    x1, y1, x2, y2 = s.meta["region_box"]
+    values, counts = np.unique(image[y1:y2, x1:x2].reshape(-1, 3), axis=0, return_counts=True)
+    return bool(np.abs(values[counts.argmax()] - np.asarray(s.truth["rgb"])).max() <= 3)
+
+
+def _check_task(s: Sample, truth: dict, src: Path) -> bool:
+    ava, a = s.ava, s.answer
+    image_id = str(s.meta["origin"].get("image_id"))
+    counts = truth["counts"].get(image_id, {})
+    if ava == "ta_presence":
+        return a == ("yes" if s.meta["class"] in counts else "no")
+    if ava == "ta_more_than_one":
+        return a == ("yes" if counts[s.meta["class"]] > 1 else "no")
+    if ava == "ta_truncated":
+        return a == ("yes" if _inst(truth, s)["truncated"] else "no")
+    if ava == "ta_touching":
+        pair = sorted(s.meta["origin"]["annotations"])
+        return a == ("yes" if pair in truth["touching"] else "no")
+    if ava == "ta_larger":
+        red, blue = s.meta["origin"]["annotations"]
+        return a == ("red" if _poly_area(src, red) > _poly_area(src, blue) else "blue")
+    if ava == "ta_further_left":
+        r, b = _red_blue(s, truth)
+        return a == ("red" if _centre(r["box"])[0] < _centre(b["box"])[0] else "blue")
+    if ava == "ta_further_down":
+        r, b = _red_blue(s, truth)
+        return a == ("red" if _centre(r["box"])[1] > _centre(b["box"])[1] else "blue")
+    if ava in ("ta_another_left", "ta_another_below"):
+        t = _inst(truth, s)
+        others = [o for o in truth["instances"].values() if o["image_id"] == t["image_id"] and o is not t]
+        if ava == "ta_another_left":
+            beyond = any(o["box"][2] <= t["box"][0] for o in others)
+        else:
+            beyond = any(o["box"][1] >= t["box"][3] for o in others)
+        return a == ("yes" if beyond else "no")
+    if ava in ("ta_occluded", "ta_facing_camera"):
+        attr = ava[3:]
+        fact = truth["attributes"][str(s.meta["origin"]["annotations"][0])][attr]
+        return a == fact["majority"] and abs(s.meta["ambiguity"] - fact["ambiguity"]) < 1e-3
+    if ava in ("ta_blurred_object", "ta_noisy_object"):
+        return _corrupted_ok(s, truth, src)
+    if ava in ("ta_brighter_point", "ta_nearer_point"):
+        return _points_ok(s, truth, src)
+    return _variant_ok(s, truth, src)
+
+
+def _source(truth: dict, src: Path, s: Sample, folder: str = "images") -> Image.Image:
+    return Image.open(src / folder / truth["images"][str(s.meta["origin"]["image_id"])]["file"])
+
+
+def _stored(built_root: Path, s: Sample) -> np.ndarray:
+    return np.asarray(Image.open(built_root / "out" / "images" / s.image).convert("RGB"), np.float32)
+
+
+def _corrupted_ok(s: Sample, truth: dict, src: Path) -> bool:
+    """Inside the object's box, the stored image differs from the source exactly when the answer is "yes"."""
+    t = _inst(truth, s)
+    x1, y1, x2, y2 = (round(v) for v in t["box"])
+    stored = _STORE[0] / "out" / "images" / s.image
+    a = np.asarray(Image.open(stored).convert("RGB"), np.float32)[y1:y2, x1:x2]
+    b = np.asarray(_source(truth, src, s).convert("RGB"), np.float32)[y1:y2, x1:x2]
+    changed = float(np.abs(a - b).mean()) >= 1.0
+    return changed == (s.answer == "yes")
+
+
+def _points_ok(s: Sample, truth: dict, src: Path) -> bool:
+    red, blue = s.meta["points"]["red"], s.meta["points"]["blue"]
+    if s.ava == "ta_brighter_point":
+        lum = np.asarray(_source(truth, src, s).convert("L"), np.float32)
+        return s.answer == ("red" if lum[red[1], red[0]] > lum[blue[1], blue[0]] else "blue")
+    depth = np.asarray(_source(truth, src, s, "depth"), np.float32)
+    return s.answer == ("red" if depth[red[1], red[0]] < depth[blue[1], blue[0]] else "blue")
+
+
+def _tiles(stored: np.ndarray) -> list[np.ndarray]:
+    off = stored.shape[1] - (2 * TILE + 4)
+    return [stored[(i // 2) * (TILE + 4):(i // 2) * (TILE + 4) + TILE, off + (i % 2) * (TILE + 4) + 14:
+                   off + (i % 2) * (TILE + 4) + TILE] for i in range(4)]  # fmt: skip
+
+
+def _variant_ok(s: Sample, truth: dict, src: Path) -> bool:
+    """The 2x2 grids: the tile at the answer's position is the unchanged one (or, for second brightest, the one
+    with the second largest mean); measured on the stored image's pixels."""
+    tiles = _tiles(_stored(_STORE[0], s))
+    pos = s.truth["index"]
+    if s.ava == "ta_second_brightest":
+        means = [t.mean() for t in tiles]
+        return int(np.argsort(means)[-2]) == pos
+    if s.ava in ("ta_least_blurred",):
+        sharp = [float((np.diff(t.mean(-1), axis=1) ** 2).mean()) for t in tiles]
+        return int(np.argmax(sharp)) == pos
+    if s.ava == "ta_not_noisy":
+        rough = [float(np.abs(np.diff(t.mean(-1), axis=1)).mean()) for t in tiles]
+        return int(np.argmin(rough)) == pos
+    base = np.asarray(_source(truth, src, s).convert("RGB"))
+    h, w = base.shape[:2]
+    side = min(w, h)
+    x0, y0 = (w - side) // 2, (h - side) // 2
+    square = Image.fromarray(base).crop((x0, y0, x0 + side, y0 + side))
+    square = square.resize((2 * TILE, 2 * TILE), Image.Resampling.BILINEAR)
+    if s.ava in ("ta_unrotated", "ta_not_colour_corrupted"):
+        ref = np.asarray(square.resize((TILE, TILE)), np.float32)[:, 14:]
+        diffs = [float(np.abs(t - ref).mean()) for t in tiles]
+        return int(np.argmin(diffs)) == pos
+    # jigsaw, rotated jigsaw, colour tile: the right tile is the piece of the source under the cut-out
+    from ava.data.build.tasks import CUT
+
+    x, y = s.meta["cut"]
+    ref = np.asarray(square.crop((x, y, x + CUT, y + CUT)).resize((TILE, TILE)), np.float32)[:, 14:]
+    diffs = [float(np.abs(t - ref).mean()) for t in tiles]
+    return int(np.argmin(diffs)) == pos and diffs[pos] < 1.0
+
+
+_STORE: list[Path] = []
+
+
+def test_every_kept_question_reproduces_the_generators_truth(built: tuple[Path, Dataset, dict]) -> None:
+    root, ds, truth = built
+    _STORE[:] = [root]
+    wrong, n = [], Counter()
+    for s in ds.samples():
+        n[s.ava] += 1
+        if not _check(s, truth, root / "src"):
+            wrong.append(f"{s.ava} {s.id}: answer {s.answer!r}")
+    assert not wrong, f"{len(wrong)} of {sum(n.values())} disagree with the truth: {wrong[:8]}"
+    assert set(n) == set(ABILITY_KEYS) | set(TASK_KEYS), set(ABILITY_KEYS) | set(TASK_KEYS) - set(n)
+    assert all(v >= 2 for v in n.values()), n
+
+
+@pytest.mark.parametrize("key", [*ABILITY_KEYS, *TASK_KEYS])
+def test_each_ability_and_task_reads_back_its_own_answer(built: tuple[Path, Dataset, dict], key: str) -> None:
+    """Every question is filled in, and its reference answer parses back to its truth by the ability's parser."""
+    _, ds, _ = built
+    ability = ABILITIES.get(key)
+    samples = ds.samples(key)
+    assert samples
+    for s in samples:
+        assert "{" not in s.question and s.question.strip()
+        value = parse_reply(ability, s.answer, options=s.options, image_size=(s.width, s.height))
+        if ability.answer_kind == "option":
+            assert value == s.truth["index"] and s.options[value] == s.answer  # type: ignore[index]
+        elif ability.answer_kind == "integer":
+            assert value == s.truth["value"]
+        elif ability.answer_kind == "rgb":
+            assert list(value) == s.truth["rgb"]
+        elif ability.answer_kind == "text":
+            assert value == s.truth["text"]
+
+
+BALANCED = ["spatial", "rel_depth", "abs_depth"] + [k for k in TASK_KEYS if ABILITIES.get(k).answer_kind == "option"]
+
+
+@pytest.mark.parametrize("key", BALANCED)
+def test_answers_are_balanced(built: tuple[Path, Dataset, dict], key: str) -> None:
+    _, ds, _ = built
+    answers = Counter(s.answer for s in ds.samples(key))
+    assert len(set(answers.values())) == 1, answers
+    options = ds.samples(key)[0].options
+    if key != "abs_depth":  # every option answered equally often (depth: every bin present)
+        assert set(answers) == set(options), (answers, options)  # type: ignore[arg-type]
+
+
+def test_counting_keeps_at_most_five_counts_per_class_balanced(built: tuple[Path, Dataset, dict]) -> None:
+    _, ds, _ = built
+    per: dict[str, Counter] = defaultdict(Counter)
+    for s in ds.samples("counting"):
+        per[s.meta["class"]][s.truth["value"]] += 1
+        assert 1 <= s.truth["value"] <= 40
+    for cls, counts in per.items():
+        assert len(counts) <= 5 and len(set(counts.values())) == 1, (cls, counts)
+
+
+def test_localization_and_recognition_keep_box_areas_in_range_and_pad_to_square(built) -> None:
+    root, ds, truth = built
+    for s in ds.samples(["localization", "recognition"]):
+        assert s.width == s.height  # padded to a square
+        t = _inst(truth, s)
+        w, h = _size(truth, root / "src", str(s.meta["origin"]["image_id"]))
+        area = (t["box"][2] - t["box"][0]) * (t["box"][3] - t["box"][1]) / (w * h)
+        assert 0.002 < area < 0.5
+
+
+def test_provenance_in_dataset_json_and_every_sample(built: tuple[Path, Dataset, dict]) -> None:
+    root, ds, _ = built
+    info = json.loads((root / "out" / "dataset.json").read_text())
+    build = info["build"]
+    assert build["rule_version"] >= 1 and build["seed"] == 0
+    for name in ("coco", "depth", "text", "attributes", "images", "classes:texture"):
+        assert len(build["sources"][name]["sha256"]) == 64, name
+    import hashlib
+
+    assert build["sources"]["coco"]["sha256"] == hashlib.sha256((root / "src/instances.json").read_bytes()).hexdigest()
+    assert info["synthetic"] is True and info["split"]["made_by"] == "ava data build"
+    for s in ds.samples():
+        origin = s.meta["origin"]
+        assert origin["file"] and isinstance(origin["annotations"], list), (s.ava, s.id)
+    for s in ds.samples(["counting", "spatial", "rel_depth"]):
+        assert s.meta["origin"]["annotations"], s.id
+    for row in build["summary"]:  # every question considered is kept or dropped for a named reason
+        assert row["considered"] == row["kept"] + row["dropped"], row
+        assert row["kept"] == len(ds.samples(row["ability"]))
+
+
+def test_split_is_per_stratum_and_says_where_it_fell_back(built: tuple[Path, Dataset, dict]) -> None:
+    _, ds, _ = built
+    info = ds.split_info
+    assert info and info["made_by"] == "ava data build"
+    for key in ds.abilities():
+        samples = ds.samples(key)
+        test = [s for s in samples if s.split == "test"]
+        assert all(s.split in ("train", "test") for s in samples)
+        assert abs(len(test) - 0.2 * len(samples)) <= max(2, 0.1 * len(samples)), (key, len(test), len(samples))
+    # recognition's classes are strata with >= 5 members: every test class is also in train
+    rec = ds.samples("recognition")
+    train = {s.answer for s in rec if s.split == "train"}
+    assert {s.answer for s in rec if s.split == "test"} <= train
+    assert "fell_back_to_coarse" in info["strata"]["counting"]
+
+
+def test_same_seed_same_bytes_other_seed_other_choices(built: tuple[Path, Dataset, dict], tmp_path: Path) -> None:
+    root, _, _ = built
+    again = build_dataset(_config(root / "src", tmp_path / "again", ava=["recognition", "spatial"], tasks=[]))
+    other = build_dataset(_config(root / "src", tmp_path / "other", ava=["recognition", "spatial"], tasks=[],
+                                  seed=1))  # fmt: skip
+    assert again.counts and other.counts
+    for key in ("recognition", "spatial"):
+        first = {s.id: s for s in Dataset(root / "out").samples(key)}
+        second = Dataset(tmp_path / "again").samples(key)
+        assert [s.to_json() for s in second] == [first[s.id].to_json() for s in second]
+    a = [s.options for s in Dataset(tmp_path / "again").samples("recognition")]
+    b = [s.options for s in Dataset(tmp_path / "other").samples("recognition")]
+    assert a != b  # the seed draws the options
+
+
+def test_no_boxes_variant_names_objects_unique_in_their_image(tmp_path: Path) -> None:
+    truth = write_sources(tmp_path / "src", n_images=80, seed=3)  # unique-class pairs are rarer: more scenes
+    build_dataset(_config(tmp_path / "src", tmp_path / "nb", ava=["spatial"], tasks=[], boxes=False))
+    samples = Dataset(tmp_path / "nb").samples("spatial")
+    assert samples and all("box" not in s.question and not s.meta["boxes"] for s in samples)
+    for s in samples:
+        counts = truth["counts"][str(s.meta["origin"]["image_id"])]
+        assert counts[s.meta["class"]] == 1 and counts[s.meta["reference"]] == 1
+        assert _check(s, truth, tmp_path / "src")
+    stored = np.asarray(Image.open(tmp_path / "nb" / "images" / samples[0].image))
+    source = np.asarray(_source(truth, tmp_path / "src", samples[0]).convert("RGB"))
+    assert np.array_equal(stored, source)  # nothing drawn
+    info = json.loads((tmp_path / "nb" / "dataset.json").read_text())
+    assert info["build"]["options"]["boxes"] is False
+
+
+def test_options_are_sampled_as_the_paper_does(built: tuple[Path, Dataset, dict], tmp_path: Path) -> None:
+    root, ds, _ = built
+    rec = ds.samples("recognition")
+    assert all(len(s.options) == 5 for s in rec)  # min(70, the 5 classes)  # type: ignore[arg-type]
+    assert len({tuple(s.options) for s in rec}) > 1  # type: ignore[arg-type]  # shuffled per question
+    build_dataset(_config(root / "src", tmp_path / "k", ava=["recognition"], tasks=[], options=3))
+    assert all(len(s.options) == 3 and s.answer in s.options for s in Dataset(tmp_path / "k").samples("recognition"))  # type: ignore[arg-type]
+    tex = ds.samples("texture")
+    assert all(s.options == sorted(s.options) for s in tex)  # type: ignore[type-var]  # every class, in order
