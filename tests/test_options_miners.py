@@ -116,6 +116,16 @@ def test_foci_template_asks_for_the_letter_and_scores_with_the_existing_parsers(
     pred.write_text("".join(json.dumps(line) + "\n" for line in lines))
     result = ava.score(out, pred, ava="recognition", out=tmp_path / "scored")
     assert result.scores["recognition"] == pytest.approx((len(samples) - 1) / len(samples))
+    from ava.abilities import get_ability
+    from ava.metrics.scoring import score_sample
+
+    # FOCI's own rule: "B is the answer" begins with B (the general parsers read no option in it); a reply that
+    # begins with a word, or names the option only later, is not a choice
+    assert all(x.meta["reply_rule"] == "foci" for x in samples)
+    right = "ABCD"[s.truth["index"]]
+    for reply, ok in [(f"{right} is the answer", True), (f"({right})", True), (f" {right}", True),
+                      (f"The answer is {right}", False), (f"{right}ird", False), ("E", False)]:  # fmt: skip
+        assert score_sample(get_ability("recognition"), s, reply).value == (1.0 if ok else 0.0), reply
 
 
 @pytest.mark.parametrize("kind", ["clip", "siglip"])

@@ -226,6 +226,21 @@ def _label_and_text(text: str, options: list[str]) -> tuple[bool, int | None]:
     return False, None
 
 
+FOCI_RULE = "foci"  # a sample's meta["reply_rule"]: its reply is read by FOCI's rule (:func:`parse_foci_letter`)
+_FOCI_LETTER = re.compile(r"\s*[(\[]?([A-Z])(?![A-Za-z])")
+
+
+def parse_foci_letter(reply: str, n_options: int) -> int | None:
+    """FOCI's reply rule: a reply is the option whose letter it begins with (``"B"``, ``"B."``, ``"(B)"``,
+    ``"B is the answer"``: option B), after leading spaces and one opening bracket; a capital letter followed by
+    another letter begins a word (``"Bird"``), not a choice. None when it begins with no option's letter."""
+    m = _FOCI_LETTER.match(reply)
+    if m is None:
+        return None
+    index = ord(m.group(1)) - ord("A")
+    return index if index < n_options else None
+
+
 def _parse_option(reply: str, options: list[str]) -> int | None:
     text = _clean(reply)
     if not text:

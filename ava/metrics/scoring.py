@@ -30,7 +30,15 @@ from typing import Any
 
 import ava
 from ava.abilities import ABILITIES, Ability, get_ability
-from ava.abilities.parsers import BOX_FORMATS, parse_box, parse_reply, truth_value
+from ava.abilities.parsers import (
+    BOX_FORMATS,
+    FOCI_RULE,
+    parse_box,
+    parse_foci_letter,
+    parse_reply,
+    sample_options,
+    truth_value,
+)
 from ava.abilities.subgroups import SUBGROUPS, UNKNOWN
 from ava.data.format import Dataset, Sample, atomic_write_text
 from ava.data.truth import QUESTION_CLASS_ABILITIES
@@ -83,6 +91,8 @@ def score_samples(ability: Ability, samples: Sequence[Sample], replies: Sequence
                 if ability.answer_kind == "box":
                     found = parse_box(reply, size, box_format)
                     parsed, rule = found if found is not None else (None, None)
+                elif ability.answer_kind == "option" and sample.meta.get("reply_rule") == FOCI_RULE:
+                    parsed = parse_foci_letter(reply, len(sample_options(ability, sample.options)))
                 else:
                     parsed = parse_reply(ability, reply, options=sample.options, image_size=size)
             if parsed is None:

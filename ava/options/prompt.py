@@ -9,8 +9,10 @@ FOCI asks (Geigle et al. 2024; docs in ../shared/docs/task-augmentation.md, sect
     ...
     Answer with the letter from the given choices directly.
 
-and a reply is right when it begins with the right letter: ``ava.abilities.parsers`` reads ``"B"``, ``"(B)"``,
-``"B."`` and ``"B. <text>"`` as option B, so FOCI-form questions are scored by the existing parsers.
+and a reply is right when it begins with the right letter: questions written in this form carry
+``meta["reply_rule"] = "foci"`` and ``ava score`` reads their replies with
+:func:`ava.abilities.parsers.parse_foci_letter` (``"B"``, ``"(B)"``, ``"B. <text>"``, ``"B is the answer"``: option
+B), not with the general option parser.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from ava.abilities.parsers import FOCI_RULE
 from ava.data.options import OptionsError
 from ava.options.miners import Miner, TextTowerMiner, mined_options, parse_miner, truth_text
 from ava.options.prompt import TEMPLATES, foci_question, replace_option_list, rewritten_answer
@@ -136,6 +137,8 @@ def _rewrite_ability(dataset: Any, ability: Any, samples: list[Any], miner: Mine
             replace_option_list(s.question, old, options, style)  # fmt: skip
         answer = rewritten_answer(s.answer, truth, index, style, template)
         meta = {**s.meta, "options_miner": miner.name}
+        if template == "foci":  # scored by FOCI's rule: right when the reply begins with the right letter
+            meta["reply_rule"] = FOCI_RULE
         out.append(dataclasses.replace(s, question=question, answer=answer, options=options,
                                        truth={**s.truth, "index": index, "text": truth}, meta=meta))  # fmt: skip
     result.rewritten[ability.key] = len(out)
