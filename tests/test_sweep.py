@@ -45,6 +45,16 @@ def test_plan_round_trips_through_toml_and_makes_one_job_per_cell(data: Path, tm
                             "--device", "cpu", "--ava", "color"]  # fmt: skip
 
 
+def test_the_zero_shot_head_needs_no_cache_nor_extraction(data: Path, tmp_path: Path) -> None:
+    """The zero-shot head runs the VFM's own towers: its jobs get no --cache (which it refuses) and wait for no
+    extraction; a plan of zero-shot alone extracts nothing."""
+    jobs = plan_jobs(make_plan(_fields(data, tmp_path, head=["zero-shot", "knn"])))
+    zs = next(j for j in jobs if j.head == "zero-shot")
+    assert "--cache" not in zs.argv and zs.needs is None
+    assert next(j for j in jobs if j.head == "knn").needs == "extract-pixels"
+    assert [j.kind for j in plan_jobs(make_plan(_fields(data, tmp_path, head="zero-shot")))] == ["train"]
+
+
 @pytest.mark.parametrize(("change", "message"), [
     ({"vfm": "no-such-vfm"}, r"--vfm 'no-such-vfm'"),
     ({"head": "knm"}, r"unknown head 'knm'"),

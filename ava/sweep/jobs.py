@@ -46,10 +46,20 @@ def _ava(*args: str) -> list[str]:
     return [sys.executable, "-m", "ava", *args]
 
 
+def reads_cache(head: str) -> bool:
+    """Whether ``head`` trains on cached features (the zero-shot head runs the VFM's own towers: no cache)."""
+    import dataclasses
+
+    from ava.heads import HEADS
+
+    return "cache" in {f.name for f in dataclasses.fields(HEADS.get(head).config_cls)}
+
+
 def plan_jobs(plan: SweepPlan) -> list[Job]:
-    """Extraction jobs first (one per VFM), then the training jobs, in plan order."""
+    """Extraction jobs first (one per VFM, when a head reads the cache), then the training jobs, in plan order."""
     out: list[Job] = []
-    for vfm in plan.vfm:
+    cached = {head: reads_cache(head) for head in plan.head}
+    for vfm in plan.vfm if any(cached.values()) else ():
         out.append(Job(f"extract-{safe(vfm)}", "extract", vfm, _ava(
             "cache", "extract", "--vfm", vfm, "--data", plan.data, "--cache", plan.cache, "--device", plan.device,
             "--quiet")))  # fmt: skip
@@ -60,11 +70,13 @@ def plan_jobs(plan: SweepPlan) -> list[Job]:
                 suffix = f"-{'+'.join(abilities) or 'all'}" if several else ""
                 name = f"{head}-{safe(vfm)}{suffix}"
                 run_dir = str(Path(plan.out) / name)
-                argv = _ava("head", "train", "--head", head, "--vfm", vfm, "--data", plan.data, "--cache", plan.cache,
+                cache = ["--cache", plan.cache] if cached[head] else []
+                argv = _ava("head", "train", "--head", head, "--vfm", vfm, "--data", plan.data, *cache,
                             "--out", run_dir, "--device", plan.device)  # fmt: skip
                 if abilities:
                     argv += ["--ava", ",".join(abilities)]
-                out.append(Job(name, "train", vfm, argv, head, list(abilities), run_dir, f"extract-{safe(vfm)}"))
+                needs = f"extract-{safe(vfm)}" if cached[head] else None
+                out.append(Job(name, "train", vfm, argv, head, list(abilities), run_dir, needs))
     return out
 
 

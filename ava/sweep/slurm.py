@@ -88,9 +88,9 @@ def submit_slurm(todo: list[Job], state: JobState, options: SlurmOptions, done: 
         by_vfm.setdefault(job.needs or "", []).append(job)
     for needs, jobs in by_vfm.items():
         after = ids.get(needs)
-        if after is None and done.get(needs) != DONE:  # its extraction runs outside this submission
+        if needs and after is None and done.get(needs) != DONE:  # its extraction runs outside this submission
             after = state.read_name(needs).get("job_id")
-        ex = _executor(folder, options, f"ava-{needs.removeprefix('extract-')}", after)
+        ex = _executor(folder, options, f"ava-{needs.removeprefix('extract-') or 'no-cache'}", after)
         with ex.batch():
             subs = [ex.submit(submitit.helpers.CommandFunction(_command(j, options), verbose=True)) for j in jobs]
         for job, sub in zip(jobs, subs, strict=True):
