@@ -30,18 +30,23 @@ def default_suite(per_ava: int = 150, size: int = 224, seed: int = 0, root: str 
     """The built-in synthetic suite (14 abilities x ``per_ava`` samples at ``size`` px, split 80/20), generated once
     under ``root`` (default ``$AVA_HOME/suites``, ``~/.cache/ava/suites``) and reused: its bytes depend only on the
     arguments. Under ``torch.distributed`` rank 0 generates it while the others wait."""
-    from ava.heads.memory import _dist
+    from ava.heads.memory import _dist, all_ranks_ok
 
     path = Path(root or _ava_home() / "suites") / f"synth-{per_ava}-{size}px-seed{seed}"
     rank, world = _dist()
+    failure: Exception | None = None
     if rank == 0 and not (path / "dataset.json").is_file():
         from ava.synth import SynthConfig, generate
 
-        generate(SynthConfig(out=str(path), per_ava=per_ava, size=size, seed=seed, overwrite=True), progress=progress)
-    if world > 1:
-        import torch
-
-        torch.distributed.barrier()
+        try:
+            generate(SynthConfig(out=str(path), per_ava=per_ava, size=size, seed=seed, overwrite=True),
+                     progress=progress)  # fmt: skip
+        except Exception as e:
+            if world == 1:
+                raise
+            failure = e
+    if world > 1:  # the others wait for rank 0, and raise (not wait for ever) when it failed
+        all_ranks_ok(failure, f"while generating the suite {path}")
     return path
 
 
