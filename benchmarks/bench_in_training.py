@@ -10,7 +10,8 @@ Each ``--configs`` entry is ``FORWARD/PARALLEL``: FORWARD is ``fp32``, ``autocas
 autocast="bf16")``) or ``bf16`` (``dtype="bf16"``: the forward on a bf16 copy of the weights); PARALLEL is how the
 heads share the cores (``fingerprint_in_memory(parallel=...)``): ``heads`` (one ability's heads at once, as ``ava
 fingerprint``) or ``abilities`` (whole abilities at once). The configs' evaluations are interleaved (run 1 of each,
-then run 2 of each...), so a change of load hits them alike; compare the best run of each.
+then run 2 of each...), so a change of load hits them alike; compare the best run of each. ``CPU s`` is the
+process's CPU time during the evaluation (both threads; on a busy machine, two-thread operations also spin).
 
     python benchmarks/bench_in_training.py                  # before (autocast-bf16/heads) vs after (bf16/abilities)
     python benchmarks/bench_in_training.py --configs fp32/heads --repeats 1
@@ -71,10 +72,11 @@ def main() -> None:
     for i in range(args.repeats):
         for (forward, parallel), monitor in monitors.items():
             memory.PARALLEL = parallel  # fingerprint_in_memory's default, which the monitor uses
-            t = time.perf_counter()
+            t, cpu = time.perf_counter(), time.process_time()
             rec = monitor.run(i + 1)
             rows.append({"forward": forward, "parallel": parallel, "run": i + 1,
-                         "wall_s": round(time.perf_counter() - t, 2), "extract_s": rec["seconds"]["extract"],
+                         "wall_s": round(time.perf_counter() - t, 2), "cpu_s": round(time.process_time() - cpu, 1),
+                         "extract_s": rec["seconds"]["extract"],
                          "heads_s": rec["seconds"]["heads"], "images": len(suite.images),
                          "load_avg": round(os.getloadavg()[0], 2)})  # fmt: skip
             print(json.dumps(rows[-1]), flush=True)
@@ -87,11 +89,11 @@ def main() -> None:
     env = info["environment"]
     print(f"\n{args.model} ({args.layer}) on {len(suite.images)} images, {args.threads} threads, {env['device']}, "
           f"torch {torch.__version__}, {env['date']}")  # fmt: skip
-    print("| forward | heads in parallel over | run | wall s | extract s | heads s | load avg (1 min) |\n"
-          "|---|---|---:|---:|---:|---:|---:|")  # fmt: skip
+    print("| forward | heads in parallel over | run | wall s | extract s | heads s | CPU s | load avg (1 min) |\n"
+          "|---|---|---:|---:|---:|---:|---:|---:|")  # fmt: skip
     for r in rows:
         print(f"| {r['forward']} | {r['parallel']} | {r['run']} | {r['wall_s']} | {r['extract_s']} | {r['heads_s']} "
-              f"| {r['load_avg']} |")  # fmt: skip
+              f"| {r['cpu_s']} | {r['load_avg']} |")  # fmt: skip
     best = {c: min(r["wall_s"] for r in rows if (r["forward"], r["parallel"]) == c) for c in configs}
     print("\nbest wall s: " + ", ".join(f"{'/'.join(c)} {v}" for c, v in best.items()))
     if len(configs) == 2:

@@ -59,13 +59,15 @@ def _train(steps: int, make_monitor=None) -> tuple[dict[str, torch.Tensor], list
     return {k: v.clone() for k, v in model.state_dict().items()}, seen
 
 
-def test_plain_loop_weights_byte_identical_and_jsonl(two, tmp_path):
+@pytest.mark.parametrize("dtype", [None, "bf16"])
+def test_plain_loop_weights_byte_identical_and_jsonl(two, tmp_path, dtype):
+    """dtype="bf16" too: its forward swaps bf16 copies into the model's parameters and back."""
     out = tmp_path / "fp"
     logged = []
 
     def monitor(model):
-        return FingerprintMonitor(tiny_vfm(model, version="live"), every=2, suite=two, out=out, baselines=(),
-                                  log=lambda m, s: logged.append((s, m)))  # fmt: skip
+        return FingerprintMonitor(tiny_vfm(model, version="live", dtype=dtype), every=2, suite=two, out=out,
+                                  baselines=(), log=lambda m, s: logged.append((s, m)))  # fmt: skip
 
     without, plain = _train(5)
     with_cb, seen = _train(5, monitor)
