@@ -41,6 +41,7 @@ def main() -> None:
                     help="comma-separated FORWARD/PARALLEL: FORWARD fp32, autocast-bf16, autocast-fp16, bf16, fp16; "
                          "PARALLEL heads or abilities")  # fmt: skip
     ap.add_argument("--suite-root", default=None, help="where the suite is generated (default $AVA_HOME/suites)")
+    ap.add_argument("--ava", default=None, help="comma-separated abilities (default: all 14)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
 
@@ -58,7 +59,7 @@ def main() -> None:
     data = default_suite(args.per_ava, args.size, root=args.suite_root)
     suite_s = time.perf_counter() - t0
     model = _model(args.model)
-    suite = EvalSuite(data, keep_pixels=True)
+    suite = EvalSuite(data, args.ava.split(",") if args.ava else None, keep_pixels=True)
     configs = [tuple(c.split("/")) for c in args.configs.split(",")]
     monitors = {}
     for forward, parallel in configs:

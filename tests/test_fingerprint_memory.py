@@ -81,10 +81,15 @@ def test_abilities_at_once_equal_heads_at_once_and_errors_surface(data, monkeypa
 
     from ava.heads.knn.train import KNNRun
 
-    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)  # 2 threads of 1 intra-op thread, on any machine
     vfm = tiny_vfm(tiny_vit(seed=7))
-    by_ability = fingerprint_in_memory(vfm, data, jobs=2, parallel="abilities")
-    by_head = fingerprint_in_memory(vfm, data, jobs=2, parallel="heads")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)  # 2 fitting threads of 1 intra-op thread each, on any machine
+    try:
+        by_ability = fingerprint_in_memory(vfm, data, jobs=2, parallel="abilities")
+        assert torch.get_num_threads() == 2  # the fitting threads' counts do not stay behind
+        by_head = fingerprint_in_memory(vfm, data, jobs=2, parallel="heads")
+    finally:
+        torch.set_num_threads(threads)
     assert by_ability.scores == by_head.scores
     real = KNNRun.fit_ability
 

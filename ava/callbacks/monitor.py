@@ -73,7 +73,11 @@ class FingerprintMonitor:
       (a TensorBoard ``SummaryWriter``'s ``add_scalar`` loop, ``wandb.log``...), on rank 0 only.
 
     Under ``torch.distributed`` call it on every rank at the same steps: the images are shared between ranks, the
-    heads run on rank 0, every rank gets the result; only rank 0 logs and writes.
+    heads run on rank 0, every rank gets the result; only rank 0 logs and writes. When one rank fails (its share of
+    the extraction, rank 0's heads or its generation of the suite), every rank raises, none waits for ever.
+
+    Speed: on a CPU with bf16 units, wrap the model with ``vfm_from_module(..., dtype="bf16")`` (the forward on a bf16
+    copy of the weights; ~2x faster than fp32 or ``autocast="bf16"`` on AMX), see ``benchmarks/README.md``.
     """
 
     def __init__(self, vfm: Any, *, every: int, suite: str | os.PathLike[str] | EvalSuite | None = None,

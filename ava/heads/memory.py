@@ -5,7 +5,13 @@ the probe and kNN runs), so a score here equals the score from a cache extracted
 
 It is what ``ava.fingerprint(...)`` calls for an in-memory VFM given without a cache, and what the training
 callbacks (:mod:`ava.callbacks`) call every N steps. Under ``torch.distributed`` every rank extracts its share of the
-images, rank 0 gathers them and trains the heads, and the others wait for its result (which every rank returns).
+images, rank 0 gathers them and trains the heads, and the others wait for its result (which every rank returns). A
+failure on one rank (its extraction, or rank 0's heads) is told to every rank, which each raise, rather than leave
+them waiting in a collective (a rank whose process dies is left to the process group's timeout and the launcher).
+
+Speed (``benchmarks/README.md``): the heads fit whole abilities on ``jobs`` threads at once (:func:`train_heads`;
+the scores are those of ``ava fingerprint``, value for value), and a :func:`~ava.vfm.module.vfm_from_module` VFM with
+``dtype="bf16"`` runs its forward on a bf16 copy of the weights made once per evaluation.
 
 Run directories go to a temporary directory removed at the end; the results come back as :class:`FingerprintScores`.
 """
@@ -334,6 +340,7 @@ def train_heads(runs: Sequence[Any], features: MemoryFeatures, abilities: Sequen
     froze = gc.get_freeze_count() == 0  # a process that froze its own heap keeps it frozen: nothing to undo then
     if froze:
         gc.freeze()
+    threads = torch.get_num_threads()  # a fitting thread's torch.set_num_threads changes the caller's count too
     try:
         if parallel == "heads" or jobs <= 1 or len(abilities) <= 1:
             train_abilities(runs, features, abilities, device=device, progress=progress, label=label, jobs=jobs)
@@ -342,6 +349,8 @@ def train_heads(runs: Sequence[Any], features: MemoryFeatures, abilities: Sequen
     finally:
         if froze:
             gc.unfreeze()
+        if torch.get_num_threads() != threads:
+            torch.set_num_threads(threads)
 
 
 def _abilities_at_once(runs: Sequence[Any], features: MemoryFeatures, abilities: Sequence[str], device: str,
