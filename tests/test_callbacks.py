@@ -59,13 +59,15 @@ def _train(steps: int, make_monitor=None) -> tuple[dict[str, torch.Tensor], list
     return {k: v.clone() for k, v in model.state_dict().items()}, seen
 
 
-def test_plain_loop_weights_byte_identical_and_jsonl(two, tmp_path):
+@pytest.mark.parametrize("dtype", [None, "bf16"])
+def test_plain_loop_weights_byte_identical_and_jsonl(two, tmp_path, dtype):
+    """dtype="bf16" too: its forward swaps bf16 copies into the model's parameters and back."""
     out = tmp_path / "fp"
     logged = []
 
     def monitor(model):
-        return FingerprintMonitor(tiny_vfm(model, version="live"), every=2, suite=two, out=out, baselines=(),
-                                  log=lambda m, s: logged.append((s, m)))  # fmt: skip
+        return FingerprintMonitor(tiny_vfm(model, version="live", dtype=dtype), every=2, suite=two, out=out,
+                                  baselines=(), log=lambda m, s: logged.append((s, m)))  # fmt: skip
 
     without, plain = _train(5)
     with_cb, seen = _train(5, monitor)
@@ -206,12 +208,13 @@ def test_lightning_missing_is_named(monkeypatch):
 
 
 WORKER = """
-import json, sys
+import datetime, json, sys
 sys.path.insert(0, {repo!r})
 import ava, torch, torch.distributed as dist
 from ava.callbacks import FingerprintMonitor
 from tests._module_fixtures import tiny_vfm, tiny_vit
-dist.init_process_group("gloo")
+# a rank left waiting raises after 2 minutes instead of hanging the test until its own timeout
+dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=120))
 rank = dist.get_rank()
 model = tiny_vit(seed=5)
 vfm = tiny_vfm(model, version="v")
@@ -234,8 +237,21 @@ try:
     fingerprint_in_memory(vfm, {data!r}, abilities=["color"], heads=["knn"])
 except Exception as e:
     failed = f"{{type(e).__name__}}: {{e}}"
+extract_failed = None
+other = tiny_vit(seed=6)
+vfm_other = tiny_vfm(other, version="v")
+if rank == 1:  # the extraction fails on rank 1 (its VFM raises): rank 0 is told so instead of waiting for its features
+
+    def oom(m, i, o):
+        raise RuntimeError("out of memory on rank 1")
+
+    other.patch_embed.register_forward_hook(oom)
+try:
+    fingerprint_in_memory(vfm_other, {data!r}, abilities=["color"], heads=["knn"])
+except Exception as e:
+    extract_failed = f"{{type(e).__name__}}: {{e}}"
 with open({out!r} + f"/rank{{rank}}.json", "w") as f:
-    json.dump({{"scores": record["scores"], "images": seen, "failed": failed}}, f)
+    json.dump({{"scores": record["scores"], "images": seen, "failed": failed, "extract_failed": extract_failed}}, f)
 dist.barrier()
 dist.destroy_process_group()
 """
@@ -244,7 +260,8 @@ dist.destroy_process_group()
 def test_ddp_two_cpu_processes_gloo(data, tmp_path):
     """`torchrun --nproc-per-node 2` on CPU (gloo): each rank extracts half of the images, rank 0 trains the heads,
     rank 1 waits and gets the same result, which equals a single process's; only rank 0 writes the JSONL. When the
-    heads fail on rank 0, rank 1 raises a one-line error saying so instead of waiting for ever."""
+    heads fail on rank 0, rank 1 raises a one-line error saying so instead of waiting for ever; when the extraction
+    fails on rank 1, rank 0 raises one naming rank 1 and its error instead of waiting for its features."""
     from ava.heads.memory import EvalSuite
 
     repo = str(Path(__file__).resolve().parents[1])
@@ -266,6 +283,9 @@ def test_ddp_two_cpu_processes_gloo(data, tmp_path):
     assert len((tmp_path / "fingerprints.jsonl").read_text().splitlines()) == 1
     assert ranks[0]["failed"] == "RuntimeError: boom"
     assert ranks[1]["failed"] == "AvaError: the in-memory fingerprint failed on rank 0: RuntimeError: boom"
+    assert ranks[1]["extract_failed"] == "RuntimeError: out of memory on rank 1"
+    assert ranks[0]["extract_failed"] == ("AvaError: the in-memory fingerprint failed on rank 1 while extracting "
+                                          "features: RuntimeError: out of memory on rank 1")  # fmt: skip
 
 
 def test_lightning_bad_interval_is_one_line():
@@ -276,3 +296,83 @@ def test_lightning_bad_interval_is_one_line():
         Fingerprint(object(), every_n_steps=0)
     assert str(e.value) == ("every_n_steps=0: the fingerprint interval must be a positive number of steps "
                             "(e.g. every_n_steps=500)")  # fmt: skip
+
+
+LIGHTNING_WORKER = """
+import json, sys
+sys.path.insert(0, {repo!r})
+import ava  # first: it mends a torchvision that fails to import, which lightning imports
+import lightning.pytorch as pl
+import torch
+from ava.callbacks import Fingerprint
+from tests._module_fixtures import tiny_vfm, tiny_vit
+
+
+class Module(pl.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.net = tiny_vit(seed=0)
+
+    def training_step(self, batch, _):
+        x, y = batch
+        return torch.nn.functional.cross_entropy(self.net(x), y)
+
+    def configure_optimizers(self):
+        return torch.optim.AdamW(self.parameters(), lr=1e-3)
+
+
+def main():
+    pl.seed_everything(0, verbose=False)
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(32, 3, 64, 64, generator=g), torch.randint(0, 4, (32,), generator=g)
+    data = torch.utils.data.TensorDataset(x, y)
+    module = Module()
+    images = []  # images this rank ran through the model outside training (grad off): its share of the suite
+    module.net.patch_embed.register_forward_hook(
+        lambda m, i, o: None if torch.is_grad_enabled() else images.append(o.shape[0]))
+    callback = Fingerprint(lambda m: tiny_vfm(m.net, version="live"), every_n_steps=2, suite={data!r}, out={out!r},
+                           baselines=())
+    trainer = pl.Trainer(max_steps=4, accelerator="cpu", devices=2, strategy="ddp", callbacks=[callback],
+                         logger=pl.loggers.CSVLogger({out!r}, name="csv"), enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False)
+    trainer.fit(module, torch.utils.data.DataLoader(data, batch_size=4))
+    history = callback.monitor.history
+    with open({out!r} + f"/rank{{trainer.global_rank}}.json", "w") as f:
+        json.dump({{"world": trainer.world_size, "steps": [r["step"] for r in history],
+                   "scores": [r["scores"] for r in history], "images": sum(images)}}, f)
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+@pytest.mark.slow
+def test_lightning_ddp_two_cpu_processes(two, tmp_path):
+    """The Lightning callback under `Trainer(accelerator="cpu", devices=2, strategy="ddp")` (gloo): both ranks
+    evaluate at the same steps, each runs half of the suite's images through its model, both get rank 0's scores,
+    and only rank 0 writes the JSONL and logs."""
+    pytest.importorskip("lightning.pytorch")
+    from ava.heads.memory import EvalSuite
+
+    repo = str(Path(__file__).resolve().parents[1])
+    script = tmp_path / "lightning_worker.py"
+    script.write_text(LIGHTNING_WORKER.format(repo=repo, data=str(two), out=str(tmp_path)))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MASTER_PORT": str(port), "PL_DISABLE_FORK": "1"}
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, cwd=tmp_path,
+                          timeout=600)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert ranks[0]["world"] == ranks[1]["world"] == 2
+    assert ranks[0]["steps"] == ranks[1]["steps"] == [2, 4]
+    assert ranks[0]["scores"] == ranks[1]["scores"]
+    half = len(EvalSuite(two).shas()) / 2
+    # one image when vfm_from_module checks the output's shape, then half of the suite at each of two evaluations
+    assert all(abs(r["images"] - (1 + 2 * half)) <= 1 for r in ranks), [r["images"] for r in ranks]
+    lines = [json.loads(x) for x in (tmp_path / "fingerprints.jsonl").read_text().splitlines()]
+    assert [x["step"] for x in lines] == [2, 4] and [x["scores"] for x in lines] == ranks[0]["scores"]
+    csv = next((tmp_path / "csv").rglob("metrics.csv")).read_text()
+    assert "ava/knn/color" in csv.splitlines()[0]

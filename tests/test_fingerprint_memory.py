@@ -65,7 +65,40 @@ def test_a_frozen_vfm_works_too(data):
     ({"abilities": ["nope"]}, "nope"),
     ({"batch_size": 0}, "batch_size must be >= 1"),
     ({"split": "val"}, "no 'val' samples"),
+    ({"parallel": "both"}, "parallel='both'; use one of abilities, heads"),
 ])  # fmt: skip
 def test_bad_inputs(data, kwargs, says):
     with pytest.raises(AvaError, match=says):
         fingerprint_in_memory(tiny_vfm(tiny_vit()), data, **kwargs)
+
+
+def test_abilities_at_once_equal_heads_at_once_and_errors_surface(data, monkeypatch):
+    """parallel="abilities" (whole abilities on 2 threads) gives the scores of "heads" (`ava fingerprint`'s way),
+    value for value; a fit failing in a worker thread is raised in the caller, and the GC is left unfrozen."""
+    import gc
+
+    import torch
+
+    from ava.heads.knn.train import KNNRun
+
+    vfm = tiny_vfm(tiny_vit(seed=7))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)  # 2 fitting threads of 1 intra-op thread each, on any machine
+    try:
+        by_ability = fingerprint_in_memory(vfm, data, jobs=2, parallel="abilities")
+        assert torch.get_num_threads() == 2  # the fitting threads' counts do not stay behind
+        by_head = fingerprint_in_memory(vfm, data, jobs=2, parallel="heads")
+    finally:
+        torch.set_num_threads(threads)
+    assert by_ability.scores == by_head.scores
+    real = KNNRun.fit_ability
+
+    def fails_on_ocr(self, ava, *args, **kwargs):
+        if ava == "ocr":
+            raise RuntimeError("knn broke on ocr")
+        return real(self, ava, *args, **kwargs)
+
+    monkeypatch.setattr(KNNRun, "fit_ability", fails_on_ocr)
+    with pytest.raises(RuntimeError, match="knn broke on ocr"):
+        fingerprint_in_memory(vfm, data, jobs=2, parallel="abilities")
+    assert gc.get_freeze_count() == 0

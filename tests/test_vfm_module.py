@@ -41,6 +41,37 @@ def test_forward_leaves_the_model_as_it_was():
     assert torch.equal(a, b)  # eval mode: dropout off although the model trains
 
 
+def test_bf16_dtype_runs_on_a_cast_copy_and_leaves_the_weights_alone():
+    """dtype="bf16": the features are those of the model converted to bf16 (weights and activations), the model's own
+    tensors keep their dtype, storage, bytes and version counters, and one cast serves every batch of an evaluation
+    but not a forward after the weights changed."""
+    import copy
+
+    model = tiny_vit(seed=3).train()
+    before = {k: (v.dtype, v.data_ptr(), v.clone()) for k, v in model.state_dict().items()}
+    versions = [p._version for p in model.parameters()]
+    vfm = tiny_vfm(model, dtype="bf16", version="v")
+    assert vfm.identity()["compute_dtype"] == "bf16" and "compute_dtype" not in tiny_vfm(model).identity()
+    x = torch.randn(3, 3, 64, 64)
+    with vfm.held():
+        out = vfm(x)
+        assert torch.equal(vfm(x), out)
+    with torch.no_grad():
+        ref = copy.deepcopy(model).eval().to(torch.bfloat16)
+        h = ref.blocks(ref.norm_pre(ref._pos_embed(ref.patch_embed(x.to(torch.bfloat16)))))
+    assert out.dtype == torch.float32 and torch.equal(out[:, 0], h[:, 1:].float())
+    fp32 = tiny_vfm(model, version="v")(x)
+    assert 0 < (out - fp32).abs().max() < 0.1 * fp32.abs().max()  # bf16's rounding, not other features
+    assert model.training and [p._version for p in model.parameters()] == versions
+    for k, v in model.state_dict().items():
+        assert (v.dtype, v.data_ptr()) == before[k][:2] and torch.equal(v, before[k][2]), k
+    with vfm.held():
+        assert torch.equal(vfm(x), out)
+        with torch.no_grad():
+            model.blocks[0].mlp.fc1.weight.mul_(2.0)  # an optimizer step
+        assert not torch.equal(vfm(x), out)  # cast again: the weights changed
+
+
 def test_module_returning_tokens_callable_and_bound_method():
     model = tiny_vit()
     whole = vfm_from_module(model.forward_features, name="ff", size=64, mean=(0.5,) * 3, std=(0.5,) * 3,
@@ -95,6 +126,8 @@ def test_output_not_batch_tokens_dim_is_one_clear_error(shape, seen):
     ({"name": "x", "mean": (0.5, 0.5)}, "must be 3 numbers"),
     ({"name": "x", "prefix_tokens": 65}, "drops them all"),
     ({"name": "x", "autocast": "int8"}, "autocast='int8'"),
+    ({"name": "x", "dtype": "int8"}, "dtype='int8'; use None, 'bf16' or 'fp16'"),
+    ({"name": "x", "dtype": "bf16", "autocast": "bf16"}, "autocast='bf16' and dtype='bf16': give one"),
 ])  # fmt: skip
 def test_bad_arguments_are_named(kwargs, says):
     args = {"size": 64, "mean": (0.5,) * 3, "std": (0.5,) * 3, "output": "blocks.1", **kwargs}

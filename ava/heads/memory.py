@@ -5,13 +5,20 @@ the probe and kNN runs), so a score here equals the score from a cache extracted
 
 It is what ``ava.fingerprint(...)`` calls for an in-memory VFM given without a cache, and what the training
 callbacks (:mod:`ava.callbacks`) call every N steps. Under ``torch.distributed`` every rank extracts its share of the
-images, rank 0 gathers them and trains the heads, and the others wait for its result (which every rank returns).
+images, rank 0 gathers them and trains the heads, and the others wait for its result (which every rank returns). A
+failure on one rank (its extraction, or rank 0's heads) is told to every rank, which each raise, rather than leave
+them waiting in a collective (a rank whose process dies is left to the process group's timeout and the launcher).
+
+Speed (``benchmarks/README.md``): the heads fit whole abilities on ``jobs`` threads at once (:func:`train_heads`;
+the scores are those of ``ava fingerprint``, value for value), and a :func:`~ava.vfm.module.vfm_from_module` VFM with
+``dtype="bf16"`` runs its forward on a bf16 copy of the weights made once per evaluation.
 
 Run directories go to a temporary directory removed at the end; the results come back as :class:`FingerprintScores`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 import time
@@ -31,9 +38,11 @@ if TYPE_CHECKING:
     from ava.data.format import Dataset, Sample
 
 __all__ = ["DEFAULT_HEADS", "EvalSuite", "FingerprintScores", "MemoryFeatures", "extract_in_memory",
-           "fingerprint_in_memory"]  # fmt: skip
+           "fingerprint_in_memory", "train_heads"]  # fmt: skip
 
 DEFAULT_HEADS = ("probe-linear", "knn")
+PARALLEL_MODES = ("abilities", "heads")
+PARALLEL = "abilities"  # fingerprint_in_memory's default; "heads" is what `ava fingerprint` does (benchmarks compare)
 CODEC = "fp16"  # tokens are rounded as the cache's default codec stores them, so scores equal the cache path's
 
 
@@ -204,19 +213,70 @@ def _dist() -> tuple[int, int]:
 def extract_in_memory(vfm: Any, suite: EvalSuite, features: MemoryFeatures, token_shas: set[str], *,
                       batch_size: int = 32) -> None:  # fmt: skip
     """Fill ``features`` with the pooled views of every image of ``suite`` (tokens of ``token_shas`` too). Under
-    ``torch.distributed`` each rank computes every world-th image and rank 0 gathers them (the others keep none)."""
-    from ava.cache.codecs import get_codec
-
+    ``torch.distributed`` each rank computes every world-th image and rank 0 gathers them (the others keep none).
+    Before the gather every rank tells whether its share succeeded (:func:`all_ranks_ok`): when one failed, every
+    rank raises, none waits for features that will not come."""
     rank, world = _dist()
     shas = suite.shas()
     mine = shas[rank::world]
+    if world == 1:
+        part = _extract_part(vfm, suite, features, token_shas, mine, batch_size)
+    else:
+        failure: Exception | None = None
+        try:
+            part = _extract_part(vfm, suite, features, token_shas, mine, batch_size)
+        except Exception as e:  # told to every rank before anyone waits for this rank's features
+            failure = e
+        all_ranks_ok(failure, "while extracting features")
+        parts: list[Any] = [None] * world if rank == 0 else []
+        torch.distributed.gather_object(part, parts if rank == 0 else None, dst=0)
+        if rank != 0:
+            return
+        part = _merge(parts, features)
+    order = {sha: i for i, sha in enumerate(part[0])}
+    index = np.fromiter((order[s] for s in shas), np.int64, len(shas))
+    features.fill(shas, {v: np.ascontiguousarray(a[index]) for v, a in part[1].items()}, part[2], part[3])
+
+
+def all_ranks_ok(failure: BaseException | None, what: str) -> None:
+    """Under ``torch.distributed``, every rank says whether its part of a step succeeded (one ``all_gather_object``
+    that every rank reaches, failed or not). A rank that failed raises its own error; every other rank raises one
+    AvaError naming the first rank that failed and its error, so no rank is left waiting in a later collective."""
+    rank, world = _dist()
+    if world == 1:
+        if failure is not None:
+            raise failure
+        return
+    said = None if failure is None else f"{type(failure).__name__}: {_first_line(failure)}"
+    statuses: list[Any] = [None] * world
+    torch.distributed.all_gather_object(statuses, said)
+    if failure is not None:
+        raise failure
+    failed = [(r, s) for r, s in enumerate(statuses) if s is not None]
+    if failed:
+        r, message = failed[0]
+        raise AvaError(f"the in-memory fingerprint failed on rank {r} {what}: {message}")
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else ""
+
+
+def _extract_part(vfm: Any, suite: EvalSuite, features: MemoryFeatures, token_shas: set[str], mine: list[str],
+                  batch_size: int) -> tuple:  # fmt: skip
+    """This rank's share of the images through the VFM: (shas, pooled views, shas with tokens, tokens)."""
+    from ava.cache.codecs import get_codec
+
     codec, grid = get_codec(CODEC), token_grid(features)
     load = suite.pixels(vfm)
     views: dict[str, list[np.ndarray]] = {v: [] for v in features.views}
     tokens: list[np.ndarray] = []
     kept: list[str] = []
     batches = [mine[i : i + batch_size] for i in range(0, len(mine), batch_size)]
-    with ThreadPoolExecutor(max_workers=1) as pool:  # the next batch's images decode while this one runs
+    held = getattr(vfm, "held", None)  # a ModuleVFM with dtype=: its weights cast once for every batch
+    with held() if held is not None else contextlib.nullcontext(), ThreadPoolExecutor(max_workers=1) as pool:
+        # the next batch's images decode while this one runs
         ahead = pool.submit(load, batches[0]) if batches else None
         for i, batch in enumerate(batches):
             pixels = ahead.result()
@@ -230,17 +290,8 @@ def extract_in_memory(vfm: Any, suite: EvalSuite, features: MemoryFeatures, toke
                 if sha in token_shas:
                     kept.append(sha)
                     tokens.append(values[j])
-    part = (mine, {v: _cat(rows, features, v) for v, rows in views.items()}, kept,
+    return (mine, {v: _cat(rows, features, v) for v, rows in views.items()}, kept,
             np.stack(tokens) if tokens else np.zeros((0, features.num_tokens, features.dim), np.float16))  # fmt: skip
-    if world > 1:
-        parts: list[Any] = [None] * world if rank == 0 else []
-        torch.distributed.gather_object(part, parts if rank == 0 else None, dst=0)
-        if rank != 0:
-            return
-        part = _merge(parts, features)
-    order = {sha: i for i, sha in enumerate(part[0])}
-    index = np.fromiter((order[s] for s in shas), np.int64, len(shas))
-    features.fill(shas, {v: np.ascontiguousarray(a[index]) for v, a in part[1].items()}, part[2], part[3])
 
 
 def _cat(rows: list[np.ndarray], features: MemoryFeatures, view: str) -> np.ndarray:
@@ -268,6 +319,76 @@ def _runs(vfm_name: str, suite: EvalSuite, features: MemoryFeatures, heads: Sequ
     return [make_run(h, hc, suite.dataset, features, suite.abilities, device) for h, hc in configs.items()]
 
 
+def train_heads(runs: Sequence[Any], features: MemoryFeatures, abilities: Sequence[str], *, device: str,
+                progress: bool, label: str, jobs: int, parallel: str = "abilities") -> None:  # fmt: skip
+    """Fit every run on every ability, ``jobs`` fits at once.
+
+    ``parallel="heads"`` is ``ava fingerprint``'s way (:func:`~ava.heads.ability_runs.train_abilities`): the heads
+    of one ability at once, then the next ability. With a slow head beside a fast one (the linear probe's grid beside
+    kNN) one thread idles for most of each ability. ``"abilities"``: ``jobs`` threads each take the next ability not
+    yet taken (those reading tokens, the costliest, first) and fit all its heads. Either way every fit runs with
+    ``torch.get_num_threads() // jobs`` intra-op threads and its own seeded generators, so the scores are those of
+    ``ava fingerprint`` with the same ``jobs``, value for value (tests/test_fingerprint_memory.py).
+
+    Python's cyclic garbage collector is frozen meanwhile (:func:`gc.freeze`): ``train_abilities`` collects after
+    every ability, which in a training process (a large heap) cost ~0.3 s each; only objects made during the fits
+    are then scanned."""
+    import gc
+
+    from ava.heads.ability_runs import train_abilities
+
+    froze = gc.get_freeze_count() == 0  # a process that froze its own heap keeps it frozen: nothing to undo then
+    if froze:
+        gc.freeze()
+    threads = torch.get_num_threads()  # a fitting thread's torch.set_num_threads changes the caller's count too
+    try:
+        if parallel == "heads" or jobs <= 1 or len(abilities) <= 1:
+            train_abilities(runs, features, abilities, device=device, progress=progress, label=label, jobs=jobs)
+            return
+        _abilities_at_once(runs, features, abilities, device, jobs)
+    finally:
+        if froze:
+            gc.unfreeze()
+        if torch.get_num_threads() != threads:
+            torch.set_num_threads(threads)
+
+
+def _abilities_at_once(runs: Sequence[Any], features: MemoryFeatures, abilities: Sequence[str], device: str,
+                       jobs: int) -> None:  # fmt: skip
+    """``jobs`` threads fitting whole abilities (see :func:`train_heads`); the first error is raised once every
+    thread has stopped (none takes a new ability after an error)."""
+    import threading
+
+    from ava.heads.ability_runs import train_abilities
+
+    tokens_first = sorted(abilities, key=lambda a: not any(r.needs(a)[1] for r in runs))
+    todo = iter(tokens_first)
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+    per_thread = max(1, torch.get_num_threads() // jobs)
+
+    def work() -> None:
+        torch.set_num_threads(per_thread)  # OpenMP's count is per thread: the cores are shared, not oversubscribed
+        while True:
+            with lock:
+                ava = None if errors else next(todo, None)
+            if ava is None:
+                return
+            try:
+                train_abilities(runs, features, [ava], device=device, progress=False, jobs=1)
+            except BaseException as e:  # noqa: BLE001 (re-raised below, in the caller's thread)
+                with lock:
+                    errors.append(e)
+
+    threads = [threading.Thread(target=work, name=f"ava-fit-{i}") for i in range(min(jobs, len(abilities)))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+
+
 def _check_heads(heads: Sequence[str]) -> list[str]:
     from ava.heads import HEADS
     from ava.heads.fingerprint import FINGERPRINT_HEADS
@@ -288,18 +409,20 @@ def _check_heads(heads: Sequence[str]) -> list[str]:
 def fingerprint_in_memory(vfm: Any, data: str | os.PathLike[str] | Dataset | EvalSuite, *,
                           abilities: Sequence[str] | None = None, heads: Sequence[str] = DEFAULT_HEADS,
                           device: str = "cpu", split: str = "test", seed: int = 0, max_train: int | None = None,
-                          progress: bool = False, batch_size: int = 32,
-                          jobs: int | None = None) -> FingerprintScores:  # fmt: skip
+                          progress: bool = False, batch_size: int = 32, jobs: int | None = None,
+                          parallel: str | None = None) -> FingerprintScores:  # fmt: skip
     """The fingerprint of ``vfm`` (a :func:`~ava.vfm.module.vfm_from_module` VFM, or a ``FrozenVFM``) on ``data``
     with features held in memory: no cache is read or written.
 
     ``data`` is a dataset directory, a ``Dataset``, or an :class:`EvalSuite` (which fixes ``abilities``, ``split``,
     ``max_train`` and ``seed`` itself). ``heads`` are among ``probe-linear``, ``knn`` and ``probe-attn`` (the
     attentive probe reads every ability's tokens: ~T times the memory and much more time). ``device`` is where the
-    heads train (the VFM runs on its own device). Returns :class:`FingerprintScores` on every rank; under
-    ``torch.distributed`` the images are shared between ranks and the heads run on rank 0 (see the module doc).
+    heads train (the VFM runs on its own device). ``jobs`` fits run at once (default: 2 on a CPU with 2+ cores and
+    2+ heads, else 1), over abilities or over one ability's heads (``parallel``, see :func:`train_heads`). Returns
+    :class:`FingerprintScores` on every rank; under ``torch.distributed`` the images are shared between ranks and the
+    heads run on rank 0 (see the module doc).
     """
-    from ava.heads.ability_runs import default_jobs, train_abilities
+    from ava.heads.ability_runs import default_jobs
     from ava.heads.features import resolve_device
 
     started = time.perf_counter()
@@ -308,6 +431,8 @@ def fingerprint_in_memory(vfm: Any, data: str | os.PathLike[str] | Dataset | Eva
         raise AvaError(f"jobs must be >= 1, got {jobs}")
     if batch_size < 1:
         raise AvaError(f"batch_size must be >= 1, got {batch_size}")
+    if parallel not in (None, *PARALLEL_MODES):
+        raise AvaError(f"parallel={parallel!r}; use one of {', '.join(PARALLEL_MODES)}")
     suite = data if isinstance(data, EvalSuite) else EvalSuite(data, abilities, split=split, max_train=max_train,
                                                               seed=seed)  # fmt: skip
     device = resolve_device(device)
@@ -324,8 +449,8 @@ def fingerprint_in_memory(vfm: Any, data: str | os.PathLike[str] | Dataset | Eva
         if rank == 0:
             try:
                 jobs = jobs or default_jobs(device, len(runs))
-                train_abilities(runs, features, suite.abilities, device=device, progress=progress, label=name,
-                                jobs=jobs)  # fmt: skip
+                train_heads(runs, features, suite.abilities, device=device, progress=progress, label=name, jobs=jobs,
+                            parallel=parallel or PARALLEL)  # fmt: skip
                 results = {run.head: run.finish() for run in runs}
                 outcome = (_scores(name, suite, features, results), None)
             except Exception as e:  # told to the waiting ranks (no deadlock), then raised here
