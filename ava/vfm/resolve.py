@@ -62,6 +62,13 @@ def check_source(name: str) -> None:
     unset would load whatever checkpoint the current directory holds), ``timm:``, ``clip@``, ``hf:#size=224``."""
     if not isinstance(name, str) or not name.strip():
         raise AvaError("--vfm is empty; give a registered key (`ava vfm list`), hf:<hub-id-or-dir> or timm:<name>")
+    from ava.vfm.openclip import is_open_clip
+
+    if is_open_clip(name):
+        if not name[len("open_clip:") :].strip():
+            raise AvaError(f"--vfm {name!r}: nothing after 'open_clip:' (an unset variable?); give "
+                           "open_clip:local-dir:DIR or open_clip:NAME@WEIGHTS_FILE")  # fmt: skip
+        return
     base = name.partition("#")[0]
     route = next((r for r in _ROUTES if base.startswith(r)), None)
     if route is not None and not base[len(route) :].strip():
