@@ -194,6 +194,7 @@ def test_pe_core_random_runs_through_the_route_on_cpu() -> None:
         ("open_clip:PE-Core-B-16@MISSING/w.safetensors", "weights file MISSING/w.safetensors does not exist"),
         ("open_clip:PE-Core-B-61:random", "open_clip has no model config 'PE-Core-B-61'; did you mean PE-Core-B-16"),
         ("open_clip:hf-hub:timm/PE-Core-B-16", "ava does not download open_clip checkpoints"),
+        ("open_clip:PE-Core-T-16-384@TINY", "open_clip could not load it (AssertionError: text pos_embed width"),
     ],
 )
 def test_bad_open_clip_names_are_one_line(vfm: str, fragment: str, tiny: Path, data: Path, tmp_path: Path,
@@ -202,9 +203,19 @@ def test_bad_open_clip_names_are_one_line(vfm: str, fragment: str, tiny: Path, d
     (tmp_path / "NOWEIGHTS").mkdir()
     (tmp_path / "NOWEIGHTS" / "open_clip_config.json").write_text((tiny / "open_clip_config.json").read_text())
     vfm = vfm.replace("MISSING", str(tmp_path / "MISSING")).replace("NOCONFIG", str(tmp_path / "NOCONFIG"))
-    vfm = vfm.replace("NOWEIGHTS", str(tmp_path / "NOWEIGHTS"))
+    vfm = vfm.replace("NOWEIGHTS", str(tmp_path / "NOWEIGHTS")).replace(
+        "TINY", str(tiny / "open_clip_model.safetensors")
+    )
     fragment = fragment.replace("MISSING", str(tmp_path / "MISSING")).replace("NOCONFIG", str(tmp_path / "NOCONFIG"))
     code, text = _run(["head", "train", "--head", "zero-shot", "--vfm", vfm, "--data", str(data), "--out",
                        str(tmp_path / "run")], capsys)  # fmt: skip
     assert code == 2 and fragment in text and "Traceback" not in text, text
     assert not (tmp_path / "run" / "results_test.json").exists()
+
+
+def test_cache_extract_refuses_an_open_clip_name(
+    data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, text = _run(["cache", "extract", "--vfm", "open_clip:PE-Core-B-16:random", "--data", str(data), "--cache",
+                       str(tmp_path / "c")], capsys)  # fmt: skip
+    assert code == 2 and "open_clip models serve the zero-shot head and the clip@ miner only" in text, text

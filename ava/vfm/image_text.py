@@ -154,7 +154,7 @@ def load_image_text(source: str, *, device: str = "cpu", batch_size: int = 32, w
     from ava.vfm.openclip import is_open_clip, load_open_clip
 
     if is_open_clip(source):
-        return load_open_clip(source, device=device, batch_size=batch_size, what=what)
+        return load_open_clip(source, device=device, batch_size=batch_size)  # its errors name the source
     from ava.vfm.weights import locate
 
     try:

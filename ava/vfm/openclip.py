@@ -13,8 +13,10 @@ Needs the ``openclip`` extra (``pip install 'ava-bench[openclip]'``).
 
 from __future__ import annotations
 
+import contextlib
 import difflib
-from collections.abc import Sequence
+import os
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -167,24 +169,37 @@ def _rows(parts: list[Any]) -> np.ndarray:
     return np.concatenate([p.numpy() for p in parts]).astype(np.float32) if parts else np.zeros((0, 0), np.float32)
 
 
-def load_open_clip(name: str, *, device: str = "cpu", batch_size: int = 32, what: str = "model") -> OpenClipModel:
+def load_open_clip(name: str, *, device: str = "cpu", batch_size: int = 32) -> OpenClipModel:
     """Load an ``open_clip:`` name (see the module docstring) with no network access."""
-    import os
-
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a config naming an HF tokenizer is read from the local cache only
-    try:
-        source = parse(name)
-        check_model_name(source)
-    except AvaError as e:
-        raise AvaError(f"{what}: {e}") from None
-    model, preprocess, tokenizer = _build(source, what)
+    source = parse(name)  # its errors name the open_clip text, which is what the user gave
+    check_model_name(source)
+    with _offline():
+        model, preprocess, tokenizer = _build(source)
     identity = _identity(source)
     model_type = f"open_clip:{_arch(source)}"
     return OpenClipModel(name, identity, model_type, model.eval().to(device), tokenizer, preprocess, device,
                          batch_size, source.random_weights)  # fmt: skip
 
 
-def _build(source: OpenClipSource, what: str) -> tuple[Any, Any, Any]:
+@contextlib.contextmanager
+def _offline() -> Iterator[None]:
+    """huggingface_hub in offline mode while open_clip loads: a config naming an HF tokenizer (SigLIP ports) reads
+    the local cache only, and a missing one is an error, not a download."""
+    import huggingface_hub.constants as hub
+
+    before, env = hub.HF_HUB_OFFLINE, os.environ.get("HF_HUB_OFFLINE")
+    hub.HF_HUB_OFFLINE, os.environ["HF_HUB_OFFLINE"] = True, "1"
+    try:
+        yield
+    finally:
+        hub.HF_HUB_OFFLINE = before
+        if env is None:
+            os.environ.pop("HF_HUB_OFFLINE", None)
+        else:
+            os.environ["HF_HUB_OFFLINE"] = env
+
+
+def _build(source: OpenClipSource) -> tuple[Any, Any, Any]:
     import torch
 
     open_clip = _open_clip()
@@ -195,9 +210,9 @@ def _build(source: OpenClipSource, what: str) -> tuple[Any, Any, Any]:
         model, _, preprocess = open_clip.create_model_and_transforms(source.model_id, pretrained=pretrained,
                                                                      device="cpu", weights_only=True)  # fmt: skip
         tokenizer = open_clip.get_tokenizer(source.model_id)
-    except (RuntimeError, ValueError, OSError, KeyError) as e:
+    except (RuntimeError, ValueError, OSError, KeyError, AssertionError) as e:  # open_clip asserts on shapes
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise AvaError(f"{what}: open_clip could not load {source.name} ({first[:300]})") from e
+        raise AvaError(f"{source.name!r}: open_clip could not load it ({type(e).__name__}: {first[:300]})") from e
     return model, preprocess, tokenizer
 
 
