@@ -219,3 +219,13 @@ def test_cache_extract_refuses_an_open_clip_name(
     code, text = _run(["cache", "extract", "--vfm", "open_clip:PE-Core-B-16:random", "--data", str(data), "--cache",
                        str(tmp_path / "c")], capsys)  # fmt: skip
     assert code == 2 and "open_clip models serve the zero-shot head and the clip@ miner only" in text, text
+
+
+def test_fingerprint_refuses_feature_heads_for_an_open_clip_name(
+    tiny: Path, data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    vfm = f"open_clip:local-dir:{tiny}"
+    args = ["--data", str(data), "--cache", str(tmp_path / "c"), "--out", str(tmp_path / "fp"), "-q"]
+    code, text = _run(["fingerprint", "--head", "knn,zero-shot", "--vfm", vfm, *args], capsys)
+    assert code == 2 and "open_clip models serve the zero-shot head and the clip@ miner only" in text, text
+    assert not (tmp_path / "fp").exists()

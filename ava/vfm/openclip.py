@@ -52,6 +52,14 @@ def is_open_clip(name: str) -> bool:
     return isinstance(name, str) and name.startswith(PREFIX)
 
 
+def no_features(name: str) -> AvaError:
+    """The error for an ``open_clip:`` name given where cached patch features are needed (extraction, the probes,
+    kNN, the LLM head): the route yields pooled image-text embeddings only."""
+    return AvaError(f"--vfm {name!r}: open_clip models serve the zero-shot head and the clip@ miner only (their "
+                    "pooled image-text embeddings); for patch features use a timm: or hf: name of the image tower, "
+                    "e.g. timm:vit_pe_core_base_patch16_224 for PE-core")  # fmt: skip
+
+
 def parse(name: str) -> OpenClipSource:
     """The parsed form of ``name``, checking only the text and the files (no torch); a wrong form, a missing
     directory or weights file is one :class:`AvaError` line naming it."""

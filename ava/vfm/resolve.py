@@ -36,9 +36,9 @@ def resolve_vfm(name: str | VFMSpec, *, trust_remote_code: bool = False) -> VFMS
         return name
     check_source(name)
     if name.startswith("open_clip:"):
-        raise AvaError(f"--vfm {name!r}: open_clip models serve the zero-shot head and the clip@ miner only (their "
-                       "pooled image-text embeddings); for patch features use a timm: or hf: name of the image "
-                       "tower, e.g. timm:vit_pe_core_base_patch16_224 for PE-core")  # fmt: skip
+        from ava.vfm.openclip import no_features
+
+        raise no_features(name)
     if name.startswith("hf:"):
         return hf_spec(name[3:], trust_remote_code=trust_remote_code)
     if "#" in name:
