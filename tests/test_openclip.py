@@ -116,6 +116,12 @@ def test_named_config_with_a_weights_file_matches_the_local_dir(tiny: Path, tmp_
         np.testing.assert_allclose(model.texts(texts), ref.texts(texts), atol=1e-5)
         np.testing.assert_allclose(model.images(images), ref.images(images), atol=1e-5)
         assert model.random_weights is False and model.model_type == f"open_clip:{TINY_NAME}"
+    # a local-dir is identified by the file open_clip loads (its preferred name), not by any other weights file there
+    import shutil
+
+    shutil.copytree(tiny, tmp_path / "copy")
+    (tmp_path / "copy" / "aaa_other.safetensors").write_bytes(b"not loaded")  # sorts first; open_clip skips it
+    assert load_image_text(f"open_clip:local-dir:{tmp_path / 'copy'}").identity == ref.identity
     emb = ref.texts(texts)
     assert emb.shape == (2, 16) and np.allclose(np.linalg.norm(emb, axis=1), 1, atol=1e-5)
 

@@ -17,7 +17,7 @@ import contextlib
 import difflib
 import os
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +32,7 @@ PREFIX = "open_clip:"
 LOCAL_DIR = "local-dir:"
 FORMS = "open_clip:local-dir:DIR, open_clip:NAME@WEIGHTS_FILE or open_clip:NAME:random"
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
+LOCAL_DIR_SUFFIXES = (".safetensors", ".bin", ".pth")  # the files open_clip looks for in a local-dir
 CONFIG_FILE = "open_clip_config.json"
 
 
@@ -101,11 +102,11 @@ def _parse_local_dir(name: str, text: str) -> OpenClipSource:
         raise AvaError(f"{name!r}: directory {path} does not exist")
     if not (path / CONFIG_FILE).is_file():
         raise AvaError(f"{name!r}: {path} has no {CONFIG_FILE} (the directory open_clip's save_for_hf writes)")
-    files = [f for suffix in WEIGHT_SUFFIXES for f in sorted(path.glob(f"*{suffix}"))]
+    files = [f for suffix in LOCAL_DIR_SUFFIXES for f in sorted(path.glob(f"*{suffix}"))]
     if not files:
         # open_clip would build the config with random weights and only log a warning: refused instead
-        raise AvaError(f"{name!r}: {path} holds {CONFIG_FILE} but no weights file ({', '.join(WEIGHT_SUFFIXES)})")
-    return OpenClipSource(name, f"{LOCAL_DIR}{path.resolve()}", files[0].resolve())
+        raise AvaError(f"{name!r}: {path} holds {CONFIG_FILE} but no weights file ({', '.join(LOCAL_DIR_SUFFIXES)})")
+    return OpenClipSource(name, f"{LOCAL_DIR}{path.resolve()}", files[0].resolve())  # the file open_clip picks: load
 
 
 def _open_clip() -> Any:
@@ -181,6 +182,11 @@ def load_open_clip(name: str, *, device: str = "cpu", batch_size: int = 32) -> O
     """Load an ``open_clip:`` name (see the module docstring) with no network access."""
     source = parse(name)  # its errors name the open_clip text, which is what the user gave
     check_model_name(source)
+    if source.model_id.startswith(LOCAL_DIR):  # hash the file open_clip will load (it prefers open_clip_model.*)
+        _open_clip()  # installed, or the one-line error
+        from open_clip.factory import _find_checkpoint_in_dir
+
+        source = replace(source, weights=Path(_find_checkpoint_in_dir(Path(source.model_id[len(LOCAL_DIR) :]))))
     with _offline():
         model, preprocess, tokenizer = _build(source)
     identity = _identity(source)
