@@ -62,6 +62,7 @@ def test_the_zero_shot_head_needs_no_cache_nor_extraction(data: Path, tmp_path: 
     ({"executor": "k8s"}, r"--executor 'k8s': use one of local, slurm"),
     ({"jobs": 0}, r"--jobs must be >= 1"),
     ({"bogus": 1}, r"unknown field\(s\) bogus"),
+    ({"vfm": "open_clip:PE-Core-B-16:random", "head": "zero-shot,knn"}, r"open_clip models serve the zero-shot head"),
 ])  # fmt: skip
 def test_bad_plans_are_refused_before_any_job(data: Path, tmp_path: Path, change: dict, message: str) -> None:
     with pytest.raises(SweepError, match=message):

@@ -115,6 +115,10 @@ def fingerprint(config: FingerprintConfig) -> FingerprintResult:
         text_tower_source(config.vfm)
     if not feature_heads:  # the zero-shot head alone: no cache is read
         return _standalone(config, standalone, out, abilities, FingerprintResult({}, {}, {}, {}))
+    from ava.vfm.openclip import is_open_clip, no_features
+
+    if is_open_clip(config.vfm):  # before open_cache, whose "make it with ava cache extract" would mislead
+        raise no_features(config.vfm)
     cache = open_cache(config.cache, config.vfm)
     device = resolve_device(config.device)
     configs = {h: head_config(h, config, out, abilities) for h in feature_heads}

@@ -116,6 +116,18 @@ def make_plan(fields: dict[str, Any]) -> SweepPlan:
     return plan
 
 
+def _check_open_clip(plan: SweepPlan) -> None:
+    """An ``open_clip:`` VFM (zero-shot only) with a head that reads cached features would fail in its extraction
+    job; refused here instead."""
+    from ava.sweep.jobs import reads_cache
+    from ava.vfm.openclip import is_open_clip, no_features
+
+    cached = [h for h in plan.head if reads_cache(h)]
+    for name in plan.vfm:
+        if is_open_clip(name) and cached:
+            raise SweepError(f"sweep plan: {no_features(name)} (heads {', '.join(cached)} read them)")
+
+
 def check_plan(plan: SweepPlan) -> None:
     """Every name known and every number sensible, before any job starts (one line naming what is wrong)."""
     from ava.abilities import ABILITIES
@@ -140,6 +152,7 @@ def check_plan(plan: SweepPlan) -> None:
         plan.ava = [[ABILITIES.canonical(a) for a in s] for s in plan.ava]
     except AvaError as e:
         raise SweepError(f"sweep plan: {e}") from None
+    _check_open_clip(plan)
     if not Path(plan.data).is_dir():
         raise SweepError(f"--data {plan.data}: no such dataset directory")
     s = plan.slurm

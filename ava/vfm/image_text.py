@@ -9,6 +9,10 @@ standard CLIP zero-shot setup FOCI mines with.
 The image embedding is the model's own pooled, projected output (``get_image_features``), not the cached layer -2
 tokens the other heads read: a zero-shot head needs the space the text tower was trained against. Images are
 padded to square (RGB 124,120,111, as the cache does) and then go through the checkpoint's own image processor.
+
+open_clip checkpoints (PE-core, OpenAI/LAION CLIP ...) take the ``open_clip:`` route (:mod:`ava.vfm.openclip`):
+``open_clip:local-dir:DIR``, ``open_clip:NAME@WEIGHTS_FILE`` or ``open_clip:NAME:random``, as ``--vfm`` and after
+``clip@``; they load through open_clip's own API, transform and tokenizer, behind the same ``texts()`` / ``images()``.
 """
 
 from __future__ import annotations
@@ -42,20 +46,33 @@ class NoTextTowerError(AvaError):
 def text_tower_source(vfm: str) -> str:
     """The checkpoint (hub id or directory) behind a ``--vfm`` name that can carry a text tower, or
     :class:`NoTextTowerError` naming the VFM (DINOv2, SAM, pixels, effnet-lite0 ... have none)."""
+    from ava.vfm.openclip import is_open_clip, parse
     from ava.vfm.resolve import resolve_vfm
 
+    if is_open_clip(vfm):
+        parse(vfm)  # the form and its files checked now (before any other head trains), the model when loaded
+        return vfm
     spec = resolve_vfm(vfm)
     if spec.model_class not in TEXT_TOWER_CLASSES:
         raise NoTextTowerError(
             f"VFM {vfm!r} ({spec.model_class}) has no text tower: the zero-shot head needs a CLIP-like checkpoint "
             "with an image and a text tower (CLIP, SigLIP, SigLIP-2, MetaCLIP-2, TIPSv2, e.g. 'clip@DIR' or 'hf:DIR' "
-            "of a full CLIPModel / SiglipModel); use the probes, kNN or the LLM head for this VFM"
+            "of a full CLIPModel / SiglipModel, or an open_clip model such as PE-core: 'open_clip:local-dir:DIR'); "
+            "use the probes, kNN or the LLM head for this VFM"
         )
     if spec.hub_id is None:
         key = spec.key.split("@")[0]
         raise NoTextTowerError(f"VFM {vfm!r} has built-in random weights and no checkpoint, so no text tower; give "
                                f"one with '{key}@DIR' (a full CLIPModel / SiglipModel directory)")
     return spec.hub_id
+
+
+def text_tower_random_weights(vfm: str) -> bool:
+    """Whether the text-tower VFM ``vfm`` has random weights (a control, labelled so in results)."""
+    from ava.vfm.openclip import is_open_clip, parse
+    from ava.vfm.resolve import resolve_vfm
+
+    return parse(vfm).random_weights if is_open_clip(vfm) else resolve_vfm(vfm).random_weights
 
 
 def check_dual_encoder(config: Any, source: str) -> str:
@@ -129,11 +146,15 @@ def _normalized(parts: list[Any], dim: int) -> np.ndarray:
 
 
 def load_image_text(source: str, *, device: str = "cpu", batch_size: int = 32, what: str = "model",
-                    trust_remote_code: bool = False) -> ImageTextModel:  # fmt: skip
-    """Load a CLIP-like checkpoint (hub id or directory; safetensors only). ``what`` names it in errors
-    ("miner clip@DIR", "VFM 'clip@DIR'")."""
+                    trust_remote_code: bool = False) -> Any:  # fmt: skip
+    """Load a CLIP-like checkpoint (hub id or directory; safetensors only), or an ``open_clip:`` name
+    (:mod:`ava.vfm.openclip`). ``what`` names it in errors ("miner clip@DIR", "VFM 'clip@DIR'")."""
     import transformers
 
+    from ava.vfm.openclip import is_open_clip, load_open_clip
+
+    if is_open_clip(source):
+        return load_open_clip(source, device=device, batch_size=batch_size)  # its errors name the source
     from ava.vfm.weights import locate
 
     try:

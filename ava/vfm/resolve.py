@@ -35,6 +35,10 @@ def resolve_vfm(name: str | VFMSpec, *, trust_remote_code: bool = False) -> VFMS
     if isinstance(name, VFMSpec):
         return name
     check_source(name)
+    if name.startswith("open_clip:"):
+        from ava.vfm.openclip import no_features
+
+        raise no_features(name)
     if name.startswith("hf:"):
         return hf_spec(name[3:], trust_remote_code=trust_remote_code)
     if "#" in name:
@@ -62,6 +66,13 @@ def check_source(name: str) -> None:
     unset would load whatever checkpoint the current directory holds), ``timm:``, ``clip@``, ``hf:#size=224``."""
     if not isinstance(name, str) or not name.strip():
         raise AvaError("--vfm is empty; give a registered key (`ava vfm list`), hf:<hub-id-or-dir> or timm:<name>")
+    from ava.vfm.openclip import is_open_clip
+
+    if is_open_clip(name):
+        if not name[len("open_clip:") :].strip():
+            raise AvaError(f"--vfm {name!r}: nothing after 'open_clip:' (an unset variable?); give "
+                           "open_clip:local-dir:DIR or open_clip:NAME@WEIGHTS_FILE")  # fmt: skip
+        return
     base = name.partition("#")[0]
     route = next((r for r in _ROUTES if base.startswith(r)), None)
     if route is not None and not base[len(route) :].strip():

@@ -97,7 +97,7 @@ def train(config: ZeroShotConfig) -> Path:
     from ava.data.format import Dataset
     from ava.heads.run_files import run_block, start_run, write_json
     from ava.heads.targets import select_abilities
-    from ava.vfm.resolve import resolve_vfm
+    from ava.vfm.image_text import text_tower_random_weights
 
     dataset = Dataset(config.data)
     abilities, skipped = split_applicable(select_abilities(dataset, config.ava))
@@ -106,10 +106,11 @@ def train(config: ZeroShotConfig) -> Path:
     model, source = _load(config.vfm, config.device, config.batch_size)
     run = run_block("zero-shot", config.vfm, abilities, None, dataset, seed=config.seed, not_applicable=skipped,
                     weights=model.identity)  # fmt: skip
-    run["random_weights"] = run["vfm_random_weights"] = resolve_vfm(config.vfm).random_weights
+    run["random_weights"] = run["vfm_random_weights"] = text_tower_random_weights(config.vfm)
     run_dir = start_run(config.out, config, run)
     write_json(run_dir / META_FILE, {"source": source, "weights": model.identity, "model_type": model.model_type,
-                                     "template": config.template, "not_applicable": skipped})  # fmt: skip
+                                     "logit_scale": getattr(model, "logit_scale", None), "template": config.template,
+                                     "not_applicable": skipped})  # fmt: skip
     _run(config, run_dir, abilities, config.split, model)
     return run_dir
 
