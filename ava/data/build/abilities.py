@@ -119,6 +119,11 @@ def _boxed(im: SourceImage, red: Instance | None = None, blue: Instance | None =
     return render
 
 
+def _crop(im: SourceImage, a: Instance) -> Callable[[], Image.Image]:
+    """The object's box cut from its image (what a --miner ranks the classes for)."""
+    return lambda: image_copy(im.path).crop(tuple(round(v) for v in a.xyxy))
+
+
 def build_recognition(ctx: Context) -> list[Question]:
     classes = ctx.coco.class_names  # type: ignore[union-attr]
     out = []
@@ -128,7 +133,8 @@ def build_recognition(ctx: Context) -> list[Question]:
             if not AREA_RANGE[0] < _area(a, im) < AREA_RANGE[1]:
                 ctx.summary.drop("recognition", "box area outside (0.002, 0.5) of the image", f"annotation {a.id}")
                 continue
-            options = ctx.options_for("recognition", a.category, classes, a.id)
+            options = ctx.options_for("recognition", a.category, classes, a.id,
+                                      image=(f"{im.file_name}#{a.id}", _crop(im, a)))
             out.append(Question(
                 "recognition", f"{im.id}-{a.id}", ask("recognition", options), a.category,
                 option_truth(options, a.category), options, _meta(ctx, im, a, **{"class": a.category}),
@@ -289,6 +295,11 @@ def build_abs_depth(ctx: Context) -> list[Question]:
     return balance(out, lambda q: q.answer, ctx.summary, "depth-bin balance")
 
 
+def _min_diff(ctx: Context, za: float, zb: float) -> float:
+    """0.5 m on metric maps; 10% of the nearer depth on a relative-depth model's map (it has no metres)."""
+    return MIN_DEPTH_DIFF if ctx.depth.metric else 0.1 * min(za, zb)  # type: ignore[union-attr]
+
+
 def build_rel_depth(ctx: Context) -> list[Question]:
     """Pairs whose median depths differ by >= 0.5 m; pairs are taken only while they keep every class as often
     nearer as farther (within one), and red/blue is chosen so each red class answers "red" as often as "blue"."""
@@ -303,11 +314,13 @@ def build_rel_depth(ctx: Context) -> list[Question]:
                 ctx.summary.drop("rel_depth", "no depth map for the image", im.file_name)
             elif a.id not in depths or b.id not in depths:
                 ctx.summary.drop("rel_depth", "an object without depth", f"annotations {a.id},{b.id}")
-            elif abs(depths[a.id][1] - depths[b.id][1]) < MIN_DEPTH_DIFF:
-                ctx.summary.drop("rel_depth", "depths differ by less than 0.5 m", f"annotations {a.id},{b.id}")
+            elif abs(depths[a.id][1] - depths[b.id][1]) < _min_diff(ctx, depths[a.id][1], depths[b.id][1]):
+                ctx.summary.drop("rel_depth", "depths differ by less than 0.5 m" if ctx.depth.metric else  # type: ignore[union-attr]
+                                 "relative depths differ by less than 10%", f"annotations {a.id},{b.id}")  # fmt: skip
             else:
                 near, far = (a, b) if depths[a.id][1] < depths[b.id][1] else (b, a)
                 pairs.append((im, near, far, depths[near.id][1], depths[far.id][1]))
+    unit = "_m" if ctx.depth.metric else "_relative"  # type: ignore[union-attr]
     side = defaultdict(int)  # class -> (#nearer - #farther)
     answers = defaultdict(int)  # red class -> (#red - #blue)
     out = []
@@ -327,8 +340,8 @@ def build_rel_depth(ctx: Context) -> list[Question]:
         out.append(Question(
             "rel_depth", f"{im.id}-{red.id}-{blue.id}", ask("rel_depth", options, a=red.category, b=blue.category),
             answer, option_truth(options, answer), options,
-            _meta(ctx, im, red, blue, **{"class": red.category, "depth_red_m": round(zn if red is near else zf, 3),
-                                         "depth_blue_m": round(zf if red is near else zn, 3)}),
+            _meta(ctx, im, red, blue, **{"class": red.category, f"depth_red{unit}": round(zn if red is near else zf, 3),
+                                         f"depth_blue{unit}": round(zf if red is near else zn, 3)}),
             _boxed(im, red, blue), f"{red.category}|{answer}", answer,
         ))  # fmt: skip
     return balance(out, lambda q: q.answer, ctx.summary, "answer balance", expect=("red", "blue"))
@@ -490,7 +503,7 @@ def build_from_folders(ctx: Context, ava: str) -> list[Question]:
             elif ava == "texture":
                 options = classes  # the paper lists every texture class, in order
             else:
-                options = ctx.options_for(ava, cls, classes, rel)
+                options = ctx.options_for(ava, cls, classes, rel, image=(rel, plain(path)))
             fields = {"object": "object", "family": ctx.family}
             text = ask(ava, options, **fields)
             render = _framed(path) if ava == "emotion" else plain(path)
