@@ -77,7 +77,7 @@ class BuildResult:
 def read_sources(config: BuildConfig) -> tuple[Context, dict[str, dict[str, Any]]]:
     """The build context and each source's provenance (path and sha256)."""
     ctx = Context(seed=config.seed, options_k=config.options, boxes=config.boxes, family=config.family,
-                  max_pairs=config.max_pairs, max_per_task=config.max_per_task)  # fmt: skip
+                  max_pairs=config.max_pairs, max_per_task=config.max_per_task, workers=config.workers)  # fmt: skip
     prov: dict[str, dict[str, Any]] = {}
     from ava.data.build.mining import sampler_factory
 
@@ -279,7 +279,9 @@ def _encode(index: int, fmt: str) -> Encoded:
     source = getattr(q.render, "source", None)
     out = _as_stored(source) if source is not None else None
     if out is None:
-        image: Image.Image = q.render().convert("RGB")
+        image: Image.Image = q.render()
+        if image.mode != "RGB":  # convert() copies even an RGB image
+            image = image.convert("RGB")
         if fmt == "jpeg" or (fmt == "auto" and _source_format(q) == "JPEG"):
             buf = io.BytesIO()
             image.save(buf, format="JPEG", quality=95)
@@ -440,5 +442,6 @@ def _synthetic(ctx: Context) -> bool:
 
 def _options(config: BuildConfig) -> dict[str, Any]:
     return {"options": config.options, "boxes": config.boxes, "test_frac": config.test_frac, "family": config.family,
-            "max_pairs": config.max_pairs, "max_per_task": config.max_per_task, "miner": config.miner,
-            "image_format": config.image_format}  # fmt: skip
+            "max_pairs": config.max_pairs, "max_per_task": config.max_per_task,
+            "image_format": config.image_format,
+            **({"miner": config.miner} if config.miner != "random" else {})}  # the paper's random: as before

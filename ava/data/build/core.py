@@ -99,6 +99,7 @@ class Context:
     max_per_task: int | None = None
     summary: Summary = field(default_factory=Summary)
     miner: Any = None  # a --miner that ranks classes per picture (ava.data.build.mining.BuildMiner)
+    workers: int = 1  # processes for per-image work that dominates proposal (colour's superpixels)
     scratch: Path | None = None  # a depth model's maps, removed when the build ends
     sampler: Callable[[str, int | None], OptionSampler] = field(default=lambda ava, k: random_options(k))
 
