@@ -62,8 +62,9 @@ def run_code(code: Path | None, src: Path, out: Path, workers: int, tasks: bool)
     prog = (f"import sys, json; sys.path.insert(0, {str(Path(__file__).parent)!r}); import ava, bench_build as b; "
             f"r = b.run(b.Path({str(src)!r}), b.Path({str(out)!r}), {workers}, {tasks}); "
             "r['code'] = ava.__file__; print(json.dumps(r))")  # fmt: skip
+    # run from the code's own directory: `python -c` puts the working directory first on sys.path
     done = subprocess.run([sys.executable, "-W", "ignore", "-c", prog], env=env, capture_output=True, text=True,
-                          check=True)  # fmt: skip
+                          check=True, cwd=code or Path(__file__).parent.parent)  # fmt: skip
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
