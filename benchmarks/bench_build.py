@@ -10,6 +10,9 @@ average is recorded before and after, since the build shares the CPUs with whate
 
     python benchmarks/bench_build.py                          # 5000 images, workers 2
     python benchmarks/bench_build.py --images 500 --workers 1
+    # before/after in one run: the code of another commit (a git worktree) and this one, alternating, best of 2
+    git worktree add --detach /tmp/ava-base f9f906f
+    python benchmarks/bench_build.py --tasks none --baseline /tmp/ava-base --repeats 2
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ import json
 import os
 import platform
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -49,26 +54,48 @@ def run(src: Path, out: Path, workers: int, tasks: bool) -> dict:
             "load_after": [round(v, 2) for v in os.getloadavg()]}  # fmt: skip
 
 
+def run_code(code: Path | None, src: Path, out: Path, workers: int, tasks: bool) -> dict:
+    """``run`` in a fresh process, importing ``ava`` from ``code`` (a checkout of another commit) when given."""
+    env = dict(os.environ)
+    if code is not None:
+        env["PYTHONPATH"] = str(code)
+    prog = (f"import sys, json; sys.path.insert(0, {str(Path(__file__).parent)!r}); import ava, bench_build as b; "
+            f"r = b.run(b.Path({str(src)!r}), b.Path({str(out)!r}), {workers}, {tasks}); "
+            "r['code'] = ava.__file__; print(json.dumps(r))")  # fmt: skip
+    # run from the code's own directory: `python -c` puts the working directory first on sys.path
+    done = subprocess.run([sys.executable, "-W", "ignore", "-c", prog], env=env, capture_output=True, text=True,
+                          check=True, cwd=code or Path(__file__).parent.parent)  # fmt: skip
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--images", type=int, default=5000)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--work", type=Path, default=Path("/tmp/ava-bench-build"))
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
+    parser.add_argument("--tasks", choices=("none", "all", "both"), default="both", help="rows without / with tasks")
+    parser.add_argument("--baseline", type=Path, default=None, help="a checkout of another commit, timed alongside")
+    parser.add_argument("--repeats", type=int, default=1, help="runs per row (the best is kept: the CPUs are shared)")
     args = parser.parse_args()
     src = sources(args.work, args.images)
     rows = []
-    for tasks in (False, True):
-        row = run(src, args.work / "out", args.workers, tasks)
-        rows.append(row)
-        print(json.dumps(row), flush=True)
+    codes = [args.baseline, None] if args.baseline else [None]
+    for tasks in {"none": (False,), "all": (True,), "both": (False, True)}[args.tasks]:
+        for code in codes:
+            best = None
+            for _ in range(args.repeats):
+                row = run_code(code, src, args.work / "out", args.workers, tasks)
+                print(json.dumps(row), flush=True)
+                best = row if best is None or row["seconds"] < best["seconds"] else best
+            rows.append({**best, "code": "baseline" if code else "this checkout"})
     meta = {"images": args.images, "cpus": os.cpu_count(), "affinity": len(os.sched_getaffinity(0)),
             "python": platform.python_version(), "machine": platform.processor() or platform.machine()}  # fmt: skip
-    print("| images | tasks | workers | seconds | samples | abilities | load avg before | load avg after |")
-    print("|---:|---|---:|---:|---:|---:|---|---|")
+    print("| code | images | tasks | workers | seconds (best) | samples | abilities | load before | load after |")
+    print("|---|---:|---|---:|---:|---:|---:|---|---|")
     for r in rows:
-        print(f"| {args.images} | {'yes' if r['tasks'] else 'no'} | {r['workers']} | {r['seconds']} | {r['samples']} "
-              f"| {r['abilities']} | {r['load_before']} | {r['load_after']} |")
+        print(f"| {r['code']} | {args.images} | {'yes' if r['tasks'] else 'no'} | {r['workers']} | {r['seconds']} "
+              f"| {r['samples']} | {r['abilities']} | {r['load_before']} | {r['load_after']} |")
     if args.json:
         args.json.write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
 

@@ -199,6 +199,9 @@ def build(
     coco: Annotated[Path | None, typer.Option(help="COCO-style instances JSON (boxes, polygons or RLE masks).")] = None,
     images: Annotated[Path | None, typer.Option(help="Directory the COCO / text files' file names are in.")] = None,
     depth: Annotated[Path | None, typer.Option(help="Depth maps by image stem: 16-bit PNG (mm) or .npy (m).")] = None,
+    depth_model: Annotated[str | None, typer.Option(
+        help="A transformers depth-estimation checkpoint (hub id or dir) run once over the images; a relative-depth "
+             "model gives only nearer/farther questions.")] = None,
     classes: Annotated[
         list[str] | None,
         typer.Option(help="Class folders: DIR with ability-named subfolders, or ABILITY=DIR (repeatable)."),
@@ -225,8 +228,12 @@ def build(
     image_format: Annotated[
         str, typer.Option(help="Drawn images: auto (JPEG q95 from JPEG sources, else PNG), png or jpeg.")
     ] = "auto",
+    miner: Annotated[str, typer.Option(help="Options of choice abilities: random or clip@<hub-id-or-dir> (FOCI hard "
+                                             "negatives; cache:VFM only after extraction, with `ava data options`).")
+                     ] = "random",
+    device: Annotated[str, typer.Option(help="Device of --depth-model and a clip@ --miner.")] = "cpu",
     workers: Annotated[
-        int, typer.Option(help="Processes that draw and encode images.", callback=checked("workers"))
+        int, typer.Option(help="Processes that find superpixels, draw and encode images.", callback=checked("workers"))
     ] = 1,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing ava dataset at --out.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
@@ -240,14 +247,16 @@ def build(
     from ava.api import build_data
 
     result = build_data(
-        out, coco=coco, images=images, depth=depth, classes=classes or [], text=text, attributes=attributes,
+        out, coco=coco, images=images, depth=depth, depth_model=depth_model, miner=miner, device=device,
+        classes=classes or [], text=text, attributes=attributes,
         ava=ava, tasks=[] if tasks == ["none"] else tasks, seed=seed, options=options, boxes=boxes,
         test_frac=test_frac, family=family, max_pairs=max_pairs, max_per_task=max_per_task or None,
         image_format=image_format, workers=workers, force=force, progress=not (quiet or as_json),
     )  # fmt: skip
     if as_json:
         typer.echo(json.dumps({"out": str(result.out), "counts": result.counts, "summary": result.summary,
-                               "skipped": result.skipped, "seconds": round(result.seconds, 2)}, indent=2))  # fmt: skip
+                               "skipped": result.skipped, "seconds": round(result.seconds, 2),
+                               "models": _models_used(result.sources)}, indent=2))  # fmt: skip
         return
     _print_build(result)
 
@@ -272,6 +281,20 @@ def _print_build(result: Any) -> None:
             console.print(f"  {row['ability']}: {r['reason']} ({r['n']}{example})", highlight=False, soft_wrap=True)
     for key, why in result.skipped.items():
         console.print(f"not built: {key} ({why})", highlight=False, soft_wrap=True)
+    for line in _models_used(result.sources):
+        console.print(line, highlight=False, soft_wrap=True)
+
+
+def _models_used(sources: dict[str, Any]) -> list[str]:
+    """One line per model the build ran (depth model, option miner), saying when its weights are random."""
+    out = []
+    depth = sources.get("depth", {})
+    if "model" in depth:
+        rand = ", RANDOM WEIGHTS" if depth.get("random_weights") else ""
+        out.append(f"depth model: {depth['model']} ({depth['kind']}{rand}; sha256 {depth['sha256'][:12]})")
+    if "miner" in sources:
+        out.append(f"options mined by {sources['miner']['miner']}")
+    return out
 
 
 @app.command("synth-sources")

@@ -20,7 +20,7 @@ import io
 import json
 import os
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +71,8 @@ class Sample:
         return (self.ava, self.id)
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), ensure_ascii=False, sort_keys=False)
+        # fields as they are (no deep copy as asdict makes: the fields hold JSON values only, so the text is the same)
+        return json.dumps({f.name: getattr(self, f.name) for f in fields(self)}, ensure_ascii=False, sort_keys=False)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Sample:

@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import itertools
 import math
+import multiprocessing as mp
 from collections import defaultdict
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -23,6 +27,7 @@ from ava.data.build.core import (
     Question,
     ask,
     balance,
+    cached_image,
     draw_box,
     fmt_box,
     fmt_rgb,
@@ -119,6 +124,11 @@ def _boxed(im: SourceImage, red: Instance | None = None, blue: Instance | None =
     return render
 
 
+def _crop(im: SourceImage, a: Instance) -> Callable[[], Image.Image]:
+    """The object's box cut from its image (what a --miner ranks the classes for)."""
+    return lambda: image_copy(im.path).crop(tuple(round(v) for v in a.xyxy))
+
+
 def build_recognition(ctx: Context) -> list[Question]:
     classes = ctx.coco.class_names  # type: ignore[union-attr]
     out = []
@@ -128,7 +138,8 @@ def build_recognition(ctx: Context) -> list[Question]:
             if not AREA_RANGE[0] < _area(a, im) < AREA_RANGE[1]:
                 ctx.summary.drop("recognition", "box area outside (0.002, 0.5) of the image", f"annotation {a.id}")
                 continue
-            options = ctx.options_for("recognition", a.category, classes, a.id)
+            options = ctx.options_for("recognition", a.category, classes, a.id,
+                                      image=(f"{im.file_name}#{a.id}", _crop(im, a)))
             out.append(Question(
                 "recognition", f"{im.id}-{a.id}", ask("recognition", options), a.category,
                 option_truth(options, a.category), options, _meta(ctx, im, a, **{"class": a.category}),
@@ -289,6 +300,11 @@ def build_abs_depth(ctx: Context) -> list[Question]:
     return balance(out, lambda q: q.answer, ctx.summary, "depth-bin balance")
 
 
+def _min_diff(ctx: Context, za: float, zb: float) -> float:
+    """0.5 m on metric maps; 10% of the nearer depth on a relative-depth model's map (it has no metres)."""
+    return MIN_DEPTH_DIFF if ctx.depth.metric else 0.1 * min(za, zb)  # type: ignore[union-attr]
+
+
 def build_rel_depth(ctx: Context) -> list[Question]:
     """Pairs whose median depths differ by >= 0.5 m; pairs are taken only while they keep every class as often
     nearer as farther (within one), and red/blue is chosen so each red class answers "red" as often as "blue"."""
@@ -303,11 +319,13 @@ def build_rel_depth(ctx: Context) -> list[Question]:
                 ctx.summary.drop("rel_depth", "no depth map for the image", im.file_name)
             elif a.id not in depths or b.id not in depths:
                 ctx.summary.drop("rel_depth", "an object without depth", f"annotations {a.id},{b.id}")
-            elif abs(depths[a.id][1] - depths[b.id][1]) < MIN_DEPTH_DIFF:
-                ctx.summary.drop("rel_depth", "depths differ by less than 0.5 m", f"annotations {a.id},{b.id}")
+            elif abs(depths[a.id][1] - depths[b.id][1]) < _min_diff(ctx, depths[a.id][1], depths[b.id][1]):
+                ctx.summary.drop("rel_depth", "depths differ by less than 0.5 m" if ctx.depth.metric else  # type: ignore[union-attr]
+                                 "relative depths differ by less than 10%", f"annotations {a.id},{b.id}")  # fmt: skip
             else:
                 near, far = (a, b) if depths[a.id][1] < depths[b.id][1] else (b, a)
                 pairs.append((im, near, far, depths[near.id][1], depths[far.id][1]))
+    unit = "_m" if ctx.depth.metric else "_relative"  # type: ignore[union-attr]
     side = defaultdict(int)  # class -> (#nearer - #farther)
     answers = defaultdict(int)  # red class -> (#red - #blue)
     out = []
@@ -327,8 +345,8 @@ def build_rel_depth(ctx: Context) -> list[Question]:
         out.append(Question(
             "rel_depth", f"{im.id}-{red.id}-{blue.id}", ask("rel_depth", options, a=red.category, b=blue.category),
             answer, option_truth(options, answer), options,
-            _meta(ctx, im, red, blue, **{"class": red.category, "depth_red_m": round(zn if red is near else zf, 3),
-                                         "depth_blue_m": round(zf if red is near else zn, 3)}),
+            _meta(ctx, im, red, blue, **{"class": red.category, f"depth_red{unit}": round(zn if red is near else zf, 3),
+                                         f"depth_blue{unit}": round(zf if red is near else zn, 3)}),
             _boxed(im, red, blue), f"{red.category}|{answer}", answer,
         ))  # fmt: skip
     return balance(out, lambda q: q.answer, ctx.summary, "answer balance", expect=("red", "blue"))
@@ -420,38 +438,60 @@ def region_colour(image: Image.Image, label: int) -> tuple[np.ndarray, float] | 
     w, h = image.size
     rows = (np.arange(h) * labels.shape[0]) // h
     cols = (np.arange(w) * labels.shape[1]) // w
-    mask = labels[rows][:, cols] == label
+    # Only the full-size rows and columns the superpixel reaches: outside them the mask is empty, and erosion
+    # (border 0) gives the same pixels on that window as on the whole image.
+    ys, xs = np.nonzero(labels == label)
+    r = np.nonzero((rows >= ys.min()) & (rows <= ys.max()))[0]
+    c = np.nonzero((cols >= xs.min()) & (cols <= xs.max()))[0]
+    y0, y1, x0, x1 = int(r[0]), int(r[-1]) + 1, int(c[0]), int(c[-1]) + 1
+    mask = labels[rows[y0:y1]][:, cols[x0:x1]] == label
     shrink = math.ceil(max(w / labels.shape[1], h / labels.shape[0]))
     inside = binary_erosion(mask, iterations=shrink) if shrink > 1 else mask
     if not inside.any():
         return None
-    values = np.asarray(image, dtype=np.float64)[inside]
+    values = np.asarray(image.crop((x0, y0, x1, y1)), dtype=np.float64)[inside]
     return values.mean(0), float(values.std(0).max())
+
+
+def colour_of(path: Path) -> tuple[str, Any, Any]:
+    """The colour question of one image: ("ok", box, mean RGB) or ("drop", reason, None)."""
+    image = cached_image(path)  # read only here: no copy
+    regions = color_regions(image)
+    ok = [r for r in regions if r[2] <= MAX_COLOR_STD and r[3] >= MIN_FILL and r[4] >= MIN_REGION]
+    if not ok:
+        reason = ("no superpixel of one colour" if all(r[2] > MAX_COLOR_STD for r in regions)
+                  else "no one-colour superpixel filling its box and large enough")  # fmt: skip
+        return "drop", reason, None
+    for box, *_, label in sorted(ok, key=lambda r: (-r[4], r[0])):  # the largest first
+        measured = region_colour(image, label)
+        if measured is not None and measured[1] <= MAX_COLOR_STD:
+            return "ok", box, measured[0]
+    return "drop", "no superpixel of one colour at full size", None
+
+
+def _colours(paths: list[Path], workers: int) -> list[tuple[str, Any, Any]]:
+    """:func:`colour_of` for every path, in order; by forked processes when ``workers > 1`` (SLIC is most of a
+    build's question-proposal time)."""
+    if workers <= 1 or len(paths) < 64 or "fork" not in mp.get_all_start_methods():
+        return [colour_of(p) for p in paths]
+    chunks = [paths[i : i + 32] for i in range(0, len(paths), 32)]
+    with ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
+        return [r for done in pool.map(_colour_chunk, chunks) for r in done]
+
+
+def _colour_chunk(paths: list[Path]) -> list[tuple[str, Any, Any]]:
+    return [colour_of(p) for p in paths]
 
 
 def build_color(ctx: Context) -> list[Question]:
     """One superpixel per image: the largest one of a single colour (low spread) that fills most of its box."""
     out = []
-    for im in (ctx.coco.images.values() if ctx.coco else []):
+    images = list(ctx.coco.images.values()) if ctx.coco else []
+    for im, (status, box, mean) in zip(images, _colours([im.path for im in images], ctx.workers), strict=True):
         ctx.summary.consider("color")
-        regions = color_regions(image_copy(im.path))
-        ok = [r for r in regions if r[2] <= MAX_COLOR_STD and r[3] >= MIN_FILL and r[4] >= MIN_REGION]
-        if not ok:
-            reason = ("no superpixel of one colour" if all(r[2] > MAX_COLOR_STD for r in regions)
-                      else "no one-colour superpixel filling its box and large enough")  # fmt: skip
-            ctx.summary.drop("color", reason, im.file_name)
+        if status == "drop":
+            ctx.summary.drop("color", box, im.file_name)
             continue
-        full = image_copy(im.path)
-        found = None
-        for box, *_, label in sorted(ok, key=lambda r: (-r[4], r[0])):  # the largest first
-            measured = region_colour(full, label)
-            if measured is not None and measured[1] <= MAX_COLOR_STD:
-                found = box, measured[0]
-                break
-        if found is None:
-            ctx.summary.drop("color", "no superpixel of one colour at full size", im.file_name)
-            continue
-        box, mean = found
         rgb = [int(round(v)) for v in mean]
         cell = "rgb " + "".join(str(min(c, 255) * 3 // 256) for c in rgb)
 
@@ -490,7 +530,7 @@ def build_from_folders(ctx: Context, ava: str) -> list[Question]:
             elif ava == "texture":
                 options = classes  # the paper lists every texture class, in order
             else:
-                options = ctx.options_for(ava, cls, classes, rel)
+                options = ctx.options_for(ava, cls, classes, rel, image=(rel, plain(path)))
             fields = {"object": "object", "family": ctx.family}
             text = ask(ava, options, **fields)
             render = _framed(path) if ava == "emotion" else plain(path)

@@ -11,6 +11,7 @@ import io
 import multiprocessing as mp
 import os
 import shutil
+import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -42,6 +43,8 @@ class BuildConfig:
     coco: Path | None = None
     images: Path | None = None
     depth: Path | None = None
+    depth_model: str | None = None  # a transformers depth-estimation checkpoint (hub id or directory), run once
+    device: str = "cpu"  # of the depth model and the clip@ miner
     classes: list[str] = field(default_factory=list)  # "DIR" (ability-named subfolders) or "ABILITY=DIR"
     text: Path | None = None
     attributes: Path | None = None
@@ -55,6 +58,7 @@ class BuildConfig:
     max_pairs: int = 4  # object pairs per image, for pair questions
     max_per_task: int | None = 2000  # questions per task-augmentation task (balanced); None: all
     image_format: str = "auto"  # auto: a drawn image is JPEG (quality 95) where its source is a JPEG, else PNG
+    miner: str = "random"  # options of choice abilities: random (the paper) or clip@<hub-id-or-dir> (FOCI)
     workers: int = 1
     force: bool = False
 
@@ -67,19 +71,39 @@ class BuildResult:
     skipped: dict[str, str]  # ability -> why it was not built
     split: dict[str, Any]
     seconds: float
+    sources: dict[str, dict[str, Any]] = field(default_factory=dict)  # provenance, as in dataset.json
 
 
 def read_sources(config: BuildConfig) -> tuple[Context, dict[str, dict[str, Any]]]:
     """The build context and each source's provenance (path and sha256)."""
     ctx = Context(seed=config.seed, options_k=config.options, boxes=config.boxes, family=config.family,
-                  max_pairs=config.max_pairs, max_per_task=config.max_per_task)  # fmt: skip
+                  max_pairs=config.max_pairs, max_per_task=config.max_per_task, workers=config.workers)  # fmt: skip
     prov: dict[str, dict[str, Any]] = {}
+    from ava.data.build.mining import sampler_factory
+
+    ctx.sampler, ctx.miner = sampler_factory(config.miner, config.device)
+    if ctx.miner is not None:
+        prov["miner"] = ctx.miner.record()
     if (config.coco or config.text) and config.images is None:
         raise BuildError("--images DIR is required with --coco or --text (the directory their file names are in)")
     if config.coco:
         ctx.coco = src.read_coco(Path(config.coco), Path(config.images))  # type: ignore[arg-type]
         prov["coco"] = {"path": str(config.coco), "sha256": src.sha256_file(Path(config.coco)),
                         "images": len(ctx.coco.images), "annotations": ctx.coco.n_annotations}  # fmt: skip
+    if config.depth and config.depth_model:
+        raise BuildError("--depth and --depth-model both give depth; pass one")
+    if config.depth_model:
+        if ctx.coco is None:
+            raise BuildError("--depth-model needs --coco (depth questions are about annotated objects)")
+        from ava.data.build import depth_model
+
+        ctx.scratch = Path(tempfile.mkdtemp(prefix="ava-depth-"))
+        try:
+            ctx.depth, prov["depth"] = depth_model.run(config.depth_model, list(ctx.coco.images.values()),
+                                                       ctx.scratch, device=config.device)  # fmt: skip
+        except BaseException:
+            shutil.rmtree(ctx.scratch, ignore_errors=True)
+            raise
     if config.depth:
         if ctx.coco is None:
             raise BuildError("--depth needs --coco (depth questions are about annotated objects)")
@@ -157,6 +181,7 @@ def _have(ctx: Context) -> set[str]:
     return have
 
 
+METRIC_ONLY = ("abs_depth",)  # abilities that need depth in metres (not a relative-depth model's map)
 _SOURCE_OPTION = {"coco": "--coco", "depth": "--depth", "text": "--text", "attributes": "--attributes"}
 
 
@@ -185,6 +210,9 @@ def plan(ctx: Context, ava: list[str] | None, tasks: list[str] | None) -> tuple[
             missing = [s for s in pool[key][0] if s not in have]
             if missing:
                 raise BuildError(f"{key} needs {', '.join(_option(s) for s in missing)}")
+            if key in METRIC_ONLY and not ctx.depth.metric:  # type: ignore[union-attr]
+                raise BuildError(f"{key} asks for metres, and the --depth-model predicts relative depth; use a "
+                                 "metric depth model or --depth maps, or only nearer/farther questions")  # fmt: skip
             wanted.add(key)
     chosen, skipped = [], {}
     for key in BUILTIN_KEYS:
@@ -193,6 +221,8 @@ def plan(ctx: Context, ava: list[str] | None, tasks: list[str] | None) -> tuple[
         missing = [s for s in table[key][0] if s not in have]
         if missing:
             skipped[key] = "no " + ", ".join(_option(s) for s in missing)
+        elif key in METRIC_ONLY and not ctx.depth.metric:  # type: ignore[union-attr]
+            skipped[key] = "relative depth model: no metres"
         else:
             chosen.append(key)
     return chosen, skipped
@@ -249,7 +279,9 @@ def _encode(index: int, fmt: str) -> Encoded:
     source = getattr(q.render, "source", None)
     out = _as_stored(source) if source is not None else None
     if out is None:
-        image: Image.Image = q.render().convert("RGB")
+        image: Image.Image = q.render()
+        if image.mode != "RGB":  # convert() copies even an RGB image
+            image = image.convert("RGB")
         if fmt == "jpeg" or (fmt == "auto" and _source_format(q) == "JPEG"):
             buf = io.BytesIO()
             image.save(buf, format="JPEG", quality=95)
@@ -353,6 +385,15 @@ def build_dataset(config: BuildConfig, progress: bool = False) -> BuildResult:
                              "ever replaced)")  # fmt: skip
         check_replaceable(out, option="--force")
     ctx, prov = read_sources(config)
+    try:
+        return _build(config, ctx, prov, out, start, progress)
+    finally:
+        if ctx.scratch is not None:
+            shutil.rmtree(ctx.scratch, ignore_errors=True)
+
+
+def _build(config: BuildConfig, ctx: Context, prov: dict[str, dict[str, Any]], out: Path, start: float,
+           progress: bool) -> BuildResult:  # fmt: skip
     keys, skipped = plan(ctx, config.ava, config.tasks)
     if not keys:
         raise BuildError("nothing to build: " + ("; ".join(f"{k}: {v}" for k, v in skipped.items()) or
@@ -383,7 +424,7 @@ def build_dataset(config: BuildConfig, progress: bool = False) -> BuildResult:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         cached_image.cache_clear()
-    return BuildResult(out, counts, ctx.summary.rows(), skipped, split_info, time.perf_counter() - start)
+    return BuildResult(out, counts, ctx.summary.rows(), skipped, split_info, time.perf_counter() - start, prov)
 
 
 def _replace(tmp: Path, out: Path) -> None:
@@ -402,4 +443,5 @@ def _synthetic(ctx: Context) -> bool:
 def _options(config: BuildConfig) -> dict[str, Any]:
     return {"options": config.options, "boxes": config.boxes, "test_frac": config.test_frac, "family": config.family,
             "max_pairs": config.max_pairs, "max_per_task": config.max_per_task,
-            "image_format": config.image_format}  # fmt: skip
+            "image_format": config.image_format,
+            **({"miner": config.miner} if config.miner != "random" else {})}  # the paper's random: as before

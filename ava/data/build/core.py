@@ -98,6 +98,9 @@ class Context:
     max_pairs: int = 4
     max_per_task: int | None = None
     summary: Summary = field(default_factory=Summary)
+    miner: Any = None  # a --miner that ranks classes per picture (ava.data.build.mining.BuildMiner)
+    workers: int = 1  # processes for per-image work that dominates proposal (colour's superpixels)
+    scratch: Path | None = None  # a depth model's maps, removed when the build ends
     sampler: Callable[[str, int | None], OptionSampler] = field(default=lambda ava, k: random_options(k))
 
     def rng(self, *keys: object) -> np.random.Generator:
@@ -105,11 +108,16 @@ class Context:
         digest = hashlib.sha256(repr((self.seed, *keys)).encode()).digest()
         return np.random.default_rng(int.from_bytes(digest[:8], "little"))
 
-    def options_for(self, ava: str, truth: str, classes: Sequence[str], key: object) -> list[str]:
-        """Sampled options (the paper's count, or ``--options``), through the one :class:`OptionSampler` seam."""
+    def options_for(self, ava: str, truth: str, classes: Sequence[str], key: object,
+                    image: tuple[str, Callable[[], Image.Image]] | None = None) -> list[str]:  # fmt: skip
+        """Sampled options (the paper's count, or ``--options``), through the one :class:`OptionSampler` seam;
+        ``image`` (a key and its picture) is what a ``--miner`` ranks the classes for."""
         k = self.options_k if self.options_k is not None else PAPER_OPTIONS.get(ava)
         k = None if k is None else min(k, len(classes))
-        return self.sampler(ava, k)(truth, classes, self.rng(ava, "options", key))
+        if image is not None and self.miner is not None:
+            self.miner.images[image[0]] = image[1]
+        return self.sampler(ava, k)(truth, classes, self.rng(ava, "options", key),
+                                    image=None if image is None else image[0])
 
 
 def ask(ava: str, options: Sequence[str] | None = None, **fields: str) -> str:
