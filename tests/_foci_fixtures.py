@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 import string
 from pathlib import Path
+from typing import Any
 
 from PIL import Image, ImageDraw
 
@@ -156,3 +157,17 @@ def save_tiny_text_llm(path: Path) -> Path:
                                      num_attention_heads=2)).save_pretrained(path)  # fmt: skip
     tok.save_pretrained(path)
     return path
+
+
+def run_main(args: list[str], capsys: Any) -> tuple[int, str]:
+    """``ava ARGS`` in this process: (exit code, what it printed, on one line)."""
+    from ava.cli.main import main
+
+    capsys.readouterr()
+    try:
+        main(args)
+        code = 0
+    except SystemExit as e:
+        code = int(e.code or 0)
+    captured = capsys.readouterr()
+    return code, " ".join((captured.out + captured.err).split())

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from _foci_fixtures import make_choice_data
+from _foci_fixtures import run_main as _run
 
-from ava.cli.main import main
 from ava.data.format import Dataset
 
 open_clip = pytest.importorskip("open_clip")
@@ -24,15 +24,6 @@ TINY = {
     "text_cfg": {"context_length": 16, "vocab_size": 49408, "width": 32, "heads": 2, "layers": 2},
 }
 
-
-def _run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
-    try:
-        main(args)
-        code = 0
-    except SystemExit as e:
-        code = int(e.code or 0)
-    captured = capsys.readouterr()
-    return code, " ".join((captured.out + captured.err).split())
 
 
 @pytest.fixture(scope="module")

@@ -9,19 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 from _foci_fixtures import make_choice_data, save_tiny_image_text
+from _foci_fixtures import run_main as _run
 
 from ava.abilities import get_ability
 from ava.abilities.parsers import extract_options
 from ava.cli.main import main
 from ava.data.format import Dataset
 from ava.data.truth import derive_truth
-
-
-def _run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
-    with pytest.raises(SystemExit) as exc:
-        main(args)
-    captured = capsys.readouterr()
-    return int(exc.value.code or 0), " ".join((captured.out + captured.err).split())
 
 
 @pytest.fixture(scope="module")

@@ -9,19 +9,7 @@ from pathlib import Path
 
 import pytest
 from _foci_fixtures import make_choice_data, save_tiny_text_llm, save_tiny_vlm
-
-from ava.cli.main import main
-
-
-def _run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
-    capsys.readouterr()
-    try:
-        main(args)
-        code = 0
-    except SystemExit as e:
-        code = int(e.code or 0)
-    captured = capsys.readouterr()
-    return code, " ".join((captured.out + captured.err).split())
+from _foci_fixtures import run_main as _run
 
 
 @pytest.fixture(scope="module")

@@ -10,18 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from _foci_fixtures import make_choice_data, save_tiny_image_text
-
-from ava.cli.main import main
-
-
-def _run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
-    try:
-        main(args)
-        code = 0
-    except SystemExit as e:
-        code = int(e.code or 0)
-    captured = capsys.readouterr()
-    return code, " ".join((captured.out + captured.err).split())
+from _foci_fixtures import run_main as _run
 
 
 @pytest.fixture(scope="module")
