@@ -10,7 +10,6 @@ questions. Remote code is never run.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -49,10 +48,11 @@ def _local_dir(source: str) -> Path:
 
 
 def weights_digest(root: Path) -> str:
-    """sha256 over (file name, sha256) of the checkpoint's config and weight files."""
-    files = sorted(p for p in root.iterdir() if p.name == "config.json" or p.suffix in WEIGHT_SUFFIXES)
-    items = "".join(f"{p.name}\0{hashlib.sha256(p.read_bytes()).hexdigest()}\n" for p in files)
-    return hashlib.sha256(items.encode()).hexdigest()
+    """sha256 over (file name, content) of the checkpoint's config and weight files, read in blocks
+    (:func:`ava.vfm.weights.hash_files`, the VFMs' weight digest)."""
+    from ava.vfm.weights import hash_files
+
+    return hash_files(sorted(p for p in root.iterdir() if p.name == "config.json" or p.suffix in WEIGHT_SUFFIXES))
 
 
 def load(source: str, device: str = "cpu") -> tuple[Any, Any, dict[str, Any]]:
