@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import itertools
 import math
-import multiprocessing as mp
 from collections import defaultdict
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -60,11 +58,15 @@ def _area(a: Instance, im: SourceImage) -> float:
     return a.bbox[2] * a.bbox[3] / (im.width * im.height)
 
 
+def _usable(im: SourceImage) -> list[Instance]:
+    """An image's instances that can be asked about: not crowd regions, not zero-area boxes."""
+    return [a for a in im.instances if a.bbox[2] > 0 and a.bbox[3] > 0 and not a.iscrowd]
+
+
 def _objects(ctx: Context, ava: str) -> list[tuple[SourceImage, list[Instance]]]:
     """Images with their usable instances; crowd regions and zero-area boxes are dropped and counted here."""
     out = []
     for im in ctx.coco.images.values():  # type: ignore[union-attr]
-        keep = []
         for a in im.instances:
             if a.bbox[2] <= 0 or a.bbox[3] <= 0 or a.iscrowd:
                 ctx.summary.consider(ava)
@@ -72,9 +74,7 @@ def _objects(ctx: Context, ava: str) -> list[tuple[SourceImage, list[Instance]]]
                 ctx.summary.drop(ava, "box of zero area", f"annotation {a.id}")
             elif a.iscrowd:
                 ctx.summary.drop(ava, "crowd region (iscrowd=1): not one object", f"annotation {a.id}")
-            else:
-                keep.append(a)
-        out.append((im, keep))
+        out.append((im, _usable(im)))
     return out
 
 
@@ -181,15 +181,23 @@ def build_counting(ctx: Context) -> list[Question]:
                    groups=lambda q: q.meta["class"])  # fmt: skip
 
 
+def _pair_choice(ctx: Context, ava: str, im: SourceImage,
+                 anns: list[Instance]) -> tuple[list[tuple[Instance, Instance]], list[tuple[Instance, Instance]]]:
+    """Unordered pairs of an image's instances: the (at most ``ctx.max_pairs``) asked about, a seeded choice, and
+    the rest."""
+    pairs = list(itertools.combinations(anns, 2))
+    order = ctx.rng(ava, "pairs", im.id).permutation(len(pairs))
+    return [pairs[i] for i in sorted(order[: ctx.max_pairs])], [pairs[i] for i in order[ctx.max_pairs:]]
+
+
 def _pairs(ctx: Context, ava: str, im: SourceImage, anns: list[Instance]) -> list[tuple[Instance, Instance]]:
     """Unordered pairs of an image's instances, at most ``ctx.max_pairs`` of them (a seeded choice; the rest
     counted), so a crowded image does not dominate the ability."""
-    pairs = list(itertools.combinations(anns, 2))
-    order = ctx.rng(ava, "pairs", im.id).permutation(len(pairs))
-    for i in order[ctx.max_pairs:]:
+    kept, rest = _pair_choice(ctx, ava, im, anns)
+    for a, b in rest:
         ctx.summary.consider(ava)
-        ctx.summary.drop(ava, f"over {ctx.max_pairs} pairs per image", f"annotations {pairs[i][0].id},{pairs[i][1].id}")
-    return [pairs[i] for i in sorted(order[: ctx.max_pairs])]
+        ctx.summary.drop(ava, f"over {ctx.max_pairs} pairs per image", f"annotations {a.id},{b.id}")
+    return kept
 
 
 def _spatial_answer(r: Instance, b: Instance) -> str | None:
@@ -469,25 +477,12 @@ def colour_of(path: Path) -> tuple[str, Any, Any]:
     return "drop", "no superpixel of one colour at full size", None
 
 
-def _colours(paths: list[Path], workers: int) -> list[tuple[str, Any, Any]]:
-    """:func:`colour_of` for every path, in order; by forked processes when ``workers > 1`` (SLIC is most of a
-    build's question-proposal time)."""
-    if workers <= 1 or len(paths) < 64 or "fork" not in mp.get_all_start_methods():
-        return [colour_of(p) for p in paths]
-    chunks = [paths[i : i + 32] for i in range(0, len(paths), 32)]
-    with ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
-        return [r for done in pool.map(_colour_chunk, chunks) for r in done]
-
-
-def _colour_chunk(paths: list[Path]) -> list[tuple[str, Any, Any]]:
-    return [colour_of(p) for p in paths]
-
-
 def build_color(ctx: Context) -> list[Question]:
     """One superpixel per image: the largest one of a single colour (low spread) that fills most of its box."""
     out = []
     images = list(ctx.coco.images.values()) if ctx.coco else []
-    for im, (status, box, mean) in zip(images, _colours([im.path for im in images], ctx.workers), strict=True):
+    for im in images:
+        status, box, mean = ctx.pixels["color"][im.id]
         ctx.summary.consider("color")
         if status == "drop":
             ctx.summary.drop("color", box, im.file_name)
@@ -553,6 +548,11 @@ def _framed(path) -> Callable[[], Image.Image]:
 
     return render
 
+
+# ability -> (the images it reads, per-image work): run by ava.data.build.pixels before the builders
+PIXEL_RULES: dict[str, tuple[Any, Callable[[Context, SourceImage], Any]]] = {
+    "color": (None, lambda ctx, im: colour_of(im.path)),
+}
 
 FOLDER_ABILITIES = ("fine_grained", "action", "texture", "scene", "emotion", "orientation")
 # ability -> (sources it needs, builder)

@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import hashlib
 import io
-import multiprocessing as mp
 import os
 import shutil
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,8 +20,11 @@ from PIL import Image
 
 from ava.data.build import sources as src
 from ava.data.build.abilities import BUILDERS, FOLDER_ABILITIES
+from ava.data.build.abilities import PIXEL_RULES as ABILITY_PIXEL_RULES
 from ava.data.build.core import RULE_VERSION, Context, Question, cached_image
+from ava.data.build.parallel import imap
 from ava.data.build.split import MIN_STRATUM, assign
+from ava.data.build.tasks import PIXEL_RULES as TASK_PIXEL_RULES
 from ava.data.build.tasks import TASKS
 from ava.data.format import DatasetWriter, Sample, check_replaceable, encode_png
 from ava.errors import AvaError
@@ -242,10 +243,13 @@ def _cap(questions: list[Question], n: int | None) -> list[Question]:
     return [q for q in questions if q.id in keep]
 
 
-def make_questions(ctx: Context, keys: list[str], max_per_task: int | None) -> list[Question]:
+def make_questions(ctx: Context, keys: list[str], max_per_task: int | None, progress: bool = False) -> list[Question]:
     from ava.abilities.tasks import is_task
+    from ava.data.build.pixels import run_pass
 
     table = {**BUILDERS, **TASKS}
+    rules = {**ABILITY_PIXEL_RULES, **TASK_PIXEL_RULES}
+    run_pass(ctx, {k: rules[k] for k in keys if k in rules}, progress)
     out = []
     for key in keys:
         qs = table[key][1](ctx)
@@ -264,36 +268,67 @@ def make_questions(ctx: Context, keys: list[str], max_per_task: int | None) -> l
 
 # -- writing --------------------------------------------------------------------------------------------------------
 
-_PENDING: list[Question] = []  # read by forked workers (questions hold closures, which do not pickle)
-Encoded = tuple[bytes, int, int, str]  # image bytes, width, height, file extension
-_ENCODED: dict[tuple, Encoded] = {}  # image_key -> encoded image, for the questions of the current source image
+Stored = tuple[str, int, int]  # the image's path in the dataset, width, height
 
 
-def _encode(index: int, fmt: str) -> Encoded:
-    q = _PENDING[index]
-    key = q.image_key
-    if key is not None and key in _ENCODED:
-        return _ENCODED[key]
-    if len(_ENCODED) > 32:
-        _ENCODED.clear()
+class _Store:
+    """Draws, encodes and stores the questions' images (in the worker processes, when there are several): each
+    process writes the content-addressed files itself and hands back only their names.
+
+    The files go into the build's own temporary directory, which is renamed into place only when everything is
+    written and removed on any failure, so a file is created and written directly (``O_EXCL``: of two processes
+    storing the same picture, one writes it), with no per-file temporary and rename."""
+
+    def __init__(self, questions: list[Question], fmt: str, images: Path) -> None:
+        self.questions, self.fmt, self.images = questions, fmt, images
+        self.done: dict[tuple, Stored] = {}  # image_key -> stored image, for the questions of the current image
+        self.dirs: set[str] = set()
+
+    def _put(self, data: bytes, ext: str) -> str:
+        sha = hashlib.sha256(data).hexdigest()
+        rel = f"{sha[:2]}/{sha}.{ext}"
+        if sha[:2] not in self.dirs:
+            (self.images / sha[:2]).mkdir(parents=True, exist_ok=True)
+            self.dirs.add(sha[:2])
+        try:
+            fd = os.open(self.images / rel, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            return rel
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        return rel
+
+    def __call__(self, index: int) -> Stored:
+        q = self.questions[index]
+        key = q.image_key
+        if key is not None and key in self.done:
+            return self.done[key]
+        if len(self.done) > 32:
+            self.done.clear()
+        data, w, h, ext = _encode(q, self.fmt)
+        out = (self._put(data, ext), w, h)
+        if key is not None:
+            self.done[key] = out
+        return out
+
+
+def _encode(q: Question, fmt: str) -> tuple[bytes, int, int, str]:
+    """A question's image as file bytes, its size and file extension."""
     source = getattr(q.render, "source", None)
     out = _as_stored(source) if source is not None else None
-    if out is None:
-        image: Image.Image = q.render()
-        if image.mode != "RGB":  # convert() copies even an RGB image
-            image = image.convert("RGB")
-        if fmt == "jpeg" or (fmt == "auto" and _source_format(q) == "JPEG"):
-            buf = io.BytesIO()
-            image.save(buf, format="JPEG", quality=95)
-            out = (buf.getvalue(), image.width, image.height, "jpg")
-        else:
-            out = (encode_png(image), image.width, image.height, "png")
-    if key is not None:
-        _ENCODED[key] = out
-    return out
+    if out is not None:
+        return out
+    image: Image.Image = q.render()
+    if image.mode != "RGB":  # convert() copies even an RGB image
+        image = image.convert("RGB")
+    if fmt == "jpeg" or (fmt == "auto" and _source_format(q) == "JPEG"):
+        buf = io.BytesIO()
+        image.save(buf, format="JPEG", quality=95)
+        return buf.getvalue(), image.width, image.height, "jpg"
+    return encode_png(image), image.width, image.height, "png"
 
 
-def _as_stored(path: Path) -> Encoded | None:
+def _as_stored(path: Path) -> tuple[bytes, int, int, str] | None:
     """A source file's own bytes when ``ava.data.images`` would keep them as they are (an RGB JPEG or PNG without
     EXIF rotation or transparency): no re-encoding, no quality lost."""
     from ava.data.images import _keep_as_is
@@ -321,32 +356,10 @@ _SOURCE_PATHS: dict[str, Path] = {}  # origin file name -> path, set by build_da
 _FORMATS: dict[Path, str] = {}
 
 
-def _encode_chunk(args: tuple[list[int], str]) -> list[Encoded]:
-    indices, fmt = args
-    return [_encode(i, fmt) for i in indices]
-
-
-def _rendered(questions: list[Question], order: list[int], fmt: str, workers: int):
-    """(index, (image bytes, width, height, extension)) per question in ``order`` (source image by source image, so
-    each is decoded once); by forked worker processes when ``workers > 1``."""
-    global _PENDING
-    _PENDING = questions
-    try:
-        if workers <= 1 or "fork" not in mp.get_all_start_methods():
-            for i in order:
-                yield i, _encode(i, fmt)
-            return
-        chunks = [order[i : i + 64] for i in range(0, len(order), 64)]
-        with ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
-            for chunk, done in zip(chunks, pool.map(_encode_chunk, [(c, fmt) for c in chunks]), strict=True):
-                yield from zip(chunk, done, strict=True)
-    finally:
-        _PENDING = []
-        _ENCODED.clear()
-
-
 def _write(tmp: Path, questions: list[Question], splits: dict[str, str], info: dict[str, Any], fmt: str,
            workers: int, progress: bool) -> dict[str, dict[str, int]]:  # fmt: skip
+    """Draw and store every question's image (source image by source image, so each is decoded once; by
+    ``workers`` forked processes), then write the sample lists and ``dataset.json``."""
     counts: dict[str, dict[str, int]] = {}
     order = sorted(range(len(questions)), key=lambda i: (str(questions[i].meta["origin"]["file"]), i))
     samples: list[Sample | None] = [None] * len(questions)
@@ -354,14 +367,15 @@ def _write(tmp: Path, questions: list[Question], splits: dict[str, str], info: d
 
     from ava.progress import progress as progress_bar
 
+    store = _Store(questions, fmt, tmp / "images")
     with DatasetWriter(tmp, info) as writer, progress_bar(progress, TimeRemainingColumn()) as bar:
         job = bar.add_task("draw", total=len(questions))
-        for i, (data, w, h, ext) in _rendered(questions, order, fmt, workers):
+        for i, (rel, w, h) in zip(order, imap(store, order, workers, chunk=64), strict=True):
             bar.advance(job)
             q = questions[i]
             split = splits[f"{q.ava}\0{q.id}"]
-            samples[i] = Sample(id=q.id, ava=q.ava, image=writer.add_image_bytes(data, ext), width=w, height=h,
-                                question=q.question, answer=q.answer, truth=q.truth, options=q.options, split=split,
+            samples[i] = Sample(id=q.id, ava=q.ava, image=rel, width=w, height=h, question=q.question,
+                                answer=q.answer, truth=q.truth, options=q.options, split=split,
                                 meta=q.meta)  # fmt: skip
             counts.setdefault(q.ava, {"train": 0, "test": 0})[split] += 1
         for sample in samples:  # in the builders' order, whatever order the images were drawn in
@@ -398,7 +412,7 @@ def _build(config: BuildConfig, ctx: Context, prov: dict[str, dict[str, Any]], o
     if not keys:
         raise BuildError("nothing to build: " + ("; ".join(f"{k}: {v}" for k, v in skipped.items()) or
                                                  "no abilities or tasks chosen"))  # fmt: skip
-    questions = make_questions(ctx, keys, config.max_per_task)
+    questions = make_questions(ctx, keys, config.max_per_task, progress)
     if not questions:
         raise BuildError("every question was dropped by the rules; see the summary: "
                          + "; ".join(f"{r['ability']}: {r['reasons'][:1]}" for r in ctx.summary.rows()))

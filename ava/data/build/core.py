@@ -23,7 +23,7 @@ from ava.abilities.base import format_options
 from ava.data.build.sources import Attributes, ClassFolders, CocoSource, DepthSource, Word, load_rgb
 from ava.data.options import OptionSampler, random_options
 
-RULE_VERSION = 1  # bumped whenever a rule changes what is kept or asked; recorded in dataset.json
+RULE_VERSION = 2  # bumped whenever a rule changes what is kept or asked; recorded in dataset.json
 RED = (255, 0, 0)  # target box (spec section 2)
 BLUE = (0, 0, 255)  # reference box
 PAD = (124, 120, 111)  # square padding of localization / recognition images
@@ -102,6 +102,7 @@ class Context:
     workers: int = 1  # processes for per-image work that dominates proposal (colour's superpixels)
     scratch: Path | None = None  # a depth model's maps, removed when the build ends
     sampler: Callable[[str, int | None], OptionSampler] = field(default=lambda ava, k: random_options(k))
+    pixels: dict[str, dict[Any, Any]] = field(default_factory=dict)  # rule -> image id -> ava.data.build.pixels' result
 
     def rng(self, *keys: object) -> np.random.Generator:
         """A generator seeded by the build's seed and ``keys`` (stable across runs and Python versions)."""

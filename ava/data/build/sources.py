@@ -85,30 +85,59 @@ class Instance:
         x, y, w, h = self.bbox
         return (x, y, x + w, y + h)
 
+    @cached_property
+    def rle(self) -> dict | None:
+        """The mask as one compressed RLE (small, so kept): polygons merged, uncompressed RLE compressed; None
+        where the annotation has no segmentation."""
+        from pycocotools import mask as mask_utils
+
+        seg = self.segmentation
+        if not seg:
+            return None
+        if isinstance(seg, list):
+            return mask_utils.merge(mask_utils.frPyObjects(seg, self.height, self.width))
+        if isinstance(seg.get("counts"), list):  # uncompressed RLE
+            return mask_utils.frPyObjects(seg, self.height, self.width)
+        return seg
+
     @property
     def mask(self) -> np.ndarray:
         """The instance mask (bool, H x W): polygons or RLE through pycocotools; the box where there is none.
         Decoded on each use, not kept: a build over thousands of images cannot hold every mask."""
         from pycocotools import mask as mask_utils
 
-        seg = self.segmentation
-        if not seg:
+        rle = self.rle
+        if rle is None:
             out = np.zeros((self.height, self.width), dtype=bool)
             x1, y1, x2, y2 = (round(v) for v in self.xyxy)
             out[max(0, y1):y2, max(0, x1):x2] = True
             return out
-        if isinstance(seg, list):
-            rles = mask_utils.frPyObjects(seg, self.height, self.width)
-            rle = mask_utils.merge(rles)
-        elif isinstance(seg.get("counts"), list):  # uncompressed RLE
-            rle = mask_utils.frPyObjects(seg, self.height, self.width)
-        else:
-            rle = seg
         return mask_utils.decode(rle).astype(bool)
 
     @property
     def mask_area(self) -> int:
-        return int(self.mask.sum())
+        """Pixels in the mask (counted on the RLE, nothing decoded)."""
+        from pycocotools import mask as mask_utils
+
+        return int(self.mask.sum()) if self.rle is None else int(mask_utils.area(self.rle))
+
+    @cached_property
+    def mask_extent(self) -> tuple[int, int, int, int] | None:
+        """The first and last column and row the mask reaches (x0, y0, x1, y1, inclusive; from the RLE, nothing
+        decoded); None for an empty mask."""
+        from pycocotools import mask as mask_utils
+
+        if self.rle is None:
+            ys, xs = np.nonzero(self.mask)
+            return (int(xs.min()), int(ys.min()), int(xs.max()), int(ys.max())) if xs.size else None
+        x, y, w, h = (int(v) for v in mask_utils.toBbox(self.rle))
+        return (x, y, x + w - 1, y + h - 1) if w > 0 and h > 0 else None
+
+    @property
+    def mask_touches_frame(self) -> bool:
+        """Whether the mask reaches the image's first or last row or column."""
+        e = self.mask_extent
+        return e is not None and (e[0] == 0 or e[1] == 0 or e[2] == self.width - 1 or e[3] == self.height - 1)
 
 
 @dataclass

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
 
 from ava.abilities.tasks import RED_BLUE, TASK_PREFIX, TILES, YES_NO
-from ava.data.build.abilities import _depths, _objects, _pairs
+from ava.data.build.abilities import _depths, _objects, _pair_choice, _pairs, _usable
 from ava.data.build.core import (
     BLUE,
     PAD,
@@ -185,8 +187,7 @@ def truncated(ctx: Context) -> list[Question]:
     for im, anns in _objects(ctx, _key("truncated")):
         for a in anns:
             ctx.summary.consider(_key("truncated"))
-            m = a.mask
-            touches = bool(m[0].any() or m[-1].any() or m[:, 0].any() or m[:, -1].any())
+            touches = a.mask_touches_frame
             x1, y1, x2, y2 = a.xyxy
             inside = x1 >= 2 and y1 >= 2 and x2 <= im.width - 2 and y2 <= im.height - 2
             if not touches and not inside:
@@ -218,26 +219,43 @@ def _noise_box(sigma: float, box: tuple[float, ...], seed: int) -> Callable[[Ima
     def edit(image: Image.Image) -> Image.Image:
         b = tuple(round(v) for v in box)
         region = np.asarray(image.crop(b), dtype=np.float32)
-        noise = np.random.default_rng(seed).normal(0, sigma, region.shape)
+        noise = sigma * np.random.default_rng(seed).standard_normal(region.shape, dtype=np.float32)
         image.paste(Image.fromarray(np.clip(region + noise, 0, 255).astype(np.uint8)), b[:2])
         return image
 
     return edit
 
 
-def _corrupted_object(ctx: Context, name: str, make: Callable[[tuple, int], Callable]) -> list[Question]:
+def _corrupted_choice(im: SourceImage) -> Instance | None:
+    """The object a corrupted-object question asks about: the largest of at least 24 px a side."""
+    big = [a for a in _usable(im) if min(a.bbox[2], a.bbox[3]) >= 24]
+    return max(big, key=lambda a: (a.bbox[2] * a.bbox[3], -a.id)) if big else None
+
+
+def _corrupted_change(name: str) -> Callable[[Context, SourceImage], float | None]:
+    """The pixel pass's rule: how much corrupting the chosen object changes it (made for every image, used for
+    the questions whose answer is "yes")."""
+
+    def change(ctx: Context, im: SourceImage) -> float | None:
+        a = _corrupted_choice(im)
+        return None if a is None else _change(im, a, CORRUPTIONS[name](a.xyxy, a.id))
+
+    return change
+
+
+def _corrupted_object(ctx: Context, name: str) -> list[Question]:
     """One object per image (the largest of at least 24 px a side); every other question corrupts it."""
     out = []
-    for im, anns in _objects(ctx, _key(name)):
-        big = [a for a in anns if min(a.bbox[2], a.bbox[3]) >= 24]
+    changes = ctx.pixels[_key(name)]
+    for im, _anns in _objects(ctx, _key(name)):
+        a = _corrupted_choice(im)
         ctx.summary.consider(_key(name))
-        if not big:
+        if a is None:
             ctx.summary.drop(_key(name), "no object of at least 24 px a side", im.file_name)
             continue
-        a = max(big, key=lambda a: (a.bbox[2] * a.bbox[3], -a.id))
         answer = YES_NO[len(out) % 2]
-        edit = make(a.xyxy, a.id) if answer == "yes" else None
-        if edit is not None and _change(im, a, edit) < MIN_CHANGE:
+        edit = CORRUPTIONS[name](a.xyxy, a.id) if answer == "yes" else None
+        if edit is not None and changes[im.id] < MIN_CHANGE:
             ctx.summary.drop(_key(name), f"the change is invisible (mean under {MIN_CHANGE:g} inside the box)",
                              f"annotation {a.id}")  # fmt: skip
             continue
@@ -250,18 +268,24 @@ MIN_CHANGE = 1.0  # mean absolute change (0..255) inside the object's box that m
 
 
 def _change(im: SourceImage, a: Instance, edit: Callable[[Image.Image], Image.Image]) -> float:
-    before = image_copy(im.path)
+    before = cached_image(im.path)  # only read
     after = edit(before.copy())
     b = tuple(round(v) for v in a.xyxy)
     return _diff(before.crop(b), after.crop(b))
 
 
+CORRUPTIONS: dict[str, Callable[[tuple, int], Callable[[Image.Image], Image.Image]]] = {
+    "blurred_object": lambda box, seed: _blur_box(4.0, box),
+    "noisy_object": lambda box, seed: _noise_box(40.0, box, seed),
+}
+
+
 def blurred_object(ctx: Context) -> list[Question]:
-    return _corrupted_object(ctx, "blurred_object", lambda box, seed: _blur_box(4.0, box))
+    return _corrupted_object(ctx, "blurred_object")
 
 
 def noisy_object(ctx: Context) -> list[Question]:
-    return _corrupted_object(ctx, "noisy_object", lambda box, seed: _noise_box(40.0, box, seed))
+    return _corrupted_object(ctx, "noisy_object")
 
 
 # -- variants of a whole image in a 2x2 grid ------------------------------------------------------------------------
@@ -275,9 +299,12 @@ def _square(image: Image.Image, side: int) -> Image.Image:
 
 
 @lru_cache(maxsize=8)
-def _base(path: Path) -> Image.Image:
-    """The centre square of a source image at 2 x TILE, which every variant task starts from (shared by them)."""
-    return _square(cached_image(path), 2 * TILE)
+def _base(path: Path, side: int = 2 * TILE) -> Image.Image:
+    """The centre square of a source image at 2 x TILE, which the cut-out tasks start from, or at TILE (that one
+    halved), which the whole-image variant tasks start from: their variants are shown at TILE."""
+    if side == TILE:
+        return _base(path).reduce(2)
+    return _square(cached_image(path), side)
 
 
 def _grid(tiles: list[Image.Image], left: Image.Image | None = None) -> Image.Image:
@@ -306,59 +333,95 @@ def _diff(a: Image.Image, b: Image.Image) -> float:
     return float(np.abs(np.asarray(a, np.float32) - np.asarray(b, np.float32)).mean())
 
 
-def _images(ctx: Context, name: str | None = None) -> list[SourceImage]:
-    """The images a per-image task proposes questions on: all of them, or, when ``--max-per-task`` caps what the
-    task keeps, a seeded sample of 1.5 times that many (the rest would be proposed only to be dropped)."""
+def _sampled(ctx: Context, name: str) -> tuple[list[SourceImage], int]:
+    """The images a per-image task proposes questions on, and how many it leaves out: all of them, or, when
+    ``--max-per-task`` caps what the task keeps, a seeded sample of 1.5 times that many (the rest would be proposed
+    only to be dropped)."""
     images = list(ctx.coco.images.values()) if ctx.coco else []
     cap = ctx.max_per_task
-    if name is None or cap is None or len(images) <= 1.5 * cap:
-        return images
+    if cap is None or len(images) <= 1.5 * cap:
+        return images, 0
     keep = np.sort(ctx.rng(name, "images").choice(len(images), size=int(1.5 * cap), replace=False))
-    left_out = len(images) - len(keep)
-    ctx.summary.consider(_key(name), left_out)
-    ctx.summary.drop(_key(name), "image not sampled (--max-per-task caps the task)", n=left_out)
-    return [images[i] for i in keep]
+    return [images[i] for i in keep], len(images) - len(keep)
+
+
+def _images(ctx: Context, name: str) -> list[SourceImage]:
+    """:func:`_sampled`, with the images left out counted in the summary."""
+    images, left_out = _sampled(ctx, name)
+    if left_out:
+        ctx.summary.consider(_key(name), left_out)
+        ctx.summary.drop(_key(name), "image not sampled (--max-per-task caps the task)", n=left_out)
+    return images
 
 
 Make = Callable[[Image.Image, np.random.Generator], tuple[list[Image.Image], int] | str]
 
 
-def _variant_task(ctx: Context, name: str, make: Make,
-                  left: Callable[[Image.Image, np.random.Generator], Image.Image] | None = None,
-                  check: Callable[[Image.Image, np.random.Generator], object] | bool | None = None,
-                  ) -> list[Question]:  # fmt: skip
-    """Per image: ``make`` gives four variants and the index of the right one (or a reason to drop); the right
-    one goes to the position that keeps the four answers level, the others keep their order. ``check`` (by
-    default ``make`` itself) decides the drop when the question is proposed; a task that never drops passes
-    ``check=False`` and its variants are made only for the questions kept."""
-    check = make if check is None else check
+@dataclass(frozen=True)
+class Variant:
+    """A task whose question shows four variants of an image (or of a tile cut from it) in a 2x2 grid.
+
+    ``make`` gives the four variants and the index of the right one, from the image's centre square at ``side``
+    px; ``check`` gives the reason to drop an image (None: kept), when the question is proposed, so the variants
+    are made again only for the questions kept; ``left`` draws the picture shown beside the grid (from a
+    generator seeded like ``make``'s, so it cuts the hole where ``make`` cut the tile)."""
+
+    make: Callable[[Image.Image, np.random.Generator], tuple[list[Image.Image], int]]
+    check: Callable[[Image.Image, np.random.Generator], str | None] | None = None
+    left: Callable[[Image.Image, np.random.Generator], Image.Image] | None = None
+    side: int = TILE
+
+
+def _variant_verdict(name: str) -> Callable[[Context, SourceImage], tuple[str | None, dict]]:
+    """The pixel pass's rule of a variant task: per image, the reason to drop it (None: kept) and the cut-out."""
+
+    def verdict(ctx: Context, im: SourceImage) -> tuple[str | None, dict]:
+        v = VARIANTS[name]
+        base = _base(im.path, v.side)
+        reason = v.check(base, ctx.rng(name, im.id)) if v.check is not None else None
+        extra = {"cut": list(_cut(base, ctx.rng(name, im.id)))} if v.left else {}
+        return reason, extra
+
+    return verdict
+
+
+def _variant_task(ctx: Context, name: str) -> list[Question]:
+    """Per image: the right variant goes to the position that keeps the four answers level, the others keep their
+    order. The variants are made again when the question is drawn: holding every one would not fit."""
+    v = VARIANTS[name]
+    verdicts = ctx.pixels[_key(name)]
     out = []
     for im in _images(ctx, name):
         ctx.summary.consider(_key(name))
-        made = check(_base(im.path), ctx.rng(name, im.id)) if check else None
-        if isinstance(made, str):
-            ctx.summary.drop(_key(name), made, im.file_name)
+        reason, extra = verdicts[im.id]
+        if reason is not None:
+            ctx.summary.drop(_key(name), reason, im.file_name)
             continue
         pos = len(out) % 4  # round robin: the four positions stay level
         answer = TILES[pos]
 
-        def render(im=im, pos=pos) -> Image.Image:  # made again when kept: holding every variant would not fit
-            base = _base(im.path).copy()
-            variants, right = make(base, ctx.rng(name, im.id))  # type: ignore[misc]
-            others = [v for i, v in enumerate(variants) if i != right]
-            # ``left`` draws from a generator seeded like ``make``'s, so it cuts the hole where ``make`` cut the tile
-            shown = left(base, ctx.rng(name, im.id)) if left is not None else None
+        def render(im=im, pos=pos) -> Image.Image:
+            base = _base(im.path, v.side).copy()
+            variants, right = v.make(base, ctx.rng(name, im.id))
+            others = [x for i, x in enumerate(variants) if i != right]
+            shown = v.left(base, ctx.rng(name, im.id)) if v.left is not None else None
             return _grid(others[:pos] + [variants[right]] + others[pos:], shown)
 
-        extra = {"cut": list(_cut(_base(im.path), ctx.rng(name, im.id)))} if left else {}
         out.append(_q(ctx, name, str(im.id), answer, list(TILES), im, (), render, answer, extra))
     return balance(out, lambda q: q.answer, ctx.summary, "answer balance", expect=TILES)
 
 
-def _distinct(variants: list[Image.Image], right: int, what: str) -> tuple[list[Image.Image], int] | str:
+def _alike(variants: list[Image.Image], right: int, what: str) -> str | None:
+    """Why the right variant cannot be told from the others (None: it can)."""
     if min(_diff(variants[right], v) for i, v in enumerate(variants) if i != right) < MIN_VARIANT_DIFF:
         return f"{what} look alike (mean difference under {MIN_VARIANT_DIFF:g})"
-    return variants, right
+    return None
+
+
+def _distinct(make: Callable[[Image.Image, np.random.Generator], tuple[list[Image.Image], int]],
+              what: str) -> Callable[[Image.Image, np.random.Generator], str | None]:  # fmt: skip
+    """The check that ``make``'s right variant differs enough from the others."""
+    return lambda base, rng: _alike(*make(base, rng), what)
 
 
 def _sharpness(image: Image.Image) -> float:
@@ -370,19 +433,18 @@ def _sharpness(image: Image.Image) -> float:
 MIN_SHARPNESS_RATIO = 1.5  # the unblurred image at least 1.5x as sharp as the least blurred variant
 
 
-BLUR_RADII = (2.0, 4.0, 6.0)
+BLUR_RADII = (1.0, 2.0, 3.0)  # px, on the variants as shown (TILE wide)
 
 
-def least_blurred(ctx: Context) -> list[Question]:
-    def make(base: Image.Image, rng: np.random.Generator):
-        return [base] + [base.filter(ImageFilter.GaussianBlur(r)) for r in BLUR_RADII], 0
+def _blurred_variants(base: Image.Image, rng: np.random.Generator):
+    return [base] + [base.filter(ImageFilter.GaussianBlur(r)) for r in BLUR_RADII], 0
 
-    def check(base: Image.Image, rng: np.random.Generator):  # the least blurred variant is the sharpest of them
-        if _sharpness(base) < MIN_SHARPNESS_RATIO * _sharpness(base.filter(ImageFilter.GaussianBlur(BLUR_RADII[0]))):
-            return f"blurring changes too little (sharpness ratio under {MIN_SHARPNESS_RATIO})"
-        return None
 
-    return _variant_task(ctx, "least_blurred", make, check=check)
+def _blur_visible(base: Image.Image, rng: np.random.Generator) -> str | None:
+    """The least blurred variant is the sharpest of them."""
+    if _sharpness(base) < MIN_SHARPNESS_RATIO * _sharpness(base.filter(ImageFilter.GaussianBlur(BLUR_RADII[0]))):
+        return f"blurring changes too little (sharpness ratio under {MIN_SHARPNESS_RATIO})"
+    return None
 
 
 def _noisy(base: Image.Image, sigma: float, rng: np.random.Generator) -> Image.Image:
@@ -390,11 +452,8 @@ def _noisy(base: Image.Image, sigma: float, rng: np.random.Generator) -> Image.I
     return Image.fromarray(np.clip(a, 0, 255).astype(np.uint8))
 
 
-def not_noisy(ctx: Context) -> list[Question]:
-    def make(base: Image.Image, rng: np.random.Generator):
-        return [base] + [_noisy(base, s, rng) for s in (25.0, 40.0, 55.0)], 0
-
-    return _variant_task(ctx, "not_noisy", make, check=False)
+def _noisy_variants(base: Image.Image, rng: np.random.Generator):
+    return [base] + [_noisy(base, s, rng) for s in (25.0, 40.0, 55.0)], 0
 
 
 PERMUTATIONS = ((1, 2, 0), (2, 0, 1), (2, 1, 0))  # channel orders that change every colour that is not grey
@@ -404,34 +463,27 @@ def _permuted(image: Image.Image, order: tuple[int, int, int]) -> Image.Image:
     return Image.fromarray(np.ascontiguousarray(np.asarray(image)[..., list(order)]))
 
 
-def not_colour_corrupted(ctx: Context) -> list[Question]:
-    def make(base: Image.Image, rng: np.random.Generator):
-        return _distinct([base] + [_permuted(base, p) for p in PERMUTATIONS], 0, "the colour variants")
-
-    return _variant_task(ctx, "not_colour_corrupted", make)
+def _colour_variants(base: Image.Image, rng: np.random.Generator):
+    return [base] + [_permuted(base, p) for p in PERMUTATIONS], 0
 
 
 BRIGHTNESS = (0.45, 0.7, 1.0, 1.35)  # the third is the second brightest
 
 
-def second_brightest(ctx: Context) -> list[Question]:
-    def make(base: Image.Image, rng: np.random.Generator):
-        a = np.asarray(base, np.float32)
-        variants = [Image.fromarray(np.clip(a * f, 0, 255).astype(np.uint8)) for f in BRIGHTNESS]
-        means = [float(np.asarray(v, np.float32).mean()) for v in variants]
-        if min(np.diff(means)) < MIN_VARIANT_DIFF / 2:
-            return "brightness variants too alike (the image is saturated or dark)"
-        return variants, 2
-
-    return _variant_task(ctx, "second_brightest", make)
+def _brightness_variants(base: Image.Image, rng: np.random.Generator):
+    a = np.asarray(base, np.float32)
+    return [Image.fromarray(np.clip(a * f, 0, 255).astype(np.uint8)) for f in BRIGHTNESS], 2
 
 
-def unrotated(ctx: Context) -> list[Question]:
-    def make(base: Image.Image, rng: np.random.Generator):
-        variants = [base.rotate(angle) for angle in (0, 90, 180, 270)]
-        return _distinct(variants, 0, "the rotations")
+def _brightness_apart(base: Image.Image, rng: np.random.Generator) -> str | None:
+    means = [float(np.asarray(v, np.float32).mean()) for v in _brightness_variants(base, rng)[0]]
+    if min(np.diff(means)) < MIN_VARIANT_DIFF / 2:
+        return "brightness variants too alike (the image is saturated or dark)"
+    return None
 
-    return _variant_task(ctx, "unrotated", make)
+
+def _rotations(base: Image.Image, rng: np.random.Generator):
+    return [base.rotate(angle) for angle in (0, 90, 180, 270)], 0
 
 
 def _cut(base: Image.Image, rng: np.random.Generator) -> tuple[int, int]:
@@ -449,36 +501,86 @@ def _tile(base: Image.Image, xy: tuple[int, int]) -> Image.Image:
     return base.crop((xy[0], xy[1], xy[0] + CUT, xy[1] + CUT))
 
 
-def true_colour_tile(ctx: Context) -> list[Question]:
-    def make(base, rng):
-        tile = _tile(base, _cut(base, rng))
-        return _distinct([tile] + [_permuted(tile, p) for p in PERMUTATIONS], 0, "the tile's colour variants")
+def _tile_colours(base: Image.Image, rng: np.random.Generator):
+    tile = _tile(base, _cut(base, rng))
+    return [tile] + [_permuted(tile, p) for p in PERMUTATIONS], 0
 
-    return _variant_task(ctx, "true_colour_tile", make, left=lambda base, rng: _with_hole(base, _cut(base, rng), True))
+
+def _tile_rotations(base: Image.Image, rng: np.random.Generator):
+    tile = _tile(base, _cut(base, rng))
+    return [tile.rotate(a) for a in (0, 90, 180, 270)], 0
+
+
+def _other_cuts(base: Image.Image, rng: np.random.Generator) -> tuple[tuple[int, int], list[tuple[int, int]]]:
+    """The cut-out and up to three places elsewhere in the image, not overlapping it."""
+    xy = _cut(base, rng)
+    others: list[tuple[int, int]] = []
+    tries = 0
+    while len(others) < 3 and tries < 50:
+        tries += 1
+        o = (int(rng.integers(0, base.width - CUT)), int(rng.integers(0, base.width - CUT)))
+        if abs(o[0] - xy[0]) >= CUT or abs(o[1] - xy[1]) >= CUT:
+            others.append(o)
+    return xy, others
+
+
+def _jigsaw_tiles(base: Image.Image, rng: np.random.Generator):
+    xy, others = _other_cuts(base, rng)
+    return [_tile(base, xy)] + [_tile(base, o) for o in others], 0
+
+
+def _jigsaw_check(base: Image.Image, rng: np.random.Generator) -> str | None:
+    xy, others = _other_cuts(base, rng)
+    if len(others) < 3:
+        return "no room for three other tiles"
+    return _alike([_tile(base, xy)] + [_tile(base, o) for o in others], 0, "the candidate tiles")
+
+
+VARIANTS: dict[str, Variant] = {
+    "least_blurred": Variant(_blurred_variants, _blur_visible),
+    "not_noisy": Variant(_noisy_variants),
+    "not_colour_corrupted": Variant(_colour_variants, _distinct(_colour_variants, "the colour variants")),
+    "second_brightest": Variant(_brightness_variants, _brightness_apart),
+    "unrotated": Variant(_rotations, _distinct(_rotations, "the rotations")),
+    "true_colour_tile": Variant(_tile_colours, _distinct(_tile_colours, "the tile's colour variants"),
+                                left=lambda base, rng: _with_hole(base, _cut(base, rng), True), side=2 * TILE),
+    "rotated_jigsaw": Variant(_tile_rotations, _distinct(_tile_rotations, "the tile's rotations"),
+                              left=lambda base, rng: _with_hole(base, _cut(base, rng)), side=2 * TILE),
+    "jigsaw": Variant(_jigsaw_tiles, _jigsaw_check, left=lambda base, rng: _with_hole(base, _cut(base, rng)),
+                      side=2 * TILE),
+}  # fmt: skip
+
+
+def least_blurred(ctx: Context) -> list[Question]:
+    return _variant_task(ctx, "least_blurred")
+
+
+def not_noisy(ctx: Context) -> list[Question]:
+    return _variant_task(ctx, "not_noisy")
+
+
+def not_colour_corrupted(ctx: Context) -> list[Question]:
+    return _variant_task(ctx, "not_colour_corrupted")
+
+
+def second_brightest(ctx: Context) -> list[Question]:
+    return _variant_task(ctx, "second_brightest")
+
+
+def unrotated(ctx: Context) -> list[Question]:
+    return _variant_task(ctx, "unrotated")
+
+
+def true_colour_tile(ctx: Context) -> list[Question]:
+    return _variant_task(ctx, "true_colour_tile")
 
 
 def rotated_jigsaw(ctx: Context) -> list[Question]:
-    def make(base, rng):
-        tile = _tile(base, _cut(base, rng))
-        return _distinct([tile.rotate(a) for a in (0, 90, 180, 270)], 0, "the tile's rotations")
-
-    return _variant_task(ctx, "rotated_jigsaw", make, left=lambda base, rng: _with_hole(base, _cut(base, rng)))
+    return _variant_task(ctx, "rotated_jigsaw")
 
 
 def jigsaw(ctx: Context) -> list[Question]:
-    def make(base, rng):
-        xy = _cut(base, rng)
-        others, tries = [], 0
-        while len(others) < 3 and tries < 50:  # tiles from elsewhere in the image, not overlapping the cut-out
-            tries += 1
-            o = (int(rng.integers(0, base.width - CUT)), int(rng.integers(0, base.width - CUT)))
-            if abs(o[0] - xy[0]) >= CUT or abs(o[1] - xy[1]) >= CUT:
-                others.append(_tile(base, o))
-        if len(others) < 3:
-            return "no room for three other tiles"
-        return _distinct([_tile(base, xy)] + others, 0, "the candidate tiles")
-
-    return _variant_task(ctx, "jigsaw", make, left=lambda base, rng: _with_hole(base, _cut(base, rng)))
+    return _variant_task(ctx, "jigsaw")
 
 
 # -- T3 / T4 / T6: pairs of objects ---------------------------------------------------------------------------------
@@ -557,27 +659,55 @@ def nearer_object(ctx: Context) -> list[Question]:
     return _pair_task(ctx, "nearer_object", judge)
 
 
-def touching(ctx: Context) -> list[Question]:
+def _touch_verdicts(ctx: Context, im: SourceImage) -> dict[tuple[int, int], str | None]:
+    """The pixel pass's rule of "touching": per pair asked about, "yes" (the masks overlap or are adjacent), "no"
+    (at least the gap apart) or None (apart, but closer than the gap: dropped)."""
     from scipy.ndimage import binary_dilation
 
+    anns = _usable(im)
+    if len(anns) < 2:
+        return {}
+    gap = max(2, round(TOUCH_GAP * max(im.width, im.height)))
+    masks: dict[int, np.ndarray] = {}
+    out: dict[tuple[int, int], str | None] = {}
+    for a, b in _pair_choice(ctx, _key("touching"), im, anns)[0]:
+        ea, eb = a.mask_extent, b.mask_extent
+        if ea is None or eb is None or _l1_apart(ea, eb) > gap:  # no pixel of one within the gap of the other
+            out[a.id, b.id] = "no"
+            continue
+        for x in (a, b):
+            if x.id not in masks:
+                masks[x.id] = x.mask
+        ma, mb = _pair_crop(masks[a.id], masks[b.id], a, b, gap)
+        if (ma & mb).any() or (binary_dilation(ma, iterations=1) & mb).any():
+            out[a.id, b.id] = "yes"
+        else:
+            out[a.id, b.id] = None if (binary_dilation(ma, iterations=gap) & mb).any() else "no"
+    return out
+
+
+def _l1_apart(a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> int:
+    """The least L1 distance (px) two pixel sets can be apart given their extents (x0, y0, x1, y1, inclusive):
+    a dilation of one by fewer steps (a cross each) cannot reach the other."""
+    dx = max(0, b[0] - a[2], a[0] - b[2])
+    dy = max(0, b[1] - a[3], a[1] - b[3])
+    return dx + dy
+
+
+def touching(ctx: Context) -> list[Question]:
     out = []
+    verdicts = ctx.pixels[_key("touching")]
     for im, anns in _objects(ctx, _key("touching")):
         if len(anns) < 2:
             continue
         gap = max(2, round(TOUCH_GAP * max(im.width, im.height)))
         for a, b in _pairs(ctx, _key("touching"), im, anns):
             ctx.summary.consider(_key("touching"))
-            ma, mb = _pair_crop(a.mask, b.mask, a, b, gap)
-            if (ma & mb).any():
-                touch = True
-            else:
-                grown = binary_dilation(ma, iterations=1)
-                touch = bool((grown & mb).any())
-                if not touch and bool((binary_dilation(ma, iterations=gap) & mb).any()):
-                    ctx.summary.drop(_key("touching"), f"masks apart but closer than {gap} px",
-                                     f"annotations {a.id},{b.id}")  # fmt: skip
-                    continue
-            answer = "yes" if touch else "no"
+            answer = verdicts[im.id][a.id, b.id]
+            if answer is None:
+                ctx.summary.drop(_key("touching"), f"masks apart but closer than {gap} px",
+                                 f"annotations {a.id},{b.id}")  # fmt: skip
+                continue
             out.append(_q(ctx, "touching", f"{im.id}-{a.id}-{b.id}", answer, list(YES_NO), im, (a, b),
                           _boxed(im, a, b), f"{a.category}|{answer}", {"class": a.category},
                           a=a.category, b=b.category))  # fmt: skip
@@ -628,31 +758,38 @@ def another_below(ctx: Context) -> list[Question]:
 PATCH = 2  # a point's value is the mean over a (2*PATCH+1)^2 patch, which must be flat
 
 
-def _point_task(ctx: Context, name: str, value: Callable[[SourceImage], np.ndarray | None], flat: float,
-                need: Callable[[float, float], float], what: str) -> list[Question]:  # fmt: skip
-    """Per image, the first of 64 seeded point pairs whose patches are flat and whose values differ by ``need``;
-    the answer is the point with the larger value."""
+def _find_points(ctx: Context, name: str, im: SourceImage, field: np.ndarray | None, flat: float,
+                 need: Callable[[float, float], float]) -> tuple[list[list[int]], list[float]] | None:  # fmt: skip
+    """The first of 64 seeded point pairs whose patches are flat and whose values differ by ``need``."""
+    if field is None:
+        return None
+    rng = ctx.rng(name, im.id)
+    h, w = field.shape
+    margin = max(PATCH + 1, round(0.05 * max(w, h)))
+    for _ in range(64):
+        pts = rng.integers([margin, margin], [w - margin, h - margin], size=(2, 2))
+        if np.hypot(*(pts[0] - pts[1])) < 0.2 * max(w, h):
+            continue
+        patches = [field[y - PATCH:y + PATCH + 1, x - PATCH:x + PATCH + 1] for x, y in pts]
+        if any(not np.isfinite(p).all() or np.ptp(p) > flat for p in patches):
+            continue
+        v = [float(p.mean()) for p in patches]
+        if abs(v[0] - v[1]) >= need(*v):
+            return pts.tolist(), v
+    return None
+
+
+def _point_task(ctx: Context, name: str, what: str) -> list[Question]:
+    """Per image, the point pair the pixel pass found (:func:`_find_points`; a string: why there is none to
+    look for); the answer is the point with the larger value."""
     out = []
+    found_by_image = ctx.pixels[_key(name)]
     for im in _images(ctx, name):
         ctx.summary.consider(_key(name))
-        field = value(im)
-        if field is None:
+        found = found_by_image[im.id]
+        if isinstance(found, str):  # no values to compare (an image without a depth map)
+            ctx.summary.drop(_key(name), found, im.file_name)
             continue
-        rng = ctx.rng(name, im.id)
-        h, w = field.shape
-        margin = max(PATCH + 1, round(0.05 * max(w, h)))
-        found = None
-        for _ in range(64):
-            pts = rng.integers([margin, margin], [w - margin, h - margin], size=(2, 2))
-            if np.hypot(*(pts[0] - pts[1])) < 0.2 * max(w, h):
-                continue
-            patches = [field[y - PATCH:y + PATCH + 1, x - PATCH:x + PATCH + 1] for x, y in pts]
-            if any(not np.isfinite(p).all() or np.ptp(p) > flat for p in patches):
-                continue
-            v = [float(p.mean()) for p in patches]
-            if abs(v[0] - v[1]) >= need(*v):
-                found = (pts, v)
-                break
         if found is None:
             ctx.summary.drop(_key(name), f"no two flat points whose {what} differ enough", im.file_name)
             continue
@@ -673,26 +810,42 @@ def _point_task(ctx: Context, name: str, value: Callable[[SourceImage], np.ndarr
     return _red_blue(ctx, name, out)
 
 
+def _brighter_points(ctx: Context, im: SourceImage):
+    luminance = np.asarray(cached_image(im.path).convert("L"), np.float32)
+    return _find_points(ctx, "brighter_point", im, luminance, 10.0, lambda a, b: MIN_BRIGHTNESS_DIFF)
+
+
 def brighter_point(ctx: Context) -> list[Question]:
-    def luminance(im: SourceImage) -> np.ndarray:
-        return np.asarray(image_copy(im.path).convert("L"), np.float32)
-
-    return _point_task(ctx, "brighter_point", luminance, 10.0, lambda a, b: MIN_BRIGHTNESS_DIFF, "brightness")
+    return _point_task(ctx, "brighter_point", "brightness")
 
 
-def nearer_point(ctx: Context) -> list[Question]:
-    def negdepth(im: SourceImage) -> np.ndarray | None:
-        d = ctx.depth.load(im)  # type: ignore[union-attr]
-        if d is None:
-            ctx.summary.drop(_key("nearer_point"), "no depth map for the image", im.file_name)
-            return None
-        return -d  # the larger value is the nearer point
+def _nearer_points(ctx: Context, im: SourceImage):
+    d = ctx.depth.load(im)  # type: ignore[union-attr]
+    if d is None:
+        return "no depth map for the image"
 
     def need(a: float, b: float) -> float:
         return MIN_DEPTH_DIFF if ctx.depth.metric else 0.1 * min(-a, -b)  # type: ignore[union-attr]
 
-    return _point_task(ctx, "nearer_point", negdepth, 0.05, need, "depths")
+    return _find_points(ctx, "nearer_point", im, -d, 0.05, need)  # the larger value is the nearer point
 
+
+def nearer_point(ctx: Context) -> list[Question]:
+    return _point_task(ctx, "nearer_point", "depths")
+
+
+def _sample_of(name: str) -> Callable[[Context], list[SourceImage]]:
+    return lambda ctx: _sampled(ctx, name)[0]
+
+
+# name -> (the images it reads, per-image work): run by ava.data.build.pixels before the builders
+PIXEL_RULES: dict[str, tuple[Callable[[Context], list[SourceImage]] | None, Callable[[Context, SourceImage], Any]]] = {
+    **{_key(name): (_sample_of(name), _variant_verdict(name)) for name in VARIANTS},
+    **{_key(name): (None, _corrupted_change(name)) for name in CORRUPTIONS},
+    _key("brighter_point"): (_sample_of("brighter_point"), _brighter_points),
+    _key("nearer_point"): (_sample_of("nearer_point"), _nearer_points),
+    _key("touching"): (None, _touch_verdicts),
+}
 
 # name -> (sources it needs, builder)
 TASKS: dict[str, tuple[tuple[str, ...], Callable[[Context], list[Question]]]] = {

@@ -1,0 +1,45 @@
+"""Per-item work of a build in ``--workers`` forked processes, results in input order.
+
+The work is often a closure over the build's context (a rule's check, a question's renderer), which does not
+pickle; forked workers inherit it instead, and only the items' indices and the results cross the process boundary.
+Where ``fork`` is not offered (Windows, macOS's default is spawn but fork exists) or there is too little to share
+out, the work runs in this process.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+_JOB: list[Any] = [None]  # (fn, items) of the running imap, read by the forked workers
+
+
+def imap(fn: Callable[[T], R], items: Sequence[T], workers: int, chunk: int = 32) -> Iterator[R]:
+    """``fn(item)`` for each item, yielded in order as the chunks are done; by ``workers`` forked processes when
+    ``workers > 1`` and there is more than one chunk. A worker's exception is raised here, and the chunks not
+    yet started are cancelled."""
+    if workers <= 1 or len(items) <= chunk or "fork" not in mp.get_all_start_methods():
+        for item in items:
+            yield fn(item)
+        return
+    if _JOB[0] is not None:
+        raise RuntimeError("ava.data.build.parallel.imap does not nest")
+    _JOB[0] = (fn, items)
+    pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("fork"))
+    try:
+        spans = [(i, min(i + chunk, len(items))) for i in range(0, len(items), chunk)]
+        for done in pool.map(_span, spans):
+            yield from done
+    finally:
+        _JOB[0] = None
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _span(span: tuple[int, int]) -> list[Any]:
+    fn, items = _JOB[0]
+    return [fn(items[i]) for i in range(*span)]
