@@ -397,6 +397,7 @@ def build_ocr(ctx: Context) -> list[Question]:
 
 SLIC_SIDE = 128  # superpixels are found on a copy this wide (speed); their mean colour is read at full size
 SLIC_SEGMENTS = 48
+SLIC_ITERATIONS = 5  # k-means steps (skimage's default is 10; the large flat regions this rule keeps settle in fewer)
 MAX_COLOR_STD = 12.0  # per-channel standard deviation (0..255) inside a superpixel: above it, no one colour
 MIN_FILL = 0.6  # the superpixel covers at least this share of its box, so the box shows mostly that colour
 MIN_REGION = 0.004  # of the image
@@ -412,7 +413,8 @@ def color_regions(image: Image.Image) -> list[tuple[tuple[int, int, int, int], n
     scale = min(1.0, SLIC_SIDE / max(w, h))
     small = image.resize((max(1, round(w * scale)), max(1, round(h * scale))), Image.Resampling.BILINEAR,
                          reducing_gap=2.0) if scale < 1 else image  # fmt: skip
-    labels = slic(np.asarray(small), n_segments=SLIC_SEGMENTS, compactness=10, start_label=1)
+    labels = slic(np.asarray(small), n_segments=SLIC_SEGMENTS, compactness=10, start_label=1,
+                  max_num_iter=SLIC_ITERATIONS)
     flat = labels.ravel()
     pixels = np.asarray(small, dtype=np.float64).reshape(-1, 3)
     n = np.bincount(flat)

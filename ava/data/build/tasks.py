@@ -244,10 +244,11 @@ def _corrupted_change(name: str) -> Callable[[Context, SourceImage], float | Non
 
 
 def _corrupted_object(ctx: Context, name: str) -> list[Question]:
-    """One object per image (the largest of at least 24 px a side); every other question corrupts it."""
+    """One object per image (the largest of at least 24 px a side, not a crowd region); every other question
+    corrupts it."""
     out = []
     changes = ctx.pixels[_key(name)]
-    for im, _anns in _objects(ctx, _key(name)):
+    for im in _images(ctx, name):
         a = _corrupted_choice(im)
         ctx.summary.consider(_key(name))
         if a is None:
@@ -299,11 +300,11 @@ def _square(image: Image.Image, side: int) -> Image.Image:
 
 
 @lru_cache(maxsize=8)
-def _base(path: Path, side: int = 2 * TILE) -> Image.Image:
+def _base(path: Path, side: int) -> Image.Image:
     """The centre square of a source image at 2 x TILE, which the cut-out tasks start from, or at TILE (that one
     halved), which the whole-image variant tasks start from: their variants are shown at TILE."""
-    if side == TILE:
-        return _base(path).reduce(2)
+    if side == TILE:  # (always called with side positional: lru_cache keys on the arguments as passed)
+        return _base(path, 2 * TILE).reduce(2)
     return _square(cached_image(path), side)
 
 
@@ -841,7 +842,7 @@ def _sample_of(name: str) -> Callable[[Context], list[SourceImage]]:
 # name -> (the images it reads, per-image work): run by ava.data.build.pixels before the builders
 PIXEL_RULES: dict[str, tuple[Callable[[Context], list[SourceImage]] | None, Callable[[Context, SourceImage], Any]]] = {
     **{_key(name): (_sample_of(name), _variant_verdict(name)) for name in VARIANTS},
-    **{_key(name): (None, _corrupted_change(name)) for name in CORRUPTIONS},
+    **{_key(name): (_sample_of(name), _corrupted_change(name)) for name in CORRUPTIONS},
     _key("brighter_point"): (_sample_of("brighter_point"), _brighter_points),
     _key("nearer_point"): (_sample_of("nearer_point"), _nearer_points),
     _key("touching"): (None, _touch_verdicts),
