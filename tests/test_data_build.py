@@ -199,7 +199,7 @@ def _variant_ok(s: Sample, truth: dict, src: Path) -> bool:
     side = min(w, h)
     x0, y0 = (w - side) // 2, (h - side) // 2
     square = Image.fromarray(base).crop((x0, y0, x0 + side, y0 + side))
-    square = square.resize((2 * TILE, 2 * TILE), Image.Resampling.BILINEAR)
+    square = square.resize((2 * TILE, 2 * TILE), Image.Resampling.BOX)
     if s.ava in ("ta_unrotated", "ta_not_colour_corrupted"):
         ref = np.asarray(square.resize((TILE, TILE)), np.float32)[:, 14:]
         diffs = [float(np.abs(t - ref).mean()) for t in tiles]

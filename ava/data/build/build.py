@@ -21,7 +21,7 @@ from PIL import Image
 from ava.data.build import sources as src
 from ava.data.build.abilities import BUILDERS, FOLDER_ABILITIES
 from ava.data.build.abilities import PIXEL_RULES as ABILITY_PIXEL_RULES
-from ava.data.build.core import RULE_VERSION, Context, Question, cached_image
+from ava.data.build.core import RULE_VERSION, Context, Question, cached_image, cached_padded
 from ava.data.build.parallel import imap
 from ava.data.build.split import MIN_STRATUM, assign
 from ava.data.build.tasks import PIXEL_RULES as TASK_PIXEL_RULES
@@ -244,26 +244,33 @@ def _cap(questions: list[Question], n: int | None) -> list[Question]:
 
 
 def make_questions(ctx: Context, keys: list[str], max_per_task: int | None, progress: bool = False) -> list[Question]:
+    """Every ability's and task's kept questions, in ``keys`` order. The rules that read pixels get them from one
+    pass over the images (:mod:`ava.data.build.pixels`), while the builders that need none run."""
     from ava.abilities.tasks import is_task
     from ava.data.build.pixels import run_pass
 
     table = {**BUILDERS, **TASKS}
-    rules = {**ABILITY_PIXEL_RULES, **TASK_PIXEL_RULES}
-    run_pass(ctx, {k: rules[k] for k in keys if k in rules}, progress)
-    out = []
-    for key in keys:
+    rules = {k: r for k, r in {**ABILITY_PIXEL_RULES, **TASK_PIXEL_RULES}.items() if k in keys}
+    built: dict[str, list[Question]] = {}
+
+    def build(key: str) -> None:
         qs = table[key][1](ctx)
         if is_task(key):
             before = len(qs)
             qs = _cap(qs, max_per_task)
-            for _ in range(before - len(qs)):
-                ctx.summary.drop(key, f"over --max-per-task {max_per_task}")
+            if before > len(qs):
+                ctx.summary.drop(key, f"over --max-per-task {max_per_task}", n=before - len(qs))
         ids = [q.id for q in qs]
         if len(set(ids)) != len(ids):
             raise AssertionError(f"{key}: two questions with one id")  # a builder's bug, never the user's input
         ctx.summary.kept[key] = len(qs)
-        out.extend(qs)
-    return out
+        built[key] = qs
+
+    run_pass(ctx, rules, progress, meanwhile=lambda: [build(k) for k in keys if k not in rules])
+    for key in keys:
+        if key in rules:
+            build(key)
+    return [q for key in keys for q in built[key]]
 
 
 # -- writing --------------------------------------------------------------------------------------------------------
@@ -370,7 +377,7 @@ def _write(tmp: Path, questions: list[Question], splits: dict[str, str], info: d
     store = _Store(questions, fmt, tmp / "images")
     with DatasetWriter(tmp, info) as writer, progress_bar(progress, TimeRemainingColumn()) as bar:
         job = bar.add_task("draw", total=len(questions))
-        for i, (rel, w, h) in zip(order, imap(store, order, workers, chunk=64), strict=True):
+        for i, (rel, w, h) in zip(order, imap(store, order, workers, chunk=256), strict=True):
             bar.advance(job)
             q = questions[i]
             split = splits[f"{q.ava}\0{q.id}"]
@@ -388,6 +395,7 @@ def build_dataset(config: BuildConfig, progress: bool = False) -> BuildResult:
     ``progress`` shows a bar while the questions' images are drawn."""
     start = time.perf_counter()
     cached_image.cache_clear()  # a source image may have changed since an earlier build in this process
+    cached_padded.cache_clear()
     out = Path(config.out)
     if config.image_format not in IMAGE_FORMATS:
         raise BuildError(f"--image-format must be one of {', '.join(IMAGE_FORMATS)}, not {config.image_format!r}")
@@ -438,6 +446,7 @@ def _build(config: BuildConfig, ctx: Context, prov: dict[str, dict[str, Any]], o
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         cached_image.cache_clear()
+        cached_padded.cache_clear()
     return BuildResult(out, counts, ctx.summary.rows(), skipped, split_info, time.perf_counter() - start, prov)
 
 

@@ -103,6 +103,14 @@ class Context:
     scratch: Path | None = None  # a depth model's maps, removed when the build ends
     sampler: Callable[[str, int | None], OptionSampler] = field(default=lambda ava, k: random_options(k))
     pixels: dict[str, dict[Any, Any]] = field(default_factory=dict)  # rule -> image id -> ava.data.build.pixels' result
+    _source_name: str | None = field(default=None, repr=False)
+
+    @property
+    def source_name(self) -> str:
+        """What every sample's ``meta.source`` names: the COCO file's stem (``build`` without one)."""
+        if self._source_name is None:
+            self._source_name = self.coco.path.stem if self.coco else "build"
+        return self._source_name
 
     def rng(self, *keys: object) -> np.random.Generator:
         """A generator seeded by the build's seed and ``keys`` (stable across runs and Python versions)."""
@@ -123,10 +131,16 @@ class Context:
 
 def ask(ava: str, options: Sequence[str] | None = None, **fields: str) -> str:
     """The ability's question template filled in (options formatted as the paper writes them)."""
+    return _ask(ava, None if options is None else tuple(options), tuple(sorted(fields.items())))
+
+
+@lru_cache(maxsize=4096)  # a build asks the same few questions (yes/no about one class) thousands of times
+def _ask(ava: str, options: tuple[str, ...] | None, fields: tuple[tuple[str, str], ...]) -> str:
     ability = get_ability(ava)
+    values = dict(fields)
     if options is not None:
-        fields["options"] = format_options(list(options), ability.option_style)
-    return ability.question_templates[0].format(**fields)
+        values["options"] = format_options(list(options), ability.option_style)
+    return ability.question_templates[0].format(**values)
 
 
 def option_truth(options: Sequence[str], answer: str) -> dict[str, Any]:
@@ -144,6 +158,12 @@ def stable_hash(*keys: object) -> str:
 def cached_image(path: Path) -> Image.Image:
     """Source images are read once per build even when many questions use them (questions come image by image)."""
     return load_rgb(path)
+
+
+@lru_cache(maxsize=4)
+def cached_padded(path: Path) -> tuple[Image.Image, tuple[int, int]]:
+    """The source image padded to a square (not to be drawn on: copy it) and the paste offset."""
+    return pad_square(cached_image(path))
 
 
 def image_copy(path: Path) -> Image.Image:
@@ -165,7 +185,7 @@ def padded(path: Path) -> Callable[[], Image.Image]:
     """The source image padded to a square."""
 
     def render() -> Image.Image:
-        return pad_square(image_copy(path))[0]
+        return cached_padded(path)[0].copy()
 
     render.image_key = ("padded", str(path))  # type: ignore[attr-defined]
     return render
@@ -175,13 +195,19 @@ def box_width(size: int) -> int:
     return max(2, round(size / 128))
 
 
-def draw_box(image: Image.Image, box: Sequence[float], color: tuple[int, int, int]) -> None:
-    """Outline ``box`` (x1, y1, x2, y2 px), grown by a margin so the outline does not cover the object."""
-    w = box_width(max(image.size))
+def draw_box(image: Image.Image, box: Sequence[float], color: tuple[int, int, int],
+             picture: tuple[int, int, int, int] | None = None) -> None:  # fmt: skip
+    """Outline ``box`` (x1, y1, x2, y2 px), grown by a margin so the outline does not cover the object and kept
+    inside the picture. ``picture`` (x, y, width, height): where the picture ``box`` is about lies in ``image``
+    (a square padding of it, as :func:`pad_square` makes), which is then drawn on exactly as the picture itself
+    would be before it is padded."""
+    px, py, pw, ph = picture if picture is not None else (0, 0, image.width, image.height)
+    w = box_width(max(pw, ph))
     m = w + 1
     x0, y0, x1, y1 = box
-    drawn = (max(0, x0 - m), max(0, y0 - m), min(image.width - 1, x1 + m), min(image.height - 1, y1 + m))
-    ImageDraw.Draw(image).rectangle([round(v) for v in drawn], outline=color, width=w)
+    drawn = [round(v) for v in (max(0, x0 - m), max(0, y0 - m), min(pw - 1, x1 + m), min(ph - 1, y1 + m))]
+    ImageDraw.Draw(image).rectangle([drawn[0] + px, drawn[1] + py, drawn[2] + px, drawn[3] + py], outline=color,
+                                    width=w)  # fmt: skip
 
 
 def draw_point(image: Image.Image, xy: tuple[float, float], color: tuple[int, int, int]) -> None:

@@ -19,11 +19,16 @@ R = TypeVar("R")
 _JOB: list[Any] = [None]  # (fn, items) of the running imap, read by the forked workers
 
 
+def forks(n_items: int, workers: int, chunk: int = 32) -> bool:
+    """Whether :func:`imap` runs in worker processes for this many items."""
+    return workers > 1 and n_items > chunk and "fork" in mp.get_all_start_methods()
+
+
 def imap(fn: Callable[[T], R], items: Sequence[T], workers: int, chunk: int = 32) -> Iterator[R]:
     """``fn(item)`` for each item, yielded in order as the chunks are done; by ``workers`` forked processes when
-    ``workers > 1`` and there is more than one chunk. A worker's exception is raised here, and the chunks not
-    yet started are cancelled."""
-    if workers <= 1 or len(items) <= chunk or "fork" not in mp.get_all_start_methods():
+    ``workers > 1`` and there is more than one chunk. Every worker is forked when the first result is asked for,
+    in the thread that asks. A worker's exception is raised here, and the chunks not yet started are cancelled."""
+    if not forks(len(items), workers, chunk):
         for item in items:
             yield fn(item)
         return
