@@ -334,6 +334,20 @@ def test_same_seed_same_bytes_other_seed_other_choices(built: tuple[Path, Datase
     assert a != b  # the seed draws the options
 
 
+def test_workers_do_not_change_a_byte(tmp_path: Path) -> None:
+    """Every ability and task, with the pixel pass and the drawing in two forked workers (more images and
+    questions than one chunk of either), is the dataset one process builds: the same samples, the same files."""
+    write_sources(tmp_path / "src", n_images=40, seed=5)
+    one = build_dataset(_config(tmp_path / "src", tmp_path / "one", workers=1))
+    two = build_dataset(_config(tmp_path / "src", tmp_path / "two", workers=2))
+    assert one.counts == two.counts and len(one.counts) > 30
+    for d in ("samples", "images"):
+        files = sorted(p.relative_to(tmp_path / "one") for p in (tmp_path / "one" / d).rglob("*") if p.is_file())
+        assert files == sorted(p.relative_to(tmp_path / "two") for p in (tmp_path / "two" / d).rglob("*")
+                               if p.is_file())  # fmt: skip
+        assert all((tmp_path / "one" / f).read_bytes() == (tmp_path / "two" / f).read_bytes() for f in files)
+
+
 def test_no_boxes_variant_names_objects_unique_in_their_image(tmp_path: Path) -> None:
     truth = write_sources(tmp_path / "src", n_images=80, seed=3)  # unique-class pairs are rarer: more scenes
     build_dataset(_config(tmp_path / "src", tmp_path / "nb", ava=["spatial"], tasks=[], boxes=False))

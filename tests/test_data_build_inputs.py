@@ -182,3 +182,17 @@ def test_masks_from_polygons_compressed_and_uncompressed_rle_and_none() -> None:
     square = [[1.0, 1.0, 3.0, 1.0, 3.0, 3.0, 1.0, 3.0]]
     assert Instance(2, 1, "x", (1, 1, 2, 2), False, square, 4, 5).mask[1:3, 1:3].all()
     assert Instance(3, 1, "x", (1, 1, 2, 2), False, [], 4, 5).mask.sum() == 4  # no mask: the box
+
+
+def test_an_image_the_pixel_workers_cannot_decode_is_named(tmp_path: Path, capsys) -> None:
+    """Its header reads (so the sources check passes) but its pixels are cut short: the error is raised in a
+    worker of the pixel pass, while the builders that need no pixels run, and still names the file."""
+    src = tmp_path / "src"
+    write_sources(src, n_images=40, seed=2)
+    victim = sorted((src / "images").iterdir())[36]  # beyond the first chunk: its error comes from the background
+    data = victim.read_bytes()
+    victim.write_bytes(data[: len(data) // 2])
+    out = tmp_path / "out"
+    code, err, _ = _run([*_coco_args(src, out), "--workers", "2"], capsys)
+    assert code == 2 and f"{victim.name}: cannot be read as an image" in err
+    _no_output(out)

@@ -10,6 +10,7 @@ number of workers. The builders that read no pixels run meanwhile, in the callin
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -42,25 +43,27 @@ def run_pass(ctx: Context, rules: dict[str, tuple[Select, Compute]], progress: b
 
     from ava.progress import progress as progress_bar
 
+    def keep(item: tuple[SourceImage, list[str]], results: list[Any]) -> None:
+        for k, r in zip(item[1], results, strict=True):
+            ctx.pixels[k][item[0].id] = r
+
+    done = zip(items, imap(compute, items, ctx.workers), strict=True)
+    # The workers are forked at the first result, here, before any other thread of this process runs (the
+    # progress bar's, or the one below): a child forked beside a running thread may inherit a lock it holds.
+    first = next(done, None)
     with progress_bar(progress, TimeRemainingColumn()) as bar:
         job = bar.add_task("read pixels", total=len(items))
-        done = zip(items, imap(compute, items, ctx.workers), strict=True)
 
         def consume() -> None:
-            for (im, keys), results in done:
+            for item, results in itertools.chain([first], done) if first is not None else ():
                 bar.advance(job)
-                for k, r in zip(keys, results, strict=True):
-                    ctx.pixels[k][im.id] = r
+                keep(item, results)
 
         if meanwhile is None or not forks(len(items), ctx.workers):
             consume()
             if meanwhile is not None:
                 meanwhile()
             return
-        first = next(done)  # the workers are forked now, in this thread, before ``meanwhile`` starts
-        for k, r in zip(first[0][1], first[1], strict=True):
-            ctx.pixels[k][first[0][0].id] = r
-        bar.advance(job)
         failed: list[BaseException] = []
 
         def background() -> None:
