@@ -233,7 +233,9 @@ def build(
                      ] = "random",
     device: Annotated[str, typer.Option(help="Device of --depth-model and a clip@ --miner.")] = "cpu",
     workers: Annotated[
-        int, typer.Option(help="Processes that find superpixels, draw and encode images.", callback=checked("workers"))
+        int, typer.Option(help="Processes that read the images for the rules (superpixels, checks, masks) and draw "
+                               "and encode the questions; one per core is fastest, and the dataset is the same with "
+                               "any number.", callback=checked("workers"))
     ] = 1,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing ava dataset at --out.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
