@@ -386,6 +386,11 @@ def _variant_verdict(name: str) -> Callable[[Context, SourceImage], tuple[str | 
     return verdict
 
 
+def _variants_of(name: str) -> Callable[[Context], list[Question]]:
+    """The builder of the variant task ``name``."""
+    return lambda ctx: _variant_task(ctx, name)
+
+
 def _variant_task(ctx: Context, name: str) -> list[Question]:
     """Per image: the right variant goes to the position that keeps the four answers level, the others keep their
     order. The variants are made again when the question is drawn: holding every one would not fit."""
@@ -550,38 +555,6 @@ VARIANTS: dict[str, Variant] = {
     "jigsaw": Variant(_jigsaw_tiles, _jigsaw_check, left=lambda base, rng: _with_hole(base, _cut(base, rng)),
                       side=2 * TILE),
 }  # fmt: skip
-
-
-def least_blurred(ctx: Context) -> list[Question]:
-    return _variant_task(ctx, "least_blurred")
-
-
-def not_noisy(ctx: Context) -> list[Question]:
-    return _variant_task(ctx, "not_noisy")
-
-
-def not_colour_corrupted(ctx: Context) -> list[Question]:
-    return _variant_task(ctx, "not_colour_corrupted")
-
-
-def second_brightest(ctx: Context) -> list[Question]:
-    return _variant_task(ctx, "second_brightest")
-
-
-def unrotated(ctx: Context) -> list[Question]:
-    return _variant_task(ctx, "unrotated")
-
-
-def true_colour_tile(ctx: Context) -> list[Question]:
-    return _variant_task(ctx, "true_colour_tile")
-
-
-def rotated_jigsaw(ctx: Context) -> list[Question]:
-    return _variant_task(ctx, "rotated_jigsaw")
-
-
-def jigsaw(ctx: Context) -> list[Question]:
-    return _variant_task(ctx, "jigsaw")
 
 
 # -- T3 / T4 / T6: pairs of objects ---------------------------------------------------------------------------------
@@ -857,8 +830,8 @@ TASKS: dict[str, tuple[tuple[str, ...], Callable[[Context], list[Question]]]] = 
     _key("truncated"): (("coco",), truncated),
     _key("blurred_object"): (("coco",), blurred_object),
     _key("noisy_object"): (("coco",), noisy_object),
-    _key("least_blurred"): (("coco",), least_blurred),
-    _key("not_noisy"): (("coco",), not_noisy),
+    _key("least_blurred"): (("coco",), _variants_of("least_blurred")),
+    _key("not_noisy"): (("coco",), _variants_of("not_noisy")),
     _key("larger"): (("coco",), larger),
     _key("further_left"): (("coco",), further_left),
     _key("further_down"): (("coco",), further_down),
@@ -866,13 +839,13 @@ TASKS: dict[str, tuple[tuple[str, ...], Callable[[Context], list[Question]]]] = 
     _key("another_below"): (("coco",), another_below),
     _key("touching"): (("coco",), touching),
     _key("facing_camera"): (("coco", "attributes"), facing_camera),
-    _key("true_colour_tile"): (("coco",), true_colour_tile),
-    _key("second_brightest"): (("coco",), second_brightest),
-    _key("not_colour_corrupted"): (("coco",), not_colour_corrupted),
+    _key("true_colour_tile"): (("coco",), _variants_of("true_colour_tile")),
+    _key("second_brightest"): (("coco",), _variants_of("second_brightest")),
+    _key("not_colour_corrupted"): (("coco",), _variants_of("not_colour_corrupted")),
     _key("brighter_point"): (("coco",), brighter_point),
     _key("nearer_object"): (("coco", "depth"), nearer_object),
     _key("nearer_point"): (("coco", "depth"), nearer_point),
-    _key("rotated_jigsaw"): (("coco",), rotated_jigsaw),
-    _key("jigsaw"): (("coco",), jigsaw),
-    _key("unrotated"): (("coco",), unrotated),
+    _key("rotated_jigsaw"): (("coco",), _variants_of("rotated_jigsaw")),
+    _key("jigsaw"): (("coco",), _variants_of("jigsaw")),
+    _key("unrotated"): (("coco",), _variants_of("unrotated")),
 }
