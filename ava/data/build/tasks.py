@@ -233,7 +233,7 @@ def _corrupted_choice(im: SourceImage) -> Instance | None:
 
 
 def _corrupted_change(name: str) -> Callable[[Context, SourceImage], float | None]:
-    """The pixel pass's rule: how much corrupting the chosen object changes it (made for every image, used for
+    """The pixel pass's rule: how much corrupting the chosen object changes it (made for every sampled image, used for
     the questions whose answer is "yes")."""
 
     def change(ctx: Context, im: SourceImage) -> float | None:
