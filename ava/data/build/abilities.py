@@ -62,6 +62,14 @@ def _usable(im: SourceImage) -> list[Instance]:
     return [a for a in im.instances if a.bbox[2] > 0 and a.bbox[3] > 0 and not a.iscrowd]
 
 
+def _class_groups(im: SourceImage) -> dict[str, list[Instance]]:
+    """An image's instances (crowd regions too) by class."""
+    groups: dict[str, list[Instance]] = defaultdict(list)
+    for a in im.instances:
+        groups[a.category].append(a)
+    return groups
+
+
 def _objects(ctx: Context, ava: str) -> list[tuple[SourceImage, list[Instance]]]:
     """Images with their usable instances; crowd regions and zero-area boxes are dropped and counted here."""
     out = []
@@ -154,10 +162,7 @@ def build_recognition(ctx: Context) -> list[Question]:
 def build_counting(ctx: Context) -> list[Question]:
     per_class: dict[str, list[Question]] = defaultdict(list)
     for im in ctx.coco.images.values():  # type: ignore[union-attr]
-        by_class: dict[str, list[Instance]] = defaultdict(list)
-        for a in im.instances:
-            by_class[a.category].append(a)
-        for cls, anns in sorted(by_class.items()):
+        for cls, anns in sorted(_class_groups(im).items()):
             ctx.summary.consider("counting")
             n = sum(not a.iscrowd for a in anns)
             if any(a.iscrowd for a in anns):

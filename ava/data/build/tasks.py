@@ -8,7 +8,6 @@ every question whose answer would be ambiguous is dropped with its reason: objec
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -19,7 +18,7 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
 
 from ava.abilities.tasks import RED_BLUE, TASK_PREFIX, TILES, YES_NO
-from ava.data.build.abilities import _depths, _objects, _pair_choice, _pairs, _usable
+from ava.data.build.abilities import _class_groups, _depths, _objects, _pair_choice, _pairs, _usable
 from ava.data.build.core import (
     BLUE,
     PAD,
@@ -34,6 +33,7 @@ from ava.data.build.core import (
     image_copy,
     option_truth,
     plain,
+    plural,
 )  # fmt: skip
 from ava.data.build.sources import Instance, SourceImage, majority
 
@@ -110,13 +110,6 @@ def presence(ctx: Context) -> list[Question]:
     return _yes_no(ctx, "presence", out)
 
 
-def _class_groups(im: SourceImage) -> dict[str, list[Instance]]:
-    groups: dict[str, list[Instance]] = defaultdict(list)
-    for a in im.instances:
-        groups[a.category].append(a)
-    return groups
-
-
 def count(ctx: Context) -> list[Question]:
     out = []
     for im in ctx.coco.images.values():  # type: ignore[union-attr]
@@ -125,8 +118,6 @@ def count(ctx: Context) -> list[Question]:
             if any(a.iscrowd for a in anns) or len(anns) > 40:
                 ctx.summary.drop(_key("count"), "a crowd region of the class, or over 40", f"image {im.id} {cls}")
                 continue
-            from ava.data.build.core import plural
-
             out.append(_q(ctx, "count", f"{im.id}-{cls}", str(len(anns)), None, im, tuple(anns),
                           _plain(im), f"{cls}|{len(anns)}", {"class": cls},
                           object=plural(cls)))  # fmt: skip
