@@ -154,6 +154,12 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
+def image_name(data: bytes, ext: str) -> str:
+    """Where image bytes are stored under a dataset's ``images/``: by their sha256, so equal bytes are one file."""
+    sha = hashlib.sha256(data).hexdigest()
+    return f"{sha[:2]}/{sha}.{ext.lstrip('.').lower()}"
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
@@ -286,8 +292,7 @@ class DatasetWriter:
 
     def add_image_bytes(self, data: bytes, ext: str) -> str:
         """Store already-normalized image bytes; returns the relative path (sha256-addressed)."""
-        sha = hashlib.sha256(data).hexdigest()
-        rel = f"{sha[:2]}/{sha}.{ext.lstrip('.').lower()}"
+        rel = image_name(data, ext)
         path = self.root / "images" / rel
         if not path.exists():
             atomic_write_bytes(path, data)

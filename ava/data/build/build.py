@@ -27,7 +27,7 @@ from ava.data.build.parallel import imap
 from ava.data.build.split import MIN_STRATUM, assign
 from ava.data.build.tasks import PIXEL_RULES as TASK_PIXEL_RULES
 from ava.data.build.tasks import TASKS
-from ava.data.format import DatasetWriter, Sample, check_replaceable, encode_png
+from ava.data.format import DatasetWriter, Sample, check_replaceable, encode_png, image_name
 from ava.errors import AvaError
 
 IMAGE_FORMATS = ("auto", "png", "jpeg")
@@ -293,11 +293,11 @@ class _Store:
         self.dirs: set[str] = set()
 
     def _put(self, data: bytes, ext: str) -> str:
-        sha = hashlib.sha256(data).hexdigest()
-        rel = f"{sha[:2]}/{sha}.{ext}"
-        if sha[:2] not in self.dirs:
-            (self.images / sha[:2]).mkdir(parents=True, exist_ok=True)
-            self.dirs.add(sha[:2])
+        rel = image_name(data, ext)
+        folder = rel.split("/", 1)[0]
+        if folder not in self.dirs:
+            (self.images / folder).mkdir(parents=True, exist_ok=True)
+            self.dirs.add(folder)
         try:
             fd = os.open(self.images / rel, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except FileExistsError:
