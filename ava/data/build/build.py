@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import itertools
 import os
 import shutil
 import tempfile
@@ -376,11 +375,10 @@ def _write(tmp: Path, questions: list[Question], splits: dict[str, str], info: d
     from ava.progress import progress as progress_bar
 
     store = _Store(questions, fmt, tmp / "images")
-    stored = zip(order, imap(store, order, workers, chunk=256), strict=True)
-    first = next(stored, None)  # the workers are forked here, before the progress bar's thread runs
+    stored = zip(order, imap(store, order, workers, chunk=256), strict=True)  # the workers are forked here
     with DatasetWriter(tmp, info) as writer, progress_bar(progress, TimeRemainingColumn()) as bar:
         job = bar.add_task("draw", total=len(questions))
-        for i, (rel, w, h) in itertools.chain([first], stored) if first is not None else ():
+        for i, (rel, w, h) in stored:
             bar.advance(job)
             q = questions[i]
             split = splits[f"{q.ava}\0{q.id}"]

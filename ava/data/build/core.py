@@ -11,7 +11,7 @@ import hashlib
 from collections import Counter, defaultdict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -103,14 +103,11 @@ class Context:
     scratch: Path | None = None  # a depth model's maps, removed when the build ends
     sampler: Callable[[str, int | None], OptionSampler] = field(default=lambda ava, k: random_options(k))
     pixels: dict[str, dict[Any, Any]] = field(default_factory=dict)  # rule -> image id -> ava.data.build.pixels' result
-    _source_name: str | None = field(default=None, repr=False)
 
-    @property
+    @cached_property  # read once the sources are in: by every question the builders propose
     def source_name(self) -> str:
         """What every sample's ``meta.source`` names: the COCO file's stem (``build`` without one)."""
-        if self._source_name is None:
-            self._source_name = self.coco.path.stem if self.coco else "build"
-        return self._source_name
+        return self.coco.path.stem if self.coco else "build"
 
     def rng(self, *keys: object) -> np.random.Generator:
         """A generator seeded by the build's seed and ``keys`` (stable across runs and Python versions)."""

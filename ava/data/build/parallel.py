@@ -8,6 +8,7 @@ out, the work runs in this process.
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing as mp
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -25,9 +26,20 @@ def forks(n_items: int, workers: int, chunk: int = 32) -> bool:
 
 
 def imap(fn: Callable[[T], R], items: Sequence[T], workers: int, chunk: int = 32) -> Iterator[R]:
-    """``fn(item)`` for each item, yielded in order as the chunks are done; by ``workers`` forked processes when
-    ``workers > 1`` and there is more than one chunk. Every worker is forked when the first result is asked for,
-    in the thread that asks. A worker's exception is raised here, and the chunks not yet started are cancelled."""
+    """``fn(item)`` for each item, in order as the chunks are done; by ``workers`` forked processes when
+    ``workers > 1`` and there is more than one chunk. The first result is computed before this returns, so every
+    worker is forked here, before any thread the caller starts afterwards (a progress bar's) runs: a child forked
+    beside a running thread may inherit a lock that thread holds. A worker's exception is raised where its result
+    would be, and the chunks not yet started are cancelled."""
+    results = _imap(fn, items, workers, chunk)
+    first = next(results, _NOTHING)
+    return results if first is _NOTHING else itertools.chain([first], results)  # type: ignore[list-item]
+
+
+_NOTHING = object()
+
+
+def _imap(fn: Callable[[T], R], items: Sequence[T], workers: int, chunk: int) -> Iterator[R]:
     if not forks(len(items), workers, chunk):
         for item in items:
             yield fn(item)

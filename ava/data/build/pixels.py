@@ -10,7 +10,6 @@ number of workers. The builders that read no pixels run meanwhile, in the callin
 
 from __future__ import annotations
 
-import itertools
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -43,21 +42,15 @@ def run_pass(ctx: Context, rules: dict[str, tuple[Select, Compute]], progress: b
 
     from ava.progress import progress as progress_bar
 
-    def keep(item: tuple[SourceImage, list[str]], results: list[Any]) -> None:
-        for k, r in zip(item[1], results, strict=True):
-            ctx.pixels[k][item[0].id] = r
-
-    done = zip(items, imap(compute, items, ctx.workers), strict=True)
-    # The workers are forked at the first result, here, before any other thread of this process runs (the
-    # progress bar's, or the one below): a child forked beside a running thread may inherit a lock it holds.
-    first = next(done, None)
+    done = zip(items, imap(compute, items, ctx.workers), strict=True)  # the workers are forked here
     with progress_bar(progress, TimeRemainingColumn()) as bar:
         job = bar.add_task("read pixels", total=len(items))
 
         def consume() -> None:
-            for item, results in itertools.chain([first], done) if first is not None else ():
+            for (im, keys), results in done:
                 bar.advance(job)
-                keep(item, results)
+                for k, r in zip(keys, results, strict=True):
+                    ctx.pixels[k][im.id] = r
 
         if meanwhile is None or not forks(len(items), ctx.workers):
             consume()
