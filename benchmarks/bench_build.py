@@ -10,6 +10,7 @@ average is recorded before and after, since the build shares the CPUs with whate
 
     python benchmarks/bench_build.py                          # 5000 images, workers 2
     python benchmarks/bench_build.py --images 500 --workers 1
+    python benchmarks/bench_build.py --tasks all --phases     # + wall and CPU seconds of each phase
     # before/after in one run: the code of another commit (a git worktree) and this one, alternating, best of 2
     git worktree add --detach /tmp/ava-base f9f906f
     python benchmarks/bench_build.py --tasks none --baseline /tmp/ava-base --repeats 2
@@ -21,6 +22,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import shutil
 import subprocess
 import sys
@@ -39,28 +41,60 @@ def sources(work: Path, n: int) -> Path:
     return src
 
 
-def run(src: Path, out: Path, workers: int, tasks: bool) -> dict:
+def _cpu() -> float:
+    """CPU seconds of this process and its finished children (the build's worker processes)."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def _time_phases() -> dict[str, list[float]]:
+    """Wrap the build's phases so each call adds its [wall, CPU] seconds to the returned dict."""
+    import ava.data.build.build as build
+    import ava.data.build.pixels as pixels
+
+    spent: dict[str, list[float]] = {}
+    for module, name in ((build, "read_sources"), (pixels, "run_pass"), (build, "make_questions"),
+                         (build, "assign"), (build, "_write")):  # fmt: skip
+        def timed(*args, _f=getattr(module, name), _name=name, **kwargs):
+            t, c = time.perf_counter(), _cpu()
+            try:
+                return _f(*args, **kwargs)
+            finally:
+                w = spent.setdefault(_name, [0.0, 0.0])
+                w[0] += time.perf_counter() - t
+                w[1] += _cpu() - c
+
+        setattr(module, name, timed)
+    return spent
+
+
+def run(src: Path, out: Path, workers: int, tasks: bool, phases: bool = False) -> dict:
     from ava.data.build import BuildConfig, build_dataset
 
     shutil.rmtree(out, ignore_errors=True)
+    spent = _time_phases() if phases else None
     load_before = os.getloadavg()
+    cpu = _cpu()
     t = time.perf_counter()
     result = build_dataset(BuildConfig(out=out, coco=src / "instances.json", images=src / "images",
                                        tasks=None if tasks else [], workers=workers))  # fmt: skip
     seconds = time.perf_counter() - t
     n = sum(c["train"] + c["test"] for c in result.counts.values())
-    return {"tasks": tasks, "workers": workers, "seconds": round(seconds, 1), "samples": n,
-            "abilities": len(result.counts), "load_before": [round(v, 2) for v in load_before],
-            "load_after": [round(v, 2) for v in os.getloadavg()]}  # fmt: skip
+    row = {"tasks": tasks, "workers": workers, "seconds": round(seconds, 1), "cpu_seconds": round(_cpu() - cpu, 1),
+           "samples": n, "abilities": len(result.counts), "load_before": [round(v, 2) for v in load_before],
+           "load_after": [round(v, 2) for v in os.getloadavg()]}  # fmt: skip
+    if spent is not None:  # make_questions includes run_pass (and the builders that run meanwhile)
+        row["phases"] = {k: {"seconds": round(w, 1), "cpu_seconds": round(c, 1)} for k, (w, c) in spent.items()}
+    return row
 
 
-def run_code(code: Path | None, src: Path, out: Path, workers: int, tasks: bool) -> dict:
+def run_code(code: Path | None, src: Path, out: Path, workers: int, tasks: bool, phases: bool = False) -> dict:
     """``run`` in a fresh process, importing ``ava`` from ``code`` (a checkout of another commit) when given."""
     env = dict(os.environ)
     if code is not None:
         env["PYTHONPATH"] = str(code)
     prog = (f"import sys, json; sys.path.insert(0, {str(Path(__file__).parent)!r}); import ava, bench_build as b; "
-            f"r = b.run(b.Path({str(src)!r}), b.Path({str(out)!r}), {workers}, {tasks}); "
+            f"r = b.run(b.Path({str(src)!r}), b.Path({str(out)!r}), {workers}, {tasks}, {phases}); "
             "r['code'] = ava.__file__; print(json.dumps(r))")  # fmt: skip
     # run from the code's own directory: `python -c` puts the working directory first on sys.path
     done = subprocess.run([sys.executable, "-W", "ignore", "-c", prog], env=env, capture_output=True, text=True,
@@ -77,6 +111,7 @@ def main() -> None:
     parser.add_argument("--tasks", choices=("none", "all", "both"), default="both", help="rows without / with tasks")
     parser.add_argument("--baseline", type=Path, default=None, help="a checkout of another commit, timed alongside")
     parser.add_argument("--repeats", type=int, default=1, help="runs per row (the best is kept: the CPUs are shared)")
+    parser.add_argument("--phases", action="store_true", help="also time each phase of the build (wall and CPU)")
     args = parser.parse_args()
     src = sources(args.work, args.images)
     rows = []
@@ -85,7 +120,7 @@ def main() -> None:
         for code in codes:
             best = None
             for _ in range(args.repeats):
-                row = run_code(code, src, args.work / "out", args.workers, tasks)
+                row = run_code(code, src, args.work / "out", args.workers, tasks, args.phases and code is None)
                 print(json.dumps(row), flush=True)
                 best = row if best is None or row["seconds"] < best["seconds"] else best
             rows.append({**best, "code": "baseline" if code else "this checkout"})
