@@ -348,6 +348,43 @@ def test_workers_do_not_change_a_byte(tmp_path: Path) -> None:
         assert all((tmp_path / "one" / f).read_bytes() == (tmp_path / "two" / f).read_bytes() for f in files)
 
 
+@pytest.mark.parametrize("size", [(64, 48), (50, 80), (40, 40)])
+def test_marks_drawn_in_place_are_taken_off_exactly(tmp_path: Path, size: tuple[int, int]) -> None:
+    """The writer draws boxes and rings on the cached picture itself and puts back what was under them: what it
+    encodes is what drawing on a copy gives, and the cached picture is unchanged afterwards, for marks at the
+    edges, overlapping, smaller than the outline, and on a padded picture."""
+    from ava.data.build.core import BLUE, RED, box_mark, cached_image, cached_padded, draw_box, draw_point, marked
+
+    rng = np.random.default_rng(0)
+    path = tmp_path / "a.png"
+    Image.fromarray(rng.integers(0, 256, (size[1], size[0], 3), dtype=np.uint8)).save(path)
+    w, h = size
+    boxes = [(0, 0, w - 1, h - 1), (3, 4, 5, 6), (-5, -5, 10, 12), (w - 8, h - 9, w + 3, h + 3), (10, 5, 30, 40)]
+    cases = [[box_mark(b, RED)] for b in boxes] + [[box_mark(boxes[4], RED), box_mark(boxes[1], BLUE)],
+                                                   [("point", (2.0, 3.0), RED), ("point", (w / 2, h / 2), BLUE)],
+                                                   [("frame", (), RED)]]  # fmt: skip
+    for pad in (False, True):
+        for marks in cases:
+            cached_image.cache_clear()
+            cached_padded.cache_clear()
+            before = np.asarray(cached_padded(path)[0] if pad else cached_image(path)).copy()
+            expected, (ox, oy) = (cached_padded(path) if pad else (cached_image(path), (0, 0)))
+            expected = expected.copy()
+            for kind, geometry, color in marks:
+                if kind == "point":
+                    draw_point(expected, geometry, color)
+                else:
+                    box = geometry if kind == "box" else (0, 0, w - 1, h - 1)
+                    draw_box(expected, box, color, (ox, oy, w, h) if pad else None)
+            render = marked(path, marks, pad)
+            image, undo = render.drawn()  # type: ignore[attr-defined]
+            assert np.array_equal(np.asarray(image), np.asarray(expected)), (pad, marks)
+            undo()
+            assert np.array_equal(np.asarray(image), before), (pad, marks)
+            assert np.array_equal(np.asarray(render()), np.asarray(expected))
+            assert np.array_equal(np.asarray(cached_padded(path)[0] if pad else cached_image(path)), before)
+
+
 def test_no_boxes_variant_names_objects_unique_in_their_image(tmp_path: Path) -> None:
     truth = write_sources(tmp_path / "src", n_images=80, seed=3)  # unique-class pairs are rarer: more scenes
     build_dataset(_config(tmp_path / "src", tmp_path / "nb", ava=["spatial"], tasks=[], boxes=False))

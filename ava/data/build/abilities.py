@@ -25,12 +25,11 @@ from ava.data.build.core import (
     Question,
     ask,
     balance,
+    box_mark,
     cached_image,
-    cached_padded,
-    draw_box,
     fmt_box,
     fmt_rgb,
-    image_copy,
+    marked,
     option_truth,
     padded,
     plain,
@@ -120,24 +119,12 @@ def _area_bin(area: float) -> str:
 
 
 def _boxed(im: SourceImage, red: Instance | None = None, blue: Instance | None = None, pad: bool = False):
-    def render() -> Image.Image:
-        if pad:  # drawn on a copy of the padded image, as on the image before padding (one copy, not two)
-            image, (ox, oy) = cached_padded(im.path)
-            image, picture = image.copy(), (ox, oy, im.width, im.height)
-        else:
-            image, picture = image_copy(im.path), None
-        if red is not None:
-            draw_box(image, red.xyxy, RED, picture)
-        if blue is not None:
-            draw_box(image, blue.xyxy, BLUE, picture)
-        return image
-
-    return render
+    return marked(im.path, [box_mark(a.xyxy, c) for a, c in ((red, RED), (blue, BLUE)) if a is not None], pad)
 
 
 def _crop(im: SourceImage, a: Instance) -> Callable[[], Image.Image]:
     """The object's box cut from its image (what a --miner ranks the classes for)."""
-    return lambda: image_copy(im.path).crop(tuple(round(v) for v in a.xyxy))
+    return lambda: cached_image(im.path).crop(tuple(round(v) for v in a.xyxy))  # crop() copies
 
 
 def build_recognition(ctx: Context) -> list[Question]:
@@ -386,12 +373,8 @@ def build_ocr(ctx: Context) -> list[Question]:
             n = len(w.text)
             length = "1-5" if n <= 5 else "6-10" if n <= 10 else "11-20" if n <= 20 else ">20"
 
-            def render(w=w) -> Image.Image:
-                image = image_copy(w.image.path)
-                x, y, bw, bh = w.bbox
-                draw_box(image, (x, y, x + bw, y + bh), RED)
-                return image
-
+            x, y, bw, bh = w.bbox
+            render = marked(w.image.path, [box_mark((x, y, x + bw, y + bh), RED)])
             out.append(Question(
                 "ocr", f"{w.image.id}-{w.id}", ask("ocr"), w.text, {"text": w.text}, None,
                 {"source": "text",
@@ -503,11 +486,7 @@ def build_color(ctx: Context) -> list[Question]:
         rgb = [int(round(v)) for v in mean]
         cell = "rgb " + "".join(str(min(c, 255) * 3 // 256) for c in rgb)
 
-        def render(im=im, box=box) -> Image.Image:
-            image = image_copy(im.path)
-            draw_box(image, box, RED)
-            return image
-
+        render = marked(im.path, [box_mark(box, RED)])
         meta = {"source": ctx.coco.path.stem, "origin": {"file": im.file_name, "image_id": im.id, "annotations": []},  # type: ignore[union-attr]
                 "region_box": list(box)}  # fmt: skip
         out.append(Question("color", f"{im.id}", ask("color"), fmt_rgb(rgb), {"rgb": rgb}, None, meta, render,
@@ -553,13 +532,7 @@ def build_from_folders(ctx: Context, ava: str) -> list[Question]:
 def _framed(path) -> Callable[[], Image.Image]:
     """Emotion asks about "the person in the red box": a class folder holds face crops, so the box frames the
     whole image."""
-
-    def render() -> Image.Image:
-        image = image_copy(path)
-        draw_box(image, (0, 0, image.width - 1, image.height - 1), RED)
-        return image
-
-    return render
+    return marked(path, [("frame", (), RED)])
 
 
 # ability -> (the images it reads, per-image work): run by ava.data.build.pixels before the builders

@@ -289,6 +289,7 @@ class _Store:
     def __init__(self, questions: list[Question], fmt: str, images: Path) -> None:
         self.questions, self.fmt, self.images = questions, fmt, images
         self.done: dict[tuple, Stored] = {}  # image_key -> stored image, for the questions of the current image
+        self.origin: object = None  # that image's file name
         self.dirs: set[str] = set()
 
     def _put(self, data: bytes, ext: str) -> str:
@@ -310,8 +311,10 @@ class _Store:
         key = q.image_key
         if key is not None and key in self.done:
             return self.done[key]
-        if len(self.done) > 32:
+        origin = q.meta["origin"]["file"]
+        if origin != self.origin:  # questions come source image by source image
             self.done.clear()
+            self.origin = origin
         data, w, h, ext = _encode(q, self.fmt)
         out = (self._put(data, ext), w, h)
         if key is not None:
@@ -325,7 +328,17 @@ def _encode(q: Question, fmt: str) -> tuple[bytes, int, int, str]:
     out = _as_stored(source) if source is not None else None
     if out is not None:
         return out
-    image: Image.Image = q.render()
+    drawn = getattr(q.render, "drawn", None)  # marks drawn on the cached picture itself, taken off once encoded
+    if drawn is None:
+        return _encoded(q.render(), q, fmt)
+    image, undo = drawn()
+    try:
+        return _encoded(image, q, fmt)
+    finally:
+        undo()
+
+
+def _encoded(image: Image.Image, q: Question, fmt: str) -> tuple[bytes, int, int, str]:
     if image.mode != "RGB":  # convert() copies even an RGB image
         image = image.convert("RGB")
     if fmt == "jpeg" or (fmt == "auto" and _source_format(q) == "JPEG"):

@@ -27,13 +27,15 @@ from ava.data.build.core import (
     Question,
     ask,
     balance,
+    box_mark,
     cached_image,
     draw_box,
-    draw_point,
     image_copy,
+    marked,
     option_truth,
     plain,
     plural,
+    point_mark,
 )  # fmt: skip
 from ava.data.build.sources import Instance, SourceImage, majority
 
@@ -64,14 +66,16 @@ def _q(ctx: Context, name: str, qid: str, answer: str, options: list[str] | None
 
 def _boxed(im: SourceImage, red: Instance | None = None, blue: Instance | None = None,
            edit: Callable[[Image.Image], Image.Image] | None = None) -> Callable[[], Image.Image]:  # fmt: skip
+    """The source image with a red box around ``red`` and a blue one around ``blue``; ``edit`` (which changes the
+    picture itself) first, on a copy."""
+    marks = [box_mark(a.xyxy, c) for a, c in ((red, RED), (blue, BLUE)) if a is not None]
+    if edit is None:
+        return marked(im.path, marks)
+
     def render() -> Image.Image:
-        image = image_copy(im.path)
-        if edit is not None:
-            image = edit(image)
-        if red is not None:
-            draw_box(image, red.xyxy, RED)
-        if blue is not None:
-            draw_box(image, blue.xyxy, BLUE)
+        image = edit(image_copy(im.path))
+        for _, box, color in marks:
+            draw_box(image, box, color)
         return image
 
     return render
@@ -763,12 +767,7 @@ def _point_task(ctx: Context, name: str, what: str) -> list[Question]:
         hi, lo = (p0, p1) if v0 > v1 else (p1, p0)
         red, blue = (hi, lo) if answer == "red" else (lo, hi)
 
-        def render(im=im, red=red, blue=blue) -> Image.Image:
-            image = image_copy(im.path)
-            draw_point(image, tuple(red), RED)
-            draw_point(image, tuple(blue), BLUE)
-            return image
-
+        render = marked(im.path, [point_mark(red, RED), point_mark(blue, BLUE)])
         out.append(_q(ctx, name, str(im.id), answer, list(RED_BLUE), im, (), render, answer,
                       {"points": {"red": [int(v) for v in red], "blue": [int(v) for v in blue]},
                        "values": [round(max(v0, v1), 3), round(min(v0, v1), 3)]}))  # fmt: skip
