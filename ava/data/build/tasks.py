@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from PIL import Image, ImageDraw, ImageFilter
+from PIL import Image, ImageChops, ImageDraw, ImageFilter
 
 from ava.abilities.tasks import RED_BLUE, TASK_PREFIX, TILES, YES_NO
 from ava.data.build.abilities import _class_groups, _depths, _objects, _pair_choice, _pairs, _usable
@@ -213,9 +213,8 @@ def _blur_box(radius: float, box: tuple[float, ...]) -> Callable[[Image.Image], 
 def _noise_box(sigma: float, box: tuple[float, ...], seed: int) -> Callable[[Image.Image], Image.Image]:
     def edit(image: Image.Image) -> Image.Image:
         b = tuple(round(v) for v in box)
-        region = np.asarray(image.crop(b), dtype=np.float32)
-        noise = sigma * np.random.default_rng(seed).standard_normal(region.shape, dtype=np.float32)
-        image.paste(Image.fromarray(np.clip(region + noise, 0, 255).astype(np.uint8)), b[:2])
+        noisy = _add_noise(np.asarray(image.crop(b)), sigma, np.random.default_rng(seed))
+        image.paste(Image.fromarray(noisy), b[:2])
         return image
 
     return edit
@@ -326,7 +325,8 @@ def _letter(i: int) -> Image.Image:
 
 
 def _diff(a: Image.Image, b: Image.Image) -> float:
-    return float(np.abs(np.asarray(a, np.float32) - np.asarray(b, np.float32)).mean())
+    """Mean absolute difference of two pictures of one size (0..255)."""
+    return float(np.asarray(ImageChops.difference(a, b)).mean())  # |a - b| is exact in uint8
 
 
 def _sampled(ctx: Context, name: str) -> tuple[list[SourceImage], int]:
@@ -449,8 +449,15 @@ def _blur_visible(base: Image.Image, rng: np.random.Generator) -> str | None:
 
 
 def _noisy(base: Image.Image, sigma: float, rng: np.random.Generator) -> Image.Image:
-    a = np.asarray(base, np.float32) + sigma * rng.standard_normal((base.height, base.width, 3), dtype=np.float32)
-    return Image.fromarray(np.clip(a, 0, 255).astype(np.uint8))
+    return Image.fromarray(_add_noise(np.asarray(base), sigma, rng))
+
+
+def _add_noise(pixels: np.ndarray, sigma: float, rng: np.random.Generator) -> np.ndarray:
+    """``pixels`` (uint8) plus Gaussian noise of ``sigma``, in float32, clipped and truncated to uint8."""
+    a = rng.standard_normal(pixels.shape, dtype=np.float32)
+    a *= sigma
+    a += pixels
+    return np.clip(a, 0, 255, out=a).astype(np.uint8)
 
 
 def _noisy_variants(base: Image.Image, rng: np.random.Generator):
@@ -461,7 +468,8 @@ PERMUTATIONS = ((1, 2, 0), (2, 0, 1), (2, 1, 0))  # channel orders that change e
 
 
 def _permuted(image: Image.Image, order: tuple[int, int, int]) -> Image.Image:
-    return Image.fromarray(np.ascontiguousarray(np.asarray(image)[..., list(order)]))
+    bands = image.split()
+    return Image.merge("RGB", [bands[i] for i in order])
 
 
 def _colour_variants(base: Image.Image, rng: np.random.Generator):
@@ -472,8 +480,13 @@ BRIGHTNESS = (0.45, 0.7, 1.0, 1.35)  # the third is the second brightest
 
 
 def _brightness_variants(base: Image.Image, rng: np.random.Generator):
-    a = np.asarray(base, np.float32)
-    return [Image.fromarray(np.clip(a * f, 0, 255).astype(np.uint8)) for f in BRIGHTNESS], 2
+    return [base.point(_brightness_table(f)) for f in BRIGHTNESS], 2
+
+
+@lru_cache(maxsize=len(BRIGHTNESS))
+def _brightness_table(factor: float) -> list[int]:
+    """``min(value * factor, 255)`` (in float32, truncated) for every 8-bit value, for each of the three bands."""
+    return np.clip(np.arange(256, dtype=np.float32) * factor, 0, 255).astype(np.uint8).tolist() * 3
 
 
 def _brightness_apart(base: Image.Image, rng: np.random.Generator) -> str | None:
