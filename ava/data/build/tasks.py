@@ -195,26 +195,40 @@ def truncated(ctx: Context) -> list[Question]:
     return _yes_no(ctx, "truncated", out)
 
 
-def _blur_box(radius: float, box: tuple[float, ...]) -> Callable[[Image.Image], Image.Image]:
-    """Blur what lies inside ``box``, with its surroundings as context (a crop blurred alone keeps a flat object
-    whose edges are the crop's edges exactly as it was)."""
+Region = tuple[tuple[int, int, int, int], Image.Image]  # a box (px) of a picture and what is shown there instead
+
+
+def _blurred_region(image: Image.Image, box: tuple[float, ...], radius: float) -> Region:
+    """``box`` blurred with its surroundings as context (a crop blurred alone keeps a flat object whose edges are
+    the crop's edges exactly as it was)."""
+    b = tuple(round(v) for v in box)
+    m = round(3 * radius)
+    g = (max(0, b[0] - m), max(0, b[1] - m), min(image.width, b[2] + m), min(image.height, b[3] + m))
+    blurred = image.crop(g).filter(ImageFilter.GaussianBlur(radius))
+    return b, blurred.crop((b[0] - g[0], b[1] - g[1], b[2] - g[0], b[3] - g[1]))  # type: ignore[return-value]
+
+
+def _noisy_region(image: Image.Image, box: tuple[float, ...], sigma: float, seed: int) -> Region:
+    b = tuple(round(v) for v in box)
+    return b, Image.fromarray(_add_noise(np.asarray(image.crop(b)), sigma, np.random.default_rng(seed)))  # type: ignore[return-value]
+
+
+CORRUPTIONS: dict[str, Callable[[Image.Image, tuple[float, ...], int], Region]] = {
+    "blurred_object": lambda image, box, seed: _blurred_region(image, box, 4.0),
+    "noisy_object": lambda image, box, seed: _noisy_region(image, box, 40.0, seed),
+}
+# The corruptions whose change is measured (MIN_CHANGE). Noise of sigma 40 cannot be invisible: whatever a value is,
+# the half of the noise that points away from the nearer end of 0..255 is never clipped, so every value moves by
+# 40 * E[max(Z, 0)] = 16 on average, and a box of 24 x 24 px or more averages far above 1.
+CHECKED = ("blurred_object",)
+
+
+def _corrupted(name: str, a: Instance) -> Callable[[Image.Image], Image.Image]:
+    """The edit that corrupts ``a`` in its picture."""
 
     def edit(image: Image.Image) -> Image.Image:
-        b = [round(v) for v in box]
-        m = round(3 * radius)
-        g = (max(0, b[0] - m), max(0, b[1] - m), min(image.width, b[2] + m), min(image.height, b[3] + m))
-        blurred = image.crop(g).filter(ImageFilter.GaussianBlur(radius))
-        image.paste(blurred.crop((b[0] - g[0], b[1] - g[1], b[2] - g[0], b[3] - g[1])), (b[0], b[1]))
-        return image
-
-    return edit
-
-
-def _noise_box(sigma: float, box: tuple[float, ...], seed: int) -> Callable[[Image.Image], Image.Image]:
-    def edit(image: Image.Image) -> Image.Image:
-        b = tuple(round(v) for v in box)
-        noisy = _add_noise(np.asarray(image.crop(b)), sigma, np.random.default_rng(seed))
-        image.paste(Image.fromarray(noisy), b[:2])
+        b, region = CORRUPTIONS[name](image, a.xyxy, a.id)
+        image.paste(region, b[:2])
         return image
 
     return edit
@@ -227,12 +241,16 @@ def _corrupted_choice(im: SourceImage) -> Instance | None:
 
 
 def _corrupted_change(name: str) -> Callable[[Context, SourceImage], float | None]:
-    """The pixel pass's rule: how much corrupting the chosen object changes it (made for every sampled image, used for
-    the questions whose answer is "yes")."""
+    """The pixel pass's rule: how much corrupting the chosen object changes its box, mean absolute difference
+    (made for every sampled image, used for the questions whose answer is "yes")."""
 
     def change(ctx: Context, im: SourceImage) -> float | None:
         a = _corrupted_choice(im)
-        return None if a is None else _change(im, a, CORRUPTIONS[name](a.xyxy, a.id))
+        if a is None:
+            return None
+        image = cached_image(im.path)  # only read
+        b, region = CORRUPTIONS[name](image, a.xyxy, a.id)
+        return _diff(image.crop(b), region)
 
     return change
 
@@ -241,7 +259,7 @@ def _corrupted_object(ctx: Context, name: str) -> list[Question]:
     """One object per image (the largest of at least 24 px a side, not a crowd region); every other question
     corrupts it."""
     out = []
-    changes = ctx.pixels[_key(name)]
+    changes = ctx.pixels.get(_key(name)) if name in CHECKED else None
     for im in _images(ctx, name):
         a = _corrupted_choice(im)
         ctx.summary.consider(_key(name))
@@ -249,8 +267,8 @@ def _corrupted_object(ctx: Context, name: str) -> list[Question]:
             ctx.summary.drop(_key(name), "no object of at least 24 px a side", im.file_name)
             continue
         answer = YES_NO[len(out) % 2]
-        edit = CORRUPTIONS[name](a.xyxy, a.id) if answer == "yes" else None
-        if edit is not None and changes[im.id] < MIN_CHANGE:
+        edit = _corrupted(name, a) if answer == "yes" else None
+        if edit is not None and changes is not None and changes[im.id] < MIN_CHANGE:
             ctx.summary.drop(_key(name), f"the change is invisible (mean under {MIN_CHANGE:g} inside the box)",
                              f"annotation {a.id}")  # fmt: skip
             continue
@@ -259,20 +277,7 @@ def _corrupted_object(ctx: Context, name: str) -> list[Question]:
     return _yes_no(ctx, name, out)
 
 
-MIN_CHANGE = 1.0  # mean absolute change (0..255) inside the object's box that makes "blurred"/"noisy" true
-
-
-def _change(im: SourceImage, a: Instance, edit: Callable[[Image.Image], Image.Image]) -> float:
-    before = cached_image(im.path)  # only read
-    after = edit(before.copy())
-    b = tuple(round(v) for v in a.xyxy)
-    return _diff(before.crop(b), after.crop(b))
-
-
-CORRUPTIONS: dict[str, Callable[[tuple, int], Callable[[Image.Image], Image.Image]]] = {
-    "blurred_object": lambda box, seed: _blur_box(4.0, box),
-    "noisy_object": lambda box, seed: _noise_box(40.0, box, seed),
-}
+MIN_CHANGE = 1.0  # mean absolute change (0..255) inside the object's box that makes "blurred" true
 
 
 def blurred_object(ctx: Context) -> list[Question]:
@@ -818,7 +823,7 @@ def _sample_of(name: str) -> Callable[[Context], list[SourceImage]]:
 # name -> (the images it reads, per-image work): run by ava.data.build.pixels before the builders
 PIXEL_RULES: dict[str, tuple[Callable[[Context], list[SourceImage]] | None, Callable[[Context, SourceImage], Any]]] = {
     **{_key(name): (_sample_of(name), _variant_verdict(name)) for name in VARIANTS},
-    **{_key(name): (_sample_of(name), _corrupted_change(name)) for name in CORRUPTIONS},
+    **{_key(name): (_sample_of(name), _corrupted_change(name)) for name in CHECKED},
     _key("brighter_point"): (_sample_of("brighter_point"), _brighter_points),
     _key("nearer_point"): (_sample_of("nearer_point"), _nearer_points),
     _key("touching"): (None, _touch_verdicts),
