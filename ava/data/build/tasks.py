@@ -485,13 +485,8 @@ BRIGHTNESS = (0.45, 0.7, 1.0, 1.35)  # the third is the second brightest
 
 
 def _brightness_variants(base: Image.Image, rng: np.random.Generator):
-    return [base.point(_brightness_table(f)) for f in BRIGHTNESS], 2
-
-
-@lru_cache(maxsize=len(BRIGHTNESS))
-def _brightness_table(factor: float) -> list[int]:
-    """``min(value * factor, 255)`` (in float32, truncated) for every 8-bit value, for each of the three bands."""
-    return np.clip(np.arange(256, dtype=np.float32) * factor, 0, 255).astype(np.uint8).tolist() * 3
+    a = np.asarray(base, np.float32)
+    return [Image.fromarray(np.clip(a * f, 0, 255).astype(np.uint8)) for f in BRIGHTNESS], 2
 
 
 def _brightness_apart(base: Image.Image, rng: np.random.Generator) -> str | None:
