@@ -170,23 +170,14 @@ def image_copy(path: Path) -> Image.Image:
 
 def plain(path: Path) -> Callable[[], Image.Image]:
     """The source image as it is (its encoded bytes are shared by every question that shows it so)."""
-
-    def render() -> Image.Image:
-        return image_copy(path)
-
-    render.image_key = ("plain", str(path))  # type: ignore[attr-defined]
+    render = marked(path, ())
     render.source = path  # type: ignore[attr-defined]  # stored as its own bytes where they are a plain RGB file
     return render
 
 
 def padded(path: Path) -> Callable[[], Image.Image]:
     """The source image padded to a square."""
-
-    def render() -> Image.Image:
-        return cached_padded(path)[0].copy()
-
-    render.image_key = ("padded", str(path))  # type: ignore[attr-defined]
-    return render
+    return marked(path, (), pad=True)
 
 
 def box_width(size: int) -> int:

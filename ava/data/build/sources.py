@@ -57,7 +57,9 @@ def load_rgb(path: Path) -> Image.Image:
     the stored pixels); SourceError naming the file when it cannot be read."""
     try:
         with Image.open(path) as im:
-            return im.convert("RGB")
+            im.load()
+            # convert() of an RGB image copies it, which took as long as decoding the JPEG did
+            return im if im.mode == "RGB" else im.convert("RGB")
     except FileNotFoundError:
         raise SourceError(f"{path}: image file not found") from None
     except (OSError, Image.DecompressionBombError) as e:
