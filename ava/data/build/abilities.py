@@ -386,7 +386,7 @@ def build_ocr(ctx: Context) -> list[Question]:
 
 # -- colour ---------------------------------------------------------------------------------------------------------
 
-SLIC_SIDE = 96  # superpixels are found on a copy this wide (speed); their mean colour is read at full size
+SLIC_SIDE = 64  # superpixels are found on a copy this wide (speed); their mean colour is read at full size
 SLIC_SEGMENTS = 48
 SLIC_ITERATIONS = 5  # k-means steps (skimage's default is 10; the large flat regions this rule keeps settle in fewer)
 MAX_COLOR_STD = 12.0  # per-channel standard deviation (0..255) inside a superpixel: above it, no one colour
