@@ -196,3 +196,21 @@ def test_an_image_the_pixel_workers_cannot_decode_is_named(tmp_path: Path, capsy
     code, err, _ = _run([*_coco_args(src, out), "--workers", "2"], capsys)
     assert code == 2 and f"{victim.name}: cannot be read as an image" in err
     _no_output(out)
+
+
+def test_source_pixels_are_read_as_rgb_whatever_the_file_mode(tmp_path: Path) -> None:
+    """An RGB JPEG is handed on as decoded (no copy); greyscale, palette, RGBA and CMYK files are converted to RGB
+    as Pillow converts them; either way the pixels are the file's."""
+    from ava.data.build.sources import load_rgb
+
+    rng = np.random.default_rng(0)
+    rgb = Image.fromarray(rng.integers(0, 256, (30, 40, 3), dtype=np.uint8))
+    files = {"rgb.jpg": rgb, "grey.png": rgb.convert("L"), "palette.png": rgb.convert("P"),
+             "alpha.png": rgb.convert("RGBA"), "cmyk.jpg": rgb.convert("CMYK")}  # fmt: skip
+    for name, image in files.items():
+        image.save(tmp_path / name)
+        got = load_rgb(tmp_path / name)
+        with Image.open(tmp_path / name) as im:
+            expected = im.convert("RGB")
+        assert got.mode == "RGB" and got.size == (40, 30), name
+        assert np.array_equal(np.asarray(got), np.asarray(expected)), name
