@@ -302,8 +302,12 @@ class _Store:
             fd = os.open(self.images / rel, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except FileExistsError:
             return rel
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
         return rel
 
     def __call__(self, index: int) -> Stored:
