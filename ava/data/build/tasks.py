@@ -218,8 +218,8 @@ CORRUPTIONS: dict[str, Callable[[Image.Image, tuple[float, ...], int], Region]] 
     "noisy_object": lambda image, box, seed: _noisy_region(image, box, 40.0, seed),
 }
 # The corruptions whose change is measured (MIN_CHANGE). Noise of sigma 40 cannot be invisible: whatever a value is,
-# the half of the noise that points away from the nearer end of 0..255 is never clipped, so every value moves by
-# 40 * E[max(Z, 0)] = 16 on average, and a box of 24 x 24 px or more averages far above 1.
+# noise pointing away from the nearer end of 0..255 moves it by min(|noise|, 128) at least, so every value moves by
+# about 40 * E[max(Z, 0)] = 16 on average, and a box of 24 x 24 px or more (1,728 values) averages far above 1.
 CHECKED = ("blurred_object",)
 
 
