@@ -410,3 +410,20 @@ def test_options_are_sampled_as_the_paper_does(built: tuple[Path, Dataset, dict]
     assert all(len(s.options) == 3 and s.answer in s.options for s in Dataset(tmp_path / "k").samples("recognition"))  # type: ignore[arg-type]
     tex = ds.samples("texture")
     assert all(s.options == sorted(s.options) for s in tex)  # type: ignore[type-var]  # every class, in order
+
+
+@pytest.mark.parametrize("value", [0, 1, 127, 128, 254, 255])
+def test_noise_on_the_smallest_box_is_never_invisible(value: int) -> None:
+    """Why noisy-object does not measure its change as blurred-object does: on the smallest box it asks about
+    (24 x 24 px), on a flat picture at either end of 0..255 (where clipping takes half of it) or in the middle,
+    noise of sigma 40 moves the values by 16 (the ends) to 32 on average, far above MIN_CHANGE, whatever the
+    seed."""
+    from ava.data.build.tasks import CHECKED, CORRUPTIONS, MIN_CHANGE, _diff
+
+    assert "noisy_object" not in CHECKED
+    image = Image.new("RGB", (64, 64), (value, value, value))
+    changes = []
+    for seed in range(200):
+        b, region = CORRUPTIONS["noisy_object"](image, (10.0, 10.0, 34.0, 34.0), seed)
+        changes.append(_diff(image.crop(b), region))
+    assert min(changes) > 10 * MIN_CHANGE and np.mean(changes) > 15

@@ -219,7 +219,8 @@ CORRUPTIONS: dict[str, Callable[[Image.Image, tuple[float, ...], int], Region]] 
 }
 # The corruptions whose change is measured (MIN_CHANGE). Noise of sigma 40 cannot be invisible: whatever a value is,
 # noise pointing away from the nearer end of 0..255 moves it by min(|noise|, 128) at least, so every value moves by
-# about 40 * E[max(Z, 0)] = 16 on average, and a box of 24 x 24 px or more (1,728 values) averages far above 1.
+# about 40 * E[max(Z, 0)] = 16 or more on average (32 away from the ends), and a box of 24 x 24 px or more (1,728
+# values) averages far above 1.
 CHECKED = ("blurred_object",)
 
 
