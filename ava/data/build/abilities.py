@@ -118,8 +118,12 @@ def _area_bin(area: float) -> str:
                                            (9.0, ">0.5")) if area <= upper)  # fmt: skip
 
 
-def _boxed(im: SourceImage, red: Instance | None = None, blue: Instance | None = None, pad: bool = False):
-    return marked(im.path, [box_mark(a.xyxy, c) for a, c in ((red, RED), (blue, BLUE)) if a is not None], pad)
+def _boxed(im: SourceImage, red: Instance | None = None, blue: Instance | None = None, pad: bool = False,
+           edit: Callable[[Image.Image], Image.Image] | None = None) -> Callable[[], Image.Image]:  # fmt: skip
+    """The source image (``edit``-ed, padded where asked) with a red box around ``red``, a blue one around
+    ``blue``."""
+    marks = [box_mark(a.xyxy, c) for a, c in ((red, RED), (blue, BLUE)) if a is not None]
+    return marked(im.path, marks, pad, edit)
 
 
 def _crop(im: SourceImage, a: Instance) -> Callable[[], Image.Image]:

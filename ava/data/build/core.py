@@ -185,12 +185,12 @@ def box_width(size: int) -> int:
 
 
 def draw_box(image: Image.Image, box: Sequence[float], color: tuple[int, int, int],
-             picture: tuple[int, int, int, int] | None = None) -> list[tuple[int, int, int, int]]:  # fmt: skip
+             picture: tuple[int, int, int, int] | None = None) -> None:  # fmt: skip
     """Outline ``box`` (x1, y1, x2, y2 px), grown by a margin so the outline does not cover the object and kept
     inside the picture. ``picture`` (x, y, width, height): where the picture ``box`` is about lies in ``image``
     (a square padding of it, as :func:`pad_square` makes), which is then drawn on exactly as the picture itself
-    would be before it is padded. Returns the four strips (x0, y0, x1, y1) of ``image`` the outline lies in."""
-    return _box_outline(image, box, color, picture, draw=True)
+    would be before it is padded."""
+    _box_outline(image, box, color, picture, draw=True)
 
 
 def _box_outline(image: Image.Image, box: Sequence[float], color: tuple[int, int, int],
@@ -230,15 +230,42 @@ def point_mark(xy: Sequence[float], color: tuple[int, int, int]) -> Mark:
     return ("point", tuple(float(v) for v in xy), color)
 
 
-def marked(path: Path, marks: Sequence[Mark], pad: bool = False) -> Callable[[], Image.Image]:
-    """The source image (padded to a square where ``pad``: the marks are drawn as on the picture before it is
-    padded) with boxes and rings drawn on it.
+def _draw_mark(image: Image.Image, mark: Mark, picture: tuple[int, int, int, int] | None,
+               draw: bool = True) -> list[tuple[int, int, int, int]]:  # fmt: skip
+    """Draw ``mark`` on ``image`` (``picture`` as for :func:`draw_box`) where ``draw``; the strips it lies in."""
+    kind, geometry, color = mark
+    if kind == "point":
+        return draw_point(image, geometry, color, draw=draw)  # type: ignore[arg-type]
+    pw, ph = picture[2:] if picture is not None else image.size
+    box = geometry if kind == "box" else (0, 0, pw - 1, ph - 1)
+    return _box_outline(image, box, color, picture, draw=draw)
 
-    ``render()`` gives a new image. ``render.drawn()``, which the writer uses, draws on the cached picture itself
-    and gives it with the function that puts back the pixels under the marks (kept before drawing): most questions
-    are a source image and a box or two, and a copy of the whole picture per question was a tenth of a build's
-    drawing time. Questions with the same marks on the same picture share ``image_key``: drawn and encoded once."""
+
+def marked(path: Path, marks: Sequence[Mark], pad: bool = False,
+           edit: Callable[[Image.Image], Image.Image] | None = None) -> Callable[[], Image.Image]:  # fmt: skip
+    """The source image, changed by ``edit`` where given (a corruption, on a copy of the picture before it is
+    padded), padded to a square where ``pad`` (the marks are drawn as on the picture before it is padded), with
+    boxes and rings drawn on it.
+
+    ``render()`` gives a new image. Without an edit, ``render.drawn()``, which the writer uses, draws on the cached
+    picture itself and gives it with the function that puts back the pixels under the marks (kept before
+    drawing): most questions are a source image and a box or two, and a copy of the whole picture per question
+    was a tenth of a build's drawing time. Questions with the same marks on the same picture share ``image_key``:
+    drawn and encoded once."""
     marks = tuple(marks)
+
+    if edit is not None:  # every such question's picture is its own
+
+        def edited() -> Image.Image:
+            image, picture = edit(image_copy(path)), None
+            if pad:
+                image, (ox, oy) = pad_square(image)
+                picture = (ox, oy, *cached_image(path).size)
+            for mark in marks:
+                _draw_mark(image, mark, picture)
+            return image
+
+        return edited
 
     def drawn() -> tuple[Image.Image, Callable[[], None]]:
         if pad:
@@ -246,22 +273,13 @@ def marked(path: Path, marks: Sequence[Mark], pad: bool = False) -> Callable[[],
             picture: tuple[int, int, int, int] | None = (ox, oy, *cached_image(path).size)
         else:
             image, picture = cached_image(path), None
-        pw, ph = picture[2:] if picture is not None else image.size
-
-        def draw(mark: Mark, on: bool) -> list[tuple[int, int, int, int]]:
-            kind, geometry, color = mark
-            if kind == "point":
-                return draw_point(image, geometry, color, draw=on)  # type: ignore[arg-type]
-            box = geometry if kind == "box" else (0, 0, pw - 1, ph - 1)
-            return _box_outline(image, box, color, picture, draw=on)
-
         saved = []
-        for x0, y0, x1, y1 in [s for mark in marks for s in draw(mark, False)]:
+        for x0, y0, x1, y1 in [s for mark in marks for s in _draw_mark(image, mark, picture, draw=False)]:
             x0, y0, x1, y1 = max(0, x0), max(0, y0), min(image.width, x1), min(image.height, y1)
             if x1 > x0 and y1 > y0:
                 saved.append(((x0, y0), image.crop((x0, y0, x1, y1))))  # every strip before anything is drawn
         for mark in marks:
-            draw(mark, True)
+            _draw_mark(image, mark, picture)
 
         def undo() -> None:
             for xy, pixels in saved:

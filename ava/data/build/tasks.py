@@ -18,7 +18,7 @@ import numpy as np
 from PIL import Image, ImageChops, ImageDraw, ImageFilter
 
 from ava.abilities.tasks import RED_BLUE, TASK_PREFIX, TILES, YES_NO
-from ava.data.build.abilities import _class_groups, _depths, _objects, _pair_choice, _pairs, _usable
+from ava.data.build.abilities import _boxed, _class_groups, _depths, _objects, _pair_choice, _pairs, _usable
 from ava.data.build.core import (
     BLUE,
     PAD,
@@ -27,10 +27,7 @@ from ava.data.build.core import (
     Question,
     ask,
     balance,
-    box_mark,
     cached_image,
-    draw_box,
-    image_copy,
     marked,
     option_truth,
     plain,
@@ -62,23 +59,6 @@ def _q(ctx: Context, name: str, qid: str, answer: str, options: list[str] | None
     meta = {"source": ctx.source_name, "origin": origin, **(extra or {})}
     truth = option_truth(options, answer) if options else {"value": int(answer)}
     return Question(key, qid, ask(key, options, **fields), answer, truth, options, meta, render, fine, answer)
-
-
-def _boxed(im: SourceImage, red: Instance | None = None, blue: Instance | None = None,
-           edit: Callable[[Image.Image], Image.Image] | None = None) -> Callable[[], Image.Image]:  # fmt: skip
-    """The source image with a red box around ``red`` and a blue one around ``blue``; ``edit`` (which changes the
-    picture itself) first, on a copy."""
-    marks = [box_mark(a.xyxy, c) for a, c in ((red, RED), (blue, BLUE)) if a is not None]
-    if edit is None:
-        return marked(im.path, marks)
-
-    def render() -> Image.Image:
-        image = edit(image_copy(im.path))
-        for _, box, color in marks:
-            draw_box(image, box, color)
-        return image
-
-    return render
 
 
 def _plain(im: SourceImage) -> Callable[[], Image.Image]:
@@ -260,7 +240,7 @@ def _corrupted_object(ctx: Context, name: str) -> list[Question]:
     """One object per image (the largest of at least 24 px a side, not a crowd region); every other question
     corrupts it."""
     out = []
-    changes = ctx.pixels.get(_key(name)) if name in CHECKED else None
+    changes = ctx.pixels[_key(name)] if name in CHECKED else None  # filled by the pixel pass
     for im in _images(ctx, name):
         a = _corrupted_choice(im)
         ctx.summary.consider(_key(name))
