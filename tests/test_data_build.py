@@ -377,7 +377,7 @@ def test_marks_drawn_in_place_are_taken_off_exactly(tmp_path: Path, size: tuple[
                     box = geometry if kind == "box" else (0, 0, w - 1, h - 1)
                     draw_box(expected, box, color, (ox, oy, w, h) if pad else None)
             render = marked(path, marks, pad)
-            image, undo = render.drawn()  # type: ignore[attr-defined]
+            image, undo, changed = render.drawn()  # type: ignore[attr-defined]
             assert np.array_equal(np.asarray(image), np.asarray(expected)), (pad, marks)
             undo()
             assert np.array_equal(np.asarray(image), before), (pad, marks)

@@ -18,6 +18,7 @@ from typing import Any
 
 from PIL import Image
 
+from ava.data.build import jpeg
 from ava.data.build import sources as src
 from ava.data.build.abilities import BUILDERS, FOLDER_ABILITIES
 from ava.data.build.abilities import PIXEL_RULES as ABILITY_PIXEL_RULES
@@ -289,8 +290,10 @@ class _Store:
     def __init__(self, questions: list[Question], fmt: str, images: Path) -> None:
         self.questions, self.fmt, self.images = questions, fmt, images
         self.done: dict[tuple, Stored] = {}  # image_key -> stored image, for the questions of the current image
+        self.coded: dict[tuple, jpeg.RowCoded] = {}  # picture -> its JPEG without marks, for the current image
         self.origin: object = None  # that image's file name
         self.dirs: set[str] = set()
+        self.splice = jpeg.splices_exactly()
 
     def _put(self, data: bytes, ext: str) -> str:
         rel = image_name(data, ext)
@@ -318,37 +321,50 @@ class _Store:
         origin = q.meta["origin"]["file"]
         if origin != self.origin:  # questions come source image by source image
             self.done.clear()
+            self.coded.clear()
             self.origin = origin
-        data, w, h, ext = _encode(q, self.fmt)
+        data, w, h, ext = self._encode(q)
         out = (self._put(data, ext), w, h)
         if key is not None:
             self.done[key] = out
         return out
 
+    def _encode(self, q: Question) -> tuple[bytes, int, int, str]:
+        """A question's image as file bytes, its size and file extension."""
+        source = getattr(q.render, "source", None)
+        out = _as_stored(source) if source is not None else None
+        if out is not None:
+            return out
+        drawn = getattr(q.render, "drawn", None)  # marks drawn on the cached picture itself, taken off once encoded
+        if drawn is None:
+            return _encoded(q.render(), q, self.fmt)
+        image, undo, changed = drawn()
+        try:
+            if not (self.splice and _jpeg(q, self.fmt) and image.mode == "RGB"):
+                return _encoded(image, q, self.fmt)
+            picture = q.render.picture  # type: ignore[attr-defined]
+            base = self.coded.get(picture)
+            if base is not None:  # the picture's file with the rows under the marks encoded again
+                return base.patched(image, changed).tobytes(), image.width, image.height, "jpg"
+            data = jpeg.encode(image)
+        finally:
+            undo()
+        coded = jpeg.RowCoded.parse(data)
+        if coded is not None:  # the next question on this picture starts from its file without these marks
+            self.coded[picture] = coded.patched(image, changed)
+        return data, image.width, image.height, "jpg"
 
-def _encode(q: Question, fmt: str) -> tuple[bytes, int, int, str]:
-    """A question's image as file bytes, its size and file extension."""
-    source = getattr(q.render, "source", None)
-    out = _as_stored(source) if source is not None else None
-    if out is not None:
-        return out
-    drawn = getattr(q.render, "drawn", None)  # marks drawn on the cached picture itself, taken off once encoded
-    if drawn is None:
-        return _encoded(q.render(), q, fmt)
-    image, undo = drawn()
-    try:
-        return _encoded(image, q, fmt)
-    finally:
-        undo()
+
+def _jpeg(q: Question, fmt: str) -> bool:
+    """Whether a drawn question's image is stored as JPEG (else PNG)."""
+    return fmt == "jpeg" or (fmt == "auto" and _source_format(q) == "JPEG")
 
 
 def _encoded(image: Image.Image, q: Question, fmt: str) -> tuple[bytes, int, int, str]:
     if image.mode != "RGB":  # convert() copies even an RGB image
         image = image.convert("RGB")
-    if fmt == "jpeg" or (fmt == "auto" and _source_format(q) == "JPEG"):
-        buf = io.BytesIO()
-        image.save(buf, format="JPEG", quality=95)
-        return buf.getvalue(), image.width, image.height, "jpg"
+    if _jpeg(q, fmt):
+        return jpeg.encode(image), image.width, image.height, "jpg"
     return encode_png(image), image.width, image.height, "png"
 
 

@@ -249,9 +249,10 @@ def marked(path: Path, marks: Sequence[Mark], pad: bool = False,
 
     ``render()`` gives a new image. Without an edit, ``render.drawn()``, which the writer uses, draws on the cached
     picture itself and gives it with the function that puts back the pixels under the marks (kept before
-    drawing): most questions are a source image and a box or two, and a copy of the whole picture per question
-    was a tenth of a build's drawing time. Questions with the same marks on the same picture share ``image_key``:
-    drawn and encoded once."""
+    drawing) and the boxes (x0, y0, x1, y1, end exclusive) those pixels lie in: most questions are a source image
+    and a box or two, and a copy of the whole picture per question was a tenth of a build's drawing time; the
+    writer re-encodes only the rows of ``render.picture``'s file that the boxes reach (:mod:`.jpeg`). Questions
+    with the same marks on the same picture share ``image_key``: drawn and encoded once."""
     marks = tuple(marks)
 
     if edit is not None:  # every such question's picture is its own
@@ -267,7 +268,7 @@ def marked(path: Path, marks: Sequence[Mark], pad: bool = False,
 
         return edited
 
-    def drawn() -> tuple[Image.Image, Callable[[], None]]:
+    def drawn() -> tuple[Image.Image, Callable[[], None], list[tuple[int, int, int, int]]]:
         if pad:
             image, (ox, oy) = cached_padded(path)
             picture: tuple[int, int, int, int] | None = (ox, oy, *cached_image(path).size)
@@ -285,10 +286,10 @@ def marked(path: Path, marks: Sequence[Mark], pad: bool = False,
             for xy, pixels in saved:
                 image.paste(pixels, xy)
 
-        return image, undo
+        return image, undo, [(x0, y0, x0 + pixels.width, y0 + pixels.height) for (x0, y0), pixels in saved]
 
     def render() -> Image.Image:
-        image, undo = drawn()
+        image, undo, _ = drawn()
         try:
             return image.copy()
         finally:
@@ -296,6 +297,7 @@ def marked(path: Path, marks: Sequence[Mark], pad: bool = False,
 
     render.drawn = drawn  # type: ignore[attr-defined]
     render.image_key = ("marked", str(path), pad, marks)  # type: ignore[attr-defined]
+    render.picture = (str(path), pad)  # type: ignore[attr-defined]  # what is drawn on, marks aside
     return render
 
 
