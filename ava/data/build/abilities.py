@@ -21,6 +21,7 @@ from ava.abilities.subgroups import INDOOR_MAX_DEPTH
 from ava.data.build.core import (
     BLUE,
     RED,
+    Change,
     Context,
     Question,
     ask,
@@ -119,7 +120,7 @@ def _area_bin(area: float) -> str:
 
 
 def _boxed(im: SourceImage, red: Instance | None = None, blue: Instance | None = None, pad: bool = False,
-           edit: Callable[[Image.Image], Image.Image] | None = None) -> Callable[[], Image.Image]:  # fmt: skip
+           edit: Change | None = None) -> Callable[[], Image.Image]:  # fmt: skip
     """The source image (``edit``-ed, padded where asked) with a red box around ``red``, a blue one around
     ``blue``."""
     marks = [box_mark(a.xyxy, c) for a, c in ((red, RED), (blue, BLUE)) if a is not None]

@@ -164,10 +164,6 @@ def cached_padded(path: Path) -> tuple[Image.Image, tuple[int, int]]:
     return pad_square(cached_image(path))
 
 
-def image_copy(path: Path) -> Image.Image:
-    return cached_image(path).copy()
-
-
 def plain(path: Path) -> Callable[[], Image.Image]:
     """The source image as it is (its encoded bytes are shared by every question that shows it so)."""
     render = marked(path, ())
@@ -241,44 +237,44 @@ def _draw_mark(image: Image.Image, mark: Mark, picture: tuple[int, int, int, int
     return _box_outline(image, box, color, picture, draw=draw)
 
 
+# A change of a picture: from the picture (only read), the box (x0, y0, x1, y1 px) it changes and what is shown there
+Change = Callable[[Image.Image], tuple[tuple[int, ...], Image.Image]]
+
+
 def marked(path: Path, marks: Sequence[Mark], pad: bool = False,
-           edit: Callable[[Image.Image], Image.Image] | None = None) -> Callable[[], Image.Image]:  # fmt: skip
-    """The source image, changed by ``edit`` where given (a corruption, on a copy of the picture before it is
-    padded), padded to a square where ``pad`` (the marks are drawn as on the picture before it is padded), with
-    boxes and rings drawn on it.
+           edit: Change | None = None) -> Callable[[], Image.Image]:  # fmt: skip
+    """The source image, changed by ``edit`` where given (a corruption of the picture before it is padded), padded
+    to a square where ``pad`` (the marks are drawn as on the picture before it is padded), with boxes and rings
+    drawn on it.
 
-    ``render()`` gives a new image. Without an edit, ``render.drawn()``, which the writer uses, draws on the cached
-    picture itself and gives it with the function that puts back the pixels under the marks (kept before
-    drawing) and the boxes (x0, y0, x1, y1, end exclusive) those pixels lie in: most questions are a source image
-    and a box or two, and a copy of the whole picture per question was a tenth of a build's drawing time; the
-    writer re-encodes only the rows of ``render.picture``'s file that the boxes reach (:mod:`.jpeg`). Questions
-    with the same marks on the same picture share ``image_key``: drawn and encoded once."""
+    ``render()`` gives a new image. ``render.drawn()``, which the writer uses, changes and draws on the cached
+    picture itself and gives it with the function that puts back the pixels under the change and the marks (kept
+    before anything is drawn) and the boxes (x0, y0, x1, y1, end exclusive) those pixels lie in: most questions
+    are a source image and a box or two, and a copy of the whole picture per question was a tenth of a build's
+    drawing time; the writer re-encodes only the rows of ``render.picture``'s file that the boxes reach
+    (:mod:`.jpeg`). Questions with the same marks on the same picture and no edit share ``image_key``: drawn and
+    encoded once."""
     marks = tuple(marks)
-
-    if edit is not None:  # every such question's picture is its own
-
-        def edited() -> Image.Image:
-            image, picture = edit(image_copy(path)), None
-            if pad:
-                image, (ox, oy) = pad_square(image)
-                picture = (ox, oy, *cached_image(path).size)
-            for mark in marks:
-                _draw_mark(image, mark, picture)
-            return image
-
-        return edited
 
     def drawn() -> tuple[Image.Image, Callable[[], None], list[tuple[int, int, int, int]]]:
         if pad:
             image, (ox, oy) = cached_padded(path)
             picture: tuple[int, int, int, int] | None = (ox, oy, *cached_image(path).size)
         else:
-            image, picture = cached_image(path), None
+            image, picture, ox, oy = cached_image(path), None, 0, 0
+        strips = [s for mark in marks for s in _draw_mark(image, mark, picture, draw=False)]
+        change = None
+        if edit is not None:
+            box, shown = edit(cached_image(path))
+            change = ((box[0] + ox, box[1] + oy), shown)
+            strips.insert(0, (box[0] + ox, box[1] + oy, box[0] + ox + shown.width, box[1] + oy + shown.height))
         saved = []
-        for x0, y0, x1, y1 in [s for mark in marks for s in _draw_mark(image, mark, picture, draw=False)]:
+        for x0, y0, x1, y1 in strips:
             x0, y0, x1, y1 = max(0, x0), max(0, y0), min(image.width, x1), min(image.height, y1)
             if x1 > x0 and y1 > y0:
                 saved.append(((x0, y0), image.crop((x0, y0, x1, y1))))  # every strip before anything is drawn
+        if change is not None:
+            image.paste(change[1], change[0])
         for mark in marks:
             _draw_mark(image, mark, picture)
 
@@ -296,7 +292,7 @@ def marked(path: Path, marks: Sequence[Mark], pad: bool = False,
             undo()
 
     render.drawn = drawn  # type: ignore[attr-defined]
-    render.image_key = ("marked", str(path), pad, marks)  # type: ignore[attr-defined]
+    render.image_key = None if edit else ("marked", str(path), pad, marks)  # type: ignore[attr-defined]
     render.picture = (str(path), pad)  # type: ignore[attr-defined]  # what is drawn on, marks aside
     return render
 

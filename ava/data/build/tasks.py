@@ -23,6 +23,7 @@ from ava.data.build.core import (
     BLUE,
     PAD,
     RED,
+    Change,
     Context,
     Question,
     ask,
@@ -204,15 +205,9 @@ CORRUPTIONS: dict[str, Callable[[Image.Image, tuple[float, ...], int], Region]] 
 CHECKED = ("blurred_object",)
 
 
-def _corrupted(name: str, a: Instance) -> Callable[[Image.Image], Image.Image]:
+def _corrupted(name: str, a: Instance) -> Change:
     """The edit that corrupts ``a`` in its picture."""
-
-    def edit(image: Image.Image) -> Image.Image:
-        b, region = CORRUPTIONS[name](image, a.xyxy, a.id)
-        image.paste(region, b[:2])
-        return image
-
-    return edit
+    return lambda image: CORRUPTIONS[name](image, a.xyxy, a.id)
 
 
 def _corrupted_choice(im: SourceImage) -> Instance | None:
