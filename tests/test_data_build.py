@@ -427,3 +427,17 @@ def test_noise_on_the_smallest_box_is_never_invisible(value: int) -> None:
         b, region = CORRUPTIONS["noisy_object"](image, (10.0, 10.0, 34.0, 34.0), seed)
         changes.append(_diff(image.crop(b), region))
     assert min(changes) > 10 * MIN_CHANGE and np.mean(changes) > 15
+
+
+def test_noise_is_gaussian_of_its_sigma() -> None:
+    """The noise tasks' noise, drawn through a table of the normal's quantiles: mean 0 (less the half a level that
+    truncating to uint8 takes off), standard deviation sigma, 68.3% within one sigma and 95.4% within two, and
+    other draws from other generators."""
+    from ava.data.build.tasks import _add_noise
+
+    flat = np.full((300, 300, 3), 128, np.uint8)
+    noise = _add_noise(flat, 20.0, np.random.default_rng(0)).astype(np.float64) - 128
+    assert abs(noise.mean() + 0.5) < 0.2 and abs(noise.std() - 20.0) < 0.2
+    assert abs(np.mean(np.abs(noise + 0.5) <= 20) - 0.683) < 0.01
+    assert abs(np.mean(np.abs(noise + 0.5) <= 40) - 0.954) < 0.01
+    assert not np.array_equal(noise, _add_noise(flat, 20.0, np.random.default_rng(1)).astype(np.float64) - 128)

@@ -24,7 +24,7 @@ from ava.abilities.base import format_options
 from ava.data.build.sources import Attributes, ClassFolders, CocoSource, DepthSource, Word, load_rgb
 from ava.data.options import OptionSampler, random_options
 
-RULE_VERSION = 3  # bumped whenever a rule changes what is kept or asked; recorded in dataset.json
+RULE_VERSION = 4  # bumped whenever a rule changes what is kept or asked; recorded in dataset.json
 RED = (255, 0, 0)  # target box (spec section 2)
 BLUE = (0, 0, 255)  # reference box
 PAD = (124, 120, 111)  # square padding of localization / recognition images

@@ -433,9 +433,19 @@ def _noisy(base: Image.Image, sigma: float, rng: np.random.Generator) -> Image.I
     return Image.fromarray(_add_noise(np.asarray(base), sigma, rng))
 
 
+@lru_cache(maxsize=1)
+def _normal_quantiles() -> np.ndarray:
+    """The standard normal's quantiles at the midpoints of 65,536 equal steps of probability (float32): indexed by
+    a uniform 16-bit integer, a normal deviate (to 1e-4 of sigma; the tails end at 4.17 sigma, beyond what 0..255
+    keeps of any noise here) in a third of ``standard_normal``'s time."""
+    from scipy.special import ndtri
+
+    return ndtri((np.arange(65536) + 0.5) / 65536).astype(np.float32)
+
+
 def _add_noise(pixels: np.ndarray, sigma: float, rng: np.random.Generator) -> np.ndarray:
     """``pixels`` (uint8) plus Gaussian noise of ``sigma``, in float32, clipped and truncated to uint8."""
-    a = rng.standard_normal(pixels.shape, dtype=np.float32)
+    a = _normal_quantiles()[rng.integers(0, 65536, pixels.shape, dtype=np.uint16)]
     a *= sigma
     a += pixels
     return np.clip(a, 0, 255, out=a).astype(np.uint8)
