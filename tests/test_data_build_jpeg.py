@@ -80,7 +80,8 @@ def test_a_build_writes_what_whole_encodings_give(tmp_path: Path, monkeypatch: p
     def build(out: str) -> dict[str, bytes]:
         config = BuildConfig(out=tmp_path / out, coco=tmp_path / "src" / "instances.json",
                              images=tmp_path / "src" / "images", ava=["recognition", "spatial", "color"],
-                             tasks=["ta_truncated", "ta_brighter_point", "ta_blurred_object", "ta_noisy_object"], workers=1)  # fmt: skip
+                             tasks=["ta_truncated", "ta_brighter_point", "ta_blurred_object", "ta_noisy_object",
+                                    "ta_true_colour_tile"], workers=1)  # fmt: skip
         build_dataset(config)
         return {str(p.relative_to(tmp_path / out)): p.read_bytes() for p in (tmp_path / out).rglob("*")
                 if p.is_file()}  # fmt: skip

@@ -341,12 +341,14 @@ class Variant:
     ``make`` gives the four variants and the index of the right one, from the image's centre square at ``side``
     px; ``check`` gives the reason to drop an image (None: kept), when the question is proposed, so the variants
     are made again only for the questions kept; ``left`` draws the picture shown beside the grid (from a
-    generator seeded like ``make``'s, so it cuts the hole where ``make`` cut the tile)."""
+    generator seeded like ``make``'s, so it cuts the hole where ``make`` cut the tile); ``shown``, where given,
+    makes them as shown (TILE px), where that is cheaper than enlarging each of ``make``'s."""
 
     make: Callable[[Image.Image, np.random.Generator], tuple[list[Image.Image], int]]
     check: Callable[[Image.Image, np.random.Generator], str | None] | None = None
     left: Callable[[Image.Image, np.random.Generator], Image.Image] | None = None
     side: int = TILE
+    shown: Callable[[Image.Image, np.random.Generator], tuple[list[Image.Image], int]] | None = None
 
 
 def _variant_verdict(name: str) -> Callable[[Context, SourceImage], tuple[str | None, dict]]:
@@ -384,7 +386,7 @@ def _variant_task(ctx: Context, name: str) -> list[Question]:
 
         def render(im=im, pos=pos) -> Image.Image:
             base = _base(im.path, v.side).copy()
-            variants, right = v.make(base, ctx.rng(name, im.id))
+            variants, right = (v.shown or v.make)(base, ctx.rng(name, im.id))
             others = [x for i, x in enumerate(variants) if i != right]
             shown = v.left(base, ctx.rng(name, im.id)) if v.left is not None else None
             return _grid(others[:pos] + [variants[right]] + others[pos:], shown)
@@ -497,17 +499,19 @@ def _with_hole(base: Image.Image, xy: tuple[int, int], grey: bool = False) -> Im
     return shown
 
 
-def _tile(base: Image.Image, xy: tuple[int, int]) -> Image.Image:
-    return base.crop((xy[0], xy[1], xy[0] + CUT, xy[1] + CUT))
+def _tile(base: Image.Image, xy: tuple[int, int], side: int = CUT) -> Image.Image:
+    tile = base.crop((xy[0], xy[1], xy[0] + CUT, xy[1] + CUT))
+    return tile if side == CUT else tile.resize((side, side))
 
 
-def _tile_colours(base: Image.Image, rng: np.random.Generator):
-    tile = _tile(base, _cut(base, rng))
+def _tile_colours(base: Image.Image, rng: np.random.Generator, side: int = CUT):
+    """The cut-out and its channel orders, at ``side`` px (TILE: as shown, the tile enlarged once, not four times)."""
+    tile = _tile(base, _cut(base, rng), side)
     return [tile] + [_permuted(tile, p) for p in PERMUTATIONS], 0
 
 
-def _tile_rotations(base: Image.Image, rng: np.random.Generator):
-    tile = _tile(base, _cut(base, rng))
+def _tile_rotations(base: Image.Image, rng: np.random.Generator, side: int = CUT):
+    tile = _tile(base, _cut(base, rng), side)
     return [tile.rotate(a) for a in (0, 90, 180, 270)], 0
 
 
@@ -543,9 +547,11 @@ VARIANTS: dict[str, Variant] = {
     "second_brightest": Variant(_brightness_variants, _brightness_apart),
     "unrotated": Variant(_rotations, _distinct(_rotations, "the rotations")),
     "true_colour_tile": Variant(_tile_colours, _distinct(_tile_colours, "the tile's colour variants"),
-                                left=lambda base, rng: _with_hole(base, _cut(base, rng), True), side=2 * TILE),
+                                left=lambda base, rng: _with_hole(base, _cut(base, rng), True), side=2 * TILE,
+                                shown=lambda base, rng: _tile_colours(base, rng, TILE)),
     "rotated_jigsaw": Variant(_tile_rotations, _distinct(_tile_rotations, "the tile's rotations"),
-                              left=lambda base, rng: _with_hole(base, _cut(base, rng)), side=2 * TILE),
+                              left=lambda base, rng: _with_hole(base, _cut(base, rng)), side=2 * TILE,
+                              shown=lambda base, rng: _tile_rotations(base, rng, TILE)),
     "jigsaw": Variant(_jigsaw_tiles, _jigsaw_check, left=lambda base, rng: _with_hole(base, _cut(base, rng)),
                       side=2 * TILE),
 }  # fmt: skip
