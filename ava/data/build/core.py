@@ -219,11 +219,11 @@ Mark = tuple[str, tuple[float, ...], tuple[int, int, int]]
 
 
 def box_mark(box: Sequence[float], color: tuple[int, int, int]) -> Mark:
-    return ("box", tuple(float(v) for v in box), color)
+    return ("box", tuple(map(float, box)), color)
 
 
 def point_mark(xy: Sequence[float], color: tuple[int, int, int]) -> Mark:
-    return ("point", tuple(float(v) for v in xy), color)
+    return ("point", tuple(map(float, xy)), color)
 
 
 def _draw_mark(image: Image.Image, mark: Mark, picture: tuple[int, int, int, int] | None,

@@ -82,7 +82,7 @@ class Instance:
     height: int
     width: int
 
-    @property
+    @cached_property  # read by every rule about positions, for every pair an instance is in
     def xyxy(self) -> tuple[float, float, float, float]:
         x, y, w, h = self.bbox
         return (x, y, x + w, y + h)
