@@ -438,8 +438,8 @@ def _noisy(base: Image.Image, sigma: float, rng: np.random.Generator) -> Image.I
 @lru_cache(maxsize=1)
 def _normal_quantiles() -> np.ndarray:
     """The standard normal's quantiles at the midpoints of 65,536 equal steps of probability (float32): indexed by
-    a uniform 16-bit integer, a normal deviate (to 1e-4 of sigma; the tails end at 4.17 sigma, beyond what 0..255
-    keeps of any noise here) in a third of ``standard_normal``'s time."""
+    a uniform 16-bit integer, a normal deviate (quantized to those steps; the tails end at 4.17 sigma, beyond what
+    0..255 keeps of any noise here) in a third of ``standard_normal``'s time."""
     from scipy.special import ndtri
 
     return ndtri((np.arange(65536) + 0.5) / 65536).astype(np.float32)
