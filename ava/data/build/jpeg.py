@@ -115,8 +115,8 @@ def _bands(changed: Sequence[tuple[int, int, int, int]], mcu_height: int, n_rows
 
 @lru_cache(maxsize=1)
 def splices_exactly() -> bool:
-    """Whether a patched file is byte for byte the file of the changed picture on this Pillow and libjpeg (every
-    release that writes restart markers: Pillow >= 10.2); where not, the build encodes every picture whole."""
+    """Whether a patched file is byte for byte the file of the changed picture on this Pillow and libjpeg (False
+    on a Pillow too old to write restart markers); where not, the build encodes every picture whole."""
     import numpy as np
 
     rng = np.random.default_rng(0)
