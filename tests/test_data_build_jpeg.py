@@ -62,11 +62,14 @@ def test_rows_outside_the_marks_are_not_encoded_again(monkeypatch: pytest.Monkey
 
 def test_files_without_a_marker_per_row_are_not_split() -> None:
     picture = _photo(64, 48, seed=2)
-    for options in ({}, {"progressive": True}, {"restart_marker_blocks": 3}):
+    for options in ({}, {"progressive": True}, {"restart_marker_blocks": 3}, {"restart_marker_blocks": 8},
+                    {"restart_marker_rows": 2}):  # fmt: skip
         buf = io.BytesIO()
         picture.save(buf, format="JPEG", quality=95, **options)
-        coded = jpeg.RowCoded.parse(buf.getvalue())
-        assert coded is None or options == {"restart_marker_blocks": 3} and len(coded.rows) != 3
+        assert jpeg.RowCoded.parse(buf.getvalue()) is None, options
+    buf = io.BytesIO()
+    picture.save(buf, format="JPEG", quality=95, restart_marker_blocks=4)  # 64 px: 4 MCUs a row, so the same file
+    assert jpeg.RowCoded.parse(buf.getvalue()) is not None
     assert jpeg.RowCoded.parse(b"\xff\xd8\xff\xe0\x00") is None  # cut short
 
 

@@ -53,7 +53,7 @@ class RowCoded:
     def parse(cls, data: bytes, quality: int = QUALITY) -> RowCoded | None:
         """The rows of a file :func:`encode` wrote; None when it has no restart marker per row (a Pillow that
         ignores ``restart_marker_rows``) or is laid out otherwise."""
-        i, mcu_height, interval, size = 2, 0, 0, (0, 0)
+        i, mcu_height, mcu_width, interval, size = 2, 0, 0, 0, (0, 0)
         while True:
             if i + 4 > len(data) or data[i] != 0xFF:
                 return None
@@ -64,13 +64,14 @@ class RowCoded:
                 height, width, components = struct.unpack(">HHB", data[i + 5 : i + 10])
                 size = (width, height)
                 mcu_height = 8 * max(data[i + 11 + 3 * k] & 0x0F for k in range(components))
+                mcu_width = 8 * max(data[i + 11 + 3 * k] >> 4 for k in range(components))
             elif marker == 0xDD:
                 interval = struct.unpack(">H", data[i + 4 : i + 6])[0]
             i += 2 + length
             if marker == 0xDA:
                 break
-        if not mcu_height or not interval or data[-2:] != _EOI:
-            return None
+        if not mcu_height or interval != -(-size[0] // mcu_width) or data[-2:] != _EOI:
+            return None  # no restart interval, or one that is not a row of MCUs
         rows = _MARKER.split(data[i:-2])
         if len(rows) != -(-size[1] // mcu_height):
             return None
