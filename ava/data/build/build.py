@@ -340,7 +340,7 @@ class _Store:
             return _encoded(q.render(), q, self.fmt)
         image, undo, changed = drawn()
         try:
-            if not (self.splice and _jpeg(q, self.fmt) and image.mode == "RGB"):
+            if not (self.splice and _jpeg(q, self.fmt)):  # (the cached pictures are RGB)
                 return _encoded(image, q, self.fmt)
             picture = q.render.picture  # type: ignore[attr-defined]
             base = self.coded.get(picture)

@@ -237,8 +237,8 @@ def _draw_mark(image: Image.Image, mark: Mark, picture: tuple[int, int, int, int
     return _box_outline(image, box, color, picture, draw=draw)
 
 
-# A change of a picture: from the picture (only read), the box (x0, y0, x1, y1 px) it changes and what is shown there
-Change = Callable[[Image.Image], tuple[tuple[int, ...], Image.Image]]
+Region = tuple[tuple[int, int, int, int], Image.Image]  # a box (px) of a picture and what is shown there instead
+Change = Callable[[Image.Image], Region]  # from a picture (only read), the region a corruption changes
 
 
 def marked(path: Path, marks: Sequence[Mark], pad: bool = False,
@@ -266,8 +266,9 @@ def marked(path: Path, marks: Sequence[Mark], pad: bool = False,
         change = None
         if edit is not None:
             box, shown = edit(cached_image(path))
-            change = ((box[0] + ox, box[1] + oy), shown)
-            strips.insert(0, (box[0] + ox, box[1] + oy, box[0] + ox + shown.width, box[1] + oy + shown.height))
+            x, y = box[0] + ox, box[1] + oy
+            change = ((x, y), shown)
+            strips.append((x, y, x + shown.width, y + shown.height))
         saved = []
         for x0, y0, x1, y1 in strips:
             x0, y0, x1, y1 = max(0, x0), max(0, y0), min(image.width, x1), min(image.height, y1)

@@ -26,6 +26,7 @@ from ava.data.build.core import (
     Change,
     Context,
     Question,
+    Region,
     ask,
     balance,
     cached_image,
@@ -174,9 +175,6 @@ def truncated(ctx: Context) -> list[Question]:
             out.append(_q(ctx, "truncated", f"{im.id}-{a.id}", answer, list(YES_NO), im, (a,), _boxed(im, a),
                           f"{a.category}|{answer}", {"class": a.category}, object=a.category))  # fmt: skip
     return _yes_no(ctx, "truncated", out)
-
-
-Region = tuple[tuple[int, int, int, int], Image.Image]  # a box (px) of a picture and what is shown there instead
 
 
 def _blurred_region(image: Image.Image, box: tuple[float, ...], radius: float) -> Region:
