@@ -164,10 +164,10 @@ def split_data(data: PathLike, *, test_frac: float = 0.2, seed: int = 0, force: 
 
 def build_data(out: PathLike, *, progress: bool = False, **options: Any) -> Any:
     """Build an ``ava`` dataset from annotated images (``ava data build``); ``options`` are the fields of
-    :class:`ava.data.build.BuildConfig` (``coco``, ``images``, ``depth``, ``classes``, ``text``, ``attributes``,
-    ``ava``, ``tasks``, ``seed``, ...). Returns a :class:`ava.data.build.BuildResult` (counts, the kept/dropped
+    :class:`ava.curate.BuildConfig` (``coco``, ``images``, ``depth``, ``classes``, ``text``, ``attributes``,
+    ``ava``, ``tasks``, ``seed``, ...). Returns a :class:`ava.curate.BuildResult` (counts, the kept/dropped
     summary, what was skipped and why)."""
-    from ava.data.build import BuildConfig, build_dataset
+    from ava.curate import BuildConfig, build_dataset
 
     return build_dataset(BuildConfig(out=Path(out), **options), progress=progress)
 
@@ -175,7 +175,7 @@ def build_data(out: PathLike, *, progress: bool = False, **options: Any) -> Any:
 def synth_sources(out: PathLike, *, n_images: int = 24, seed: int = 0) -> dict[str, Any]:
     """Write synthetic scenes as the source formats ``build_data`` reads, with ``truth.json`` beside them
     (``ava data synth-sources``); returns that truth."""
-    from ava.data.build.synthetic import write_sources
+    from ava.curate.synthetic import write_sources
 
     return write_sources(out, n_images=n_images, seed=seed)
 

@@ -1,7 +1,7 @@
 """`ava data build` speed on a COCO-style set with masks (issue 28's target: 5K images, 2 cores, <= 2 minutes,
 excluding any depth model).
 
-The sources are the synthetic scenes of ``ava.data.build.synthetic`` at COCO's size (``scale 4``: 640x480,
+The sources are the synthetic scenes of ``ava.curate.synthetic`` at COCO's size (``scale 4``: 640x480,
 512x640 and 576x576 images, 2-8 polygon instances each, one crowd RLE region in every eighth image), stored as
 JPEG as COCO is. They are written once into ``--work`` (not timed) and reused. The build is then timed end to
 end (read and check the annotations, run every rule, balance, split, draw, encode, write, rename), with the 14
@@ -31,14 +31,27 @@ from pathlib import Path
 
 
 def sources(work: Path, n: int) -> Path:
-    from ava.data.build.synthetic import write_sources
-
+    write_sources = _curate("synthetic").write_sources
     src = work / f"src-{n}"
     if not (src / "instances.json").is_file():
         t = time.perf_counter()
         write_sources(src, n_images=n, seed=0, scale=4, image_format="jpeg")
         print(f"wrote {n} source images in {time.perf_counter() - t:.0f} s (not timed)", flush=True)
     return src
+
+
+def _curate(name: str = ""):
+    """``ava.curate`` (or its module ``name``); a baseline checkout from before the package's rename has it as
+    ``ava.data.build``."""
+    import importlib
+
+    for package in ("ava.curate", "ava.data.build"):
+        try:
+            return importlib.import_module(f"{package}.{name}" if name else package)
+        except ModuleNotFoundError as e:
+            if e.name not in ("ava.curate", "ava.data.build"):
+                raise
+    raise ModuleNotFoundError("neither ava.curate nor ava.data.build")
 
 
 def _cpu() -> float:
@@ -49,8 +62,7 @@ def _cpu() -> float:
 
 def _time_phases() -> dict[str, list[float]]:
     """Wrap the build's phases so each call adds its [wall, CPU] seconds to the returned dict."""
-    import ava.data.build.build as build
-    import ava.data.build.pixels as pixels
+    build, pixels = _curate("build"), _curate("pixels")
 
     spent: dict[str, list[float]] = {}
     for module, name in ((build, "read_sources"), (pixels, "run_pass"), (build, "make_questions"),
@@ -69,8 +81,8 @@ def _time_phases() -> dict[str, list[float]]:
 
 
 def run(src: Path, out: Path, workers: int, tasks: bool, phases: bool = False) -> dict:
-    from ava.data.build import BuildConfig, build_dataset
-
+    curate = _curate()
+    BuildConfig, build_dataset = curate.BuildConfig, curate.build_dataset
     shutil.rmtree(out, ignore_errors=True)
     spent = _time_phases() if phases else None
     load_before = os.getloadavg()

@@ -13,9 +13,9 @@ from PIL import Image
 
 from ava.abilities import ABILITIES, ABILITY_KEYS, TASK_KEYS
 from ava.abilities.parsers import parse_reply
-from ava.data.build import BuildConfig, build_dataset
-from ava.data.build.synthetic import write_sources
-from ava.data.build.tasks import TILE
+from ava.curate import BuildConfig, build_dataset
+from ava.curate.synthetic import write_sources
+from ava.curate.tasks import TILE
 from ava.data.format import Dataset, Sample
 
 N_IMAGES = 24
@@ -205,7 +205,7 @@ def _variant_ok(s: Sample, truth: dict, src: Path) -> bool:
         diffs = [float(np.abs(t - ref).mean()) for t in tiles]
         return int(np.argmin(diffs)) == pos
     # jigsaw, rotated jigsaw, colour tile: the right tile is the piece of the source under the cut-out
-    from ava.data.build.tasks import CUT
+    from ava.curate.tasks import CUT
 
     x, y = s.meta["cut"]
     ref = np.asarray(square.crop((x, y, x + CUT, y + CUT)).resize((TILE, TILE)), np.float32)[:, 14:]
@@ -353,7 +353,7 @@ def test_marks_drawn_in_place_are_taken_off_exactly(tmp_path: Path, size: tuple[
     """The writer draws boxes and rings on the cached picture itself and puts back what was under them: what it
     encodes is what drawing on a copy gives, and the cached picture is unchanged afterwards, for marks at the
     edges, overlapping, smaller than the outline, and on a padded picture."""
-    from ava.data.build.core import BLUE, RED, box_mark, cached_image, cached_padded, draw_box, draw_point, marked
+    from ava.curate.core import BLUE, RED, box_mark, cached_image, cached_padded, draw_box, draw_point, marked
 
     rng = np.random.default_rng(0)
     path = tmp_path / "a.png"
@@ -422,7 +422,7 @@ def test_noise_on_the_smallest_box_is_never_invisible(value: int) -> None:
     (24 x 24 px), on a flat picture at either end of 0..255 (where clipping takes half of it) or in the middle,
     noise of sigma 40 moves the values by 16 (the ends) to 32 on average, far above MIN_CHANGE, whatever the
     seed."""
-    from ava.data.build.tasks import CHECKED, CORRUPTIONS, MIN_CHANGE, _diff
+    from ava.curate.tasks import CHECKED, CORRUPTIONS, MIN_CHANGE, _diff
 
     assert "noisy_object" not in CHECKED
     image = Image.new("RGB", (64, 64), (value, value, value))
@@ -437,7 +437,7 @@ def test_noise_is_gaussian_of_its_sigma() -> None:
     """The noise tasks' noise, drawn through a table of the normal's quantiles: mean 0 (less the half a level that
     truncating to uint8 takes off), standard deviation sigma, 68.3% within one sigma and 95.4% within two, and
     other draws from other generators."""
-    from ava.data.build.tasks import _add_noise
+    from ava.curate.tasks import _add_noise
 
     flat = np.full((300, 300, 3), 128, np.uint8)
     noise = _add_noise(flat, 20.0, np.random.default_rng(0)).astype(np.float64) - 128

@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 
 from ava.cli.main import main
-from ava.data.build.synthetic import write_sources
+from ava.curate.synthetic import write_sources
 from ava.data.format import Dataset
 
 
@@ -171,7 +171,7 @@ def test_cli_build_prints_the_summary_and_synth_sources_writes_them(tmp_path: Pa
 def test_masks_from_polygons_compressed_and_uncompressed_rle_and_none() -> None:
     from pycocotools import mask as mask_utils
 
-    from ava.data.build.sources import Instance
+    from ava.curate.sources import Instance
 
     want = np.zeros((4, 5), dtype=bool)
     want[2:4, 0] = want[0, 1] = True
@@ -201,7 +201,7 @@ def test_an_image_the_pixel_workers_cannot_decode_is_named(tmp_path: Path, capsy
 def test_source_pixels_are_read_as_rgb_whatever_the_file_mode(tmp_path: Path) -> None:
     """An RGB JPEG is handed on as decoded (no copy); greyscale, palette, RGBA and CMYK files are converted to RGB
     as Pillow converts them; either way the pixels are the file's."""
-    from ava.data.build.sources import load_rgb
+    from ava.curate.sources import load_rgb
 
     rng = np.random.default_rng(0)
     rgb = Image.fromarray(rng.integers(0, 256, (30, 40, 3), dtype=np.uint8))

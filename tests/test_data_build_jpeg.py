@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image, ImageDraw
 
-from ava.data.build import jpeg
+from ava.curate import jpeg
 
 
 def _photo(w: int, h: int, seed: int) -> Image.Image:
@@ -75,8 +75,8 @@ def test_files_without_a_marker_per_row_are_not_split() -> None:
 
 def test_a_build_writes_what_whole_encodings_give(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A build from JPEG sources writes the same files, byte for byte, as one that encodes every picture whole."""
-    from ava.data.build.build import BuildConfig, build_dataset
-    from ava.data.build.synthetic import write_sources
+    from ava.curate.build import BuildConfig, build_dataset
+    from ava.curate.synthetic import write_sources
 
     write_sources(tmp_path / "src", n_images=12, seed=4, scale=2, image_format="jpeg")
 

@@ -11,11 +11,11 @@ import pytest
 from _foci_fixtures import save_tiny_image_text
 
 from ava.cli.main import main
-from ava.data.build import BuildConfig, build_dataset
-from ava.data.build import depth_model as dm
-from ava.data.build.mining import BuildMiner
-from ava.data.build.sources import read_coco
-from ava.data.build.synthetic import write_sources
+from ava.curate import BuildConfig, build_dataset
+from ava.curate import depth_model as dm
+from ava.curate.mining import BuildMiner
+from ava.curate.sources import read_coco
+from ava.curate.synthetic import write_sources
 from ava.data.format import Dataset
 
 
@@ -75,7 +75,7 @@ def test_maps_are_the_models_prediction_at_image_size_relative_inverted(src: Pat
     for im in images:
         stored = depth.load(im)
         assert stored.shape == (im.height, im.width)
-        from ava.data.build.sources import load_rgb
+        from ava.curate.sources import load_rgb
 
         image = load_rgb(im.path)
         with torch.no_grad():
@@ -154,7 +154,7 @@ def test_clip_miner_offers_the_classes_the_checkpoint_ranks_first(src: Path, tmp
     root = src / "src" / "classes" / "scene"
     for s in samples:
         rel = s.meta["origin"]["file"]
-        from ava.data.build.core import plain
+        from ava.curate.core import plain
 
         ranker.images[rel] = plain(root / rel)
         hardest = next(c for c in ranker.ranking(s.answer, classes, rel) if c != s.answer)

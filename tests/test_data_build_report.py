@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from ava.cli.main import main
-from ava.data.build import BuildConfig, build_dataset
-from ava.data.build.synthetic import write_sources
+from ava.curate import BuildConfig, build_dataset
+from ava.curate.synthetic import write_sources
 from ava.report.augment import curve, image_scores
 
 

@@ -4,7 +4,7 @@ beside the 14 of AVA-Bench.
 Every key starts with :data:`TASK_PREFIX` so reports keep them apart from the benchmark's abilities; each has its
 question template, answer kind and metric like any ability, and ``extra["template"]`` names the paper's template
 id (T1.1 ... T8.1) and ``extra["metadata"]`` where its truth comes from (rules over annotations, a depth map,
-people, or the image alone). ``ava data build`` writes them (``ava.data.build.tasks``).
+people, or the image alone). ``ava data build`` writes them (``ava.curate.tasks``).
 """
 
 from __future__ import annotations

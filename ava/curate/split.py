@@ -16,7 +16,7 @@ import math
 from collections import defaultdict
 from typing import Any
 
-from ava.data.build.core import Question
+from ava.curate.core import Question
 
 MIN_STRATUM = 5  # with 5, an 80/20 split gives test one question and train four
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ava.data.build.sources import DepthSource, SourceImage, load_rgb
+from ava.curate.sources import DepthSource, SourceImage, load_rgb
 from ava.errors import AvaError
 
 METRIC_TYPES = {"zoedepth", "glpn", "depth_pro"}  # model types trained to predict metres

@@ -18,7 +18,7 @@ from PIL import Image
 
 from ava.abilities import EMOTIONS, INDOOR_DEPTH_BINS, ORIENTATION_VIEWS, OUTDOOR_DEPTH_BINS, SPATIAL_ANSWERS
 from ava.abilities.subgroups import INDOOR_MAX_DEPTH
-from ava.data.build.core import (
+from ava.curate.core import (
     BLUE,
     RED,
     Change,
@@ -36,7 +36,7 @@ from ava.data.build.core import (
     plain,
     plural,
 )  # fmt: skip
-from ava.data.build.sources import Instance, SourceError, SourceImage
+from ava.curate.sources import Instance, SourceError, SourceImage
 
 AREA_RANGE = (0.002, 0.5)  # normalized box area kept for localization and recognition (spec section 2)
 MAX_COUNT = 40
@@ -540,7 +540,7 @@ def _framed(path) -> Callable[[], Image.Image]:
     return marked(path, [("frame", (), RED)])
 
 
-# ability -> (the images it reads, per-image work): run by ava.data.build.pixels before the builders
+# ability -> (the images it reads, per-image work): run by ava.curate.pixels before the builders
 PIXEL_RULES: dict[str, tuple[Any, Callable[[Context, SourceImage], Any]]] = {
     "color": (None, lambda ctx, im: colour_of(im.path)),
 }

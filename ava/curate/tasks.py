@@ -1,7 +1,7 @@
 """Task-augmentation tasks (``ava.abilities.tasks``): truth from rules over instance annotations, a depth map,
 raters' attributes, or the image alone (a variant made here, so its truth is exact by construction).
 
-Every multiple-choice task balances its answers (:func:`ava.data.build.core.balance` over every option), and
+Every multiple-choice task balances its answers (:func:`ava.curate.core.balance` over every option), and
 every question whose answer would be ambiguous is dropped with its reason: objects of nearly the same size for
 "which is larger", masks neither touching nor clearly apart for "touching", raters tied for "occluded".
 """
@@ -18,8 +18,8 @@ import numpy as np
 from PIL import Image, ImageChops, ImageDraw, ImageFilter
 
 from ava.abilities.tasks import RED_BLUE, TASK_PREFIX, TILES, YES_NO
-from ava.data.build.abilities import _boxed, _class_groups, _depths, _objects, _pair_choice, _pairs, _usable
-from ava.data.build.core import (
+from ava.curate.abilities import _boxed, _class_groups, _depths, _objects, _pair_choice, _pairs, _usable
+from ava.curate.core import (
     BLUE,
     PAD,
     RED,
@@ -36,7 +36,7 @@ from ava.data.build.core import (
     plural,
     point_mark,
 )  # fmt: skip
-from ava.data.build.sources import Instance, SourceImage, majority
+from ava.curate.sources import Instance, SourceImage, majority
 
 MIN_AREA_RATIO = 1.5  # "which is larger": the larger mask at least 1.5x the smaller
 MIN_SHIFT = 0.1  # "further left / down": box centres at least 10% of the image apart
@@ -805,7 +805,7 @@ def _sample_of(name: str) -> Callable[[Context], list[SourceImage]]:
     return lambda ctx: _sampled(ctx, name)[0]
 
 
-# name -> (the images it reads, per-image work): run by ava.data.build.pixels before the builders
+# name -> (the images it reads, per-image work): run by ava.curate.pixels before the builders
 PIXEL_RULES: dict[str, tuple[Callable[[Context], list[SourceImage]] | None, Callable[[Context, SourceImage], Any]]] = {
     **{_key(name): (_sample_of(name), _variant_verdict(name)) for name in VARIANTS},
     **{_key(name): (_sample_of(name), _corrupted_change(name)) for name in CHECKED},

@@ -14,9 +14,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ava.data.build.core import Context, cached_image
-from ava.data.build.parallel import forks, imap
-from ava.data.build.sources import SourceImage
+from ava.curate.core import Context, cached_image
+from ava.curate.parallel import forks, imap
+from ava.curate.sources import SourceImage
 
 # A rule: which images it reads (None: every image of the COCO source) and what it computes for one of them.
 Select = Callable[[Context], list[SourceImage]] | None

@@ -1,4 +1,5 @@
-"""Building atomic-ability benchmarks from a user's own annotated images (``ava data build``).
+"""Curating atomic-ability benchmarks from a user's own annotated images (``ava data build``), beside
+:mod:`ava.synth`, which renders them from nothing.
 
 From COCO-style instances, depth maps, class folders, text boxes and raters' attributes (``sources``), the 14
 AVA-Bench abilities are built by the paper's curation rules (``abilities``) and the task-augmentation tasks by
@@ -7,7 +8,7 @@ is an ordinary ``ava`` dataset with its provenance (``build``). ``synthetic`` wr
 same source formats, so a build can be checked against the truth it must reproduce.
 """
 
-from ava.data.build.build import BuildConfig, BuildError, BuildResult, build_dataset
-from ava.data.build.sources import SourceError
+from ava.curate.build import BuildConfig, BuildError, BuildResult, build_dataset
+from ava.curate.sources import SourceError
 
 __all__ = ["BuildConfig", "BuildError", "BuildResult", "SourceError", "build_dataset"]

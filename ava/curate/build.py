@@ -18,15 +18,15 @@ from typing import Any
 
 from PIL import Image
 
-from ava.data.build import jpeg
-from ava.data.build import sources as src
-from ava.data.build.abilities import BUILDERS, FOLDER_ABILITIES
-from ava.data.build.abilities import PIXEL_RULES as ABILITY_PIXEL_RULES
-from ava.data.build.core import RULE_VERSION, Context, Question, cached_image, cached_padded
-from ava.data.build.parallel import imap
-from ava.data.build.split import MIN_STRATUM, assign
-from ava.data.build.tasks import PIXEL_RULES as TASK_PIXEL_RULES
-from ava.data.build.tasks import TASKS
+from ava.curate import jpeg
+from ava.curate import sources as src
+from ava.curate.abilities import BUILDERS, FOLDER_ABILITIES
+from ava.curate.abilities import PIXEL_RULES as ABILITY_PIXEL_RULES
+from ava.curate.core import RULE_VERSION, Context, Question, cached_image, cached_padded
+from ava.curate.parallel import imap
+from ava.curate.split import MIN_STRATUM, assign
+from ava.curate.tasks import PIXEL_RULES as TASK_PIXEL_RULES
+from ava.curate.tasks import TASKS
 from ava.data.format import DatasetWriter, Sample, check_replaceable, encode_png, image_name
 from ava.errors import AvaError
 
@@ -81,7 +81,7 @@ def read_sources(config: BuildConfig) -> tuple[Context, dict[str, dict[str, Any]
     ctx = Context(seed=config.seed, options_k=config.options, boxes=config.boxes, family=config.family,
                   max_pairs=config.max_pairs, max_per_task=config.max_per_task, workers=config.workers)  # fmt: skip
     prov: dict[str, dict[str, Any]] = {}
-    from ava.data.build.mining import sampler_factory
+    from ava.curate.mining import sampler_factory
 
     ctx.sampler, ctx.miner = sampler_factory(config.miner, config.device)
     if ctx.miner is not None:
@@ -97,7 +97,7 @@ def read_sources(config: BuildConfig) -> tuple[Context, dict[str, dict[str, Any]
     if config.depth_model:
         if ctx.coco is None:
             raise BuildError("--depth-model needs --coco (depth questions are about annotated objects)")
-        from ava.data.build import depth_model
+        from ava.curate import depth_model
 
         ctx.scratch = Path(tempfile.mkdtemp(prefix="ava-depth-"))
         try:
@@ -234,7 +234,7 @@ def _cap(questions: list[Question], n: int | None) -> list[Question]:
     """At most ``n`` questions, equally many per answer (so a balanced task stays balanced)."""
     if n is None or len(questions) <= n:
         return questions
-    from ava.data.build.core import stable_hash
+    from ava.curate.core import stable_hash
 
     by: dict[str, list[Question]] = {}
     for q in questions:
@@ -246,9 +246,9 @@ def _cap(questions: list[Question], n: int | None) -> list[Question]:
 
 def make_questions(ctx: Context, keys: list[str], max_per_task: int | None, progress: bool = False) -> list[Question]:
     """Every ability's and task's kept questions, in ``keys`` order. The rules that read pixels get them from one
-    pass over the images (:mod:`ava.data.build.pixels`), while the builders that need none run."""
+    pass over the images (:mod:`ava.curate.pixels`), while the builders that need none run."""
     from ava.abilities.tasks import is_task
-    from ava.data.build.pixels import run_pass
+    from ava.curate.pixels import run_pass
 
     table = {**BUILDERS, **TASKS}
     rules = {k: r for k, r in {**ABILITY_PIXEL_RULES, **TASK_PIXEL_RULES}.items() if k in keys}

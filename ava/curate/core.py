@@ -21,7 +21,7 @@ from PIL import Image, ImageDraw
 
 from ava.abilities import get_ability
 from ava.abilities.base import format_options
-from ava.data.build.sources import Attributes, ClassFolders, CocoSource, DepthSource, Word, load_rgb
+from ava.curate.sources import Attributes, ClassFolders, CocoSource, DepthSource, Word, load_rgb
 from ava.data.options import OptionSampler, random_options
 
 RULE_VERSION = 4  # bumped whenever a rule changes what is kept or asked; recorded in dataset.json
@@ -99,11 +99,11 @@ class Context:
     max_pairs: int = 4
     max_per_task: int | None = None
     summary: Summary = field(default_factory=Summary)
-    miner: Any = None  # a --miner that ranks classes per picture (ava.data.build.mining.BuildMiner)
+    miner: Any = None  # a --miner that ranks classes per picture (ava.curate.mining.BuildMiner)
     workers: int = 1  # processes for per-image work that dominates proposal (colour's superpixels)
     scratch: Path | None = None  # a depth model's maps, removed when the build ends
     sampler: Callable[[str, int | None], OptionSampler] = field(default=lambda ava, k: random_options(k))
-    pixels: dict[str, dict[Any, Any]] = field(default_factory=dict)  # rule -> image id -> ava.data.build.pixels' result
+    pixels: dict[str, dict[Any, Any]] = field(default_factory=dict)  # rule -> image id -> ava.curate.pixels' result
 
     @cached_property  # read once the sources are in: by every question the builders propose
     def source_name(self) -> str:

@@ -45,7 +45,7 @@ def _imap(fn: Callable[[T], R], items: Sequence[T], workers: int, chunk: int) ->
             yield fn(item)
         return
     if _JOB[0] is not None:
-        raise RuntimeError("ava.data.build.parallel.imap does not nest")
+        raise RuntimeError("ava.curate.parallel.imap does not nest")
     _JOB[0] = (fn, items)
     pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("fork"))
     try:
