@@ -10,7 +10,7 @@ cache array goes through :func:`read_rows`, which first checks that the rows it 
   (the index is read once per shard and kept; it carries its own CRC-32C).
 
 The files of an array are listed once (one walk of its folder, or one listing of its prefix in object storage
-(:func:`ava.cache.location.list_sizes`), kept on the :class:`~ava.cache.store.CacheGroup`),
+(:func:`ava.cache.location.list_sizes`), kept on the group (``chunk_files`` of :class:`~ava.cache.store.CacheGroup`)),
 so a read costs a set lookup per shard, and one read of a shard's index the first time a shard is met; a shard not
 in the listing is looked for again once before it is called missing (an extraction may have written it since).
 A chunk that is on disk but does not decode (a checksum mismatch, a torn file) is reported by the same error.
@@ -21,21 +21,32 @@ A chunk that is on disk but does not decode (a checksum mismatch, a torn file) i
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
+from ava.cache.errors import CacheError
 from ava.cache.location import CachePath, list_sizes, read_range
-from ava.cache.store import CacheError
-
-if TYPE_CHECKING:
-    from ava.cache.store import CacheGroup
 
 _EMPTY = np.uint64(2**64 - 1)  # the sharding index's mark of a chunk that is not stored
 
 
 class CacheDataError(CacheError):
     """Rows a reader needs are missing from a cache array or do not decode (the cache is damaged)."""
+
+
+class CacheGroup(Protocol):
+    """What the reads here need of a group (:class:`ava.cache.store.CacheGroup` is one): its place, key and spec,
+    its arrays, and a dict where the files of each array are kept once listed."""
+
+    path: CachePath
+    key: str
+    chunk_files: dict[str, Any]
+
+    @property
+    def spec(self) -> dict[str, Any]: ...
+
+    def array(self, name: str) -> Any: ...
 
 
 @dataclass
@@ -159,12 +170,12 @@ def _layout(arr: Any) -> _Layout:
 
 def array_files(group: CacheGroup, name: str) -> ArrayFiles:
     """The listing of array ``name`` kept on ``group`` (made on first use)."""
-    files = group._files.get(name)
+    files = group.chunk_files.get(name)
     if files is None:
         arr = group.array(name)
         files = ArrayFiles(group.path / name, _layout(arr), arr.metadata.encode_chunk_key, len(arr.shape))
         files.list()
-        group._files[name] = files
+        group.chunk_files[name] = files
     return files
 
 

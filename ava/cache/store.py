@@ -49,9 +49,9 @@ from typing import Any
 import numpy as np
 
 from ava.cache.codecs import Codec, get_codec
+from ava.cache.errors import CacheError
 from ava.cache.location import CachePath, cache_path, is_remote, probe, total_bytes, write_text_atomic, zarr_store
 from ava.cache.pooling import pool_dim
-from ava.errors import AvaError
 
 FORMAT_NAME = "ava-feature-cache"
 FORMAT_VERSION = 2  # 2: the key is the identity + codec + format version (no name, no repeated fields)
@@ -77,10 +77,6 @@ def default_shard_size(cache_dir: str | os.PathLike[str] | CachePath, num_tokens
     while rows * 2 * per_image <= OBJECT_SHARD_BYTES and rows * 2 <= MAX_OBJECT_SHARD_SIZE:
         rows *= 2
     return rows
-
-
-class CacheError(AvaError, ValueError):
-    """A cache directory or group is missing, inconsistent, or does not match the requested spec."""
 
 
 def canonical_json(obj: Any) -> str:
@@ -189,7 +185,8 @@ class CacheGroup:
     attrs: dict[str, Any]
     writable: bool = False
     _arrays: dict[str, Any] = field(default_factory=dict, repr=False)
-    _files: dict[str, Any] = field(default_factory=dict, repr=False)  # array -> its chunk files (ava.cache.chunks)
+    # array -> its chunk files, listed once by ava.cache.chunks (never pickled: a worker lists them again)
+    chunk_files: dict[str, Any] = field(default_factory=dict, repr=False)
     _rows: list[str] | None = field(default=None, repr=False)
     _index: dict[str, int] | None = field(default=None, repr=False)
 
@@ -209,7 +206,7 @@ class CacheGroup:
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state["_arrays"], state["_files"] = {}, {}
+        state["_arrays"], state["chunk_files"] = {}, {}
         return state
 
     # -- spec ---------------------------------------------------------------------------------------
@@ -335,7 +332,7 @@ class CacheGroup:
 
     def reload(self) -> None:
         self._rows = self._index = None
-        self._arrays, self._files = {}, {}
+        self._arrays, self.chunk_files = {}, {}
 
     # -- layout -------------------------------------------------------------------------------------
     def shard_rows(self, shard: int) -> range:
