@@ -104,9 +104,9 @@ def markdown(gaps: list[dict[str, Any]]) -> list[str]:
 
 def html(gaps: list[dict[str, Any]]) -> list[str]:
     """report.html's section: the same tables."""
-    from ava.report.html import _e, table_html
+    from ava.report.markup import escape, table_html
 
-    body = [f"<h2>{_e(TITLE)}</h2>"]
+    body = [f"<h2>{escape(TITLE)}</h2>"]
     for g in gaps:
-        body += [f"<h3>{_e(caption(g))}</h3>", table_html(rows(g))]
+        body += [f"<h3>{escape(caption(g))}</h3>", table_html(rows(g))]
     return body

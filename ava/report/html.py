@@ -12,14 +12,13 @@ CIEDE2000 above 10 delta E, a clearly visible colour difference).
 
 from __future__ import annotations
 
-import base64
-import html
 import io
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ava.report import render
+from ava.report.markup import data_uri, escape, table_html
 
 WRONG: dict[str, Callable[[float], bool]] = {
     "accuracy": lambda s: s < 1.0,
@@ -75,31 +74,13 @@ document.querySelectorAll('table.sortable').forEach(function(t){
 """
 
 
-def _e(x: Any) -> str:
-    return html.escape(str(x), quote=True)
-
-
-def table_html(rows: list[list[str]], *, last_row_total: bool = False, cls: str = "sortable") -> str:
-    """A sortable HTML table from header + rows (cells escaped); a total row stays at the bottom."""
-    head = "".join(f"<th>{_e(c)}</th>" for c in rows[0])
-    body = []
-    for i, r in enumerate(rows[1:], 1):
-        attr = ' class="last"' if last_row_total and i == len(rows) - 1 else ""
-        body.append(f"<tr{attr}>" + "".join(f"<td>{_e(c)}</td>" for c in r) + "</tr>")
-    return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
-
-
-def _data_uri(data: bytes, mime: str) -> str:
-    return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
-
-
 def _plots(report: dict[str, Any], head: str, out: Path) -> list[str]:
     parts = []
     for kind, files in report["plots"].get(head, {}).items():
         png = next((f for f in files if f.endswith(".png")), None)
         if png and (out / png).is_file():
-            uri = _data_uri((out / png).read_bytes(), "image/png")
-            parts.append(f'<img class="plot" alt="{_e(head)} {_e(kind)}" src="{uri}">')
+            uri = data_uri((out / png).read_bytes(), "image/png")
+            parts.append(f'<img class="plot" alt="{escape(head)} {escape(kind)}" src="{uri}">')
     return parts
 
 
@@ -131,7 +112,7 @@ def _thumbnail(dataset: Any, sample: Any, boxes: list[tuple[list[float], tuple |
             draw.rectangle(rect, outline=color, width=2)
     buf = io.BytesIO()
     image.save(buf, format="JPEG", quality=85)
-    return _data_uri(buf.getvalue(), "image/jpeg")
+    return data_uri(buf.getvalue(), "image/jpeg")
 
 
 def _rgb(color: tuple) -> tuple[int, int, int]:
@@ -162,7 +143,7 @@ def _ability_gallery(table: Any, ab: str, by_vfm: dict[str, Any], dataset: Any, 
     n_wrong = {v: sum(v in w for w in wrong.values()) for v in recs}
     summary = ", ".join(f"{v}: {n_wrong[v]} of {len(recs[v])} wrong" for v in recs)
     if not picked:
-        return f"<details><summary>{_e(ab)}: no sample wrong ({_e(summary)})</summary></details>"
+        return f"<details><summary>{escape(ab)}: no sample wrong ({escape(summary)})</summary></details>"
     samples = {s.id: s for s in dataset.samples(ab)} if dataset is not None else {}
     cards = []
     for sid in picked:
@@ -175,7 +156,7 @@ def _ability_gallery(table: Any, ab: str, by_vfm: dict[str, Any], dataset: Any, 
                 if isinstance(parsed, list) and len(parsed) == 4:
                     boxes.append((parsed, _rgb(vfm_color(v))))
         uri = _thumbnail(dataset, sample, boxes) if sample is not None else None
-        img = f'<img alt="sample {_e(sid)}" src="{uri}">' if uri else "<div class='note'>(image not found)</div>"
+        img = f'<img alt="sample {escape(sid)}" src="{uri}">' if uri else "<div class='note'>(image not found)</div>"
         question = sample.question if sample is not None else ""
         truth = next((recs[v][sid].get("truth") for v in recs if sid in recs[v]), None)
         vcards = []
@@ -188,16 +169,17 @@ def _ability_gallery(table: Any, ab: str, by_vfm: dict[str, Any], dataset: Any, 
             state = "wrong" if bad else "right"
             vcards.append(
                 f'<div class="vfm {state}"><span class="swatch" style="background:{sw}"></span>'
-                f"<b>{_e(v)}</b> {'✗' if bad else '✓'}<br>reply: <code>{_e(r.get('prediction'))}</code><br>"
-                f"parsed: <code>{_e(_fmt_json(r.get('parsed')))}</code><br>"
-                f"{_e(metric)}: {_e(_fmt_json(float(r['score'])))}{'' if r.get('ok', True) else ' (unparsed)'}</div>"
+                f"<b>{escape(v)}</b> {'✗' if bad else '✓'}<br>reply: <code>{escape(r.get('prediction'))}</code><br>"
+                f"parsed: <code>{escape(_fmt_json(r.get('parsed')))}</code><br>"
+                f"{escape(metric)}: {escape(_fmt_json(float(r['score'])))}"
+                f"{'' if r.get('ok', True) else ' (unparsed)'}</div>"
             )
         cards.append(
-            f'<div class="sample">{img}<div><div class="q"><b>{_e(sid)}</b> · truth: '
-            f"<code>{_e(_fmt_json(truth))}</code><br>{_e(question[:600])}</div>"
+            f'<div class="sample">{img}<div><div class="q"><b>{escape(sid)}</b> · truth: '
+            f"<code>{escape(_fmt_json(truth))}</code><br>{escape(question[:600])}</div>"
             f'<div class="vfms">{"".join(vcards)}</div></div></div>'
         )
-    head = f"{_e(ab)} ({_e(metric)}): {len(picked)} shown; {_e(summary)}"
+    head = f"{escape(ab)} ({escape(metric)}): {len(picked)} shown; {escape(summary)}"
     return (f"<details{' open' if open_ else ''}><summary>{head}</summary>"
             f'<div class="gallery">{"".join(cards)}</div></details>')  # fmt: skip
 
@@ -213,12 +195,12 @@ def _gallery(table: Any, runs: list[Any], datasets: dict[str, Any]) -> str:
     if str(path) not in datasets:
         datasets[str(path)] = open_dataset(path)
     dataset, reason = datasets[str(path)]
-    parts = [f"<h3>Failures: {_e(table.head)}</h3>",
-             f'<p class="note">Wrong means: {_e(WRONG_RULE)}. Up to {GALLERY_PER_ABILITY} samples per ability, '
+    parts = [f"<h3>Failures: {escape(table.head)}</h3>",
+             f'<p class="note">Wrong means: {escape(WRONG_RULE)}. Up to {GALLERY_PER_ABILITY} samples per ability, '
              "those most VFMs got wrong first. Localization: white-on-black = truth box, coloured = each VFM's box."
              "</p>"]  # fmt: skip
     if dataset is None:
-        parts.append(f'<p class="warn">Images not shown: {_e(reason)}</p>')
+        parts.append(f'<p class="warn">Images not shown: {escape(reason)}</p>')
     for i, ab in enumerate(table.abilities):  # the first ability open, the others a click away
         parts.append(_ability_gallery(table, ab, by_vfm, dataset, open_=i == 0))
     return "\n".join(parts)
@@ -229,49 +211,49 @@ def html_page(report: dict[str, Any], tables: dict[str, Any], runs: list[Any], o
     """The report as one HTML document (see the module docstring)."""
     body = ["<h1>AVA-Bench report</h1>"]
     if lines := render.opening_lines(report):
-        items = "".join(f"<li>{_e(line).replace('`', '')}</li>" for line in lines)
-        body.append(f"<h2>{_e(render.OPENING_TITLE)}</h2><ul>{items}</ul>")
+        items = "".join(f"<li>{escape(line).replace('`', '')}</li>" for line in lines)
+        body.append(f"<h2>{escape(render.OPENING_TITLE)}</h2><ul>{items}</ul>")
     if any(r["random_weights"] for r in report["runs"]):
         body.append(f'<p class="warn">A VFM or LLM marked <i>{render.RANDOM}</i> is a control with untrained '
                     "weights, not a trained model.</p>")  # fmt: skip
     if any(r["synthetic"] for r in report["runs"]):
         body.append('<p class="warn">Scored on <i>synthetic</i> data: only relative behaviour is meaningful.</p>')
-    note = _e(render.TABLE_NOTE.replace("`", ""))
+    note = escape(render.TABLE_NOTE.replace("`", ""))
     body += ["<h2>Runs</h2>", table_html(render.runs_rows(report, out)), "<h2>Scores and ranks per head</h2>",
              f'<p class="note">{note} Click a column header to sort.</p>']  # fmt: skip
     for hid, t in report["heads"].items():
-        body.append(f'<h3 id="head-{_e(hid)}">Head: {_e(t["head"])}</h3>')
+        body.append(f'<h3 id="head-{escape(hid)}">Head: {escape(t["head"])}</h3>')
         if t.get("refused"):
-            body.append(f'<p class="refused"><b>Refused:</b> {_e(t["refused"])}</p>')
+            body.append(f'<p class="refused"><b>Refused:</b> {escape(t["refused"])}</p>')
             continue
-        body += [f'<p class="caption">{_e(render.table_caption(t))}</p>',
+        body += [f'<p class="caption">{escape(render.table_caption(t))}</p>',
                  table_html(render.table_rows(t), last_row_total=True),
-                 f'<p class="note">{_e(render.average_over_line(t))}</p>']  # fmt: skip
-        body += [f'<p class="warn">{_e(n)}</p>' for n in t["notes"]]
+                 f'<p class="note">{escape(render.average_over_line(t))}</p>']  # fmt: skip
+        body += [f'<p class="warn">{escape(n)}</p>' for n in t["notes"]]
         body += _plots(report, hid, out)
-    body += ["<h2>Rank agreement between heads</h2>", f'<p class="note">{_e(render.AGREEMENT_NOTE)}</p>']
+    body += ["<h2>Rank agreement between heads</h2>", f'<p class="note">{escape(render.AGREEMENT_NOTE)}</p>']
     if not report["agreement"]:
         body.append("<p>n/a: the report has a single head.</p>")
     for agr in report["agreement"]:
-        body += [f"<h3>{_e(' vs '.join(agr['heads']))}</h3>",
-                 f'<p class="caption">{_e(render.agreement_caption(report, agr))}</p>',
+        body += [f"<h3>{escape(' vs '.join(agr['heads']))}</h3>",
+                 f'<p class="caption">{escape(render.agreement_caption(report, agr))}</p>',
                  table_html(render.agreement_rows(agr), last_row_total=True)]  # fmt: skip
     sub_tables, folded = render.fold_subgroups(report)
     if sub_tables or folded:
         body.append("<h2>Subgroups</h2>")
     for head, ab, name, group in sub_tables:
         t = report["heads"][head]
-        body += [f"<h3>{_e(t['head'])} · {_e(ab)} by {_e(name)}</h3>",
+        body += [f"<h3>{escape(t['head'])} · {escape(ab)} by {escape(name)}</h3>",
                  table_html(render.subgroup_rows(t, group))]  # fmt: skip
     if folded:
-        body.append("<p>Single-bin subgroups:</p><ul>" + "".join(f"<li>{_e(x)}</li>" for x in folded) + "</ul>")
+        body.append("<p>Single-bin subgroups:</p><ul>" + "".join(f"<li>{escape(x)}</li>" for x in folded) + "</ul>")
     body += _analyses(report, out)
     body.append("<h2>Failures, side by side</h2>")
     datasets: dict[str, Any] = {}
     for t in tables.values():
         if not t.refused:
             body.append(_gallery(t, runs, datasets))
-    body += ["<h2>Notes</h2>", f'<p class="note">{_e(render.RADAR_NOTE)}</p>']
+    body += ["<h2>Notes</h2>", f'<p class="note">{escape(render.RADAR_NOTE)}</p>']
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             f"<title>AVA-Bench report</title><style>{_CSS}</style></head><body>\n" + "\n".join(body)

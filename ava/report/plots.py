@@ -51,7 +51,7 @@ def _vfm_labels(table: HeadTable) -> list[str]:
     return [vfm_header(info, v) for v in table.vfms]
 
 
-def _save(fig: Figure, out_dir: Path, stem: str) -> list[str]:
+def save_figure(fig: Figure, out_dir: Path, stem: str) -> list[str]:
     from ava.data.format import atomic_write_bytes
 
     fig.set_dpi(110)
@@ -285,5 +285,5 @@ def write_plots(table: HeadTable, out_dir: Path) -> dict[str, list[str]]:
     for kind, make in (("bars", bars), ("normalized", normalized), ("radar", radar), ("ranks", rank_heatmap)):
         fig = make(table)
         if fig is not None:
-            written[kind] = _save(fig, out_dir, f"{stem}-{kind}")
+            written[kind] = save_figure(fig, out_dir, f"{stem}-{kind}")
     return written

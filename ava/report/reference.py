@@ -82,17 +82,17 @@ def markdown(relative: dict[str, Any]) -> list[str]:
 
 def html(relative: dict[str, Any], plots: dict[str, list[str]], out: Path) -> list[str]:
     """report.html's section: the same tables, each with its heatmap inlined."""
-    from ava.report.html import _data_uri, _e, table_html
+    from ava.report.markup import data_uri, escape, table_html
 
-    body = [f"<h2>{_e(TITLE)}</h2>"]
+    body = [f"<h2>{escape(TITLE)}</h2>"]
     for key, block in relative.items():
-        body += [f"<h3>{_e(block['head'])}: relative to {_e(block['reference'] or '-')}</h3>",
-                 f'<p class="note">{_e(block["note"])}</p>']  # fmt: skip
+        body += [f"<h3>{escape(block['head'])}: relative to {escape(block['reference'] or '-')}</h3>",
+                 f'<p class="note">{escape(block["note"])}</p>']  # fmt: skip
         if table := rows(block):
             body.append(table_html(table))
         png = next((f for f in plots.get(key, []) if f.endswith(".png")), None)
         if png and (out / png).is_file():
-            uri = _data_uri((out / png).read_bytes(), "image/png")
+            uri = data_uri((out / png).read_bytes(), "image/png")
             body.append(f'<img class="plot" alt="relative scores" src="{uri}">')
     return body
 
@@ -102,7 +102,7 @@ def write_plots(relative: dict[str, Any], out_dir: Path) -> dict[str, list[str]]
     import numpy as np
     from matplotlib.figure import Figure
 
-    from ava.report.plots import _save, slug
+    from ava.report.plots import save_figure, slug
 
     out_dir.mkdir(parents=True, exist_ok=True)
     files: dict[str, list[str]] = {}
@@ -127,5 +127,5 @@ def write_plots(relative: dict[str, Any], out_dir: Path) -> dict[str, list[str]]
                         color="white" if dark else "black")
         fig.colorbar(im, ax=ax, label=f"log2(score relative to {block['reference']})")
         ax.set_title(f"{block['head']}: relative to {block['reference']}", fontsize=9)
-        files[key] = [f"plots/{n}" for n in _save(fig, out_dir, f"relative-{slug(key)}")]
+        files[key] = [f"plots/{n}" for n in save_figure(fig, out_dir, f"relative-{slug(key)}")]
     return files
