@@ -97,6 +97,7 @@ def fingerprint(config: FingerprintConfig) -> FingerprintResult:
     from ava.heads.features import resolve_device
     from ava.heads.rundir import claim_run
     from ava.heads.targets import select_abilities
+    from ava.vfm.capabilities import FEATURES, TEXT_TOWER, require
 
     if not config.out:
         raise AvaError("no output directory given (--out)")
@@ -110,15 +111,11 @@ def fingerprint(config: FingerprintConfig) -> FingerprintResult:
     standalone = [h for h in dict.fromkeys(config.heads) if HEADS.canonical(h) in STANDALONE_HEADS]
     feature_heads = [h for h in dict.fromkeys(config.heads) if h not in standalone]
     if standalone:  # a VFM without a text tower is refused before any feature head trains
-        from ava.vfm.image_text import text_tower_source
-
-        text_tower_source(config.vfm)
+        require(config.vfm, TEXT_TOWER)
     if not feature_heads:  # the zero-shot head alone: no cache is read
         return _standalone(config, standalone, out, abilities, FingerprintResult({}, {}, {}, {}))
-    from ava.vfm.openclip import is_open_clip, no_features
-
-    if is_open_clip(config.vfm):  # before open_cache, whose "make it with ava cache extract" would mislead
-        raise no_features(config.vfm)
+    # before open_cache, whose "make it with ava cache extract" would mislead for a VFM that has no patch features
+    require(config.vfm, FEATURES)
     cache = open_cache(config.cache, config.vfm)
     device = resolve_device(config.device)
     configs = {h: head_config(h, config, out, abilities) for h in feature_heads}

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ava.sweep.plan import SweepPlan
+from ava.sweep.plan import SweepPlan, reads_cache
 
 PENDING, SUBMITTED, RUNNING, DONE, FAILED, BLOCKED = "pending", "submitted", "running", "done", "failed", "blocked"
 FINISHED = (DONE,)
@@ -44,15 +44,6 @@ class Job:
 
 def _ava(*args: str) -> list[str]:
     return [sys.executable, "-m", "ava", *args]
-
-
-def reads_cache(head: str) -> bool:
-    """Whether ``head`` trains on cached features (the zero-shot head runs the VFM's own towers: no cache)."""
-    import dataclasses
-
-    from ava.heads import HEADS
-
-    return "cache" in {f.name for f in dataclasses.fields(HEADS.get(head).config_cls)}
 
 
 def plan_jobs(plan: SweepPlan) -> list[Job]:

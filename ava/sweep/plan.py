@@ -116,16 +116,24 @@ def make_plan(fields: dict[str, Any]) -> SweepPlan:
     return plan
 
 
-def _check_open_clip(plan: SweepPlan) -> None:
-    """An ``open_clip:`` VFM (zero-shot only) with a head that reads cached features would fail in its extraction
-    job; refused here instead."""
-    from ava.sweep.jobs import reads_cache
-    from ava.vfm.openclip import is_open_clip, no_features
+def reads_cache(head: str) -> bool:
+    """Whether ``head`` trains on cached features (the zero-shot head runs the VFM's own towers: no cache)."""
+    from ava.heads import HEADS
+
+    return "cache" in {f.name for f in dataclasses.fields(HEADS.get(head).config_cls)}
+
+
+def _check_features(plan: SweepPlan) -> None:
+    """A VFM without patch features (an ``open_clip:`` one: zero-shot only) with a head that reads cached features
+    would fail in its extraction job; refused here instead."""
+    from ava.vfm.capabilities import FEATURES, require
 
     cached = [h for h in plan.head if reads_cache(h)]
-    for name in plan.vfm:
-        if is_open_clip(name) and cached:
-            raise SweepError(f"sweep plan: {no_features(name)} (heads {', '.join(cached)} read them)")
+    for name in plan.vfm if cached else ():
+        try:
+            require(name, FEATURES)
+        except AvaError as e:
+            raise SweepError(f"sweep plan: {e} (heads {', '.join(cached)} read them)") from None
 
 
 def check_plan(plan: SweepPlan) -> None:
@@ -152,7 +160,7 @@ def check_plan(plan: SweepPlan) -> None:
         plan.ava = [[ABILITIES.canonical(a) for a in s] for s in plan.ava]
     except AvaError as e:
         raise SweepError(f"sweep plan: {e}") from None
-    _check_open_clip(plan)
+    _check_features(plan)
     if not Path(plan.data).is_dir():
         raise SweepError(f"--data {plan.data}: no such dataset directory")
     s = plan.slurm
