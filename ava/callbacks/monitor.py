@@ -30,10 +30,10 @@ def default_suite(per_ava: int = 150, size: int = 224, seed: int = 0, root: str 
     """The built-in synthetic suite (14 abilities x ``per_ava`` samples at ``size`` px, split 80/20), generated once
     under ``root`` (default ``$AVA_HOME/suites``, ``~/.cache/ava/suites``) and reused: its bytes depend only on the
     arguments. Under ``torch.distributed`` rank 0 generates it while the others wait."""
-    from ava.heads.memory import _dist, all_ranks_ok
+    from ava.heads.memory import all_ranks_ok, rank_and_world
 
     path = Path(root or _ava_home() / "suites") / f"synth-{per_ava}-{size}px-seed{seed}"
-    rank, world = _dist()
+    rank, world = rank_and_world()
     failure: Exception | None = None
     if rank == 0 and not (path / "dataset.json").is_file():
         from ava.synth import SynthConfig, generate
@@ -86,13 +86,13 @@ class FingerprintMonitor:
                  log: Callable[[dict[str, float], int], None] | None = None, per_ava: int = 150,
                  suite_size: int = 224, max_train: int | None = None, seed: int = 0,
                  progress: bool = False) -> None:  # fmt: skip
-        from ava.heads.memory import _check_heads
+        from ava.heads.memory import check_heads
 
         self.every = check_every(every)
         self._vfm = vfm
         self._suite_arg, self.per_ava, self.suite_size = suite, per_ava, suite_size
         self.out = Path(out) if out is not None else None
-        self.heads = _check_heads(heads)
+        self.heads = check_heads(heads)
         self.baseline_names = list(baselines)
         self.device, self.log, self.max_train, self.seed, self.progress = device, log, max_train, seed, progress
         self._suite: EvalSuite | None = None
@@ -128,10 +128,10 @@ class FingerprintMonitor:
     def run(self, step: int) -> dict[str, Any]:
         """Fingerprint the model now: extract, train the heads, log, append a JSONL line; returns that line's record.
 
-        Everything training depends on is put back afterwards (:func:`ava.callbacks.state.preserved_training_state`).
+        Everything training depends on is put back afterwards (:func:`ava.training_state.preserved_training_state`).
         """
-        from ava.callbacks.state import preserved_training_state
-        from ava.heads.memory import _dist, fingerprint_in_memory
+        from ava.heads.memory import fingerprint_in_memory, rank_and_world
+        from ava.training_state import preserved_training_state
 
         started = time.time()
         vfm = self.vfm()
@@ -142,7 +142,7 @@ class FingerprintMonitor:
         record = self._record(step, scores, baselines, started)
         self.last_step = step
         self.history.append(record)
-        if _dist()[0] == 0:
+        if rank_and_world()[0] == 0:
             self._write(record)
             if self.log is not None:
                 self.log(self.metrics(record), step)
@@ -195,14 +195,14 @@ class FingerprintMonitor:
     def baselines(self) -> dict[str, FingerprintScores]:
         """The baselines' fingerprints on this suite: given, read from ``out`` when made for the same suite and heads,
         or made now (once) and stored there."""
-        from ava.heads.memory import FingerprintScores, _dist, fingerprint_in_memory
+        from ava.heads.memory import FingerprintScores, fingerprint_in_memory, rank_and_world
 
         if self._baselines is not None:
             return self._baselines
         made = {b.vfm: b for b in self.baseline_names if isinstance(b, FingerprintScores)}
         names = [b for b in self.baseline_names if isinstance(b, str)]
         stored = self._read_stored() if names else {}
-        rank, world = _dist()
+        rank, world = rank_and_world()
         if world > 1:  # rank 0's file decides, so every rank takes part in the same extractions
             import torch
 

@@ -61,7 +61,7 @@ def score(
         typer.echo(json.dumps(report.results, indent=2, ensure_ascii=False))
         return
     console = Console()
-    console.print(_table(report))
+    console.print(score_table(report))
     console.print(f"wrote {out_dir / f'results_{split}.json'} and predictions_{split}.jsonl", highlight=False)
 
 
@@ -98,7 +98,7 @@ def _warn(report: ScoreReport, console: Console) -> None:
         )
 
 
-def _table(report: ScoreReport) -> Table:
+def score_table(report: ScoreReport) -> Table:
     from rich.table import Table
 
     from ava.data.split import split_label

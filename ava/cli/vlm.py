@@ -41,7 +41,7 @@ def answer(
     """
     threads_setup(threads)
     from ava.api import vlm_answer
-    from ava.cli.score import _table  # the same table as `ava score`
+    from ava.cli.score import score_table  # the same table as `ava score`
 
     result = vlm_answer(model=model, data=data, out=out, ava=ava, split=split, batch_size=batch_size,
                         max_new_tokens=max_new_tokens, max_samples=max_samples, device=device, dtype=dtype,
@@ -52,7 +52,7 @@ def answer(
     from rich.console import Console
 
     console = Console()
-    console.print(_table(SimpleNamespace(results=result.results)))  # type: ignore[arg-type]
+    console.print(score_table(SimpleNamespace(results=result.results)))  # type: ignore[arg-type]
     if random_weights:
         console.print("[yellow]random weights[/]: a control or a test, not a real result")
     console.print(f"{result.answered} answered, {result.resumed} already there; run directory: {result.run_dir}",

@@ -57,12 +57,12 @@ def _area(a: Instance, im: SourceImage) -> float:
     return a.bbox[2] * a.bbox[3] / (im.width * im.height)
 
 
-def _usable(im: SourceImage) -> list[Instance]:
+def usable_instances(im: SourceImage) -> list[Instance]:
     """An image's instances that can be asked about: not crowd regions, not zero-area boxes."""
     return [a for a in im.instances if a.bbox[2] > 0 and a.bbox[3] > 0 and not a.iscrowd]
 
 
-def _class_groups(im: SourceImage) -> dict[str, list[Instance]]:
+def instances_by_class(im: SourceImage) -> dict[str, list[Instance]]:
     """An image's instances (crowd regions too) by class."""
     groups: dict[str, list[Instance]] = defaultdict(list)
     for a in im.instances:
@@ -70,7 +70,7 @@ def _class_groups(im: SourceImage) -> dict[str, list[Instance]]:
     return groups
 
 
-def _objects(ctx: Context, ava: str) -> list[tuple[SourceImage, list[Instance]]]:
+def images_with_objects(ctx: Context, ava: str) -> list[tuple[SourceImage, list[Instance]]]:
     """Images with their usable instances; crowd regions and zero-area boxes are dropped and counted here."""
     out = []
     for im in ctx.coco.images.values():  # type: ignore[union-attr]
@@ -81,7 +81,7 @@ def _objects(ctx: Context, ava: str) -> list[tuple[SourceImage, list[Instance]]]
                 ctx.summary.drop(ava, "box of zero area", f"annotation {a.id}")
             elif a.iscrowd:
                 ctx.summary.drop(ava, "crowd region (iscrowd=1): not one object", f"annotation {a.id}")
-        out.append((im, _usable(im)))
+        out.append((im, usable_instances(im)))
     return out
 
 
@@ -90,7 +90,7 @@ def _objects(ctx: Context, ava: str) -> list[tuple[SourceImage, list[Instance]]]
 
 def build_localization(ctx: Context) -> list[Question]:
     out = []
-    for im, anns in _objects(ctx, "localization"):
+    for im, anns in images_with_objects(ctx, "localization"):
         names = [a.category for a in im.instances]  # a crowd region of the class makes the name ambiguous too
         for a in anns:
             ctx.summary.consider("localization")
@@ -119,7 +119,7 @@ def _area_bin(area: float) -> str:
                                            (9.0, ">0.5")) if area <= upper)  # fmt: skip
 
 
-def _boxed(im: SourceImage, red: Instance | None = None, blue: Instance | None = None, pad: bool = False,
+def boxed(im: SourceImage, red: Instance | None = None, blue: Instance | None = None, pad: bool = False,
            edit: Change | None = None) -> Callable[[], Image.Image]:  # fmt: skip
     """The source image (``edit``-ed, padded where asked) with a red box around ``red``, a blue one around
     ``blue``."""
@@ -135,7 +135,7 @@ def _crop(im: SourceImage, a: Instance) -> Callable[[], Image.Image]:
 def build_recognition(ctx: Context) -> list[Question]:
     classes = ctx.coco.class_names  # type: ignore[union-attr]
     out = []
-    for im, anns in _objects(ctx, "recognition"):
+    for im, anns in images_with_objects(ctx, "recognition"):
         for a in anns:
             ctx.summary.consider("recognition")
             if not AREA_RANGE[0] < _area(a, im) < AREA_RANGE[1]:
@@ -146,7 +146,7 @@ def build_recognition(ctx: Context) -> list[Question]:
             out.append(Question(
                 "recognition", f"{im.id}-{a.id}", ask("recognition", options), a.category,
                 option_truth(options, a.category), options, _meta(ctx, im, a, **{"class": a.category}),
-                _boxed(im, a, pad=True), a.category, a.category,
+                boxed(im, a, pad=True), a.category, a.category,
             ))  # fmt: skip
     return out
 
@@ -154,7 +154,7 @@ def build_recognition(ctx: Context) -> list[Question]:
 def build_counting(ctx: Context) -> list[Question]:
     per_class: dict[str, list[Question]] = defaultdict(list)
     for im in ctx.coco.images.values():  # type: ignore[union-attr]
-        for cls, anns in sorted(_class_groups(im).items()):
+        for cls, anns in sorted(instances_by_class(im).items()):
             ctx.summary.consider("counting")
             n = sum(not a.iscrowd for a in anns)
             if any(a.iscrowd for a in anns):
@@ -181,7 +181,7 @@ def build_counting(ctx: Context) -> list[Question]:
                    groups=lambda q: q.meta["class"])  # fmt: skip
 
 
-def _pair_choice(ctx: Context, ava: str, im: SourceImage,
+def choose_pairs(ctx: Context, ava: str, im: SourceImage,
                  anns: list[Instance]) -> tuple[list[tuple[Instance, Instance]], list[tuple[Instance, Instance]]]:
     """Unordered pairs of an image's instances: the (at most ``ctx.max_pairs``) asked about, a seeded choice, and
     the rest."""
@@ -190,10 +190,10 @@ def _pair_choice(ctx: Context, ava: str, im: SourceImage,
     return [pairs[i] for i in sorted(order[: ctx.max_pairs])], [pairs[i] for i in order[ctx.max_pairs:]]
 
 
-def _pairs(ctx: Context, ava: str, im: SourceImage, anns: list[Instance]) -> list[tuple[Instance, Instance]]:
+def capped_pairs(ctx: Context, ava: str, im: SourceImage, anns: list[Instance]) -> list[tuple[Instance, Instance]]:
     """Unordered pairs of an image's instances, at most ``ctx.max_pairs`` of them (a seeded choice; the rest
     counted), so a crowded image does not dominate the ability."""
-    kept, rest = _pair_choice(ctx, ava, im, anns)
+    kept, rest = choose_pairs(ctx, ava, im, anns)
     for a, b in rest:
         ctx.summary.consider(ava)
         ctx.summary.drop(ava, f"over {ctx.max_pairs} pairs per image", f"annotations {a.id},{b.id}")
@@ -214,9 +214,9 @@ def build_spatial(ctx: Context) -> list[Question]:
     (Figure 8a), which needs both classes unique in the image."""
     counts = dict.fromkeys(SPATIAL_ANSWERS, 0)
     out = []
-    for im, anns in _objects(ctx, "spatial"):
+    for im, anns in images_with_objects(ctx, "spatial"):
         names = [a.category for a in im.instances]  # a crowd region of the class makes the name ambiguous too
-        for a, b in _pairs(ctx, "spatial", im, anns):
+        for a, b in capped_pairs(ctx, "spatial", im, anns):
             ctx.summary.consider("spatial")
             rec = f"annotations {a.id},{b.id}"
             if min(_area(a, im), _area(b, im)) <= AREA_RANGE[0]:
@@ -240,7 +240,7 @@ def _spatial_question(ctx: Context, im: SourceImage, red: Instance, blue: Instan
     text = ask("spatial", options, a=red.category, b=blue.category)
     if not ctx.boxes:
         text = text.replace(" (annotated by the red box)", "").replace(" (annotated by the blue box)", "")
-    render = _boxed(im, red, blue) if ctx.boxes else plain(im.path)
+    render = boxed(im, red, blue) if ctx.boxes else plain(im.path)
     return Question(
         "spatial", f"{im.id}-{red.id}-{blue.id}", text, answer, option_truth(options, answer), options,
         _meta(ctx, im, red, blue, **{"class": red.category, "reference": blue.category, "boxes": ctx.boxes}),
@@ -251,7 +251,7 @@ def _spatial_question(ctx: Context, im: SourceImage, red: Instance, blue: Instan
 # -- from depth -----------------------------------------------------------------------------------------------------
 
 
-def _depths(ctx: Context, im: SourceImage, anns: list[Instance]) -> dict[int, tuple[float, float]] | None:
+def instance_depths(ctx: Context, im: SourceImage, anns: list[Instance]) -> dict[int, tuple[float, float]] | None:
     """Per instance (closest point, median) depth in metres within its mask (absent: no valid depth there);
     None when the image has no depth map. The mask loses its edge pixels first (when anything is left): there a
     touching neighbour's depth may stand, and the closest point would be the neighbour's."""
@@ -275,10 +275,10 @@ def build_abs_depth(ctx: Context) -> list[Question]:
     if not ctx.depth.metric:  # type: ignore[union-attr]
         return []  # a relative-depth model's map has no metres
     out = []
-    for im, anns in _objects(ctx, "abs_depth"):
+    for im, anns in images_with_objects(ctx, "abs_depth"):
         if not anns:
             continue
-        depths = _depths(ctx, im, anns)
+        depths = instance_depths(ctx, im, anns)
         for a in anns:
             ctx.summary.consider("abs_depth")
             if depths is None:
@@ -303,7 +303,7 @@ def build_abs_depth(ctx: Context) -> list[Question]:
                 "abs_depth", f"{im.id}-{a.id}", ask("abs_depth", options, object=a.category), label,
                 {"index": options.index(label), "bin": [lo, hi]}, options,
                 _meta(ctx, im, a, **{"class": a.category, "scene_type": scene, "depth_m": round(closest, 3)}),
-                _boxed(im, a), f"{a.category}|{label}", label,
+                boxed(im, a), f"{a.category}|{label}", label,
             ))  # fmt: skip
     return balance(out, lambda q: q.answer, ctx.summary, "depth-bin balance")
 
@@ -317,11 +317,11 @@ def build_rel_depth(ctx: Context) -> list[Question]:
     """Pairs whose median depths differ by >= 0.5 m; pairs are taken only while they keep every class as often
     nearer as farther (within one), and red/blue is chosen so each red class answers "red" as often as "blue"."""
     pairs = []
-    for im, anns in _objects(ctx, "rel_depth"):
+    for im, anns in images_with_objects(ctx, "rel_depth"):
         if len(anns) < 2:
             continue
-        depths = _depths(ctx, im, anns)
-        for a, b in _pairs(ctx, "rel_depth", im, anns):
+        depths = instance_depths(ctx, im, anns)
+        for a, b in capped_pairs(ctx, "rel_depth", im, anns):
             ctx.summary.consider("rel_depth")
             if depths is None:
                 ctx.summary.drop("rel_depth", "no depth map for the image", im.file_name)
@@ -355,7 +355,7 @@ def build_rel_depth(ctx: Context) -> list[Question]:
             answer, option_truth(options, answer), options,
             _meta(ctx, im, red, blue, **{"class": red.category, f"depth_red{unit}": round(zn if red is near else zf, 3),
                                          f"depth_blue{unit}": round(zf if red is near else zn, 3)}),
-            _boxed(im, red, blue), f"{red.category}|{answer}", answer,
+            boxed(im, red, blue), f"{red.category}|{answer}", answer,
         ))  # fmt: skip
     return balance(out, lambda q: q.answer, ctx.summary, "answer balance", expect=("red", "blue"))
 

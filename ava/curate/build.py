@@ -371,11 +371,11 @@ def _encoded(image: Image.Image, q: Question, fmt: str) -> tuple[bytes, int, int
 def _as_stored(path: Path) -> tuple[bytes, int, int, str] | None:
     """A source file's own bytes when ``ava.data.images`` would keep them as they are (an RGB JPEG or PNG without
     EXIF rotation or transparency): no re-encoding, no quality lost."""
-    from ava.data.images import _keep_as_is
+    from ava.data.images import keep_as_is
 
     data = Path(path).read_bytes()
     with Image.open(io.BytesIO(data)) as im:
-        if _keep_as_is(im):
+        if keep_as_is(im):
             return data, im.width, im.height, "jpg" if im.format == "JPEG" else "png"
     return None
 

@@ -18,7 +18,15 @@ import numpy as np
 from PIL import Image, ImageChops, ImageDraw, ImageFilter
 
 from ava.abilities.tasks import RED_BLUE, TASK_PREFIX, TILES, YES_NO
-from ava.curate.abilities import _boxed, _class_groups, _depths, _objects, _pair_choice, _pairs, _usable
+from ava.curate.abilities import (
+    boxed,
+    capped_pairs,
+    choose_pairs,
+    images_with_objects,
+    instance_depths,
+    instances_by_class,
+    usable_instances,
+)
 from ava.curate.core import (
     BLUE,
     PAD,
@@ -81,7 +89,7 @@ def _red_blue(ctx: Context, name: str, qs: list[Question]) -> list[Question]:
 def presence(ctx: Context) -> list[Question]:
     classes = ctx.coco.class_names  # type: ignore[union-attr]
     out = []
-    for im, _ in _objects(ctx, _key("presence")):
+    for im, _ in images_with_objects(ctx, _key("presence")):
         present = sorted({a.category for a in im.instances})  # crowd regions count as present
         absent = [c for c in classes if c not in present]
         ctx.summary.consider(_key("presence"), 2)  # one "yes" and one "no" question per image
@@ -99,7 +107,7 @@ def presence(ctx: Context) -> list[Question]:
 def count(ctx: Context) -> list[Question]:
     out = []
     for im in ctx.coco.images.values():  # type: ignore[union-attr]
-        for cls, anns in sorted(_class_groups(im).items()):
+        for cls, anns in sorted(instances_by_class(im).items()):
             ctx.summary.consider(_key("count"))
             if any(a.iscrowd for a in anns) or len(anns) > 40:
                 ctx.summary.drop(_key("count"), "a crowd region of the class, or over 40", f"image {im.id} {cls}")
@@ -113,7 +121,7 @@ def count(ctx: Context) -> list[Question]:
 def more_than_one(ctx: Context) -> list[Question]:
     out = []
     for im in ctx.coco.images.values():  # type: ignore[union-attr]
-        for cls, anns in sorted(_class_groups(im).items()):
+        for cls, anns in sorted(instances_by_class(im).items()):
             ctx.summary.consider(_key("more_than_one"))
             if any(a.iscrowd for a in anns):
                 ctx.summary.drop(_key("more_than_one"), "a crowd region of the class", f"image {im.id} {cls}")
@@ -145,7 +153,7 @@ def _rated(ctx: Context, name: str, attribute: str) -> list[Question]:
             ctx.summary.drop(_key(name), "raters tied: no majority", f"annotation {aid}")
             continue
         im = ctx.coco.images[a.image_id]  # type: ignore[union-attr]
-        out.append(_q(ctx, name, f"{im.id}-{aid}", answer, options, im, (a,), _boxed(im, a), f"{a.category}|{answer}",
+        out.append(_q(ctx, name, f"{im.id}-{aid}", answer, options, im, (a,), boxed(im, a), f"{a.category}|{answer}",
                       {"class": a.category, "ambiguity": ambiguity, "raters": len(votes), "votes": votes},
                       object=a.category))  # fmt: skip
     return balance(out, lambda q: q.answer, ctx.summary, "answer balance", expect=options)
@@ -161,7 +169,7 @@ def facing_camera(ctx: Context) -> list[Question]:
 
 def truncated(ctx: Context) -> list[Question]:
     out = []
-    for im, anns in _objects(ctx, _key("truncated")):
+    for im, anns in images_with_objects(ctx, _key("truncated")):
         for a in anns:
             ctx.summary.consider(_key("truncated"))
             touches = a.mask_touches_frame
@@ -172,7 +180,7 @@ def truncated(ctx: Context) -> list[Question]:
                                  f"annotation {a.id}")  # fmt: skip
                 continue
             answer = "yes" if touches else "no"
-            out.append(_q(ctx, "truncated", f"{im.id}-{a.id}", answer, list(YES_NO), im, (a,), _boxed(im, a),
+            out.append(_q(ctx, "truncated", f"{im.id}-{a.id}", answer, list(YES_NO), im, (a,), boxed(im, a),
                           f"{a.category}|{answer}", {"class": a.category}, object=a.category))  # fmt: skip
     return _yes_no(ctx, "truncated", out)
 
@@ -210,7 +218,7 @@ def _corrupted(name: str, a: Instance) -> Change:
 
 def _corrupted_choice(im: SourceImage) -> Instance | None:
     """The object a corrupted-object question asks about: the largest of at least 24 px a side."""
-    big = [a for a in _usable(im) if min(a.bbox[2], a.bbox[3]) >= 24]
+    big = [a for a in usable_instances(im) if min(a.bbox[2], a.bbox[3]) >= 24]
     return max(big, key=lambda a: (a.bbox[2] * a.bbox[3], -a.id)) if big else None
 
 
@@ -246,7 +254,7 @@ def _corrupted_object(ctx: Context, name: str) -> list[Question]:
             ctx.summary.drop(_key(name), f"the change is invisible (mean under {MIN_CHANGE:g} inside the box)",
                              f"annotation {a.id}")  # fmt: skip
             continue
-        out.append(_q(ctx, name, f"{im.id}-{a.id}", answer, list(YES_NO), im, (a,), _boxed(im, a, edit=edit),
+        out.append(_q(ctx, name, f"{im.id}-{a.id}", answer, list(YES_NO), im, (a,), boxed(im, a, edit=edit),
                       f"{a.category}|{answer}", {"class": a.category}, object=a.category))  # fmt: skip
     return _yes_no(ctx, name, out)
 
@@ -563,10 +571,10 @@ def _pair_task(ctx: Context, name: str, judge: Callable[[SourceImage, Instance, 
     """Pairs of objects; ``judge(im, a, b)`` is True when a is the answer ("red" if a is red), False when b is,
     a string to drop the pair with that reason. Red is chosen so "red" and "blue" stay level."""
     out = []
-    for im, anns in _objects(ctx, _key(name)):
+    for im, anns in images_with_objects(ctx, _key(name)):
         if len(anns) < 2:
             continue
-        for a, b in _pairs(ctx, _key(name), im, anns):
+        for a, b in capped_pairs(ctx, _key(name), im, anns):
             ctx.summary.consider(_key(name))
             verdict = judge(im, a, b)
             if isinstance(verdict, str):
@@ -576,7 +584,7 @@ def _pair_task(ctx: Context, name: str, judge: Callable[[SourceImage, Instance, 
             answer = RED_BLUE[len(out) % 2]
             red, blue = (winner, loser) if answer == "red" else (loser, winner)
             out.append(_q(ctx, name, f"{im.id}-{red.id}-{blue.id}", answer, list(RED_BLUE), im, (red, blue),
-                          _boxed(im, red, blue), f"{red.category}|{answer}", {"class": red.category},
+                          boxed(im, red, blue), f"{red.category}|{answer}", {"class": red.category},
                           a=red.category, b=blue.category))  # fmt: skip
     return _red_blue(ctx, name, out)
 
@@ -618,7 +626,7 @@ def nearer_object(ctx: Context) -> list[Question]:
     def judge(im, a, b):
         if im.id not in cache:
             cache.clear()
-            cache[im.id] = _depths(ctx, im, im.instances)
+            cache[im.id] = instance_depths(ctx, im, im.instances)
         d = cache[im.id]
         if d is None:
             return "no depth map for the image"
@@ -636,13 +644,13 @@ def _touch_verdicts(ctx: Context, im: SourceImage) -> dict[tuple[int, int], str 
     (at least the gap apart) or None (apart, but closer than the gap: dropped)."""
     from scipy.ndimage import binary_dilation
 
-    anns = _usable(im)
+    anns = usable_instances(im)
     if len(anns) < 2:
         return {}
     gap = max(2, round(TOUCH_GAP * max(im.width, im.height)))
     masks: dict[int, np.ndarray] = {}
     out: dict[tuple[int, int], str | None] = {}
-    for a, b in _pair_choice(ctx, _key("touching"), im, anns)[0]:
+    for a, b in choose_pairs(ctx, _key("touching"), im, anns)[0]:
         ea, eb = a.mask_extent, b.mask_extent
         if ea is None or eb is None or _l1_apart(ea, eb) > gap:  # no pixel of one within the gap of the other
             out[a.id, b.id] = "no"
@@ -669,11 +677,11 @@ def _l1_apart(a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> int
 def touching(ctx: Context) -> list[Question]:
     out = []
     verdicts = ctx.pixels[_key("touching")]
-    for im, anns in _objects(ctx, _key("touching")):
+    for im, anns in images_with_objects(ctx, _key("touching")):
         if len(anns) < 2:
             continue
         gap = max(2, round(TOUCH_GAP * max(im.width, im.height)))
-        for a, b in _pairs(ctx, _key("touching"), im, anns):
+        for a, b in capped_pairs(ctx, _key("touching"), im, anns):
             ctx.summary.consider(_key("touching"))
             answer = verdicts[im.id][a.id, b.id]
             if answer is None:
@@ -681,7 +689,7 @@ def touching(ctx: Context) -> list[Question]:
                                  f"annotations {a.id},{b.id}")  # fmt: skip
                 continue
             out.append(_q(ctx, "touching", f"{im.id}-{a.id}-{b.id}", answer, list(YES_NO), im, (a, b),
-                          _boxed(im, a, b), f"{a.category}|{answer}", {"class": a.category},
+                          boxed(im, a, b), f"{a.category}|{answer}", {"class": a.category},
                           a=a.category, b=b.category))  # fmt: skip
     return _yes_no(ctx, "touching", out)
 
@@ -697,7 +705,7 @@ def _another(ctx: Context, name: str, axis: str) -> list[Question]:
     """Is there another object further left (axis x) / further down (axis y) than the boxed one? "yes": another
     box lies wholly beyond it; "no": no other box reaches beyond it at all; in between: ambiguous, dropped."""
     out = []
-    for im, anns in _objects(ctx, _key(name)):
+    for im, anns in images_with_objects(ctx, _key(name)):
         for a in anns:
             ctx.summary.consider(_key(name))
             x1, y1, x2, y2 = a.xyxy
@@ -712,7 +720,7 @@ def _another(ctx: Context, name: str, axis: str) -> list[Question]:
                 ctx.summary.drop(_key(name), "another object only partly beyond it", f"annotation {a.id}")
                 continue
             answer = "yes" if wholly else "no"
-            out.append(_q(ctx, name, f"{im.id}-{a.id}", answer, list(YES_NO), im, (a,), _boxed(im, a),
+            out.append(_q(ctx, name, f"{im.id}-{a.id}", answer, list(YES_NO), im, (a,), boxed(im, a),
                           f"{a.category}|{answer}", {"class": a.category}, object=a.category))  # fmt: skip
     return _yes_no(ctx, name, out)
 

@@ -92,7 +92,7 @@ def normalize_image(data: bytes, *, source: str = "image") -> NormalizedImage:
     try:
         formats = import_formats()
         with Image.open(io.BytesIO(data), formats=formats) as im:
-            if _keep_as_is(im):
+            if keep_as_is(im):
                 width, height = im.size
                 _verify(im)
                 return NormalizedImage(data, _KEEP_FORMATS[im.format], width, height)
@@ -112,7 +112,7 @@ def normalize_image(data: bytes, *, source: str = "image") -> NormalizedImage:
     return NormalizedImage(encode_png(rgb), "png", rgb.width, rgb.height, orientation if orientation in _ORIENT else 1)
 
 
-def _keep_as_is(im: Image.Image) -> bool:
+def keep_as_is(im: Image.Image) -> bool:
     if im.format not in _KEEP_FORMATS or im.mode != "RGB" or "transparency" in im.info:
         return False
     if getattr(im, "n_frames", 1) > 1:  # MPO opens with format "MPO"; animated PNGs have frames too

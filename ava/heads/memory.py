@@ -204,7 +204,7 @@ def _pixel_rule(vfm: Any) -> tuple[int, bool, tuple, tuple] | None:
     return int(kw["size"]), func is pp.pad_preprocess, tuple(kw["mean"]), tuple(kw["std"])
 
 
-def _dist() -> tuple[int, int]:
+def rank_and_world() -> tuple[int, int]:
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         return torch.distributed.get_rank(), torch.distributed.get_world_size()
     return 0, 1
@@ -216,7 +216,7 @@ def extract_in_memory(vfm: Any, suite: EvalSuite, features: MemoryFeatures, toke
     ``torch.distributed`` each rank computes every world-th image and rank 0 gathers them (the others keep none).
     Before the gather every rank tells whether its share succeeded (:func:`all_ranks_ok`): when one failed, every
     rank raises, none waits for features that will not come."""
-    rank, world = _dist()
+    rank, world = rank_and_world()
     shas = suite.shas()
     mine = shas[rank::world]
     if world == 1:
@@ -242,7 +242,7 @@ def all_ranks_ok(failure: BaseException | None, what: str) -> None:
     """Under ``torch.distributed``, every rank says whether its part of a step succeeded (one ``all_gather_object``
     that every rank reaches, failed or not). A rank that failed raises its own error; every other rank raises one
     AvaError naming the first rank that failed and its error, so no rank is left waiting in a later collective."""
-    rank, world = _dist()
+    rank, world = rank_and_world()
     if world == 1:
         if failure is not None:
             raise failure
@@ -308,7 +308,7 @@ def _merge(parts: list[Any], features: MemoryFeatures) -> tuple:
     return shas, views, kept, tokens
 
 
-def _runs(vfm_name: str, suite: EvalSuite, features: MemoryFeatures, heads: Sequence[str], out: Path,
+def make_runs(vfm_name: str, suite: EvalSuite, features: MemoryFeatures, heads: Sequence[str], out: Path,
           device: str, seed: int) -> list[Any]:  # fmt: skip
     from ava.heads.fingerprint import FingerprintConfig, head_config, make_run
 
@@ -389,7 +389,7 @@ def _abilities_at_once(runs: Sequence[Any], features: MemoryFeatures, abilities:
         raise errors[0]
 
 
-def _check_heads(heads: Sequence[str]) -> list[str]:
+def check_heads(heads: Sequence[str]) -> list[str]:
     from ava.heads import HEADS
     from ava.heads.fingerprint import FINGERPRINT_HEADS
 
@@ -426,7 +426,7 @@ def fingerprint_in_memory(vfm: Any, data: str | os.PathLike[str] | Dataset | Eva
     from ava.heads.features import resolve_device
 
     started = time.perf_counter()
-    heads = _check_heads(heads)
+    heads = check_heads(heads)
     if jobs is not None and jobs < 1:
         raise AvaError(f"jobs must be >= 1, got {jobs}")
     if batch_size < 1:
@@ -437,10 +437,10 @@ def fingerprint_in_memory(vfm: Any, data: str | os.PathLike[str] | Dataset | Eva
                                                               seed=seed)  # fmt: skip
     device = resolve_device(device)
     name = str(getattr(vfm.spec, "key", "vfm"))
-    rank, world = _dist()
+    rank, world = rank_and_world()
     features = MemoryFeatures(vfm, STORED_VIEWS)
     with tempfile.TemporaryDirectory(prefix="ava-memory-") as tmp:
-        runs = _runs(name, suite, features, heads, Path(tmp), device, suite.seed)
+        runs = make_runs(name, suite, features, heads, Path(tmp), device, suite.seed)
         token_shas = set(suite.shas([a for a in suite.abilities if any(r.needs(a)[1] for r in runs)]))
         extract_in_memory(vfm, suite, features, token_shas, batch_size=batch_size)
         extracted = time.perf_counter()

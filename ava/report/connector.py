@@ -117,9 +117,9 @@ def _fingerprints(path: Path, vfm: str, suite: Any, sides: dict[str, Any], heads
                   device: str) -> ConnectorProbe:  # fmt: skip
     from ava.heads.ability_runs import train_abilities
     from ava.heads.features import resolve_device
-    from ava.heads.memory import _check_heads, _runs
+    from ava.heads.memory import check_heads, make_runs
 
-    names = _check_heads(heads)
+    names = check_heads(heads)
     if "probe-attn" in names:
         raise AvaError("the connector probe compares pooled views (probe-linear, knn); probe-attn reads tokens")
     device = resolve_device(device)
@@ -128,7 +128,7 @@ def _fingerprints(path: Path, vfm: str, suite: Any, sides: dict[str, Any], heads
     metrics: dict[str, str] = {}
     for side, feats in sides.items():
         with tempfile.TemporaryDirectory(prefix="ava-connector-") as tmp:
-            runs = _runs(f"{vfm} ({side})", suite, feats, names, Path(tmp), device, suite.seed)
+            runs = make_runs(f"{vfm} ({side})", suite, feats, names, Path(tmp), device, suite.seed)
             train_abilities(runs, feats, suite.abilities, device=device, progress=False, label=side)
             results = {run.head: run.finish() for run in runs}
         scores[side] = {h: {a: r["value"] for a, r in res["abilities"].items()} for h, res in results.items()}

@@ -12,9 +12,9 @@ def _current(plan: SweepPlan, jobs: list[Job], state: JobState) -> dict[str, dic
     """Every job's state record, refreshed from SLURM where it was submitted there."""
     records = {j.name: state.read(j) for j in jobs}
     if any(r.get("job_id") for r in records.values()):
-        from ava.sweep.slurm import _queued, refresh_slurm
+        from ava.sweep.slurm import refresh_slurm, squeue_states
 
-        queued = _queued()
+        queued = squeue_states()
         records = {j.name: refresh_slurm(j, records[j.name], state, queued) for j in jobs}
     return records
 

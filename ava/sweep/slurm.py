@@ -99,7 +99,7 @@ def submit_slurm(todo: list[Job], state: JobState, options: SlurmOptions, done: 
     return {j.name: SUBMITTED for j in todo}
 
 
-def _queued() -> dict[str, str]:
+def squeue_states() -> dict[str, str]:
     """SLURM job id (``123`` or ``123_4``) -> state, of every job in the queue, one line per array task."""
     if shutil.which("squeue") is None:
         return {}
@@ -115,7 +115,7 @@ def refresh_slurm(job: Job, record: dict[str, Any], state: JobState, queued: dic
     job_id = record.get("job_id")
     if record.get("state") not in (SUBMITTED, RUNNING, PENDING) or not job_id:
         return record
-    queued = _queued() if queued is None else queued
+    queued = squeue_states() if queued is None else queued
     if job_id in queued:
         new = RUNNING if queued[job_id] in ("RUNNING", "COMPLETING") else SUBMITTED
         return state.write(job, state=new, slurm_state=queued[job_id]) if new != record.get("state") else record

@@ -430,7 +430,7 @@ def _probed(vfm: ModuleVFM) -> ModuleVFM:
     is refused here. Mode and every RNG state are put back (the model may be in the middle of training)."""
     from dataclasses import replace
 
-    from ava.callbacks.state import preserved_training_state
+    from ava.training_state import preserved_training_state
 
     spec = vfm.spec
     image = Image.new("RGB", (spec.image_size, spec.image_size), pp.PAD_FILL)

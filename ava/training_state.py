@@ -1,4 +1,5 @@
-"""What an evaluation inside a training loop must leave as it found: :func:`preserved_training_state`."""
+"""What an evaluation inside a training loop must leave as it found: :func:`preserved_training_state` (below
+every package that evaluates a model which may be training: the VFM wrapper of a live module, the callbacks)."""
 
 from __future__ import annotations
 
