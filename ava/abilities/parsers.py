@@ -42,8 +42,8 @@ import re
 from typing import Any
 
 from ava.abilities.base import Ability, option_label
-from ava.data.format import Sample
 from ava.errors import AvaError
+from ava.sample import Sample
 
 # -- shared lexical helpers --------------------------------------------------------------------------------------
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ava.data.format import Sample
 from ava.registry import Registry
+from ava.sample import Sample
 
 Subgroup = Callable[[Sample], str | None]
 SUBGROUPS: Registry[Subgroup] = Registry("subgroup")

@@ -20,7 +20,6 @@ import io
 import json
 import os
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ from PIL import Image
 
 from ava.data.paths import MAX_IMAGE_BYTES, MAX_TEXT_BYTES, PathError, check_size, confined_file, safe_name
 from ava.errors import AvaError
+from ava.sample import Sample  # the record type, below every package that reads it (abilities too)
 
 FORMAT_NAME = "ava-dataset"
 FORMAT_VERSION = 1
@@ -37,46 +37,6 @@ STORED_FORMATS = ("JPEG", "PNG")  # what import stores (ava.data.images): nothin
 
 class DatasetError(AvaError, ValueError):
     """A dataset directory or one of its records is not as the format requires; names the file at fault."""
-
-
-@dataclass
-class Sample:
-    """One image-question pair with its structured ground truth.
-
-    ``truth`` by answer kind: option ``{"index": i, "text": s}``; integer ``{"value": n}``;
-    depth_bin ``{"index": i, "bin": [lo, hi]}``; box ``{"box": [x1, y1, x2, y2]}`` (normalized 0..1);
-    rgb ``{"rgb": [r, g, b]}`` (0..255); text ``{"text": s}``. ``options`` is the option list of a
-    choice question (``None`` otherwise). ``meta`` carries everything else: source dataset, class,
-    subgroup fields, extra release columns.
-    """
-
-    id: str
-    ava: str
-    image: str  # path relative to DIR/images, "<sha[:2]>/<sha>.<ext>"
-    width: int
-    height: int
-    question: str
-    answer: str  # the reference answer as text, as the release's "gpt" turn gives it
-    truth: dict[str, Any]
-    options: list[str] | None = None
-    split: str | None = None  # "train", "test" or None before splitting
-    meta: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def image_sha256(self) -> str:
-        return Path(self.image).name.split(".")[0]
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return (self.ava, self.id)
-
-    def to_json(self) -> str:
-        # fields as they are (no deep copy as asdict makes: the fields hold JSON values only, so the text is the same)
-        return json.dumps({f.name: getattr(self, f.name) for f in fields(self)}, ensure_ascii=False, sort_keys=False)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Sample:
-        return cls(**d)
 
 
 # The JSON type of each Sample field (None allowed where the field is optional): a record is checked on read,
