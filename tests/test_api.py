@@ -70,6 +70,7 @@ def test_fingerprint_of_a_name_needs_a_cache() -> None:
         ava.fingerprint(vfm="pixels")
 
 
+@pytest.mark.slow
 def test_fingerprint_matches_the_cli(suite: tuple[Path, Path], tmp_path: Path) -> None:
     data, cache = suite
     result = ava.fingerprint("pixels#size=64", data, cache, tmp_path / "api", heads=["probe-linear", "knn"],

@@ -388,6 +388,7 @@ def _predictions(run: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(run.rglob("predictions_*.jsonl"))}
 
 
+@pytest.mark.slow
 def test_fingerprint_resumes_after_a_full_disk(
     clean: Clean, tmp_path: Path, capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,

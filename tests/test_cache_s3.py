@@ -41,6 +41,7 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_dataset(tmp_path_factory.mktemp("s3data") / "data", n_images=10)
 
 
+@pytest.mark.slow
 def test_url_cache_has_the_local_key_digest_and_values(data: Path, tmp_path: Path, s3_url: str) -> None:
     remote, local = _extract(data, s3_url), _extract(data, tmp_path / "local")
     assert remote["extracted"] == local["extracted"] == 10 and remote["key"] == local["key"]
@@ -59,6 +60,7 @@ def test_url_cache_has_the_local_key_digest_and_values(data: Path, tmp_path: Pat
     assert not any(".lease" in k for k in keys)  # the job's lease is gone once it ends
 
 
+@pytest.mark.slow
 def test_resume_redoes_only_uncommitted_shards(data: Path, s3_url: str) -> None:
     _extract(data, s3_url)
     group = open_cache(s3_url, PIXELS).group
@@ -72,6 +74,7 @@ def test_resume_redoes_only_uncommitted_shards(data: Path, s3_url: str) -> None:
     assert content_digest(open_cache(s3_url, PIXELS).group) != before  # the 4 rows are back in the digest
 
 
+@pytest.mark.slow
 def test_cli_ls_info_verify_on_a_url(data: Path, s3_url: str) -> None:
     _extract(data, s3_url)
     runner = CliRunner()
@@ -114,6 +117,7 @@ def test_push_pull_round_trip_resumes_and_verifies(data: Path, tmp_path: Path, s
     assert content_digest(open_cache(tmp_path / "back", PIXELS).group) == digest
 
 
+@pytest.mark.slow
 def test_copy_refuses_a_group_of_another_spec(data: Path, tmp_path: Path, s3_url: str, capsys: pytest.CaptureFixture,
                                               monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     _extract(data, tmp_path / "a", key="k")
@@ -136,6 +140,7 @@ def test_second_extractor_is_refused_while_the_lease_is_held(data: Path, s3_url:
     assert _extract(data, s3_url)["already_done"] == 10  # released: the next one runs
 
 
+@pytest.mark.slow
 def test_a_dead_holders_lease_is_taken_over(data: Path, s3_url: str) -> None:
     import socket
 
@@ -146,6 +151,7 @@ def test_a_dead_holders_lease_is_taken_over(data: Path, s3_url: str) -> None:
     assert _extract(data, s3_url)["already_done"] == 10
 
 
+@pytest.mark.slow
 def test_fingerprint_reads_a_url_cache(data: Path, tmp_path: Path, s3_url: str, capfd: pytest.CaptureFixture) -> None:
     _extract(data, s3_url)
     result = CliRunner().invoke(app, ["fingerprint", "--vfm", PIXELS, "--data", str(data), "--cache", s3_url,
@@ -189,6 +195,7 @@ def test_missing_bucket_and_unreachable_endpoint(data: Path, s3_endpoint: str, m
         s3fs.S3FileSystem.clear_instance_cache()
 
 
+@pytest.mark.slow
 def test_another_specs_key_is_refused_and_nothing_is_written(data: Path, s3_url: str) -> None:
     _extract(data, s3_url, key="k")
     before = objects(s3_url)
@@ -223,6 +230,7 @@ def test_kill_9_mid_run_then_resume_gives_the_local_digest(data: Path, tmp_path:
     assert content_digest(open_cache(s3_url, PIXELS).group) == reference
 
 
+@pytest.mark.slow
 def test_a_run_of_rows_is_read_in_few_range_requests(data: Path, s3_url: str, monkeypatch: pytest.MonkeyPatch,
                                                      capfd: pytest.CaptureFixture) -> None:  # fmt: skip
     """Zarr asks for each row's chunk by its own ranged GET; in object storage they are served from blocks."""
@@ -267,6 +275,7 @@ def test_two_torchrun_ranks_split_the_shards_of_a_url_cache(data: Path, tmp_path
     assert content_digest(open_cache(s3_url, PIXELS).group) == reference
 
 
+@pytest.mark.slow
 def test_refused_credentials_are_said_before_any_work(data: Path, tmp_path: Path, capsys: pytest.CaptureFixture,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     """A second moto server that checks credentials (``INITIAL_NO_AUTH_ACTION_COUNT=0``): unknown keys get a 403."""

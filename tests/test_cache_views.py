@@ -50,6 +50,7 @@ def test_stored_views_equal_views_pooled_from_tokens(caches: tuple[Path, Path, P
     assert report["ok"], report
 
 
+@pytest.mark.slow
 def test_fingerprint_of_view_heads_reads_no_tokens(caches: tuple[Path, Path, Path], tmp_path: Path) -> None:
     from ava.heads.fingerprint import FingerprintConfig, fingerprint
 

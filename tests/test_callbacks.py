@@ -145,6 +145,7 @@ def test_default_suite_generated_once(tmp_path):
     assert (path / "dataset.json").stat().st_mtime_ns == stamp
 
 
+@pytest.mark.slow
 def test_lightning_callback(two, tmp_path):
     pl = pytest.importorskip("lightning.pytorch")
     from ava.callbacks import Fingerprint
@@ -257,6 +258,7 @@ dist.destroy_process_group()
 """
 
 
+@pytest.mark.slow
 def test_ddp_two_cpu_processes_gloo(data, tmp_path):
     """`torchrun --nproc-per-node 2` on CPU (gloo): each rank extracts half of the images, rank 0 trains the heads,
     rank 1 waits and gets the same result, which equals a single process's; only rank 0 writes the JSONL. When the

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -131,3 +132,16 @@ def test_bug_gets_one_line_too(monkeypatch: pytest.MonkeyPatch, capsys: pytest.C
     assert vfm_cli  # the command imports list_vfms at call time
     code, err = _run(["vfm", "list"], capsys)
     assert code == 1 and "internal error: KeyError" in err and "AVA_DEBUG=1" in err
+
+
+def test_python_dash_m_ava_is_the_cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    """``python -m ava`` runs the same main as the ``ava`` script (in this process: ``runpy`` as ``-m`` does)."""
+    import runpy
+
+    monkeypatch.setattr(sys, "argv", ["ava", "--version"])
+    with pytest.raises(SystemExit) as exc:
+        runpy.run_module("ava", run_name="__main__")
+    assert exc.value.code in (0, None)
+    from ava import __version__
+
+    assert __version__ in capsys.readouterr().out

@@ -21,6 +21,7 @@ def llm_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]
     return run, data, cache
 
 
+@pytest.mark.slow
 def test_probe_on_raw_features_and_connector_outputs(llm_run, tmp_path: Path) -> None:
     import torch
     from safetensors.torch import load_file, save_file

@@ -334,6 +334,7 @@ def test_same_seed_same_bytes_other_seed_other_choices(built: tuple[Path, Datase
     assert a != b  # the seed draws the options
 
 
+@pytest.mark.slow
 def test_workers_do_not_change_a_byte(tmp_path: Path) -> None:
     """Every ability and task, with the pixel pass and the drawing in two forked workers (more images and
     questions than one chunk of either), is the dataset one process builds: the same samples, the same files."""

@@ -147,6 +147,7 @@ class ThreadCache(FakeCache):
         return super().read(shas, layer)
 
 
+@pytest.mark.slow
 def test_an_ability_that_fits_in_no_memory_streams_with_the_same_results(tmp_path: Path, monkeypatch) -> None:
     root, fake = handmade(tmp_path / "data", abilities=("spatial", "color"), n=30)
     held = _fingerprint(root, fake, tmp_path / "held", monkeypatch)

@@ -60,6 +60,7 @@ def _values(run_dir: Path) -> dict[str, float]:
     return {k: v["value"] for k, v in results["abilities"].items()}
 
 
+@pytest.mark.slow
 def test_one_read_per_ability_and_same_scores_as_each_head_alone(
     data: tuple[Path, FakeCache], cache: CountingCache, tmp_path: Path
 ) -> None:
@@ -91,6 +92,7 @@ def test_jobs_must_be_positive(data: tuple[Path, FakeCache], cache: CountingCach
     assert not (tmp_path / "fp").exists()
 
 
+@pytest.mark.slow
 def test_interrupted_fingerprint_redoes_only_unfinished_abilities(
     data: tuple[Path, FakeCache], cache: CountingCache, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -134,6 +136,7 @@ def test_interrupted_fingerprint_redoes_only_unfinished_abilities(
         fingerprint(_config(root, out, heads=["probe-linear"], seed=1))
 
 
+@pytest.mark.slow
 def test_head_train_resumes_per_ability(data: tuple[Path, FakeCache], cache: CountingCache, tmp_path: Path,
                                         monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     from ava.heads.knn.train import KNNRun

@@ -15,6 +15,7 @@ def data(tmp_path_factory):
     return small_suite(tmp_path_factory.mktemp("suite"))
 
 
+@pytest.mark.slow
 def test_in_memory_equals_the_cache_path(data, tmp_path):
     """Linear probe (with OCR's token reader) and kNN in memory give the scores of `ava fingerprint` on a cache
     extracted from the same VFM with the fp16 codec, value for value."""
@@ -72,6 +73,7 @@ def test_bad_inputs(data, kwargs, says):
         fingerprint_in_memory(tiny_vfm(tiny_vit()), data, **kwargs)
 
 
+@pytest.mark.slow
 def test_abilities_at_once_equal_heads_at_once_and_errors_surface(data, monkeypatch):
     """parallel="abilities" (whole abilities on 2 threads) gives the scores of "heads" (`ava fingerprint`'s way),
     value for value; a fit failing in a worker thread is raised in the caller, and the GC is left unfrozen."""

@@ -140,6 +140,7 @@ def handmade_data(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, FakeC
     return handmade(tmp_path_factory.mktemp("hm") / "data", abilities=KINDS, n=50)
 
 
+@pytest.mark.slow
 def test_every_kind_run_dir_reevaluation_and_determinism(
     monkeypatch: pytest.MonkeyPatch, handmade_data: tuple[Path, FakeCache], tmp_path: Path
 ) -> None:

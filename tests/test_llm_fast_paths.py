@@ -170,6 +170,7 @@ def _fit(tmp_path, name, compile_, monkeypatch=None):
     return head, summary
 
 
+@pytest.mark.slow
 def test_a_layer_that_fails_to_compile_falls_back_to_eager(tmp_path, monkeypatch):
     tr = importlib.import_module("ava.heads.llm.train")
     monkeypatch.setattr(tr, "COMPILE_BACKEND", _failing_backend)

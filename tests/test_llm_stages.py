@@ -15,8 +15,6 @@ from ava.errors import AvaError
 from ava.heads.llm import train as train_head  # (bound before the ava.heads.llm.train submodule shadows the name)
 from tests._llm_fixtures import LLM, VFM, make_rel_depth
 
-pytestmark = pytest.mark.slow
-
 
 def _losses(run_dir) -> list[float]:
     return [json.loads(x)["loss"] for x in (run_dir / "train_log.jsonl").read_text().splitlines() if x.strip()]
@@ -62,6 +60,7 @@ def chain(tmp_path_factory):
     return root, data, cache
 
 
+@pytest.mark.slow
 def test_stage_1_2_3_from_one_cache(chain):
     from safetensors.torch import load_file
 

@@ -154,6 +154,7 @@ def test_attentive_deterministic(fake_cache: tuple[Path, FakeCache], tmp_path: P
     assert json.loads((a / "run.json").read_text())["head"] == "probe-attn"
 
 
+@pytest.mark.slow
 def test_streamed_tokens_match_in_memory(fake_cache: tuple[Path, FakeCache], tmp_path: Path) -> None:
     data, _ = fake_cache
     kw = dict(ava=["color", "ocr"], epochs=4)

@@ -89,3 +89,37 @@ def test_readme_commands_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
         assert exc.value.code in allowed, f"ava {shlex.join(args)} exited {exc.value.code}"
     assert (tmp_path / "report" / "report.md").is_file()
     assert len(list((tmp_path / "runs").glob("*/results_test.json"))) >= 2
+
+
+def slow_tests() -> dict[str, list[str]]:
+    """file -> the test functions marked ``slow`` in it (a decorator, or the module's ``pytestmark``), read from the
+    source as pytest's marker would select them (parametrized cases count once, by function)."""
+    import ast
+
+    def is_slow(node: ast.expr) -> bool:
+        return any(isinstance(n, ast.Attribute) and n.attr == "slow" for n in ast.walk(node))
+
+    found: dict[str, list[str]] = {}
+    for f in sorted(README.parent.glob("tests/test_*.py")):
+        tree = ast.parse(f.read_text())
+        module_slow = any(isinstance(n, ast.Assign) and any(getattr(t, "id", "") == "pytestmark" for t in n.targets)
+                          and is_slow(n.value) for n in tree.body)  # fmt: skip
+        names = [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")
+                 and (module_slow or any(is_slow(d) for d in n.decorator_list))]  # fmt: skip
+        if names:
+            found[f.name] = sorted(names)
+    return found
+
+
+def readme_slow_list(text: str) -> dict[str, list[str]]:
+    """The README's list under "The slow tier": ``- `file`: `test_a`, `test_b` `` lines."""
+    section = text.split("### The slow tier", 1)[1].split("\n#", 1)[0]
+    listed: dict[str, list[str]] = {}
+    for line in section.splitlines():
+        if m := re.match(r"- `(test_\w+\.py)`: (.*)", line):
+            listed[m.group(1)] = sorted(re.findall(r"`(test_\w+)`", m.group(2)))
+    return listed
+
+
+def test_the_readme_lists_the_slow_tier() -> None:
+    assert readme_slow_list(README.read_text()) == slow_tests()

@@ -224,6 +224,7 @@ def test_random_llm_is_not_a_random_vfm(tmp_path):
     assert "the head's LLM has random weights" in md
 
 
+@pytest.mark.slow
 def test_cli_report(run_dirs, tmp_path):
     out = tmp_path / "rep"
     result = CliRunner().invoke(app, ["report", *map(str, run_dirs), "--out", str(out)])

@@ -31,6 +31,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return out
 
 
+@pytest.mark.slow
 def test_vlm_is_split_by_the_zero_shot_heads_correctness(runs: dict[str, Path], tmp_path: Path) -> None:
     import ava
 

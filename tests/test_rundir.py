@@ -106,6 +106,7 @@ def test_forked_child_does_not_keep_the_lock(tmp_path: Path) -> None:
         os.waitpid(pid, 0)
 
 
+@pytest.mark.slow
 def test_kill_during_forced_retrain_leaves_the_old_run(pixels_run: tuple[Path, Path, Path]) -> None:
     """SIGKILL a `--force` re-train of another head while it writes: --out is still the old run, byte for byte,
     and the next training clears the leftover and swaps the new run in whole."""

@@ -102,6 +102,60 @@ def test_local_sweep_runs_each_job_once_and_reruns_only_the_failed(data: Path, t
     assert code == 0 and json.loads(output)["counts"] == {"done": 2, "failed": 1}
 
 
+def test_local_executor_logs_each_job_and_blocks_those_whose_extraction_failed(tmp_path: Path) -> None:
+    """The local executor's bookkeeping, with jobs that are tiny Python processes: a job's output goes to its log, its
+    exit code decides done/failed, the failure's line is kept, and a training job waiting for a failed extraction
+    is blocked (never run)."""
+    from ava.sweep.jobs import BLOCKED, DONE, FAILED, Job, JobState
+    from ava.sweep.local import run_local
+
+    ok = [sys.executable, "-c", "print('extracted')"]
+    bad = [sys.executable, "-c", "import sys; print('error: no such image'); sys.exit(2)"]
+    marker = tmp_path / "ran"
+    touch = [sys.executable, "-c", f"open({str(marker)!r}, 'w').close()"]
+    todo = [Job("extract-a", "extract", "a", ok), Job("extract-b", "extract", "b", bad),
+            Job("knn-a", "train", "a", ok, needs="extract-a"), Job("knn-b", "train", "b", touch, needs="extract-b")]
+    state = JobState(tmp_path / "sweep")
+    outcome = run_local(todo, state, jobs=2, finished={})
+    assert outcome == {"extract-a": DONE, "extract-b": FAILED, "knn-a": DONE, "knn-b": BLOCKED}
+    assert state.read(todo[1])["error"] == "error: no such image" and state.read(todo[1])["rc"] == 2
+    assert "extracted" in state.log(todo[0]).read_text() and state.read(todo[0])["rc"] == 0
+    assert state.read(todo[3])["error"] == "its extraction extract-b failed: error: no such image"
+    assert not marker.exists()  # the blocked job never ran
+
+
+def test_slurm_states_come_from_the_queue_then_from_the_result_file(tmp_path: Path) -> None:
+    """How a submitted job's state is read back without accounting: squeue's line while it is listed, then the
+    result file submitit writes when it ends; gone from the queue without one: failed (killed)."""
+    import pickle
+
+    from ava.sweep.jobs import DONE, FAILED, RUNNING, SUBMITTED, Job, JobState
+    from ava.sweep.slurm import refresh_slurm
+
+    state = JobState(tmp_path / "sweep")
+    log = tmp_path / "job.out"
+    log.write_text("starting\nerror: --data d: no such dataset directory\n")
+
+    def submitted(name: str, job_id: str) -> tuple[Job, dict]:
+        job = Job(name, "train", "pixels", ["ava"])
+        return job, state.write(job, state=SUBMITTED, job_id=job_id, log=str(log),
+                                result_file=str(tmp_path / f"{job_id}_result.pkl"))  # fmt: skip
+
+    job, record = submitted("queued", "7")
+    assert refresh_slurm(job, record, state, {"7": "PENDING"})["state"] == SUBMITTED
+    assert refresh_slurm(job, record, state, {"7": "RUNNING"})["state"] == RUNNING
+    job, record = submitted("finished", "8_1")
+    (tmp_path / "8_1_result.pkl").write_bytes(pickle.dumps(("success", None)))
+    assert refresh_slurm(job, record, state, {})["state"] == DONE
+    job, record = submitted("raised", "9")
+    (tmp_path / "9_result.pkl").write_bytes(pickle.dumps(("error", "Traceback ...\nRuntimeError: boom")))
+    failed = refresh_slurm(job, record, state, {})
+    assert failed["state"] == FAILED and failed["error"] == "error: --data d: no such dataset directory"
+    job, record = submitted("killed", "10")
+    gone = refresh_slurm(job, record, state, {})
+    assert gone["state"] == FAILED and gone["error"].startswith("gone from the queue without a result")
+
+
 # -- a real SLURM cluster -----------------------------------------------------------------------------------------
 def _slurm_up() -> bool:
     if shutil.which("sinfo") is None:

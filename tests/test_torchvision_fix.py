@@ -55,6 +55,7 @@ def test_without_ava_the_fake_fails_as_the_real_wheel_does(tmp_path):
     assert result.returncode != 0 and "torchvision::nms does not exist" in result.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("torchvision") is None, reason="no torchvision installed here")
 def test_real_torchvision_transformers_and_timm_import_through_ava(tmp_path):
     code = "import ava; from transformers import Qwen2ForCausalLM, SiglipVisionModel; import timm; print('ok')"

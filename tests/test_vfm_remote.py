@@ -66,6 +66,7 @@ def plant(root: Path) -> Path:
     return ckpt
 
 
+@pytest.mark.slow
 def test_yes_on_stdin_runs_no_planted_code(tmp_path):
     """The issue's repro: `yes | ava cache extract --vfm hf:DIR` ran the planted code; now a one-line refusal."""
     ckpt = plant(tmp_path)

@@ -45,6 +45,7 @@ def test_zero_shot_answers_with_the_most_similar_option(kind: str, data: Path, t
         assert records[s.id]["prediction"] == s.options[int(np.argmax(txt @ img))]
 
 
+@pytest.mark.slow
 def test_fingerprint_runs_zero_shot_beside_knn_and_report_ranks_it(
     data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
