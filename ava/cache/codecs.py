@@ -70,6 +70,15 @@ class Codec:
         """Stored arrays -> float32 values of the same shape."""
         raise NotImplementedError
 
+    def decode_device(self, values: torch.Tensor, scale: torch.Tensor | None) -> torch.Tensor:
+        """What :meth:`encode_device` returned -> float32 values, on its device: the same values as :meth:`decode`
+        of the stored arrays, bit for bit (an exact widening, or one IEEE float32 product per value). This default
+        decodes on the host and copies back; codecs override it with the same arithmetic on the device."""
+        import torch
+
+        host = self.decode(self.host(values.cpu()), None if scale is None else self.host(scale.cpu()))
+        return torch.from_numpy(host).to(values.device)
+
     def compressors(self) -> Any:
         """Blosc: byte shuffle + lz4, chosen by measurement (``benchmarks/bench_codecs.py``, table in
         ``benchmarks/README.md``): 16-bit features of trained or random ViTs hardly compress (zstd-3 saved 8%),
@@ -110,6 +119,9 @@ class Fp16Codec(Codec):
     def decode(self, values: np.ndarray, scale: np.ndarray | None) -> np.ndarray:
         return values.astype(np.float32)
 
+    def decode_device(self, values: torch.Tensor, scale: torch.Tensor | None) -> torch.Tensor:
+        return values.float()
+
 
 class Bf16Codec(Codec):
     def encode_device(self, x: torch.Tensor) -> tuple[torch.Tensor, None, None]:
@@ -122,6 +134,11 @@ class Bf16Codec(Codec):
 
     def decode(self, values: np.ndarray, scale: np.ndarray | None) -> np.ndarray:
         return (values.astype(np.uint32) << 16).view(np.float32)
+
+    def decode_device(self, values: torch.Tensor, scale: torch.Tensor | None) -> torch.Tensor:
+        import torch
+
+        return values.view(torch.bfloat16).float()
 
 
 class Int8Codec(Codec):
@@ -144,6 +161,10 @@ class Int8Codec(Codec):
     def decode(self, values: np.ndarray, scale: np.ndarray | None) -> np.ndarray:
         assert scale is not None
         return values.astype(np.float32) * scale[..., None].astype(np.float32)
+
+    def decode_device(self, values: torch.Tensor, scale: torch.Tensor | None) -> torch.Tensor:
+        assert scale is not None
+        return values.float() * scale.float().unsqueeze(-1)
 
 
 CODECS: Registry[Codec] = Registry("codec")

@@ -2,9 +2,10 @@
 
 The pipeline overlaps three stages: DataLoader workers decode and preprocess images (through
 ``FrozenVFM.preprocess_fn()``, the one preprocessing function shared with the online path), the main thread
-runs the forward pass (no grad, in the model's dtype on every device) and encodes with the codec on the
-device, and a background thread writes whole shards (Zarr compresses them) and then marks their rows
-done. Re-running skips done rows; a kill loses at most the shards in flight.
+runs the forward pass (no grad, in the model's dtype on every device), encodes with the codec and pools the stored
+views on the device, and writer threads each encode whole shards (compression and checksums, in the thread, as
+Zarr would: :mod:`ava.cache.shards`), store each file in one write and then mark their rows done. Re-running skips
+done rows; a kill loses at most the shards in flight.
 
 Under ``torchrun`` rank 0 indexes the new images (rows in dataset order, see :mod:`ava.cache.store`) and
 grows the store, every rank reads that index, and rank r writes the shards ``s`` with ``s % world_size == r``:
@@ -29,7 +30,8 @@ import torch
 from ava.cache.chunks import read_rows
 from ava.cache.codecs import get_codec
 from ava.cache.location import cache_path, is_remote, probe
-from ava.cache.pooling import STORED_VIEWS, pool_candidates, pool_tokens, token_grid
+from ava.cache.pooling import STORED_VIEWS, pool_candidates, pool_tokens, pool_tokens_torch, token_grid
+from ava.cache.shards import write_file
 from ava.cache.store import (
     FORMAT_NAME,
     FORMAT_VERSION,
@@ -232,7 +234,7 @@ def _batches(rows: list[int], shard_size: int, batch_size: int) -> list[list[int
 class _Writers:
     """Threads writing finished shards in the background (values first, then the done flags of their rows).
 
-    Shards are independent files, and Zarr's compressors release the GIL, so several threads compress and write
+    Shards are independent files, and the compressors release the GIL, so several threads compress and write
     side by side. ``busy_s`` (summed over threads) and ``wait_s`` (time the main loop waited for a free slot in the
     queue: the writers' backlog) say whether writing is the bottleneck."""
 
@@ -304,8 +306,12 @@ def default_writers(device: torch.device) -> int:
     return max(1, min(8 if device.type == "cuda" else 2, cpus))
 
 
-def write_shard(group: CacheGroup, shard: int, results: dict[int, list[tuple[np.ndarray, np.ndarray | None]]]) -> None:
-    """Write one whole shard: rows already done are kept, new rows replace the rest; then mark done."""
+def write_shard(group: CacheGroup, shard: int, results: dict[int, list[tuple[Any, ...]]]) -> None:
+    """Write one whole shard: rows already done are kept, new rows replace the rest; then mark done.
+
+    ``results[row]`` holds per layer ``(values, scale or None, {view: pooled row})`` as numpy arrays. Each array's
+    file of the shard is encoded in this thread and stored in one write (:mod:`ava.cache.shards`), the ``done``
+    chunk last: it commits the shard."""
     if not results:  # every pending image of the shard failed: nothing to write
         return
     rows = group.shard_rows(shard)
@@ -315,45 +321,32 @@ def write_shard(group: CacheGroup, shard: int, results: dict[int, list[tuple[np.
     new[[r - lo for r in results]] = True
     keep = done & ~new
     for li, layer in enumerate(group.layers):
-        targets = [(f"features/{layer}", 0)]
+        _store_rows(group, f"features/{layer}", shard, keep, {r: per[li][0] for r, per in results.items()})
         if group.codec.has_scale:
-            targets.append((f"scales/{layer}", 1))
-        for name, part in targets:
-            arr = group.array(name)
-            block = _kept(group, name, lo, hi, keep)
-            for r, per_layer in results.items():
-                block[r - lo] = per_layer[li][part]
-            arr[lo:hi] = block
-    if group.views:
-        _write_views(group, lo, hi, keep, results)
-    if new.any():
-        group.done[lo:hi] = done | new
-
-
-def _kept(group: CacheGroup, name: str, lo: int, hi: int, keep: np.ndarray) -> np.ndarray:
-    """The shard's block of array ``name`` as stored when some of its rows are kept (refused, naming them, when a
-    kept row is not on disk: rewriting it would store the fill value as a done row), else zeros."""
-    if keep.any():
-        return read_rows(group, name, lo, hi, need=keep)
-    arr = group.array(name)
-    return np.zeros((hi - lo, *arr.shape[1:]), dtype=arr.dtype)
-
-
-def _write_views(group: CacheGroup, lo: int, hi: int, keep: np.ndarray,
-                 results: dict[int, list[tuple[np.ndarray, np.ndarray | None]]]) -> None:  # fmt: skip
-    """The pooled views of a shard's new rows, pooled from their tokens as stored (decoded by the codec), so a view
-    read from the cache equals the view a head pools from the tokens it reads."""
-    grid = token_grid(group)
-    rows = list(results)
-    for li, layer in enumerate(group.layers):
-        values = np.stack([results[r][li][0] for r in rows])
-        scale = np.stack([results[r][li][1] for r in rows]) if group.codec.has_scale else None
-        tokens = group.codec.decode(values, scale)
+            _store_rows(group, f"scales/{layer}", shard, keep, {r: per[li][1] for r, per in results.items()})
         for view in group.views:
-            name = f"pooled/{layer}/{view}"
-            block = _kept(group, name, lo, hi, keep)
-            block[[r - lo for r in rows]] = pool_tokens(tokens, view, grid)
-            group.array(name)[lo:hi] = block
+            _store_rows(group, f"pooled/{layer}/{view}", shard, keep,
+                        {r: per[li][2][view] for r, per in results.items()})  # fmt: skip
+    if new.any():
+        marks = {lo + int(i): True for i in np.flatnonzero(done | new)}
+        _store_rows(group, "done", shard, np.zeros(hi - lo, bool), marks)
+
+
+def _store_rows(group: CacheGroup, name: str, shard: int, keep: np.ndarray, new: dict[int, Any]) -> None:
+    """Store array ``name``'s file of ``shard``: the ``new`` rows, the ``keep`` rows as stored (refused, naming
+    them, when one is not on disk: rewriting it would store the fill value as a done row), zeros elsewhere."""
+    rows = group.shard_rows(shard)
+    lo, hi = rows.start, rows.stop
+    arr = group.array(name)
+    kept = read_rows(group, name, lo, hi, need=keep) if keep.any() else None
+    zero = np.zeros(arr.shape[1:], dtype=arr.dtype)
+    values = [new[r] if r in new else kept[r - lo] if kept is not None and keep[r - lo] else zero for r in rows]
+    encoder = group.encoder(name)
+    if encoder is None:  # a layout ava.cache.shards does not write: through Zarr (slower, the same bytes)
+        arr[lo:hi] = np.stack(values)
+        return
+    parts = encoder.shard_parts(values) if encoder.sharded else encoder.chunk_parts(np.stack(values))
+    write_file(group.path / name / encoder.key(shard), parts)
 
 
 def _forward(vfm: Any, pixels: torch.Tensor, device: torch.device) -> torch.Tensor:
@@ -676,13 +669,30 @@ def _compute(
                     raise codec.range_error(float(finite_peak(out[:, li])))
             else:
                 check.flags.append((bad, finite_peak(out[:, li]).float()))
-        encoded.append((_to_host(values, device), None if scale is None else _to_host(scale, device)))
+        views = _views(group, values, scale, device)
+        encoded.append((_to_host(values, device), None if scale is None else _to_host(scale, device),
+                        {v: _to_host(t, device) for v, t in views.items()}))  # fmt: skip
     if device.type == "cuda":
         event = torch.cuda.Event()
         event.record()
         check.events.append(event)
     for i, row in enumerate(batch["rows"]):
-        results[row] = [(v[i], None if s is None else s[i]) for v, s in encoded]
+        results[row] = [(v[i], None if s is None else s[i], {k: t[i] for k, t in p.items()}) for v, s, p in encoded]
+
+
+def _views(group: CacheGroup, values: torch.Tensor, scale: torch.Tensor | None,
+           device: torch.device) -> dict[str, Any]:  # fmt: skip
+    """A batch's pooled views, pooled from its tokens as stored (decoded by the codec), so a view read from the cache
+    equals the view a head pools from the tokens it reads. On a GPU they are pooled there, before the copy to the
+    host (torch: equal to a reader's numpy pooling to float32 rounding); on the CPU with numpy, as readers pool,
+    so the stored view equals the read-time view bit for bit."""
+    if not group.views:
+        return {}
+    tokens, grid = group.codec.decode_device(values, scale), token_grid(group)
+    if device.type == "cuda":
+        return {v: pool_tokens_torch(tokens, v, grid) for v in group.views}
+    host = tokens.numpy()
+    return {v: torch.from_numpy(pool_tokens(host, v, grid)) for v in group.views}
 
 
 def _shard_job(group: CacheGroup, shard: int, results: dict[int, list], checks: dict[int, _ShardChecks]) -> tuple:
@@ -698,5 +708,5 @@ def _settled(group: CacheGroup, shard: int, rows: dict[int, list], check: _Shard
     codec = group.codec
     if check is not None:
         check.settle(codec)
-    return shard, {q: [(codec.host(v), None if s is None else codec.host(s)) for v, s in pending]
-                   for q, pending in rows.items()}  # fmt: skip
+    return shard, {q: [(codec.host(v), None if s is None else codec.host(s), {k: t.numpy() for k, t in p.items()})
+                       for v, s, p in pending] for q, pending in rows.items()}  # fmt: skip

@@ -1,7 +1,8 @@
 """Pooled views of patch tokens: the global mean (``"mean"``), and ``"gridN"`` = the mean plus the means of N x N
 cells of the token grid (coarse position, which the mean loses). The probes and kNN read them; extraction stores
-them beside the tokens (``pooled/<layer>/<view>`` in a cache group, see :mod:`ava.cache.store`), computed by
-:func:`pool_tokens` from the stored (decoded) tokens, so a stored view equals the view computed at read time.
+them beside the tokens (``pooled/<layer>/<view>`` in a cache group, see :mod:`ava.cache.store`), computed from the
+stored (decoded) tokens: by :func:`pool_tokens` on a CPU, so a stored view equals the view computed at read time bit
+for bit, and by :func:`pool_tokens_torch` on a GPU, before the copy to the host (equal to float32 rounding).
 """
 
 from __future__ import annotations
@@ -81,4 +82,27 @@ def pool_tokens(tokens: np.ndarray, pool: str, grid: tuple[int, int] | None) -> 
     ]
     return np.concatenate([mean, *cells], axis=1).astype(np.float32, copy=False)
 
+
+def _cell_edges(size: int, n: int) -> list[tuple[int, int]]:
+    """The N cells' [start, end) along a side of ``size`` tokens (as ``adaptive_avg_pool2d``)."""
+    return [((i * size) // n, -((-(i + 1) * size) // n)) for i in range(n)]
+
+
+def pool_tokens_torch(tokens: Any, pool: str, grid: tuple[int, int] | None) -> Any:
+    """:func:`pool_tokens` in torch, on the tokens' device (a GPU extraction pools there, before the copy to the
+    host). The same cells and means; the sums run in another order than numpy's, so values agree with
+    :func:`pool_tokens` of the same tokens to float32 rounding (a few ulp), not bit for bit."""
+    import torch
+
+    tokens = tokens.float()
+    mean = tokens.mean(dim=1)
+    n = pool_cells(pool)
+    if n == 0:
+        return mean
+    if grid is None or grid[0] * grid[1] != tokens.shape[1]:
+        raise AvaError(f"pooling {pool!r} needs a token grid, but the cache's {tokens.shape[1]} tokens have no layout")
+    rows, cols = grid
+    x = tokens.reshape(tokens.shape[0], rows, cols, tokens.shape[2])
+    cells = [x[:, r0:r1, c0:c1].mean(dim=(1, 2)) for r0, r1 in _cell_edges(rows, n) for c0, c1 in _cell_edges(cols, n)]
+    return torch.cat([mean, *cells], dim=1)
 
