@@ -13,6 +13,14 @@ For each model, in one run on one device:
   3. per codec: bytes on disk per stored value, read MB/s (float32 MB delivered by ``FeatureCache.read`` in
      random batches of 32) and the error against the fp32 forward (relative RMS; max |error| / token max).
 
+``--standin`` measures the host side of extraction alone (issue 38): a stand-in VFM returns precomputed features of
+the shapes asked for (``--standin-shape 729x1152``: SigLIP-so400m) without decoding any image, so what the process
+spends is the writing: encoding, pooled views, compression, checksums, shard assembly and the store's writes. Each
+thread's CPU time is read from ``/proc/self/task`` (sampled while it runs, so a thread that ends is counted) and given
+per extracted image: the main thread (the device side: codec, pooled views on the CPU) and, on the write side, the
+writer threads, Zarr's I/O thread and its pools. ``--baseline DIR`` runs the same measurement with the ``ava`` of
+another checkout (a ``git worktree``), alternating with this one ``--repeats`` times, for ratios in one run.
+
 Models: any registry key; ``<key>:random`` builds that real architecture at full size with random weights
 (speed depends on shapes, not weights), e.g. ``siglip:random`` (SigLIP-so400m, 729 x 1152) and
 ``dinov2:random`` (DINOv2-L at 384, 729 x 1024).
@@ -22,6 +30,9 @@ Models: any registry key; ``<key>:random`` builds that real architecture at full
         --batch-size 8,4 --shard-size 64,16 --repeats 3,1 --threads 1 --error-images 1   # #12's 2-core CPU target
     python benchmarks/bench_cache.py --device cuda --dtype bf16 --images 512 --batch-size 64 \\
         --models siglip:random,dinov2:random --num-workers 8
+    git worktree add --detach /tmp/ava-base 7459f1b       # issue 38: host CPU per image, before / after
+    python benchmarks/bench_cache.py --standin --images 512 --batch-size 32 --shard-size 64 --threads 1 \\
+        --baseline /tmp/ava-base --repeats 3
 """
 
 from __future__ import annotations
@@ -267,6 +278,175 @@ def bench_model(model: str, data: Path, work: Path, args: argparse.Namespace) ->
     return rows
 
 
+# -- --standin: the host side of extraction alone ---------------------------------------------------------------
+class StandIn:
+    """A VFM that returns precomputed features of a real model's shapes: extraction's forward costs nothing and no
+    image is decoded (the workers' preprocessing ignores the pixels), so the process's CPU is the write side."""
+
+    def __init__(self, tokens: int, dim: int, seed: int = 0, bank: int = 16) -> None:
+        side = int(round(tokens**0.5))
+        self.num_tokens, self.dim, self.layers = tokens, dim, (-2,)
+        self.grid = (side, side) if side * side == tokens else (1, tokens)
+        self.random_weights, self.device, self.dtype = True, "cpu", torch.float32
+        g = torch.Generator().manual_seed(seed)  # features of a trained ViT's scale (a few units, heavy tails)
+        self.bank = torch.randn(bank, 1, tokens, dim, generator=g) * torch.rand(bank, 1, tokens, 1, generator=g) * 4
+        self.calls = 0
+
+        class _Spec:
+            key = f"standin-{tokens}x{dim}"
+
+        self.spec = _Spec()
+
+    def identity(self) -> dict[str, Any]:
+        return {"vfm": self.spec.key, "preprocess": "none", "layers": [-2], "standin": True}
+
+    def preprocess_fn(self) -> Any:
+        return _no_pixels
+
+    def eval(self) -> StandIn:
+        return self
+
+    def __call__(self, pixels: torch.Tensor) -> torch.Tensor:
+        idx = (torch.arange(len(pixels)) + self.calls) % len(self.bank)
+        self.calls += len(pixels)
+        return self.bank[idx]
+
+
+def _no_pixels(image: Any) -> torch.Tensor:
+    return torch.zeros(1)
+
+
+def _task_cpu() -> dict[int, float]:
+    """CPU seconds (user + system) of each thread of this process, by native thread id."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended meanwhile
+            continue
+        out[int(task.name)] = (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
+class ThreadCPU:
+    """Per-thread CPU seconds over a block, sampled every ``every`` s so that threads ending inside it are counted
+    (up to ``every`` s of each such thread's last moments can be missed), grouped by the thread's name."""
+
+    def __init__(self, every: float = 0.02) -> None:
+        import threading
+
+        self.every, self.seen, self.names = every, {}, {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, name="bench-sampler", daemon=True)
+
+    def _sample(self) -> None:
+        import threading
+
+        while True:
+            for t in threading.enumerate():
+                if t.native_id is not None:
+                    self.names.setdefault(t.native_id, t.name)
+            self.seen.update(_task_cpu())
+            if self._stop.wait(self.every):
+                break
+
+    def __enter__(self) -> ThreadCPU:
+        self.start = _task_cpu()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.seen.update(_task_cpu())
+
+    def by_group(self) -> dict[str, float]:
+        groups: dict[str, float] = {}
+        sampler = self._thread.native_id
+        for tid, cpu in self.seen.items():
+            if tid == sampler:
+                continue
+            name = self.names.get(tid, "?")
+            group = ("main" if name == "MainThread" else "writers" if name.startswith("ava-cache-writer")
+                     else "zarr" if name.startswith(("zarr", "asyncio")) else "other")  # fmt: skip
+            groups[group] = groups.get(group, 0.0) + cpu - self.start.get(tid, 0.0)
+        return groups
+
+
+def standin_once(data: Path, work: Path, images: int, batch: int, shard: int, shape: str) -> dict[str, Any]:
+    """One extraction of ``images`` with the stand-in, into a fresh cache; per-image CPU ms of each thread group."""
+    import ava
+    from ava.cache import ExtractConfig, extract
+
+    tokens, dim = (int(v) for v in shape.split("x"))
+    cache = work / "standin-cache"
+    shutil.rmtree(cache, ignore_errors=True)
+    vfm = StandIn(tokens, dim)
+    with ThreadCPU() as cpu:
+        t0 = time.perf_counter()
+        summary = extract(ExtractConfig(vfm="", data=str(data), cache=str(cache), batch_size=batch, shard_size=shard,
+                                        num_workers=0, progress=False), vfm=vfm)  # fmt: skip
+        seconds = time.perf_counter() - t0
+    groups = cpu.by_group()
+    n = summary["extracted"]
+    per = {k: round(1000 * v / n, 2) for k, v in sorted(groups.items())}
+    write = sum(v for k, v in groups.items() if k != "main")
+    single = max((v for k, v in groups.items() if k in ("zarr", "other")), default=0.0)
+    return {"code": str(Path(ava.__file__).parent.parent), "images": n, "shape": shape, "seconds": round(seconds, 2),
+            "cpu_ms_per_image": per, "write_side_ms_per_image": round(1000 * write / n, 2),
+            "serial_ms_per_image": round(1000 * single / n, 2),
+            "bytes": sum(f.stat().st_size for f in cache.rglob("*") if f.is_file())}  # fmt: skip
+
+
+def standin_in(code: Path | None, data: Path, work: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """:func:`standin_once` in a fresh process importing ``ava`` from ``code`` (another checkout) when given."""
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=str(code)) if code is not None else dict(os.environ)
+    threads = f"torch.set_num_threads({args.threads}); " if args.threads else ""
+    prog = (f"import sys, json, torch; sys.path.insert(0, {str(Path(__file__).parent)!r}); {threads}"
+            "import bench_cache as b; "
+            f"print(json.dumps(b.standin_once(b.Path({str(data)!r}), b.Path({str(work)!r}), {args.images}, "
+            f"{args.batch_size}, {args.shard_size}, {args.standin_shape!r})))")  # fmt: skip
+    done = subprocess.run([sys.executable, "-W", "ignore", "-c", prog], env=env, capture_output=True, text=True,
+                          cwd=code or Path(__file__).parent.parent)  # fmt: skip
+    if done.returncode:
+        raise SystemExit(f"stand-in run of {code or 'this checkout'} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def standin_main(args: argparse.Namespace) -> None:
+    """``--standin``: this checkout (and ``--baseline``), alternating, ``--repeats`` times; rows and ratios."""
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="ava-bench-standin-"))
+    images, batch, shard, repeats = (int(str(getattr(args, k)).split(",")[0])
+                                     for k in ("images", "batch_size", "shard_size", "repeats"))  # fmt: skip
+    args = argparse.Namespace(**{**vars(args), "images": images, "batch_size": batch, "shard_size": shard})
+    data = work / f"data-{images}"
+    if not (data / "dataset.json").exists():
+        make_images(data, images)
+    rows, load = [], load_average()
+    for r in range(repeats):
+        for code in ([args.baseline] if args.baseline else []) + [None]:
+            row = standin_in(code, data, work / ("base" if code else "this"), args)
+            row.update(repeat=r, which="baseline" if code else "this", load=load_average())
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    best = {w: min((x for x in rows if x["which"] == w), key=lambda x: x["write_side_ms_per_image"])
+            for w in ("baseline", "this") if any(x["which"] == w for x in rows)}  # fmt: skip
+    meta = {"device": device_name("cpu"), "date": dt.date.today().isoformat(), "load_start": load,
+            "load_end": load_average(), "best": best}  # fmt: skip
+    if "baseline" in best:
+        b, t = best["baseline"], best["this"]
+        meta["write_side_ratio"] = round(b["write_side_ms_per_image"] / max(t["write_side_ms_per_image"], 1e-9), 2)
+    print(json.dumps(meta, indent=1))
+    if args.json:
+        args.json.write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
+    if args.workdir is None:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def device_name(device: str) -> str:
     if device.startswith("cuda") or (device == "auto" and torch.cuda.is_available()):
         return torch.cuda.get_device_name(torch.device("cuda" if device == "auto" else device))
@@ -356,9 +536,15 @@ def main() -> None:
                    help="only decode + preprocess, the workers sending uint8 (as extraction does) vs float32 "
                    "(as before), alternated --repeats times per model")  # fmt: skip
     p.add_argument("--workdir", type=Path, default=None, help="where the dataset and caches go (default: a tmp dir)")
+    p.add_argument("--standin", action="store_true", help="the host side of extraction alone (see the module doc)")
+    p.add_argument("--standin-shape", default="729x1152", help="tokens x dim of the stand-in's features")
+    p.add_argument("--baseline", type=Path, default=None, help="--standin: another checkout, measured alongside")
     args = p.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.standin:
+        standin_main(args)
+        return
     models = (args.models or (GPU_MODELS if args.device.startswith("cuda") else CPU_MODELS)).split(",")
     per_model = {k: per_model_ints(p, getattr(args, k), k, models) for k in PER_MODEL}
     work = args.workdir or Path(tempfile.mkdtemp(prefix="ava-bench-cache-"))
