@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from ava.errors import AvaError
+from ava.heads.llm import compiled as compiled_cache
 from ava.heads.llm.checkpoint import CHECKPOINT, CheckpointWriter, read_checkpoint, write_checkpoint
 from ava.heads.llm.config import LLMHeadConfig
 from ava.heads.llm.data import Collator, LoopData, length_grouped_batches, steps_per_epoch
@@ -359,6 +360,10 @@ def fit(
     packed = use_pack(getattr(cfg, "pack", None)) and step < total and head.use_packing(device, dtype)
     attention = head.attention_path()
     compiled: bool | str = use_compile(getattr(cfg, "compile", None), device) and step < total and compile_layers(head)
+    artifacts, compile_cache = None, "off"
+    if compiled is True:  # what an earlier run compiled for this setup, preloaded (ava.heads.llm.compiled)
+        artifacts = compiled_cache.artifacts_path(head, device, dtype, attention)
+        compile_cache = compiled_cache.load(artifacts)
     model = head
     if dist.world > 1:
         model = torch.nn.parallel.DistributedDataParallel(
@@ -399,6 +404,9 @@ def fit(
                         compiled = "fell-back"
                         warnings.warn(f"--compile: the decoder layers did not compile here ({error}); training "
                                       "eagerly from this step on", stacklevel=2)  # fmt: skip
+                    elif compile_cache in ("none", "unreadable") and dist.main and artifacts is not None:
+                        # the first step compiled the forward and the backward: kept for the runs after this one
+                        compile_cache = "saved" if compiled_cache.save(artifacts) else compile_cache
                 else:
                     loss, n, toks = train_step(model, params, optimizer, scheduler, group, data, device, dtype)
                 step += 1
@@ -431,7 +439,8 @@ def fit(
     rates = log.rates() if log else {}
     return {"total_steps": total, "steps_per_epoch": spe, "micro_batch": micro, "world_size": dist.world,
             "resumed_from_step": start, "step": step, "done": step >= total, "final_loss": log.loss if log else None,
-            "compiled": compiled if compiled == "fell-back" else bool(compiled), "packed": bool(packed),
+            "compiled": compiled if compiled == "fell-back" else bool(compiled), "compile_cache": compile_cache,
+            "packed": bool(packed),
             "attention": attention, "data_wait_s": data_wait, **rates}  # fmt: skip
 
 
