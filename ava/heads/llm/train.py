@@ -227,6 +227,49 @@ def _step_groups(
         yield epoch, [next(it) for _ in range(n)]
 
 
+def ahead(groups: Iterator[Any], depth: int = 2) -> Iterator[Any]:
+    """``groups`` made ``depth`` items ahead on a thread of their own (the loader, collator and pinning of the next
+    steps run while this thread launches the current one's work), in the same order; an error raised making one is
+    raised here, at that item. Closing this generator stops the thread after the item it is making."""
+    import queue
+    import threading
+
+    items: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def fill() -> None:
+        try:
+            for item in groups:
+                while not stop.is_set():
+                    try:
+                        items.put(("item", item), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            items.put(("end", None))
+        except BaseException as e:  # noqa: BLE001 - handed to the consumer, raised there
+            items.put(("error", e))
+
+    thread = threading.Thread(target=fill, name="ava-llm-batches", daemon=True)
+    thread.start()
+    try:
+        while True:
+            kind, value = items.get()
+            if kind == "end":
+                return
+            if kind == "error":
+                raise value
+            yield value
+    finally:
+        stop.set()
+        thread.join()
+        close = getattr(groups, "close", None)
+        if close is not None:
+            close()  # the loader's workers stop now
+
+
 def _restore(run_dir: Path, head: Any, optimizer: Any, scheduler: Any, device: torch.device, dist: Dist) -> int:
     """Continue from the run's checkpoint if there is one; returns the optimizer step to start from.
 
@@ -381,13 +424,14 @@ def fit(
     rng = rng_states(device, dist)
     head.train()
     log = None
-    data_wait = 0.0  # seconds this thread spent getting the next step's batches (loader + collator)
+    data_wait = 0.0  # seconds this thread waited for the next step's batches (made ahead on a thread: ahead())
     groups = None
     try:
         with progress_bar(cfg.progress and dist.main) as bar:
             task = bar.add_task(description, total=total, completed=step, loss=float("nan"), sps=0.0, tps=0.0)
             log = _Log(run_dir / "train_log.jsonl" if dist.main else None, dist, device, bar, task)
-            groups = _step_groups(data, lengths, micro, cfg, dist, step, spe, pin=device.type == "cuda", pack=packed)
+            groups = ahead(_step_groups(data, lengths, micro, cfg, dist, step, spe, pin=device.type == "cuda",
+                                        pack=packed))  # fmt: skip
             while step < stop_at:
                 t = time.perf_counter()
                 epoch, group = next(groups)  # (the loader and collator, on this thread)
