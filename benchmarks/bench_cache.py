@@ -51,6 +51,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from budget import Budget  # benchmarks/, beside this script
 from PIL import Image
 
 from ava.cache import ExtractConfig, extract, open_cache
@@ -206,6 +207,16 @@ def extract_once(name: str, codec: str, data: Path, work: Path, args: argparse.N
     )
 
 
+def subset(data: Path, n: int, out: Path) -> Path:
+    """A dataset of the first ``n`` samples of ``data`` (their images copied), for a part with less time."""
+    ds = Dataset(data)
+    with DatasetWriter(out, {"source": "bench"}) as w:
+        for s in ds.samples()[:n]:
+            rel = w.add_image_bytes(ds.image_path(s).read_bytes(), Path(s.image).suffix.lstrip("."))
+            w.add_sample(Sample(s.id, s.ava, rel, s.width, s.height, s.question, s.answer, s.truth, split=s.split))
+    return out
+
+
 def bench_model(model: str, data: Path, work: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
     """Forward-only, then each codec's extraction, then forward-only again, ``--repeats`` times (F E F E ... F):
     each extraction's ratio is taken against the mean of the forward passes just before and after it, and a row
@@ -219,6 +230,15 @@ def bench_model(model: str, data: Path, work: Path, args: argparse.Namespace) ->
     load_ips = loader_only(name, data, args)
     phase("decode + preprocess only", model=model, images_per_s=round(load_ips, 1))
     runs: dict[str, list[dict[str, Any]]] = {c: [] for c in args.codecs.split(",")}
+    if args.budget_end is not None:  # the extractions get what is left: as many images as that time allows
+        n_runs = len(runs) * args.repeats
+        seconds = (args.budget_end - time.monotonic()) / n_runs - 15  # a VFM load and the workers' start each
+        fits = int(0.6 * max(seconds, 0) * min(fwd_before, load_ips))
+        if fits < args.images:
+            n = max(args.batch_size, fits)
+            data = subset(data, n, work / f"data-{model.replace(':', '_')}-{n}")
+            phase("extraction images cut to the time left", model=model, images=n, of=args.images)
+            args = argparse.Namespace(**{**vars(args), "images": n})
     forwards = [fwd_before]
     for _ in range(args.repeats):
         for codec in runs:
@@ -536,6 +556,9 @@ def main() -> None:
                    help="only decode + preprocess, the workers sending uint8 (as extraction does) vs float32 "
                    "(as before), alternated --repeats times per model")  # fmt: skip
     p.add_argument("--workdir", type=Path, default=None, help="where the dataset and caches go (default: a tmp dir)")
+    p.add_argument("--budget", type=float, default=None,
+                   help="seconds for the run: the extractions get the images the time left after the forward-only "
+                   "and decode-only parts allows (rows say how many)")  # fmt: skip
     p.add_argument("--standin", action="store_true", help="the host side of extraction alone (see the module doc)")
     p.add_argument("--standin-shape", default="729x1152", help="tokens x dim of the stand-in's features")
     p.add_argument("--baseline", type=Path, default=None, help="--standin: another checkout, measured alongside")
@@ -550,8 +573,10 @@ def main() -> None:
     work = args.workdir or Path(tempfile.mkdtemp(prefix="ava-bench-cache-"))
     load = load_average()
     rows, datasets = [], {}
+    budget = Budget(args.budget)
     for i, model in enumerate(models):
-        margs = argparse.Namespace(**{**vars(args), **{k: v[i] for k, v in per_model.items()}})
+        margs = argparse.Namespace(**{**vars(args), **{k: v[i] for k, v in per_model.items()}},
+                                   budget_end=budget.deadline(1 / (len(models) - i)) if args.budget else None)
         if margs.images not in datasets:
             datasets[margs.images] = make_images(work / f"data-{margs.images}", margs.images)
             phase("images written", images=margs.images)
