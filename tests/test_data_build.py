@@ -298,8 +298,9 @@ def test_provenance_in_dataset_json_and_every_sample(built: tuple[Path, Dataset,
         assert origin["file"] and isinstance(origin["annotations"], list), (s.ava, s.id)
     for s in ds.samples(["counting", "spatial", "rel_depth"]):
         assert s.meta["origin"]["annotations"], s.id
-    for row in build["summary"]:  # every question considered is kept or dropped for a named reason
-        assert row["considered"] == row["kept"] + row["dropped"], row
+    for row in build["summary"]:  # every question considered is kept, dropped by a named rule, or capped
+        assert row["considered"] == row["kept"] + row["dropped"] + row["capped"], row
+        assert row["capped"] == sum(r["n"] for r in row["reasons"] if r["kind"] == "cap"), row
         assert row["kept"] == len(ds.samples(row["ability"]))
 
 
