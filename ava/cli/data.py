@@ -268,19 +268,21 @@ def _print_build(result: Any) -> None:
     from rich.table import Table
 
     table = Table(title=f"ava data build -> {result.out} ({result.seconds:.1f} s)")
-    for col in ("ability", "considered", "kept", "train", "test", "dropped"):
+    for col in ("ability", "considered", "kept", "train", "test", "dropped", "capped"):
         table.add_column(col, justify="left" if col == "ability" else "right")
     for row in result.summary:
         counts = result.counts.get(row["ability"], {"train": 0, "test": 0})
         table.add_row(row["ability"], str(row["considered"]), str(row["kept"]), str(counts["train"]),
-                      str(counts["test"]), str(row["dropped"]))  # fmt: skip
+                      str(counts["test"]), str(row["dropped"]), str(row.get("capped", 0)))  # fmt: skip
     console = Console()
     console.print(table)
-    console.print("[bold]dropped, by rule[/] (n; an example record):")
+    console.print("[bold]dropped, by rule, and capped[/] (n; an example record):")
     for row in result.summary:
         for r in row["reasons"]:
             example = f"; e.g. {r['example']}" if r["example"] else ""
-            console.print(f"  {row['ability']}: {r['reason']} ({r['n']}{example})", highlight=False, soft_wrap=True)
+            cap = "capped: " if r.get("kind") == "cap" else ""
+            console.print(f"  {row['ability']}: {cap}{r['reason']} ({r['n']}{example})", highlight=False,
+                          soft_wrap=True)  # fmt: skip
     for key, why in result.skipped.items():
         console.print(f"not built: {key} ({why})", highlight=False, soft_wrap=True)
     for line in _models_used(result.sources):

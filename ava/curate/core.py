@@ -393,9 +393,12 @@ def balance(questions: list[Question], key: Callable[[Question], Hashable], summ
     kept_ids = set()
     for members in by.values():
         cap = min(len(members.get(k, ())) for k in expect) if expect else min(len(m) for m in members.values())
+        missing = [str(k) for k in expect if not members.get(k)]
+        reason = f"{rule}: no question answers {', '.join(missing)}" if missing else \
+            f"{rule}: over the smallest group's {cap}"  # fmt: skip
         for qs in members.values():
             qs.sort(key=lambda q: stable_hash(q.ava, q.id))
             kept_ids.update(q.id for q in qs[:cap])
             for q in qs[cap:]:
-                summary.drop(q.ava, f"{rule}: over the smallest group's {cap}", q.id)
+                summary.drop(q.ava, reason, q.id)
     return [q for q in questions if q.id in kept_ids]
