@@ -69,8 +69,16 @@ def _check(s: Sample, truth: dict, src: Path) -> bool:
         want = [(t["box"][0] + ox) / side, (t["box"][1] + oy) / side, (t["box"][2] + ox) / side,
                 (t["box"][3] + oy) / side]  # fmt: skip
         return np.allclose(s.truth["box"], want, atol=1e-3) and s.meta["class"] == t["class"]
-    if ava == "recognition":
-        return a == _inst(truth, s)["class"] and s.options[s.truth["index"]] == a  # type: ignore[index]
+    if ava == "recognition":  # meta.box: where the object is in the padded picture, what a miner pools under
+        t = _inst(truth, s)
+        w, h = _size(truth, src, image_id)
+        side = max(w, h)
+        ox, oy = (side - w) // 2, (side - h) // 2
+        want = [(t["box"][0] + ox) / side, (t["box"][1] + oy) / side, (t["box"][2] + ox) / side,
+                (t["box"][3] + oy) / side]  # fmt: skip
+        shown = {v["class"] for v in truth["instances"].values() if str(v["image_id"]) == image_id}
+        return (a == t["class"] and s.options[s.truth["index"]] == a and np.allclose(s.meta["box"], want, atol=1e-3)
+                and set(s.meta["image_classes"]) == shown)  # fmt: skip
     if ava in ("counting", "ta_count"):
         return s.truth["value"] == truth["counts"][image_id][s.meta["class"]]
     if ava == "spatial":
@@ -293,6 +301,9 @@ def test_provenance_in_dataset_json_and_every_sample(built: tuple[Path, Dataset,
 
     assert build["sources"]["coco"]["sha256"] == hashlib.sha256((root / "src/instances.json").read_bytes()).hexdigest()
     assert info["synthetic"] is True and info["split"]["made_by"] == "ava data build"
+    # every class each choice ability draws options from, for `ava data options`
+    assert build["classes"]["recognition"] == sorted(["disk", "square", "triangle", "diamond", "hexagon"])
+    assert build["classes"]["scene"] == ["beach", "forest", "kitchen"]
     for s in ds.samples():
         origin = s.meta["origin"]
         assert origin["file"] and isinstance(origin["annotations"], list), (s.ava, s.id)

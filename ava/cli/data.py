@@ -187,7 +187,15 @@ def options(
     result = rewrite_options(data, out, miner=miner, k=k, seed=seed, ava=ava, cache=cache, template=template,
                              domain=domain, label_template=label_template, device=device, force=force)  # fmt: skip
     for key, n in result.rewritten.items():
-        typer.echo(f"{key}: {n} questions, {result.classes[key]} classes -> {k} options ({result.miner})")
+        line = f"{key}: {n} questions, {result.classes[key]} classes -> {k} options ({result.miner})"
+        if key in result.same_photo:
+            same = result.same_photo[key]
+            line += (f"; {same['share']:.0%} of the distractors are other objects of the question's photo (over "
+                     f"{same['questions']} questions on photos of several classes)")  # fmt: skip
+        typer.echo(line)
+        if result.unplaced.get(key):
+            typer.echo(f"{key}: {len(result.unplaced[key])} classes no object shows, ranked last: "
+                       + ", ".join(result.unplaced[key][:8]) + (" ..." if len(result.unplaced[key]) > 8 else ""))
     for key, why in result.skipped.items():
         typer.echo(f"{key}: left as it was ({why})")
     typer.echo(f"wrote {result.out}")

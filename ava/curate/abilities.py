@@ -101,11 +101,7 @@ def build_localization(ctx: Context) -> list[Question]:
             if names.count(a.category) > 1:  # the question names the class: with two, either box would be right
                 ctx.summary.drop("localization", "class not unique in its image", f"annotation {a.id}")
                 continue
-            side = max(im.width, im.height)
-            ox, oy = (side - im.width) // 2, (side - im.height) // 2
-            x1, y1, x2, y2 = a.xyxy
-            box = [round((x1 + ox) / side, 4), round((y1 + oy) / side, 4), round((x2 + ox) / side, 4),
-                   round((y2 + oy) / side, 4)]  # fmt: skip
+            box = padded_box(im, a)
             area_bin = _area_bin((box[2] - box[0]) * (box[3] - box[1]))
             out.append(Question(
                 "localization", f"{im.id}-{a.id}", ask("localization", object=f"the {a.category}"), fmt_box(box),
@@ -113,6 +109,16 @@ def build_localization(ctx: Context) -> list[Question]:
                 padded(im.path), f"{a.category}|{area_bin}", area_bin,
             ))  # fmt: skip
     return out
+
+
+def padded_box(im: SourceImage, a: Instance) -> list[float]:
+    """``a``'s box (x1, y1, x2, y2) normalized in its image padded to a square (what localization answers and
+    recognition shows)."""
+    side = max(im.width, im.height)
+    ox, oy = (side - im.width) // 2, (side - im.height) // 2
+    x1, y1, x2, y2 = a.xyxy
+    return [round((x1 + ox) / side, 4), round((y1 + oy) / side, 4), round((x2 + ox) / side, 4),
+            round((y2 + oy) / side, 4)]  # fmt: skip
 
 
 def _area_bin(area: float) -> str:
@@ -144,10 +150,13 @@ def build_recognition(ctx: Context) -> list[Question]:
                 continue
             options = ctx.options_for("recognition", a.category, classes, a.id,
                                       image=(f"{im.file_name}#{a.id}", _crop(im, a)))
+            # box: where the object is in the question's image, so a miner reads the object, not the photo;
+            # image_classes: the photo's other objects, which ava data options reports a distractor share of
+            meta = _meta(ctx, im, a, **{"class": a.category, "box": padded_box(im, a),
+                                        "image_classes": sorted({o.category for o in im.instances})})
             out.append(Question(
                 "recognition", f"{im.id}-{a.id}", ask("recognition", options), a.category,
-                option_truth(options, a.category), options, _meta(ctx, im, a, **{"class": a.category}),
-                boxed(im, a, pad=True), a.category, a.category,
+                option_truth(options, a.category), options, meta, boxed(im, a, pad=True), a.category, a.category,
             ))  # fmt: skip
     return out
 

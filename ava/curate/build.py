@@ -486,7 +486,8 @@ def _build(config: BuildConfig, ctx: Context, prov: dict[str, dict[str, Any]], o
                                    f"under {MIN_STRATUM} questions (coarse)", "strata": split_report}  # fmt: skip
     info = {"source": "ava data build", "synthetic": _synthetic(ctx), "split": split_info,
             "build": {"rule_version": RULE_VERSION, "seed": config.seed, "sources": prov, "built": keys,
-                      "skipped": skipped, "options": _options(config), "summary": ctx.summary.rows()}}  # fmt: skip
+                      "skipped": skipped, "options": _options(config), "classes": _classes(ctx, keys),
+                      "summary": ctx.summary.rows()}}  # fmt: skip
     _SOURCE_PATHS.clear()
     _FORMATS.clear()
     if ctx.coco:
@@ -512,6 +513,19 @@ def _replace(tmp: Path, out: Path) -> None:
         os.replace(out, old)
     os.replace(tmp, out)
     shutil.rmtree(old, ignore_errors=True)
+
+
+def _classes(ctx: Context, keys: list[str]) -> dict[str, list[str]]:
+    """Per choice ability built from a class list, every class it draws options from (the annotation file's
+    categories, a root's class folders), whether or not a kept question has it as its answer: what ``ava data
+    options`` offers as distractors."""
+    out = {}
+    if "recognition" in keys and ctx.coco is not None:
+        out["recognition"] = ctx.coco.class_names
+    for ava, folders in ctx.classes.items():
+        if ava in keys:
+            out[ava] = sorted(folders.classes)
+    return out
 
 
 def _synthetic(ctx: Context) -> bool:
