@@ -174,12 +174,19 @@ def _corrupted_ok(s: Sample, truth: dict, src: Path) -> bool:
 
 
 def _points_ok(s: Sample, truth: dict, src: Path) -> bool:
+    """The answer is the brighter (nearer) point's colour; ``meta.values`` are red's then blue's value, as every
+    pair task gives them: luminance, or depth in metres."""
     red, blue = s.meta["points"]["red"], s.meta["points"]["blue"]
+    v_red, v_blue = s.meta["values"]
     if s.ava == "ta_brighter_point":
         lum = np.asarray(_source(truth, src, s).convert("L"), np.float32)
-        return s.answer == ("red" if lum[red[1], red[0]] > lum[blue[1], blue[0]] else "blue")
-    depth = np.asarray(_source(truth, src, s, "depth"), np.float32)
-    return s.answer == ("red" if depth[red[1], red[0]] < depth[blue[1], blue[0]] else "blue")
+        return (s.answer == ("red" if lum[red[1], red[0]] > lum[blue[1], blue[0]] else "blue")
+                and abs(v_red - lum[red[1], red[0]]) <= 10 and abs(v_blue - lum[blue[1], blue[0]]) <= 10
+                and s.meta["values_of"] == "luminance")  # fmt: skip
+    depth = np.asarray(_source(truth, src, s, "depth"), np.float32) / 1000
+    return (s.answer == ("red" if depth[red[1], red[0]] < depth[blue[1], blue[0]] else "blue")
+            and abs(v_red - depth[red[1], red[0]]) <= 0.05 and abs(v_blue - depth[blue[1], blue[0]]) <= 0.05
+            and s.meta["values_of"] == "depth_m")  # fmt: skip
 
 
 def _tiles(stored: np.ndarray) -> list[np.ndarray]:
