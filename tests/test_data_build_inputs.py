@@ -489,3 +489,24 @@ def test_images_that_is_not_a_directory_is_named(src: Path, tmp_path: Path, caps
     code, err, _ = _run(["--coco", str(src / "instances.json"), "--images", str(src / "nope"), "--out",
                          str(tmp_path / "out")], capsys)  # fmt: skip
     assert code == 2 and f"--images {src / 'nope'}: no such directory" in err
+
+
+def test_rle_runs_decode_as_pycocotools_encodes() -> None:
+    """The check of a compressed RLE reads its runs as pycocotools does: for random masks (empty ones too), the runs
+    of the string pycocotools writes are the mask's column-major runs, starting with the zeros."""
+    from pycocotools import mask as mask_utils
+
+    from ava.curate.sources import rle_runs
+
+    rng = np.random.default_rng(0)
+    for trial in range(60):
+        h, w = (int(v) for v in rng.integers(1, 50, 2))
+        m = (rng.random((h, w)) < rng.random()).astype(np.uint8) * (trial % 4 != 0)
+        counts = mask_utils.encode(np.asfortranarray(m))["counts"].decode()
+        flat = m.ravel(order="F")
+        change = np.flatnonzero(np.diff(flat)) + 1
+        edges = np.concatenate([[0], change, [flat.size]])
+        runs = np.diff(edges).tolist()
+        if flat[0] == 1:
+            runs = [0, *runs]
+        assert rle_runs(counts).tolist() == runs, trial

@@ -312,13 +312,21 @@ def _models_used(sources: dict[str, Any]) -> list[str]:
 @app.command("synth-sources")
 def synth_sources(
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory to write the source files to.")],
-    n_images: Annotated[int, typer.Option("--images", help="Scenes to draw.")] = 24,
+    n_images: Annotated[int, typer.Option("--images", help="Scenes to draw.", callback=checked("n"))] = 24,
     seed: Annotated[int, typer.Option(help="Seed; the same seed writes the same files.")] = 0,
+    photos: Annotated[bool, typer.Option("--photos", help="Real-style sources instead: objects cut from the "
+                                         "photographs scikit-image and matplotlib ship, pasted on real textures "
+                                         "(COCO JSON and JPEGs, one stored on its side with an EXIF tag).")] = False,
 ) -> None:
     """Write synthetic scenes as the source formats `ava data build` reads (COCO JSON with masks, depth PNGs,
-    class folders, text boxes, a raters' CSV) with their exact truth in truth.json."""
+    class folders, text boxes, a raters' CSV) with their exact truth in truth.json; or, with --photos, real-style
+    photos with COCO instances (docs/build.md, "Real photos")."""
     from ava.api import synth_sources as write
 
-    truth = write(out, n_images=n_images, seed=seed)
+    truth = write(out, n_images=n_images, seed=seed, photos=photos)
+    if photos:
+        n = sum(len(r["instances"]) for r in truth["images"])
+        typer.echo(f"wrote {len(truth['images'])} real-style photos with {n} instances to {out}")
+        return
     typer.echo(f"wrote {len(truth['images'])} scenes, {len(truth['instances'])} instances, {len(truth['words'])} "
                f"words and {sum(len(v) for v in truth['classes'].values())} class-folder images to {out}")

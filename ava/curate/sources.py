@@ -194,31 +194,30 @@ def _polygons(path: Path, where: str, seg: list, w: int, h: int) -> None:
                                f"outside its {w}x{h} image")  # fmt: skip
 
 
-def rle_runs(counts: str) -> list[int]:
-    """The runs of a compressed COCO RLE string, decoded as pycocotools' ``rleFrString`` does (6-bit groups from
-    character 48, a continuation bit, a sign bit, each run after the second relative to the run two before).
-    pycocotools trusts them: runs that are negative or do not add up to the mask's size make it write past the mask
-    or leave pixels unset, so they are checked here first."""
-    runs: list[int] = []
-    p, n = 0, len(counts)
-    while p < n:
-        x = k = 0
-        more = True
-        while more:
-            if p >= n:
-                raise ValueError("it ends inside a number")
-            c = ord(counts[p]) - 48
-            if not 0 <= c < 64:
-                raise ValueError(f"character {counts[p]!r} is not part of the encoding")
-            x |= (c & 0x1F) << (5 * k)
-            more = bool(c & 0x20)
-            p += 1
-            k += 1
-            if not more and c & 0x10:
-                x |= -1 << (5 * k)
-        if len(runs) > 2:
-            x += runs[-2]
-        runs.append(x)
+def rle_runs(counts: str) -> np.ndarray:
+    """The runs of a compressed COCO RLE string, decoded as pycocotools' ``rleFrString`` does (characters from 48,
+    5 bits each, a continuation bit, a sign bit on a number's last character; each run after the second relative
+    to the run two before), vectorized. pycocotools trusts them: runs that are negative or do not add up to the
+    mask's size make it write past the mask or leave pixels unset, so they are checked here first."""
+    c = np.frombuffer(counts.encode("latin-1", "replace"), np.uint8).astype(np.int64) - 48
+    if c.size == 0:
+        return np.zeros(0, np.int64)
+    bad = np.flatnonzero((c < 0) | (c >= 64) | (np.frombuffer(counts.encode("utf-32-le"), np.uint32) > 255))
+    if bad.size:
+        raise ValueError(f"character {counts[int(bad[0])]!r} is not part of the encoding")
+    ends = np.flatnonzero((c & 0x20) == 0)  # a number's last character has no continuation bit
+    if ends.size == 0 or ends[-1] != c.size - 1:
+        raise ValueError("it ends inside a number")
+    starts = np.concatenate([[0], ends[:-1] + 1])
+    if (ends - starts).max() >= 12:  # 12 characters are 60 bits: no run of an image is that long
+        raise ValueError("a number is too long")
+    k = np.arange(c.size) - np.repeat(starts, ends - starts + 1)  # each character's place in its number
+    x = np.add.reduceat((c & 0x1F) << (5 * k), starts)
+    negative = (c[ends] & 0x10) != 0
+    x[negative] |= -1 << (5 * (ends[negative] - starts[negative] + 1))
+    runs = x.copy()
+    runs[2::2] = np.cumsum(x[2::2])  # run m > 2 adds run m - 2: the even ones from run 2 on, the odd ones all
+    runs[1::2] = np.cumsum(x[1::2])
     return runs
 
 
@@ -238,8 +237,9 @@ def _rle(path: Path, where: str, seg: dict, h: int, w: int) -> None:
         _fail(path, where, f"RLE counts {_show(counts, 40)} are neither a string nor a list of integers")
     if any(r < 0 for r in runs):
         _fail(path, where, "RLE counts hold a negative run")
-    if sum(runs) != h * w:
-        _fail(path, where, f"RLE runs cover {sum(runs)} pixels, not the {h}x{w} = {h * w} of its image")
+    total = sum(int(r) for r in runs)
+    if total != h * w:
+        _fail(path, where, f"RLE runs cover {total} pixels, not the {h}x{w} = {h * w} of its image")
 
 
 def _crowd(path: Path, where: str, value: Any) -> bool:

@@ -421,8 +421,8 @@ def _variant_task(ctx: Context, name: str) -> list[Question]:
 
 def _alike(variants: list[Image.Image], right: int, what: str) -> str | None:
     """Why the right variant cannot be told from the others (None: it can). They are compared as averages of
-    SMOOTH x SMOOTH px: grain and JPEG noise average out there, shapes and colours stay (on a flat tile, noise of
-    sigma 12 gives a mean difference of 8.4 between rotations at full size, 2.4 averaged: see
+    SMOOTH x SMOOTH px: grain and JPEG noise average out there, shapes and colours stay (a flat tile with grain of
+    sigma 12, JPEG quality 75 or 95, has rotations up to 8.5 apart at full size, 2.2 as averages:
     benchmarks/variant_noise_floor.py)."""
     small = [v.reduce(SMOOTH) for v in variants]
     if min(_diff(small[right], v) for i, v in enumerate(small) if i != right) < MIN_VARIANT_DIFF:
