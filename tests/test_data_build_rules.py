@@ -209,3 +209,45 @@ def test_real_style_photos_keep_spatial_questions(tmp_path: Path, capsys: pytest
         err = captured.err.strip()
         assert exc.value.code == 2 and len(err.splitlines()) == 1, err
         assert "spatial: " in err and " considered, 0 kept: " in err
+
+
+def _mostly_flat_sources(tmp_path: Path, n: int = 40, photos: int = 8) -> Path:
+    """``n`` images of which only ``photos`` show anything (pieces of a photograph); the rest are flat grey."""
+    import skimage.data
+
+    src = tmp_path / "flat"
+    (src / "images").mkdir(parents=True)
+    astronaut = Image.fromarray(skimage.data.astronaut())
+    coco: dict = {"images": [], "annotations": [], "categories": [{"id": 1, "name": "thing"}]}
+    for i in range(n):
+        if i % (n // photos) == 0:
+            image = astronaut.crop((8 * i, 8 * i, 8 * i + 200, 8 * i + 160))
+        else:
+            image = Image.new("RGB", (200, 160), (128, 128, 128))
+        image.save(src / "images" / f"{i}.png")
+        coco["images"].append({"id": i + 1, "file_name": f"{i}.png", "width": 200, "height": 160})
+        coco["annotations"].append({"id": i + 1, "image_id": i + 1, "category_id": 1, "bbox": [10, 10, 50, 40]})
+    (src / "instances.json").write_text(json.dumps(coco))
+    return src
+
+
+@pytest.mark.parametrize("top_up", [True, False])
+def test_a_per_image_task_samples_more_images_when_too_few_passed(tmp_path: Path, top_up: bool,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """--max-per-task 4 samples 6 of 40 images for a per-image task; when the rules keep too few of them (flat
+    images have no tile to ask about), the next images of the seeded order are judged too, until the cap is
+    reached, and the summary still adds up. Without topping up, fewer than the cap are kept."""
+    from ava.curate import build as build_module
+
+    if not top_up:
+        monkeypatch.setattr(build_module, "top_up", lambda ctx, key, kept: [])
+    src = _mostly_flat_sources(tmp_path)
+    result = build_dataset(BuildConfig(out=tmp_path / "out", coco=src / "instances.json", images=src / "images",
+                                       ava=["localization"], tasks=["ta_rotated_jigsaw"], max_per_task=4))  # fmt: skip
+    row = next(r for r in result.summary if r["ability"] == "ta_rotated_jigsaw")
+    assert row["considered"] == 40 and row["considered"] == row["kept"] + row["dropped"] + row["capped"], row
+    assert (row["kept"] == 4) if top_up else (row["kept"] < 4), row
+    built = Dataset(tmp_path / "out")
+    samples = built.samples("ta_rotated_jigsaw") if "ta_rotated_jigsaw" in built.abilities() else []
+    assert len(samples) == row["kept"]
+    assert all(int(s.meta["origin"]["file"].split(".")[0]) % 5 == 0 for s in samples)  # the photographs only

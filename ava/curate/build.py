@@ -26,7 +26,7 @@ from ava.curate.core import RULE_VERSION, Context, Question, cached_image, cache
 from ava.curate.parallel import imap
 from ava.curate.split import MIN_STRATUM, assign
 from ava.curate.tasks import PIXEL_RULES as TASK_PIXEL_RULES
-from ava.curate.tasks import TASKS
+from ava.curate.tasks import TASKS, top_up
 from ava.data.format import DatasetWriter, Sample, check_replaceable, encode_png, image_name
 from ava.errors import AvaError
 
@@ -276,6 +276,13 @@ def make_questions(ctx: Context, keys: list[str], max_per_task: int | None, prog
     run_pass(ctx, rules, progress, meanwhile=lambda: [build(k) for k in keys if k not in rules])
     for key in keys:
         if key in rules:
+            build(key)
+        while more := top_up(ctx, key, len(built[key])):  # too few passed: the cap picks among more images
+            if key in rules:
+                found = ctx.pixels[key]
+                run_pass(ctx, {key: ((lambda ctx, more=more: more), rules[key][1])}, progress)
+                ctx.pixels[key] = {**found, **ctx.pixels[key]}
+            ctx.summary.forget(key)
             build(key)
     return [q for key in keys for q in built[key]]
 

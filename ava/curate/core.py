@@ -80,6 +80,15 @@ class Summary:
         self.dropped[(ava, reason)] += n
         self.example.setdefault((ava, reason), record)
 
+    def forget(self, ava: str) -> None:
+        """Drop what was counted for ``ava`` (it is proposed again, from more records)."""
+        self.considered.pop(ava, None)
+        self.kept.pop(ava, None)
+        for key in [k for k in self.dropped if k[0] == ava]:
+            del self.dropped[key]
+            self.example.pop(key, None)
+            self.caps.discard(key)
+
     def cap(self, ava: str, reason: str, record: str = "", n: int = 1) -> None:
         """Count records that passed every rule but were not taken: a cap chose among them."""
         self.drop(ava, reason, record, n)
@@ -131,6 +140,7 @@ class Context:
     scratch: Path | None = None  # a depth model's maps, removed when the build ends
     sampler: Callable[[str, int | None], OptionSampler] = field(default=lambda ava, k: random_options(k))
     pixels: dict[str, dict[Any, Any]] = field(default_factory=dict)  # rule -> image id -> ava.curate.pixels' result
+    sample_sizes: dict[str, int] = field(default_factory=dict)  # per-image task -> images sampled, once topped up
 
     @cached_property  # read once the sources are in: by every question the builders propose
     def source_name(self) -> str:

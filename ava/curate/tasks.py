@@ -319,14 +319,33 @@ def _diff(a: Image.Image, b: Image.Image) -> float:
 
 def _sampled(ctx: Context, name: str) -> tuple[list[SourceImage], int]:
     """The images a per-image task proposes questions on, and how many it leaves out: all of them, or, when
-    ``--max-per-task`` caps what the task keeps, a seeded sample of 1.5 times that many (the rest would be proposed
-    only to be dropped)."""
+    ``--max-per-task`` caps what the task keeps, the first of a seeded order of them: 1.5 times the cap (the rest
+    would be proposed only to be dropped), more where :func:`top_up` found that too few of those passed the rules."""
     images = list(ctx.coco.images.values()) if ctx.coco else []
     cap = ctx.max_per_task
-    if cap is None or len(images) <= 1.5 * cap:
+    n = ctx.sample_sizes.get(name, len(images) if cap is None else int(1.5 * cap))
+    if n >= len(images):
         return images, 0
-    keep = np.sort(ctx.rng(name, "images").choice(len(images), size=int(1.5 * cap), replace=False))
-    return [images[i] for i in keep], len(images) - len(keep)
+    keep = np.sort(ctx.rng(name, "images").permutation(len(images))[:n])
+    return [images[i] for i in keep], len(images) - n
+
+
+def top_up(ctx: Context, key: str, kept: int) -> list[SourceImage]:
+    """The next images of a per-image task's seeded order when it kept fewer questions than ``--max-per-task``
+    and images are left (their pixel rule, if any, is to be run on them before the task is built again): as many as
+    its pass rate so far says the cap needs, and a fifth more. A cap picks among the images that passed."""
+    name = key[len(TASK_PREFIX) :]
+    cap = ctx.max_per_task
+    if name not in SAMPLED or cap is None or kept >= cap:
+        return []
+    before, left = _sampled(ctx, name)
+    if not left:
+        return []
+    rate = kept / len(before) if before and kept else 0.0
+    more = len(before) if rate == 0 else int(np.ceil(1.2 * (cap - kept) / rate))
+    ctx.sample_sizes[name] = len(before) + max(1, more)
+    known = {im.id for im in before}
+    return [im for im in _sampled(ctx, name)[0] if im.id not in known]
 
 
 def _images(ctx: Context, name: str) -> list[SourceImage]:
@@ -833,6 +852,10 @@ def nearer_point(ctx: Context) -> list[Question]:
 
 def _sample_of(name: str) -> Callable[[Context], list[SourceImage]]:
     return lambda ctx: _sampled(ctx, name)[0]
+
+
+# the per-image tasks: one question per image, on a seeded sample of the images when --max-per-task caps them
+SAMPLED = (*VARIANTS, "blurred_object", "noisy_object", "brighter_point", "nearer_point")
 
 
 # name -> (the images it reads, per-image work): run by ava.curate.pixels before the builders
