@@ -251,3 +251,15 @@ def test_a_per_image_task_samples_more_images_when_too_few_passed(tmp_path: Path
     samples = built.samples("ta_rotated_jigsaw") if "ta_rotated_jigsaw" in built.abilities() else []
     assert len(samples) == row["kept"]
     assert all(int(s.meta["origin"]["file"].split(".")[0]) % 5 == 0 for s in samples)  # the photographs only
+
+
+def test_inflect_is_imported_without_typeguards_rewrite_and_typeguard_is_put_back() -> None:
+    """In a fresh interpreter: the engine gives inflect's answers, and typeguard's decorator is its own again."""
+    import subprocess
+    import sys
+
+    code = ("from ava.curate.core import ask, plural; import typeguard, typeguard._decorators as d; "
+            "print(ask('ta_presence', ['yes', 'no'], object='oven'), plural('knife'), "
+            "typeguard.typechecked is d.typechecked)")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split()[:4] == ["Is", "there", "an", "oven"] and out.split()[-2:] == ["knives", "True"], out

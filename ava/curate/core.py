@@ -194,6 +194,21 @@ def with_articles(template: str, values: dict[str, str]) -> str:
 
 @lru_cache(maxsize=1)
 def _inflect() -> Any:
+    """inflect's engine. inflect decorates 23 methods with typeguard's ``@typechecked``, which re-parses and
+    recompiles each method's source when inflect is imported: 1.7-3.6 s of a build on a shared 2-core machine, 0.4 s
+    without. Those checks only guard the argument types (ava passes strings), so inflect is imported with the
+    decorator left out, and typeguard is put back as it was; where inflect is already imported it is used as is."""
+    import sys
+
+    if "inflect" not in sys.modules:
+        import typeguard
+
+        checked = typeguard.typechecked
+        typeguard.typechecked = lambda target=None, **_: target if target is not None else (lambda f: f)  # type: ignore[assignment]
+        try:
+            import inflect
+        finally:
+            typeguard.typechecked = checked
     import inflect
 
     return inflect.engine()
