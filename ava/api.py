@@ -172,9 +172,14 @@ def build_data(out: PathLike, *, progress: bool = False, **options: Any) -> Any:
     return build_dataset(BuildConfig(out=Path(out), **options), progress=progress)
 
 
-def synth_sources(out: PathLike, *, n_images: int = 24, seed: int = 0) -> dict[str, Any]:
+def synth_sources(out: PathLike, *, n_images: int = 24, seed: int = 0, photos: bool = False) -> dict[str, Any]:
     """Write synthetic scenes as the source formats ``build_data`` reads, with ``truth.json`` beside them
-    (``ava data synth-sources``); returns that truth."""
+    (``ava data synth-sources``); returns that truth. ``photos``: real-style sources instead (COCO instances over
+    objects cut from real photographs, :mod:`ava.curate.photos`); returns what was written."""
+    if photos:
+        from ava.curate.photos import write_photo_sources
+
+        return write_photo_sources(out, n_images=n_images, seed=seed)
     from ava.curate.synthetic import write_sources
 
     return write_sources(out, n_images=n_images, seed=seed)
