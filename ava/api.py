@@ -241,13 +241,15 @@ def extract(vfm: Any = None, data: PathLike | None = None, cache: PathLike | Non
             device: str | None = None, dtype: str | None = None, num_workers: int | None = None,
             preprocess: str | None = None, shard_size: int | None = None, key: str | None = None,
             config: PathLike | None = None, progress: bool | None = False, trust_remote_code: bool = False,
-            threads: Threads = None) -> ExtractResult:  # fmt: skip
+            threads: Threads = None, decode: str | None = None) -> ExtractResult:  # fmt: skip
     """Run a frozen VFM once over a dataset's images into the feature cache (``ava cache extract``); resumable.
 
     ``vfm`` is a registry key, ``key@dir``, ``hf:<hub-id-or-dir>`` or ``timm:<name>`` (see ``ava vfm list``), or an
     in-memory VFM (from :func:`ava.vfm_from_module`). Options left None take the ``config`` TOML file's value,
     else the default (codec fp16, layer -2, batch 32, pad to square); ``progress=None``: the config file's choice
-    (default: a bar). Images that cannot be read are listed in the result's ``failed``, not raised.
+    (default: a bar). Images that cannot be read are listed in the result's ``failed``, not raised. ``decode``:
+    where JPEGs are decoded, ``auto`` (on the VFM's GPU where torchvision can, else the DataLoader workers),
+    ``workers`` or ``device`` (see :mod:`ava.vfm.device_decode`); the result's ``summary["decoder"]`` says which.
     """
     from ava.cache import extract as run_extract
 
@@ -260,7 +262,7 @@ def extract(vfm: Any = None, data: PathLike | None = None, cache: PathLike | Non
     cfg = extract_config(vfm=name, data=data, cache=cache, config=config, ava=ava, split=split, codec=codec,
                          layers=layers, batch_size=batch_size, device=device, dtype=dtype, num_workers=num_workers,
                          preprocess=preprocess, shard_size=shard_size, key=key, progress=progress,
-                         trust_remote_code=True if trust_remote_code else None)  # fmt: skip
+                         trust_remote_code=True if trust_remote_code else None, decode=decode)  # fmt: skip
     _threads(threads, cfg.num_workers)
     summary = run_extract(cfg, vfm=vfm) if in_memory else run_extract(cfg)
     return ExtractResult.from_summary(summary)

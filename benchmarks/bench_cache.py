@@ -187,9 +187,10 @@ def load_average() -> float | None:
         return None
 
 
-def extract_once(name: str, codec: str, data: Path, work: Path, args: argparse.Namespace) -> dict[str, Any]:
+def extract_once(name: str, codec: str, data: Path, work: Path, args: argparse.Namespace,
+                 decode: str = "auto") -> dict[str, Any]:  # fmt: skip
     """One ``ava.cache.extract`` of every image with ``codec`` into a fresh cache; its summary."""
-    cache_dir = work / f"{name}-{codec}"
+    cache_dir = work / f"{name}-{codec}" if decode == "auto" else work / f"{name}-{codec}-{decode}"
     shutil.rmtree(cache_dir, ignore_errors=True)
     return extract(
         ExtractConfig(
@@ -203,8 +204,23 @@ def extract_once(name: str, codec: str, data: Path, work: Path, args: argparse.N
             num_workers=args.num_workers,
             shard_size=args.shard_size,
             progress=False,
+            decode=decode,
         )
     )
+
+
+def decode_check(name: str, codec: str, data: Path, work: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """The same extraction with the JPEGs decoded by the workers: its rate, and how far the features of the default
+    run (decoded on the device where it could) are from these, over every image (relative RMS, max |diff| / token
+    max)."""
+    summary = extract_once(name, codec, data, work, args, decode="workers")
+    shas = sorted({s.image_sha256 for s in Dataset(data).samples()})
+    a = open_cache(work / f"{name}-{codec}-workers", name).read(shas)
+    b = open_cache(work / f"{name}-{codec}", name).read(shas)
+    rel = float(np.linalg.norm(b - a) / max(np.linalg.norm(a), 1e-30))
+    worst = float((np.abs(b - a) / np.maximum(np.abs(a).max(axis=-1, keepdims=True), 1e-30)).max())
+    return {"workers_extract_img_s": summary["images_per_s"], "device_vs_workers_rel_rms": f"{rel:.2e}",
+            "device_vs_workers_max_over_token_max": f"{worst:.2e}"}  # fmt: skip
 
 
 def subset(data: Path, n: int, out: Path) -> Path:
@@ -231,7 +247,7 @@ def bench_model(model: str, data: Path, work: Path, args: argparse.Namespace) ->
     phase("decode + preprocess only", model=model, images_per_s=round(load_ips, 1))
     runs: dict[str, list[dict[str, Any]]] = {c: [] for c in args.codecs.split(",")}
     if args.budget_end is not None:  # the extractions get what is left: as many images as that time allows
-        n_runs = len(runs) * args.repeats
+        n_runs = len(runs) * args.repeats + (1 if args.decode_check else 0)
         seconds = (args.budget_end - time.monotonic()) / n_runs - 15  # a VFM load and the workers' start each
         fits = int(0.6 * max(seconds, 0) * min(fwd_before, load_ips))
         if fits < args.images:
@@ -292,8 +308,11 @@ def bench_model(model: str, data: Path, work: Path, args: argparse.Namespace) ->
                 "read_img_s": round(read_ips, 1),
                 "rel_rms_error": f"{rel_rms:.2e}",
                 "max_error_over_token_max": f"{max_rel:.2e}",
+                "decoder": summary.get("decoder"),
             }
         )
+        if args.decode_check:
+            rows[-1].update(decode_check(name, codec, data, work, args))
         print(json.dumps(rows[-1]), flush=True)
     return rows
 
@@ -497,7 +516,7 @@ COLUMNS += " extract_over_forward extract_over_forward_runs"
 COLUMNS += (
     " steady_extract_img_s steady_over_forward busy_pct loader_wait_s writer_backlog_s workers writers bottleneck"
 )
-COLUMNS += " bytes_per_value read_mb_s rel_rms_error max_error_over_token_max"
+COLUMNS += " bytes_per_value read_mb_s rel_rms_error max_error_over_token_max decoder"
 
 
 def _cell(value: Any) -> str:
@@ -559,6 +578,9 @@ def main() -> None:
     p.add_argument("--budget", type=float, default=None,
                    help="seconds for the run: the extractions get the images the time left after the forward-only "
                    "and decode-only parts allows (rows say how many)")  # fmt: skip
+    p.add_argument("--decode-check", action="store_true",
+                   help="also extract with the JPEGs decoded by the workers: that rate, and the features' distance "
+                   "from the default run's (decoded on the GPU where it can)")  # fmt: skip
     p.add_argument("--standin", action="store_true", help="the host side of extraction alone (see the module doc)")
     p.add_argument("--standin-shape", default="729x1152", help="tokens x dim of the stand-in's features")
     p.add_argument("--baseline", type=Path, default=None, help="--standin: another checkout, measured alongside")

@@ -42,6 +42,7 @@ from ava.cache.store import (
 )
 from ava.data.format import SPLITS, Dataset
 from ava.errors import AvaError
+from ava.vfm.device_decode import JPEG_SUFFIXES, decode_padded, jpeg_decoder, raw_pad_size, read_bytes
 from ava.vfm.model import resolve_device as _resolve_device
 from ava.vfm.model import resolve_dtype
 
@@ -69,6 +70,11 @@ class ExtractConfig:
     key: str | None = None  # a fixed group name instead of the spec hash (refused if its spec differs)
     views: tuple[str, ...] = STORED_VIEWS  # pooled views stored beside the tokens (those the token grid takes)
     trust_remote_code: bool = False  # run the checkpoint's own Python code (only when asked; see ava.vfm.remote)
+    # where JPEGs are decoded: "auto" (on the VFM's GPU where torchvision can, else the workers), "workers", "device"
+    decode: str = "auto"
+
+
+DECODE_CHOICES = ("auto", "workers", "device")
 
 
 @dataclass
@@ -183,22 +189,31 @@ def build_spec(vfm: Any, name: str, config: ExtractConfig) -> dict[str, Any]:
 
 
 class _ImageSet(torch.utils.data.Dataset):
-    """Rows to compute; an item is (row, preprocessed tensor or None, error message or None)."""
+    """Rows to compute; an item is (row, preprocessed tensor or None, error message or None, a JPEG file's bytes or
+    None). With ``jpeg_bytes`` a JPEG is not decoded here: its bytes go to the device decoder
+    (:mod:`ava.vfm.device_decode`); other files are decoded as always."""
 
-    def __init__(self, data: Dataset, items: list[tuple[int, _Image]], preprocess: Any) -> None:
-        self.data, self.items, self.preprocess = data, items, preprocess
+    def __init__(self, data: Dataset, items: list[tuple[int, _Image]], preprocess: Any,
+                 jpeg_bytes: bool = False) -> None:  # fmt: skip
+        self.data, self.items, self.preprocess, self.jpeg_bytes = data, items, preprocess, jpeg_bytes
 
     def __len__(self) -> int:
         return len(self.items)
 
-    def __getitem__(self, i: int) -> tuple[int, torch.Tensor | None, str | None]:
+    def __getitem__(self, i: int) -> tuple[int, torch.Tensor | None, str | None, torch.Tensor | None]:
         row, img = self.items[i]
         try:
-            return row, self.preprocess(self.data.load_image(img.path)), None
+            if self.jpeg_bytes and img.path.lower().endswith(JPEG_SUFFIXES):
+                return row, None, None, read_bytes(self.data.image_path(img.path))
+            return row, self.preprocess(self.data.load_image(img.path)), None, None
         except (MemoryError, OSError):  # not this image's fault (memory, disk, I/O): stops the run, named there
             raise
         except Exception as e:  # any decode/preprocess failure is reported by sample, not fatal
-            return row, None, f"sample(s) {', '.join(img.sample_ids[:5])}: image {img.path} failed: {e}"
+            return row, None, _failed(img, e), None
+
+
+def _failed(img: _Image, e: BaseException) -> str:
+    return f"sample(s) {', '.join(img.sample_ids[:5])}: image {img.path} failed: {e}"
 
 
 def _worker_preprocess(vfm: Any) -> Any:
@@ -211,12 +226,13 @@ def _worker_preprocess(vfm: Any) -> Any:
     return vfm.preprocess_fn()
 
 
-def _collate(items: list[tuple[int, torch.Tensor | None, str | None]]) -> dict[str, Any]:
-    ok = [(r, x) for r, x, _ in items if x is not None]
+def _collate(items: list[tuple[int, torch.Tensor | None, str | None, torch.Tensor | None]]) -> dict[str, Any]:
+    ok = [(r, x) for r, x, _, _ in items if x is not None]
     return {
         "rows": [r for r, _ in ok],
         "pixels": torch.stack([x for _, x in ok]) if ok else None,
-        "failed": [(r, e) for r, x, e in items if x is None],
+        "jpegs": [(r, j) for r, _, _, j in items if j is not None],  # decoded on the device (_device_pixels)
+        "failed": [(r, e) for r, x, e, j in items if x is None and j is None],
     }
 
 
@@ -530,12 +546,48 @@ def _pending(group: CacheGroup, images: dict[str, _Image], dist: _Dist) -> tuple
     return todo, int(done[rows].sum())
 
 
+def _decoder(config: ExtractConfig, vfm: Any, device: torch.device) -> tuple[Any, int, str]:
+    """(the device's JPEG decoder or None, the pad square's side, the words the run records about where JPEGs are
+    decoded): on the VFM's GPU where ``--decode`` allows it, the preprocessing is the plain ``pad`` one and
+    torchvision decodes there (:mod:`ava.vfm.device_decode`); else in the DataLoader workers."""
+    if config.decode not in DECODE_CHOICES:
+        raise AvaError(f"--decode {config.decode!r}: use one of {', '.join(DECODE_CHOICES)}")
+    if config.decode == "workers":
+        return None, 0, "workers (--decode workers)"
+    size = raw_pad_size(_worker_preprocess(vfm))
+    decode, note = (None, "workers (this VFM's preprocessing is not the plain pad one)") if size is None else \
+        jpeg_decoder(device)  # fmt: skip
+    if decode is None and config.decode == "device":
+        raise AvaError(f"--decode device: JPEGs cannot be decoded on the device here: {note}; use --decode auto")
+    return decode, size or 0, note
+
+
+def _device_pixels(batch: dict[str, Any], decode: Any, size: int, images: dict[int, _Image],
+                   device: torch.device) -> None:  # fmt: skip
+    """Decode the batch's JPEG bytes on the device and put them beside the pixels the workers made (rows after
+    theirs, in the same order as ``batch["rows"]``); a file neither decoder reads joins ``batch["failed"]``."""
+    if not batch["jpegs"]:
+        return
+    rows, data = zip(*batch["jpegs"], strict=True)
+    decoded, errors = decode_padded(data, size, device, decode)
+    ok = [(r, im) for r, im in zip(rows, decoded, strict=True) if im is not None]
+    batch["failed"] += [(r, _failed(images[r], e)) for r, e in zip(rows, errors, strict=True) if e is not None]
+    if not ok:
+        return
+    pixels = torch.stack([im for _, im in ok])
+    if batch["pixels"] is not None:
+        pixels = torch.cat([batch["pixels"].to(device, non_blocking=True), pixels])
+    batch["rows"] = batch["rows"] + [r for r, _ in ok]
+    batch["pixels"] = pixels
+
+
 def _loader(config: ExtractConfig, vfm: Any, group: CacheGroup, images: dict[str, _Image], todo: list[int],
-            device: torch.device, lock_fd: int | None = None) -> torch.utils.data.DataLoader:  # fmt: skip
+            device: torch.device, lock_fd: int | None = None,
+            jpeg_bytes: bool = False) -> torch.utils.data.DataLoader:  # fmt: skip
     rows_sha = group.rows()
     items = [(r, images[rows_sha[r]]) for r in todo]
     return torch.utils.data.DataLoader(
-        _ImageSet(Dataset(config.data), items, _worker_preprocess(vfm)),  # picklable: spawn workers get no model
+        _ImageSet(Dataset(config.data), items, _worker_preprocess(vfm), jpeg_bytes),  # picklable: no model
         batch_sampler=_batches(todo, group.shard_size, config.batch_size),
         num_workers=config.num_workers,
         collate_fn=_collate,
@@ -548,8 +600,10 @@ def _loader(config: ExtractConfig, vfm: Any, group: CacheGroup, images: dict[str
 def _run(config: ExtractConfig, vfm: Any, group: CacheGroup, images: dict[str, _Image], device: torch.device,
          dist: _Dist, lock_fd: int | None = None) -> dict[str, Any]:  # fmt: skip
     todo, already = _pending(group, images, dist)
+    decode, size, decoder = _decoder(config, vfm, device)
+    by_row = {group.index()[sha]: img for sha, img in images.items()}
     batches = iter(
-        _loader(config, vfm, group, images, todo, device, lock_fd)
+        _loader(config, vfm, group, images, todo, device, lock_fd, jpeg_bytes=decode is not None)
     )  # workers fork here, before any thread starts
     remaining: dict[int, set[int]] = {}
     for r in todo:
@@ -566,6 +620,8 @@ def _run(config: ExtractConfig, vfm: Any, group: CacheGroup, images: dict[str, _
             for i, batch in enumerate(batches):
                 t_got = time.perf_counter()
                 wait_s += t_got - t_wait
+                if decode is not None:
+                    _device_pixels(batch, decode, size, by_row, device)
                 _compute(vfm, group, batch, device, results, checks)
                 compute_s += time.perf_counter() - t_got
                 failed.extend(e for _, e in batch["failed"])
@@ -589,7 +645,8 @@ def _run(config: ExtractConfig, vfm: Any, group: CacheGroup, images: dict[str, _
         steady = round((rate.n - steady_from[1]) / max(time.perf_counter() - steady_from[0], 1e-9), 2)
     timing = {"loader_wait_s": round(wait_s, 3), "compute_s": round(compute_s, 3),
               "writer_busy_s": round(writer.busy_s, 3), "writer_backlog_wait_s": round(writer.wait_s, 3),
-              "writers": writer.n, "num_workers": config.num_workers, "dtype": config.dtype}  # fmt: skip
+              "writers": writer.n, "num_workers": config.num_workers, "dtype": config.dtype,
+              "decoder": decoder}  # fmt: skip
     return {
         "key": group.key,
         "cache": str(config.cache),
@@ -602,6 +659,7 @@ def _run(config: ExtractConfig, vfm: Any, group: CacheGroup, images: dict[str, _
         "seconds": round(seconds, 3),
         "images_per_s": round(extracted / seconds, 2) if seconds > 0 else None,
         "steady_images_per_s": steady,  # after the first two batches
+        "decoder": decoder,  # where JPEGs were decoded: "nvjpeg" on the GPU, else the workers and why
         "timing": timing,  # where the main loop's time went: the bottleneck is the largest of these
         "rank": dist.rank,
         "world_size": dist.world,

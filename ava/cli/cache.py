@@ -58,6 +58,11 @@ def extract_cmd(
         ),
     ] = None,
     preprocess: Annotated[str | None, typer.Option(help="pad (pad to square, default) or processor.")] = None,
+    decode: Annotated[
+        str | None,
+        typer.Option(help="Where JPEGs are decoded: auto (default: on the VFM's GPU where torchvision can, with "
+                     "nvJPEG; else the DataLoader workers), workers or device. The summary says which ran."),
+    ] = None,
     shard_size: Annotated[
         int | None, typer.Option(help="Images per shard (default 64).", callback=checked("shard_size"))
     ] = None,
@@ -87,7 +92,7 @@ def extract_cmd(
         vfm, data, cache, ava=split_list(ava), split=split, codec=codec, layers=_parse_layers(layers),
         batch_size=batch_size, device=device, dtype=dtype, num_workers=num_workers, preprocess=preprocess,
         shard_size=shard_size, key=key, config=config, progress=False if quiet else None,
-        trust_remote_code=trust_remote_code, threads=threads or "auto",
+        trust_remote_code=trust_remote_code, threads=threads or "auto", decode=decode,
     )  # fmt: skip
     summary = result.summary
     console, err = Console(), Console(stderr=True)
@@ -107,7 +112,8 @@ def _summary(summary: dict[str, Any], who: str) -> str:
     if not summary["extracted"]:
         return head + f"nothing to extract, {summary['already_done']} rows already done{failed}"
     done = f", {summary['already_done']} already done" if summary["already_done"] else ""
-    return head + f"{summary['extracted']} extracted{who}{done}{failed} ({summary['images_per_s']} img/s)"
+    decoded = f", JPEGs decoded by {summary['decoder']}" if summary.get("decoder") == "nvjpeg" else ""
+    return head + f"{summary['extracted']} extracted{who}{done}{failed} ({summary['images_per_s']} img/s{decoded})"
 
 
 def _size(n: int) -> str:
