@@ -79,23 +79,32 @@ class _Stage:
 # -- stages --------------------------------------------------------------------------------------------------
 def _synth(config: DemoConfig, data: Path, console: Any) -> None:
     """Generate the synthetic suite, or reuse it when it was made with the same settings."""
-    from ava.abilities import ABILITIES
     from ava.synth import SynthConfig, generate
+    from ava.synth.generate import resolve_abilities
 
     synth = SynthConfig(out=str(data), per_ava=config.per_ava, ava=config.ava, seed=config.seed, size=config.size)
     info_path = data / "dataset.json"
     if info_path.is_file():
         saved = json.loads(info_path.read_text()).get("synth_config", {})
+        # the abilities as the generator resolves them (all 14 of the benchmark when none are named), not every
+        # registered one: the task-augmentation abilities (ta_*) are never synthesized
         want = {"per_ava": synth.per_ava, "seed": synth.seed, "size": synth.size,
-                "ava": sorted(ABILITIES.canonical(a) for a in (config.ava or ABILITIES))}  # fmt: skip
+                "ava": sorted(resolve_abilities(config.ava))}  # fmt: skip
         have = {k: sorted(saved.get(k) or []) if k == "ava" else saved.get(k) for k in want}
-        if have != want:
-            raise AvaError(
-                f"{data} was made with other settings ({have}, not {want}); use another --out or delete {data.parent}"
-            )
+        if differ := [k for k in want if have[k] != want[k]]:
+            said = "; ".join(f"{_OPTION[k]} {_shown(have[k])} there, {_shown(want[k])} now" for k in differ)
+            raise AvaError(f"{data} was made with other settings ({said}); give the same options to resume, or "
+                           f"another --out (or delete {data.parent})")  # fmt: skip
         console.print(f"  reusing {data} (same settings)")
         return
     generate(synth, progress=config.progress)
+
+
+_OPTION = {"per_ava": "--per-ava", "seed": "--seed", "size": "--size", "ava": "--ava"}
+
+
+def _shown(value: Any) -> str:
+    return ",".join(value) if isinstance(value, list) else str(value)
 
 
 def _extract(config: DemoConfig, data: Path, cache: Path, vfm: str) -> dict[str, Any]:
