@@ -168,7 +168,10 @@ def build_data(out: PathLike, *, progress: bool = False, **options: Any) -> Any:
     ``ava``, ``tasks``, ``seed``, ...). Returns a :class:`ava.curate.BuildResult` (counts, the kept/dropped
     summary, what was skipped and why)."""
     from ava.curate import BuildConfig, build_dataset
+    from ava.extras import require
 
+    if options.get("coco") or options.get("text"):  # masks, RLE and colour superpixels: before anything is written
+        require("build", "`ava data build --coco/--text`")
     return build_dataset(BuildConfig(out=Path(out), **options), progress=progress)
 
 
@@ -176,7 +179,9 @@ def synth_sources(out: PathLike, *, n_images: int = 24, seed: int = 0) -> dict[s
     """Write synthetic scenes as the source formats ``build_data`` reads, with ``truth.json`` beside them
     (``ava data synth-sources``); returns that truth."""
     from ava.curate.synthetic import write_sources
+    from ava.extras import require
 
+    require("build", "`ava data synth-sources`")  # its COCO masks are RLE: checked before anything is written
     return write_sources(out, n_images=n_images, seed=seed)
 
 

@@ -148,8 +148,12 @@ def _filesystem(protocol: str, url: str) -> Any:
     except ImportError as e:
         hint = known_implementations.get(protocol, {}).get("err") or str(e)
         package = _package(known_implementations.get(protocol, {}).get("class", ""), hint)
+        from ava.extras import extra_of, install_line
+
+        found = extra_of(package)
+        how = f"the {found[0]} extra: {install_line(found[0])}" if found else f"pip install {package}"
         raise CacheLocationError(f"--cache {url}: the {protocol}:// protocol needs the package {package} "
-                                 f"(pip install {package})") from None  # fmt: skip
+                                 f"({how})") from None  # fmt: skip
     return cls(**_options(protocol))
 
 

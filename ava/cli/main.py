@@ -86,7 +86,9 @@ def _fail(e: BaseException, argv: list[str]) -> int:
     if isinstance(e, KeyboardInterrupt):
         Console(stderr=True).print("[bold red]interrupted[/]")
         return 130
-    message = describe(e)
+    from ava.extras import missing_message
+
+    message = describe(e) or missing_message(e)
     if message is None:
         message = f"internal error: {type(e).__name__}: {e} (run with AVA_DEBUG=1 for the traceback, and report it)"
     Console(stderr=True).print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
