@@ -129,3 +129,45 @@ def test_bad_options_are_user_errors(tmp_path: Path) -> None:
         assert isinstance(result.exception, AvaError) and match in str(result.exception), extra
     result = runner.invoke(app, ["cache", "ls", str(tmp_path / "nothing")])
     assert isinstance(result.exception, AvaError) and "ava cache extract" in str(result.exception)
+
+
+# -- a credential written into a cache URL: refused, never echoed ----------------------------------------------------
+SECRET_URLS = ["s3://AKIAEXAMPLE:wJalr/XUtnFEMI+K7MDENG@bucket/features", "gs://AKIAEXAMPLE:wJalr@bucket/c",
+               "s3://wJalrXUtnFEMIK7MDENGtoken@bucket/c"]  # fmt: skip
+
+
+def _commands(url: str, tmp: Path) -> list[list[str]]:
+    local = str(tmp / "local")
+    return [["cache", "ls", url], ["cache", "info", url], ["cache", "verify", url], ["cache", "push", local, url],
+            ["cache", "pull", url, local],
+            ["cache", "extract", "--vfm", "pixels", "--data", str(tmp / "data"), "--cache", url],
+            ["fingerprint", "--vfm", "pixels", "--data", str(tmp / "data"), "--cache", url, "--out", str(tmp / "r")]]
+
+
+@pytest.mark.parametrize("url", SECRET_URLS)
+def test_a_credential_in_a_cache_url_is_refused_and_redacted_in_every_command(tmp_path: Path, url: str, capsys,
+                                                                               monkeypatch) -> None:  # fmt: skip
+    from tests.test_bad_inputs import run_cli
+
+    make_dataset(tmp_path / "data", n_images=2)
+    for args in _commands(url, tmp_path):
+        code, output = run_cli(args, capsys, monkeypatch)
+        assert code == (1 if args[1] == "verify" else 2), (args, output)  # verify lists it as a problem
+        assert "wJalr" not in output and "AKIAEXAMPLE" not in output, output
+        assert "://***@bucket" in output and "a credential written into the URL is not read" in output, output
+    assert not (tmp_path / "local").exists() and not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize(("text", "shown"), [
+    ("s3://KEY:SECRET@bucket/c", "s3://***@bucket/c"),
+    ("--cache s3://AKIA:wJal/rXU+t@b/c: refused", "--cache s3://***@b/c: refused"),  # a '/' in the secret
+    ("s3://K:S/x@bucket/model@v1", "s3://***@bucket/model@v1"),
+    ("https://token@host/x", "https://***@host/x"),
+    ("https://h/x?X-Amz-Signature=abc&part=1&access_token=zz", "https://h/x?X-Amz-Signature=***&part=1&access_token=***"),
+    ("s3://bucket/model@v1", "s3://bucket/model@v1"),  # an '@' in a path is no credential
+    ("clip@/path/to/dir and hf:org/model and a@b.com", "clip@/path/to/dir and hf:org/model and a@b.com"),
+])  # fmt: skip
+def test_redact(text: str, shown: str) -> None:
+    from ava.errors import redact
+
+    assert redact(text) == shown
