@@ -171,3 +171,14 @@ def test_an_existing_out_is_kept_without_force(data: Path, tmp_path: Path, capsy
     assert code == 2 and "pass --force" in message
     code, message = _run(["data", "options", "--data", str(data), "--out", str(out), "--force"], capsys)
     assert code == 2 and "not an ava dataset" in message and (out / "mine.txt").read_text() == "keep me"
+
+
+def test_an_unreachable_clip_checkpoint_names_the_miners_own_local_form(data: Path, tmp_path: Path, capsys,
+                                                                        monkeypatch) -> None:  # fmt: skip
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # an empty Hugging Face cache
+    out = tmp_path / "out"
+    code, message = _run(["data", "options", "--data", str(data), "--out", str(out), "--miner",
+                          "clip@openai/clip-vit-base-patch32"], capsys)  # fmt: skip
+    assert code == 2 and "point ava at the directory: '--miner clip@/path/to/dir'" in message, message
+    assert "--vfm" not in message and not out.exists()

@@ -67,7 +67,10 @@ def _load(vfm: str, device: str, batch_size: int | None) -> tuple[Any, str]:
     from ava.vfm.image_text import load_image_text, text_tower_source
 
     source = text_tower_source(vfm)
-    model = load_image_text(source, device=resolve_device(device), batch_size=batch_size or 32, what=f"VFM {vfm!r}")
+    base = vfm.split("@")[0]  # a registered name takes a local copy as NAME@DIR, any other checkpoint as hf:DIR
+    local = f"--vfm {base}@/path/to/dir" if ":" not in base else "--vfm hf:/path/to/dir"
+    model = load_image_text(source, device=resolve_device(device), batch_size=batch_size or 32, what=f"VFM {vfm!r}",
+                            local_form=local)  # fmt: skip
     return model, source
 
 
