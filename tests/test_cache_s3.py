@@ -110,8 +110,10 @@ def test_push_pull_round_trip_resumes_and_verifies(data: Path, tmp_path: Path, s
     again = runner.invoke(app, ["cache", "push", str(tmp_path / "local"), s3_url, "-q"])
     assert again.exit_code == 0 and "digest" in again.output, again.output
     assert shard.is_file()
-    data_objects = [k for k in objects(s3_url) if "/c/" in k and "/done/" not in k]
-    assert f"{len(data_objects) - 1} already there" in again.output  # only the lost one was sent again
+    assert "1 object(s) copied" in again.output  # only the lost one was sent again
+    assert f"{len(objects(s3_url)) - 1} already there and identical" in again.output
+    unchanged = runner.invoke(app, ["cache", "push", str(tmp_path / "local"), s3_url, "-q"])
+    assert f"0 object(s) copied (0 B), {len(objects(s3_url))} already there" in unchanged.output, unchanged.output
     pulled = runner.invoke(app, ["cache", "pull", s3_url, str(tmp_path / "back"), "-q"])
     assert pulled.exit_code == 0, pulled.output
     assert content_digest(open_cache(tmp_path / "back", PIXELS).group) == digest
