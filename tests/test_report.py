@@ -258,3 +258,49 @@ def test_opening_hook_opens_the_report(run_dirs):
     md = markdown(rep)
     assert md.startswith("# AVA-Bench report\n\n## What the fingerprints show\n\n- `big` leads on counting.\n")
     assert md.index("`small` on nothing.") < md.index("## Runs")
+
+
+# -- a results file's numbers are checked where it is read ---------------------------------------------------------
+GOOD_ABILITY = {"metric": "accuracy", "value": 0.5, "higher_is_better": True, "n": 10, "n_unparsed": 1,
+                "subgroups": {"count": {"<=5": {"value": 0.5, "n": 4}}}}  # fmt: skip
+
+
+@pytest.mark.parametrize(("change", "fragment"), [
+    ({"n": -5}, r"abilities.color.n must be a count \(an integer >= 0\), not -5"),
+    ({"n": "ten"}, r"abilities.color.n must be a count .*not 'ten'"),
+    ({"n": 2.5}, r"abilities.color.n must be a count .*not 2.5"),
+    ({"n": True}, r"abilities.color.n must be a count .*not True"),
+    ({"n": 1e999}, r"abilities.color.n must be a count .*not inf"),
+    ({"n_unparsed": -1}, r"abilities.color.n_unparsed must be a count"),
+    ({"n_unparsed": 11}, r"abilities.color: n_unparsed 11 is more than n 10"),
+    ({"value": float("nan")}, r"abilities.color.value must be finite for 10 scored samples, not nan"),
+    ({"value": float("inf")}, r"abilities.color.value must be finite for 10 scored samples, not inf"),
+    ({"value": [0.5]}, r"abilities.color.value must be a number or null, not \[0.5\]"),
+    ({"metric": ["accuracy"]}, r"abilities.color.metric must be the metric's name"),
+    ({"subgroups": {"count": {"<=5": {"value": 0.5, "n": -4}}}},
+     r"abilities.color.subgroups.count.<=5.n must be a count"),
+    ({"subgroups": {"count": {"<=5": {"value": "high", "n": 4}}}},
+     r"abilities.color.subgroups.count.<=5.value must be a finite"),
+    ({"subgroups": {"count": {"<=5": 0.5}}}, r"abilities.color.subgroups.count.<=5 must be an object"),
+])  # fmt: skip
+def test_a_results_number_out_of_range_is_named_with_the_run_file_and_field(tmp_path, change, fragment):
+    from ava.report.load import load_run
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"head": "knn", "vfm": "pixels"}))
+    (run / "results_test.json").write_text(json.dumps({"abilities": {"color": {**GOOD_ABILITY, **change}}}))
+    with pytest.raises(AvaError, match=rf"^run {re.escape(str(run))}: results_test.json: {fragment}"):
+        load_run(run)
+
+
+def test_a_results_file_in_range_loads(tmp_path):
+    from ava.report.load import load_run
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"head": "knn", "vfm": "pixels"}))
+    empty = {**GOOD_ABILITY, "n": 0, "n_unparsed": 0, "value": float("nan")}  # nothing scored: shown as not scored
+    (run / "results_test.json").write_text(json.dumps({"abilities": {"color": GOOD_ABILITY, "ocr": empty}}))
+    loaded = load_run(run)
+    assert loaded.abilities["color"].n == 10 and loaded.abilities["ocr"].value is None
