@@ -17,7 +17,7 @@ from pathlib import Path
 import typer
 
 from ava.cli import cache, data, demo, fingerprint, head, report, score, sweep, vfm, vlm
-from ava.cli.options import tidy_help
+from ava.cli.options import rewrap_help, tidy_help
 
 tidy_help()
 
@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else list(argv)
     _redacted_warnings()
     try:
-        app(args=args, prog_name="ava")
+        rewrap_help(typer.main.get_command(app))(args=args, prog_name="ava")  # what app() runs, help rewrapped
     except (Exception, KeyboardInterrupt) as e:  # noqa: BLE001 - every failure ends as one line (see _fail)
         sys.exit(_fail(e, args))
 
