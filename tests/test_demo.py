@@ -66,7 +66,8 @@ def test_reduced_demo(tmp_path):
     assert "random-vit (random weights)" in md and "data: synthetic" in md
     assert "### knn vs probe-linear" in md
     # the report opens with one sentence per extractor on what its fingerprint shows
-    assert md.startswith("# AVA-Bench report\n\n## What the fingerprints show\n")
+    assert md.startswith("# AVA-Bench report\n\n**Contents**\n\n- [What the fingerprints show](#what-the-")
+    assert "\n## What the fingerprints show\n" in md
     assert report["opening"][0].startswith("`pixels#size=96` (raw pixels, the floor): leads on ")
     assert report["opening"][1].startswith("`random-vit` (random weights, the control): leads on ")
     assert "## Extractors of this demo" in md and "`random-vit`: RANDOM weights" in md

@@ -152,7 +152,8 @@ def test_report_md_json_tex(report):
     assert "### Head: knn" in md and "### Head: probe-linear" in md
     assert "| ability | metric | n | chance | majority | big | small | random (random weights) |" in md
     # value [95% bootstrap interval] (rank); n per ability; no dataset here, so no baselines
-    assert re.search(r"\| counting \| mae_gt ↓ \| 40 \| n/a \| n/a \| 0\.1 \[0\.0\d+, 0\.1\d*\] \(1\) \| 0\.3 \[", md)
+    cell = r"0\.1000 \[0\.0\d{3}, 0\.1\d{3}\] \(1\) \| 0\.3000 \["  # value and interval to the same decimals
+    assert re.search(r"\| counting \| mae_gt ↓ \| 40 \| n/a \| n/a \| " + cell, md)
     assert "(1.5~)" in md  # ocr: big and small tie exactly
     assert "Average rank over 4 abilities: counting, ocr, spatial, color." in md
     assert "split: test (split of the synthetic suite)" in md and "data: synthetic" in md
@@ -163,7 +164,7 @@ def test_report_md_json_tex(report):
     assert loads_strict((out / "report.json").read_text())["heads"]["knn"]["vfms"] == ["big", "small", "random"]
     tex = (out / "report.tex").read_text()
     assert r"\toprule" in tex and r"mae\_gt $\downarrow$" in tex and "95\\% bootstrap interval" in tex
-    assert re.search(r"0\.1 \[0\.0\d+, 0\.1\d*\] \(1\)", tex)
+    assert re.search(r"0\.1000 \[0\.0\d{3}, 0\.1\d{3}\] \(1\)", tex)
 
 
 def test_plots_are_valid_non_blank_images(report):
@@ -304,3 +305,45 @@ def test_a_results_file_in_range_loads(tmp_path):
     (run / "results_test.json").write_text(json.dumps({"abilities": {"color": GOOD_ABILITY, "ocr": empty}}))
     loaded = load_run(run)
     assert loaded.abilities["color"].n == 10 and loaded.abilities["ocr"].value is None
+
+
+def test_report_md_and_html_open_with_a_table_of_contents_whose_links_all_land(report):
+    from tests.test_readme import _anchors
+
+    _, out = report
+    md = (out / "report.md").read_text()
+    assert md.startswith("# AVA-Bench report\n\n**Contents**\n\n- [Runs](#runs)\n")
+    links = re.findall(r"^\s*- \[.*\]\(#([^)]+)\)$", md, re.M)
+    headings = re.findall(r"^#{2,3} .*$", md, re.M)
+    assert len(links) == len(headings) >= 6 and set(links) <= _anchors(md), set(links) - _anchors(md)
+    page = (out / "report.html").read_text()
+    nav = re.search(r'<nav class="contents">(.*?)</nav>', page, re.S).group(1)
+    targets = re.findall(r'href="#([^"]+)"', nav)
+    ids = re.findall(r'<h[23][^>]* id="([^"]+)"', page)
+    assert targets and set(targets) == set(ids) and len(ids) == len(set(ids))  # every heading listed, ids unique
+
+
+@pytest.mark.parametrize(("value", "ci", "sig", "shown"), [
+    (1.1428, [1.1431, 1.4642], 3, "1.14 [1.14, 1.46]"),  # the issue's rank: no longer outside its interval
+    (0.5, [0.4213, 0.5875], 4, "0.5000 [0.4213, 0.5875]"),  # a round value keeps the interval's decimals
+    (12.3456, [9.8765, 15.1234], 4, "12.35 [9.88, 15.12]"),
+    (0.0, [0.0, 0.01234], 4, "0.000 [0.000, 0.012]"),
+    (12345.6, [12000.4, 13000.6], 4, "12346 [12000, 13001]"),
+    (float("nan"), None, 4, "nan"),
+])  # fmt: skip
+def test_an_interval_is_rounded_as_its_value(value, ci, sig, shown):
+    from ava.report.render import fmt_with_ci
+
+    assert fmt_with_ci(value, ci, sig) == shown
+
+
+def test_a_printed_value_never_falls_outside_its_printed_interval():
+    from ava.report.render import fmt_with_ci
+
+    rng = np.random.default_rng(0)
+    for _ in range(2000):
+        scale = 10.0 ** rng.integers(-4, 5)
+        lo, x, hi = np.sort(rng.random(3) * scale)
+        text = fmt_with_ci(float(x), [float(lo), float(hi)], sig=int(rng.integers(2, 5)))
+        v, a, b = (float(t) for t in re.findall(r"[-\d.e+]+", text.replace(",", " ")))
+        assert a <= v <= b, text

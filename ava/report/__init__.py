@@ -144,7 +144,7 @@ def make_report(run_dirs: list[str | Path], out: str | Path, split: str = "test"
     """
     from ava.data.format import atomic_write_text
     from ava.report.plots import write_plots
-    from ava.report.render import latex, markdown
+    from ava.report.render import latex, markdown, with_markdown_contents
     from ava.report.strict_json import dumps
 
     report, tables, runs = _build(run_dirs, split, allow_mixed=allow_mixed, n_boot=n_boot, seed=seed, opening=opening)
@@ -165,7 +165,8 @@ def make_report(run_dirs: list[str | Path], out: str | Path, split: str = "test"
 
         report["task_augmentation"]["plot"] = write_plot(report["task_augmentation"], out / "plots")
     atomic_write_text(out / "report.json", dumps(report))
-    atomic_write_text(out / "report.md", markdown(report, base=out) + "\n" + _analysis_markdown(report))
+    md = markdown(report, base=out) + "\n" + _analysis_markdown(report)
+    atomic_write_text(out / "report.md", with_markdown_contents(md))
     atomic_write_text(out / "report.tex", latex(report))
     if html:
         from ava.report.html import write_html
