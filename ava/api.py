@@ -581,10 +581,12 @@ class ReportResult:
 
 def make_report(runs: list[PathLike], out: PathLike, *, split: str = "test", allow_mixed: bool = False,
                 n_boot: int = 2000, seed: int = 0, reference: str | None = None,
-                gaps: list[tuple[PathLike, PathLike]] | None = None) -> ReportResult:  # fmt: skip
+                gaps: list[tuple[PathLike, PathLike]] | None = None,
+                progress: bool = False) -> ReportResult:  # fmt: skip
     """Tables with 95% bootstrap intervals, baselines, ranks and rank agreement, subgroups, plots and report.html
     from run directories (``ava report``); ``reference`` adds every score relative to that VFM, ``gaps`` (run,
-    reference run) pairs the alignment gap (default: each VLM run against each zero-shot run)."""
+    reference run) pairs the alignment gap (default: each VLM run against each zero-shot run); ``progress``: one
+    step per section on stderr."""
     from ava.report import make_report as run_report
 
     if isinstance(runs, str | os.PathLike):
@@ -592,7 +594,7 @@ def make_report(runs: list[PathLike], out: PathLike, *, split: str = "test", all
     if n_boot < 100:
         raise AvaError(f"n_boot must be >= 100, got {n_boot}")
     result = run_report([Path(r) for r in runs], Path(out), split=split, allow_mixed=allow_mixed, n_boot=n_boot,
-                        seed=seed, reference=reference,
+                        seed=seed, reference=reference, progress=progress,
                         gaps=[(str(a), str(b)) for a, b in gaps] if gaps else None)  # fmt: skip
     return ReportResult(Path(out), list(result.get("refused") or []), result)
 

@@ -286,7 +286,8 @@ def run_demo(config: DemoConfig) -> Path:
         done = [r for r, hc in runs if _finished(r, hc)]
         if not done:
             raise AvaError("no head run finished, nothing to report:\n  " + "\n  ".join(failures))
-        report = make_report(done, paths["report"], opening=opening_sentences(paths["data"], done))
+        report = make_report(done, paths["report"], opening=opening_sentences(paths["data"], done),
+                             progress=config.progress)  # fmt: skip
         _add_extractor_note(paths["report"] / "report.md", config.vfms)
     print_report(report, console)
     md = paths["report"] / "report.md"
@@ -351,7 +352,13 @@ def _add_extractor_note(md: Path, vfms: list[str]) -> None:
 
     text = md.read_text()
     section = "\n".join(["## Extractors of this demo", "", *extractor_lines(vfms), ""])
-    atomic_write_text(md, text.rstrip("\n") + "\n\n" + section)
+    title = "## Extractors of this demo"
+    # listed in the table of contents too, after its last line (the contents end at the first blank line after it)
+    lines = text.split("\n")
+    if "**Contents**" in lines:
+        end = lines.index("", lines.index("**Contents**") + 2)
+        lines.insert(end, f"- [{title[3:]}](#extractors-of-this-demo)")
+    atomic_write_text(md, "\n".join(lines).rstrip("\n") + "\n\n" + section)
 
 
 def _summary_line(summary: dict[str, Any]) -> str:

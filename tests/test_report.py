@@ -106,10 +106,18 @@ def run_dirs(tmp_path_factory) -> list[Path]:
     ]
 
 
+SECTIONS: list = []  # the progress bar the module's report went through (a _Recorder, below)
+
+
 @pytest.fixture(scope="module")
 def report(run_dirs, tmp_path_factory) -> tuple[dict, Path]:
+    import ava.progress
+
     out = tmp_path_factory.mktemp("report")
-    return make_report(run_dirs, out, n_boot=500), out
+    SECTIONS.append(_Recorder())
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ava.progress, "progress", lambda enabled, *a, **k: SECTIONS[-1])
+        return make_report(run_dirs, out, n_boot=500, progress=True), out
 
 
 def test_table5_ranks_respect_direction_and_ties(report):
@@ -347,3 +355,36 @@ def test_a_printed_value_never_falls_outside_its_printed_interval():
         text = fmt_with_ci(float(x), [float(lo), float(hi)], sig=int(rng.integers(2, 5)))
         v, a, b = (float(t) for t in re.findall(r"[-\d.e+]+", text.replace(",", " ")))
         assert a <= v <= b, text
+
+
+class _Recorder:
+    """Stands for the progress bar: records each section's description, the total and the steps."""
+
+    def __init__(self) -> None:
+        self.descriptions: list[str] = []
+        self.total = self.done = 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+    def add_task(self, description: str, total: int) -> int:
+        self.total = total
+        return 0
+
+    def update(self, task: int, description: str | None = None, total: int | None = None) -> None:
+        self.descriptions += [description] if description else []
+        self.total = total if total is not None else self.total
+
+    def advance(self, task: int) -> None:
+        self.done += 1
+
+
+def test_a_report_says_each_section_as_it_goes_and_ends_full(report, run_dirs):
+    bar = SECTIONS[-1]
+    assert bar.descriptions[0] == f"report: reading {len(run_dirs)} runs"
+    assert "report: 500 bootstrap replicates per score, ranks" in bar.descriptions
+    assert "report: plots of knn" in bar.descriptions and bar.descriptions[-1].startswith("report: report.html")
+    assert bar.done == bar.total == len(bar.descriptions)
