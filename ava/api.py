@@ -99,9 +99,11 @@ def _paths(values: list[PathLike] | PathLike | None) -> list[str] | None:
 # -- data ------------------------------------------------------------------------------------------------------
 @dataclass
 class DatasetResult:
-    """A dataset directory that was written (``synthesize``)."""
+    """A dataset directory that was written (``synthesize``); ``reused``: it was there already, made with the same
+    settings, and was kept."""
 
     path: Path
+    reused: bool = False
 
 
 @dataclass
@@ -129,12 +131,14 @@ def synthesize(out: PathLike, *, per_ava: int | None = None, ava: list[str] | st
     384 px, seed 0, easy). Same seed and options give the same bytes."""
     from ava.config import load_config
     from ava.synth import SynthConfig, generate
+    from ava.synth.generate import made_with
 
     cfg = load_config(
         SynthConfig, config, out=str(out), per_ava=per_ava, ava=_paths(ava), seed=seed, size=size,
         difficulty=difficulty, test_frac=test_frac, workers=workers, overwrite=force or None,
     )  # fmt: skip
-    return DatasetResult(Path(generate(cfg, progress=progress)))
+    reused = made_with(cfg)[0] and not cfg.overwrite
+    return DatasetResult(Path(generate(cfg, progress=progress)), reused)
 
 
 def import_data(src: PathLike, out: PathLike, *, format: str = "auto", image_root: PathLike | None = None,
