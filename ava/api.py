@@ -108,11 +108,13 @@ class DatasetResult:
 
 @dataclass
 class SplitResult:
-    """What ``split_data`` assigned: per ability ``{"train": n, "test": n}``, and the split record written."""
+    """What ``split_data`` assigned: per ability ``{"train": n, "test": n}``, and the split record written;
+    ``unchanged``: the dataset was already split this way and was kept."""
 
     data: Path
     counts: dict[str, dict[str, int]]
     split: dict[str, Any]
+    unchanged: bool = False
 
 
 def load_dataset(data: PathLike) -> Dataset:
@@ -163,7 +165,7 @@ def split_data(data: PathLike, *, test_frac: float = 0.2, seed: int = 0, force: 
     except ValueError as e:
         raise AvaError(f"test_frac: {e}") from None
     result = split_dataset(data, test_frac=test_frac, seed=seed, force=force)
-    return SplitResult(Path(data), result["counts"], result["split"])
+    return SplitResult(Path(data), result["counts"], result["split"], result.get("unchanged", False))
 
 
 def build_data(out: PathLike, *, progress: bool = False, **options: Any) -> Any:
