@@ -176,8 +176,8 @@ def build_data(out: PathLike, *, progress: bool = False, **options: Any) -> Any:
     from ava.curate import BuildConfig, build_dataset
     from ava.extras import require
 
-    if options.get("coco") or options.get("text"):  # masks, RLE and colour superpixels: before anything is written
-        require("build", "`ava data build --coco/--text`")
+    if options.get("coco"):  # masks, RLE and colour superpixels: checked before anything is written
+        require("build", "`ava data build --coco`")
     return build_dataset(BuildConfig(out=Path(out), **options), progress=progress)
 
 
