@@ -223,3 +223,19 @@ def test_unusable_features_are_refused_where_they_are_made(tmp_path, kind, says,
     assert "VFM 'broken' " + says in str(e.value) and "\n" not in str(e.value), str(e.value)
     if path == "extract":  # nothing of the batch was kept: no row is done
         assert not open_cache(tmp_path / "cache", "broken").group.done_mask().any()
+
+
+def test_on_a_device_the_finiteness_flags_are_read_later_with_the_shard():
+    """Off the CPU the check returns its flags unread (a read per batch would stall the device); the extraction's
+    shard checks read them with the shard's copies and raise the same error."""
+    from ava.cache.extraction import _ShardChecks
+    from ava.vfm.feature_check import check_features
+
+    images = lambda at: ", ".join(f"image {i}" for i in at)  # noqa: E731
+    flags = check_features(torch.empty(4, 1, 3, 2, device="meta"), "gpu-vfm", images)
+    assert flags is not None and flags.device.type == "meta" and flags.shape == (4,)  # returned, never read
+    checks = _ShardChecks(nonfinite=[("gpu-vfm", torch.tensor([False, True, False, True]), images)])
+    with pytest.raises(AvaError, match=r"VFM 'gpu-vfm' returned NaN or infinite features for 2 of 4 image\(s\) of "
+                                       r"a batch \(image 1, image 3\)"):  # fmt: skip
+        checks.settle(None)
+    _ShardChecks(nonfinite=[("gpu-vfm", torch.zeros(4, dtype=torch.bool), images)]).settle(None)  # all finite
