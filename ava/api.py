@@ -99,18 +99,22 @@ def _paths(values: list[PathLike] | PathLike | None) -> list[str] | None:
 # -- data ------------------------------------------------------------------------------------------------------
 @dataclass
 class DatasetResult:
-    """A dataset directory that was written (``synthesize``)."""
+    """A dataset directory that was written (``synthesize``); ``reused``: it was there already, made with the same
+    settings, and was kept."""
 
     path: Path
+    reused: bool = False
 
 
 @dataclass
 class SplitResult:
-    """What ``split_data`` assigned: per ability ``{"train": n, "test": n}``, and the split record written."""
+    """What ``split_data`` assigned: per ability ``{"train": n, "test": n}``, and the split record written;
+    ``unchanged``: the dataset was already split this way and was kept."""
 
     data: Path
     counts: dict[str, dict[str, int]]
     split: dict[str, Any]
+    unchanged: bool = False
 
 
 def load_dataset(data: PathLike) -> Dataset:
@@ -129,12 +133,14 @@ def synthesize(out: PathLike, *, per_ava: int | None = None, ava: list[str] | st
     384 px, seed 0, easy). Same seed and options give the same bytes."""
     from ava.config import load_config
     from ava.synth import SynthConfig, generate
+    from ava.synth.generate import made_with
 
     cfg = load_config(
         SynthConfig, config, out=str(out), per_ava=per_ava, ava=_paths(ava), seed=seed, size=size,
         difficulty=difficulty, test_frac=test_frac, workers=workers, overwrite=force or None,
     )  # fmt: skip
-    return DatasetResult(Path(generate(cfg, progress=progress)))
+    reused = made_with(cfg)[0] and not cfg.overwrite
+    return DatasetResult(Path(generate(cfg, progress=progress)), reused)
 
 
 def import_data(src: PathLike, out: PathLike, *, format: str = "auto", image_root: PathLike | None = None,
@@ -159,7 +165,7 @@ def split_data(data: PathLike, *, test_frac: float = 0.2, seed: int = 0, force: 
     except ValueError as e:
         raise AvaError(f"test_frac: {e}") from None
     result = split_dataset(data, test_frac=test_frac, seed=seed, force=force)
-    return SplitResult(Path(data), result["counts"], result["split"])
+    return SplitResult(Path(data), result["counts"], result["split"], result.get("unchanged", False))
 
 
 def build_data(out: PathLike, *, progress: bool = False, **options: Any) -> Any:
@@ -168,7 +174,10 @@ def build_data(out: PathLike, *, progress: bool = False, **options: Any) -> Any:
     ``ava``, ``tasks``, ``seed``, ...). Returns a :class:`ava.curate.BuildResult` (counts, the kept/dropped
     summary, what was skipped and why)."""
     from ava.curate import BuildConfig, build_dataset
+    from ava.extras import require
 
+    if options.get("coco"):  # masks, RLE and colour superpixels: checked before anything is written
+        require("build", "`ava data build --coco`")
     return build_dataset(BuildConfig(out=Path(out), **options), progress=progress)
 
 
@@ -181,7 +190,9 @@ def synth_sources(out: PathLike, *, n_images: int = 24, seed: int = 0, photos: b
 
         return write_photo_sources(out, n_images=n_images, seed=seed)
     from ava.curate.synthetic import write_sources
+    from ava.extras import require
 
+    require("build", "`ava data synth-sources`")  # its COCO masks are RLE: checked before anything is written
     return write_sources(out, n_images=n_images, seed=seed)
 
 
@@ -583,10 +594,12 @@ class ReportResult:
 
 def make_report(runs: list[PathLike], out: PathLike, *, split: str = "test", allow_mixed: bool = False,
                 n_boot: int = 2000, seed: int = 0, reference: str | None = None,
-                gaps: list[tuple[PathLike, PathLike]] | None = None) -> ReportResult:  # fmt: skip
+                gaps: list[tuple[PathLike, PathLike]] | None = None,
+                progress: bool = False) -> ReportResult:  # fmt: skip
     """Tables with 95% bootstrap intervals, baselines, ranks and rank agreement, subgroups, plots and report.html
     from run directories (``ava report``); ``reference`` adds every score relative to that VFM, ``gaps`` (run,
-    reference run) pairs the alignment gap (default: each VLM run against each zero-shot run)."""
+    reference run) pairs the alignment gap (default: each VLM run against each zero-shot run); ``progress``: one
+    step per section on stderr."""
     from ava.report import make_report as run_report
 
     if isinstance(runs, str | os.PathLike):
@@ -594,7 +607,7 @@ def make_report(runs: list[PathLike], out: PathLike, *, split: str = "test", all
     if n_boot < 100:
         raise AvaError(f"n_boot must be >= 100, got {n_boot}")
     result = run_report([Path(r) for r in runs], Path(out), split=split, allow_mixed=allow_mixed, n_boot=n_boot,
-                        seed=seed, reference=reference,
+                        seed=seed, reference=reference, progress=progress,
                         gaps=[(str(a), str(b)) for a, b in gaps] if gaps else None)  # fmt: skip
     return ReportResult(Path(out), list(result.get("refused") or []), result)
 

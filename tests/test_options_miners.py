@@ -290,3 +290,14 @@ def test_the_text_tower_sees_the_object_not_the_photo(photos: Path) -> None:
     assert np.array_equal(np.asarray(crop), np.asarray(ds.load_image(s))[:, :32])
     whole = Dataset(photos / "whole").samples("recognition")[0]
     assert _object_picture(Dataset(photos / "whole"), whole).size == (64, 32)
+
+
+def test_an_unreachable_clip_checkpoint_names_the_miners_own_local_form(data: Path, tmp_path: Path, capsys,
+                                                                        monkeypatch) -> None:  # fmt: skip
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # an empty Hugging Face cache
+    out = tmp_path / "out"
+    code, message = _run(["data", "options", "--data", str(data), "--out", str(out), "--miner",
+                          "clip@openai/clip-vit-base-patch32"], capsys)  # fmt: skip
+    assert code == 2 and "point ava at the directory: '--miner clip@/path/to/dir'" in message, message
+    assert "--vfm" not in message and not out.exists()

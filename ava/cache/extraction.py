@@ -43,6 +43,7 @@ from ava.cache.store import (
 from ava.data.format import SPLITS, Dataset
 from ava.errors import AvaError
 from ava.vfm.device_decode import JPEG_SUFFIXES, decode_padded, jpeg_decoder, raw_pad_size, read_bytes
+from ava.vfm.feature_check import check_features
 from ava.vfm.model import resolve_device as _resolve_device
 from ava.vfm.model import resolve_dtype
 
@@ -684,11 +685,18 @@ class _ShardChecks:
 
     events: list[Any] = field(default_factory=list)
     flags: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)
+    # per batch: the VFM's name, its items with a non-finite feature (a GPU bool tensor) and what to call them
+    nonfinite: list[tuple[str, torch.Tensor, Any]] = field(default_factory=list)
 
     def settle(self, codec: Any) -> None:
-        """Wait for the shard's copies; raise the codec's range error if any batch overflowed (one sync per shard)."""
+        """Wait for the shard's copies; raise the codec's range error if any batch overflowed, or the VFM's if any
+        returned a NaN or an infinity (one sync per shard)."""
+        from ava.vfm.feature_check import raise_nonfinite
+
         for event in self.events:
             event.synchronize()
+        for name, bad, images in self.nonfinite:
+            raise_nonfinite(name, bad, images)
         if self.flags:
             bad = torch.stack([b for b, _ in self.flags])
             if bool(bad.any()):
@@ -714,8 +722,11 @@ def _compute(
             f"VFM output {tuple(out.shape)} does not match the cache spec "
             f"[B, {len(group.layers)}, {group.num_tokens}, {group.dim}]"
         )
-    codec = group.codec
     check = checks.setdefault(batch["rows"][0] // group.shard_size, _ShardChecks())  # batches never cross shards
+    images = functools.partial(_row_images, group, list(batch["rows"]))
+    if (bad := check_features(out, group.spec.get("vfm", "?"), images)) is not None:  # complex, NaN, inf: refused
+        check.nonfinite.append((group.spec.get("vfm", "?"), bad, images))
+    codec = group.codec
     encoded = []
     for li in range(out.shape[1]):
         values, scale, bad = codec.encode_device(out[:, li])
@@ -751,6 +762,13 @@ def _views(group: CacheGroup, values: torch.Tensor, scale: torch.Tensor | None,
         return {v: pool_tokens_torch(tokens, v, grid) for v in group.views}
     host = tokens.numpy()
     return {v: torch.from_numpy(pool_tokens(host, v, grid)) for v in group.views}
+
+
+def _row_images(group: CacheGroup, rows: list[int], positions: list[int]) -> str:
+    """The batch's items at ``positions``, as the cache knows them: row and image sha256."""
+    shas = group.rows()
+    return ", ".join(f"row {rows[i]}, image {shas[rows[i]][:12]}" for i in positions[:5]) + \
+        (" ..." if len(positions) > 5 else "")  # fmt: skip
 
 
 def _shard_job(group: CacheGroup, shard: int, results: dict[int, list], checks: dict[int, _ShardChecks]) -> tuple:

@@ -88,7 +88,8 @@ def split(
     from ava.api import split_data
 
     result = split_data(data, test_frac=test_frac, seed=seed, force=force)
-    table = Table(title=f"split of {data} (test_frac={test_frac}, seed={seed})")
+    kept = " (already split this way: kept, nothing to do)" if result.unchanged else ""
+    table = Table(title=f"split of {data} (test_frac={test_frac}, seed={seed}){kept}")
     for col in ("ability", "train", "test", "stratified by"):
         table.add_column(col)
     for ava, counts in result.counts.items():

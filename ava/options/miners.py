@@ -229,7 +229,8 @@ class TextTowerMiner:
             from ava.vfm.image_text import load_image_text
 
             self._model = load_image_text(self.source, device=self.device, batch_size=self.batch_size,
-                                          what=f"miner {self.name}")  # fmt: skip
+                                          what=f"miner {self.name}",
+                                          local_form="--miner clip@/path/to/dir")  # fmt: skip
         return self._model
 
     def prepare(self, dataset: Dataset, ava: str, classes: Sequence[str], samples: Sequence[Sample],
