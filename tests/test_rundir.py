@@ -106,6 +106,22 @@ def test_forked_child_does_not_keep_the_lock(tmp_path: Path) -> None:
         os.waitpid(pid, 0)
 
 
+# A child running `ava ARGS...` that, on its first ability's fit, writes the file argv[1] and waits to be killed.
+HOLD_AT_FIT = """
+import sys, threading
+from pathlib import Path
+from ava.heads import ability_runs
+READY = Path(sys.argv[1])
+def hold(self, *a, **k):
+    READY.write_text("fitting")
+    threading.Event().wait()
+ability_runs.AbilityRun.fit = hold
+from ava.cli.main import main
+sys.argv = ["ava", *sys.argv[2:]]
+main()
+"""
+
+
 @pytest.mark.slow
 def test_kill_during_forced_retrain_leaves_the_old_run(pixels_run: tuple[Path, Path, Path]) -> None:
     """SIGKILL a `--force` re-train of another head while it writes: --out is still the old run, byte for byte,
@@ -113,17 +129,20 @@ def test_kill_during_forced_retrain_leaves_the_old_run(pixels_run: tuple[Path, P
     data, cache, run = pixels_run
     before = tree_digest(run)
     stage = run.with_name(f".{run.name}.new")
-    args = [sys.executable, "-m", "ava", "head", "train", "--head", "probe-linear", "--vfm", "pixels", "--data",
-            str(data), "--cache", str(cache), "--out", str(run), "--device", "cpu", "--force"]  # fmt: skip
+    args = ["head", "train", "--head", "probe-linear", "--vfm", "pixels", "--data", str(data), "--cache", str(cache),
+            "--out", str(run), "--device", "cpu", "--force"]  # fmt: skip
+    ready = run.with_name("child-is-training")
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 120
-    while not (stage / "config.json").exists() and proc.poll() is None and time.monotonic() < deadline:
+    # the child stops at a known point: its first ability's fit, with the new run staged beside the old one
+    proc = subprocess.Popen([sys.executable, "-c", HOLD_AT_FIT, str(ready), *args], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    while not ready.exists() and proc.poll() is None:
         time.sleep(0.005)
     killed_mid_run = proc.poll() is None
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert killed_mid_run, proc.stderr.read().decode() if proc.stderr else ""
+    assert (stage / "config.json").exists()  # it was writing the new run
     assert tree_digest(run) == before  # the old kNN run, untouched
     from ava.heads.probe import ProbeConfig
     from ava.heads.probe.train import train
