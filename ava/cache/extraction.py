@@ -168,6 +168,7 @@ def build_spec(vfm: Any, name: str, config: ExtractConfig) -> dict[str, Any]:
         "requested": config.vfm,
         "identity": ident,  # with the codec and format version: the key (``KEY_FIELDS``)
         "codec": config.codec,
+        **get_codec(config.codec).spec_fields(),  # int4: its group size
         "preprocess": ident["preprocess"],  # copies of identity fields, for listings and readers
         "layers": [int(la) for la in vfm.layers],
         "dtype": config.dtype,  # resolved by extract() ("auto" never reaches the spec)
