@@ -1,13 +1,14 @@
 """The compressed Zarr feature cache: extract frozen-VFM patch features once, read them by image sha256.
 
 Layout and key: :mod:`ava.cache.store`; codecs: :mod:`ava.cache.codecs`; extraction pipeline:
-:mod:`ava.cache.extraction`; reading: :mod:`ava.cache.reader`; ``ls``/``info``/``verify``:
-:mod:`ava.cache.inspect`.
+:mod:`ava.cache.extraction`; its size before it writes: :mod:`ava.cache.plan`; reading: :mod:`ava.cache.reader`;
+``ls``/``info``/``verify``: :mod:`ava.cache.inspect`.
 """
 
 from ava.cache.codecs import CODECS, Codec, get_codec
 from ava.cache.extraction import ExtractConfig, extract
 from ava.cache.inspect import cache_info, content_digest, list_cache, verify_cache
+from ava.cache.plan import ExtractPlan, plan_extract
 from ava.cache.reader import FeatureCache, FeatureDataset, open_cache
 from ava.cache.store import FORMAT_VERSION, CacheError, CacheGroup
 
@@ -18,6 +19,7 @@ __all__ = [
     "CacheGroup",
     "Codec",
     "ExtractConfig",
+    "ExtractPlan",
     "FeatureCache",
     "FeatureDataset",
     "cache_info",
@@ -26,5 +28,6 @@ __all__ = [
     "get_codec",
     "list_cache",
     "open_cache",
+    "plan_extract",
     "verify_cache",
 ]

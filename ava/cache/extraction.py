@@ -67,6 +67,8 @@ class ExtractConfig:
     key: str | None = None  # a fixed group name instead of the spec hash (refused if its spec differs)
     views: tuple[str, ...] = STORED_VIEWS  # pooled views stored beside the tokens (those the token grid takes)
     trust_remote_code: bool = False  # run the checkpoint's own Python code (only when asked; see ava.vfm.remote)
+    dry_run: bool = False  # print the plan (group, rows, bytes, free space) and write nothing (ava.cache.plan)
+    force: bool = False  # write even when the plan's size exceeds the destination's free space
 
 
 @dataclass
@@ -474,7 +476,8 @@ def extract(config: ExtractConfig, *, vfm: Any = None) -> dict[str, Any]:
     if config.batch_size < 1:
         raise AvaError(f"--batch-size must be >= 1, got {config.batch_size}")
     images = collect_images(config.data, config.ava, config.split)
-    probe(cache_path(config.cache), write=True)  # an unreachable or read-only store: said before the VFM loads
+    # an unreachable or read-only store: said before the VFM loads (a dry run only reads)
+    probe(cache_path(config.cache), write=not config.dry_run)
     want_cuda = config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available())
     dist = _init_dist(want_cuda)
     try:
@@ -499,15 +502,49 @@ def extract(config: ExtractConfig, *, vfm: Any = None) -> dict[str, Any]:
 
 def _extract_with(config: ExtractConfig, vfm: Any, images: dict[str, _Image], device: torch.device,
                   dist: _Dist) -> dict[str, Any]:  # fmt: skip
-    """Open (or create) the VFM's group, lock it on rank 0, and extract the pending rows of ``images``."""
-    group, lock = _prepare(config, vfm, _vfm_name(vfm, config.vfm), list(images), dist)
+    """Say what will be written and whether it fits (refused when it does not, unless forced; a dry run stops
+    there), then open (or create) the VFM's group, lock it on rank 0, and extract the pending rows of ``images``."""
+    name = _vfm_name(vfm, config.vfm)
+    plan = _plan(config, vfm, name, list(images), dist)
+    if config.dry_run:
+        return {"key": plan["key"], "cache": str(config.cache), "vfm": plan["vfm"], "codec": plan["codec"],
+                "images": len(images), "already_done": plan["done"], "extracted": 0, "failed": [], "seconds": 0.0,
+                "images_per_s": None, "dry_run": True, "plan": plan, "rank": dist.rank,
+                "world_size": dist.world}  # fmt: skip
+    group, lock = _prepare(config, vfm, name, list(images), dist)
     try:
         summary = _run(config, vfm, group, images, device, dist, None if lock is None else lock.fileno())
         dist.barrier()
     finally:
         if lock is not None:
             lock.close()
-    return summary
+    return {**summary, "plan": plan}
+
+
+def _plan(config: ExtractConfig, vfm: Any, name: str, shas: list[str], dist: _Dist) -> dict[str, Any]:
+    """Rank 0's plan of this extraction (:mod:`ava.cache.plan`), printed on stderr with the progress bar's console;
+    refused when it does not fit unless ``config.force``. Every rank gets the plan (or the refusal)."""
+    from ava.cache.plan import check_space, plan_extract
+
+    message, plan = None, None
+    if dist.rank == 0:
+        try:
+            shard_size = config.shard_size or default_shard_size(config.cache, int(vfm.num_tokens), int(vfm.dim))
+            found = plan_extract(config.cache, build_spec(vfm, name, config), shas, key=config.key,
+                                 shard_size=shard_size)  # fmt: skip
+            if config.progress and not config.dry_run:  # (a dry run's plan is its result: the caller shows it)
+                from rich.console import Console
+
+                Console(stderr=True, highlight=False, soft_wrap=True).print("\n".join(found.lines()))
+            plan = found.as_dict()
+            if not config.dry_run:
+                check_space(found, config.force)
+        except AvaError as e:
+            message = str(e)
+    message, plan = dist.share((message, plan))
+    if message is not None:
+        raise AvaError(message)
+    return plan
 
 
 def _extract_given(config: ExtractConfig, vfm: Any) -> dict[str, Any]:
