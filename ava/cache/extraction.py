@@ -28,7 +28,7 @@ import torch
 
 from ava.cache.chunks import read_rows
 from ava.cache.codecs import get_codec
-from ava.cache.location import cache_path, is_remote, probe
+from ava.cache.location import cache_path, probe
 from ava.cache.pooling import STORED_VIEWS, pool_candidates, pool_tokens, token_grid
 from ava.cache.store import (
     FORMAT_NAME,
@@ -394,27 +394,13 @@ def _lock_group(group: CacheGroup) -> Any:
     DataLoader workers forked while it is held close their copy of the descriptor at start (:func:`_init_worker`), so
     a worker orphaned by a killed job does not keep the group locked.
 
-    In object storage (no ``flock``) the lock is a lease object (:mod:`ava.cache.lease`)."""
+    In object storage (no ``flock``) the lock is a lease object (:mod:`ava.cache.lease`, which also names a local
+    holder's pid)."""
     busy = (f"another `ava cache extract` is writing cache group {group.key} ({group.path}); "
             "wait for it to finish, then run this again (it resumes)")  # fmt: skip
-    if is_remote(group.path):
-        from ava.cache.lease import Lease, LeaseBusyError
+    from ava.cache.lease import claim_group
 
-        try:
-            return Lease(group.path, busy)  # type: ignore[arg-type]
-        except LeaseBusyError as e:
-            raise AvaError(str(e)) from None
-    try:
-        import fcntl
-    except ImportError:  # not POSIX: no lock
-        return None
-    handle = open(group.path / ".extract.lock", "w")  # noqa: SIM115 (held until the job ends)
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        handle.close()
-        raise AvaError(busy) from None
-    return handle
+    return claim_group(group.path, busy)
 
 
 def _init_worker(fd: int | None, nice: int, worker_id: int) -> None:

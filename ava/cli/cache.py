@@ -1,4 +1,4 @@
-"""`ava cache` commands: extract, ls, info, verify, push, pull."""
+"""`ava cache` commands: extract, ls, info, verify, push, pull, rm, gc."""
 
 from __future__ import annotations
 
@@ -272,3 +272,64 @@ def pull(
     content digest."""
     _copy(url, local, parallel, verify, quiet)
 
+
+YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Remove without asking.")]
+
+
+def _ask(yes: bool) -> Any:
+    """The confirm callback of rm/gc: print what would be removed, then ask (unless --yes)."""
+
+    def confirm(planned: list[Any]) -> bool:
+        from ava.cache.plan import size
+
+        typer.echo(f"would remove {len(planned)} group(s), {size(sum(r.bytes for r in planned))}:")
+        for r in planned:
+            typer.echo(f"  {r.line()}")
+        return yes or typer.confirm("remove them?", default=False)
+
+    return confirm
+
+
+def _removed(result: Any) -> None:
+    from ava.cache.plan import size
+
+    for r in result.held:
+        typer.echo(f"kept {r.key}: {r.held}", err=True)
+    if not result.planned:
+        typer.echo(f"{result.cache}: nothing to remove")
+        return
+    if not result.confirmed:
+        typer.echo("nothing removed")
+        raise typer.Exit(1)
+    typer.echo(f"removed {len(result.removed)} group(s) from {result.cache} ({size(result.bytes)}): "
+               f"{', '.join(result.removed)}")  # fmt: skip
+
+
+@app.command("rm")
+def rm(
+    cache: Annotated[str, typer.Argument(help=CACHE_HELP)],
+    keys: Annotated[list[str], typer.Argument(help="Key(s) of the group(s) to remove (`ava cache ls` lists them).")],
+    yes: YesOpt = False,
+) -> None:
+    """Remove cache groups by key: all of them or none. Prints what it would remove and asks unless --yes; a group
+    that another job holds (an extraction writing it) is never removed."""
+    from ava.cache.remove import remove_groups
+
+    _removed(remove_groups(cache, keys, confirm=_ask(yes)))
+
+
+@app.command("gc")
+def gc(
+    cache: Annotated[str, typer.Argument(help=CACHE_HELP)],
+    runs: Annotated[
+        list[str] | None,
+        typer.Option("--runs", help="Run directories (or folders of them, e.g. a fingerprint's --out); groups that "
+                     "none of them was trained on are removed too. Repeat for several."),
+    ] = None,
+    yes: YesOpt = False,
+) -> None:
+    """Remove the groups no one can use: those cut off while being made, and with --runs those no run refers to.
+    Prints what it would remove and asks unless --yes; groups held by another job are kept."""
+    from ava.cache.remove import collect_garbage
+
+    _removed(collect_garbage(cache, runs, confirm=_ask(yes)))
