@@ -105,6 +105,13 @@ class Codec:
         """Facts of the codec recorded in a group's spec beside its name (not key fields: the name defines them)."""
         return {}
 
+    @property
+    def pools_input(self) -> bool:
+        """Whether a group's pooled views (float32) are pooled from the features before encoding, not from the
+        tokens as decoded: False for the codecs whose error is below what a head notices (a stored view then equals
+        the view a head pools from the tokens it reads)."""
+        return False
+
     def row_bytes(self, num_tokens: int, dim: int) -> tuple[int, int]:
         """Raw bytes of one row (one image, one layer): (values, scales), before compression."""
         values = int(np.prod(self.value_shape(num_tokens, dim))) * np.dtype(self.storage_dtype).itemsize
@@ -223,6 +230,13 @@ class Int4Codec(Int8Codec):
 
     def spec_fields(self) -> dict[str, Any]:
         return {"codec_group_size": self.group_size}
+
+    @property
+    def pools_input(self) -> bool:
+        """True: a 4-bit token's error (relative RMS ~0.11) would reach the float32 views the probes and kNN read;
+        pooled from the features before encoding, they keep the precision the views' own storage has. Measured with
+        ``benchmarks/bench_int4_ranking.py`` (``benchmarks/README.md``)."""
+        return True
 
     def range_error(self, peak: float) -> AvaError:
         return AvaError(f"features reach {peak:.4g}: the {self.name} codec's fp16 scales (max|x| / 7) cannot hold "

@@ -29,7 +29,7 @@ import torch
 from ava.cache.chunks import read_rows
 from ava.cache.codecs import get_codec
 from ava.cache.location import cache_path, probe
-from ava.cache.pooling import STORED_VIEWS, pool_candidates, pool_tokens, token_grid
+from ava.cache.pooling import STORED_VIEWS, pool_candidates, pool_tokens, pool_tokens_torch, token_grid
 from ava.cache.store import (
     FORMAT_NAME,
     FORMAT_VERSION,
@@ -345,17 +345,22 @@ def _kept(group: CacheGroup, name: str, lo: int, hi: int, keep: np.ndarray) -> n
 def _write_views(group: CacheGroup, lo: int, hi: int, keep: np.ndarray,
                  results: dict[int, list[tuple[np.ndarray, np.ndarray | None]]]) -> None:  # fmt: skip
     """The pooled views of a shard's new rows, pooled from their tokens as stored (decoded by the codec), so a view
-    read from the cache equals the view a head pools from the tokens it reads."""
+    read from the cache equals the view a head pools from the tokens it reads; or, for a codec that pools its input
+    (``Codec.pools_input``: int4), the views :func:`_compute` pooled from the features before encoding."""
     grid = token_grid(group)
     rows = list(results)
     for li, layer in enumerate(group.layers):
-        values = np.stack([results[r][li][0] for r in rows])
-        scale = np.stack([results[r][li][1] for r in rows]) if group.codec.has_scale else None
-        tokens = group.codec.decode(values, scale)
+        given = [results[r][li][2] if len(results[r][li]) > 2 else None for r in rows]
+        if any(g is None for g in given):
+            values = np.stack([results[r][li][0] for r in rows])
+            scale = np.stack([results[r][li][1] for r in rows]) if group.codec.has_scale else None
+            tokens = group.codec.decode(values, scale)
         for view in group.views:
             name = f"pooled/{layer}/{view}"
             block = _kept(group, name, lo, hi, keep)
-            block[[r - lo for r in rows]] = pool_tokens(tokens, view, grid)
+            pooled = np.stack([g[view] for g in given]) if all(g is not None for g in given) else \
+                pool_tokens(tokens, view, grid)  # fmt: skip
+            block[[r - lo for r in rows]] = pooled
             group.array(name)[lo:hi] = block
 
 
@@ -677,8 +682,9 @@ def _compute(
     checks: dict[int, _ShardChecks],
 ) -> None:
     """Forward one batch and encode each layer on the device, without waiting for it: results[row] = [(values,
-    scale) per layer] as host tensors (being copied), the copy event and range flags in ``checks[shard]`` (on a
-    CPU there is nothing to wait for: the batch's range is checked at once and an overflow raises here)."""
+    scale, pooled views of the input or None) per layer] as host tensors (being copied), the copy event and range
+    flags in ``checks[shard]`` (on a CPU there is nothing to wait for: the batch's range is checked at once and an
+    overflow raises here)."""
     if batch["pixels"] is None:
         return
     out = _forward(vfm, batch["pixels"], device)  # [B, L, T, D]
@@ -700,13 +706,18 @@ def _compute(
                     raise codec.range_error(float(finite_peak(out[:, li])))
             else:
                 check.flags.append((bad, finite_peak(out[:, li]).float()))
-        encoded.append((_to_host(values, device), None if scale is None else _to_host(scale, device)))
+        views = None
+        if codec.pools_input and group.views:  # int4: views of the features before encoding, pooled on the device
+            grid = token_grid(group)
+            views = {v: _to_host(pool_tokens_torch(out[:, li], v, grid), device) for v in group.views}
+        encoded.append((_to_host(values, device), None if scale is None else _to_host(scale, device), views))
     if device.type == "cuda":
         event = torch.cuda.Event()
         event.record()
         check.events.append(event)
     for i, row in enumerate(batch["rows"]):
-        results[row] = [(v[i], None if s is None else s[i]) for v, s in encoded]
+        results[row] = [(v[i], None if s is None else s[i], None if w is None else {k: t[i] for k, t in w.items()})
+                        for v, s, w in encoded]  # fmt: skip
 
 
 def _shard_job(group: CacheGroup, shard: int, results: dict[int, list], checks: dict[int, _ShardChecks]) -> tuple:
@@ -722,5 +733,6 @@ def _settled(group: CacheGroup, shard: int, rows: dict[int, list], check: _Shard
     codec = group.codec
     if check is not None:
         check.settle(codec)
-    return shard, {q: [(codec.host(v), None if s is None else codec.host(s)) for v, s in pending]
+    return shard, {q: [(codec.host(v), None if s is None else codec.host(s),
+                        None if w is None else {k: t.numpy() for k, t in w.items()}) for v, s, w in pending]
                    for q, pending in rows.items()}  # fmt: skip

@@ -1,7 +1,8 @@
 """Pooled views of patch tokens: the global mean (``"mean"``), and ``"gridN"`` = the mean plus the means of N x N
 cells of the token grid (coarse position, which the mean loses). The probes and kNN read them; extraction stores
 them beside the tokens (``pooled/<layer>/<view>`` in a cache group, see :mod:`ava.cache.store`), computed by
-:func:`pool_tokens` from the stored (decoded) tokens, so a stored view equals the view computed at read time.
+:func:`pool_tokens` from the stored (decoded) tokens, so a stored view equals the view computed at read time; for the
+``int4`` codec by :func:`pool_tokens_torch` from the features before encoding (``Codec.pools_input``).
 """
 
 from __future__ import annotations
@@ -58,6 +59,28 @@ def pool_candidates(cache: Any, pools: Sequence[str]) -> list[str]:
 def pool_dim(dim: int, pool: str) -> int:
     """Feature size of a pooled view of ``dim``-dimensional tokens (the mean, plus N * N cells)."""
     return dim * (1 + pool_cells(pool) ** 2)
+
+
+def pool_tokens_torch(tokens: Any, pool: str, grid: tuple[int, int] | None) -> Any:
+    """:func:`pool_tokens` of a torch tensor ``[B, T, D]``, on its device (float32 out): the same cells, the sums in
+    torch's order (equal to the numpy result up to float32 rounding)."""
+    import torch
+
+    tokens = tokens.float()
+    mean = tokens.mean(dim=1)
+    n = pool_cells(pool)
+    if n == 0:
+        return mean
+    if grid is None or grid[0] * grid[1] != tokens.shape[1]:
+        raise AvaError(f"pooling {pool!r} needs a token grid, but the cache's {tokens.shape[1]} tokens have no layout")
+    rows, cols = grid
+    x = tokens.reshape(tokens.shape[0], rows, cols, tokens.shape[2])
+    cells = [
+        x[:, (i * rows) // n : -((-(i + 1) * rows) // n), (j * cols) // n : -((-(j + 1) * cols) // n)].mean(dim=(1, 2))
+        for i in range(n)
+        for j in range(n)
+    ]
+    return torch.cat([mean, *cells], dim=1)
 
 
 def pool_tokens(tokens: np.ndarray, pool: str, grid: tuple[int, int] | None) -> np.ndarray:
