@@ -20,7 +20,8 @@ of scales (``[N, T]`` float32 for ``int8``, ``[N, T, ceil(D/64)]`` float16 for `
   chosen by measurement (``benchmarks/bench_int4_groups.py``, table in ``benchmarks/README.md``): 32 stores 0.5625
   byte per value before compression, over the 0.55 this codec is for wherever the codes do not compress; 64 has a
   7-11% lower relative error than 128 (random-vit 0.110 vs 0.118, effnet-lite0 0.111 vs 0.122) for 0.016 byte per
-  value more. Feature dims must be even (the VFMs of the paper have 768 to 1536).
+  value more. Feature dims must be even (the VFMs of the paper have 768 to 1536). A group's float32 pooled views are
+  pooled from the features before encoding (:attr:`Codec.pools_input`), so the 4-bit error stays in the tokens.
 
 Encoding takes a torch tensor on any device (so quantization runs on the GPU next to the forward pass) and
 returns numpy arrays (``encode``), or device tensors and an out-of-range flag that extraction checks once per
