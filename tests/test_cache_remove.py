@@ -163,8 +163,12 @@ def _cut_off(cache: Path | str, key: str) -> None:
 
 
 def test_gc_removes_cut_off_and_lost_groups_and_with_runs_the_unreferenced(data: Path, tmp_path: Path) -> None:
+    from ava.cache.store import CacheGroup
+
     cache = tmp_path / "c"
     fp16, int4 = _two_groups(data, cache)
+    half = CacheGroup.open(cache, fp16, writable=True)
+    half.done[0:4] = False  # a half-written group (a killed run's uncommitted shard): resumable, so kept
     _cut_off(cache, "cut")
     lost = cache / "lost"
     lost.mkdir()
@@ -179,9 +183,10 @@ def test_gc_removes_cut_off_and_lost_groups_and_with_runs_the_unreferenced(data:
     with_runs = runner.invoke(app, ["cache", "gc", str(cache), "--runs", str(runs), "--yes"])
     assert with_runs.exit_code == 0, with_runs.output
     assert f"{int4} (pixels, " in with_runs.output and f"no run under {runs} refers to it" in with_runs.output
-    assert _keys(cache) == [fp16] and verify_cache(cache)["ok"]
+    assert _keys(cache) == [fp16]
     again = runner.invoke(app, ["cache", "gc", str(cache), "--runs", str(runs), "--yes"])
     assert again.exit_code == 0 and "nothing to remove" in again.output
+    assert _extract(data, cache, "fp16") == fp16 and verify_cache(cache)["ok"]  # the half-written group resumed
 
 
 @pytest.mark.parametrize(("make", "message"), [
