@@ -99,18 +99,22 @@ def _paths(values: list[PathLike] | PathLike | None) -> list[str] | None:
 # -- data ------------------------------------------------------------------------------------------------------
 @dataclass
 class DatasetResult:
-    """A dataset directory that was written (``synthesize``)."""
+    """A dataset directory that was written (``synthesize``); ``reused``: it was there already, made with the same
+    settings, and was kept."""
 
     path: Path
+    reused: bool = False
 
 
 @dataclass
 class SplitResult:
-    """What ``split_data`` assigned: per ability ``{"train": n, "test": n}``, and the split record written."""
+    """What ``split_data`` assigned: per ability ``{"train": n, "test": n}``, and the split record written;
+    ``unchanged``: the dataset was already split this way and was kept."""
 
     data: Path
     counts: dict[str, dict[str, int]]
     split: dict[str, Any]
+    unchanged: bool = False
 
 
 def load_dataset(data: PathLike) -> Dataset:
@@ -129,12 +133,14 @@ def synthesize(out: PathLike, *, per_ava: int | None = None, ava: list[str] | st
     384 px, seed 0, easy). Same seed and options give the same bytes."""
     from ava.config import load_config
     from ava.synth import SynthConfig, generate
+    from ava.synth.generate import made_with
 
     cfg = load_config(
         SynthConfig, config, out=str(out), per_ava=per_ava, ava=_paths(ava), seed=seed, size=size,
         difficulty=difficulty, test_frac=test_frac, workers=workers, overwrite=force or None,
     )  # fmt: skip
-    return DatasetResult(Path(generate(cfg, progress=progress)))
+    reused = made_with(cfg)[0] and not cfg.overwrite
+    return DatasetResult(Path(generate(cfg, progress=progress)), reused)
 
 
 def import_data(src: PathLike, out: PathLike, *, format: str = "auto", image_root: PathLike | None = None,
@@ -159,7 +165,7 @@ def split_data(data: PathLike, *, test_frac: float = 0.2, seed: int = 0, force: 
     except ValueError as e:
         raise AvaError(f"test_frac: {e}") from None
     result = split_dataset(data, test_frac=test_frac, seed=seed, force=force)
-    return SplitResult(Path(data), result["counts"], result["split"])
+    return SplitResult(Path(data), result["counts"], result["split"], result.get("unchanged", False))
 
 
 def build_data(out: PathLike, *, progress: bool = False, **options: Any) -> Any:
@@ -168,15 +174,25 @@ def build_data(out: PathLike, *, progress: bool = False, **options: Any) -> Any:
     ``ava``, ``tasks``, ``seed``, ...). Returns a :class:`ava.curate.BuildResult` (counts, the kept/dropped
     summary, what was skipped and why)."""
     from ava.curate import BuildConfig, build_dataset
+    from ava.extras import require
 
+    if options.get("coco"):  # masks, RLE and colour superpixels: checked before anything is written
+        require("build", "`ava data build --coco`")
     return build_dataset(BuildConfig(out=Path(out), **options), progress=progress)
 
 
-def synth_sources(out: PathLike, *, n_images: int = 24, seed: int = 0) -> dict[str, Any]:
+def synth_sources(out: PathLike, *, n_images: int = 24, seed: int = 0, photos: bool = False) -> dict[str, Any]:
     """Write synthetic scenes as the source formats ``build_data`` reads, with ``truth.json`` beside them
-    (``ava data synth-sources``); returns that truth."""
-    from ava.curate.synthetic import write_sources
+    (``ava data synth-sources``); returns that truth. ``photos``: real-style sources instead (COCO instances over
+    objects cut from real photographs, :mod:`ava.curate.photos`); returns what was written."""
+    if photos:
+        from ava.curate.photos import write_photo_sources
 
+        return write_photo_sources(out, n_images=n_images, seed=seed)
+    from ava.curate.synthetic import write_sources
+    from ava.extras import require
+
+    require("build", "`ava data synth-sources`")  # its COCO masks are RLE: checked before anything is written
     return write_sources(out, n_images=n_images, seed=seed)
 
 
@@ -236,7 +252,8 @@ def extract(vfm: Any = None, data: PathLike | None = None, cache: PathLike | Non
             device: str | None = None, dtype: str | None = None, num_workers: int | None = None,
             preprocess: str | None = None, shard_size: int | None = None, key: str | None = None,
             config: PathLike | None = None, progress: bool | None = False, trust_remote_code: bool = False,
-            threads: Threads = None, dry_run: bool = False, force: bool = False) -> ExtractResult:  # fmt: skip
+            threads: Threads = None, decode: str | None = None, dry_run: bool = False,
+            force: bool = False) -> ExtractResult:  # fmt: skip
     """Run a frozen VFM once over a dataset's images into the feature cache (``ava cache extract``); resumable.
 
     Before the first row it computes what the run writes (``summary["plan"]``: rows x tokens x dim x bytes per value,
@@ -247,7 +264,9 @@ def extract(vfm: Any = None, data: PathLike | None = None, cache: PathLike | Non
     ``vfm`` is a registry key, ``key@dir``, ``hf:<hub-id-or-dir>`` or ``timm:<name>`` (see ``ava vfm list``), or an
     in-memory VFM (from :func:`ava.vfm_from_module`). Options left None take the ``config`` TOML file's value,
     else the default (codec fp16, layer -2, batch 32, pad to square); ``progress=None``: the config file's choice
-    (default: a bar). Images that cannot be read are listed in the result's ``failed``, not raised.
+    (default: a bar). Images that cannot be read are listed in the result's ``failed``, not raised. ``decode``:
+    where JPEGs are decoded, ``auto`` (on the VFM's GPU where torchvision can, else the DataLoader workers),
+    ``workers`` or ``device`` (see :mod:`ava.vfm.device_decode`); the result's ``summary["decoder"]`` says which.
     """
     from ava.cache import extract as run_extract
 
@@ -260,8 +279,8 @@ def extract(vfm: Any = None, data: PathLike | None = None, cache: PathLike | Non
     cfg = extract_config(vfm=name, data=data, cache=cache, config=config, ava=ava, split=split, codec=codec,
                          layers=layers, batch_size=batch_size, device=device, dtype=dtype, num_workers=num_workers,
                          preprocess=preprocess, shard_size=shard_size, key=key, progress=progress,
-                         trust_remote_code=True if trust_remote_code else None, dry_run=True if dry_run else None,
-                         force=True if force else None)  # fmt: skip
+                         trust_remote_code=True if trust_remote_code else None, decode=decode,
+                         dry_run=True if dry_run else None, force=True if force else None)  # fmt: skip
     _threads(threads, cfg.num_workers)
     summary = run_extract(cfg, vfm=vfm) if in_memory else run_extract(cfg)
     return ExtractResult.from_summary(summary)
@@ -582,10 +601,12 @@ class ReportResult:
 
 def make_report(runs: list[PathLike], out: PathLike, *, split: str = "test", allow_mixed: bool = False,
                 n_boot: int = 2000, seed: int = 0, reference: str | None = None,
-                gaps: list[tuple[PathLike, PathLike]] | None = None) -> ReportResult:  # fmt: skip
+                gaps: list[tuple[PathLike, PathLike]] | None = None,
+                progress: bool = False) -> ReportResult:  # fmt: skip
     """Tables with 95% bootstrap intervals, baselines, ranks and rank agreement, subgroups, plots and report.html
     from run directories (``ava report``); ``reference`` adds every score relative to that VFM, ``gaps`` (run,
-    reference run) pairs the alignment gap (default: each VLM run against each zero-shot run)."""
+    reference run) pairs the alignment gap (default: each VLM run against each zero-shot run); ``progress``: one
+    step per section on stderr."""
     from ava.report import make_report as run_report
 
     if isinstance(runs, str | os.PathLike):
@@ -593,7 +614,7 @@ def make_report(runs: list[PathLike], out: PathLike, *, split: str = "test", all
     if n_boot < 100:
         raise AvaError(f"n_boot must be >= 100, got {n_boot}")
     result = run_report([Path(r) for r in runs], Path(out), split=split, allow_mixed=allow_mixed, n_boot=n_boot,
-                        seed=seed, reference=reference,
+                        seed=seed, reference=reference, progress=progress,
                         gaps=[(str(a), str(b)) for a, b in gaps] if gaps else None)  # fmt: skip
     return ReportResult(Path(out), list(result.get("refused") or []), result)
 

@@ -79,23 +79,32 @@ class _Stage:
 # -- stages --------------------------------------------------------------------------------------------------
 def _synth(config: DemoConfig, data: Path, console: Any) -> None:
     """Generate the synthetic suite, or reuse it when it was made with the same settings."""
-    from ava.abilities import ABILITIES
     from ava.synth import SynthConfig, generate
+    from ava.synth.generate import resolve_abilities
 
     synth = SynthConfig(out=str(data), per_ava=config.per_ava, ava=config.ava, seed=config.seed, size=config.size)
     info_path = data / "dataset.json"
     if info_path.is_file():
         saved = json.loads(info_path.read_text()).get("synth_config", {})
+        # the abilities as the generator resolves them (all 14 of the benchmark when none are named), not every
+        # registered one: the task-augmentation abilities (ta_*) are never synthesized
         want = {"per_ava": synth.per_ava, "seed": synth.seed, "size": synth.size,
-                "ava": sorted(ABILITIES.canonical(a) for a in (config.ava or ABILITIES))}  # fmt: skip
+                "ava": sorted(resolve_abilities(config.ava))}  # fmt: skip
         have = {k: sorted(saved.get(k) or []) if k == "ava" else saved.get(k) for k in want}
-        if have != want:
-            raise AvaError(
-                f"{data} was made with other settings ({have}, not {want}); use another --out or delete {data.parent}"
-            )
+        if differ := [k for k in want if have[k] != want[k]]:
+            said = "; ".join(f"{_OPTION[k]} {_shown(have[k])} there, {_shown(want[k])} now" for k in differ)
+            raise AvaError(f"{data} was made with other settings ({said}); give the same options to resume, or "
+                           f"another --out (or delete {data.parent})")  # fmt: skip
         console.print(f"  reusing {data} (same settings)")
         return
     generate(synth, progress=config.progress)
+
+
+_OPTION = {"per_ava": "--per-ava", "seed": "--seed", "size": "--size", "ava": "--ava"}
+
+
+def _shown(value: Any) -> str:
+    return ",".join(value) if isinstance(value, list) else str(value)
 
 
 def _extract(config: DemoConfig, data: Path, cache: Path, vfm: str) -> dict[str, Any]:
@@ -277,7 +286,8 @@ def run_demo(config: DemoConfig) -> Path:
         done = [r for r, hc in runs if _finished(r, hc)]
         if not done:
             raise AvaError("no head run finished, nothing to report:\n  " + "\n  ".join(failures))
-        report = make_report(done, paths["report"], opening=opening_sentences(paths["data"], done))
+        report = make_report(done, paths["report"], opening=opening_sentences(paths["data"], done),
+                             progress=config.progress)  # fmt: skip
         _add_extractor_note(paths["report"] / "report.md", config.vfms)
     print_report(report, console)
     md = paths["report"] / "report.md"
@@ -342,7 +352,13 @@ def _add_extractor_note(md: Path, vfms: list[str]) -> None:
 
     text = md.read_text()
     section = "\n".join(["## Extractors of this demo", "", *extractor_lines(vfms), ""])
-    atomic_write_text(md, text.rstrip("\n") + "\n\n" + section)
+    title = "## Extractors of this demo"
+    # listed in the table of contents too, after its last line (the contents end at the first blank line after it)
+    lines = text.split("\n")
+    if "**Contents**" in lines:
+        end = lines.index("", lines.index("**Contents**") + 2)
+        lines.insert(end, f"- [{title[3:]}](#extractors-of-this-demo)")
+    atomic_write_text(md, "\n".join(lines).rstrip("\n") + "\n\n" + section)
 
 
 def _summary_line(summary: dict[str, Any]) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -17,6 +18,20 @@ from typing import Any
 
 class AvaError(Exception):
     """Base of every error whose message is meant for the user."""
+
+
+# Credentials written into a URL: `scheme://user:password@` (the password may hold '/', as AWS secret keys do; the
+# user may not, so `s3://bucket/model@v1` is left alone), `scheme://token@`, and query parameters that carry one.
+_USERINFO = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*://)(?:[^\s:@/]+:[^\s@]*?|[^\s:@/]+)@")
+_SECRET_QUERY = re.compile(
+    r"(?i)([?&][\w.-]*(?:key|secret|token|password|passwd|signature|credential|sig)=)[^&\s#]+"
+)
+
+
+def redact(text: str) -> str:
+    """``text`` with every credential written into a URL replaced by ``***`` (``s3://KEY:SECRET@bucket/c`` ->
+    ``s3://***@bucket/c``); what the CLI prints, warns or logs goes through here."""
+    return _SECRET_QUERY.sub(r"\1***", _USERINFO.sub(r"\1***@", text))
 
 
 # errno -> what it means for the user (strerror says it too, but tersely or in the C library's words)

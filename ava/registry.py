@@ -131,7 +131,8 @@ class Registry(Generic[T]):
             value = ep.load()
             if callable(value) and not isinstance(value, self.plugins.cls):
                 value = value()
-        except Exception as e:  # noqa: BLE001 - a broken plugin is reported, never breaks the registry
+        except (Exception, SystemExit) as e:  # noqa: BLE001 - a broken plugin (even one calling sys.exit) is
+            # reported and skipped, never ends the command; Ctrl-C (KeyboardInterrupt) still does
             fail(f"failed to load ({ep.value}): {_one_line(e)}")
             return
         items = list(value) if isinstance(value, list | tuple) else [value]

@@ -12,6 +12,14 @@ that wraps torchvision's own loader: when, and only when, executing ``torchvisio
 it declares the schemas of the two operators the meta registrations look up (``torchvision::nms``,
 ``torchvision::qnms``; no implementations, so calling them still fails), runs the package again and warns once.
 With no torchvision installed, or one that loads, nothing changes.
+
+No warning is given for the one pairing that is complete for ``ava``: a CPU torch beside the CUDA build of the
+torchvision release made for that very torch (its metadata requires ``torch==`` this version). That is what pip
+installs on a CPU machine from PyPI, which serves no CPU torchvision (the README's install line: torch 2.13.0 CPU,
+torchvision 0.28.0+cu130). Its Python parts are the same as the CPU build's; only the compiled operators (nms,
+roi_align, deform_conv2d ..., which neither ``ava`` nor timm's and transformers' code paths it uses call) are
+missing, and calling one still fails with torchvision's own error ("Couldn't load custom C++ ops"). Any other
+pairing (another release, a torch with CUDA) warns, since its Python parts may not match the torch.
 """
 
 from __future__ import annotations
@@ -50,6 +58,8 @@ class _Loader:  # the importlib Loader protocol (not importlib.abc, whose import
                 del sys.modules[name]  # submodules of the failed attempt
             self.inner.exec_module(module)
             applied = True
+            if release_made_for_this_torch(getattr(module, "__version__", "")):
+                return
             warnings.warn(
                 "torchvision's compiled operators do not load next to this torch (a CUDA torchvision beside a "
                 "CPU torch, pytorch/vision#9085); ava declared torchvision::nms/qnms without implementations so "
@@ -74,6 +84,31 @@ def install() -> None:
     """Put the finder first in ``sys.meta_path`` (once); torchvision, if installed, is imported as usual."""
     if "torchvision" not in sys.modules and not any(isinstance(f, _Finder) for f in sys.meta_path):
         sys.meta_path.insert(0, _Finder())
+
+
+def release_made_for_this_torch(version: str) -> bool:
+    """Whether torchvision ``version`` is a CUDA build of the release made for the installed CPU torch (its metadata
+    requires ``torch==`` exactly this torch's version): the pairing whose only missing part is the compiled
+    operators."""
+    import torch
+
+    if torch.version.cuda is not None or "+cu" not in version:
+        return False
+    try:
+        from importlib.metadata import PackageNotFoundError, requires
+        from importlib.metadata import version as installed
+
+        from packaging.requirements import Requirement
+    except ImportError:
+        return False
+    try:
+        if installed("torchvision").split("+")[0] != version.split("+")[0]:  # not the imported package's metadata
+            return False
+        wanted = [Requirement(r) for r in requires("torchvision") or []]
+    except (PackageNotFoundError, ValueError):
+        return False
+    mine = torch.__version__.split("+")[0]
+    return any(r.name == "torch" and not r.marker and str(r.specifier) == f"=={mine}" for r in wanted)
 
 
 def _declare_schemas() -> None:

@@ -16,6 +16,14 @@ For each model, in one run on one device:
      host; ``read_device_mb_s``: the stored codes read and decoded with ``decode_device`` on ``--device``, as the
      heads' read path does) and the error against the fp32 forward (relative RMS; max |error| / token max).
 
+``--standin`` measures the host side of extraction alone (issue 38): a stand-in VFM returns precomputed features of
+the shapes asked for (``--standin-shape 729x1152``: SigLIP-so400m) without decoding any image, so what the process
+spends is the writing: encoding, pooled views, compression, checksums, shard assembly and the store's writes. Each
+thread's CPU time is read from ``/proc/self/task`` (sampled while it runs, so a thread that ends is counted) and given
+per extracted image: the main thread (the device side: codec, pooled views on the CPU) and, on the write side, the
+writer threads, Zarr's I/O thread and its pools. ``--baseline DIR`` runs the same measurement with the ``ava`` of
+another checkout (a ``git worktree``), alternating with this one ``--repeats`` times, for ratios in one run.
+
 Models: any registry key; ``<key>:random`` builds that real architecture at full size with random weights
 (speed depends on shapes, not weights), e.g. ``siglip:random`` (SigLIP-so400m, 729 x 1152) and
 ``dinov2:random`` (DINOv2-L at 384, 729 x 1024).
@@ -25,6 +33,9 @@ Models: any registry key; ``<key>:random`` builds that real architecture at full
         --batch-size 8,4 --shard-size 64,16 --repeats 3,1 --threads 1 --error-images 1   # #12's 2-core CPU target
     python benchmarks/bench_cache.py --device cuda --dtype bf16 --images 512 --batch-size 64 \\
         --models siglip:random,dinov2:random --num-workers 8
+    git worktree add --detach /tmp/ava-base 7459f1b       # issue 38: host CPU per image, before / after
+    python benchmarks/bench_cache.py --standin --images 512 --batch-size 32 --shard-size 64 --threads 1 \\
+        --baseline /tmp/ava-base --repeats 3
 """
 
 from __future__ import annotations
@@ -43,6 +54,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from budget import Budget  # benchmarks/, beside this script
 from PIL import Image
 
 from ava.cache import ExtractConfig, extract, open_cache
@@ -206,9 +218,10 @@ def load_average() -> float | None:
         return None
 
 
-def extract_once(name: str, codec: str, data: Path, work: Path, args: argparse.Namespace) -> dict[str, Any]:
+def extract_once(name: str, codec: str, data: Path, work: Path, args: argparse.Namespace,
+                 decode: str = "auto") -> dict[str, Any]:  # fmt: skip
     """One ``ava.cache.extract`` of every image with ``codec`` into a fresh cache; its summary."""
-    cache_dir = work / f"{name}-{codec}"
+    cache_dir = work / f"{name}-{codec}" if decode == "auto" else work / f"{name}-{codec}-{decode}"
     shutil.rmtree(cache_dir, ignore_errors=True)
     return extract(
         ExtractConfig(
@@ -222,8 +235,33 @@ def extract_once(name: str, codec: str, data: Path, work: Path, args: argparse.N
             num_workers=args.num_workers,
             shard_size=args.shard_size,
             progress=False,
+            decode=decode,
         )
     )
+
+
+def decode_check(name: str, codec: str, data: Path, work: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """The same extraction with the JPEGs decoded by the workers: its rate, and how far the features of the default
+    run (decoded on the device where it could) are from these, over every image (relative RMS, max |diff| / token
+    max)."""
+    summary = extract_once(name, codec, data, work, args, decode="workers")
+    shas = sorted({s.image_sha256 for s in Dataset(data).samples()})
+    a = open_cache(work / f"{name}-{codec}-workers", name).read(shas)
+    b = open_cache(work / f"{name}-{codec}", name).read(shas)
+    rel = float(np.linalg.norm(b - a) / max(np.linalg.norm(a), 1e-30))
+    worst = float((np.abs(b - a) / np.maximum(np.abs(a).max(axis=-1, keepdims=True), 1e-30)).max())
+    return {"workers_extract_img_s": summary["images_per_s"], "device_vs_workers_rel_rms": f"{rel:.2e}",
+            "device_vs_workers_max_over_token_max": f"{worst:.2e}"}  # fmt: skip
+
+
+def subset(data: Path, n: int, out: Path) -> Path:
+    """A dataset of the first ``n`` samples of ``data`` (their images copied), for a part with less time."""
+    ds = Dataset(data)
+    with DatasetWriter(out, {"source": "bench"}) as w:
+        for s in ds.samples()[:n]:
+            rel = w.add_image_bytes(ds.image_path(s).read_bytes(), Path(s.image).suffix.lstrip("."))
+            w.add_sample(Sample(s.id, s.ava, rel, s.width, s.height, s.question, s.answer, s.truth, split=s.split))
+    return out
 
 
 def bench_model(model: str, data: Path, work: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -239,6 +277,15 @@ def bench_model(model: str, data: Path, work: Path, args: argparse.Namespace) ->
     load_ips = loader_only(name, data, args)
     phase("decode + preprocess only", model=model, images_per_s=round(load_ips, 1))
     runs: dict[str, list[dict[str, Any]]] = {c: [] for c in args.codecs.split(",")}
+    if args.budget_end is not None:  # the extractions get what is left: as many images as that time allows
+        n_runs = len(runs) * args.repeats + (1 if args.decode_check else 0)
+        seconds = (args.budget_end - time.monotonic()) / n_runs - 15  # a VFM load and the workers' start each
+        fits = int(0.6 * max(seconds, 0) * min(fwd_before, load_ips))
+        if fits < args.images:
+            n = max(args.batch_size, fits)
+            data = subset(data, n, work / f"data-{model.replace(':', '_')}-{n}")
+            phase("extraction images cut to the time left", model=model, images=n, of=args.images)
+            args = argparse.Namespace(**{**vars(args), "images": n})
     forwards = [fwd_before]
     for _ in range(args.repeats):
         for codec in runs:
@@ -295,10 +342,182 @@ def bench_model(model: str, data: Path, work: Path, args: argparse.Namespace) ->
                 "read_img_s": round(read_ips, 1),
                 "rel_rms_error": f"{rel_rms:.2e}",
                 "max_error_over_token_max": f"{max_rel:.2e}",
+                "decoder": summary.get("decoder"),
             }
         )
+        if args.decode_check:
+            rows[-1].update(decode_check(name, codec, data, work, args))
         print(json.dumps(rows[-1]), flush=True)
     return rows
+
+
+# -- --standin: the host side of extraction alone ---------------------------------------------------------------
+class StandIn:
+    """A VFM that returns precomputed features of a real model's shapes: extraction's forward costs nothing and no
+    image is decoded (the workers' preprocessing ignores the pixels), so the process's CPU is the write side."""
+
+    def __init__(self, tokens: int, dim: int, seed: int = 0, bank: int = 16) -> None:
+        side = int(round(tokens**0.5))
+        self.num_tokens, self.dim, self.layers = tokens, dim, (-2,)
+        self.grid = (side, side) if side * side == tokens else (1, tokens)
+        self.random_weights, self.device, self.dtype = True, "cpu", torch.float32
+        g = torch.Generator().manual_seed(seed)  # features of a trained ViT's scale (a few units, heavy tails)
+        self.bank = torch.randn(bank, 1, tokens, dim, generator=g) * torch.rand(bank, 1, tokens, 1, generator=g) * 4
+        self.calls = 0
+
+        class _Spec:
+            key = f"standin-{tokens}x{dim}"
+
+        self.spec = _Spec()
+
+    def identity(self) -> dict[str, Any]:
+        return {"vfm": self.spec.key, "preprocess": "none", "layers": [-2], "standin": True}
+
+    def preprocess_fn(self) -> Any:
+        return _no_pixels
+
+    def eval(self) -> StandIn:
+        return self
+
+    def __call__(self, pixels: torch.Tensor) -> torch.Tensor:
+        idx = (torch.arange(len(pixels)) + self.calls) % len(self.bank)
+        self.calls += len(pixels)
+        return self.bank[idx]
+
+
+def _no_pixels(image: Any) -> torch.Tensor:
+    return torch.zeros(1)
+
+
+def _task_cpu() -> dict[int, float]:
+    """CPU seconds (user + system) of each thread of this process, by native thread id."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended meanwhile
+            continue
+        out[int(task.name)] = (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
+class ThreadCPU:
+    """Per-thread CPU seconds over a block, sampled every ``every`` s so that threads ending inside it are counted
+    (up to ``every`` s of each such thread's last moments can be missed), grouped by the thread's name."""
+
+    def __init__(self, every: float = 0.02) -> None:
+        import threading
+
+        self.every, self.seen, self.names = every, {}, {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, name="bench-sampler", daemon=True)
+
+    def _sample(self) -> None:
+        import threading
+
+        while True:
+            for t in threading.enumerate():
+                if t.native_id is not None:
+                    self.names.setdefault(t.native_id, t.name)
+            self.seen.update(_task_cpu())
+            if self._stop.wait(self.every):
+                break
+
+    def __enter__(self) -> ThreadCPU:
+        self.start = _task_cpu()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.seen.update(_task_cpu())
+
+    def by_group(self) -> dict[str, float]:
+        groups: dict[str, float] = {}
+        sampler = self._thread.native_id
+        for tid, cpu in self.seen.items():
+            if tid == sampler:
+                continue
+            name = self.names.get(tid, "?")
+            group = ("main" if name == "MainThread" else "writers" if name.startswith("ava-cache-writer")
+                     else "zarr" if name.startswith(("zarr", "asyncio")) else "other")  # fmt: skip
+            groups[group] = groups.get(group, 0.0) + cpu - self.start.get(tid, 0.0)
+        return groups
+
+
+def standin_once(data: Path, work: Path, images: int, batch: int, shard: int, shape: str) -> dict[str, Any]:
+    """One extraction of ``images`` with the stand-in, into a fresh cache; per-image CPU ms of each thread group."""
+    import ava
+    from ava.cache import ExtractConfig, extract
+
+    tokens, dim = (int(v) for v in shape.split("x"))
+    cache = work / "standin-cache"
+    shutil.rmtree(cache, ignore_errors=True)
+    vfm = StandIn(tokens, dim)
+    with ThreadCPU() as cpu:
+        t0 = time.perf_counter()
+        summary = extract(ExtractConfig(vfm="", data=str(data), cache=str(cache), batch_size=batch, shard_size=shard,
+                                        num_workers=0, progress=False), vfm=vfm)  # fmt: skip
+        seconds = time.perf_counter() - t0
+    groups = cpu.by_group()
+    n = summary["extracted"]
+    per = {k: round(1000 * v / n, 2) for k, v in sorted(groups.items())}
+    write = sum(v for k, v in groups.items() if k != "main")
+    single = max((v for k, v in groups.items() if k in ("zarr", "other")), default=0.0)
+    return {"code": str(Path(ava.__file__).parent.parent), "images": n, "shape": shape, "seconds": round(seconds, 2),
+            "cpu_ms_per_image": per, "write_side_ms_per_image": round(1000 * write / n, 2),
+            "serial_ms_per_image": round(1000 * single / n, 2),
+            "bytes": sum(f.stat().st_size for f in cache.rglob("*") if f.is_file())}  # fmt: skip
+
+
+def standin_in(code: Path | None, data: Path, work: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """:func:`standin_once` in a fresh process importing ``ava`` from ``code`` (another checkout) when given."""
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=str(code)) if code is not None else dict(os.environ)
+    threads = f"torch.set_num_threads({args.threads}); " if args.threads else ""
+    prog = (f"import sys, json, torch; sys.path.insert(0, {str(Path(__file__).parent)!r}); {threads}"
+            "import bench_cache as b; "
+            f"print(json.dumps(b.standin_once(b.Path({str(data)!r}), b.Path({str(work)!r}), {args.images}, "
+            f"{args.batch_size}, {args.shard_size}, {args.standin_shape!r})))")  # fmt: skip
+    done = subprocess.run([sys.executable, "-W", "ignore", "-c", prog], env=env, capture_output=True, text=True,
+                          cwd=code or Path(__file__).parent.parent)  # fmt: skip
+    if done.returncode:
+        raise SystemExit(f"stand-in run of {code or 'this checkout'} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def standin_main(args: argparse.Namespace) -> None:
+    """``--standin``: this checkout (and ``--baseline``), alternating, ``--repeats`` times; rows and ratios."""
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="ava-bench-standin-"))
+    images, batch, shard, repeats = (int(str(getattr(args, k)).split(",")[0])
+                                     for k in ("images", "batch_size", "shard_size", "repeats"))  # fmt: skip
+    args = argparse.Namespace(**{**vars(args), "images": images, "batch_size": batch, "shard_size": shard})
+    data = work / f"data-{images}"
+    if not (data / "dataset.json").exists():
+        make_images(data, images)
+    rows, load = [], load_average()
+    for r in range(repeats):
+        for code in ([args.baseline] if args.baseline else []) + [None]:
+            row = standin_in(code, data, work / ("base" if code else "this"), args)
+            row.update(repeat=r, which="baseline" if code else "this", load=load_average())
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    best = {w: min((x for x in rows if x["which"] == w), key=lambda x: x["write_side_ms_per_image"])
+            for w in ("baseline", "this") if any(x["which"] == w for x in rows)}  # fmt: skip
+    meta = {"device": device_name("cpu"), "date": dt.date.today().isoformat(), "load_start": load,
+            "load_end": load_average(), "best": best}  # fmt: skip
+    if "baseline" in best:
+        b, t = best["baseline"], best["this"]
+        meta["write_side_ratio"] = round(b["write_side_ms_per_image"] / max(t["write_side_ms_per_image"], 1e-9), 2)
+    print(json.dumps(meta, indent=1))
+    if args.json:
+        args.json.write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
+    if args.workdir is None:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def device_name(device: str) -> str:
@@ -332,6 +551,7 @@ COLUMNS += (
     " steady_extract_img_s steady_over_forward busy_pct loader_wait_s writer_backlog_s workers writers bottleneck"
 )
 COLUMNS += " token_bytes_per_value bytes_per_value read_mb_s read_device_mb_s rel_rms_error max_error_over_token_max"
+COLUMNS += " decoder"
 
 
 def _cell(value: Any) -> str:
@@ -390,16 +610,30 @@ def main() -> None:
                    help="only decode + preprocess, the workers sending uint8 (as extraction does) vs float32 "
                    "(as before), alternated --repeats times per model")  # fmt: skip
     p.add_argument("--workdir", type=Path, default=None, help="where the dataset and caches go (default: a tmp dir)")
+    p.add_argument("--budget", type=float, default=None,
+                   help="seconds for the run: the extractions get the images the time left after the forward-only "
+                   "and decode-only parts allows (rows say how many)")  # fmt: skip
+    p.add_argument("--decode-check", action="store_true",
+                   help="also extract with the JPEGs decoded by the workers: that rate, and the features' distance "
+                   "from the default run's (decoded on the GPU where it can)")  # fmt: skip
+    p.add_argument("--standin", action="store_true", help="the host side of extraction alone (see the module doc)")
+    p.add_argument("--standin-shape", default="729x1152", help="tokens x dim of the stand-in's features")
+    p.add_argument("--baseline", type=Path, default=None, help="--standin: another checkout, measured alongside")
     args = p.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.standin:
+        standin_main(args)
+        return
     models = (args.models or (GPU_MODELS if args.device.startswith("cuda") else CPU_MODELS)).split(",")
     per_model = {k: per_model_ints(p, getattr(args, k), k, models) for k in PER_MODEL}
     work = args.workdir or Path(tempfile.mkdtemp(prefix="ava-bench-cache-"))
     load = load_average()
     rows, datasets = [], {}
+    budget = Budget(args.budget)
     for i, model in enumerate(models):
-        margs = argparse.Namespace(**{**vars(args), **{k: v[i] for k, v in per_model.items()}})
+        margs = argparse.Namespace(**{**vars(args), **{k: v[i] for k, v in per_model.items()}},
+                                   budget_end=budget.deadline(1 / (len(models) - i)) if args.budget else None)
         if margs.images not in datasets:
             datasets[margs.images] = make_images(work / f"data-{margs.images}", margs.images)
             phase("images written", images=margs.images)

@@ -58,6 +58,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from budget import Budget  # noqa: E402
 
 
 class RandomCache:
@@ -170,10 +173,15 @@ def max_memory(gb: float | None) -> Iterator[None]:
         fp.head_config = real
 
 
+class OutOfTime(Exception):
+    """The part's share of the stage's time is spent: the abilities done so far are reported."""
+
+
 @contextlib.contextmanager
-def timed_fits(per: dict) -> Iterator[None]:
+def timed_fits(per: dict, deadline: float = float("inf")) -> Iterator[None]:
     """While inside, each ``AbilityRun.fit`` of a fingerprint records its wall seconds in ``per[(head, ability)]``, and
-    each ability its wall seconds (``per["ability_s"]``) and where its features were held (``per["placement"]``)."""
+    each ability its wall seconds (``per["ability_s"]``) and where its features were held (``per["placement"]``).
+    An ability that would start after ``deadline`` (``time.monotonic()``) raises :class:`OutOfTime` instead."""
     from ava.heads import ability_runs
     from ava.heads import fingerprint as fp
 
@@ -186,6 +194,8 @@ def timed_fits(per: dict) -> Iterator[None]:
         per.setdefault("placement", {})[ava] = getattr(features, "placement", None)
 
     def ability(todo, cache, ava, *a, **k):  # noqa: ANN001, ANN002, ANN003, ANN202
+        if time.monotonic() >= deadline:
+            raise OutOfTime(ava)
         t0 = time.perf_counter()
         reads = real_ability(todo, cache, ava, *a, **k)
         per.setdefault("ability_s", {})[ava] = time.perf_counter() - t0  # placement, reads and every head's fit
@@ -201,12 +211,19 @@ def timed_fits(per: dict) -> Iterator[None]:
         fp.AbilityRun.fit, ability_runs._train_ability = real, real_ability
 
 
-def run_fingerprint(data: Path, out: Path, per: dict, heads: list[str], gb: float | None, device: str) -> None:
+def run_fingerprint(data: Path, out: Path, per: dict, heads: list[str], gb: float | None, device: str,
+                    deadline: float = float("inf")) -> bool:  # fmt: skip
+    """The fingerprint, timed; False when it was cut at ``deadline`` (``per`` holds the abilities done)."""
     from ava.heads import fingerprint as fp
 
-    with timed_fits(per), max_memory(gb):
-        fp.fingerprint(fp.FingerprintConfig(vfm="random", data=str(data), cache="x", out=str(out), device=device,
-                                            progress=False, heads=heads))  # fmt: skip
+    with timed_fits(per, deadline), max_memory(gb):
+        try:
+            fp.fingerprint(fp.FingerprintConfig(vfm="random", data=str(data), cache="x", out=str(out), device=device,
+                                                progress=False, heads=heads))  # fmt: skip
+        except OutOfTime as e:
+            print(json.dumps({"cut_by_budget_before": str(e)}), flush=True)
+            return False
+    return True
 
 
 def run_real(args: argparse.Namespace, tmp: Path) -> list[dict]:
@@ -308,6 +325,78 @@ def _per_head(per: dict) -> dict[str, float]:
     return {h: round(v, 2) for h, v in out.items()}
 
 
+def run_random(args: argparse.Namespace, tmp: Path, counts: dict[str, int], abilities: tuple[str, ...],
+               scale: float | None, deadline: float) -> list[dict]:  # fmt: skip
+    """The ``--modes`` on random features of ``counts`` samples per ability; a mode that reaches ``deadline`` reports
+    the abilities it finished (``cut_by_budget``)."""
+    import ava.cache
+
+    data, cache = build(tmp, counts, args.tokens, args.dim, abilities)
+    ava.cache.open_cache = lambda *a, **k: cache  # every head opens this stand-in
+    rows = []
+    modes = args.modes.split(",")
+    for j, mode in enumerate(modes):
+        end = time.monotonic() + (deadline - time.monotonic()) / (len(modes) - j)
+        cache.reads, cache.rows_read, cache.read_s = 0, 0, 0.0
+        cache.by_ability.clear()
+        t0, c0 = time.perf_counter(), time.process_time()
+        detail: dict = {}
+        whole = True
+        if mode == "heads":
+            run_heads(data, tmp / mode, detail, args.device)
+        elif mode == "fingerprint":
+            try:
+                import ava.heads.fingerprint  # noqa: F401
+            except ImportError:
+                print("fingerprint: not in this checkout, skipped")
+                continue
+            whole = run_fingerprint(data, tmp / mode, detail, args.heads.split(","), args.max_memory_gb, args.device,
+                                    end)  # fmt: skip
+        else:
+            raise SystemExit(f"unknown mode {mode!r}")
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        reads = sorted(cache.by_ability.values())
+        row = {"mode": mode, "scale": scale, "wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "reads": cache.reads,
+               "reads_per_ability": reads[len(reads) // 2] if reads else 0, "cut_by_budget": not whole,
+               "rows_read": cache.rows_read, "read_s": round(cache.read_s, 2), "fit_s_per_head": _per_head(detail),
+               "detail": _detail(detail)}  # fmt: skip
+        if mode == "fingerprint":
+            row.update(_scaled(detail, counts, args))
+            row["abilities_done"] = sorted(detail.get("ability_s", {}))
+        rows.append(row)
+        print(json.dumps({k: v for k, v in row.items() if k != "detail"}), flush=True)
+    return rows
+
+
+def scaling_check(rows: list[dict], tolerance: float = 0.25) -> dict | None:
+    """Whether scaling each ability's time linearly to its real size holds: the estimate from the two smallest scales
+    run, over the abilities both finished, per ability and summed; the rule is trusted where the larger scale's
+    estimate is within ``tolerance`` of the smaller's (None with fewer than two scales)."""
+    runs = [r for r in rows if r["mode"] == "fingerprint" and r.get("scale")]
+    if len(runs) < 2:
+        return None
+    a, b = sorted(runs, key=lambda r: r["scale"])[:2]
+    both = sorted(set(a["abilities_done"]) & set(b["abilities_done"]))
+    per = {}
+    for ava in both:
+        est = [r["ability_s"][ava] * REAL_SIZES[ava] / r["samples"][ava] for r in (a, b)]
+        per[ava] = {"scaled_s": [round(x, 1) for x in est], "ratio": round(est[1] / max(est[0], 1e-9), 2)}
+    total = [sum(r["ability_s"][v] * REAL_SIZES[v] / r["samples"][v] for v in both) for r in (a, b)]
+    ratio = total[1] / max(total[0], 1e-9)
+    return {"scales": [a["scale"], b["scale"]], "abilities": both, "scaled_total_s": [round(x, 1) for x in total],
+            "ratio": round(ratio, 2), "holds": bool(both) and abs(ratio - 1) <= tolerance, "per_ability": per}
+
+
+def write_json(args: argparse.Namespace, rows: list[dict], check: dict | None) -> None:
+    """The rows so far (after each part: a stage cut off later keeps them)."""
+    if not args.json:
+        return
+    from bench_cache import environment
+
+    Path(args.json).write_text(json.dumps({"args": vars(args), "environment": environment(args.device),
+                                           "rows": rows, "scaling_check": check}, indent=2))  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--samples", type=int, default=150, help="samples per ability (80%% train)")
@@ -321,9 +410,13 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=160, help="--vfm: synthetic image side (the demo's)")
     ap.add_argument("--heads", default="probe-linear,probe-attn,knn", help="the fingerprint's heads")
     ap.add_argument("--abilities", default=None, help="random features: comma-separated abilities (default: all 14)")
-    ap.add_argument("--scale-to-real", type=float, default=None,
+    ap.add_argument("--scale-to-real", default=None,
                     help="random features: each ability at this share of its real sample count (--samples ignored); "
-                    "the JSON adds the time scaled to the real benchmark (see _scaled)")  # fmt: skip
+                    "the JSON adds the time scaled to the real benchmark (see _scaled); two shares, comma-separated "
+                    "(0.025,0.05), also check that the scaling holds (scaling_check)")  # fmt: skip
+    ap.add_argument("--budget", type=float, default=None,
+                    help="seconds for the whole run: each scale and mode its share, abilities not started by then "
+                    "left out (the rows say which were done)")  # fmt: skip
     ap.add_argument("--max-memory-gb", type=float, default=None,
                     help="the probes' max_memory_gb: train tokens above it are gathered batch by batch")  # fmt: skip
     ap.add_argument("--jobs", default="auto", help="--vfm: heads fitted at once, comma-separated values are run one "
@@ -331,8 +424,6 @@ def main() -> None:
     args = ap.parse_args()
     import torch
     from bench_cache import device_name  # the same device line as the cache benchmark
-
-    import ava.cache
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -355,37 +446,15 @@ def main() -> None:
         abilities = tuple(args.abilities.split(",")) if args.abilities else tuple(ABILITY_KEYS)
         if unknown := [a for a in abilities if a not in ABILITY_KEYS]:
             ap.error(f"--abilities: unknown {', '.join(map(repr, unknown))}; known: {', '.join(ABILITY_KEYS)}")
-        counts = {a: args.samples for a in abilities}
-        if args.scale_to_real:  # each ability at this share of its real size
-            counts = {a: max(20, round(args.scale_to_real * REAL_SIZES[a])) for a in abilities}
-        data, cache = build(tmp, counts, args.tokens, args.dim, abilities)
-        ava.cache.open_cache = lambda *a, **k: cache  # every head opens this stand-in
-        for mode in args.modes.split(","):
-            cache.reads, cache.rows_read, cache.read_s = 0, 0, 0.0
-            cache.by_ability.clear()
-            t0, c0 = time.perf_counter(), time.process_time()
-            detail: dict = {}
-            if mode == "heads":
-                run_heads(data, tmp / mode, detail, args.device)
-            elif mode == "fingerprint":
-                try:
-                    import ava.heads.fingerprint  # noqa: F401
-                except ImportError:
-                    print("fingerprint: not in this checkout, skipped")
-                    continue
-                run_fingerprint(data, tmp / mode, detail, args.heads.split(","), args.max_memory_gb, args.device)
-            else:
-                raise SystemExit(f"unknown mode {mode!r}")
-            wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-            reads = sorted(cache.by_ability.values())
-            row = {"mode": mode, "wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "reads": cache.reads,
-                   "reads_per_ability": reads[len(reads) // 2] if reads else 0,
-                   "rows_read": cache.rows_read, "read_s": round(cache.read_s, 2), "fit_s_per_head": _per_head(detail),
-                   "detail": _detail(detail)}  # fmt: skip
-            if mode == "fingerprint":
-                row.update(_scaled(detail, counts, args))
-            rows.append(row)
-            print(json.dumps({k: v for k, v in row.items() if k != "detail"}))
+        scales = [float(x) for x in args.scale_to_real.split(",")] if args.scale_to_real else [None]
+        budget = Budget(args.budget)
+        for i, scale in enumerate(scales):  # each scale a share of the time left, by its size
+            deadline = budget.deadline((scale or 1) / sum(x or 1 for x in scales[i:]))
+            counts = {a: args.samples for a in abilities}
+            if scale:  # each ability at this share of its real size
+                counts = {a: max(20, round(scale * REAL_SIZES[a])) for a in abilities}
+            rows += run_random(args, tmp / f"scale-{i}", counts, abilities, scale, deadline)
+            write_json(args, rows, scaling_check(rows))
         if any(r["mode"] == "fingerprint" for r in rows):
             per = next(r for r in rows if r["mode"] == "fingerprint")["detail"]
             heads = sorted({k.split(" ")[0] for k in per})
@@ -394,14 +463,10 @@ def main() -> None:
             print("|---|" + "---:|" * len(heads))
             for a in names:
                 print(f"| {a} | " + " | ".join(f"{per.get(f'{h} {a}', float('nan')):.2f}" for h in heads) + " |")
-        print(f"\ndevice: {device_name(args.device)}, torch {torch.__version__}, {sum(counts.values())} "
-              f"samples over {len(abilities)} abilities, tokens {args.tokens} x {args.dim}, random features; "
-              f"{dt.date.today()}")  # fmt: skip
-        if args.json:
-            from bench_cache import environment
-
-            Path(args.json).write_text(json.dumps({"args": vars(args), "environment": environment(args.device),
-                                                   "rows": rows}, indent=2))  # fmt: skip
+        if check := scaling_check(rows):
+            print(f"\nscaling rule at two scales: {json.dumps(check)}")
+        print(f"\ndevice: {device_name(args.device)}, torch {torch.__version__}, abilities {len(abilities)}, "
+              f"tokens {args.tokens} x {args.dim}, random features; {dt.date.today()}")  # fmt: skip
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

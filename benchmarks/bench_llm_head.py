@@ -40,7 +40,9 @@ import numpy as np
 import torch
 from PIL import Image
 
-sys.path.insert(0, str(Path(__file__).parent))  # bench_cache's environment()
+sys.path.insert(0, str(Path(__file__).parent))  # bench_cache's environment(), budget
+
+from budget import Budget  # noqa: E402
 
 from ava.abilities import REL_DEPTH_ANSWERS, format_options, get_ability
 from ava.cache import ExtractConfig, extract
@@ -137,7 +139,10 @@ def flops_per_sample(head: Any, seq: float, sup: float, img: int, vfm: Any | Non
     return float(total)
 
 
-def run_path(mode: str, args: argparse.Namespace, data: Path, cache: Path, work: Path) -> dict[str, Any]:
+def run_path(mode: str, args: argparse.Namespace, data: Path, cache: Path, work: Path,
+             deadline: float = float("inf")) -> dict[str, Any]:  # fmt: skip
+    """Warm-up steps, then the timed steps: ``--steps``, or as many as fit before ``deadline`` (``time.monotonic``),
+    judged from two probe steps timed first."""
     from ava.heads.llm.config import LLMHeadConfig
     from ava.heads.llm.runtime import prepare_training
     from ava.heads.llm.train import fit, resolve_dtype
@@ -169,8 +174,17 @@ def run_path(mode: str, args: argparse.Namespace, data: Path, cache: Path, work:
     prep = prepare_training(cfg, device=device, dtype=dtype)
     kw = dict(dist=_single(), device=device, dtype=dtype, epochs=cfg.epochs, lr=1e-4, batch_size=args.batch_size,
               checkpoints=False)  # fmt: skip
+    t_warm = time.monotonic()
     warm = fit(prep.head, prep.loop, cfg, Path(cfg.out), **kw)  # compiles; no checkpoint
-    cfg.stop_after_steps = args.steps
+    warm_wall = time.monotonic() - t_warm
+    steps = args.steps
+    if deadline != float("inf"):  # as many timed steps as the part's time allows (2 at least)
+        cfg.stop_after_steps = 2
+        _sync(device)
+        probe = fit(prep.head, prep.loop, cfg, Path(cfg.out), **kw)
+        per_step = probe["seconds"] / max(1, probe["step"] - probe["resumed_from_step"])
+        steps = max(2, min(args.steps, int(0.85 * (deadline - time.monotonic()) / max(per_step, 1e-6))))
+    cfg.stop_after_steps = steps
     _sync(device)
     summary = fit(prep.head, prep.loop, cfg, Path(cfg.out), **kw)  # the timed steps (from step 0 again)
     lengths = [e.length(prep.loop.num_image_tokens) for e in prep.loop.encoded]
@@ -191,6 +205,8 @@ def run_path(mode: str, args: argparse.Namespace, data: Path, cache: Path, work:
         "attention": summary.get("attention"),
         "features_placement": prep.run.get("features_placement"),
         "warmup_s": warm.get("seconds"),
+        "warmup_wall_s": round(warm_wall, 2),  # the warm-up fit call whole (compilation included)
+        "compile_cache": warm.get("compile_cache"),
         "timed_window_checkpoints": 0,
         "num_workers": args.num_workers,
         "peak_mem_gb": torch.cuda.max_memory_allocated(device) / 1e9 if device.type == "cuda" else None,
@@ -217,6 +233,14 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     p.add_argument("--json", type=Path, help="also write the results here")
     p.add_argument("--modes", default="cache,online", help="the feature paths to time, in order (cache, online)")
+    p.add_argument("--budget", type=float, default=None,
+                   help="seconds for the whole run: each path its share (timed steps fitted to it), the JSON written "
+                   "after each")  # fmt: skip
+    p.add_argument("--warm-start", action="store_true",
+                   help="also the warm-up of a second run in a fresh process with empty inductor/Triton caches "
+                   "(what compiling made is loaded from $AVA_HOME, see ava.heads.llm.compiled)")  # fmt: skip
+    p.add_argument("--warm-start-child", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--work", type=Path, default=None, help=argparse.SUPPRESS)
     p.add_argument("--proxies-only", action="store_true", help="only the CPU proxies at real shapes")
     p.add_argument("--no-proxies", action="store_true", help="skip the CPU proxies")
     p.add_argument("--data-path-only", action="store_true", help="proxies: only the host data path")
@@ -237,9 +261,16 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
-    work = Path(tempfile.mkdtemp(prefix="bench_llm_"))
+    budget = Budget(args.budget)
+    rate = float("nan")
+    results = []
+    work = args.work or Path(tempfile.mkdtemp(prefix="bench_llm_"))
     try:
-        data = make_data(work / "data", args.samples)
+        data = work / "data"
+        if args.warm_start_child:  # the parent's data and cache, as they are
+            pass
+        else:
+            make_data(data, args.samples)
         extract(
             ExtractConfig(
                 vfm=args.vfm,
@@ -252,19 +283,54 @@ def main() -> None:
                 batch_size=args.batch_size,
             )
         )
-        results = []
-        for mode in args.modes.split(","):
-            results.append(run_path(mode, args, data, work / "cache", work))
-            print(json.dumps(results[-1]), flush=True)  # as it ends: a stage cut off later keeps this line
+        if args.warm_start_child:  # (the --warm-start part's fresh process: its warm-up is the figure)
+            r = run_path(args.modes.split(",")[0], argparse.Namespace(**{**vars(args), "steps": 1}), data,
+                         work / "cache", work)  # fmt: skip
+            print("WARM " + json.dumps({k: r[k] for k in ("warmup_s", "warmup_wall_s", "compile_cache", "compiled")}))
+            return
+        mm_dtype = torch.float32 if args.dtype == "fp32" else torch.bfloat16
+        rate = matmul_rate(device, mm_dtype, 8192 if device.type == "cuda" else 1024)
+        peak = datasheet_peak(device) if args.dtype == "bf16" else None
+        results: list[dict[str, Any]] = []
+        modes = args.modes.split(",")
+        parts = len(modes) + (0.5 if args.warm_start else 0)  # the warm start, a fresh process, half a part
+        for i, mode in enumerate(modes):
+            results.append(run_path(mode, args, data, work / "cache", work, budget.deadline(1 / (parts - i))))
+            r = results[-1]
+            r["mfu"] = r["flops_per_sample"] * r["samples_per_s"] / rate
+            r["mfu_of_datasheet_peak"] = r["flops_per_sample"] * r["samples_per_s"] / peak if peak else None
+            print(json.dumps(r), flush=True)  # as it ends: a stage cut off later keeps this line
+            report(args, results, rate, quiet=True)  # the JSON so far
+        if args.warm_start:
+            results.append(warm_start(args, data, work, budget))
+            print(json.dumps(results[-1]), flush=True)
     finally:
-        shutil.rmtree(work, ignore_errors=True)
-    mm_dtype = torch.float32 if args.dtype == "fp32" else torch.bfloat16
-    rate = matmul_rate(device, mm_dtype, 8192 if device.type == "cuda" else 1024)
-    peak = datasheet_peak(device) if args.dtype == "bf16" else None
-    for r in results:
-        r["mfu"] = r["flops_per_sample"] * r["samples_per_s"] / rate
-        r["mfu_of_datasheet_peak"] = r["flops_per_sample"] * r["samples_per_s"] / peak if peak else None
+        if not args.warm_start_child:
+            shutil.rmtree(work, ignore_errors=True)
     report(args, results, rate)
+
+
+def warm_start(args: argparse.Namespace, data: Path, work: Path, budget: Budget) -> dict[str, Any]:
+    """The warm-up of a second run as on a fresh machine: a new process with empty inductor and Triton caches (as a
+    new node's /tmp), the same ``$AVA_HOME``, where the first run left what it compiled (ava.heads.llm.compiled)."""
+    import os
+    import subprocess
+
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(work / "inductor-2"),
+           "TRITON_CACHE_DIR": str(work / "triton-2")}  # fmt: skip
+    argv = [sys.executable, __file__, "--warm-start-child", "--work", str(work), "--no-proxies", "--device",
+            args.device, "--modes", args.modes.split(",")[0], "--compile", args.compile,
+            "--pack", args.pack]  # fmt: skip
+    for key in ("vfm", "llm", "dtype", "samples", "batch_size", "warmup", "lora_r", "num_workers"):
+        argv += [f"--{key.replace('_', '-')}", str(getattr(args, key))]
+    try:
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=max(5.0, budget.left()))
+    except subprocess.TimeoutExpired:
+        return {"mode": "warm start", "error": f"not done in the {budget.left():.0f} s left"}
+    line = next((ln for ln in done.stdout.splitlines() if ln.startswith("WARM ")), None)
+    if line is None:
+        return {"mode": "warm start", "error": (done.stderr.strip().splitlines() or ["no output"])[-1][:300]}
+    return {"mode": "warm start", **json.loads(line[5:])}
 
 
 def proxies(args: argparse.Namespace) -> dict[str, Any]:
@@ -321,7 +387,15 @@ def proxies(args: argparse.Namespace) -> dict[str, Any]:
     return r
 
 
-def report(args: argparse.Namespace, results: list[dict[str, Any]], rate: float) -> None:
+def report(args: argparse.Namespace, results: list[dict[str, Any]], rate: float, quiet: bool = False) -> None:
+    """The table (unless ``quiet``) and the JSON of ``results`` so far."""
+    if quiet:
+        if args.json:
+            from bench_cache import environment
+
+            args.json.write_text(json.dumps({"environment": environment(args.device), "results": results,
+                                             "partial": True}, indent=2))  # fmt: skip
+        return
     device = torch.cuda.get_device_name(args.device) if args.device.startswith("cuda") else platform.processor()
     header = (
         f"device {args.device} ({device or platform.machine()}, torch threads {torch.get_num_threads()}), "
@@ -334,6 +408,8 @@ def report(args: argparse.Namespace, results: list[dict[str, Any]], rate: float)
           "waiting for data s | computing s | peak GB | attention | compiled | features |")  # fmt: skip
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|")
     for r in results:
+        if "samples_per_s" not in r:  # the warm start: a warm-up only
+            continue
         wait = r.get("data_wait_s") or 0.0
         sheet = r.get("mfu_of_datasheet_peak")
         peak = r.get("peak_mem_gb")
@@ -349,6 +425,13 @@ def report(args: argparse.Namespace, results: list[dict[str, Any]], rate: float)
         "path's image decode); computing: the rest of the timed window (features to tokens, forward, backward, "
         "update). On CUDA the GPU runs queued work meanwhile, so the wait is an upper bound of GPU idle time."
     )
+    for r in results:
+        if "warmup_s" in r and "samples_per_s" in r:
+            print(f"{r['mode']}: warm-up {r['warmup_wall_s']:.1f} s (compiled {r.get('compiled')}, compile cache "
+                  f"{r.get('compile_cache')})")  # fmt: skip
+        elif r["mode"] == "warm start":
+            print(f"warm start (a fresh process, empty inductor/Triton caches, $AVA_HOME kept): "
+                  f"{r.get('warmup_wall_s', r.get('error'))} s, compile cache {r.get('compile_cache')}")  # fmt: skip
     by = {r["mode"]: r for r in results}
     if {"cache", "online"} <= by.keys():
         print(f"cached / online: {by['cache']['samples_per_s'] / by['online']['samples_per_s']:.2f}x samples/s")

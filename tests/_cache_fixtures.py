@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -15,23 +16,47 @@ from ava.data.format import Dataset, DatasetWriter, Sample
 
 REPO = Path(__file__).resolve().parent.parent
 
-# A child process that extracts with a given config; argv: data cache vfm delay-seconds-per-batch.
+# A child process that extracts with a given config; argv: data cache vfm hold-after hold-file. With hold-after
+# N > 0, the child's forward pass N + 1 creates hold-file and then waits to be killed: a known point (the first N
+# batches are through, the next is not), whatever the machine's load.
 EXTRACT_SCRIPT = """
 import json, sys, time
 import torch
 torch.set_num_threads(1)
 from ava.cache import ExtractConfig, extract, extraction
-delay = float(sys.argv[4])
-if delay:
-    real = extraction._forward
-    def slow(*args, **kwargs):
-        time.sleep(delay)
+hold_after, hold_file = int(sys.argv[4]), sys.argv[5]
+if hold_after:
+    real, calls = extraction._forward, []
+    def held(*args, **kwargs):
+        calls.append(1)
+        if len(calls) > hold_after:
+            open(hold_file, "w").close()
+            while True:
+                time.sleep(60)
         return real(*args, **kwargs)
-    extraction._forward = slow
+    extraction._forward = held
 summary = extract(ExtractConfig(vfm=sys.argv[3], data=sys.argv[1], cache=sys.argv[2], batch_size=2, shard_size=4,
                                 device="cpu", progress=False))
 print("SUMMARY " + json.dumps(summary))
 """
+
+
+def kill_when_held(child: subprocess.Popen, hold_file: Path, ready: Callable[[], bool], timeout: float = 600) -> None:
+    """SIGKILL ``child`` once it waits at its hold point (``hold_file`` exists) and ``ready()`` holds (what the
+    test needs done before the kill, e.g. the first shard committed by the writer thread). The waiting is polling a
+    state that no longer changes once reached, so it needs no timing: ``timeout`` only stops a test whose child
+    died or hangs elsewhere."""
+    import signal
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not (hold_file.exists() and ready()):
+        if child.poll() is not None or time.monotonic() > deadline:
+            raise AssertionError(f"the child ended or hung before its hold point (exit {child.poll()}): "
+                                 f"{child.stderr.read() if child.stderr else ''}")  # fmt: skip
+        time.sleep(0.05)
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
 
 
 def make_dataset(root: Path, n_images: int = 12, *, seed: int = 0, size: tuple[int, int] = (40, 28)) -> Path:
@@ -82,9 +107,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_extract(data: Path, cache: Path, vfm: str, *, delay: float = 0.0, **env: str) -> subprocess.Popen:
-    """Run EXTRACT_SCRIPT in a child python (single-threaded) with extra environment variables."""
+def start_extract(data: Path, cache: Path, vfm: str, *, hold_after: int = 0, hold_file: Path | None = None,
+                  **env: str) -> subprocess.Popen:  # fmt: skip
+    """Run EXTRACT_SCRIPT in a child python (single-threaded) with extra environment variables; ``hold_after`` N:
+    its forward pass N + 1 creates ``hold_file`` and waits there to be killed (see :func:`kill_when_held`)."""
     full = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
     full.update({"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}, **env)
-    cmd = [sys.executable, "-c", EXTRACT_SCRIPT, str(data), str(cache), vfm, str(delay)]
+    cmd = [sys.executable, "-c", EXTRACT_SCRIPT, str(data), str(cache), vfm, str(hold_after), str(hold_file or "")]
     return subprocess.Popen(cmd, env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

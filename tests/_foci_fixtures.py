@@ -99,6 +99,42 @@ def make_choice_data(root: Path, per_class: int = 5, seed: int = 0) -> Path:
     return root
 
 
+def make_photo_choice_data(root: Path, n_images: int = 40, seed: int = 0, boxes: bool = True,
+                           only_in_test: str = "cyan") -> Path:  # fmt: skip
+    """A ``recognition`` dataset of "photos" holding two objects each, as ``ava data build`` writes it: 64 x 32
+    images, a filled square of a colour class in the left half and one of another class in the right half, one
+    question per object with its box (``meta.box``, normalized; ``boxes`` False: none, the whole photo), the
+    photo's classes (``meta.image_classes``) and its origin. Objects of ``only_in_test`` are all in the test
+    split. Every question lists all 8 options."""
+    rng = random.Random(seed)
+    ability = get_ability("recognition")
+    classes = list(COLOURS)
+    with DatasetWriter(root, info={"source": "foci photo fixture", "synthetic": True,
+                                   "split": {"made_by": "synthetic", "seed": seed},
+                                   "build": {"classes": {"recognition": classes}}}) as w:  # fmt: skip
+        for i in range(n_images):
+            pair = rng.sample(classes, 2)
+            im = Image.new("RGB", (64, 32), (rng.randint(0, 40),) * 3)
+            draw = ImageDraw.Draw(im)
+            halves = [(0, 0, 32, 32), (32, 0, 64, 32)]
+            for (x0, y0, x1, y1), name in zip(halves, pair, strict=True):
+                draw.rectangle([x0 + 2, y0 + 2, x1 - 3, y1 - 3], fill=COLOURS[name])
+            rel = w.add_image(im)
+            for k, ((x0, y0, x1, y1), name) in enumerate(zip(halves, pair, strict=True)):
+                opts = classes[:]
+                rng.shuffle(opts)
+                q = ability.question_templates[0].format(options=format_options(opts))
+                meta: dict[str, Any] = {"image_classes": sorted(pair),
+                                        "origin": {"file": f"photo_{i}.png", "image_id": i, "annotations": [k]}}
+                if boxes:
+                    meta["box"] = [x0 / 64, y0 / 32, x1 / 64, y1 / 32]
+                split = "test" if name == only_in_test or i % 5 == 4 else "train"
+                w.add_sample(Sample(id=f"p{i}-{k}", ava="recognition", image=rel, width=64, height=32, question=q,
+                                    answer=name, truth={"index": opts.index(name), "text": name}, options=opts,
+                                    split=split, meta=meta))  # fmt: skip
+    return root
+
+
 LLAVA_TEMPLATE = (
     "{% for m in messages %}{{ m['role'].upper() }}: {% for c in m['content'] %}{% if c['type'] == 'image' %}<image>\n"
     "{% else %}{{ c['text'] }}{% endif %}{% endfor %} {% endfor %}{% if add_generation_prompt %}ASSISTANT:{% endif %}"

@@ -258,3 +258,20 @@ def test_non_finite_rows_decoded_on_a_device_are_named() -> None:
     check_finite(rows[[0, 2]], [samples[0], samples[2]], None, -2)
     with pytest.raises(AvaError, match=r"1 sample\(s\) hold NaN or inf .*color/s1 \(image img1.png\)"):
         check_finite(rows, samples, None, -2)
+
+
+def test_int4_shards_are_the_files_zarr_writes(data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """int4's arrays (packed codes [N, T, D/2] uint8, fp16 scales [N, T, D/64], views pooled from the input) go
+    through the writer threads' encoder (ava.cache.shards) as the other codecs do: the same bytes as Zarr's writes."""
+    from ava.cache.store import CacheGroup
+
+    files = {}
+    for way in ("ours", "zarr"):
+        if way == "zarr":
+            monkeypatch.setattr(CacheGroup, "encoder", lambda self, name: None)
+        extract(_cfg(data, tmp_path / way, vfm="pixels#size=16", codec="int4", num_workers=0))
+        root = tmp_path / way
+        files[way] = {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*")
+                      if p.is_file() and not p.name.startswith(".")}  # fmt: skip
+    assert files["ours"].keys() == files["zarr"].keys() and any("scales" in k for k in files["ours"])
+    assert [k for k in files["ours"] if files["ours"][k] != files["zarr"][k]] == []

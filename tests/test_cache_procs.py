@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
-import time
 from pathlib import Path
 
 import pytest
 
 from ava.cache import ExtractConfig, content_digest, extract, open_cache
 from ava.cache.store import CacheGroup, group_keys
-from tests._cache_fixtures import free_port, make_dataset, start_extract
+from tests._cache_fixtures import free_port, kill_when_held, make_dataset, start_extract
 
 VFM = "tiny-dinov2"
 PIXELS = "pixels"  # no transformers import: the killed child starts faster
@@ -38,15 +36,12 @@ def _done_rows(cache: Path | str) -> int:
 @pytest.mark.slow
 def test_kill_9_mid_run_then_resume_gives_the_same_digest(tmp_path: Path) -> None:
     data = make_dataset(tmp_path / "data", n_images=10)
-    child = start_extract(data, tmp_path / "c", PIXELS, delay=0.4)
-    deadline = time.monotonic() + 60
-    while _done_rows(tmp_path / "c") < 4 and child.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    os.kill(child.pid, signal.SIGKILL)
-    child.wait()
+    hold = tmp_path / "held"  # batches of 2, shards of 4: killed in batch 3, once shard 0 is committed
+    child = start_extract(data, tmp_path / "c", PIXELS, hold_after=2, hold_file=hold)
+    kill_when_held(child, hold, lambda: _done_rows(tmp_path / "c") >= 4)
     assert child.returncode == -signal.SIGKILL, child.stderr.read() if child.stderr else ""
     done = _done_rows(tmp_path / "c")
-    assert 4 <= done < 10  # killed mid-run, after at least one shard
+    assert done == 4  # killed mid-run, after exactly one committed shard
     resumed = extract(
         ExtractConfig(
             vfm=PIXELS,

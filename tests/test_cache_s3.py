@@ -110,8 +110,10 @@ def test_push_pull_round_trip_resumes_and_verifies(data: Path, tmp_path: Path, s
     again = runner.invoke(app, ["cache", "push", str(tmp_path / "local"), s3_url, "-q"])
     assert again.exit_code == 0 and "digest" in again.output, again.output
     assert shard.is_file()
-    data_objects = [k for k in objects(s3_url) if "/c/" in k and "/done/" not in k]
-    assert f"{len(data_objects) - 1} already there" in again.output  # only the lost one was sent again
+    assert "1 object(s) copied" in again.output  # only the lost one was sent again
+    assert f"{len(objects(s3_url)) - 1} already there and identical" in again.output
+    unchanged = runner.invoke(app, ["cache", "push", str(tmp_path / "local"), s3_url, "-q"])
+    assert f"0 object(s) copied (0 B), {len(objects(s3_url))} already there" in unchanged.output, unchanged.output
     pulled = runner.invoke(app, ["cache", "pull", s3_url, str(tmp_path / "back"), "-q"])
     assert pulled.exit_code == 0, pulled.output
     assert content_digest(open_cache(tmp_path / "back", PIXELS).group) == digest
@@ -207,21 +209,16 @@ def test_another_specs_key_is_refused_and_nothing_is_written(data: Path, s3_url:
 # -- kill -9 mid-extraction into the object store, then resume -----------------------------------------------------
 @pytest.mark.slow
 def test_kill_9_mid_run_then_resume_gives_the_local_digest(data: Path, tmp_path: Path, s3_url: str) -> None:
-    import os
     import signal
-    import time
 
-    from tests._cache_fixtures import start_extract
+    from tests._cache_fixtures import kill_when_held, start_extract
 
-    child = start_extract(data, s3_url, PIXELS, delay=0.4)  # type: ignore[arg-type]
-    deadline = time.monotonic() + 90
-    while _done_rows(s3_url) < 4 and child.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.1)
-    os.kill(child.pid, signal.SIGKILL)
-    child.wait()
+    hold = tmp_path / "held"  # batches of 2, shards of 4: killed in batch 3, once shard 0 is committed
+    child = start_extract(data, s3_url, PIXELS, hold_after=2, hold_file=hold)  # type: ignore[arg-type]
+    kill_when_held(child, hold, lambda: _done_rows(s3_url) >= 4)
     assert child.returncode == -signal.SIGKILL, child.stderr.read() if child.stderr else ""
     done = _done_rows(s3_url)
-    assert 4 <= done < 10  # killed mid-run, after at least one committed shard
+    assert done == 4  # killed mid-run, after exactly one committed shard
     assert (open_cache(s3_url, PIXELS).group.path / ".extract.lease").is_file()  # the dead job's lease is left...
     resumed = _extract(data, s3_url)  # ...and taken over: its holder no longer runs
     assert resumed["already_done"] == done and resumed["extracted"] == 10 - done

@@ -202,7 +202,7 @@ def test_lightning_missing_is_named(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_lightning)
     import ava.callbacks
 
-    says = r"needs PyTorch Lightning, which is not installed: pip install ava-bench\[lightning\]"
+    says = r"needs PyTorch Lightning, from the lightning extra, which is not installed: pip install .*\[lightning\]"
     with pytest.raises(AvaError, match=says):
         ava.callbacks.Fingerprint  # noqa: B018
     monkeypatch.delitem(sys.modules, "ava.callbacks.lightning", raising=False)

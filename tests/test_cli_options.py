@@ -197,3 +197,35 @@ def test_score_refuses_to_overwrite_its_input(tmp_path: Path) -> None:
     result = runner.invoke(app, ["score", "--data", str(tmp_path), "--pred", str(pred)])
     assert result.exit_code != 0 and "would be overwritten" in str(result.exception)
     assert pred.read_text() == ""
+
+
+@pytest.mark.parametrize(("doc", "help_text"), [
+    ("One sentence cut\n    in two by the docstring.", "One sentence cut in two by the docstring."),
+    ("First.\n\n    Second paragraph,\n    two lines.\n    Example: ava x --y\n    z", "First.\n\nSecond paragraph, "
+     "two lines.\n\nExample: ava x --y z"),
+    ("Items:\n- one\n- two", "Items:\n\n- one\n\n- two"),
+])  # fmt: skip
+def test_help_text_is_whole_sentences(doc: str, help_text: str) -> None:
+    from ava.cli.options import whole_sentences
+
+    assert whole_sentences(doc) == help_text
+
+
+def test_no_command_help_breaks_a_sentence(capsys, monkeypatch) -> None:
+    import typer.main
+
+    from ava.cli.main import app
+    from ava.cli.options import rewrap_help
+    from tests.test_bad_inputs import run_cli
+
+    def walk(command, path):
+        yield path, command
+        for name, sub in getattr(command, "commands", {}).items():
+            yield from walk(sub, [*path, name])
+
+    for path, command in walk(rewrap_help(typer.main.get_command(app)), ["ava"]):
+        for paragraph in (command.help or "").split("\n\n"):
+            assert "\n" not in paragraph, f"{' '.join(path)}: {paragraph!r}"
+    code, output = run_cli(["--help"], capsys, monkeypatch)  # COLUMNS=1000: one row per command
+    row = next(line for line in output.splitlines() if "│ fingerprint" in line)
+    assert "each ability's features read once and shared by the three heads" in row, row

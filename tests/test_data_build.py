@@ -69,8 +69,16 @@ def _check(s: Sample, truth: dict, src: Path) -> bool:
         want = [(t["box"][0] + ox) / side, (t["box"][1] + oy) / side, (t["box"][2] + ox) / side,
                 (t["box"][3] + oy) / side]  # fmt: skip
         return np.allclose(s.truth["box"], want, atol=1e-3) and s.meta["class"] == t["class"]
-    if ava == "recognition":
-        return a == _inst(truth, s)["class"] and s.options[s.truth["index"]] == a  # type: ignore[index]
+    if ava == "recognition":  # meta.box: where the object is in the padded picture, what a miner pools under
+        t = _inst(truth, s)
+        w, h = _size(truth, src, image_id)
+        side = max(w, h)
+        ox, oy = (side - w) // 2, (side - h) // 2
+        want = [(t["box"][0] + ox) / side, (t["box"][1] + oy) / side, (t["box"][2] + ox) / side,
+                (t["box"][3] + oy) / side]  # fmt: skip
+        shown = {v["class"] for v in truth["instances"].values() if str(v["image_id"]) == image_id}
+        return (a == t["class"] and s.options[s.truth["index"]] == a and np.allclose(s.meta["box"], want, atol=1e-3)
+                and set(s.meta["image_classes"]) == shown)  # fmt: skip
     if ava in ("counting", "ta_count"):
         return s.truth["value"] == truth["counts"][image_id][s.meta["class"]]
     if ava == "spatial":
@@ -166,12 +174,19 @@ def _corrupted_ok(s: Sample, truth: dict, src: Path) -> bool:
 
 
 def _points_ok(s: Sample, truth: dict, src: Path) -> bool:
+    """The answer is the brighter (nearer) point's colour; ``meta.values`` are red's then blue's value, as every
+    pair task gives them: luminance, or depth in metres."""
     red, blue = s.meta["points"]["red"], s.meta["points"]["blue"]
+    v_red, v_blue = s.meta["values"]
     if s.ava == "ta_brighter_point":
         lum = np.asarray(_source(truth, src, s).convert("L"), np.float32)
-        return s.answer == ("red" if lum[red[1], red[0]] > lum[blue[1], blue[0]] else "blue")
-    depth = np.asarray(_source(truth, src, s, "depth"), np.float32)
-    return s.answer == ("red" if depth[red[1], red[0]] < depth[blue[1], blue[0]] else "blue")
+        return (s.answer == ("red" if lum[red[1], red[0]] > lum[blue[1], blue[0]] else "blue")
+                and abs(v_red - lum[red[1], red[0]]) <= 10 and abs(v_blue - lum[blue[1], blue[0]]) <= 10
+                and s.meta["values_of"] == "luminance")  # fmt: skip
+    depth = np.asarray(_source(truth, src, s, "depth"), np.float32) / 1000
+    return (s.answer == ("red" if depth[red[1], red[0]] < depth[blue[1], blue[0]] else "blue")
+            and abs(v_red - depth[red[1], red[0]]) <= 0.05 and abs(v_blue - depth[blue[1], blue[0]]) <= 0.05
+            and s.meta["values_of"] == "depth_m")  # fmt: skip
 
 
 def _tiles(stored: np.ndarray) -> list[np.ndarray]:
@@ -293,13 +308,17 @@ def test_provenance_in_dataset_json_and_every_sample(built: tuple[Path, Dataset,
 
     assert build["sources"]["coco"]["sha256"] == hashlib.sha256((root / "src/instances.json").read_bytes()).hexdigest()
     assert info["synthetic"] is True and info["split"]["made_by"] == "ava data build"
+    # every class each choice ability draws options from, for `ava data options`
+    assert build["classes"]["recognition"] == sorted(["disk", "square", "triangle", "diamond", "hexagon"])
+    assert build["classes"]["scene"] == ["beach", "forest", "kitchen"]
     for s in ds.samples():
         origin = s.meta["origin"]
         assert origin["file"] and isinstance(origin["annotations"], list), (s.ava, s.id)
     for s in ds.samples(["counting", "spatial", "rel_depth"]):
         assert s.meta["origin"]["annotations"], s.id
-    for row in build["summary"]:  # every question considered is kept or dropped for a named reason
-        assert row["considered"] == row["kept"] + row["dropped"], row
+    for row in build["summary"]:  # every question considered is kept, dropped by a named rule, or capped
+        assert row["considered"] == row["kept"] + row["dropped"] + row["capped"], row
+        assert row["capped"] == sum(r["n"] for r in row["reasons"] if r["kind"] == "cap"), row
         assert row["kept"] == len(ds.samples(row["ability"]))
 
 

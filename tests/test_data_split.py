@@ -118,3 +118,22 @@ def test_small_abilities_still_get_their_test_fraction() -> None:
     assign_splits(samples, test_frac=0.2, seed=0)
     assert [s.split for s in samples if s.truth["value"] == 2] == ["train"]
     assert sum(s.split == "test" for s in samples) == 1
+
+
+@pytest.mark.parametrize(("again", "said"), [
+    ({"seed": 0, "test_frac": 0.2}, None),  # the same split again: kept, nothing rewritten
+    ({"seed": 1, "test_frac": 0.2}, "--seed 0 there, 1 now"),
+    ({"seed": 0, "test_frac": 0.25}, "--test-frac 0.2 there, 0.25 now"),
+])  # fmt: skip
+def test_a_second_split_keeps_the_same_split_or_names_the_setting_that_differs(tmp_path: Path, again, said) -> None:
+    root = _dataset(tmp_path / "ds")
+    first = split_dataset(root, test_frac=0.2, seed=0)
+    stamp = (root / "dataset.json").stat().st_mtime_ns
+    if said is None:
+        second = split_dataset(root, **again)
+        assert second["unchanged"] and second["counts"] == first["counts"]
+    else:
+        with pytest.raises(AvaError, match="already split by ava with other settings") as e:
+            split_dataset(root, **again)
+        assert said in str(e.value) and "--force" in str(e.value)
+    assert (root / "dataset.json").stat().st_mtime_ns == stamp

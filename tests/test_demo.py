@@ -66,7 +66,8 @@ def test_reduced_demo(tmp_path):
     assert "random-vit (random weights)" in md and "data: synthetic" in md
     assert "### knn vs probe-linear" in md
     # the report opens with one sentence per extractor on what its fingerprint shows
-    assert md.startswith("# AVA-Bench report\n\n## What the fingerprints show\n")
+    assert md.startswith("# AVA-Bench report\n\n**Contents**\n\n- [What the fingerprints show](#what-the-")
+    assert "\n## What the fingerprints show\n" in md
     assert report["opening"][0].startswith("`pixels#size=96` (raw pixels, the floor): leads on ")
     assert report["opening"][1].startswith("`random-vit` (random weights, the control): leads on ")
     assert "## Extractors of this demo" in md and "`random-vit`: RANDOM weights" in md
@@ -113,3 +114,43 @@ def test_llm_head_only_on_the_abilities_the_demo_runs(tmp_path):
     assert sorted(p.name for p in (out / "runs").iterdir()) == ["knn-pixels_size_64"]  # pixels at the images' size
     report = json.loads((out / "report" / "report.json").read_text())
     assert set(report["heads"]) == {"knn"} and report["heads"]["knn"]["abilities"] == ["counting"]
+
+
+def _synthesized(data, **settings) -> None:
+    """A dataset.json as `ava data synth` writes it (the images are not needed by the settings check)."""
+    from ava.synth import SynthConfig
+    from ava.synth.generate import resolve_abilities, synth_info
+
+    synth = SynthConfig(out=str(data), **settings)
+    data.mkdir(parents=True)
+    (data / "dataset.json").write_text(json.dumps(synth_info(synth, resolve_abilities(synth.ava))))
+
+
+@pytest.mark.parametrize(
+    ("made", "now", "said"),
+    [
+        ({}, {}, None),  # every ability (no --ava): the 14 the suite generates, not every registered one (ta_*)
+        ({"ava": ["color", "ocr"]}, {"ava": ["OCR", "Color"]}, None),  # aliases and order do not matter
+        ({"size": 96}, {"size": 160}, "--size 96 there, 160 now"),
+        ({"per_ava": 30}, {"per_ava": 200}, "--per-ava 30 there, 200 now"),
+        ({"seed": 1}, {}, "--seed 1 there, 0 now"),
+        ({"ava": ["color"]}, {}, "--ava color there, abs_depth,action,"),
+    ],
+)
+def test_a_second_demo_reuses_its_data_or_names_the_setting_that_differs(tmp_path, made, now, said):
+    from rich.console import Console
+
+    from ava.demo import _synth
+    from ava.errors import AvaError
+
+    base = {"per_ava": 30, "size": 96, "seed": 0}
+    _synthesized(tmp_path / "data", **{**base, **made})
+    config = DemoConfig(out=str(tmp_path), **{**base, **now})
+    console = Console(record=True, width=200)
+    if said is None:
+        _synth(config, tmp_path / "data", console)
+        assert "reusing" in console.export_text()
+    else:
+        with pytest.raises(AvaError, match="was made with other settings") as e:
+            _synth(config, tmp_path / "data", console)
+        assert said in str(e.value) and "another --out" in str(e.value)

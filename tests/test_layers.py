@@ -17,7 +17,8 @@ ROOT = Path(__file__).resolve().parent.parent / "ava"
 
 # shared pieces every layer may use: errors, the registry, progress, threads, locks, provenance, the record type ...
 BASE = {"ava", "ava.errors", "ava.registry", "ava.progress", "ava.threads", "ava.locking", "ava.provenance",
-        "ava.validate", "ava.torchvision_fix", "ava.training_state", "ava.sample"}  # fmt: skip
+        "ava.validate", "ava.torchvision_fix", "ava.training_state", "ava.sample", "ava.home",
+        "ava.extras"}  # fmt: skip
 LAYERS = [
     "ava.abilities",  # what is measured: abilities, reply parsers, subgroups
     "ava.data",  # samples in: the dataset format, import, split, export

@@ -179,3 +179,38 @@ def test_one_loader_gives_every_epoch_the_batches_a_loader_per_epoch_gave(start,
         assert epoch == step // spe
         assert [sorted(b["index"].tolist()) for b in group] == [sorted(w) for w in want]
     groups.close()
+
+
+def test_batches_made_ahead_keep_their_order_errors_and_close() -> None:
+    """The loop's batches are made on a thread of their own, ahead of the step: the same items in the same order, an
+    error raised at the item that failed (not before the earlier ones), and closing stops the thread and the loader."""
+    import threading
+
+    from ava.heads.llm.train import ahead
+
+    made: list[int] = []
+    closed = threading.Event()
+
+    def groups(fail_at: int | None = None):
+        try:
+            for i in range(6):
+                if i == fail_at:
+                    raise ValueError(f"batch {i} is bad")
+                made.append(i)
+                yield i
+        finally:
+            closed.set()
+
+    assert list(ahead(groups())) == list(range(6))
+    got = []
+    with pytest.raises(ValueError, match="batch 3 is bad"):
+        for item in ahead(groups(fail_at=3)):
+            got.append(item)
+    assert got == [0, 1, 2]
+    made.clear()
+    closed.clear()
+    it = ahead(groups(), depth=2)
+    assert next(it) == 0
+    it.close()
+    assert closed.is_set() and len(made) <= 4  # made at most depth + 1 beyond what was taken, then stopped
+    assert not [t for t in threading.enumerate() if t.name == "ava-llm-batches"]

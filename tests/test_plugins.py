@@ -56,6 +56,10 @@ PLUGINS = {
                        "SPEC = replace(VFMS.get('random-vit'), key='pixels', aliases=())\n",
                        "[ava.vfms]\ndup = ava_dup_plugin:SPEC\n"),
     "ava-wrong-plugin": ("SPEC = {'key': 'not-a-spec'}\n", "[ava.vfms]\nwrong = ava_wrong_plugin:SPEC\n"),
+    # a plugin that ends the process as it is imported, or when its entry point is called
+    "ava-exit-plugin": ("import sys\nsys.exit(3)\n", "[ava.vfms]\nexits = ava_exit_plugin:SPEC\n"),
+    "ava-exitcall-plugin": ("def vfms():\n    raise SystemExit('no GPU here')\n",
+                            "[ava.vfms]\nexits-later = ava_exitcall_plugin:vfms\n"),
 }  # fmt: skip
 
 
@@ -97,13 +101,16 @@ def test_vfm_list_shows_plugins_with_their_package_and_reports_broken_ones(plugi
     assert "(plugin from ava-good-plugin 0.1)" in out
     assert "siglip2" in out and "random-vit" in out  # the built-ins are still all there
     warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
-    assert len(warnings) == 3, result.stderr
+    assert len(warnings) == 5, result.stderr
     text = "\n".join(warnings)
     assert "plugin 'broken-vfm' (package ava-broken-plugin 0.1): failed to load (ava_broken_plugin:SPEC): " \
            "RuntimeError: cannot find my weights" in text  # fmt: skip
     assert "plugin 'dup' (package ava-dup-plugin 0.1): VFM 'pixels' is already registered (built in), so the " \
            "plugin's is ignored" in text  # fmt: skip
     assert "plugin 'wrong' (package ava-wrong-plugin 0.1): gave a dict, not a VFMSpec" in text
+    assert "plugin 'exits' (package ava-exit-plugin 0.1): failed to load (ava_exit_plugin:SPEC): SystemExit: 3" in text
+    assert "plugin 'exits-later' (package ava-exitcall-plugin 0.1): failed to load (ava_exitcall_plugin:vfms): " \
+           "SystemExit: no GPU here" in text  # fmt: skip
     assert VFMS.get("pixels").model_class == "pixels"  # the duplicate did not replace the built-in
 
 
@@ -129,7 +136,8 @@ def test_asking_for_a_broken_plugin_names_it(plugins: Path) -> None:
 def test_an_unknown_name_mentions_the_plugins_that_failed(plugins: Path) -> None:
     with pytest.raises(RegistryError) as info:
         VFMS.get("no-such-vfm")
-    assert str(info.value).endswith("(3 plugin(s) failed: 'broken-vfm', 'dup', 'wrong'; see `ava vfm list`)")
+    assert str(info.value).endswith("(5 plugin(s) failed: 'broken-vfm', 'dup', 'exits', 'exits-later', 'wrong'; see "
+                                    "`ava vfm list`)")  # fmt: skip
 
 
 def test_plugin_vfm_is_found_by_name_and_alias_and_extracts(plugins: Path, tmp_path: Path) -> None:

@@ -1,12 +1,17 @@
-"""The README's commands run as written, with tiny models and a tiny release standing in for the real ones.
+"""The commands of README.md and docs/*.md work as written, with tiny models and a tiny release standing in for the
+real ones; their links point inside the repository.
 
-Every ``ava ...`` line of the README's bash blocks is found, the stand-ins below are substituted (``siglip2`` ->
+Every ``ava ...`` line of the bash blocks is found, the stand-ins below are substituted (``siglip2`` ->
 ``tiny-siglip2``, the release path -> a tiny parquet release, ``cuda``/``bf16`` -> ``cpu``/``fp32``, the LLM ->
-``tiny-random-qwen2``) plus options that only make the run small, and each runs through ``ava``'s main in order.
+``tiny-random-qwen2``) plus options that only make the run small, and each runs through ``ava``'s main in order. A
+block that needs a GPU, a network or a long time says so on the line before it (``<!-- doc-test: gpu -->``,
+``network`` or ``long``) and is not run; the options of its commands are still checked. Every ``ava ...`` in
+inline code (tables, prose) names a real command and only options it has; every script named exists.
 """
 
 from __future__ import annotations
 
+import functools
 import glob
 import re
 import shlex
@@ -17,7 +22,10 @@ import pytest
 from ava.cli.main import main
 from tests._data_fixtures import write_release
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+DOCS = [README, *sorted((ROOT / "docs").glob("*.md"))]
+NOT_RUN = ("gpu", "network", "long")  # <!-- doc-test: KIND --> before a bash block: its commands are not run
 
 STAND_INS = {"siglip2": "tiny-siglip2", "/path/to/AVA-Bench": "{release}", "cuda": "cpu", "bf16": "fp32"}
 # options added per command only to keep the run seconds long (the README's own options are all kept)
@@ -39,10 +47,22 @@ SMALL = {
 }
 
 
-def readme_commands(text: str) -> list[list[str]]:
-    """The ``ava`` command lines of the README's bash blocks (``&&`` chains split, comments dropped)."""
+def bash_blocks(text: str, runnable: bool = True) -> list[str]:
+    """The bash blocks of a markdown text; ``runnable``: only those not marked ``<!-- doc-test: gpu|network|long
+    -->`` on the line before."""
+    blocks = []
+    for m in re.finditer(r"(?:<!-- doc-test: (\w+) -->\n)?```bash\n(.*?)```", text, flags=re.S):
+        if m.group(1) and m.group(1) not in NOT_RUN:
+            raise AssertionError(f"doc-test marker {m.group(1)!r}: use one of {NOT_RUN}")
+        if not (runnable and m.group(1)):
+            blocks.append(m.group(2))
+    return blocks
+
+
+def readme_commands(text: str, runnable: bool = True) -> list[list[str]]:
+    """The ``ava`` command lines of the bash blocks (``&&`` chains split, comments dropped)."""
     commands = []
-    for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
+    for block in bash_blocks(text, runnable):
         for line in block.splitlines():
             line = line.split("  #")[0].split(" # ")[0].strip()
             for part in line.split("&&"):
@@ -61,20 +81,22 @@ def _small(args: list[str]) -> list[str]:
 
 
 def test_readme_lists_the_quickstart_and_real_model_commands() -> None:
+    assert readme_commands(README.read_text(), runnable=False)[0] == ["demo"]  # the quickstart (long: not run here;
+    # tests/test_demo.py runs it reduced, and twice)
     commands = readme_commands(README.read_text())
     names = [" ".join(c[:2]) for c in commands]
-    assert names[0] == "demo"
     for expected in ("data import", "data split", "cache extract", "head train", "report runs/*", "fingerprint"):
         assert any(n.startswith(expected) for n in names), expected
 
 
 @pytest.mark.slow
-def test_readme_commands_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_readme_commands_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """Every runnable ``ava`` command of README.md, then of docs/*.md, in order, in one folder; the drops the README
+    quotes as the build's output are the build's output."""
     write_release(tmp_path / "release")
     monkeypatch.chdir(tmp_path)
-    for args in readme_commands(README.read_text()):
-        if args[:1] == ["demo"]:  # the quickstart's demo runs reduced in tests/test_demo.py; here: its options parse
-            args = args + ["--help"]
+    printed = []
+    for args in [c for doc in DOCS for c in readme_commands(doc.read_text())]:
         args = [STAND_INS.get(a, a).replace("{release}", str(tmp_path / "release")) for a in args]
         if (args[:2] == ["head", "train"] or args[:1] == ["fingerprint"]) and "--ava" not in args:
             args += ["--ava", "counting,orientation"]  # the tiny release's abilities with enough samples
@@ -84,11 +106,89 @@ def test_readme_commands_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
         args = _small(args) + ["--threads", "1"] * computes
         with pytest.raises(SystemExit) as exc:
             main(args)
+        out = capsys.readouterr()
+        printed.append(out.out + out.err)
         # the tiny release holds rows the importer must refuse (listed in import_errors.jsonl): exit code 1
         allowed = (0, 1) if args[:2] == ["data", "import"] else (0,)
-        assert exc.value.code in allowed, f"ava {shlex.join(args)} exited {exc.value.code}"
+        assert exc.value.code in allowed, f"ava {shlex.join(args)} exited {exc.value.code}: {printed[-1][-2000:]}"
     assert (tmp_path / "report" / "report.md").is_file()
     assert len(list((tmp_path / "runs").glob("*/results_test.json"))) >= 2
+    quoted = re.findall(r"`(\w+: [^`]+ \(\d+; e\.g\. [^`)]+\))`", " ".join(README.read_text().split()))
+    assert len(quoted) >= 3, quoted
+    said = " ".join(" ".join(printed).split())
+    for line in quoted:  # the README's example drops, as `ava data build` prints them today
+        assert line in said, line
+
+
+# -- every command, option, script and link the docs name exists ---------------------------------------------------
+def _inline_commands(text: str) -> list[str]:
+    """``ava ...`` in inline code and in every bash block line (runnable or not)."""
+    lines = [" ".join(c) for c in ([["ava", *c] for c in readme_commands(text, runnable=False)])]
+    return [*re.findall(r"`(ava [^`]+)`", re.sub(r"```.*?```", "", text, flags=re.S)), *lines]
+
+
+@functools.cache
+def _click_command() -> object:
+    import typer.main
+
+    from ava.cli.main import app
+
+    return typer.main.get_command(app)
+
+
+def _command_of(words: list[str]) -> tuple[object, list[str]]:
+    command, path = _click_command(), []
+    for w in words:
+        sub = getattr(command, "commands", {}).get(w)
+        if w.startswith("-") or sub is None:
+            break
+        command, path = sub, [*path, w]
+    return command, path
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=[d.name for d in DOCS])
+def test_every_ava_command_the_docs_name_exists_with_its_options(doc: Path) -> None:
+    wrong = []
+    for text in _inline_commands(doc.read_text()):
+        words = text.replace("\\|", "|").split()[1:]
+        if not words or words[0] in ("COMMAND", "--help", "=", "--version"):  # `ava --help`, a TOML line
+            continue
+        command, path = _command_of(words)
+        options = {o for p in command.params for o in (*p.opts, *p.secondary_opts)} | {"--help"}
+        unknown = [o for o in re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", text) if o not in options]
+        if not path or hasattr(command, "commands") and not getattr(command, "invoke_without_command", False):
+            wrong.append(f"{text!r}: no such command")
+        elif unknown:
+            wrong.append(f"{text!r}: `ava {' '.join(path)}` has no option {', '.join(unknown)}")
+    assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=[d.name for d in DOCS])
+def test_every_link_and_script_the_docs_name_is_in_the_repository(doc: Path) -> None:
+    text = doc.read_text()
+    assert "shared/docs" not in text, "users do not have shared/docs: copy what they need into docs/"
+    missing = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        if re.match(r"[a-z]+:", target) or target.startswith("#"):
+            anchor, path = target[1:], doc
+        else:
+            file, _, anchor = target.partition("#")
+            path = (doc.parent / file).resolve()
+            if not path.exists():
+                missing.append(f"{target}: no such file")
+                continue
+        if anchor and path.suffix == ".md" and anchor not in _anchors(path.read_text()):
+            missing.append(f"{target}: no heading with anchor #{anchor} in {path.name}")
+    for script in re.findall(r"(?:python|bash) ((?:docs|examples|benchmarks|\.ci)/[\w./-]+)", text):
+        if not (ROOT / script).is_file():
+            missing.append(f"{script}: no such script")
+    assert not missing, "\n".join(missing)
+
+
+def _anchors(text: str) -> set[str]:
+    """GitHub's heading anchors: lower case, punctuation dropped, spaces as hyphens."""
+    text = re.sub(r"```.*?```", "", text, flags=re.S)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in re.findall(r"^#+ (.*)$", text, re.M)}
 
 
 def slow_tests() -> dict[str, list[str]]:

@@ -106,10 +106,18 @@ def run_dirs(tmp_path_factory) -> list[Path]:
     ]
 
 
+SECTIONS: list = []  # the progress bar the module's report went through (a _Recorder, below)
+
+
 @pytest.fixture(scope="module")
 def report(run_dirs, tmp_path_factory) -> tuple[dict, Path]:
+    import ava.progress
+
     out = tmp_path_factory.mktemp("report")
-    return make_report(run_dirs, out, n_boot=500), out
+    SECTIONS.append(_Recorder())
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ava.progress, "progress", lambda enabled, *a, **k: SECTIONS[-1])
+        return make_report(run_dirs, out, n_boot=500, progress=True), out
 
 
 def test_table5_ranks_respect_direction_and_ties(report):
@@ -152,7 +160,8 @@ def test_report_md_json_tex(report):
     assert "### Head: knn" in md and "### Head: probe-linear" in md
     assert "| ability | metric | n | chance | majority | big | small | random (random weights) |" in md
     # value [95% bootstrap interval] (rank); n per ability; no dataset here, so no baselines
-    assert re.search(r"\| counting \| mae_gt ↓ \| 40 \| n/a \| n/a \| 0\.1 \[0\.0\d+, 0\.1\d*\] \(1\) \| 0\.3 \[", md)
+    cell = r"0\.1000 \[0\.0\d{3}, 0\.1\d{3}\] \(1\) \| 0\.3000 \["  # value and interval to the same decimals
+    assert re.search(r"\| counting \| mae_gt ↓ \| 40 \| n/a \| n/a \| " + cell, md)
     assert "(1.5~)" in md  # ocr: big and small tie exactly
     assert "Average rank over 4 abilities: counting, ocr, spatial, color." in md
     assert "split: test (split of the synthetic suite)" in md and "data: synthetic" in md
@@ -163,7 +172,7 @@ def test_report_md_json_tex(report):
     assert loads_strict((out / "report.json").read_text())["heads"]["knn"]["vfms"] == ["big", "small", "random"]
     tex = (out / "report.tex").read_text()
     assert r"\toprule" in tex and r"mae\_gt $\downarrow$" in tex and "95\\% bootstrap interval" in tex
-    assert re.search(r"0\.1 \[0\.0\d+, 0\.1\d*\] \(1\)", tex)
+    assert re.search(r"0\.1000 \[0\.0\d{3}, 0\.1\d{3}\] \(1\)", tex)
 
 
 def test_plots_are_valid_non_blank_images(report):
@@ -258,3 +267,124 @@ def test_opening_hook_opens_the_report(run_dirs):
     md = markdown(rep)
     assert md.startswith("# AVA-Bench report\n\n## What the fingerprints show\n\n- `big` leads on counting.\n")
     assert md.index("`small` on nothing.") < md.index("## Runs")
+
+
+# -- a results file's numbers are checked where it is read ---------------------------------------------------------
+GOOD_ABILITY = {"metric": "accuracy", "value": 0.5, "higher_is_better": True, "n": 10, "n_unparsed": 1,
+                "subgroups": {"count": {"<=5": {"value": 0.5, "n": 4}}}}  # fmt: skip
+
+
+@pytest.mark.parametrize(("change", "fragment"), [
+    ({"n": -5}, r"abilities.color.n must be a count \(an integer >= 0\), not -5"),
+    ({"n": "ten"}, r"abilities.color.n must be a count .*not 'ten'"),
+    ({"n": 2.5}, r"abilities.color.n must be a count .*not 2.5"),
+    ({"n": True}, r"abilities.color.n must be a count .*not True"),
+    ({"n": 1e999}, r"abilities.color.n must be a count .*not inf"),
+    ({"n_unparsed": -1}, r"abilities.color.n_unparsed must be a count"),
+    ({"n_unparsed": 11}, r"abilities.color: n_unparsed 11 is more than n 10"),
+    ({"value": float("nan")}, r"abilities.color.value must be finite for 10 scored samples, not nan"),
+    ({"value": float("inf")}, r"abilities.color.value must be finite for 10 scored samples, not inf"),
+    ({"value": [0.5]}, r"abilities.color.value must be a number or null, not \[0.5\]"),
+    ({"metric": ["accuracy"]}, r"abilities.color.metric must be the metric's name"),
+    ({"subgroups": {"count": {"<=5": {"value": 0.5, "n": -4}}}},
+     r"abilities.color.subgroups.count.<=5.n must be a count"),
+    ({"subgroups": {"count": {"<=5": {"value": "high", "n": 4}}}},
+     r"abilities.color.subgroups.count.<=5.value must be a finite"),
+    ({"subgroups": {"count": {"<=5": 0.5}}}, r"abilities.color.subgroups.count.<=5 must be an object"),
+])  # fmt: skip
+def test_a_results_number_out_of_range_is_named_with_the_run_file_and_field(tmp_path, change, fragment):
+    from ava.report.load import load_run
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"head": "knn", "vfm": "pixels"}))
+    (run / "results_test.json").write_text(json.dumps({"abilities": {"color": {**GOOD_ABILITY, **change}}}))
+    with pytest.raises(AvaError, match=rf"^run {re.escape(str(run))}: results_test.json: {fragment}"):
+        load_run(run)
+
+
+def test_a_results_file_in_range_loads(tmp_path):
+    from ava.report.load import load_run
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"head": "knn", "vfm": "pixels"}))
+    empty = {**GOOD_ABILITY, "n": 0, "n_unparsed": 0, "value": float("nan")}  # nothing scored: shown as not scored
+    (run / "results_test.json").write_text(json.dumps({"abilities": {"color": GOOD_ABILITY, "ocr": empty}}))
+    loaded = load_run(run)
+    assert loaded.abilities["color"].n == 10 and loaded.abilities["ocr"].value is None
+
+
+def test_report_md_and_html_open_with_a_table_of_contents_whose_links_all_land(report):
+    from tests.test_readme import _anchors
+
+    _, out = report
+    md = (out / "report.md").read_text()
+    assert md.startswith("# AVA-Bench report\n\n**Contents**\n\n- [Runs](#runs)\n")
+    links = re.findall(r"^\s*- \[.*\]\(#([^)]+)\)$", md, re.M)
+    headings = re.findall(r"^#{2,3} .*$", md, re.M)
+    assert len(links) == len(headings) >= 6 and set(links) <= _anchors(md), set(links) - _anchors(md)
+    page = (out / "report.html").read_text()
+    nav = re.search(r'<nav class="contents">(.*?)</nav>', page, re.S).group(1)
+    targets = re.findall(r'href="#([^"]+)"', nav)
+    ids = re.findall(r'<h[23][^>]* id="([^"]+)"', page)
+    assert targets and set(targets) == set(ids) and len(ids) == len(set(ids))  # every heading listed, ids unique
+
+
+@pytest.mark.parametrize(("value", "ci", "sig", "shown"), [
+    (1.1428, [1.1431, 1.4642], 3, "1.14 [1.14, 1.46]"),  # the issue's rank: no longer outside its interval
+    (0.5, [0.4213, 0.5875], 4, "0.5000 [0.4213, 0.5875]"),  # a round value keeps the interval's decimals
+    (12.3456, [9.8765, 15.1234], 4, "12.35 [9.88, 15.12]"),
+    (0.0, [0.0, 0.01234], 4, "0.000 [0.000, 0.012]"),
+    (12345.6, [12000.4, 13000.6], 4, "12346 [12000, 13001]"),
+    (float("nan"), None, 4, "nan"),
+])  # fmt: skip
+def test_an_interval_is_rounded_as_its_value(value, ci, sig, shown):
+    from ava.report.render import fmt_with_ci
+
+    assert fmt_with_ci(value, ci, sig) == shown
+
+
+def test_a_printed_value_never_falls_outside_its_printed_interval():
+    from ava.report.render import fmt_with_ci
+
+    rng = np.random.default_rng(0)
+    for _ in range(2000):
+        scale = 10.0 ** rng.integers(-4, 5)
+        lo, x, hi = np.sort(rng.random(3) * scale)
+        text = fmt_with_ci(float(x), [float(lo), float(hi)], sig=int(rng.integers(2, 5)))
+        v, a, b = (float(t) for t in re.findall(r"[-\d.e+]+", text.replace(",", " ")))
+        assert a <= v <= b, text
+
+
+class _Recorder:
+    """Stands for the progress bar: records each section's description, the total and the steps."""
+
+    def __init__(self) -> None:
+        self.descriptions: list[str] = []
+        self.total = self.done = 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+    def add_task(self, description: str, total: int) -> int:
+        self.total = total
+        return 0
+
+    def update(self, task: int, description: str | None = None, total: int | None = None) -> None:
+        self.descriptions += [description] if description else []
+        self.total = total if total is not None else self.total
+
+    def advance(self, task: int) -> None:
+        self.done += 1
+
+
+def test_a_report_says_each_section_as_it_goes_and_ends_full(report, run_dirs):
+    bar = SECTIONS[-1]
+    assert bar.descriptions[0] == f"report: reading {len(run_dirs)} runs"
+    assert "report: 500 bootstrap replicates per score, ranks" in bar.descriptions
+    assert "report: plots of knn" in bar.descriptions and bar.descriptions[-1].startswith("report: report.html")
+    assert bar.done == bar.total == len(bar.descriptions)

@@ -204,3 +204,104 @@ def test_slurm_sweep_runs_through_submitit_and_a_rerun_submits_nothing(data: Pat
     report = subprocess.run([sys.executable, "-m", "ava", "report", str(tmp_path / "runs/knn-pixels"), "--out",
                              str(tmp_path / "report")], capture_output=True, text=True)  # fmt: skip
     assert report.returncode == 0, report.stderr
+
+
+# -- plan files with fields of the wrong type, names that collide, secrets in URLs ---------------------------------
+GOOD = 'vfm = ["pixels"]\nhead = ["knn"]\ndata = "{data}"\ncache = "{cache}"\nout = "{out}"\n'
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    ('jobs = "two"', r"grid.toml: jobs must be an integer, not 'two'"),
+    ("jobs = true", r"grid.toml: jobs must be an integer, not True"),
+    ("slurm = 5", r"grid.toml: slurm must be a table \(\[slurm\] with partition, gpus_per_job ...\), not 5"),
+    ('executor = ["local"]', r"grid.toml: executor must be a string \(local or slurm\), not \['local'\]"),
+    ('device = 0', r"grid.toml: device must be a string \(auto, cpu, cuda ...\), not 0"),
+    ("[slurm]\ntime_min = \"an hour\"", r"grid.toml: \[slurm\] time_min must be an integer, not 'an hour'"),
+    ("[slurm]\npartition = 3", r"grid.toml: \[slurm\] partition must be a string, not 3"),
+])  # fmt: skip
+def test_a_plan_field_of_the_wrong_type_is_named_with_its_file(data: Path, tmp_path: Path, extra: str,
+                                                               message: str) -> None:  # fmt: skip
+    text = GOOD.format(data=data, cache=tmp_path / "c", out=tmp_path / "runs")
+    (tmp_path / "grid.toml").write_text(text + extra + "\n")
+    with pytest.raises(SweepError, match=message):
+        load_plan(tmp_path / "grid.toml")
+
+
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("vfm", ["pixels", "pixels"], r"vfm 'pixels' is listed twice"),
+    ("head", ["knn", "knn"], r"head 'knn' is listed twice"),
+    ("head", ["knn", "kNN"], r"head 'knn' is listed twice"),  # one head by two spellings
+    ("ava", [["color"], ["color"]], r"ava 'color' is listed twice"),
+    ("ava", [["color", "Color"]], r"ability 'color' is listed twice in the set"),
+    ("vfm", ["hf:org/model", "hf:org_model"], r"--vfm 'hf:org/model' and --vfm 'hf:org_model' would share"),
+    ("vfm", ["timm:a.b/c", "timm:a.b_c"], r"'timm:a.b/c' and --vfm 'timm:a.b_c' would share"),
+])  # fmt: skip
+def test_names_that_would_collide_are_refused_naming_both(data: Path, tmp_path: Path, field: str, value: list,
+                                                          message: str) -> None:  # fmt: skip
+    with pytest.raises(SweepError, match=message):
+        make_plan(_fields(data, tmp_path, **{field: value}))
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_credential_in_the_cache_url_is_refused_and_never_echoed(data: Path, tmp_path: Path, capsys,
+                                                                   monkeypatch) -> None:  # fmt: skip
+    args = ["sweep", "--vfm", "pixels", "--head", "knn", "--data", str(data), "--cache",
+            "s3://AKIAEXAMPLE:wJalr/XUtnFEMI+K7MDENG@bucket/features", "--out", str(tmp_path / "runs")]  # fmt: skip
+    code, output = run_cli(args, capsys, monkeypatch)
+    assert code == 2 and "s3://***@bucket/features" in output and "a credential written into the URL" in output
+    assert "wJalr" not in output and "AKIAEXAMPLE" not in output
+    assert not (tmp_path / "runs").exists()  # nothing written: no plan, no log holding the URL
+
+
+def _ran_before(plan, name: str, argv: list[str]) -> None:
+    """A job record as an earlier sweep left it, and its run directory."""
+    from ava.sweep.jobs import DONE, Job, JobState
+
+    job = next((j for j in plan_jobs(plan) if j.name == name), None) or Job(name, "train", "pixels", argv)
+    JobState(plan.folder).write(Job(**{**job.__dict__, "argv": argv}), state=DONE, log="x.log")
+    Path(plan.out, name).mkdir(parents=True, exist_ok=True)
+
+
+def test_a_second_sweep_with_other_settings_names_them_and_force_replaces(data: Path, tmp_path: Path, capsys,
+                                                                          monkeypatch) -> None:  # fmt: skip
+    """`ava sweep --ava color` then `--ava ocr` into one --out: the same run directory with another command."""
+    import ava.sweep.local
+
+    ran: list[list[str]] = []
+    monkeypatch.setattr(ava.sweep.local, "run_local", lambda todo, *a, **k: ran.extend(j.argv for j in todo))
+    first = make_plan(_fields(data, tmp_path, ava="color"))
+    old = next(j for j in plan_jobs(first) if j.name == "knn-pixels").argv
+    write_plan(first)
+    _ran_before(first, "knn-pixels", old)
+    _ran_before(first, "extract-pixels", [])
+    args = ["sweep", "--vfm", "pixels", "--head", "knn", "--ava", "ocr", "--data", str(data), "--cache",
+            str(tmp_path / "cache"), "--out", str(tmp_path / "runs"), "--device", "cpu"]  # fmt: skip
+    code, output = run_cli(args, capsys, monkeypatch)
+    assert code == 2 and not ran, output
+    assert "job knn-pixels ran before with other settings (--ava color there, ocr now)" in output
+    assert "give --force" in output and "another --out" in output
+    assert load_plan(tmp_path / "runs") == first  # the refused sweep left the first plan as it was
+    code, output = run_cli([*args, "--force"], capsys, monkeypatch)
+    assert ran and ran[-1][-3:] == ["--ava", "ocr", "--force"], ran
+    second = load_plan(tmp_path / "runs")
+    assert second.ava == [["ocr"]]
+    # an earlier plan's job, not in this one, is still shown by `sweep status`
+    _ran_before(first, "knn-pixels-color+counting", ["python", "-m", "ava", "head", "train"])
+    rows = {r["job"]: r for r in status(second)["jobs"]}
+    assert rows["knn-pixels-color+counting"]["current"] is False and rows["knn-pixels"]["current"] is True
+
+
+def test_the_local_executor_says_when_each_job_starts_and_ends(tmp_path: Path, capsys) -> None:
+    from ava.sweep.jobs import Job, JobState
+    from ava.sweep.local import run_local
+
+    ok = [sys.executable, "-c", "print('extracted')"]
+    bad = [sys.executable, "-c", "import sys; print('error: no such image'); sys.exit(2)"]
+    todo = [Job("extract-a", "extract", "a", ok), Job("extract-b", "extract", "b", bad),
+            Job("knn-b", "train", "b", ok, needs="extract-b")]  # fmt: skip
+    state = JobState(tmp_path / "sweep")
+    run_local(todo, state, jobs=1, finished={}, progress=True)
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"running extract-a (log {state.log(todo[0])})" in err and "done extract-a in" in err
+    assert "failed extract-b in" in err and "(exit 2): error: no such image" in err
+    assert "blocked knn-b: its extraction extract-b failed" in err

@@ -294,3 +294,26 @@ def test_cli_synth_and_preview(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     info = Dataset(tmp_path / "t").info
     assert info["synth_config"]["seed"] == 6 and info["synth_config"]["per_ava"] == 2  # CLI beats the file
+
+
+@pytest.mark.parametrize(("again", "said"), [
+    ({}, None),  # the same settings: kept as it is, nothing rewritten
+    ({"per_ava": 3}, "--per-ava 2 there, 3 now"),
+    ({"size": 96}, "--size 64 there, 96 now"),
+    ({"ava": ["ocr"]}, "--ava color there, ocr now"),
+])  # fmt: skip
+def test_a_second_synth_into_its_folder_keeps_it_or_names_the_setting_that_differs(tmp_path, again, said):
+    from ava.api import synthesize
+    from ava.errors import AvaError
+
+    settings = {"per_ava": 2, "ava": ["color"], "size": 64, "workers": 1}
+    first = synthesize(tmp_path / "d", **settings)
+    stamp = (tmp_path / "d" / "dataset.json").stat().st_mtime_ns
+    assert not first.reused
+    if said is None:
+        assert synthesize(tmp_path / "d", **{**settings, **again}).reused
+    else:
+        with pytest.raises(AvaError, match="holds a synthetic set made with other settings") as e:
+            synthesize(tmp_path / "d", **{**settings, **again})
+        assert said in str(e.value) and "--force" in str(e.value)
+    assert (tmp_path / "d" / "dataset.json").stat().st_mtime_ns == stamp

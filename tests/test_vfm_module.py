@@ -180,3 +180,62 @@ def test_extract_writes_a_normal_cache_keyed_by_the_checkpoint(tmp_path_factory)
 def test_output_that_is_no_tensor_is_named():
     with pytest.raises(AvaError, match=r"VFM 'd': the output is a dict, not a \[batch, tokens, dim\] tensor"):
         vfm_from_module(lambda x: {"a": 1}, name="d", version="1", size=32, mean=(0, 0, 0), std=(1, 1, 1))
+
+
+class _Broken(torch.nn.Module):
+    """Sound tokens on the first call (``vfm_from_module`` looks at one image), then ``kind`` in item 1 of a batch."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__()
+        self.kind, self.calls, self.w = kind, 0, torch.nn.Parameter(torch.ones(1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        tokens = x.flatten(2)[:, :, :16].transpose(1, 2).repeat(1, 1, 4) * self.w  # [B, 16, 12]
+        if self.calls == 1 or len(x) < 2:
+            return tokens
+        if self.kind == "complex":
+            return tokens.to(torch.complex64)
+        bad = tokens.clone()
+        bad[1, 3, 5] = {"nan": float("nan"), "inf": float("inf"), "-inf": -float("inf")}[self.kind]
+        return bad
+
+
+@pytest.mark.parametrize(("kind", "says"), [
+    ("nan", "returned NaN or infinite features for 1 of "),
+    ("inf", "returned NaN or infinite features for 1 of "),
+    ("-inf", "returned NaN or infinite features for 1 of "),
+    ("complex", "returned complex features (complex64)"),
+])  # fmt: skip
+@pytest.mark.parametrize("path", ["extract", "in-memory"])
+def test_unusable_features_are_refused_where_they_are_made(tmp_path, kind, says, path):
+    import ava
+    from ava.cache import open_cache
+    from tests._cache_fixtures import make_dataset
+
+    data = make_dataset(tmp_path / "data", n_images=4)
+    vfm = vfm_from_module(_Broken(kind), name="broken", version="1", size=32, mean=(0, 0, 0), std=(1, 1, 1))
+    with pytest.raises(AvaError) as e:
+        if path == "extract":
+            ava.extract(vfm, data, tmp_path / "cache", device="cpu", batch_size=2, num_workers=0, progress=False)
+        else:
+            ava.fingerprint(vfm, data, heads=["knn"], device="cpu")
+    assert "VFM 'broken' " + says in str(e.value) and "\n" not in str(e.value), str(e.value)
+    if path == "extract":  # nothing of the batch was kept: no row is done
+        assert not open_cache(tmp_path / "cache", "broken").group.done_mask().any()
+
+
+def test_on_a_device_the_finiteness_flags_are_read_later_with_the_shard():
+    """Off the CPU the check returns its flags unread (a read per batch would stall the device); the extraction's
+    shard checks read them with the shard's copies and raise the same error."""
+    from ava.cache.extraction import _ShardChecks
+    from ava.vfm.feature_check import check_features
+
+    images = lambda at: ", ".join(f"image {i}" for i in at)  # noqa: E731
+    flags = check_features(torch.empty(4, 1, 3, 2, device="meta"), "gpu-vfm", images)
+    assert flags is not None and flags.device.type == "meta" and flags.shape == (4,)  # returned, never read
+    checks = _ShardChecks(nonfinite=[("gpu-vfm", torch.tensor([False, True, False, True]), images)])
+    with pytest.raises(AvaError, match=r"VFM 'gpu-vfm' returned NaN or infinite features for 2 of 4 image\(s\) of "
+                                       r"a batch \(image 1, image 3\)"):  # fmt: skip
+        checks.settle(None)
+    _ShardChecks(nonfinite=[("gpu-vfm", torch.zeros(4, dtype=torch.bool), images)]).settle(None)  # all finite

@@ -102,3 +102,26 @@ def test_fingerprint_refuses_zero_shot_for_a_vfm_without_text_tower_before_train
                        "--out", str(tmp_path / "runs"), "--head", "knn,zero-shot", "-q"], capsys)  # fmt: skip
     assert code == 2 and "VFM 'pixels' (pixels) has no text tower" in text, text
     assert not (tmp_path / "runs").exists()  # the kNN head did not train first
+
+
+def test_the_progress_advances_per_batch_of_images_within_an_ability(data: Path) -> None:
+    """Each batch of images the towers embed advances the bar (it counted abilities: 0/33 for minutes)."""
+    from ava.data.format import Dataset
+    from ava.heads.zero_shot.train import predict
+
+    class Towers:  # the image-text model's interface, embedding everything alike
+        batch_size = 3
+
+        def texts(self, texts: list[str]) -> np.ndarray:
+            return np.ones((len(texts), 4), np.float32)
+
+        def images(self, images: list) -> np.ndarray:
+            return np.ones((len(images), 4), np.float32)
+
+    dataset = Dataset(data)
+    samples = dataset.samples("recognition", split="test")
+    steps: list[int] = []
+    replies = predict(Towers(), dataset, "recognition", samples, "a photo of a {}.", advance=steps.append)
+    images = len({s.image_sha256 for s in samples})
+    assert len(replies) == len(samples) and sum(steps) == images
+    assert steps == [3] * (images // 3) + ([images % 3] if images % 3 else [])

@@ -85,8 +85,15 @@ class Codec:
         raise NotImplementedError
 
     def decode_device(self, values: torch.Tensor, scale: torch.Tensor | None) -> torch.Tensor:
-        """:meth:`decode` in torch, on the tensors' device: the same float32 values, bit for bit."""
-        raise NotImplementedError
+        """What :meth:`encode_device` returned -> float32 values, on its device: the same values as :meth:`decode`
+        of the stored arrays, bit for bit (an exact widening, or one IEEE float32 product per value). This default
+        decodes on the host and copies back; codecs override it with the same arithmetic on the device. The heads'
+        read path gives it the stored arrays as tensors (``ava.cache.reader.as_tensor``) on the device that holds
+        the rows."""
+        import torch
+
+        host = self.decode(self.host(values.cpu()), None if scale is None else self.host(scale.cpu()))
+        return torch.from_numpy(host).to(values.device)
 
     # -- what is stored per row: the shapes and types of the arrays a cache group makes for this codec -------------
     def value_shape(self, num_tokens: int, dim: int) -> tuple[int, ...]:
@@ -178,7 +185,7 @@ class Bf16Codec(Codec):
     def decode_device(self, values: torch.Tensor, scale: torch.Tensor | None) -> torch.Tensor:
         import torch
 
-        return values.view(torch.int16).view(torch.bfloat16).float()  # the stored bits are a bfloat16's
+        return values.view(torch.int16).view(torch.bfloat16).float()  # stored bits (uint16 or int16): a bfloat16
 
 
 class Int8Codec(Codec):

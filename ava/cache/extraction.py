@@ -2,9 +2,10 @@
 
 The pipeline overlaps three stages: DataLoader workers decode and preprocess images (through
 ``FrozenVFM.preprocess_fn()``, the one preprocessing function shared with the online path), the main thread
-runs the forward pass (no grad, in the model's dtype on every device) and encodes with the codec on the
-device, and a background thread writes whole shards (Zarr compresses them) and then marks their rows
-done. Re-running skips done rows; a kill loses at most the shards in flight.
+runs the forward pass (no grad, in the model's dtype on every device), encodes with the codec and pools the stored
+views on the device, and writer threads each encode whole shards (compression and checksums, in the thread, as
+Zarr would: :mod:`ava.cache.shards`), store each file in one write and then mark their rows done. Re-running skips
+done rows; a kill loses at most the shards in flight.
 
 Under ``torchrun`` rank 0 indexes the new images (rows in dataset order, see :mod:`ava.cache.store`) and
 grows the store, every rank reads that index, and rank r writes the shards ``s`` with ``s % world_size == r``:
@@ -30,6 +31,7 @@ from ava.cache.chunks import read_rows
 from ava.cache.codecs import get_codec
 from ava.cache.location import cache_path, probe
 from ava.cache.pooling import STORED_VIEWS, pool_candidates, pool_tokens, pool_tokens_torch, token_grid
+from ava.cache.shards import write_file
 from ava.cache.store import (
     FORMAT_NAME,
     FORMAT_VERSION,
@@ -40,6 +42,8 @@ from ava.cache.store import (
 )
 from ava.data.format import SPLITS, Dataset
 from ava.errors import AvaError
+from ava.vfm.device_decode import JPEG_SUFFIXES, decode_padded, jpeg_decoder, raw_pad_size, read_bytes
+from ava.vfm.feature_check import check_features
 from ava.vfm.model import resolve_device as _resolve_device
 from ava.vfm.model import resolve_dtype
 
@@ -67,8 +71,13 @@ class ExtractConfig:
     key: str | None = None  # a fixed group name instead of the spec hash (refused if its spec differs)
     views: tuple[str, ...] = STORED_VIEWS  # pooled views stored beside the tokens (those the token grid takes)
     trust_remote_code: bool = False  # run the checkpoint's own Python code (only when asked; see ava.vfm.remote)
+    # where JPEGs are decoded: "auto" (on the VFM's GPU where torchvision can, else the workers), "workers", "device"
+    decode: str = "auto"
     dry_run: bool = False  # print the plan (group, rows, bytes, free space) and write nothing (ava.cache.plan)
     force: bool = False  # write even when the plan's size exceeds the destination's free space
+
+
+DECODE_CHOICES = ("auto", "workers", "device")
 
 
 @dataclass
@@ -184,22 +193,31 @@ def build_spec(vfm: Any, name: str, config: ExtractConfig) -> dict[str, Any]:
 
 
 class _ImageSet(torch.utils.data.Dataset):
-    """Rows to compute; an item is (row, preprocessed tensor or None, error message or None)."""
+    """Rows to compute; an item is (row, preprocessed tensor or None, error message or None, a JPEG file's bytes or
+    None). With ``jpeg_bytes`` a JPEG is not decoded here: its bytes go to the device decoder
+    (:mod:`ava.vfm.device_decode`); other files are decoded as always."""
 
-    def __init__(self, data: Dataset, items: list[tuple[int, _Image]], preprocess: Any) -> None:
-        self.data, self.items, self.preprocess = data, items, preprocess
+    def __init__(self, data: Dataset, items: list[tuple[int, _Image]], preprocess: Any,
+                 jpeg_bytes: bool = False) -> None:  # fmt: skip
+        self.data, self.items, self.preprocess, self.jpeg_bytes = data, items, preprocess, jpeg_bytes
 
     def __len__(self) -> int:
         return len(self.items)
 
-    def __getitem__(self, i: int) -> tuple[int, torch.Tensor | None, str | None]:
+    def __getitem__(self, i: int) -> tuple[int, torch.Tensor | None, str | None, torch.Tensor | None]:
         row, img = self.items[i]
         try:
-            return row, self.preprocess(self.data.load_image(img.path)), None
+            if self.jpeg_bytes and img.path.lower().endswith(JPEG_SUFFIXES):
+                return row, None, None, read_bytes(self.data.image_path(img.path))
+            return row, self.preprocess(self.data.load_image(img.path)), None, None
         except (MemoryError, OSError):  # not this image's fault (memory, disk, I/O): stops the run, named there
             raise
         except Exception as e:  # any decode/preprocess failure is reported by sample, not fatal
-            return row, None, f"sample(s) {', '.join(img.sample_ids[:5])}: image {img.path} failed: {e}"
+            return row, None, _failed(img, e), None
+
+
+def _failed(img: _Image, e: BaseException) -> str:
+    return f"sample(s) {', '.join(img.sample_ids[:5])}: image {img.path} failed: {e}"
 
 
 def _worker_preprocess(vfm: Any) -> Any:
@@ -212,12 +230,13 @@ def _worker_preprocess(vfm: Any) -> Any:
     return vfm.preprocess_fn()
 
 
-def _collate(items: list[tuple[int, torch.Tensor | None, str | None]]) -> dict[str, Any]:
-    ok = [(r, x) for r, x, _ in items if x is not None]
+def _collate(items: list[tuple[int, torch.Tensor | None, str | None, torch.Tensor | None]]) -> dict[str, Any]:
+    ok = [(r, x) for r, x, _, _ in items if x is not None]
     return {
         "rows": [r for r, _ in ok],
         "pixels": torch.stack([x for _, x in ok]) if ok else None,
-        "failed": [(r, e) for r, x, e in items if x is None],
+        "jpegs": [(r, j) for r, _, _, j in items if j is not None],  # decoded on the device (_device_pixels)
+        "failed": [(r, e) for r, x, e, j in items if x is None and j is None],
     }
 
 
@@ -235,7 +254,7 @@ def _batches(rows: list[int], shard_size: int, batch_size: int) -> list[list[int
 class _Writers:
     """Threads writing finished shards in the background (values first, then the done flags of their rows).
 
-    Shards are independent files, and Zarr's compressors release the GIL, so several threads compress and write
+    Shards are independent files, and the compressors release the GIL, so several threads compress and write
     side by side. ``busy_s`` (summed over threads) and ``wait_s`` (time the main loop waited for a free slot in the
     queue: the writers' backlog) say whether writing is the bottleneck."""
 
@@ -307,8 +326,12 @@ def default_writers(device: torch.device) -> int:
     return max(1, min(8 if device.type == "cuda" else 2, cpus))
 
 
-def write_shard(group: CacheGroup, shard: int, results: dict[int, list[tuple[np.ndarray, np.ndarray | None]]]) -> None:
-    """Write one whole shard: rows already done are kept, new rows replace the rest; then mark done."""
+def write_shard(group: CacheGroup, shard: int, results: dict[int, list[tuple[Any, ...]]]) -> None:
+    """Write one whole shard: rows already done are kept, new rows replace the rest; then mark done.
+
+    ``results[row]`` holds per layer ``(values, scale or None, {view: pooled row})`` as numpy arrays. Each array's
+    file of the shard is encoded in this thread and stored in one write (:mod:`ava.cache.shards`), the ``done``
+    chunk last: it commits the shard."""
     if not results:  # every pending image of the shard failed: nothing to write
         return
     rows = group.shard_rows(shard)
@@ -318,50 +341,32 @@ def write_shard(group: CacheGroup, shard: int, results: dict[int, list[tuple[np.
     new[[r - lo for r in results]] = True
     keep = done & ~new
     for li, layer in enumerate(group.layers):
-        targets = [(f"features/{layer}", 0)]
+        _store_rows(group, f"features/{layer}", shard, keep, {r: per[li][0] for r, per in results.items()})
         if group.codec.has_scale:
-            targets.append((f"scales/{layer}", 1))
-        for name, part in targets:
-            arr = group.array(name)
-            block = _kept(group, name, lo, hi, keep)
-            for r, per_layer in results.items():
-                block[r - lo] = per_layer[li][part]
-            arr[lo:hi] = block
-    if group.views:
-        _write_views(group, lo, hi, keep, results)
-    if new.any():
-        group.done[lo:hi] = done | new
-
-
-def _kept(group: CacheGroup, name: str, lo: int, hi: int, keep: np.ndarray) -> np.ndarray:
-    """The shard's block of array ``name`` as stored when some of its rows are kept (refused, naming them, when a
-    kept row is not on disk: rewriting it would store the fill value as a done row), else zeros."""
-    if keep.any():
-        return read_rows(group, name, lo, hi, need=keep)
-    arr = group.array(name)
-    return np.zeros((hi - lo, *arr.shape[1:]), dtype=arr.dtype)
-
-
-def _write_views(group: CacheGroup, lo: int, hi: int, keep: np.ndarray,
-                 results: dict[int, list[tuple[np.ndarray, np.ndarray | None]]]) -> None:  # fmt: skip
-    """The pooled views of a shard's new rows, pooled from their tokens as stored (decoded by the codec), so a view
-    read from the cache equals the view a head pools from the tokens it reads; or, for a codec that pools its input
-    (``Codec.pools_input``: int4), the views :func:`_compute` pooled from the features before encoding."""
-    grid = token_grid(group)
-    rows = list(results)
-    for li, layer in enumerate(group.layers):
-        given = [results[r][li][2] if len(results[r][li]) > 2 else None for r in rows]
-        if any(g is None for g in given):
-            values = np.stack([results[r][li][0] for r in rows])
-            scale = np.stack([results[r][li][1] for r in rows]) if group.codec.has_scale else None
-            tokens = group.codec.decode(values, scale)
+            _store_rows(group, f"scales/{layer}", shard, keep, {r: per[li][1] for r, per in results.items()})
         for view in group.views:
-            name = f"pooled/{layer}/{view}"
-            block = _kept(group, name, lo, hi, keep)
-            pooled = np.stack([g[view] for g in given]) if all(g is not None for g in given) else \
-                pool_tokens(tokens, view, grid)  # fmt: skip
-            block[[r - lo for r in rows]] = pooled
-            group.array(name)[lo:hi] = block
+            _store_rows(group, f"pooled/{layer}/{view}", shard, keep,
+                        {r: per[li][2][view] for r, per in results.items()})  # fmt: skip
+    if new.any():
+        marks = {lo + int(i): True for i in np.flatnonzero(done | new)}
+        _store_rows(group, "done", shard, np.zeros(hi - lo, bool), marks)
+
+
+def _store_rows(group: CacheGroup, name: str, shard: int, keep: np.ndarray, new: dict[int, Any]) -> None:
+    """Store array ``name``'s file of ``shard``: the ``new`` rows, the ``keep`` rows as stored (refused, naming
+    them, when one is not on disk: rewriting it would store the fill value as a done row), zeros elsewhere."""
+    rows = group.shard_rows(shard)
+    lo, hi = rows.start, rows.stop
+    arr = group.array(name)
+    kept = read_rows(group, name, lo, hi, need=keep) if keep.any() else None
+    zero = np.zeros(arr.shape[1:], dtype=arr.dtype)
+    values = [new[r] if r in new else kept[r - lo] if kept is not None and keep[r - lo] else zero for r in rows]
+    encoder = group.encoder(name)
+    if encoder is None:  # a layout ava.cache.shards does not write: through Zarr (slower, the same bytes)
+        arr[lo:hi] = np.stack(values)
+        return
+    parts = encoder.shard_parts(values) if encoder.sharded else encoder.chunk_parts(np.stack(values))
+    write_file(group.path / name / encoder.key(shard), parts)
 
 
 def _forward(vfm: Any, pixels: torch.Tensor, device: torch.device) -> torch.Tensor:
@@ -566,12 +571,48 @@ def _pending(group: CacheGroup, images: dict[str, _Image], dist: _Dist) -> tuple
     return todo, int(done[rows].sum())
 
 
+def _decoder(config: ExtractConfig, vfm: Any, device: torch.device) -> tuple[Any, int, str]:
+    """(the device's JPEG decoder or None, the pad square's side, the words the run records about where JPEGs are
+    decoded): on the VFM's GPU where ``--decode`` allows it, the preprocessing is the plain ``pad`` one and
+    torchvision decodes there (:mod:`ava.vfm.device_decode`); else in the DataLoader workers."""
+    if config.decode not in DECODE_CHOICES:
+        raise AvaError(f"--decode {config.decode!r}: use one of {', '.join(DECODE_CHOICES)}")
+    if config.decode == "workers":
+        return None, 0, "workers (--decode workers)"
+    size = raw_pad_size(_worker_preprocess(vfm))
+    decode, note = (None, "workers (this VFM's preprocessing is not the plain pad one)") if size is None else \
+        jpeg_decoder(device)  # fmt: skip
+    if decode is None and config.decode == "device":
+        raise AvaError(f"--decode device: JPEGs cannot be decoded on the device here: {note}; use --decode auto")
+    return decode, size or 0, note
+
+
+def _device_pixels(batch: dict[str, Any], decode: Any, size: int, images: dict[int, _Image],
+                   device: torch.device) -> None:  # fmt: skip
+    """Decode the batch's JPEG bytes on the device and put them beside the pixels the workers made (rows after
+    theirs, in the same order as ``batch["rows"]``); a file neither decoder reads joins ``batch["failed"]``."""
+    if not batch["jpegs"]:
+        return
+    rows, data = zip(*batch["jpegs"], strict=True)
+    decoded, errors = decode_padded(data, size, device, decode)
+    ok = [(r, im) for r, im in zip(rows, decoded, strict=True) if im is not None]
+    batch["failed"] += [(r, _failed(images[r], e)) for r, e in zip(rows, errors, strict=True) if e is not None]
+    if not ok:
+        return
+    pixels = torch.stack([im for _, im in ok])
+    if batch["pixels"] is not None:
+        pixels = torch.cat([batch["pixels"].to(device, non_blocking=True), pixels])
+    batch["rows"] = batch["rows"] + [r for r, _ in ok]
+    batch["pixels"] = pixels
+
+
 def _loader(config: ExtractConfig, vfm: Any, group: CacheGroup, images: dict[str, _Image], todo: list[int],
-            device: torch.device, lock_fd: int | None = None) -> torch.utils.data.DataLoader:  # fmt: skip
+            device: torch.device, lock_fd: int | None = None,
+            jpeg_bytes: bool = False) -> torch.utils.data.DataLoader:  # fmt: skip
     rows_sha = group.rows()
     items = [(r, images[rows_sha[r]]) for r in todo]
     return torch.utils.data.DataLoader(
-        _ImageSet(Dataset(config.data), items, _worker_preprocess(vfm)),  # picklable: spawn workers get no model
+        _ImageSet(Dataset(config.data), items, _worker_preprocess(vfm), jpeg_bytes),  # picklable: no model
         batch_sampler=_batches(todo, group.shard_size, config.batch_size),
         num_workers=config.num_workers,
         collate_fn=_collate,
@@ -584,8 +625,10 @@ def _loader(config: ExtractConfig, vfm: Any, group: CacheGroup, images: dict[str
 def _run(config: ExtractConfig, vfm: Any, group: CacheGroup, images: dict[str, _Image], device: torch.device,
          dist: _Dist, lock_fd: int | None = None) -> dict[str, Any]:  # fmt: skip
     todo, already = _pending(group, images, dist)
+    decode, size, decoder = _decoder(config, vfm, device)
+    by_row = {group.index()[sha]: img for sha, img in images.items()}
     batches = iter(
-        _loader(config, vfm, group, images, todo, device, lock_fd)
+        _loader(config, vfm, group, images, todo, device, lock_fd, jpeg_bytes=decode is not None)
     )  # workers fork here, before any thread starts
     remaining: dict[int, set[int]] = {}
     for r in todo:
@@ -602,6 +645,8 @@ def _run(config: ExtractConfig, vfm: Any, group: CacheGroup, images: dict[str, _
             for i, batch in enumerate(batches):
                 t_got = time.perf_counter()
                 wait_s += t_got - t_wait
+                if decode is not None:
+                    _device_pixels(batch, decode, size, by_row, device)
                 _compute(vfm, group, batch, device, results, checks)
                 compute_s += time.perf_counter() - t_got
                 failed.extend(e for _, e in batch["failed"])
@@ -625,7 +670,8 @@ def _run(config: ExtractConfig, vfm: Any, group: CacheGroup, images: dict[str, _
         steady = round((rate.n - steady_from[1]) / max(time.perf_counter() - steady_from[0], 1e-9), 2)
     timing = {"loader_wait_s": round(wait_s, 3), "compute_s": round(compute_s, 3),
               "writer_busy_s": round(writer.busy_s, 3), "writer_backlog_wait_s": round(writer.wait_s, 3),
-              "writers": writer.n, "num_workers": config.num_workers, "dtype": config.dtype}  # fmt: skip
+              "writers": writer.n, "num_workers": config.num_workers, "dtype": config.dtype,
+              "decoder": decoder}  # fmt: skip
     return {
         "key": group.key,
         "cache": str(config.cache),
@@ -638,6 +684,7 @@ def _run(config: ExtractConfig, vfm: Any, group: CacheGroup, images: dict[str, _
         "seconds": round(seconds, 3),
         "images_per_s": round(extracted / seconds, 2) if seconds > 0 else None,
         "steady_images_per_s": steady,  # after the first two batches
+        "decoder": decoder,  # where JPEGs were decoded: "nvjpeg" on the GPU, else the workers and why
         "timing": timing,  # where the main loop's time went: the bottleneck is the largest of these
         "rank": dist.rank,
         "world_size": dist.world,
@@ -662,11 +709,18 @@ class _ShardChecks:
 
     events: list[Any] = field(default_factory=list)
     flags: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)
+    # per batch: the VFM's name, its items with a non-finite feature (a GPU bool tensor) and what to call them
+    nonfinite: list[tuple[str, torch.Tensor, Any]] = field(default_factory=list)
 
     def settle(self, codec: Any) -> None:
-        """Wait for the shard's copies; raise the codec's range error if any batch overflowed (one sync per shard)."""
+        """Wait for the shard's copies; raise the codec's range error if any batch overflowed, or the VFM's if any
+        returned a NaN or an infinity (one sync per shard)."""
+        from ava.vfm.feature_check import raise_nonfinite
+
         for event in self.events:
             event.synchronize()
+        for name, bad, images in self.nonfinite:
+            raise_nonfinite(name, bad, images)
         if self.flags:
             bad = torch.stack([b for b, _ in self.flags])
             if bool(bad.any()):
@@ -682,9 +736,8 @@ def _compute(
     checks: dict[int, _ShardChecks],
 ) -> None:
     """Forward one batch and encode each layer on the device, without waiting for it: results[row] = [(values,
-    scale, pooled views of the input or None) per layer] as host tensors (being copied), the copy event and range
-    flags in ``checks[shard]`` (on a CPU there is nothing to wait for: the batch's range is checked at once and an
-    overflow raises here)."""
+    scale) per layer] as host tensors (being copied), the copy event and range flags in ``checks[shard]`` (on a
+    CPU there is nothing to wait for: the batch's range is checked at once and an overflow raises here)."""
     if batch["pixels"] is None:
         return
     out = _forward(vfm, batch["pixels"], device)  # [B, L, T, D]
@@ -693,8 +746,11 @@ def _compute(
             f"VFM output {tuple(out.shape)} does not match the cache spec "
             f"[B, {len(group.layers)}, {group.num_tokens}, {group.dim}]"
         )
-    codec = group.codec
     check = checks.setdefault(batch["rows"][0] // group.shard_size, _ShardChecks())  # batches never cross shards
+    images = functools.partial(_row_images, group, list(batch["rows"]))
+    if (bad := check_features(out, group.spec.get("vfm", "?"), images)) is not None:  # complex, NaN, inf: refused
+        check.nonfinite.append((group.spec.get("vfm", "?"), bad, images))
+    codec = group.codec
     encoded = []
     for li in range(out.shape[1]):
         values, scale, bad = codec.encode_device(out[:, li])
@@ -706,18 +762,39 @@ def _compute(
                     raise codec.range_error(float(finite_peak(out[:, li])))
             else:
                 check.flags.append((bad, finite_peak(out[:, li]).float()))
-        views = None
-        if codec.pools_input and group.views:  # int4: views of the features before encoding, pooled on the device
-            grid = token_grid(group)
-            views = {v: _to_host(pool_tokens_torch(out[:, li], v, grid), device) for v in group.views}
-        encoded.append((_to_host(values, device), None if scale is None else _to_host(scale, device), views))
+        views = _views(group, values, scale, device, out[:, li])
+        encoded.append((_to_host(values, device), None if scale is None else _to_host(scale, device),
+                        {v: _to_host(t, device) for v, t in views.items()}))  # fmt: skip
     if device.type == "cuda":
         event = torch.cuda.Event()
         event.record()
         check.events.append(event)
     for i, row in enumerate(batch["rows"]):
-        results[row] = [(v[i], None if s is None else s[i], None if w is None else {k: t[i] for k, t in w.items()})
-                        for v, s, w in encoded]  # fmt: skip
+        results[row] = [(v[i], None if s is None else s[i], {k: t[i] for k, t in p.items()}) for v, s, p in encoded]
+
+
+def _views(group: CacheGroup, values: torch.Tensor, scale: torch.Tensor | None,
+           device: torch.device, features: torch.Tensor) -> dict[str, Any]:  # fmt: skip
+    """A batch's pooled views, pooled from its tokens as stored (decoded by the codec), so a view read from the cache
+    equals the view a head pools from the tokens it reads. On a GPU they are pooled there, before the copy to the
+    host (torch: equal to a reader's numpy pooling to float32 rounding); on the CPU with numpy, as readers pool,
+    so the stored view equals the read-time view bit for bit. A codec that pools its input (``Codec.pools_input``:
+    int4, whose 4-bit error would reach the float32 views) has them pooled from ``features``, before encoding."""
+    if not group.views:
+        return {}
+    tokens = features.float() if group.codec.pools_input else group.codec.decode_device(values, scale)
+    grid = token_grid(group)
+    if device.type == "cuda":
+        return {v: pool_tokens_torch(tokens, v, grid) for v in group.views}
+    host = tokens.numpy()
+    return {v: torch.from_numpy(pool_tokens(host, v, grid)) for v in group.views}
+
+
+def _row_images(group: CacheGroup, rows: list[int], positions: list[int]) -> str:
+    """The batch's items at ``positions``, as the cache knows them: row and image sha256."""
+    shas = group.rows()
+    return ", ".join(f"row {rows[i]}, image {shas[rows[i]][:12]}" for i in positions[:5]) + \
+        (" ..." if len(positions) > 5 else "")  # fmt: skip
 
 
 def _shard_job(group: CacheGroup, shard: int, results: dict[int, list], checks: dict[int, _ShardChecks]) -> tuple:
@@ -733,6 +810,5 @@ def _settled(group: CacheGroup, shard: int, rows: dict[int, list], check: _Shard
     codec = group.codec
     if check is not None:
         check.settle(codec)
-    return shard, {q: [(codec.host(v), None if s is None else codec.host(s),
-                        None if w is None else {k: t.numpy() for k, t in w.items()}) for v, s, w in pending]
-                   for q, pending in rows.items()}  # fmt: skip
+    return shard, {q: [(codec.host(v), None if s is None else codec.host(s), {k: t.numpy() for k, t in p.items()})
+                       for v, s, p in pending] for q, pending in rows.items()}  # fmt: skip

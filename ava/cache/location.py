@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ava.errors import AvaError
+from ava.errors import AvaError, redact
 
 LOCAL_PROTOCOLS = ("file", "local")
 
@@ -148,8 +148,12 @@ def _filesystem(protocol: str, url: str) -> Any:
     except ImportError as e:
         hint = known_implementations.get(protocol, {}).get("err") or str(e)
         package = _package(known_implementations.get(protocol, {}).get("class", ""), hint)
+        from ava.extras import extra_of, install_line
+
+        found = extra_of(package)
+        how = f"the {found[0]} extra: {install_line(found[0])}" if found else f"pip install {package}"
         raise CacheLocationError(f"--cache {url}: the {protocol}:// protocol needs the package {package} "
-                                 f"(pip install {package})") from None  # fmt: skip
+                                 f"({how})") from None  # fmt: skip
     return cls(**_options(protocol))
 
 
@@ -176,6 +180,11 @@ def cache_path(cache: str | os.PathLike[str] | RemotePath) -> CachePath:
     text = os.fspath(cache)
     if "://" not in text:
         return Path(text)
+    if redact(text) != text:
+        raise CacheLocationError(f"--cache {redact(text)}: a credential written into the URL is not read (it would be "
+                                 "echoed in logs and saved in run files); give it to the client library instead "
+                                 "(for s3://: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, AWS_PROFILE or "
+                                 "~/.aws/credentials)")  # fmt: skip
     protocol, rest = text.split("://", 1)
     protocol = protocol.lower()
     if protocol in LOCAL_PROTOCOLS:

@@ -77,10 +77,10 @@ def free_space(cache: str | os.PathLike[str] | CachePath) -> tuple[int, str] | N
 
 
 def size(n: int | float) -> str:
-    """Bytes in decimal units (``1.2 GB``), as disks are sold and ``df -H`` prints."""
+    """Bytes in decimal units (``512 B``, ``1.2 GB``), as disks are sold and ``df -H`` prints."""
     from rich.filesize import decimal
 
-    return decimal(int(n))
+    return f"{int(n)} B" if n < 1000 else decimal(int(n))
 
 
 @dataclass

@@ -1,8 +1,10 @@
 """Pooled views of patch tokens: the global mean (``"mean"``), and ``"gridN"`` = the mean plus the means of N x N
 cells of the token grid (coarse position, which the mean loses). The probes and kNN read them; extraction stores
-them beside the tokens (``pooled/<layer>/<view>`` in a cache group, see :mod:`ava.cache.store`), computed by
-:func:`pool_tokens` from the stored (decoded) tokens, so a stored view equals the view computed at read time; for the
-``int4`` codec by :func:`pool_tokens_torch` from the features before encoding (``Codec.pools_input``).
+them beside the tokens (``pooled/<layer>/<view>`` in a cache group, see :mod:`ava.cache.store`), computed from the
+stored (decoded) tokens: by :func:`pool_tokens` on a CPU, so a stored view equals the view computed at read time bit
+for bit, and by :func:`pool_tokens_torch` on a GPU, before the copy to the host (equal to float32 rounding). The
+``int4`` codec's views are pooled from the features before encoding instead (``Codec.pools_input``: its 4-bit error
+would otherwise reach the float32 views).
 """
 
 from __future__ import annotations
@@ -61,28 +63,6 @@ def pool_dim(dim: int, pool: str) -> int:
     return dim * (1 + pool_cells(pool) ** 2)
 
 
-def pool_tokens_torch(tokens: Any, pool: str, grid: tuple[int, int] | None) -> Any:
-    """:func:`pool_tokens` of a torch tensor ``[B, T, D]``, on its device (float32 out): the same cells, the sums in
-    torch's order (equal to the numpy result up to float32 rounding)."""
-    import torch
-
-    tokens = tokens.float()
-    mean = tokens.mean(dim=1)
-    n = pool_cells(pool)
-    if n == 0:
-        return mean
-    if grid is None or grid[0] * grid[1] != tokens.shape[1]:
-        raise AvaError(f"pooling {pool!r} needs a token grid, but the cache's {tokens.shape[1]} tokens have no layout")
-    rows, cols = grid
-    x = tokens.reshape(tokens.shape[0], rows, cols, tokens.shape[2])
-    cells = [
-        x[:, (i * rows) // n : -((-(i + 1) * rows) // n), (j * cols) // n : -((-(j + 1) * cols) // n)].mean(dim=(1, 2))
-        for i in range(n)
-        for j in range(n)
-    ]
-    return torch.cat([mean, *cells], dim=1)
-
-
 def pool_tokens(tokens: np.ndarray, pool: str, grid: tuple[int, int] | None) -> np.ndarray:
     """[B, T, D] tokens -> [B, D'] pooled view: the mean over tokens, then for ``"gridN"`` the means of N x N
     cells of the token grid (row-major; cell edges as ``adaptive_avg_pool2d``: floor(i*R/N) .. ceil((i+1)*R/N)).
@@ -104,4 +84,27 @@ def pool_tokens(tokens: np.ndarray, pool: str, grid: tuple[int, int] | None) -> 
     ]
     return np.concatenate([mean, *cells], axis=1).astype(np.float32, copy=False)
 
+
+def _cell_edges(size: int, n: int) -> list[tuple[int, int]]:
+    """The N cells' [start, end) along a side of ``size`` tokens (as ``adaptive_avg_pool2d``)."""
+    return [((i * size) // n, -((-(i + 1) * size) // n)) for i in range(n)]
+
+
+def pool_tokens_torch(tokens: Any, pool: str, grid: tuple[int, int] | None) -> Any:
+    """:func:`pool_tokens` in torch, on the tokens' device (a GPU extraction pools there, before the copy to the
+    host). The same cells and means; the sums run in another order than numpy's, so values agree with
+    :func:`pool_tokens` of the same tokens to float32 rounding (a few ulp), not bit for bit."""
+    import torch
+
+    tokens = tokens.float()
+    mean = tokens.mean(dim=1)
+    n = pool_cells(pool)
+    if n == 0:
+        return mean
+    if grid is None or grid[0] * grid[1] != tokens.shape[1]:
+        raise AvaError(f"pooling {pool!r} needs a token grid, but the cache's {tokens.shape[1]} tokens have no layout")
+    rows, cols = grid
+    x = tokens.reshape(tokens.shape[0], rows, cols, tokens.shape[2])
+    cells = [x[:, r0:r1, c0:c1].mean(dim=(1, 2)) for r0, r1 in _cell_edges(rows, n) for c0, c1 in _cell_edges(cols, n)]
+    return torch.cat([mean, *cells], dim=1)
 

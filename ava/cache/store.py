@@ -29,8 +29,9 @@ same VFM with another codec or dtype makes a new group beside the old one. A key
 (``--key``) is fixed: reusing it with a spec that differs is refused, naming the differing fields.
 
 Writers own whole shards: a shard (S consecutive rows) is only ever written by one process at a time,
-in one write, then its rows are marked done. Zarr's local store writes every shard file through a
-temporary file and a rename, so a killed writer leaves either the old or the new shard, never a torn one.
+in one write, then its rows are marked done. Each file is encoded in the writer's thread with the bytes Zarr would
+store (:mod:`ava.cache.shards`) and written through a temporary file and a rename, as Zarr's local store does, so a
+killed writer leaves either the old or the new shard, never a torn one.
 In object storage (``--cache s3://...``, :mod:`ava.cache.location`) a shard is one object written by one PUT, which
 is atomic too; a shard's ``done`` chunk, one object written after the shard's data, is its commit marker, and a
 reader trusts only the rows it marks. There the job's lock is a lease object (:mod:`ava.cache.lease`).
@@ -53,6 +54,7 @@ from ava.cache.codecs import Codec, get_codec
 from ava.cache.errors import CacheError
 from ava.cache.location import CachePath, cache_path, is_remote, probe, total_bytes, write_text_atomic, zarr_store
 from ava.cache.pooling import pool_dim
+from ava.cache.shards import ArrayEncoder
 
 FORMAT_NAME = "ava-feature-cache"
 FORMAT_VERSION = 2  # 2: the key is the identity + codec + format version (no name, no repeated fields)
@@ -188,6 +190,7 @@ class CacheGroup:
     _arrays: dict[str, Any] = field(default_factory=dict, repr=False)
     # array -> its chunk files, listed once by ava.cache.chunks (never pickled: a worker lists them again)
     chunk_files: dict[str, Any] = field(default_factory=dict, repr=False)
+    _encoders: dict[str, ArrayEncoder | None] = field(default_factory=dict, repr=False)
     _rows: list[str] | None = field(default=None, repr=False)
     _index: dict[str, int] | None = field(default=None, repr=False)
 
@@ -207,7 +210,7 @@ class CacheGroup:
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state["_arrays"], state["chunk_files"] = {}, {}
+        state["_arrays"], state["chunk_files"], state["_encoders"] = {}, {}, {}
         return state
 
     # -- spec ---------------------------------------------------------------------------------------
@@ -266,15 +269,12 @@ class CacheGroup:
             import zarr
 
             batch_shard_chunks()
-            # a writer stores every chunk it is given: Zarr's default compares each chunk with the fill value first
-            # (to skip all-zero chunks), which cost 40% of a shard write's CPU (benchmarks/README.md, extraction)
-            config = {"write_empty_chunks": True} if self.writable else None
             try:
                 # in object storage zarr_format=3: Zarr would also look for v2 metadata (.zarray, .zattrs), a
                 # request each (on a local disk it does, so that a v2 array planted in a cache is named as such)
-                self._arrays[name] = zarr.open_array(zarr_store(self.path / name, read_only=not self.writable),
-                                                     mode="r+" if self.writable else "r", config=config,
-                                                     zarr_format=3 if is_remote(self.path) else None)  # fmt: skip
+                arr = zarr.open_array(zarr_store(self.path / name, read_only=not self.writable),
+                                      mode="r+" if self.writable else "r",
+                                      zarr_format=3 if is_remote(self.path) else None)  # fmt: skip
             except FileNotFoundError as e:
                 raise CacheError(
                     f"{self.path / name}: cache array is missing (no zarr.json); the group is damaged "
@@ -287,7 +287,21 @@ class CacheGroup:
                     f"{self.path / name}: cache array cannot be opened ({type(e).__name__}: {e}); the group is "
                     f"damaged beyond `ava cache verify --repair`: delete {self.path} and extract again"
                 ) from e
+            if self.writable:
+                # a writer stores every chunk it is given: by default Zarr compares each chunk with the fill value and
+                # leaves an all-zero one out, which a reader then takes for a missing row (ava.cache.chunks). The
+                # setting must be applied to the opened array: open_array ignores its config= for an existing
+                # array (zarr 3.1.6)
+                arr = arr.with_config({"write_empty_chunks": True})
+            self._arrays[name] = arr
         return self._arrays[name]
+
+    def encoder(self, name: str) -> ArrayEncoder | None:
+        """The encoder that writes array ``name``'s shard files as Zarr would, in the calling thread
+        (:mod:`ava.cache.shards`); None for a layout it does not know (Zarr then writes it)."""
+        if name not in self._encoders:
+            self._encoders[name] = ArrayEncoder.of(self.array(name))
+        return self._encoders[name]
 
     def features(self, layer: int) -> Any:
         return self.array(f"features/{layer}")
@@ -333,7 +347,7 @@ class CacheGroup:
 
     def reload(self) -> None:
         self._rows = self._index = None
-        self._arrays, self.chunk_files = {}, {}
+        self._arrays, self.chunk_files, self._encoders = {}, {}, {}
 
     # -- layout -------------------------------------------------------------------------------------
     def shard_rows(self, shard: int) -> range:

@@ -1,5 +1,5 @@
-""":class:`Fingerprint`: the in-training fingerprint as a PyTorch Lightning callback (``pip install
-ava-bench[lightning]``). It wraps :class:`~ava.callbacks.monitor.FingerprintMonitor` and logs through every logger of
+""":class:`Fingerprint`: the in-training fingerprint as a PyTorch Lightning callback (the ``lightning``
+extra). It wraps :class:`~ava.callbacks.monitor.FingerprintMonitor` and logs through every logger of
 the trainer (TensorBoard, W&B, CSV...)."""
 
 from __future__ import annotations
@@ -15,8 +15,10 @@ except ImportError:
     try:
         from pytorch_lightning import Callback  # type: ignore[no-redef]
     except ImportError:
-        raise AvaError("ava.callbacks.Fingerprint needs PyTorch Lightning, which is not installed: "
-                       "pip install ava-bench[lightning]") from None  # fmt: skip
+        from ava.extras import install_line
+
+        raise AvaError("ava.callbacks.Fingerprint needs PyTorch Lightning, from the lightning extra, which is not "
+                       f"installed: {install_line('lightning')}") from None  # fmt: skip
 
 
 class Fingerprint(Callback):

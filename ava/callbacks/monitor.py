@@ -13,16 +13,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ava.errors import AvaError
+from ava.home import ava_home
 
 if TYPE_CHECKING:
     from ava.heads.memory import EvalSuite, FingerprintScores
 
 JSONL = "fingerprints.jsonl"
 BASELINES = "fingerprint_baselines.json"
-
-
-def _ava_home() -> Path:
-    return Path(os.environ.get("AVA_HOME") or Path.home() / ".cache" / "ava").expanduser()
 
 
 def default_suite(per_ava: int = 150, size: int = 224, seed: int = 0, root: str | os.PathLike[str] | None = None,
@@ -32,7 +29,7 @@ def default_suite(per_ava: int = 150, size: int = 224, seed: int = 0, root: str 
     arguments. Under ``torch.distributed`` rank 0 generates it while the others wait."""
     from ava.heads.memory import all_ranks_ok, rank_and_world
 
-    path = Path(root or _ava_home() / "suites") / f"synth-{per_ava}-{size}px-seed{seed}"
+    path = Path(root or ava_home() / "suites") / f"synth-{per_ava}-{size}px-seed{seed}"
     rank, world = rank_and_world()
     failure: Exception | None = None
     if rank == 0 and not (path / "dataset.json").is_file():

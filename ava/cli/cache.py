@@ -62,6 +62,11 @@ def extract_cmd(
         ),
     ] = None,
     preprocess: Annotated[str | None, typer.Option(help="pad (pad to square, default) or processor.")] = None,
+    decode: Annotated[
+        str | None,
+        typer.Option(help="Where JPEGs are decoded: auto (default: on the VFM's GPU where torchvision can, with "
+                     "nvJPEG; else the DataLoader workers), workers or device. The summary says which ran."),
+    ] = None,
     shard_size: Annotated[
         int | None, typer.Option(help="Images per shard (default 64).", callback=checked("shard_size"))
     ] = None,
@@ -100,7 +105,7 @@ def extract_cmd(
         vfm, data, cache, ava=split_list(ava), split=split, codec=codec, layers=_parse_layers(layers),
         batch_size=batch_size, device=device, dtype=dtype, num_workers=num_workers, preprocess=preprocess,
         shard_size=shard_size, key=key, config=config, progress=False if quiet else None,
-        trust_remote_code=trust_remote_code, threads=threads or "auto", dry_run=dry_run, force=force,
+        trust_remote_code=trust_remote_code, threads=threads or "auto", decode=decode, dry_run=dry_run, force=force,
     )  # fmt: skip
     summary = result.summary
     console, err = Console(), Console(stderr=True)
@@ -125,7 +130,8 @@ def _summary(summary: dict[str, Any], who: str) -> str:
     if not summary["extracted"]:
         return head + f"nothing to extract, {summary['already_done']} rows already done{failed}"
     done = f", {summary['already_done']} already done" if summary["already_done"] else ""
-    return head + f"{summary['extracted']} extracted{who}{done}{failed} ({summary['images_per_s']} img/s)"
+    decoded = f", JPEGs decoded by {summary['decoder']}" if summary.get("decoder") == "nvjpeg" else ""
+    return head + f"{summary['extracted']} extracted{who}{done}{failed} ({summary['images_per_s']} img/s{decoded})"
 
 
 def _size(n: int) -> str:
@@ -229,14 +235,17 @@ def verify(
         raise typer.Exit(1)
 
 
-def _copy(src: str, dst: str, threads: int, verify: bool, quiet: bool) -> None:
+def _copy(src: str, dst: str, threads: int, verify: bool, quiet: bool, force: bool) -> None:
     from rich.console import Console
 
     from ava.cache.transfer import copy_cache
 
-    r = copy_cache(src, dst, threads=threads, verify=verify, progress=not quiet)
-    line = (f"{r['src']} -> {r['dst']}: {r['copied']} object(s) copied ({_size(r['bytes'])}, {r['mb_per_s']} MB/s), "
-            f"{r['skipped']} already there")  # fmt: skip
+    r = copy_cache(src, dst, threads=threads, verify=verify, progress=not quiet, force=force)
+    rate = f", {r['mb_per_s']} MB/s" if r["copied"] else ""
+    line = (f"{r['src']} -> {r['dst']}: {r['copied']} object(s) copied ({_size(r['bytes'])}{rate}), "
+            f"{r['skipped']} already there and identical (size and MD5), skipped")  # fmt: skip
+    if r["replaced"]:
+        line += f"; replaced group(s) {', '.join(r['replaced'])} (--force)"
     Console().print(line, highlight=False, soft_wrap=True)
     for key, digest in r["groups"].items():
         Console().print(f"{key} digest {digest} (equal on both sides)", highlight=False, soft_wrap=True)
@@ -245,6 +254,8 @@ def _copy(src: str, dst: str, threads: int, verify: bool, quiet: bool) -> None:
 ThreadsCopyOpt = Annotated[int, typer.Option("--parallel", help="Objects copied at once.", min=1)]
 VerifyOpt = Annotated[bool, typer.Option(help="Compare every group's content digest on both sides afterwards.")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]
+CopyForceOpt = Annotated[bool, typer.Option("--force", help="Replace a destination group that holds features of "
+                                                             "other images (another dataset's cache).")]
 
 
 @app.command("push")
@@ -254,10 +265,12 @@ def push(
     parallel: ThreadsCopyOpt = 16,
     verify: VerifyOpt = True,
     quiet: QuietOpt = False,
+    force: CopyForceOpt = False,
 ) -> None:
-    """Copy a local cache to object storage: resumable (objects already there are skipped), each group committed
-    last, then verified by content digest."""
-    _copy(local, url, parallel, verify, quiet)
+    """Copy a local cache to object storage, sending only what differs (an object there with the same size and MD5
+    is skipped), each group committed last, then verified by content digest. A group there holding another
+    dataset's features is refused unless --force."""
+    _copy(local, url, parallel, verify, quiet, force)
 
 
 @app.command("pull")
@@ -267,10 +280,11 @@ def pull(
     parallel: ThreadsCopyOpt = 16,
     verify: VerifyOpt = True,
     quiet: QuietOpt = False,
+    force: CopyForceOpt = False,
 ) -> None:
-    """Copy a cache from object storage to a local directory: resumable, each group committed last, then verified by
-    content digest."""
-    _copy(url, local, parallel, verify, quiet)
+    """Copy a cache from object storage to a local directory, sending only what differs, each group committed last,
+    then verified by content digest. A local group holding another dataset's features is refused unless --force."""
+    _copy(url, local, parallel, verify, quiet, force)
 
 
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Remove without asking.")]

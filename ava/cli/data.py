@@ -88,7 +88,8 @@ def split(
     from ava.api import split_data
 
     result = split_data(data, test_frac=test_frac, seed=seed, force=force)
-    table = Table(title=f"split of {data} (test_frac={test_frac}, seed={seed})")
+    kept = " (already split this way: kept, nothing to do)" if result.unchanged else ""
+    table = Table(title=f"split of {data} (test_frac={test_frac}, seed={seed}){kept}")
     for col in ("ability", "train", "test", "stratified by"):
         table.add_column(col)
     for ava, counts in result.counts.items():
@@ -187,7 +188,15 @@ def options(
     result = rewrite_options(data, out, miner=miner, k=k, seed=seed, ava=ava, cache=cache, template=template,
                              domain=domain, label_template=label_template, device=device, force=force)  # fmt: skip
     for key, n in result.rewritten.items():
-        typer.echo(f"{key}: {n} questions, {result.classes[key]} classes -> {k} options ({result.miner})")
+        line = f"{key}: {n} questions, {result.classes[key]} classes -> {k} options ({result.miner})"
+        if key in result.same_photo:
+            same = result.same_photo[key]
+            line += (f"; {same['share']:.0%} of the distractors are other objects of the question's photo (over "
+                     f"{same['questions']} questions on photos of several classes)")  # fmt: skip
+        typer.echo(line)
+        if result.unplaced.get(key):
+            typer.echo(f"{key}: {len(result.unplaced[key])} classes no object shows, ranked last: "
+                       + ", ".join(result.unplaced[key][:8]) + (" ..." if len(result.unplaced[key]) > 8 else ""))
     for key, why in result.skipped.items():
         typer.echo(f"{key}: left as it was ({why})")
     typer.echo(f"wrote {result.out}")
@@ -268,19 +277,21 @@ def _print_build(result: Any) -> None:
     from rich.table import Table
 
     table = Table(title=f"ava data build -> {result.out} ({result.seconds:.1f} s)")
-    for col in ("ability", "considered", "kept", "train", "test", "dropped"):
+    for col in ("ability", "considered", "kept", "train", "test", "dropped", "capped"):
         table.add_column(col, justify="left" if col == "ability" else "right")
     for row in result.summary:
         counts = result.counts.get(row["ability"], {"train": 0, "test": 0})
         table.add_row(row["ability"], str(row["considered"]), str(row["kept"]), str(counts["train"]),
-                      str(counts["test"]), str(row["dropped"]))  # fmt: skip
+                      str(counts["test"]), str(row["dropped"]), str(row.get("capped", 0)))  # fmt: skip
     console = Console()
     console.print(table)
-    console.print("[bold]dropped, by rule[/] (n; an example record):")
+    console.print("[bold]dropped, by rule, and capped[/] (n; an example record):")
     for row in result.summary:
         for r in row["reasons"]:
             example = f"; e.g. {r['example']}" if r["example"] else ""
-            console.print(f"  {row['ability']}: {r['reason']} ({r['n']}{example})", highlight=False, soft_wrap=True)
+            cap = "capped: " if r.get("kind") == "cap" else ""
+            console.print(f"  {row['ability']}: {cap}{r['reason']} ({r['n']}{example})", highlight=False,
+                          soft_wrap=True)  # fmt: skip
     for key, why in result.skipped.items():
         console.print(f"not built: {key} ({why})", highlight=False, soft_wrap=True)
     for line in _models_used(result.sources):
@@ -302,13 +313,21 @@ def _models_used(sources: dict[str, Any]) -> list[str]:
 @app.command("synth-sources")
 def synth_sources(
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory to write the source files to.")],
-    n_images: Annotated[int, typer.Option("--images", help="Scenes to draw.")] = 24,
+    n_images: Annotated[int, typer.Option("--images", help="Scenes to draw.", callback=checked("n"))] = 24,
     seed: Annotated[int, typer.Option(help="Seed; the same seed writes the same files.")] = 0,
+    photos: Annotated[bool, typer.Option("--photos", help="Real-style sources instead: objects cut from the "
+                                         "photographs scikit-image and matplotlib ship, pasted on real textures "
+                                         "(COCO JSON and JPEGs, one stored on its side with an EXIF tag).")] = False,
 ) -> None:
     """Write synthetic scenes as the source formats `ava data build` reads (COCO JSON with masks, depth PNGs,
-    class folders, text boxes, a raters' CSV) with their exact truth in truth.json."""
+    class folders, text boxes, a raters' CSV) with their exact truth in truth.json; or, with --photos, real-style
+    photos with COCO instances (docs/build.md, "Real photos")."""
     from ava.api import synth_sources as write
 
-    truth = write(out, n_images=n_images, seed=seed)
+    truth = write(out, n_images=n_images, seed=seed, photos=photos)
+    if photos:
+        n = sum(len(r["instances"]) for r in truth["images"])
+        typer.echo(f"wrote {len(truth['images'])} real-style photos with {n} instances to {out}")
+        return
     typer.echo(f"wrote {len(truth['images'])} scenes, {len(truth['instances'])} instances, {len(truth['words'])} "
                f"words and {sum(len(v) for v in truth['classes'].values())} class-folder images to {out}")

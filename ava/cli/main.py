@@ -17,7 +17,7 @@ from pathlib import Path
 import typer
 
 from ava.cli import cache, data, demo, fingerprint, head, report, score, sweep, vfm, vlm
-from ava.cli.options import tidy_help
+from ava.cli.options import rewrap_help, tidy_help
 
 tidy_help()
 
@@ -78,7 +78,7 @@ def _fail(e: BaseException, argv: list[str]) -> int:
     from rich.console import Console
     from rich.markup import escape
 
-    from ava.errors import AvaError, describe, remove_own_temp_files
+    from ava.errors import AvaError, describe, redact, remove_own_temp_files
 
     remove_own_temp_files(_output_roots(argv))
     if os.environ.get("AVA_DEBUG") == "1":
@@ -86,17 +86,38 @@ def _fail(e: BaseException, argv: list[str]) -> int:
     if isinstance(e, KeyboardInterrupt):
         Console(stderr=True).print("[bold red]interrupted[/]")
         return 130
-    message = describe(e)
+    from ava.extras import missing_message
+
+    message = describe(e) or missing_message(e)
     if message is None:
         message = f"internal error: {type(e).__name__}: {e} (run with AVA_DEBUG=1 for the traceback, and report it)"
+    message = redact(message)  # a credential written into a URL is never echoed
     Console(stderr=True).print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     return 2 if isinstance(e, AvaError) else 1
 
 
+def _redacted_warnings() -> None:
+    """Warnings are printed with any credential written into a URL redacted (:func:`ava.errors.redact`)."""
+    import warnings
+
+    from ava.errors import redact
+
+    if getattr(warnings.formatwarning, "_ava_redacts", False):
+        return
+    original = warnings.formatwarning
+
+    def formatwarning(*args: object, **kwargs: object) -> str:
+        return redact(original(*args, **kwargs))  # type: ignore[arg-type]
+
+    formatwarning._ava_redacts = True  # type: ignore[attr-defined]
+    warnings.formatwarning = formatwarning
+
+
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else list(argv)
+    _redacted_warnings()
     try:
-        app(args=args, prog_name="ava")
+        rewrap_help(typer.main.get_command(app))(args=args, prog_name="ava")  # what app() runs, help rewrapped
     except (Exception, KeyboardInterrupt) as e:  # noqa: BLE001 - every failure ends as one line (see _fail)
         sys.exit(_fail(e, args))
 

@@ -151,6 +151,34 @@ def tidy_help() -> None:
         argument._usage_display_name = usage_name
 
 
+def whole_sentences(text: str) -> str:
+    """A docstring as help text: the lines of each paragraph joined, so the terminal wraps whole sentences (typer
+    keeps a docstring's line breaks in the command lists, which cut sentences in two); an ``Example:`` line or a
+    ``- `` item starts a paragraph of its own."""
+    import inspect
+
+    paragraphs = []
+    for block in inspect.cleandoc(text).split("\n\n"):
+        merged: list[str] = []
+        for line in block.split("\n"):
+            if merged and line.strip() and not line.lstrip().startswith(("Example:", "- ", "\b", "\f")):
+                merged[-1] += " " + line.strip()
+            else:
+                merged.append(line.strip())
+        paragraphs += [m for m in merged if m]
+    return "\n\n".join(paragraphs)
+
+
+def rewrap_help(command: Any) -> Any:
+    """``command`` (a click command or group, as typer builds it) with :func:`whole_sentences` applied to its help
+    and to every sub-command's; returns it."""
+    if getattr(command, "help", None):
+        command.help = whole_sentences(command.help)
+    for sub in getattr(command, "commands", {}).values():
+        rewrap_help(sub)
+    return command
+
+
 DataOpt = Annotated[
     Path | None,
     typer.Option("--data", help="Dataset directory. Required.", show_default=False),

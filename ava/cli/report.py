@@ -17,7 +17,7 @@ def report(
     ] = False,
     n_boot: Annotated[int, typer.Option("--n-boot", min=100, help="Bootstrap replicates per score.")] = 2000,
     seed: Annotated[int, typer.Option(help="Seed of the bootstrap (reports are reproducible).")] = 0,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not print the tables.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not print the tables nor the progress.")] = False,
     detail: Annotated[bool, typer.Option(help="Also print the rank agreement per ability.")] = False,
     reference: Annotated[str | None, typer.Option(help="Also show every score relative to this VFM (a table and a "
                                                   "plot per head), e.g. dinov2.", show_default=False)] = None,
@@ -45,7 +45,7 @@ def report(
             raise typer.BadParameter(f"{item!r}: give RUN=REF (two run directories)", param_hint="'--gap'")
         pairs.append((a, b))
     made = make_report(runs, out, split=split, allow_mixed=allow_mixed, n_boot=n_boot, seed=seed,
-                       reference=reference, gaps=pairs or None)  # fmt: skip
+                       reference=reference, gaps=pairs or None, progress=not quiet)  # fmt: skip
     result = made.data
     console = Console()
     if not quiet:

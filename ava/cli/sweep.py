@@ -43,10 +43,14 @@ def sweep(
     array_parallelism: Annotated[int | None, _O(help="slurm: array tasks running at once.", min=1)] = None,
     account: Annotated[str | None, _O(help="slurm: account to charge.")] = None,
     cpus_per_job: Annotated[int | None, _O(help="slurm: CPUs per job.", min=1)] = None,
+    force: Annotated[bool, _O("--force", help="Train again the jobs whose command changed since they ran (another "
+                                              "ability set, device or cache for the same run directory), replacing "
+                                              "their runs.")] = False,
     as_json: Annotated[bool, _O("--json", help="Print JSON.")] = False,
 ) -> None:
     """Plan the grid (VFM x head x ability set), extract each VFM's cache once, then run every cell as its own job
-    into OUT/<head>-<vfm> (what `ava report` reads). Rerunning submits only what is missing or failed.
+    into OUT/<head>-<vfm> (what `ava report` reads). Rerunning submits only what is missing or failed; a job whose
+    command changed since it ran is refused, naming what changed, unless --force.
 
     Example: ava sweep --vfm pixels,random-vit --head knn,probe-linear --ava color,counting --data D --cache C
     --out runs --executor local --jobs 2
@@ -60,7 +64,7 @@ def sweep(
               "out": out, "executor": executor, "jobs": jobs, "device": device}  # fmt: skip
     slurm = _slurm(partition, gpus_per_job, time_min, array_parallelism, account, cpus_per_job)
     the_plan = load_plan(plan, **fields, slurm=slurm) if plan else make_plan({**fields, "slurm": slurm})
-    result = run_sweep(the_plan)
+    result = run_sweep(the_plan, force=force, progress=not as_json)
     if as_json:
         typer.echo(json.dumps(result, indent=2))
         return
@@ -77,8 +81,10 @@ def _print(rows: list[dict[str, Any]]) -> None:
     console = Console(soft_wrap=True)
     for r in rows:
         where = f" [slurm {r['slurm_id']}]" if r.get("slurm_id") else ""
+        earlier = "" if r.get("current", True) else " (an earlier plan's)"
         tail = (f" -> {', '.join(r['results'])}" if r["results"] else "") + (f": {r['error']}" if r["error"] else "")
-        console.print(f"{r['state']:<9} {r['job']}{where} log {r['log'] or '-'}{tail}", highlight=False, markup=False)
+        console.print(f"{r['state']:<9} {r['job']}{earlier}{where} log {r['log'] or '-'}{tail}", highlight=False,
+                      markup=False)  # fmt: skip
 
 
 @app.command("status")

@@ -43,7 +43,10 @@ def synth(
     result = synthesize(out, per_ava=per_ava, ava=ava or None, seed=seed, size=size, difficulty=difficulty,
                         test_frac=test_frac, workers=workers, force=force or overwrite, config=config,
                         progress=True)  # fmt: skip
-    Console().print(f"wrote synthetic dataset to [bold]{result.path}[/]")
+    if result.reused:
+        Console().print(f"{result.path} already holds this synthetic set (same settings): nothing to do")
+    else:
+        Console().print(f"wrote synthetic dataset to [bold]{result.path}[/]")
 
 
 def preview(

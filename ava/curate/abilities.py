@@ -23,6 +23,7 @@ from ava.curate.core import (
     RED,
     Change,
     Context,
+    Drop,
     Question,
     ask,
     balance,
@@ -100,11 +101,7 @@ def build_localization(ctx: Context) -> list[Question]:
             if names.count(a.category) > 1:  # the question names the class: with two, either box would be right
                 ctx.summary.drop("localization", "class not unique in its image", f"annotation {a.id}")
                 continue
-            side = max(im.width, im.height)
-            ox, oy = (side - im.width) // 2, (side - im.height) // 2
-            x1, y1, x2, y2 = a.xyxy
-            box = [round((x1 + ox) / side, 4), round((y1 + oy) / side, 4), round((x2 + ox) / side, 4),
-                   round((y2 + oy) / side, 4)]  # fmt: skip
+            box = padded_box(im, a)
             area_bin = _area_bin((box[2] - box[0]) * (box[3] - box[1]))
             out.append(Question(
                 "localization", f"{im.id}-{a.id}", ask("localization", object=f"the {a.category}"), fmt_box(box),
@@ -112,6 +109,16 @@ def build_localization(ctx: Context) -> list[Question]:
                 padded(im.path), f"{a.category}|{area_bin}", area_bin,
             ))  # fmt: skip
     return out
+
+
+def padded_box(im: SourceImage, a: Instance) -> list[float]:
+    """``a``'s box (x1, y1, x2, y2) normalized in its image padded to a square (what localization answers and
+    recognition shows)."""
+    side = max(im.width, im.height)
+    ox, oy = (side - im.width) // 2, (side - im.height) // 2
+    x1, y1, x2, y2 = a.xyxy
+    return [round((x1 + ox) / side, 4), round((y1 + oy) / side, 4), round((x2 + ox) / side, 4),
+            round((y2 + oy) / side, 4)]  # fmt: skip
 
 
 def _area_bin(area: float) -> str:
@@ -143,10 +150,13 @@ def build_recognition(ctx: Context) -> list[Question]:
                 continue
             options = ctx.options_for("recognition", a.category, classes, a.id,
                                       image=(f"{im.file_name}#{a.id}", _crop(im, a)))
+            # box: where the object is in the question's image, so a miner reads the object, not the photo;
+            # image_classes: the photo's other objects, which ava data options reports a distractor share of
+            meta = _meta(ctx, im, a, **{"class": a.category, "box": padded_box(im, a),
+                                        "image_classes": sorted({o.category for o in im.instances})})
             out.append(Question(
                 "recognition", f"{im.id}-{a.id}", ask("recognition", options), a.category,
-                option_truth(options, a.category), options, _meta(ctx, im, a, **{"class": a.category}),
-                boxed(im, a, pad=True), a.category, a.category,
+                option_truth(options, a.category), options, meta, boxed(im, a, pad=True), a.category, a.category,
             ))  # fmt: skip
     return out
 
@@ -181,23 +191,28 @@ def build_counting(ctx: Context) -> list[Question]:
                    groups=lambda q: q.meta["class"])  # fmt: skip
 
 
-def choose_pairs(ctx: Context, ava: str, im: SourceImage,
-                 anns: list[Instance]) -> tuple[list[tuple[Instance, Instance]], list[tuple[Instance, Instance]]]:
-    """Unordered pairs of an image's instances: the (at most ``ctx.max_pairs``) asked about, a seeded choice, and
-    the rest."""
-    pairs = list(itertools.combinations(anns, 2))
-    order = ctx.rng(ava, "pairs", im.id).permutation(len(pairs))
-    return [pairs[i] for i in sorted(order[: ctx.max_pairs])], [pairs[i] for i in order[ctx.max_pairs:]]
+Judge = Callable[[Instance, Instance], Any]  # a pair's verdict, or a Drop naming the rule it breaks
 
 
-def capped_pairs(ctx: Context, ava: str, im: SourceImage, anns: list[Instance]) -> list[tuple[Instance, Instance]]:
-    """Unordered pairs of an image's instances, at most ``ctx.max_pairs`` of them (a seeded choice; the rest
-    counted), so a crowded image does not dominate the ability."""
-    kept, rest = choose_pairs(ctx, ava, im, anns)
-    for a, b in rest:
+def judged_pairs(ctx: Context, ava: str, im: SourceImage, anns: list[Instance],
+                 judge: Judge) -> list[tuple[Instance, Instance, Any]]:  # fmt: skip
+    """Every unordered pair of an image's instances judged by ``judge(a, b)``; of the pairs that pass every rule,
+    at most ``ctx.max_pairs`` (a seeded choice among them, so a crowded image does not dominate the ability), with
+    their verdicts. The rest are counted: by the rule a pair broke, or as capped. Filters first, the cap after:
+    a cap drawn before the rules would spend itself on pairs they drop."""
+    passed = []
+    for a, b in itertools.combinations(anns, 2):
         ctx.summary.consider(ava)
-        ctx.summary.drop(ava, f"over {ctx.max_pairs} pairs per image", f"annotations {a.id},{b.id}")
-    return kept
+        verdict = judge(a, b)
+        if isinstance(verdict, Drop):
+            ctx.summary.drop(ava, verdict, f"annotations {a.id},{b.id}")
+        else:
+            passed.append((a, b, verdict))
+    order = ctx.rng(ava, "pairs", im.id).permutation(len(passed))
+    for i in order[ctx.max_pairs :]:
+        a, b, _ = passed[i]
+        ctx.summary.cap(ava, f"over --max-pairs {ctx.max_pairs} pairs per image", f"annotations {a.id},{b.id}")
+    return [passed[i] for i in sorted(order[: ctx.max_pairs])]
 
 
 def _spatial_answer(r: Instance, b: Instance) -> str | None:
@@ -216,22 +231,23 @@ def build_spatial(ctx: Context) -> list[Question]:
     out = []
     for im, anns in images_with_objects(ctx, "spatial"):
         names = [a.category for a in im.instances]  # a crowd region of the class makes the name ambiguous too
-        for a, b in capped_pairs(ctx, "spatial", im, anns):
-            ctx.summary.consider("spatial")
-            rec = f"annotations {a.id},{b.id}"
+
+        def judge(a: Instance, b: Instance, im: SourceImage = im, names: list[str] = names) -> Drop | None:
             if min(_area(a, im), _area(b, im)) <= AREA_RANGE[0]:
-                ctx.summary.drop("spatial", "a box under 0.002 of the image", rec)
-            elif _spatial_answer(a, b) is None:
-                ctx.summary.drop("spatial", "boxes overlap horizontally or vertically", rec)
-            elif not ctx.boxes and (a.category == b.category or names.count(a.category) > 1
-                                    or names.count(b.category) > 1):  # fmt: skip
-                ctx.summary.drop("spatial", "no boxes drawn: a class not unique in its image", rec)
-            else:
-                flip = counts[_spatial_answer(b, a)] < counts[_spatial_answer(a, b)]  # type: ignore[index]
-                red, blue = (b, a) if flip else (a, b)
-                answer = _spatial_answer(red, blue)
-                counts[answer] += 1  # type: ignore[index]
-                out.append(_spatial_question(ctx, im, red, blue, answer))  # type: ignore[arg-type]
+                return Drop("a box under 0.002 of the image")
+            if _spatial_answer(a, b) is None:
+                return Drop("boxes overlap horizontally or vertically")
+            if not ctx.boxes and (a.category == b.category or names.count(a.category) > 1
+                                  or names.count(b.category) > 1):  # fmt: skip
+                return Drop("no boxes drawn: a class not unique in its image")
+            return None
+
+        for a, b, _ in judged_pairs(ctx, "spatial", im, anns, judge):
+            flip = counts[_spatial_answer(b, a)] < counts[_spatial_answer(a, b)]  # type: ignore[index]
+            red, blue = (b, a) if flip else (a, b)
+            answer = _spatial_answer(red, blue)
+            counts[answer] += 1  # type: ignore[index]
+            out.append(_spatial_question(ctx, im, red, blue, answer))  # type: ignore[arg-type]
     return balance(out, lambda q: q.answer, ctx.summary, "answer balance", expect=SPATIAL_ANSWERS)
 
 
@@ -321,18 +337,20 @@ def build_rel_depth(ctx: Context) -> list[Question]:
         if len(anns) < 2:
             continue
         depths = instance_depths(ctx, im, anns)
-        for a, b in capped_pairs(ctx, "rel_depth", im, anns):
-            ctx.summary.consider("rel_depth")
+
+        def judge(a: Instance, b: Instance, depths: dict | None = depths, im: SourceImage = im) -> Drop | None:
             if depths is None:
-                ctx.summary.drop("rel_depth", "no depth map for the image", im.file_name)
-            elif a.id not in depths or b.id not in depths:
-                ctx.summary.drop("rel_depth", "an object without depth", f"annotations {a.id},{b.id}")
-            elif abs(depths[a.id][1] - depths[b.id][1]) < _min_diff(ctx, depths[a.id][1], depths[b.id][1]):
-                ctx.summary.drop("rel_depth", "depths differ by less than 0.5 m" if ctx.depth.metric else  # type: ignore[union-attr]
-                                 "relative depths differ by less than 10%", f"annotations {a.id},{b.id}")  # fmt: skip
-            else:
-                near, far = (a, b) if depths[a.id][1] < depths[b.id][1] else (b, a)
-                pairs.append((im, near, far, depths[near.id][1], depths[far.id][1]))
+                return Drop("no depth map for the image")
+            if a.id not in depths or b.id not in depths:
+                return Drop("an object without depth")
+            if abs(depths[a.id][1] - depths[b.id][1]) < _min_diff(ctx, depths[a.id][1], depths[b.id][1]):
+                return Drop("depths differ by less than 0.5 m" if ctx.depth.metric  # type: ignore[union-attr]
+                            else "relative depths differ by less than 10%")  # fmt: skip
+            return None
+
+        for a, b, _ in judged_pairs(ctx, "rel_depth", im, anns, judge):
+            near, far = (a, b) if depths[a.id][1] < depths[b.id][1] else (b, a)  # type: ignore[index]
+            pairs.append((im, near, far, depths[near.id][1], depths[far.id][1]))  # type: ignore[index]
     unit = "_m" if ctx.depth.metric else "_relative"  # type: ignore[union-attr]
     side = defaultdict(int)  # class -> (#nearer - #farther)
     answers = defaultdict(int)  # red class -> (#red - #blue)

@@ -26,7 +26,7 @@ from ava.curate.core import RULE_VERSION, Context, Question, cached_image, cache
 from ava.curate.parallel import imap
 from ava.curate.split import MIN_STRATUM, assign
 from ava.curate.tasks import PIXEL_RULES as TASK_PIXEL_RULES
-from ava.curate.tasks import TASKS
+from ava.curate.tasks import TASKS, top_up
 from ava.data.format import DatasetWriter, Sample, check_replaceable, encode_png, image_name
 from ava.errors import AvaError
 
@@ -88,10 +88,15 @@ def read_sources(config: BuildConfig) -> tuple[Context, dict[str, dict[str, Any]
         prov["miner"] = ctx.miner.record()
     if (config.coco or config.text) and config.images is None:
         raise BuildError("--images DIR is required with --coco or --text (the directory their file names are in)")
+    if config.images is not None and not Path(config.images).is_dir():
+        raise BuildError(f"--images {config.images}: no such directory")
     if config.coco:
         ctx.coco = src.read_coco(Path(config.coco), Path(config.images))  # type: ignore[arg-type]
         prov["coco"] = {"path": str(config.coco), "sha256": src.sha256_file(Path(config.coco)),
-                        "images": len(ctx.coco.images), "annotations": ctx.coco.n_annotations}  # fmt: skip
+                        "images": len(ctx.coco.images), "annotations": ctx.coco.n_annotations,
+                        "classes": ctx.coco.class_names}  # fmt: skip
+        if ctx.coco.exif:
+            prov["coco"]["exif_rotated"] = ctx.coco.exif
     if config.depth and config.depth_model:
         raise BuildError("--depth and --depth-model both give depth; pass one")
     if config.depth_model:
@@ -109,6 +114,7 @@ def read_sources(config: BuildConfig) -> tuple[Context, dict[str, dict[str, Any]
     if config.depth:
         if ctx.coco is None:
             raise BuildError("--depth needs --coco (depth questions are about annotated objects)")
+        src.check_depth_root(Path(config.depth), list(ctx.coco.images.values()))
         ctx.depth = src.DepthSource(Path(config.depth))
         prov["depth"] = {"path": str(config.depth), "kind": "maps (16-bit PNG mm or .npy m)", "metric": True,
                          "sha256": _maps_digest(ctx)}  # fmt: skip
@@ -260,7 +266,7 @@ def make_questions(ctx: Context, keys: list[str], max_per_task: int | None, prog
             before = len(qs)
             qs = _cap(qs, max_per_task)
             if before > len(qs):
-                ctx.summary.drop(key, f"over --max-per-task {max_per_task}", n=before - len(qs))
+                ctx.summary.cap(key, f"over --max-per-task {max_per_task}", n=before - len(qs))
         ids = [q.id for q in qs]
         if len(set(ids)) != len(ids):
             raise AssertionError(f"{key}: two questions with one id")  # a builder's bug, never the user's input
@@ -270,6 +276,13 @@ def make_questions(ctx: Context, keys: list[str], max_per_task: int | None, prog
     run_pass(ctx, rules, progress, meanwhile=lambda: [build(k) for k in keys if k not in rules])
     for key in keys:
         if key in rules:
+            build(key)
+        while more := top_up(ctx, key, len(built[key])):  # too few passed: the cap picks among more images
+            if key in rules:
+                found = ctx.pixels[key]
+                run_pass(ctx, {key: ((lambda ctx, more=more: more), rules[key][1])}, progress)
+                ctx.pixels[key] = {**found, **ctx.pixels[key]}
+            ctx.summary.forget(key)
             build(key)
     return [q for key in keys for q in built[key]]
 
@@ -433,8 +446,7 @@ def build_dataset(config: BuildConfig, progress: bool = False) -> BuildResult:
     out = Path(config.out)
     if config.image_format not in IMAGE_FORMATS:
         raise BuildError(f"--image-format must be one of {', '.join(IMAGE_FORMATS)}, not {config.image_format!r}")
-    if not 0.0 < config.test_frac < 1.0:
-        raise BuildError(f"--test-frac must be between 0 and 1, got {config.test_frac}")
+    _check_numbers(config)
     if os.path.lexists(out) and (not out.is_dir() or any(out.iterdir())):
         if not config.force:
             raise BuildError(f"{out} exists and is not empty; pass --force to replace it (only an ava dataset is "
@@ -448,6 +460,24 @@ def build_dataset(config: BuildConfig, progress: bool = False) -> BuildResult:
             shutil.rmtree(ctx.scratch, ignore_errors=True)
 
 
+def _check_numbers(config: BuildConfig) -> None:
+    """Every number of the config in its range, before any source is read (``--max-pairs -1`` would otherwise cut
+    a list from its end)."""
+    from ava.validate import check, int_at_least
+
+    rules = {"test_frac": check, "max_pairs": check, "workers": check,
+             "max_per_task": lambda _, v: int_at_least(1)(v),  # None: no cap (the CLI's 0)
+             "options": lambda _, v: int_at_least(2)(v)}  # fmt: skip
+    for name, rule in rules.items():
+        value = getattr(config, name)
+        if value is None:
+            continue
+        try:
+            rule(name, value)
+        except ValueError as e:
+            raise BuildError(f"--{name.replace('_', '-')} {e}") from None
+
+
 def _build(config: BuildConfig, ctx: Context, prov: dict[str, dict[str, Any]], out: Path, start: float,
            progress: bool) -> BuildResult:  # fmt: skip
     keys, skipped = plan(ctx, config.ava, config.tasks)
@@ -456,15 +486,15 @@ def _build(config: BuildConfig, ctx: Context, prov: dict[str, dict[str, Any]], o
                                                  "no abilities or tasks chosen"))  # fmt: skip
     questions = make_questions(ctx, keys, config.max_per_task, progress)
     if not questions:
-        raise BuildError("every question was dropped by the rules; see the summary: "
-                         + "; ".join(f"{r['ability']}: {r['reasons'][:1]}" for r in ctx.summary.rows()))
+        raise BuildError("every question was dropped by the rules: " + "; ".join(ctx.summary.line(k) for k in keys))
     splits, split_report = assign(questions, config.test_frac, config.seed)
     split_info = {"made_by": "ava data build", "test_frac": config.test_frac, "seed": config.seed,
                   "stratified_by": "class x answer bin (fine); the answer bin alone where a class x bin stratum has "
                                    f"under {MIN_STRATUM} questions (coarse)", "strata": split_report}  # fmt: skip
     info = {"source": "ava data build", "synthetic": _synthetic(ctx), "split": split_info,
             "build": {"rule_version": RULE_VERSION, "seed": config.seed, "sources": prov, "built": keys,
-                      "skipped": skipped, "options": _options(config), "summary": ctx.summary.rows()}}  # fmt: skip
+                      "skipped": skipped, "options": _options(config), "classes": _classes(ctx, keys),
+                      "summary": ctx.summary.rows()}}  # fmt: skip
     _SOURCE_PATHS.clear()
     _FORMATS.clear()
     if ctx.coco:
@@ -490,6 +520,19 @@ def _replace(tmp: Path, out: Path) -> None:
         os.replace(out, old)
     os.replace(tmp, out)
     shutil.rmtree(old, ignore_errors=True)
+
+
+def _classes(ctx: Context, keys: list[str]) -> dict[str, list[str]]:
+    """Per choice ability built from a class list, every class it draws options from (the annotation file's
+    categories, a root's class folders), whether or not a kept question has it as its answer: what ``ava data
+    options`` offers as distractors."""
+    out = {}
+    if "recognition" in keys and ctx.coco is not None:
+        out["recognition"] = ctx.coco.class_names
+    for ava, folders in ctx.classes.items():
+        if ava in keys:
+            out[ava] = sorted(folders.classes)
+    return out
 
 
 def _synthetic(ctx: Context) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from ava.abilities.base import format_options
 from ava.curate.sources import Attributes, ClassFolders, CocoSource, DepthSource, Word, load_rgb
 from ava.data.options import OptionSampler, random_options
 
-RULE_VERSION = 4  # bumped whenever a rule changes what is kept or asked; recorded in dataset.json
+RULE_VERSION = 5  # bumped whenever a rule changes what is kept or asked; recorded in dataset.json
 RED = (255, 0, 0)  # target box (spec section 2)
 BLUE = (0, 0, 255)  # reference box
 PAD = (124, 120, 111)  # square padding of localization / recognition images
@@ -55,14 +56,22 @@ class Question:
             self.image_key = getattr(self.render, "image_key", None)
 
 
+class Drop(str):
+    """A rule's reason not to keep a record (what a judge returns instead of its verdict)."""
+
+
 @dataclass
 class Summary:
-    """Per ability: questions considered and kept, and drops per (rule, reason), with one example record each."""
+    """Per ability: questions considered and kept, and what was not kept per reason, with one example record
+    each. A reason is a rule the record broke (``dropped``: the curation rules, ambiguity, answer balance) or a cap
+    on how many records that passed every rule are taken (``capped``: ``--max-pairs`` per image,
+    ``--max-per-task``)."""
 
     considered: Counter[str] = field(default_factory=Counter)
     kept: Counter[str] = field(default_factory=Counter)
     dropped: Counter[tuple[str, str]] = field(default_factory=Counter)
     example: dict[tuple[str, str], str] = field(default_factory=dict)
+    caps: set[tuple[str, str]] = field(default_factory=set)  # the (ability, reason) pairs that are caps
 
     def consider(self, ava: str, n: int = 1) -> None:
         self.considered[ava] += n
@@ -71,16 +80,43 @@ class Summary:
         self.dropped[(ava, reason)] += n
         self.example.setdefault((ava, reason), record)
 
+    def forget(self, ava: str) -> None:
+        """Drop what was counted for ``ava`` (it is proposed again, from more records)."""
+        self.considered.pop(ava, None)
+        self.kept.pop(ava, None)
+        for key in [k for k in self.dropped if k[0] == ava]:
+            del self.dropped[key]
+            self.example.pop(key, None)
+            self.caps.discard(key)
+
+    def cap(self, ava: str, reason: str, record: str = "", n: int = 1) -> None:
+        """Count records that passed every rule but were not taken: a cap chose among them."""
+        self.drop(ava, reason, record, n)
+        self.caps.add((ava, reason))
+
     def rows(self) -> list[dict[str, Any]]:
-        """One row per ability and drop reason (JSON-ready; the CLI prints it as a table)."""
+        """One row per ability and reason (JSON-ready; the CLI prints it as a table): considered = kept + dropped
+        + capped."""
         out = []
         for ava in sorted(set(self.considered) | set(self.kept)):
             reasons = {r: n for (a, r), n in sorted(self.dropped.items()) if a == ava}
+            capped = sum(n for r, n in reasons.items() if (ava, r) in self.caps)
             out.append({"ability": ava, "considered": self.considered[ava], "kept": self.kept[ava],
-                        "dropped": sum(reasons.values()),
-                        "reasons": [{"reason": r, "n": n, "example": self.example[(ava, r)]}
+                        "dropped": sum(reasons.values()) - capped, "capped": capped,
+                        "reasons": [{"reason": r, "n": n, "example": self.example[(ava, r)],
+                                     "kind": "cap" if (ava, r) in self.caps else "rule"}
                                     for r, n in reasons.items()]})  # fmt: skip
         return out
+
+    def line(self, ava: str) -> str:
+        """What became of an ability's records, in one line ("spatial: 256 considered, 0 kept: ...")."""
+        row = next((r for r in self.rows() if r["ability"] == ava), None)
+        if row is None:
+            return f"{ava}: nothing to consider"
+        reasons = sorted(row["reasons"], key=lambda r: -r["n"])
+        why = "; ".join(f"{r['reason']} ({r['n']}{', e.g. ' + r['example'] if r['example'] else ''})"
+                        for r in reasons)  # fmt: skip
+        return f"{ava}: {row['considered']} considered, {row['kept']} kept" + (f": {why}" if why else "")
 
 
 @dataclass
@@ -104,6 +140,7 @@ class Context:
     scratch: Path | None = None  # a depth model's maps, removed when the build ends
     sampler: Callable[[str, int | None], OptionSampler] = field(default=lambda ava, k: random_options(k))
     pixels: dict[str, dict[Any, Any]] = field(default_factory=dict)  # rule -> image id -> ava.curate.pixels' result
+    sample_sizes: dict[str, int] = field(default_factory=dict)  # per-image task -> images sampled, once topped up
 
     @cached_property  # read once the sources are in: by every question the builders propose
     def source_name(self) -> str:
@@ -138,7 +175,43 @@ def _ask(ava: str, options: tuple[str, ...] | None, fields: tuple[tuple[str, str
     values = dict(fields)
     if options is not None:
         values["options"] = format_options(list(options), ability.option_style)
-    return ability.question_templates[0].format(**values)
+    return with_articles(ability.question_templates[0], values).format(**values)
+
+
+_ARTICLE = re.compile(r"\b([Aa]) \{(\w+)\}")
+
+
+def with_articles(template: str, values: dict[str, str]) -> str:
+    """``template`` with each "a {field}" given the article its value takes ("an oven", "a unicorn", "an hour"),
+    chosen by inflect."""
+
+    def article(m: re.Match[str]) -> str:
+        word = _inflect().a(values[m.group(2)]).split(" ", 1)[0]
+        return f"{word.capitalize() if m.group(1) == 'A' else word} {{{m.group(2)}}}"
+
+    return _ARTICLE.sub(article, template)
+
+
+@lru_cache(maxsize=1)
+def _inflect() -> Any:
+    """inflect's engine. inflect decorates 23 methods with typeguard's ``@typechecked``, which re-parses and
+    recompiles each method's source when inflect is imported: 1.7-3.6 s of a build on a shared 2-core machine, 0.4 s
+    without. Those checks only guard the argument types (ava passes strings), so inflect is imported with the
+    decorator left out, and typeguard is put back as it was; where inflect is already imported it is used as is."""
+    import sys
+
+    if "inflect" not in sys.modules:
+        import typeguard
+
+        checked = typeguard.typechecked
+        typeguard.typechecked = lambda target=None, **_: target if target is not None else (lambda f: f)  # type: ignore[assignment]
+        try:
+            import inflect
+        finally:
+            typeguard.typechecked = checked
+    import inflect
+
+    return inflect.engine()
 
 
 def option_truth(options: Sequence[str], answer: str) -> dict[str, Any]:
@@ -318,15 +391,15 @@ def fmt_rgb(rgb: Sequence[int]) -> str:
     return "(" + ", ".join(str(int(v)) for v in rgb) + ")"
 
 
+# Names that are plural already (inflect, asked for their plural, adds another "s": "skiss").
+PLURAL_ALREADY = frozenset({"skis", "scissors", "glasses", "sunglasses", "binoculars", "pants", "jeans", "shorts",
+                            "trousers"})  # fmt: skip
+
+
+@lru_cache(maxsize=4096)
 def plural(name: str) -> str:
-    irregular = {"person": "people", "mouse": "mice", "sheep": "sheep", "fish": "fish", "skis": "skis"}
-    if name in irregular:
-        return irregular[name]
-    if name.endswith(("s", "x", "ch", "sh")):
-        return name + "es"
-    if name.endswith("y") and name[-2:-1] not in "aeiou":
-        return name[:-1] + "ies"
-    return name + "s"
+    """The plural of a class name, by inflect ("person" -> "people", "knife" -> "knives", "bus" -> "buses")."""
+    return name if name in PLURAL_ALREADY else str(_inflect().plural_noun(name))
 
 
 # -- balance --------------------------------------------------------------------------------------------------------
@@ -345,9 +418,12 @@ def balance(questions: list[Question], key: Callable[[Question], Hashable], summ
     kept_ids = set()
     for members in by.values():
         cap = min(len(members.get(k, ())) for k in expect) if expect else min(len(m) for m in members.values())
+        missing = [str(k) for k in expect if not members.get(k)]
+        reason = f"{rule}: no question answers {', '.join(missing)}" if missing else \
+            f"{rule}: over the smallest group's {cap}"  # fmt: skip
         for qs in members.values():
             qs.sort(key=lambda q: stable_hash(q.ava, q.id))
             kept_ids.update(q.id for q in qs[:cap])
             for q in qs[cap:]:
-                summary.drop(q.ava, f"{rule}: over the smallest group's {cap}", q.id)
+                summary.drop(q.ava, reason, q.id)
     return [q for q in questions if q.id in kept_ids]

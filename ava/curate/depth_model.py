@@ -114,4 +114,4 @@ def run(source: str, images: list[SourceImage], out: Path, device: str = "cpu") 
         path.parent.mkdir(parents=True, exist_ok=True)
         np.save(path, predict(model, processor, load_rgb(im.path), prov["metric"]), allow_pickle=False)
     prov["images"] = len(images)
-    return DepthSource(out, metric=prov["metric"]), prov
+    return DepthSource(out, metric=prov["metric"], upright=True), prov  # predicted from the upright pictures

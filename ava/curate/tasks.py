@@ -20,11 +20,10 @@ from PIL import Image, ImageChops, ImageDraw, ImageFilter
 from ava.abilities.tasks import RED_BLUE, TASK_PREFIX, TILES, YES_NO
 from ava.curate.abilities import (
     boxed,
-    capped_pairs,
-    choose_pairs,
     images_with_objects,
     instance_depths,
     instances_by_class,
+    judged_pairs,
     usable_instances,
 )
 from ava.curate.core import (
@@ -33,6 +32,7 @@ from ava.curate.core import (
     RED,
     Change,
     Context,
+    Drop,
     Question,
     Region,
     ask,
@@ -51,7 +51,8 @@ MIN_SHIFT = 0.1  # "further left / down": box centres at least 10% of the image 
 TOUCH_GAP = 0.02  # "not touching": masks at least 2% of the image's longer side apart
 MIN_DEPTH_DIFF = 0.5  # m (10% of the nearer depth for a relative-depth model's map)
 MIN_BRIGHTNESS_DIFF = 40.0  # 0..255 luminance between the two points
-MIN_VARIANT_DIFF = 8.0  # mean absolute difference (0..255) that tells two variants or tiles apart
+MIN_VARIANT_DIFF = 8.0  # mean absolute difference (0..255) of SMOOTH px averages that tells variants or tiles apart
+SMOOTH = 4  # variants and tiles are compared as averages of 4 x 4 px, where noise cannot pass for a difference
 TILE = 128  # side of each variant in the 2x2 grids
 CUT = 48  # side of the cut-out of the jigsaw and colour-tile tasks (on a 2*TILE square)
 
@@ -318,14 +319,33 @@ def _diff(a: Image.Image, b: Image.Image) -> float:
 
 def _sampled(ctx: Context, name: str) -> tuple[list[SourceImage], int]:
     """The images a per-image task proposes questions on, and how many it leaves out: all of them, or, when
-    ``--max-per-task`` caps what the task keeps, a seeded sample of 1.5 times that many (the rest would be proposed
-    only to be dropped)."""
+    ``--max-per-task`` caps what the task keeps, the first of a seeded order of them: 1.5 times the cap (the rest
+    would be proposed only to be dropped), more where :func:`top_up` found that too few of those passed the rules."""
     images = list(ctx.coco.images.values()) if ctx.coco else []
     cap = ctx.max_per_task
-    if cap is None or len(images) <= 1.5 * cap:
+    n = ctx.sample_sizes.get(name, len(images) if cap is None else int(1.5 * cap))
+    if n >= len(images):
         return images, 0
-    keep = np.sort(ctx.rng(name, "images").choice(len(images), size=int(1.5 * cap), replace=False))
-    return [images[i] for i in keep], len(images) - len(keep)
+    keep = np.sort(ctx.rng(name, "images").permutation(len(images))[:n])
+    return [images[i] for i in keep], len(images) - n
+
+
+def top_up(ctx: Context, key: str, kept: int) -> list[SourceImage]:
+    """The next images of a per-image task's seeded order when it kept fewer questions than ``--max-per-task``
+    and images are left (their pixel rule, if any, is to be run on them before the task is built again): as many as
+    its pass rate so far says the cap needs, and a fifth more. A cap picks among the images that passed."""
+    name = key[len(TASK_PREFIX) :]
+    cap = ctx.max_per_task
+    if name not in SAMPLED or cap is None or kept >= cap:
+        return []
+    before, left = _sampled(ctx, name)
+    if not left:
+        return []
+    rate = kept / len(before) if before and kept else 0.0
+    more = len(before) if rate == 0 else int(np.ceil(1.2 * (cap - kept) / rate))
+    ctx.sample_sizes[name] = len(before) + max(1, more)
+    known = {im.id for im in before}
+    return [im for im in _sampled(ctx, name)[0] if im.id not in known]
 
 
 def _images(ctx: Context, name: str) -> list[SourceImage]:
@@ -333,7 +353,7 @@ def _images(ctx: Context, name: str) -> list[SourceImage]:
     images, left_out = _sampled(ctx, name)
     if left_out:
         ctx.summary.consider(_key(name), left_out)
-        ctx.summary.drop(_key(name), "image not sampled (--max-per-task caps the task)", n=left_out)
+        ctx.summary.cap(_key(name), "image not sampled (--max-per-task caps the task)", n=left_out)
     return images
 
 
@@ -357,15 +377,30 @@ class Variant:
     shown: Callable[[Image.Image, np.random.Generator], tuple[list[Image.Image], int]] | None = None
 
 
+CUT_TRIES = 8  # cut-out places tried per image; the first whose tiles pass the task's rule is asked about
+
+
+def _variant_rng(ctx: Context, name: str, im: SourceImage, attempt: int) -> np.random.Generator:
+    """The generator of one try at an image's variants (the first try's is the one every earlier version used)."""
+    return ctx.rng(name, im.id) if attempt == 0 else ctx.rng(name, im.id, attempt)
+
+
 def _variant_verdict(name: str) -> Callable[[Context, SourceImage], tuple[str | None, dict]]:
-    """The pixel pass's rule of a variant task: per image, the reason to drop it (None: kept) and the cut-out."""
+    """The pixel pass's rule of a variant task: per image, the reason to drop it (None: kept), the cut-out and the
+    try it came from. A task that cuts a tile tries up to CUT_TRIES places, so a photo whose first cut falls on
+    plain sky still gives a question where it has a tile to ask about."""
 
     def verdict(ctx: Context, im: SourceImage) -> tuple[str | None, dict]:
         v = VARIANTS[name]
         base = _base(im.path, v.side)
-        reason = v.check(base, ctx.rng(name, im.id)) if v.check is not None else None
-        extra = {"cut": list(_cut(base, ctx.rng(name, im.id)))} if v.left else {}
-        return reason, extra
+        reason = None
+        for attempt in range(CUT_TRIES if v.left else 1):
+            rng = _variant_rng(ctx, name, im, attempt)
+            reason = v.check(base, rng) if v.check is not None else None
+            if reason is None:
+                extra = {"cut": list(_cut(base, _variant_rng(ctx, name, im, attempt)))} if v.left else {}
+                return None, {**extra, "attempt": attempt}
+        return reason, {}
 
     return verdict
 
@@ -389,12 +424,14 @@ def _variant_task(ctx: Context, name: str) -> list[Question]:
             continue
         pos = len(out) % 4  # round robin: the four positions stay level
         answer = TILES[pos]
+        extra = dict(extra)
+        attempt = extra.pop("attempt")
 
-        def render(im=im, pos=pos) -> Image.Image:
+        def render(im=im, pos=pos, attempt=attempt) -> Image.Image:
             base = _base(im.path, v.side).copy()
-            variants, right = (v.shown or v.make)(base, ctx.rng(name, im.id))
+            variants, right = (v.shown or v.make)(base, _variant_rng(ctx, name, im, attempt))
             others = [x for i, x in enumerate(variants) if i != right]
-            shown = v.left(base, ctx.rng(name, im.id)) if v.left is not None else None
+            shown = v.left(base, _variant_rng(ctx, name, im, attempt)) if v.left is not None else None
             return _grid(others[:pos] + [variants[right]] + others[pos:], shown)
 
         out.append(_q(ctx, name, str(im.id), answer, list(TILES), im, (), render, answer, extra))
@@ -402,9 +439,13 @@ def _variant_task(ctx: Context, name: str) -> list[Question]:
 
 
 def _alike(variants: list[Image.Image], right: int, what: str) -> str | None:
-    """Why the right variant cannot be told from the others (None: it can)."""
-    if min(_diff(variants[right], v) for i, v in enumerate(variants) if i != right) < MIN_VARIANT_DIFF:
-        return f"{what} look alike (mean difference under {MIN_VARIANT_DIFF:g})"
+    """Why the right variant cannot be told from the others (None: it can). They are compared as averages of
+    SMOOTH x SMOOTH px: grain and JPEG noise average out there, shapes and colours stay (a flat tile with grain of
+    sigma 12, JPEG quality 75 or 95, has rotations up to 8.5 apart at full size, 2.2 as averages:
+    benchmarks/variant_noise_floor.py)."""
+    small = [v.reduce(SMOOTH) for v in variants]
+    if min(_diff(small[right], v) for i, v in enumerate(small) if i != right) < MIN_VARIANT_DIFF:
+        return f"{what} look alike (mean difference under {MIN_VARIANT_DIFF:g} in {SMOOTH} px averages)"
     return None
 
 
@@ -566,20 +607,15 @@ VARIANTS: dict[str, Variant] = {
 # -- T3 / T4 / T6: pairs of objects ---------------------------------------------------------------------------------
 
 
-def _pair_task(ctx: Context, name: str, judge: Callable[[SourceImage, Instance, Instance], bool | str | None],
+def _pair_task(ctx: Context, name: str, judge: Callable[[SourceImage, Instance, Instance], bool | Drop],
                needs_depth: bool = False) -> list[Question]:  # fmt: skip
     """Pairs of objects; ``judge(im, a, b)`` is True when a is the answer ("red" if a is red), False when b is,
-    a string to drop the pair with that reason. Red is chosen so "red" and "blue" stay level."""
+    a :class:`Drop` naming the rule the pair breaks. Red is chosen so "red" and "blue" stay level."""
     out = []
     for im, anns in images_with_objects(ctx, _key(name)):
         if len(anns) < 2:
             continue
-        for a, b in capped_pairs(ctx, _key(name), im, anns):
-            ctx.summary.consider(_key(name))
-            verdict = judge(im, a, b)
-            if isinstance(verdict, str):
-                ctx.summary.drop(_key(name), verdict, f"annotations {a.id},{b.id}")
-                continue
+        for a, b, verdict in judged_pairs(ctx, _key(name), im, anns, lambda a, b, im=im: judge(im, a, b)):
             winner, loser = (a, b) if verdict else (b, a)
             answer = RED_BLUE[len(out) % 2]
             red, blue = (winner, loser) if answer == "red" else (loser, winner)
@@ -593,7 +629,7 @@ def larger(ctx: Context) -> list[Question]:
     def judge(im, a, b):
         sa, sb = a.mask_area, b.mask_area
         if max(sa, sb) < MIN_AREA_RATIO * max(1, min(sa, sb)):
-            return f"mask areas within {MIN_AREA_RATIO}x of each other"
+            return Drop(f"mask areas within {MIN_AREA_RATIO}x of each other")
         return sa > sb
 
     return _pair_task(ctx, "larger", judge)
@@ -607,7 +643,8 @@ def _centre(a: Instance) -> tuple[float, float]:
 def further_left(ctx: Context) -> list[Question]:
     def judge(im, a, b):
         da = _centre(b)[0] - _centre(a)[0]
-        return f"box centres under {MIN_SHIFT:.0%} of the width apart" if abs(da) < MIN_SHIFT * im.width else da > 0
+        return Drop(f"box centres under {MIN_SHIFT:.0%} of the width apart") if abs(da) < MIN_SHIFT * im.width else (
+            da > 0)
 
     return _pair_task(ctx, "further_left", judge)
 
@@ -615,7 +652,8 @@ def further_left(ctx: Context) -> list[Question]:
 def further_down(ctx: Context) -> list[Question]:
     def judge(im, a, b):
         dy = _centre(a)[1] - _centre(b)[1]
-        return f"box centres under {MIN_SHIFT:.0%} of the height apart" if abs(dy) < MIN_SHIFT * im.height else dy > 0
+        return Drop(f"box centres under {MIN_SHIFT:.0%} of the height apart") if abs(dy) < MIN_SHIFT * im.height else (
+            dy > 0)
 
     return _pair_task(ctx, "further_down", judge)
 
@@ -629,28 +667,28 @@ def nearer_object(ctx: Context) -> list[Question]:
             cache[im.id] = instance_depths(ctx, im, im.instances)
         d = cache[im.id]
         if d is None:
-            return "no depth map for the image"
+            return Drop("no depth map for the image")
         if a.id not in d or b.id not in d:
-            return "an object without depth"
+            return Drop("an object without depth")
         za, zb = d[a.id][1], d[b.id][1]
         need = MIN_DEPTH_DIFF if ctx.depth.metric else 0.1 * min(za, zb)  # type: ignore[union-attr]
-        return "median depths too close" if abs(za - zb) < need else za < zb
+        return Drop("median depths too close") if abs(za - zb) < need else za < zb
 
     return _pair_task(ctx, "nearer_object", judge)
 
 
 def _touch_verdicts(ctx: Context, im: SourceImage) -> dict[tuple[int, int], str | None]:
-    """The pixel pass's rule of "touching": per pair asked about, "yes" (the masks overlap or are adjacent), "no"
-    (at least the gap apart) or None (apart, but closer than the gap: dropped)."""
-    from scipy.ndimage import binary_dilation
+    """The pixel pass's rule of "touching", for every pair of the image's objects: "yes" (the masks overlap or are
+    adjacent), "no" (at least the gap apart) or None (apart, but closer than the gap: dropped)."""
+    import itertools
+
+    from scipy.ndimage import distance_transform_cdt
 
     anns = usable_instances(im)
-    if len(anns) < 2:
-        return {}
     gap = max(2, round(TOUCH_GAP * max(im.width, im.height)))
     masks: dict[int, np.ndarray] = {}
     out: dict[tuple[int, int], str | None] = {}
-    for a, b in choose_pairs(ctx, _key("touching"), im, anns)[0]:
+    for a, b in itertools.combinations(anns, 2):
         ea, eb = a.mask_extent, b.mask_extent
         if ea is None or eb is None or _l1_apart(ea, eb) > gap:  # no pixel of one within the gap of the other
             out[a.id, b.id] = "no"
@@ -659,10 +697,12 @@ def _touch_verdicts(ctx: Context, im: SourceImage) -> dict[tuple[int, int], str 
             if x.id not in masks:
                 masks[x.id] = x.mask
         ma, mb = _pair_crop(masks[a.id], masks[b.id], a, b, gap)
-        if (ma & mb).any() or (binary_dilation(ma, iterations=1) & mb).any():
-            out[a.id, b.id] = "yes"
-        else:
-            out[a.id, b.id] = None if (binary_dilation(ma, iterations=gap) & mb).any() else "no"
+        if not ma.any() or not mb.any():
+            out[a.id, b.id] = "no"
+            continue
+        # the least number of 4-neighbour steps from a's pixels to b's: what dilating a (a cross per step) takes
+        steps = int(distance_transform_cdt(~ma, metric="taxicab")[mb].min())
+        out[a.id, b.id] = "yes" if steps <= 1 else "no" if steps > gap else None
     return out
 
 
@@ -681,13 +721,12 @@ def touching(ctx: Context) -> list[Question]:
         if len(anns) < 2:
             continue
         gap = max(2, round(TOUCH_GAP * max(im.width, im.height)))
-        for a, b in capped_pairs(ctx, _key("touching"), im, anns):
-            ctx.summary.consider(_key("touching"))
+
+        def judge(a: Instance, b: Instance, im: SourceImage = im, gap: int = gap) -> str | Drop:
             answer = verdicts[im.id][a.id, b.id]
-            if answer is None:
-                ctx.summary.drop(_key("touching"), f"masks apart but closer than {gap} px",
-                                 f"annotations {a.id},{b.id}")  # fmt: skip
-                continue
+            return Drop(f"masks apart but closer than {gap} px") if answer is None else answer
+
+        for a, b, answer in judged_pairs(ctx, _key("touching"), im, anns, judge):
             out.append(_q(ctx, "touching", f"{im.id}-{a.id}-{b.id}", answer, list(YES_NO), im, (a, b),
                           boxed(im, a, b), f"{a.category}|{answer}", {"class": a.category},
                           a=a.category, b=b.category))  # fmt: skip
@@ -771,17 +810,19 @@ def _point_task(ctx: Context, name: str, what: str) -> list[Question]:
             ctx.summary.drop(_key(name), found, im.file_name)
             continue
         if found is None:
-            ctx.summary.drop(_key(name), f"no two flat points whose {what} differ enough", im.file_name)
+            ctx.summary.drop(_key(name), f"no two flat points whose {what.split('_')[0]} differs enough",
+                             im.file_name)  # fmt: skip
             continue
         (p0, p1), (v0, v1) = found
         answer = RED_BLUE[len(out) % 2]
-        hi, lo = (p0, p1) if v0 > v1 else (p1, p0)
-        red, blue = (hi, lo) if answer == "red" else (lo, hi)
-
+        hi, lo = ((p0, v0), (p1, v1)) if v0 > v1 else ((p1, v1), (p0, v0))
+        (red, v_red), (blue, v_blue) = (hi, lo) if answer == "red" else (lo, hi)
+        shown = -1.0 if name == "nearer_point" else 1.0  # the nearer point's field is minus its depth
         render = marked(im.path, [point_mark(red, RED), point_mark(blue, BLUE)])
         out.append(_q(ctx, name, str(im.id), answer, list(RED_BLUE), im, (), render, answer,
                       {"points": {"red": [int(v) for v in red], "blue": [int(v) for v in blue]},
-                       "values": [round(max(v0, v1), 3), round(min(v0, v1), 3)]}))  # fmt: skip
+                       # red's then blue's, as every pair task gives them: luminance, or depth
+                       "values": [round(shown * v_red, 3), round(shown * v_blue, 3)], "values_of": what}))  # fmt: skip
     return _red_blue(ctx, name, out)
 
 
@@ -791,7 +832,7 @@ def _brighter_points(ctx: Context, im: SourceImage):
 
 
 def brighter_point(ctx: Context) -> list[Question]:
-    return _point_task(ctx, "brighter_point", "brightness")
+    return _point_task(ctx, "brighter_point", "luminance")
 
 
 def _nearer_points(ctx: Context, im: SourceImage):
@@ -806,11 +847,15 @@ def _nearer_points(ctx: Context, im: SourceImage):
 
 
 def nearer_point(ctx: Context) -> list[Question]:
-    return _point_task(ctx, "nearer_point", "depths")
+    return _point_task(ctx, "nearer_point", "depth_m" if ctx.depth.metric else "depth_relative")  # type: ignore[union-attr]
 
 
 def _sample_of(name: str) -> Callable[[Context], list[SourceImage]]:
     return lambda ctx: _sampled(ctx, name)[0]
+
+
+# the per-image tasks: one question per image, on a seeded sample of the images when --max-per-task caps them
+SAMPLED = (*VARIANTS, "blurred_object", "noisy_object", "brighter_point", "nearer_point")
 
 
 # name -> (the images it reads, per-image work): run by ava.curate.pixels before the builders

@@ -117,13 +117,24 @@ def _apportion(strata: dict[str, list[Sample]], test_frac: float, seed: int) -> 
 def split_dataset(
     root: str | os.PathLike[str], *, test_frac: float = 0.2, seed: int = 0, force: bool = False
 ) -> dict[str, Any]:
-    """Split every ability of the dataset at ROOT; refuses an already split dataset unless ``force``.
+    """Split every ability of the dataset at ROOT; refuses an already split dataset unless ``force``, but for one
+    ava split with the same seed and test fraction (splitting again would give the same split: it is kept, and
+    ``unchanged`` is true).
 
-    Returns ``{"split": <what dataset.json now records>, "counts": {ava: {"train": n, "test": n}}}``.
+    Returns ``{"split": <what dataset.json now records>, "counts": {ava: {"train": n, "test": n}}, "unchanged"}``.
     """
     ds = Dataset(root)
     current = ds.split_info
     if current and not force:
+        if current.get("made_by") == "ava":
+            differ = [f"{o} {current.get(k)} there, {v} now" for k, o, v in (("seed", "--seed", seed),
+                      ("test_frac", "--test-frac", test_frac)) if current.get(k) != v]  # fmt: skip
+            if not differ:
+                counts = {ava: {name: sum(s.split == name for s in ds.samples(ava)) for name in ("train", "test")}
+                          for ava in ds.abilities()}  # fmt: skip
+                return {"split": current, "counts": counts, "unchanged": True}
+            raise AvaError(f"{Path(root)} is already split by ava with other settings ({'; '.join(differ)}); give "
+                           "the same options to keep it, or --force to split it again")  # fmt: skip
         raise AvaError(
             f"{Path(root)} is already split (made_by={current.get('made_by')!r}); pass --force to replace that split"
         )
@@ -145,7 +156,7 @@ def split_dataset(
     if current and current.get("made_by") != "ava":
         info["replaced"] = current.get("made_by")
     update_info(root, split=info)
-    return {"split": info, "counts": counts}
+    return {"split": info, "counts": counts, "unchanged": False}
 
 
 _MADE_BY = {

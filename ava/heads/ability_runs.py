@@ -228,27 +228,35 @@ def train_abilities(runs: Sequence[AbilityRun], cache: Any, abilities: Sequence[
 
     Returns the number of token reads (one per layer) per ability: 0 for abilities every run had recorded, and for
     those whose runs need only pooled views the cache stores (``ava.cache.pooling``)."""
+    from ava.heads.features import read_ahead
     from ava.progress import progress as progress_bar
 
     reads: dict[str, int] = {}
+    pending = [(ava, [r for r in runs if r.pending(ava)]) for ava in abilities]
+    ahead = None  # the next ability's token reads, started while this one's heads fit
     with progress_bar(progress, transient=True) as bar:
         total = bar.add_task(label or "abilities x heads", total=len(abilities) * len(runs))
-        for ava in abilities:
-            todo = [r for r in runs if r.pending(ava)]
+        for i, (ava, todo) in enumerate(pending):
             bar.advance(total, len(runs) - len(todo))
-            reads[ava] = _train_ability(todo, cache, ava, device, jobs, bar, total, label) if todo else 0
+            nxt = next(((a, t) for a, t in pending[i + 1 :] if t), None)
+
+            def start_next(nxt: tuple[str, list[AbilityRun]] | None = nxt) -> Any:
+                if nxt is None:
+                    return None
+                samples, layers, views, tokens = _needs(nxt[1], nxt[0])
+                return read_ahead(cache, samples, layers, device=device, views=views, tokens=tokens)
+
+            reads[ava], ahead = _train_ability(todo, cache, ava, device, jobs, bar, total, label, ahead, start_next) \
+                if todo else (0, ahead)  # fmt: skip
             # the features of this ability are unreachable now; collected before the next ability is placed, so its
             # placement sees the memory they held (on a GPU: reserved by the caching allocator, counted as free)
             gc.collect()
     return reads
 
 
-def _train_ability(todo: Sequence[AbilityRun], cache: Any, ava: str, device: str, jobs: int, bar: Any, total: Any,
-                   label: str) -> int:  # fmt: skip
-    """Read one ability's features once, fit every run of ``todo`` on them; returns the token reads. Nothing here
-    outlives the call (no closure or default argument keeps the features)."""
-    from ava.heads.features import AbilityFeatures
-
+def _needs(todo: Sequence[AbilityRun], ava: str) -> tuple[list[Sample], list[int | None], list[str], bool]:
+    """What the runs of ``todo`` read for ``ava``: the samples (train and evaluated, each once), the layers, the pooled
+    views, and whether any needs the tokens."""
     samples: dict[tuple[str, str], Sample] = {}
     layers: list[int | None] = []
     views: list[str] = []
@@ -260,10 +268,24 @@ def _train_ability(todo: Sequence[AbilityRun], cache: Any, ava: str, device: str
         run_views, run_tokens = run.needs(ava)
         views.extend(v for v in run_views if v not in views)
         tokens = tokens or run_tokens
+    return list(samples.values()), layers, views, tokens
+
+
+def _train_ability(todo: Sequence[AbilityRun], cache: Any, ava: str, device: str, jobs: int, bar: Any, total: Any,
+                   label: str, reads: Any = None,
+                   start_next: Callable[[], Any] | None = None) -> tuple[int, Any]:  # fmt: skip
+    """Read one ability's features once (waiting for ``reads`` when they were started ahead), start the next
+    ability's reads (``start_next``: they run while the heads fit), fit every run of ``todo``; returns the token
+    reads and the next ability's reads. Nothing here outlives the call (no closure or default argument keeps the
+    features)."""
+    from ava.heads.features import AbilityFeatures
+
+    samples, layers, views, tokens = _needs(todo, ava)
     prefix = f"{label} " if label else ""
     bar.update(total, description=f"{prefix}{ava}: reading features")
-    features = AbilityFeatures(cache, list(samples.values()), layers, device=device, views=views, tokens=tokens)
+    features = AbilityFeatures(cache, samples, layers, device=device, views=views, tokens=tokens, reads=reads)
     bar.update(total, description=f"{prefix}{ava}: {', '.join(r.head for r in todo)} ({features.placement})")
+    ahead = start_next() if start_next is not None else None
 
     def fit_one(run: AbilityRun) -> None:
         step = bar.add_task(f"  {run.head} {ava}", total=None)
@@ -272,4 +294,4 @@ def _train_ability(todo: Sequence[AbilityRun], cache: Any, ava: str, device: str
         bar.advance(total)
 
     _fit_all(todo, ava, jobs, fit_one)
-    return features.reads
+    return features.reads, ahead

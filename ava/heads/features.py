@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ava.cache.placement import HOST, STREAMED, Placement, place
+from ava.cache.placement import HOST, ON_DEVICE, STREAMED, Placement, place
 from ava.cache.pooling import pool_candidates, pool_cells, pool_dim, pool_tokens, token_grid
 from ava.errors import AvaError
 
@@ -205,6 +205,47 @@ def _empty(shape: tuple[int, ...], dtype: torch.dtype, where: Placement) -> torc
     return torch.empty(shape, dtype=dtype, device="cpu" if where.pinned else where.device, pin_memory=where.pinned)
 
 
+@dataclasses.dataclass
+class AheadReads:
+    """Token reads of one ability started ahead of time (:func:`read_ahead`): one host read per layer, running on
+    the reader's threads while the caller does other work."""
+
+    shas: list[str]
+    reads: dict[int | None, Any]
+
+    def take(self, shas: Sequence[str]) -> dict[int | None, Any]:
+        """The reads, when they are of exactly these images in this order (else none: the caller reads itself)."""
+        return self.reads if list(shas) == self.shas else {}
+
+
+def read_ahead(cache: Any, samples: Sequence[Sample], layers: Sequence[int | None], device: str = "cpu",
+               views: Sequence[str] = (), tokens: bool = True) -> AheadReads | None:  # fmt: skip
+    """Start reading the token rows :class:`AbilityFeatures` will hold for ``samples`` into host memory, on the
+    reader's threads, and return at once; None where nothing would be gained or it would not fit: a cache that is not
+    read as stored (:class:`~ava.cache.reader.ResidentFeatures`), only stored views needed, or rows that do not fit in
+    the host memory left now (the features being fitted hold theirs until released). The rows are placed (on the GPU
+    when they fit) only when :class:`AbilityFeatures` is made, after the previous ability's are released."""
+    from ava.cache.placement import SHARE, host_free_bytes
+
+    spec = getattr(cache, "spec", None)
+    codec = spec.get("codec") if isinstance(spec, dict) else None
+    if not _resident(cache, codec) or (not tokens and views and all(v in stored_views(cache) for v in views)):
+        return None
+    first: dict[str, Sample] = {}
+    for s in samples:
+        first.setdefault(s.image_sha256, s)
+    shas = list(first)
+    default = tuple(getattr(cache, "layers", ()) or ())
+    wanted = list(dict.fromkeys(default[0] if la is None and default else la for la in layers))  # as _layer() maps
+    nbytes = len(shas) * int(cache.num_tokens) * int(cache.dim) * 2 * max(1, len(wanted))
+    if not shas or nbytes > SHARE * host_free_bytes() or place(device, nbytes).kind not in (ON_DEVICE, HOST):
+        return None  # (pinned or streamed rows are read when placed: a host copy ahead would only double them)
+    from ava.cache.reader import ResidentFeatures
+
+    names = [f"{first[sha].ava}/{first[sha].id} (image {first[sha].image})" for sha in shas]
+    return AheadReads(shas, {la: ResidentFeatures(cache, shas, la, device="cpu", names=names) for la in wanted})
+
+
 class AbilityFeatures:
     """The features of one ability's samples, read from the cache once and held in memory for every head.
 
@@ -226,7 +267,10 @@ class AbilityFeatures:
     """
 
     def __init__(self, cache: Any, samples: Sequence[Sample], layers: Sequence[int | None], device: str = "cpu",
-                 chunk: int = 256, views: Sequence[str] = (), tokens: bool = True) -> None:  # fmt: skip
+                 chunk: int = 256, views: Sequence[str] = (), tokens: bool = True,
+                 reads: AheadReads | None = None) -> None:  # fmt: skip
+        """``reads``: this ability's token reads, started earlier by :func:`read_ahead` (while the previous
+        ability's heads fitted) for the same samples and layers; they are waited for here instead of started."""
         import torch
 
         self.cache = cache
@@ -255,7 +299,10 @@ class AbilityFeatures:
                     self._read_stored(layer, view)
             return
         nbytes = len(shas) * int(cache.num_tokens) * int(cache.dim) * len(wanted) * torch.finfo(dtype).bits // 8
+        started = reads.take(shas) if reads is not None else {}
         where = self._placement(device, nbytes)
+        if started and where.kind == STREAMED:  # read ahead into host memory already: held there, not read again
+            where = Placement(HOST, "cpu")
         self.placement = where.kind
         self.device = "pinned" if where.pinned else (where.device or "streamed")
         if where.kind == STREAMED:  # larger than host memory: heads read token rows from the cache batch by batch
@@ -266,7 +313,7 @@ class AbilityFeatures:
 
             names = [f"{first[sha].ava}/{first[sha].id} (image {first[sha].image})" for sha in shas]
             for layer in wanted:
-                resident = ResidentFeatures(cache, shas, layer, device="cpu", names=names)
+                resident = started.get(layer) or ResidentFeatures(cache, shas, layer, device="cpu", names=names)
                 tokens = resident.wait()  # [U, T, D], rows in the cache's row order
                 self._row = {sha: int(slot) for sha, slot in zip(shas, resident.rows.tolist(), strict=True)}
                 self.reads += 1

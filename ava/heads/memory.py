@@ -282,6 +282,7 @@ def _extract_part(vfm: Any, suite: EvalSuite, features: MemoryFeatures, token_sh
             pixels = ahead.result()
             ahead = pool.submit(load, batches[i + 1]) if i + 1 < len(batches) else None
             out = vfm(pixels)  # [B, L, T, D]
+            _refuse_unusable(vfm, out, batch)
             values, _ = codec.encode(out[:, 0])  # rounded as the cache stores them (out-of-range values refused)
             decoded = codec.decode(values, None)
             for v in features.views:
@@ -292,6 +293,20 @@ def _extract_part(vfm: Any, suite: EvalSuite, features: MemoryFeatures, token_sh
                     tokens.append(values[j])
     return (mine, {v: _cat(rows, features, v) for v, rows in views.items()}, kept,
             np.stack(tokens) if tokens else np.zeros((0, features.num_tokens, features.dim), np.float16))  # fmt: skip
+
+
+def _refuse_unusable(vfm: Any, out: torch.Tensor, shas: list[str]) -> None:
+    """Complex, NaN or infinite features refused, naming the images (on a GPU read at once: the encoding right
+    after waits for the batch anyway)."""
+    from ava.vfm.feature_check import check_features, raise_nonfinite
+
+    name = str(getattr(getattr(vfm, "spec", None), "key", None) or getattr(vfm, "name", "the VFM"))
+
+    def images(at: Sequence[int]) -> str:
+        return ", ".join(f"image {shas[i][:12]}" for i in at[:5]) + (" ..." if len(at) > 5 else "")
+
+    if (bad := check_features(out, name, images)) is not None:
+        raise_nonfinite(name, bad.cpu(), images)
 
 
 def _cat(rows: list[np.ndarray], features: MemoryFeatures, view: str) -> np.ndarray:

@@ -3,9 +3,15 @@ wrong classes, shuffled with a seed; the question's option list, the truth's ind
 rewritten to match, and the provenance is recorded in ``dataset.json`` (``options``) and in each rewritten
 sample's ``meta["options_miner"]``.
 
-Which abilities: those whose answer is an option (``answer_kind == "option"``). An ability's classes are the
-distinct true option texts of its samples (a class no sample has cannot be mined). Without ``ava``, abilities with
-no more than ``k`` classes are left as they are (and listed); named with ``ava``, such an ability is an error.
+Which abilities: those whose answer is an option (``answer_kind == "option"``). An ability's classes are every
+class it declares: the class list ``ava data build`` records (``dataset.json`` ``build.classes``: the annotation
+file's categories, the class folders), the true option texts of its samples and the options its questions list.
+Without ``ava``, abilities with no more than ``k`` classes are left as they are (and listed); named with ``ava``,
+such an ability is an error.
+
+Where the samples say which photo they come from (``meta.image_classes``, or ``meta.origin``), the result reports,
+per ability, the share of distractors that are other objects of the question's own photo, over the questions on
+photos of several classes: a miner that reads the whole photo instead of the object offers those.
 The output is built in a temporary directory beside ``out`` and renamed into place, so ``out`` is never half
 written; images are hard links to the source's (copies across file systems).
 """
@@ -24,7 +30,7 @@ import numpy as np
 
 from ava.abilities.parsers import FOCI_RULE
 from ava.data.options import OptionsError
-from ava.options.miners import Miner, TextTowerMiner, mined_options, parse_miner, truth_text
+from ava.options.miners import Miner, TextTowerMiner, mined_options, object_key, parse_miner, truth_text
 from ava.options.prompt import TEMPLATES, foci_question, replace_option_list, rewritten_answer
 
 
@@ -38,6 +44,10 @@ class OptionsResult:
     rewritten: dict[str, int] = field(default_factory=dict)  # ability -> samples rewritten
     classes: dict[str, int] = field(default_factory=dict)  # ability -> classes
     skipped: dict[str, str] = field(default_factory=dict)  # ability -> why it was left as it was
+    # ability -> {"share": distractors that are other objects of the question's photo / all distractors, over the
+    # "questions" on photos of several classes}; absent where the samples do not say which photo they are from
+    same_photo: dict[str, dict[str, float | int]] = field(default_factory=dict)
+    unplaced: dict[str, list[str]] = field(default_factory=dict)  # ability -> classes the miner could not place
 
 
 def sample_rng(seed: int, ava: str, sample_id: str) -> np.random.Generator:
@@ -46,9 +56,58 @@ def sample_rng(seed: int, ava: str, sample_id: str) -> np.random.Generator:
     return np.random.default_rng(int.from_bytes(digest[:8], "little"))
 
 
-def ability_classes(samples: list[Any]) -> list[str]:
-    """The distinct true option texts, in the order of first appearance."""
-    return list(dict.fromkeys(truth_text(s) for s in samples))
+def ability_classes(samples: list[Any], declared: list[str] | None = None) -> list[str]:
+    """Every class of an ability: ``declared`` (the build's class list), then the true option texts and the listed
+    options of its samples, in the order of first appearance."""
+    out = list(declared or [])
+    for s in samples:
+        out.append(truth_text(s))
+        out += [str(o) for o in s.options or []]
+    return list(dict.fromkeys(out))
+
+
+def declared_classes(dataset: Any, ava: str) -> list[str] | None:
+    """The class list ``ava data build`` recorded for ``ava`` (``build.classes``), if any."""
+    classes = ((dataset.info.get("build") or {}).get("classes") or {}).get(ava)
+    return [str(c) for c in classes] if isinstance(classes, list) else None
+
+
+def photo_classes(samples: list[Any]) -> dict[str, set[str]] | None:
+    """Per sample id, the classes of the objects its photo shows: ``meta.image_classes`` where the build wrote
+    it, else the truths of the samples from the same source image (``meta.origin``); None when the samples say
+    neither."""
+    by_origin: dict[tuple, set[str]] = {}
+    for s in samples:
+        origin = (s.meta or {}).get("origin") or {}
+        if origin.get("file"):
+            by_origin.setdefault((origin.get("file"), origin.get("image_id")), set()).add(truth_text(s))
+    out: dict[str, set[str]] = {}
+    for s in samples:
+        listed = (s.meta or {}).get("image_classes")
+        origin = (s.meta or {}).get("origin") or {}
+        if isinstance(listed, list):
+            out[s.id] = {str(c) for c in listed}
+        elif origin.get("file"):
+            out[s.id] = by_origin[(origin.get("file"), origin.get("image_id"))]
+    return out or None
+
+
+def same_photo_share(samples: list[Any]) -> dict[str, float | int] | None:
+    """Of the distractors of the questions on photos of several classes, the share that are other objects of the
+    question's own photo."""
+    photos = photo_classes(samples)
+    if photos is None:
+        return None
+    same = total = questions = 0
+    for s in samples:
+        truth, shown = truth_text(s), photos.get(s.id)
+        if not shown or len(shown - {truth}) == 0:
+            continue
+        wrong = [o for o in s.options or [] if o != truth]
+        questions += 1
+        total += len(wrong)
+        same += sum(o in shown for o in wrong)
+    return {"share": round(same / total, 4) if total else 0.0, "questions": questions}
 
 
 def _choice_abilities(dataset: Any, ava: list[str] | None, k: int) -> tuple[list[str], dict[str, str]]:
@@ -68,7 +127,7 @@ def _choice_abilities(dataset: Any, ava: list[str] | None, k: int) -> tuple[list
         if a not in choice:
             skipped[a] = "not a choice question"
             continue
-        n = len(ability_classes(dataset.samples(a)))
+        n = len(ability_classes(dataset.samples(a), declared_classes(dataset, a)))
         if n <= k:
             if ava:
                 raise OptionsError(f"k = {k} options asked, but ability {a!r} has only {n} classes in {dataset.root}")
@@ -115,7 +174,8 @@ def rewrite_options(data: str | os.PathLike[str], out: str | os.PathLike[str], *
         files[key] = "".join(s.to_json() + "\n" for s in samples)
     info = {**dataset.info, "options": {"miner": found.name, "k": k, "seed": seed, "template": template,
             "domain": domain if template == "foci" else None, "label_template": getattr(found, "template", None),
-            "source": str(data.resolve()), "abilities": result.rewritten, "skipped": skipped}}  # fmt: skip
+            "source": str(data.resolve()), "abilities": result.rewritten, "skipped": skipped,
+            "same_photo": result.same_photo, "unplaced": result.unplaced}}  # fmt: skip
     _write(dataset.root, out, info, files)
     return result
 
@@ -124,12 +184,12 @@ def _rewrite_ability(dataset: Any, ability: Any, samples: list[Any], miner: Mine
                      template: str, domain: str, result: OptionsResult) -> list[Any]:  # fmt: skip
     import dataclasses
 
-    classes = ability_classes(samples)
+    classes = ability_classes(samples, declared_classes(dataset, ability.key))
     sampler = mined_options(miner, dataset, ability.key, classes, samples, k)
     out = []
     for s in samples:
         truth = truth_text(s)
-        options = sampler(truth, classes, sample_rng(seed, s.ava, s.id), image=s.image)
+        options = sampler(truth, classes, sample_rng(seed, s.ava, s.id), image=object_key(s))
         index = options.index(truth)
         old = list(s.options or ability.fixed_options)
         style = ability.option_style
@@ -143,6 +203,12 @@ def _rewrite_ability(dataset: Any, ability: Any, samples: list[Any], miner: Mine
                                        truth={**s.truth, "index": index, "text": truth}, meta=meta))  # fmt: skip
     result.rewritten[ability.key] = len(out)
     result.classes[ability.key] = len(classes)
+    share = same_photo_share(out)
+    if share is not None:
+        result.same_photo[ability.key] = share
+    unplaced = getattr(miner, "unplaced", {}).get(ability.key)
+    if unplaced:
+        result.unplaced[ability.key] = unplaced
     return out
 
 

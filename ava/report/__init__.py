@@ -7,6 +7,8 @@ written as report.md, report.json (schema: docs/report-schema.md), report.tex an
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +37,26 @@ def _weights(r: Any) -> str:
         except Exception:  # noqa: BLE001 - a VFM this ava does not know: its weights are still reported as real
             source = None
     return f"real: {source}" if isinstance(source, str) and source else "real"
+
+
+class _Sections:
+    """The report's progress, one step per section (the one progress bar, on stderr), so a long report is never
+    silent: ``with sections("plots: knn"): ...``."""
+
+    def __init__(self, bar: Any, total: int) -> None:
+        self.bar, self.total = bar, total
+        self.task = bar.add_task("report", total=total)
+
+    def grow(self, n: int) -> None:
+        """``n`` more sections, known once the runs are read (plots: one per head)."""
+        self.total += n
+        self.bar.update(self.task, total=self.total)
+
+    @contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        self.bar.update(self.task, description=f"report: {name}")
+        yield
+        self.bar.advance(self.task)
 
 
 def build_report(run_dirs: list[str | Path], split: str = "test", *, allow_mixed: bool = False,
@@ -75,19 +97,32 @@ def _analysis_markdown(report: dict[str, Any]) -> str:
 
 
 def _build(run_dirs: list[str | Path], split: str, *, allow_mixed: bool, n_boot: int | None, seed: int,
-           opening: list[str] | None) -> tuple[dict[str, Any], dict[str, Any], list[Any]]:  # fmt: skip
+           opening: list[str] | None,
+           sections: _Sections | None = None) -> tuple[dict[str, Any], dict[str, Any], list[Any]]:  # fmt: skip
     """The report dict, the live tables (with bootstrap replicates) and the loaded runs.
 
     ``opening`` is the hook for opening sentences (``ava demo`` uses it), shown at the top of report.md,
-    report.html and the terminal, and kept in report.json under ``opening``.
+    report.html and the terminal, and kept in report.json under ``opening``. ``sections``: the progress, advanced
+    by four steps (runs, intervals, agreement, subgroups).
     """
+    from contextlib import nullcontext
+
     from ava.provenance import provenance
     from ava.report import bootstrap as bs
     from ava.report.load import load_runs
     from ava.report.tables import agreements, head_tables, subgroup_tables
 
-    runs = load_runs(list(run_dirs), split)
-    tables = head_tables(runs, allow_mixed=allow_mixed, split=split, n_boot=n_boot or bs.N_BOOT, seed=seed)
+    def section(name: str) -> Any:
+        return sections(name) if sections is not None else nullcontext()
+
+    with section(f"reading {len(run_dirs)} runs"):
+        runs = load_runs(list(run_dirs), split)
+    with section(f"{n_boot or bs.N_BOOT} bootstrap replicates per score, ranks"):
+        tables = head_tables(runs, allow_mixed=allow_mixed, split=split, n_boot=n_boot or bs.N_BOOT, seed=seed)
+    with section("rank agreement between heads"):
+        agreement = agreements(tables)
+    with section("subgroups"):
+        subgroups = subgroup_tables(runs, tables)
     report = {
         "schema_version": SCHEMA_VERSION,
         "split": split,
@@ -114,8 +149,8 @@ def _build(run_dirs: list[str | Path], split: str, *, allow_mixed: bool, n_boot:
         ],
         "heads": {h: t.to_dict() for h, t in tables.items()},
         "refused": {h: t.refused for h, t in tables.items() if t.refused},
-        "agreement": agreements(tables),
-        "subgroups": subgroup_tables(runs, tables),
+        "agreement": agreement,
+        "subgroups": subgroups,
         "plots": {},
         "provenance": provenance(),
     }
@@ -129,7 +164,7 @@ def _build(run_dirs: list[str | Path], split: str, *, allow_mixed: bool, n_boot:
 def make_report(run_dirs: list[str | Path], out: str | Path, split: str = "test", *, allow_mixed: bool = False,
                 n_boot: int | None = None, seed: int = 0, opening: list[str] | None = None,
                 html: bool = True, reference: str | None = None,
-                gaps: list[tuple[str, str]] | None = None) -> dict[str, Any]:  # fmt: skip
+                gaps: list[tuple[str, str]] | None = None, progress: bool = False) -> dict[str, Any]:  # fmt: skip
     """Read the runs' ``results_<split>.json`` (and ``predictions_<split>.jsonl``) and write, under ``out``:
     report.md, report.json (strict JSON), report.tex, report.html (self-contained) and ``plots/`` (PNG and SVG
     per head). Returns the report dict (as in report.json). Each file is written whole through a temporary
@@ -140,21 +175,35 @@ def make_report(run_dirs: list[str | Path], out: str | Path, split: str = "test"
     ``opening``: sentences the report opens with (``ava demo`` says there what each extractor's fingerprint shows).
     ``reference``: a VFM every score is also shown relative to (:mod:`ava.report.reference`); ``gaps``: (run dir,
     reference run dir) pairs for the alignment gap (:mod:`ava.report.alignment`; default: each VLM run against
-    each zero-shot run).
+    each zero-shot run). ``progress``: one step per section on stderr.
     """
+    from ava.progress import progress as progress_bar
+
+    with progress_bar(progress, transient=True) as bar:
+        # reading, intervals, agreement, subgroups, the analyses, the files, report.html (+ plots per head, later)
+        sections = _Sections(bar, 4 + 1 + 1 + int(html))
+        return _make(run_dirs, Path(out), split, allow_mixed, n_boot, seed, opening, html, reference, gaps, sections)
+
+
+def _make(run_dirs: list[str | Path], out: Path, split: str, allow_mixed: bool, n_boot: int | None, seed: int,
+          opening: list[str] | None, html: bool, reference: str | None, gaps: list[tuple[str, str]] | None,
+          sections: _Sections) -> dict[str, Any]:  # fmt: skip
     from ava.data.format import atomic_write_text
     from ava.report.plots import write_plots
-    from ava.report.render import latex, markdown
+    from ava.report.render import latex, markdown, with_markdown_contents
     from ava.report.strict_json import dumps
 
-    report, tables, runs = _build(run_dirs, split, allow_mixed=allow_mixed, n_boot=n_boot, seed=seed, opening=opening)
-    _analyses(report, tables, runs, reference, gaps)
-    out = Path(out)
+    report, tables, runs = _build(run_dirs, split, allow_mixed=allow_mixed, n_boot=n_boot, seed=seed, opening=opening,
+                                  sections=sections)  # fmt: skip
+    sections.grow(sum(not t.refused for t in tables.values()))
+    with sections("relative scores and alignment gaps"):
+        _analyses(report, tables, runs, reference, gaps)
     out.mkdir(parents=True, exist_ok=True)
     for head, t in tables.items():
         if t.refused:
             continue
-        files = write_plots(t, out / "plots")
+        with sections(f"plots of {t.head}"):
+            files = write_plots(t, out / "plots")
         report["plots"][head] = {kind: [f"plots/{f}" for f in names] for kind, names in files.items()}
     if report.get("relative"):
         from ava.report.reference import write_plots as relative_plots
@@ -164,11 +213,14 @@ def make_report(run_dirs: list[str | Path], out: str | Path, split: str = "test"
         from ava.report.augment import write_plot
 
         report["task_augmentation"]["plot"] = write_plot(report["task_augmentation"], out / "plots")
-    atomic_write_text(out / "report.json", dumps(report))
-    atomic_write_text(out / "report.md", markdown(report, base=out) + "\n" + _analysis_markdown(report))
-    atomic_write_text(out / "report.tex", latex(report))
+    with sections("report.json, report.md, report.tex"):
+        atomic_write_text(out / "report.json", dumps(report))
+        md = markdown(report, base=out) + "\n" + _analysis_markdown(report)
+        atomic_write_text(out / "report.md", with_markdown_contents(md))
+        atomic_write_text(out / "report.tex", latex(report))
     if html:
         from ava.report.html import write_html
 
-        write_html(report, tables, runs, out)
+        with sections("report.html with the failure galleries"):
+            write_html(report, tables, runs, out)
     return report

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ava.report import render
-from ava.report.markup import data_uri, escape, table_html
+from ava.report.markup import data_uri, escape, table_html, with_contents
 
 WRONG: dict[str, Callable[[float], bool]] = {
     "accuracy": lambda s: s < 1.0,
@@ -53,6 +53,8 @@ img.plot{max-width:100%;border:1px solid #eee;margin:.5em 0}
 .vfm.wrong{border-color:#c33;background:#fff3f3}.vfm.right{border-color:#3a3;background:#f3fff3}
 .swatch{display:inline-block;width:.8em;height:.8em;border-radius:2px;margin-right:.3em;vertical-align:middle}
 code{font-size:.95em}details{margin:.4em 0}summary{cursor:pointer;font-weight:600}
+nav.contents{background:#f7f7f7;border:1px solid #ddd;padding:.2em 1em .6em;font-size:.9em}
+nav.contents h2{margin-top:.4em;border:0;font-size:1.1em}nav.contents ul{margin:.2em 0;padding-left:1.4em}
 """
 
 _JS = """
@@ -256,7 +258,7 @@ def html_page(report: dict[str, Any], tables: dict[str, Any], runs: list[Any], o
     body += ["<h2>Notes</h2>", f'<p class="note">{escape(render.RADAR_NOTE)}</p>']
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-            f"<title>AVA-Bench report</title><style>{_CSS}</style></head><body>\n" + "\n".join(body)
+            f"<title>AVA-Bench report</title><style>{_CSS}</style></head><body>\n" + with_contents("\n".join(body))
             + f"\n<script>{_JS}</script>\n</body></html>\n")  # fmt: skip
 
 

@@ -81,6 +81,32 @@ def _finite(value: Any) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
+def _count(where: str, d: dict[str, Any], name: str) -> int:
+    """``d[name]``: a count (a non-negative integer; absent or null is 0)."""
+    value = d.get(name)
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise AvaError(f"{where}.{name} must be a count (an integer >= 0), not {value!r}")
+    return value
+
+
+def _subgroups(where: str, subgroups: Any) -> dict[str, dict[str, dict[str, Any]]]:
+    """``{group: {bin: {value, n}}}``, each value a finite number or null and each n a count."""
+    if not isinstance(subgroups, dict) or not all(isinstance(v, dict) for v in subgroups.values()):
+        raise AvaError(f"{where}.subgroups must map group -> {{bin: {{value, n}}}}")
+    for group, bins in subgroups.items():
+        for b, cell in bins.items():
+            at = f"{where}.subgroups.{group}.{b}"
+            if not isinstance(cell, dict):
+                raise AvaError(f"{at} must be an object {{value, n}}, not {cell!r}")
+            _count(at, cell, "n")
+            value = cell.get("value")
+            if value is not None and _finite(value) is None:
+                raise AvaError(f"{at}.value must be a finite number or null, not {value!r}")
+    return subgroups
+
+
 def _ability(run_dir: Path, fname: str, key: str, d: Any) -> AbilityResult:
     where = f"run {run_dir}: {fname}: abilities.{key}"
     if not isinstance(d, dict):
@@ -88,22 +114,26 @@ def _ability(run_dir: Path, fname: str, key: str, d: Any) -> AbilityResult:
     for name in ("metric", "value", "higher_is_better"):
         if name not in d:
             raise AvaError(f"{where} has no {name!r}")
+    if not isinstance(d["metric"], str) or not d["metric"]:
+        raise AvaError(f"{where}.metric must be the metric's name, not {d['metric']!r}")
     if not isinstance(d["higher_is_better"], bool):
         raise AvaError(f"{where}.higher_is_better must be true or false, not {d['higher_is_better']!r}")
+    n, n_unparsed = _count(where, d, "n"), _count(where, d, "n_unparsed")
+    if n_unparsed > n and "n" in d:
+        raise AvaError(f"{where}: n_unparsed {n_unparsed} is more than n {n}")
     value = d["value"]
     if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
         raise AvaError(f"{where}.value must be a number or null, not {value!r}")
-    subgroups = d.get("subgroups") or {}
-    if not isinstance(subgroups, dict) or not all(isinstance(v, dict) for v in subgroups.values()):
-        raise AvaError(f"{where}.subgroups must map group -> {{bin: {{value, n}}}}")
-    n = int(d.get("n", 0) or 0)
+    scored = not ("n" in d and n == 0)
+    if scored and value is not None and _finite(value) is None:
+        raise AvaError(f"{where}.value must be finite for {n} scored samples, not {value!r}")
     return AbilityResult(
-        metric=str(d["metric"]),
-        value=None if ("n" in d and n == 0) else _finite(value),
+        metric=d["metric"],
+        value=_finite(value) if scored else None,
         higher_is_better=d["higher_is_better"],
         n=n,
-        n_unparsed=int(d.get("n_unparsed", 0) or 0),
-        subgroups=subgroups,
+        n_unparsed=n_unparsed,
+        subgroups=_subgroups(where, d.get("subgroups") or {}),
     )
 
 

@@ -72,6 +72,19 @@ def fmt_ci(ci: list[float] | None) -> str:
     return "" if not ci else f" [{fmt_value(ci[0])}, {fmt_value(ci[1])}]"
 
 
+def fmt_with_ci(x: float, ci: list[float] | None, sig: int = 4) -> str:
+    """``x`` to ``sig`` significant digits and its interval to the same decimal places, so a value never looks
+    outside its own interval by rounding alone (``1.14 [1.14, 1.46]``, not ``1.14 [1.143, 1.464]``)."""
+    import math
+
+    d = None
+    if math.isfinite(x):
+        d = sig - 1 if x == 0 else max(0, sig - 1 - math.floor(math.log10(abs(x))))
+    if d is None or d > 10:  # tiny or non-finite: significant digits for all three
+        return f"{x:.{sig}g}" + ("" if not ci else f" [{ci[0]:.{sig}g}, {ci[1]:.{sig}g}]")
+    return f"{x:.{d}f}" + ("" if not ci else f" [{ci[0]:.{d}f}, {ci[1]:.{d}f}]")
+
+
 def _tied(groups: list[list[str]], vfm: str) -> bool:
     return any(vfm in g for g in groups)
 
@@ -95,7 +108,7 @@ def value_cell(table: dict[str, Any], ab: str, v: str) -> str:
         return "–"
     ci = (table.get("intervals") or {}).get(ab, {}).get(v)
     rank = fmt_rank(table["ranks"][ab].get(v)) + (TIE if _tied((table.get("ties") or {}).get(ab, []), v) else "")
-    return f"{fmt_value(x)}{fmt_ci(ci)} ({rank})"
+    return f"{fmt_with_ci(x, ci)} ({rank})"
 
 
 def table_rows(table: dict[str, Any]) -> list[list[str]]:
@@ -111,7 +124,8 @@ def table_rows(table: dict[str, Any]) -> list[list[str]]:
     for v in table["vfms"]:
         r = table["average_rank"].get(v)
         tie = TIE if _tied(table.get("average_rank_ties") or [], v) else ""
-        cells.append(fmt_rank(r) + fmt_ci((table.get("average_rank_interval") or {}).get(v)) + tie)
+        ci = (table.get("average_rank_interval") or {}).get(v)
+        cells.append((fmt_rank(r) if r is None else fmt_with_ci(r, ci, sig=3)) + tie)
     rows.append(["average rank", over, "", "", "", *cells])
     return rows
 
@@ -134,7 +148,7 @@ def agreement_caption(report: dict[str, Any], agr: dict[str, Any]) -> str:
 
 def fmt_coef_ci(a: dict[str, Any], key: str) -> str:
     ci = a.get(f"{key}_ci")
-    return fmt_coef(a[key]) + ("" if not ci else f" [{ci[0]:+.2f}, {ci[1]:+.2f}]")
+    return fmt_coef(a[key]) + ("" if not ci else f" [{ci[0]:+.3f}, {ci[1]:+.3f}]")  # the coefficient's rounding
 
 
 def agreement_rows(agr: dict[str, Any]) -> list[list[str]]:
@@ -238,6 +252,31 @@ def _md_unparsed(report: dict[str, Any]) -> list[str]:
                 if k:
                     lines.append(f"- {t['head']} · {v} · {ab}: {k} of {t['n'][ab][v]} replies unparsed (scored worst)")
     return lines
+
+
+CONTENTS_TITLE = "Contents"
+
+
+def with_markdown_contents(md: str) -> str:
+    """``md`` with a table of contents after its title: a link to every ``##`` and ``###`` heading by the anchor
+    GitHub (and most renderers) give it."""
+    import re
+
+    from ava.report.markup import anchor
+
+    lines, used, toc, fenced = md.split("\n"), set(), [], False
+    for line in lines:
+        fenced ^= line.startswith("```")
+        if fenced or not (m := re.match(r"^(#{1,3}) (.*)$", line)):
+            continue
+        name = anchor(m.group(2), used)  # every heading takes its anchor, so duplicates number as GitHub's do
+        if len(m.group(1)) > 1:
+            text = re.sub(r"[`*]", "", m.group(2)).replace("[", "\\[").replace("]", "\\]")
+            toc.append(f"{'  ' * (len(m.group(1)) - 2)}- [{text}](#{name})")
+    if not toc:
+        return md
+    at = next((i + 1 for i, line in enumerate(lines) if line.startswith("# ")), 0)
+    return "\n".join([*lines[:at], "", f"**{CONTENTS_TITLE}**", "", *toc, *lines[at:]])
 
 
 def markdown(report: dict[str, Any], base: Path | None = None) -> str:

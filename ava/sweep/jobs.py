@@ -12,22 +12,17 @@ exit code and, for a failed job, its error in one line.
 from __future__ import annotations
 
 import json
-import re
 import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ava.sweep.plan import SweepPlan, reads_cache
+from ava.errors import redact
+from ava.sweep.plan import SweepPlan, reads_cache, safe
 
 PENDING, SUBMITTED, RUNNING, DONE, FAILED, BLOCKED = "pending", "submitted", "running", "done", "failed", "blocked"
 FINISHED = (DONE,)
-
-
-def safe(name: str) -> str:
-    """A VFM name as a file name part (``hf:org/model#size=224`` -> ``hf_org_model_size=224``)."""
-    return re.sub(r"[^A-Za-z0-9_.=+-]", "_", name).strip("_") or "vfm"
 
 
 @dataclass
@@ -87,6 +82,18 @@ class JobState:
         except (FileNotFoundError, ValueError):
             return {"name": job.name, "state": PENDING}
 
+    def read_all(self) -> list[dict[str, Any]]:
+        """Every job record in the folder (jobs of earlier plans too), by name."""
+        out = []
+        for path in sorted(self.folder.glob("*.json")):
+            try:
+                record = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            if isinstance(record, dict) and record.get("name"):
+                out.append(record)
+        return out
+
     def read_name(self, name: str) -> dict[str, Any]:
         return self.read(Job(name, "", "", []))
 
@@ -110,7 +117,7 @@ def error_line(log: Path | str | None) -> str:
     except FileNotFoundError:
         return f"no log at {log}"
     errors = [ln for ln in lines if ln.startswith("error:") or "Error:" in ln]
-    line = (errors or lines or ["(empty log)"])[-1]
+    line = redact((errors or lines or ["(empty log)"])[-1])
     return line if len(line) <= 300 else line[:297] + "..."
 
 

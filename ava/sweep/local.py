@@ -1,5 +1,6 @@
 """The ``local`` executor: every job as a process on this machine, ``--jobs`` at a time; a VFM's training jobs start
-once its extraction has finished (and are ``blocked`` when it failed)."""
+once its extraction has finished (and are ``blocked`` when it failed). With ``progress``, the one progress bar
+counts the jobs, and a line says when each starts (with its log) and how it ended."""
 
 from __future__ import annotations
 
@@ -9,34 +10,55 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from ava.errors import redact
 from ava.sweep.jobs import BLOCKED, DONE, FAILED, RUNNING, Job, JobState, error_line
 
 
-def _run_one(job: Job, state: JobState) -> str:
+def _run_one(job: Job, state: JobState, say: Any) -> str:
     log = state.log(job)
     log.parent.mkdir(parents=True, exist_ok=True)
     state.write(job, state=RUNNING, log=str(log), pid=None, rc=None, error=None, started=time.time())
+    say(f"running {job.name} (log {log})")
+    t0 = time.perf_counter()
     with open(log, "w", encoding="utf-8") as out:
-        out.write("$ " + " ".join(job.argv) + "\n")
+        out.write("$ " + redact(" ".join(job.argv)) + "\n")
         out.flush()
         env = {**os.environ, "COLUMNS": "200"}  # one error line on one line
         proc = subprocess.Popen(job.argv, stdout=out, stderr=subprocess.STDOUT, env=env)
         state.write(job, pid=proc.pid)
         rc = proc.wait()
+    took = f"{time.perf_counter() - t0:.0f} s"
     if rc == 0:
         state.write(job, state=DONE, rc=0, ended=time.time())
+        say(f"done    {job.name} in {took}")
         return DONE
-    state.write(job, state=FAILED, rc=rc, error=error_line(log), ended=time.time())
+    error = error_line(log)
+    state.write(job, state=FAILED, rc=rc, error=error, ended=time.time())
+    say(f"failed  {job.name} in {took} (exit {rc}): {error}")
     return FAILED
 
 
-def run_local(todo: list[Job], state: JobState, jobs: int, finished: dict[str, str]) -> dict[str, Any]:
+def run_local(todo: list[Job], state: JobState, jobs: int, finished: dict[str, str], *,
+              progress: bool = False) -> dict[str, Any]:  # fmt: skip
     """Run ``todo`` (extractions first); ``finished`` maps the names of jobs already done to their state."""
+    from ava.progress import progress as progress_bar
+
     outcome = dict(finished)
     extracts = [j for j in todo if j.kind == "extract"]
     trains = [j for j in todo if j.kind == "train"]
-    with ThreadPoolExecutor(max(1, jobs)) as pool:
-        for job, result in zip(extracts, pool.map(lambda j: _run_one(j, state), extracts), strict=True):
+    with progress_bar(progress and bool(todo)) as bar, ThreadPoolExecutor(max(1, jobs)) as pool:
+        task = bar.add_task("sweep jobs", total=len(todo))
+
+        def say(line: str) -> None:
+            if progress:
+                bar.console.print(line, highlight=False, markup=False, soft_wrap=True)
+
+        def one(job: Job) -> str:
+            result = _run_one(job, state, say)
+            bar.advance(task)
+            return result
+
+        for job, result in zip(extracts, pool.map(one, extracts), strict=True):
             outcome[job.name] = result
         ready = []
         for job in trains:
@@ -45,8 +67,10 @@ def run_local(todo: list[Job], state: JobState, jobs: int, finished: dict[str, s
                 error = f"its extraction {job.needs} failed: {why}"
                 state.write(job, state=BLOCKED, log=str(state.log(job)), error=error)
                 outcome[job.name] = BLOCKED
+                say(f"blocked {job.name}: {error}")
+                bar.advance(task)
             else:
                 ready.append(job)
-        for job, result in zip(ready, pool.map(lambda j: _run_one(j, state), ready), strict=True):
+        for job, result in zip(ready, pool.map(one, ready), strict=True):
             outcome[job.name] = result
     return outcome

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,20 +89,57 @@ def _list(value: Any) -> list[str]:
     return [v.strip() for item in value or [] for v in str(item).split(",") if v.strip()]
 
 
-def make_plan(fields: dict[str, Any]) -> SweepPlan:
-    """A plan from fields (a TOML file's, options over them), normalised and checked."""
+# What each field of a plan file may hold: a TOML file gives any type, and a wrong one is named, never a traceback.
+_TEXT = (str,)
+_NAMES = "a name or a list of names"
+FIELD_TYPES: dict[str, tuple[str, Any]] = {
+    "vfm": (_NAMES, "names"), "head": (_NAMES, "names"), "ava": ("a list of abilities or of ability lists", "sets"),
+    "data": ("a path (a string)", _TEXT), "cache": ("a path or a URL (a string)", _TEXT),
+    "out": ("a path (a string)", _TEXT), "executor": ("a string (local or slurm)", _TEXT),
+    "jobs": ("an integer", (int,)), "device": ("a string (auto, cpu, cuda ...)", _TEXT),
+    "slurm": ("a table ([slurm] with partition, gpus_per_job ...)", (dict,)),
+}  # fmt: skip
+SLURM_TYPES: dict[str, tuple[str, tuple[type, ...]]] = {
+    "partition": ("a string", _TEXT), "gpus_per_job": ("an integer", (int,)), "time_min": ("an integer", (int,)),
+    "array_parallelism": ("an integer", (int,)), "account": ("a string", _TEXT), "cpus_per_job": ("an integer", (int,)),
+}  # fmt: skip
+
+
+def _fits(value: Any, kind: Any) -> bool:
+    if kind == "names":
+        return isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value))
+    if kind == "sets":
+        return isinstance(value, str) or (isinstance(value, list) and all(
+            isinstance(v, str) or (isinstance(v, list) and all(isinstance(a, str) for a in v)) for v in value))
+    return isinstance(value, kind) and not (isinstance(value, bool) and bool not in kind)  # true is no integer
+
+
+def check_types(fields: dict[str, Any], source: str = "sweep plan") -> None:
+    """Refuse, naming ``source`` (the plan file) and the field, any field of the wrong type."""
+    for name, value in fields.items():
+        if name in FIELD_TYPES and not _fits(value, FIELD_TYPES[name][1]):
+            raise SweepError(f"{source}: {name} must be {FIELD_TYPES[name][0]}, not {value!r}")
+    for name, value in (fields.get("slurm") or {}).items():
+        if name in SLURM_TYPES and value is not None and not _fits(value, SLURM_TYPES[name][1]):
+            raise SweepError(f"{source}: [slurm] {name} must be {SLURM_TYPES[name][0]}, not {value!r}")
+
+
+def make_plan(fields: dict[str, Any], source: str = "sweep plan") -> SweepPlan:
+    """A plan from fields (a TOML file's, options over them), normalised and checked; ``source`` names the plan
+    file in errors."""
     fields = {k: v for k, v in fields.items() if v is not None}
     known = {f.name for f in dataclasses.fields(SweepPlan)}
     unknown = sorted(set(fields) - known)
     if unknown:
-        raise SweepError(f"sweep plan: unknown field(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+        raise SweepError(f"{source}: unknown field(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+    check_types(fields, source)
     missing = [k for k in ("vfm", "data", "cache", "out") if not fields.get(k)]
     if missing:
-        raise SweepError(f"sweep plan: give {', '.join('--' + m for m in missing)} (as options or in the plan file)")
+        raise SweepError(f"{source}: give {', '.join('--' + m for m in missing)} (as options or in the plan file)")
     slurm = dict(fields.get("slurm") or {})
     slurm_known = {f.name for f in dataclasses.fields(SlurmOptions)}
     if set(slurm) - slurm_known:
-        raise SweepError(f"sweep plan: unknown [slurm] field(s) {', '.join(sorted(set(slurm) - slurm_known))} "
+        raise SweepError(f"{source}: unknown [slurm] field(s) {', '.join(sorted(set(slurm) - slurm_known))} "
                          f"(known: {', '.join(sorted(slurm_known))})")  # fmt: skip
     from ava.heads.fingerprint import FINGERPRINT_HEADS
 
@@ -136,6 +174,33 @@ def _check_features(plan: SweepPlan) -> None:
             raise SweepError(f"sweep plan: {e} (heads {', '.join(cached)} read them)") from None
 
 
+def safe(name: str) -> str:
+    """A VFM name as a file name part (``hf:org/model#size=224`` -> ``hf_org_model_size=224``): the job names and
+    run directories of a sweep."""
+    return re.sub(r"[^A-Za-z0-9_.=+-]", "_", name).strip("_") or "vfm"
+
+
+def _no_repeats(plan: SweepPlan) -> None:
+    """A VFM, head or ability set listed twice would run twice at once into one run directory: refused."""
+    for field_name, values in (("vfm", plan.vfm), ("head", plan.head),
+                               ("ava", [",".join(s) or "(all)" for s in plan.ava])):  # fmt: skip
+        seen = [v for i, v in enumerate(values) if v in values[:i]]
+        if seen:
+            raise SweepError(f"sweep plan: {field_name} {seen[0]!r} is listed twice ({field_name} = {values}); each "
+                             "cell of the grid is one job with one run directory: list it once")  # fmt: skip
+    named: dict[str, str] = {}
+    for vfm in plan.vfm:
+        other = named.setdefault(safe(vfm), vfm)
+        if other != vfm:
+            raise SweepError(f"sweep plan: --vfm {other!r} and --vfm {vfm!r} would share the job and run directory "
+                             f"names (<head>-{safe(vfm)}, written {safe(vfm)!r} in file names); sweep them into "
+                             "separate --out directories")  # fmt: skip
+    for s in plan.ava:
+        if len(set(s)) != len(s):
+            twice = next(a for i, a in enumerate(s) if a in s[:i])
+            raise SweepError(f"sweep plan: ability {twice!r} is listed twice in the set {s}")
+
+
 def check_plan(plan: SweepPlan) -> None:
     """Every name known and every number sensible, before any job starts (one line naming what is wrong)."""
     from ava.abilities import ABILITIES
@@ -160,9 +225,13 @@ def check_plan(plan: SweepPlan) -> None:
         plan.ava = [[ABILITIES.canonical(a) for a in s] for s in plan.ava]
     except AvaError as e:
         raise SweepError(f"sweep plan: {e}") from None
+    _no_repeats(plan)
     _check_features(plan)
     if not Path(plan.data).is_dir():
         raise SweepError(f"--data {plan.data}: no such dataset directory")
+    from ava.cache.location import cache_path
+
+    cache_path(plan.cache)  # a URL's protocol and package, and no credential in it (it would go into every log)
     s = plan.slurm
     for name in ("gpus_per_job", "time_min", "array_parallelism", "cpus_per_job"):
         low = 0 if name == "gpus_per_job" else 1
@@ -181,8 +250,9 @@ def load_plan(path: str | os.PathLike[str], **overrides: Any) -> SweepPlan:
         raise SweepError(f"{p}: no sweep plan there (write one, or run `ava sweep` with options)") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise SweepError(f"{p}: not a TOML plan ({e})") from None
+    check_types(fields, str(p))
     slurm = {**(fields.get("slurm") or {}), **(overrides.pop("slurm", None) or {})}
-    return make_plan({**fields, **{k: v for k, v in overrides.items() if v is not None}, "slurm": slurm})
+    return make_plan({**fields, **{k: v for k, v in overrides.items() if v is not None}, "slurm": slurm}, str(p))
 
 
 def _toml_value(v: Any) -> str:

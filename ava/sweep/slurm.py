@@ -34,10 +34,9 @@ def _sinfo_partitions() -> list[str]:
 
 def check_slurm(options: SlurmOptions) -> None:
     """Refuse, before any job is submitted, a partition that does not exist and a missing submitit."""
-    try:
-        import submitit  # noqa: F401
-    except ImportError:
-        raise SweepError("--executor slurm needs the package submitit (pip install 'ava[slurm]')") from None
+    from ava.extras import require
+
+    require("slurm", "--executor slurm")
     partitions = _sinfo_partitions()
     if options.partition is not None and options.partition not in partitions:
         raise SweepError(f"--partition {options.partition!r}: no such SLURM partition (partitions: "

@@ -135,13 +135,41 @@ def synth_info(config: SynthConfig, abilities: list[str]) -> dict[str, Any]:
     }
 
 
+def made_with(config: SynthConfig) -> tuple[bool, list[str]]:
+    """Whether ``config.out`` holds a synthetic set made with these very settings (the same bytes would be
+    written again), and else the settings it was made with that differ (empty when it is no synthetic set)."""
+    import json
+
+    try:
+        saved = json.loads((Path(config.out) / "dataset.json").read_text(encoding="utf-8")).get("synth_config")
+    except (OSError, ValueError, AttributeError):
+        return False, []
+    if not isinstance(saved, dict):
+        return False, []
+    want = synth_info(config, resolve_abilities(config.ava))["synth_config"]
+    differ = [f"--{k.replace('_', '-')} {_shown(saved.get(k))} there, {_shown(v)} now" for k, v in want.items()
+              if saved.get(k) != v]  # fmt: skip
+    return not differ, differ
+
+
+def _shown(value: Any) -> str:
+    return ",".join(map(str, value)) if isinstance(value, list) else str(value)
+
+
 def generate(config: SynthConfig, progress: bool = True) -> Path:
-    """Write a split synthetic dataset to ``config.out`` and return its path."""
+    """Write a split synthetic dataset to ``config.out`` and return its path. A set already there made with the
+    same settings is kept as it is (generating it again would write the same bytes)."""
     from ava.data.split import assign_splits
 
     check_config(config)
     abilities = resolve_abilities(config.ava)
     out = Path(config.out)
+    same, differ = made_with(config)
+    if same and not config.overwrite:
+        return out
+    if differ and not config.overwrite:
+        raise AvaError(f"{out} holds a synthetic set made with other settings ({'; '.join(differ)}); give the same "
+                       "options to keep it, another --out, or --force to replace it")  # fmt: skip
     tmp = _prepare_out(out, config.overwrite)
     workers = config.workers or min(2, os.cpu_count() or 1)
     by_ava: dict[str, list[Sample]] = {a: [] for a in abilities}

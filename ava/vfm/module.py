@@ -280,6 +280,9 @@ def _checked(out: Any, name: str, batch: int) -> torch.Tensor:
     if t is None:
         raise AvaError(f"VFM {name!r}: the output is a {type(out).__name__}, not a [batch, tokens, dim] tensor; pass "
                        "output= (a layer name or a callable images -> [batch, tokens, dim])")  # fmt: skip
+    from ava.vfm.feature_check import refuse_complex
+
+    refuse_complex(t, name)  # before the float cast below would drop the imaginary part
     if t.ndim != 3 or t.shape[0] != batch:
         raise AvaError(f"VFM {name!r}: the output has shape {tuple(t.shape)} for {batch} image(s), not [batch, "
                        "tokens, dim]; pass output= (a layer name or a callable images -> [batch, tokens, dim]) "

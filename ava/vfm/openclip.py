@@ -110,10 +110,11 @@ def _parse_local_dir(name: str, text: str) -> OpenClipSource:
 
 
 def _open_clip() -> Any:
-    try:
-        import open_clip
-    except ImportError as e:
-        raise AvaError("open_clip models need open_clip_torch: pip install 'ava-bench[openclip]'") from e
+    from ava.extras import require
+
+    require("openclip", "open_clip models")
+    import open_clip
+
     return open_clip
 
 

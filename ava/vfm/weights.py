@@ -35,9 +35,12 @@ def offline() -> bool:
 
 
 def locate(source: str, revision: str | None = None, *, key: str = "", config_only: bool = False,
-           code: bool = False, gated: bool = False) -> Weights:  # fmt: skip
+           code: bool = False, gated: bool = False, local_form: str | None = None) -> Weights:  # fmt: skip
     """The directory holding ``source``'s weights (a local directory, or the hub snapshot of a hub id).
 
+    ``key``: the VFM name it was asked as, ``local_form``: the option that takes a local copy instead (``--miner
+    clip@/path/to/dir``); a hub id that cannot be had says so with that form (default: ``--vfm KEY@/path/to/dir``
+    and ``--vfm hf:/path/to/dir``).
     ``config_only``: just the JSON files (enough to resolve a spec); the weights are neither fetched nor hashed.
     ``code``: also the repository's Python files (only for ``--trust-remote-code``; otherwise never downloaded).
     """
@@ -47,7 +50,8 @@ def locate(source: str, revision: str | None = None, *, key: str = "", config_on
     if looks_like_path(source):
         raise AvaError(f"VFM weights directory {source} does not exist")
     patterns = ["*.json"] if config_only else ALLOW_PATTERNS
-    return _hub(source, revision, key=key, patterns=[*patterns, "*.py"] if code else patterns, gated=gated)
+    return _hub(source, revision, key=key, patterns=[*patterns, "*.py"] if code else patterns, gated=gated,
+                local_form=local_form)
 
 
 def _local(path: Path) -> Weights:
@@ -94,7 +98,8 @@ def _hub_id_of_snapshot(path: Path) -> str:
     return path.resolve().parent.parent.name.removeprefix("models--").replace("--", "/")
 
 
-def _hub(hub_id: str, revision: str | None, *, key: str, patterns: list[str], gated: bool = False) -> Weights:
+def _hub(hub_id: str, revision: str | None, *, key: str, patterns: list[str], gated: bool = False,
+         local_form: str | None = None) -> Weights:  # fmt: skip
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import GatedRepoError
 
@@ -106,22 +111,26 @@ def _hub(hub_id: str, revision: str | None, *, key: str, patterns: list[str], ga
         why = f"{why} ({type(e).__name__})"
     if folder is None or (need_weights and not list(Path(folder).glob("*.safetensors"))):
         if offline():
-            raise _not_found(hub_id, key, f"offline mode (HF_HUB_OFFLINE) and {why}", gated)
+            raise _not_found(hub_id, key, f"offline mode (HF_HUB_OFFLINE) and {why}", gated, local_form)
         try:
             folder = snapshot_download(hub_id, revision=revision, allow_patterns=patterns)
         except GatedRepoError as e:
-            raise _not_found(hub_id, key, "the repository is gated and this account has no access to it", True) from e
+            raise _not_found(hub_id, key, "the repository is gated and this account has no access to it", True,
+                             local_form) from e  # fmt: skip
         except Exception as e:
-            raise _not_found(hub_id, key, f"{type(e).__name__}: {e}".splitlines()[0], gated) from e
+            raise _not_found(hub_id, key, f"{type(e).__name__}: {e}".splitlines()[0], gated, local_form) from e
     path = Path(folder)
     if need_weights and not list(path.glob("*.safetensors")):
         raise AvaError(f"{hub_id} has no *.safetensors weights (ava never loads pickled .bin files)")
     return Weights(path, hub_id, f"hub:{hub_id}@{snapshot_commit(path) or revision or 'unknown'}")
 
 
-def _not_found(hub_id: str, key: str, why: str, gated: bool = False) -> AvaError:
-    name = key.split("@")[0] if key and not key.startswith("hf:") else None
-    point = f"'--vfm {name}@/path/to/dir' or " if name else ""
+def _not_found(hub_id: str, key: str, why: str, gated: bool = False, local_form: str | None = None) -> AvaError:
+    name = key.split("@")[0] if key and not key.startswith("hf:") and not any(c.isspace() for c in key) else None
+    if local_form:
+        point = f"'{local_form}'"
+    else:
+        point = (f"'--vfm {name}@/path/to/dir' or " if name else "") + "'--vfm hf:/path/to/dir'"
     access = (
         f" It is a gated repository: open https://huggingface.co/{hub_id} signed in, accept its licence and wait "
         f"for access, then log in here (hf auth login, or set HF_TOKEN) before downloading."
@@ -130,6 +139,6 @@ def _not_found(hub_id: str, key: str, why: str, gated: bool = False) -> AvaError
     )
     return AvaError(
         f"cannot load VFM weights {hub_id!r}: {why}.{access} Download it where the hub is reachable "
-        f"(hf download {hub_id} --local-dir DIR) and point ava at the directory: {point}'--vfm hf:/path/to/dir', "
+        f"(hf download {hub_id} --local-dir DIR) and point ava at the directory: {point}, "
         f"or set HF_HOME to a Hugging Face cache that holds it."
     )

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ava.errors import AvaError
+from ava.home import ava_home
 from ava.registry import Registry
 
 SYSTEM_PROMPT = (
@@ -143,10 +144,6 @@ def template_of(tokenizer: Any, name: str | None = None) -> str:
         ):
             return spec.template
     return "qwen2_base"
-
-
-def ava_home() -> Path:
-    return Path(os.environ.get("AVA_HOME", Path.home() / ".cache" / "ava"))
 
 
 def resolve_llm(name: str) -> tuple[LLMSpec, str]:

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from ava.errors import AvaError
+from ava.heads.llm import compiled as compiled_cache
 from ava.heads.llm.checkpoint import CHECKPOINT, CheckpointWriter, read_checkpoint, write_checkpoint
 from ava.heads.llm.config import LLMHeadConfig
 from ava.heads.llm.data import Collator, LoopData, length_grouped_batches, steps_per_epoch
@@ -226,6 +227,49 @@ def _step_groups(
         yield epoch, [next(it) for _ in range(n)]
 
 
+def ahead(groups: Iterator[Any], depth: int = 2) -> Iterator[Any]:
+    """``groups`` made ``depth`` items ahead on a thread of their own (the loader, collator and pinning of the next
+    steps run while this thread launches the current one's work), in the same order; an error raised making one is
+    raised here, at that item. Closing this generator stops the thread after the item it is making."""
+    import queue
+    import threading
+
+    items: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def fill() -> None:
+        try:
+            for item in groups:
+                while not stop.is_set():
+                    try:
+                        items.put(("item", item), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            items.put(("end", None))
+        except BaseException as e:  # noqa: BLE001 - handed to the consumer, raised there
+            items.put(("error", e))
+
+    thread = threading.Thread(target=fill, name="ava-llm-batches", daemon=True)
+    thread.start()
+    try:
+        while True:
+            kind, value = items.get()
+            if kind == "end":
+                return
+            if kind == "error":
+                raise value
+            yield value
+    finally:
+        stop.set()
+        thread.join()
+        close = getattr(groups, "close", None)
+        if close is not None:
+            close()  # the loader's workers stop now
+
+
 def _restore(run_dir: Path, head: Any, optimizer: Any, scheduler: Any, device: torch.device, dist: Dist) -> int:
     """Continue from the run's checkpoint if there is one; returns the optimizer step to start from.
 
@@ -359,6 +403,10 @@ def fit(
     packed = use_pack(getattr(cfg, "pack", None)) and step < total and head.use_packing(device, dtype)
     attention = head.attention_path()
     compiled: bool | str = use_compile(getattr(cfg, "compile", None), device) and step < total and compile_layers(head)
+    artifacts, compile_cache = None, "off"
+    if compiled is True:  # what an earlier run compiled for this setup, preloaded (ava.heads.llm.compiled)
+        artifacts = compiled_cache.artifacts_path(head, device, dtype, attention)
+        compile_cache = compiled_cache.load(artifacts)
     model = head
     if dist.world > 1:
         model = torch.nn.parallel.DistributedDataParallel(
@@ -376,13 +424,14 @@ def fit(
     rng = rng_states(device, dist)
     head.train()
     log = None
-    data_wait = 0.0  # seconds this thread spent getting the next step's batches (loader + collator)
+    data_wait = 0.0  # seconds this thread waited for the next step's batches (made ahead on a thread: ahead())
     groups = None
     try:
         with progress_bar(cfg.progress and dist.main) as bar:
             task = bar.add_task(description, total=total, completed=step, loss=float("nan"), sps=0.0, tps=0.0)
             log = _Log(run_dir / "train_log.jsonl" if dist.main else None, dist, device, bar, task)
-            groups = _step_groups(data, lengths, micro, cfg, dist, step, spe, pin=device.type == "cuda", pack=packed)
+            groups = ahead(_step_groups(data, lengths, micro, cfg, dist, step, spe, pin=device.type == "cuda",
+                                        pack=packed))  # fmt: skip
             while step < stop_at:
                 t = time.perf_counter()
                 epoch, group = next(groups)  # (the loader and collator, on this thread)
@@ -399,6 +448,9 @@ def fit(
                         compiled = "fell-back"
                         warnings.warn(f"--compile: the decoder layers did not compile here ({error}); training "
                                       "eagerly from this step on", stacklevel=2)  # fmt: skip
+                    elif compile_cache in ("none", "unreadable") and dist.main and artifacts is not None:
+                        # the first step compiled the forward and the backward: kept for the runs after this one
+                        compile_cache = "saved" if compiled_cache.save(artifacts) else compile_cache
                 else:
                     loss, n, toks = train_step(model, params, optimizer, scheduler, group, data, device, dtype)
                 step += 1
@@ -431,7 +483,8 @@ def fit(
     rates = log.rates() if log else {}
     return {"total_steps": total, "steps_per_epoch": spe, "micro_batch": micro, "world_size": dist.world,
             "resumed_from_step": start, "step": step, "done": step >= total, "final_loss": log.loss if log else None,
-            "compiled": compiled if compiled == "fell-back" else bool(compiled), "packed": bool(packed),
+            "compiled": compiled if compiled == "fell-back" else bool(compiled), "compile_cache": compile_cache,
+            "packed": bool(packed),
             "attention": attention, "data_wait_s": data_wait, **rates}  # fmt: skip
 
 

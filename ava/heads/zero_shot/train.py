@@ -12,7 +12,7 @@ as not scored, never as zero.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +39,10 @@ def split_applicable(abilities: Sequence[str]) -> tuple[list[str], dict[str, str
     return applicable, skipped
 
 
-def predict(model: Any, dataset: Any, ava: str, samples: Sequence[Any], template: str) -> list[str]:
-    """The reply of every sample: the option whose prompt-wrapped text is most similar to the image."""
+def predict(model: Any, dataset: Any, ava: str, samples: Sequence[Any], template: str,
+            advance: Callable[[int], Any] = lambda n: None) -> list[str]:  # fmt: skip
+    """The reply of every sample: the option whose prompt-wrapped text is most similar to the image; ``advance(n)``
+    is called after each batch of ``n`` images."""
     from ava.abilities import get_ability
     from ava.abilities.parsers import format_reply
     from ava.heads.targets import question_options
@@ -52,9 +54,11 @@ def predict(model: Any, dataset: Any, ava: str, samples: Sequence[Any], template
     unique = {s.image_sha256: s for s in samples}
     image_rows: dict[str, np.ndarray] = {}
     keys = list(unique)
-    for start in range(0, len(keys), 256):  # a bounded number of decoded images at a time
-        chunk = keys[start : start + 256]
+    step = max(1, int(getattr(model, "batch_size", 32) or 32))  # one model batch of decoded images at a time
+    for start in range(0, len(keys), step):
+        chunk = keys[start : start + step]
         image_rows.update(zip(chunk, model.images([dataset.load_image(unique[k]) for k in chunk]), strict=True))
+        advance(len(chunk))
     replies = []
     for s, opts in zip(samples, options, strict=True):
         sims = np.stack([text_rows[o] for o in opts]) @ image_rows[s.image_sha256]
@@ -67,7 +71,10 @@ def _load(vfm: str, device: str, batch_size: int | None) -> tuple[Any, str]:
     from ava.vfm.image_text import load_image_text, text_tower_source
 
     source = text_tower_source(vfm)
-    model = load_image_text(source, device=resolve_device(device), batch_size=batch_size or 32, what=f"VFM {vfm!r}")
+    base = vfm.split("@")[0]  # a registered name takes a local copy as NAME@DIR, any other checkpoint as hf:DIR
+    local = f"--vfm {base}@/path/to/dir" if ":" not in base else "--vfm hf:/path/to/dir"
+    model = load_image_text(source, device=resolve_device(device), batch_size=batch_size or 32, what=f"VFM {vfm!r}",
+                            local_form=local)  # fmt: skip
     return model, source
 
 
@@ -80,13 +87,15 @@ def _run(config: ZeroShotConfig, run_dir: Path, abilities: list[str], split: str
     dataset = Dataset(config.data)
     run = read_json(run_dir / "run.json")
     predictions: dict[tuple[str, str], str] = {}
-    with progress_bar(config.progress, transient=True) as bar:
-        task = bar.add_task(f"zero-shot {config.vfm}", total=len(abilities))
-        for ava in abilities:
-            samples = dataset.samples(ava, split=split)
-            replies = predict(model, dataset, ava, samples, config.template)
+    per_ability = {ava: dataset.samples(ava, split=split) for ava in abilities}
+    with progress_bar(config.progress, transient=True) as bar:  # images, advanced per batch within each ability
+        total = sum(len({s.image_sha256 for s in samples}) for samples in per_ability.values())
+        task = bar.add_task(f"zero-shot {config.vfm}", total=total)
+        for i, (ava, samples) in enumerate(per_ability.items(), 1):
+            bar.update(task, description=f"zero-shot {config.vfm}: {ava} ({i}/{len(abilities)}), images")
+            replies = predict(model, dataset, ava, samples, config.template,
+                              advance=lambda n: bar.advance(task, n))  # fmt: skip
             predictions.update({s.key: r for s, r in zip(samples, replies, strict=True)})
-            bar.advance(task)
     extra = {ava: {"template": config.template} for ava in abilities}
     return score_and_write(dataset, predictions, abilities, split, run, to_jsonable(config), run_dir, extra)
 

@@ -1,0 +1,55 @@
+"""What a VFM's features must be before anything keeps them: real, finite numbers.
+
+A VFM given in memory (``vfm_from_module``) or a checkpoint with broken numerics can return NaN, infinities or
+complex tensors. Stored, they would poison every head trained on them, and only ``ava cache verify`` would find
+them later; scored, a complex token would lose its imaginary part silently. Both callers of a VFM's forward, the
+cache extraction and the in-memory fingerprint, pass each batch through :func:`check_features`.
+
+On a CPU the finiteness check is read at once (one reduction per batch). On a GPU, reading it would stall the
+device once per batch; :func:`check_features` then returns the per-image flags still on the device, and the caller
+reads them where it waits anyway (the extraction: once per shard, with its copies).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from ava.errors import AvaError
+
+if TYPE_CHECKING:
+    import torch
+
+
+def check_features(out: torch.Tensor, name: str, images: Callable[[Sequence[int]], str]) -> torch.Tensor | None:
+    """Refuse a complex ``out`` [B, ...] at once; on a CPU refuse non-finite values at once too (``images`` names
+    the batch's items at the given positions). On another device, return the [B] flags of items with a non-finite
+    value, unread, for :func:`raise_nonfinite`; None when there is nothing left to check."""
+    import torch
+
+    refuse_complex(out, name)
+    if not out.is_floating_point() or out.numel() == 0:
+        return None
+    bad = ~torch.isfinite(out).flatten(1).all(dim=1)
+    if out.device.type != "cpu":
+        return bad
+    if bool(bad.any()):
+        raise_nonfinite(name, bad, images)
+    return None
+
+
+def refuse_complex(out: torch.Tensor, name: str) -> None:
+    """Refuse complex features (casting them to real would drop the imaginary part without a word)."""
+    if out.is_complex():
+        raise AvaError(f"VFM {name!r} returned complex features ({str(out.dtype).removeprefix('torch.')}); features "
+                       "are real numbers: return x.real, x.abs(), or torch.view_as_real(x) folded into the feature "
+                       "dimension")  # fmt: skip
+
+
+def raise_nonfinite(name: str, bad: torch.Tensor, images: Callable[[Sequence[int]], str]) -> None:
+    """Raise the one-line error for the items flagged in ``bad`` [B] (if any)."""
+    where = [int(i) for i in bad.nonzero().flatten().tolist()]
+    if where:
+        raise AvaError(f"VFM {name!r} returned NaN or infinite features for {len(where)} of {bad.numel()} image(s) "
+                       f"of a batch ({images(where)}); nothing of them was kept: check the model's numerics (a "
+                       "forward in fp32: --dtype fp32) and its inputs")  # fmt: skip

@@ -1,0 +1,121 @@
+"""Shards encoded in the writer threads (ava.cache.shards) are the files Zarr writes, byte for byte: for every codec,
+full shards, the array's last (short) shard, all-zero chunks, and a resumed shard that keeps its done rows; the
+pooled views of a GPU extraction (torch) agree with the numpy pooling readers use."""
+
+from __future__ import annotations
+
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from ava.cache import ExtractConfig, extract
+from ava.cache.pooling import pool_tokens, pool_tokens_torch
+from ava.cache.shards import ArrayEncoder, write_file
+from ava.cache.store import CacheGroup, add_rows, create_group
+from ava.data.format import Dataset
+from tests._cache_fixtures import make_dataset
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+            and not p.name.endswith(".lock")}  # fmt: skip
+
+
+def _spec(codec: str) -> dict:
+    return {"format": "ava-feature-cache", "format_version": 3, "vfm": "x", "identity": {"codec": codec},
+            "codec": codec, "layers": [-2], "num_tokens": 6, "dim": 5, "grid": [2, 3], "views": ["mean", "grid2"]}
+
+
+@pytest.mark.parametrize("codec", ["fp16", "bf16", "int8"])
+def test_encoded_files_are_zarrs_files(tmp_path: Path, codec: str) -> None:
+    """10 rows in shards of 4: two full shards and a last one of 2 rows; a row of zeros in the second shard."""
+    groups = {}
+    for way in ("zarr", "ours"):
+        group = create_group(tmp_path / way, _spec(codec), shard_size=4)
+        add_rows(group, [f"{i:064x}" for i in range(10)])
+        for name in group.array_names():
+            arr, encoder = group.array(name), group.encoder(name)
+            assert encoder is not None, name
+            for shard in range(3):
+                lo, hi = shard * 4, min(shard * 4 + 4, arr.shape[0])
+                rng = np.random.default_rng(zlib.crc32(f"{name}/{shard}".encode()))
+                if name == "done":
+                    block = rng.random(hi - lo) > 0.3
+                else:
+                    block = (rng.standard_normal((hi - lo, *arr.shape[1:])) * 3).astype(arr.dtype)
+                    if shard == 1:
+                        block[1] = 0  # stored too: a done row without its chunk would read as missing
+                if way == "zarr":
+                    arr[lo:hi] = block
+                else:
+                    parts = encoder.shard_parts(list(block)) if encoder.sharded else encoder.chunk_parts(block)
+                    write_file(group.path / name / encoder.key(shard), parts)
+        groups[way] = group
+    zarr_files, ours = _files(tmp_path / "zarr"), _files(tmp_path / "ours")
+    assert len(zarr_files) == (27 if codec == "int8" else 22)
+    assert ours.keys() == zarr_files.keys()
+    assert [k for k in zarr_files if zarr_files[k] != ours[k]] == []
+    features = CacheGroup.open(tmp_path / "ours", groups["ours"].key).features(-2)
+    assert not (np.asarray(features[5]) != 0).any() and (np.asarray(features[4]) != 0).any()
+
+
+def test_a_layout_it_does_not_know_is_left_to_zarr(tmp_path: Path) -> None:
+    import zarr
+    import zarr.codecs
+
+    g = zarr.open_group(str(tmp_path), mode="a")
+    sharded = g.create_array("gzip", shape=(8, 3), dtype="float32", chunks=(1, 3), shards=(4, 3),
+                             compressors=zarr.codecs.GzipCodec(), fill_value=0)  # fmt: skip
+    start = g.create_array("start", shape=(8, 3), dtype="float32", chunks=(1, 3), shards=(4, 3),
+                           compressors=(zarr.codecs.ZstdCodec(), zarr.codecs.Crc32cCodec()), fill_value=0)  # fmt: skip
+    plain = g.create_array("plain", shape=(8, 3), dtype="float32", chunks=(4, 3),
+                           compressors=(zarr.codecs.ZstdCodec(), zarr.codecs.Crc32cCodec()), fill_value=0)  # fmt: skip
+    assert ArrayEncoder.of(sharded) is None
+    assert ArrayEncoder.of(start) is not None and ArrayEncoder.of(plain) is not None
+    big_endian = g.create_array("be", shape=(8,), dtype=">f4", chunks=(4,), fill_value=0)
+    assert ArrayEncoder.of(big_endian) is None
+
+
+def _extract(data: Path, cache: Path, codec: str) -> dict:
+    return extract(ExtractConfig(vfm="pixels#size=16", data=str(data), cache=str(cache), codec=codec, batch_size=3,
+                                 shard_size=4, device="cpu", progress=False, num_workers=0))  # fmt: skip
+
+
+@pytest.mark.parametrize("codec", ["fp16", "int8"])
+def test_extraction_writes_zarrs_bytes_and_a_resume_keeps_done_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                    codec: str) -> None:  # fmt: skip
+    """The same extraction twice: through the writer threads' encoder, and through Zarr's own writes (the encoder
+    switched off). Each time a first run meets two unreadable images (their shards are written partly), then a
+    second run finishes them (their shards are rewritten keeping the done rows). The caches are the same bytes."""
+    data = make_dataset(tmp_path / "data", n_images=10)
+    ds = Dataset(data)
+    paths = [ds.image_path(next(s for s in ds.samples("color") if s.id == sid)) for sid in ("c1", "c8")]
+    images = {path: path.read_bytes() for path in paths}  # in a full shard and in the last, short one
+    caches = {}
+    for way in ("ours", "zarr"):
+        if way == "zarr":
+            monkeypatch.setattr(CacheGroup, "encoder", lambda self, name: None)
+        for path in images:
+            path.write_bytes(b"not an image")
+        first = _extract(data, tmp_path / way, codec)
+        assert len(first["failed"]) == 2 and first["extracted"] == 8
+        for path, raw in images.items():
+            path.write_bytes(raw)
+        second = _extract(data, tmp_path / way, codec)
+        assert second["extracted"] == 2 and second["already_done"] == 8
+        caches[way] = _files(tmp_path / way)
+    assert caches["ours"].keys() == caches["zarr"].keys()
+    assert [k for k in caches["ours"] if caches["ours"][k] != caches["zarr"][k]] == []
+
+
+@pytest.mark.parametrize("view", ["mean", "grid2", "grid4"])
+def test_views_pooled_in_torch_agree_with_numpy(view: str) -> None:
+    tokens = np.random.default_rng(0).standard_normal((3, 35, 8)).astype(np.float16).astype(np.float32) * 40
+    grid = (5, 7)
+    want = pool_tokens(tokens, view, grid)
+    got = pool_tokens_torch(torch.from_numpy(tokens), view, grid).numpy()
+    assert got.shape == want.shape and got.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-5)

@@ -1,0 +1,132 @@
+"""JPEGs decoded and padded on the VFM's device (ava.vfm.device_decode): the resize and padding agree with Pillow's
+(the CPU workers' path), the decoder is probed before it is trusted, and an extraction that decodes on the device
+stores the features of the workers' path within resampling rounding, mixed batches (PNG beside JPEG) and unreadable
+files included. torchvision's nvJPEG itself runs only on a GPU (benchmarks/gpu.sh); here a host decoder stands in
+for it, behind the same interface."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image, ImageOps
+
+from ava.cache import ExtractConfig, extract, extraction, open_cache
+from ava.data.format import Dataset, DatasetWriter, Sample
+from ava.errors import AvaError
+from ava.vfm import device_decode as dd
+from ava.vfm.preprocess import PAD_FILL
+
+
+def _photos() -> dict[str, np.ndarray]:
+    skimage = pytest.importorskip("skimage.data")
+    return {"astronaut": skimage.astronaut(), "coffee": skimage.coffee(), "chelsea": skimage.chelsea(),
+            "portrait": np.ascontiguousarray(skimage.coffee().transpose(1, 0, 2))}  # fmt: skip
+
+
+@pytest.mark.parametrize("size", [61, 224, 384])
+def test_pad_resize_is_pillows_pad_within_rounding(size: int) -> None:
+    for name, rgb in _photos().items():
+        want = np.array(ImageOps.pad(Image.fromarray(rgb), (size, size), method=Image.Resampling.BICUBIC,
+                                     color=PAD_FILL))  # fmt: skip
+        got = dd.pad_resize(torch.from_numpy(rgb).permute(2, 0, 1).contiguous(), size).permute(1, 2, 0).numpy()
+        assert got.shape == want.shape == (size, size, 3) and got.dtype == np.uint8
+        pad = (want == PAD_FILL).all(axis=2) & (got == PAD_FILL).all(axis=2)
+        assert (pad.all(axis=1).sum(), pad.all(axis=0).sum()) == (
+            (want == PAD_FILL).all(axis=2).all(axis=1).sum(), (want == PAD_FILL).all(axis=2).all(axis=0).sum())
+        diff = np.abs(got.astype(int) - want.astype(int))
+        assert diff.max() <= 1 and (diff == 0).mean() >= 0.998, (name, size, diff.mean(), diff.max())
+
+
+@pytest.mark.parametrize(("w", "h"), [(640, 480), (480, 640), (427, 640), (451, 300), (33, 7), (7, 33), (50, 50)])
+def test_fit_size_is_pillows(w: int, h: int) -> None:
+    for size in (61, 224, 384, 1024):
+        assert dd.fit_size(w, h, size) == ImageOps.contain(Image.new("RGB", (w, h)), (size, size)).size
+
+
+def _host_decoder(data: list[torch.Tensor], device: torch.device) -> list[torch.Tensor]:
+    """A stand-in for torchvision's batched decode_jpeg: Pillow, one file at a time."""
+    out = []
+    for d in data:
+        with Image.open(io.BytesIO(d.numpy().tobytes()), formats=("JPEG",)) as im:
+            out.append(torch.from_numpy(np.array(im.convert("RGB"))).permute(2, 0, 1).contiguous())
+    return out
+
+
+def test_the_decoder_is_probed_before_it_is_trusted() -> None:
+    cuda = torch.device("cuda")
+    assert dd.jpeg_decoder(torch.device("cpu"))[0] is None
+    decode, note = dd.jpeg_decoder(cuda, lambda: _host_decoder)
+    assert decode is _host_decoder and note == "nvjpeg"
+
+    def raising() -> dd.Decoder:
+        raise RuntimeError("torchvision::decode_jpegs_cuda is not available")
+
+    decode, note = dd.jpeg_decoder(cuda, raising)
+    assert decode is None and note.startswith("workers (torchvision cannot decode JPEG on cuda: RuntimeError")
+
+    def grey(data: list[torch.Tensor], device: torch.device) -> list[torch.Tensor]:
+        return [torch.full((3, 12, 20), 128, dtype=torch.uint8) for _ in data]
+
+    decode, note = dd.jpeg_decoder(cuda, lambda: grey)
+    assert decode is None and "gave other pixels" in note
+
+
+def _jpeg(rgb: np.ndarray, quality: int = 92) -> bytes:
+    buf = io.BytesIO()
+    Image.fromarray(rgb).save(buf, format="JPEG", quality=quality)
+    return buf.getvalue()
+
+
+@pytest.fixture()
+def photos_data(tmp_path: Path) -> Path:
+    """Photographs as JPEG files, a PNG among them and one JPEG that no decoder reads."""
+    photos = list(_photos().values())
+    with DatasetWriter(tmp_path / "data", {"source": "test"}) as w:
+        files = [w.add_image_bytes(_jpeg(rgb), "jpg") for rgb in photos]
+        files.append(w.add_image(Image.fromarray(photos[1][::2, ::2])))  # a PNG: the workers decode it
+        for i, rel in enumerate(files):
+            img = Image.open(w.root / "images" / rel)
+            w.add_sample(Sample(f"s{i}", "scene", rel, img.width, img.height, "q", "a", {"index": 0, "text": "a"},
+                                split="test"))  # fmt: skip
+    return tmp_path / "data"
+
+
+def _extract(data: Path, cache: Path, **kw: object) -> dict:
+    return extract(ExtractConfig(vfm="effnet-lite0#size=96", data=str(data), cache=str(cache), device="cpu",
+                                 batch_size=3, shard_size=4, num_workers=0, progress=False, **kw))  # type: ignore[arg-type]
+
+
+@pytest.mark.slow  # two extractions through a real CNN
+def test_device_decode_stores_the_workers_features_within_rounding(
+        photos_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    ref = _extract(photos_data, tmp_path / "workers", decode="workers")
+    assert ref["decoder"] == "workers (--decode workers)"
+    monkeypatch.setattr(extraction, "jpeg_decoder", lambda device: (_host_decoder, "nvjpeg"))
+    got = _extract(photos_data, tmp_path / "device", decode="device")
+    assert got["decoder"] == "nvjpeg" and got["extracted"] == ref["extracted"] == 5 and not got["failed"]
+    shas = [s.image_sha256 for s in Dataset(photos_data).samples()]
+    a = open_cache(tmp_path / "workers", "effnet-lite0#size=96").read(shas)
+    b = open_cache(tmp_path / "device", "effnet-lite0#size=96").read(shas)
+    rel = np.linalg.norm(b - a) / np.linalg.norm(a)
+    assert rel < 1e-3, rel  # within the fp16 codec's own error: the pixels are >= 99.8% equal (test above)
+    assert np.array_equal(a[-1], b[-1])  # the PNG went through the workers in both runs
+
+
+def test_an_unreadable_jpeg_fails_alone_and_decode_device_without_a_decoder_is_refused(
+        photos_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    ds = Dataset(photos_data)
+    bad = ds.image_path(ds.samples()[1])
+    bad.write_bytes(bad.read_bytes()[:200])  # cut short: neither nvJPEG nor Pillow decodes it
+    monkeypatch.setattr(extraction, "jpeg_decoder", lambda device: (_host_decoder, "nvjpeg"))
+    got = _extract(photos_data, tmp_path / "device")
+    assert got["extracted"] == 4 and len(got["failed"]) == 1 and "sample(s) scene/s1" in got["failed"][0]
+    assert "cannot decode JPEG" in got["failed"][0]
+    monkeypatch.setattr(extraction, "jpeg_decoder", lambda device: (None, "workers (no torchvision here)"))
+    with pytest.raises(AvaError, match=r"--decode device: JPEGs cannot be decoded on the device here: workers \(no"):
+        _extract(photos_data, tmp_path / "other", decode="device")
+    with pytest.raises(AvaError, match=r"--decode 'gpu': use one of auto, workers, device"):
+        _extract(photos_data, tmp_path / "other", decode="gpu")

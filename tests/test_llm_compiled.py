@@ -1,0 +1,120 @@
+"""The LLM head's compiled decoder layers: one graph serves every layer, and what compiling made is kept under
+$AVA_HOME/compile and loaded by the next run (ava.heads.llm.compiled)."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from ava.heads.llm import compiled
+
+T, D = 5, 12
+
+
+def _head(layers: int = 2, dtype: torch.dtype = torch.float32):
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from ava.heads.llm.model import build_head
+
+    torch.manual_seed(0)
+    cfg = Qwen2Config(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2,
+                      num_hidden_layers=layers, vocab_size=300, attn_implementation="sdpa")  # fmt: skip
+    return build_head(Qwen2ForCausalLM(cfg).to(dtype), D, lora_r=8, seed=0)
+
+
+def _fit(head, tmp_path: Path, name: str) -> dict:
+    from ava.heads.llm.config import LLMHeadConfig
+    from ava.heads.llm.data import IndexItems, LoopData
+    from ava.heads.llm.devices import Dist
+    from ava.heads.llm.prompt import Encoded
+
+    tr = importlib.import_module("ava.heads.llm.train")
+    encoded = [Encoded([1, 2], [3, 4, 5, 6], [7, 8, 2]), Encoded([1, 2], [3, 9], [10, 2]),
+               Encoded([1, 2], [3, 4, 5, 6, 11, 12, 13], [14, 15, 16, 2])]  # fmt: skip
+    feats = torch.randn(3, T, D, generator=torch.Generator().manual_seed(3)).half()
+    data = LoopData(IndexItems(3), encoded, T, 0, lambda b: feats.index_select(0, b["index"]))
+    cfg = LLMHeadConfig(batch_size=1, epochs=1, progress=False, compile=True)
+    return tr.fit(head, data, cfg, tmp_path / name, dist=Dist(), device=torch.device("cpu"), dtype=torch.float32,
+                  epochs=1, lr=1e-3, batch_size=1)  # fmt: skip
+
+
+@pytest.mark.slow  # Dynamo's first trace in a process costs seconds
+@pytest.mark.parametrize("layers", [2, 5])
+def test_every_decoder_layer_runs_one_compiled_graph(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      layers: int) -> None:  # fmt: skip
+    """Compiling costs one layer's graph (forward and backward), whatever the depth: the layers are the same code
+    with other weights, and Dynamo reuses the graph across them (no recompilation per layer)."""
+    from torch._dynamo.utils import counters
+
+    tr = importlib.import_module("ava.heads.llm.train")
+    monkeypatch.setattr(tr, "COMPILE_BACKEND", "eager")  # Dynamo's graphs, without inductor's code generation
+    monkeypatch.setenv("AVA_HOME", str(tmp_path / "home"))
+    torch._dynamo.reset()
+    counters.clear()
+    summary = _fit(_head(layers), tmp_path, "run")
+    assert summary["compiled"] is True and summary["done"]
+    # one graph for the layers, one for compile_layers' toolchain probe
+    assert counters["stats"]["unique_graphs"] == 2, dict(counters["stats"])
+    assert summary["compile_cache"] in ("none", "saved")  # the eager backend makes nothing to keep
+
+
+def test_artifacts_are_named_by_what_they_depend_on(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("AVA_HOME", str(tmp_path))
+    cpu = torch.device("cpu")
+    a = compiled.artifacts_path(_head(2), cpu, torch.float32, "sdpa-per-sample")
+    assert a == compiled.artifacts_path(_head(2), cpu, torch.float32, "sdpa-per-sample")
+    assert a.parent == tmp_path / "compile" and a.name.startswith(torch.__version__.replace("+", "_"))
+    others = {compiled.artifacts_path(_head(3), cpu, torch.float32, "sdpa-per-sample"),
+              compiled.artifacts_path(_head(2), cpu, torch.bfloat16, "sdpa-per-sample"),
+              compiled.artifacts_path(_head(2), cpu, torch.float32, "varlen")}  # fmt: skip
+    assert len(others) == 3 and a not in others
+
+
+def test_loading_says_what_it_found(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "artifacts.bin"
+    assert compiled.load(path) == ("none" if compiled.available() else "off")
+    if compiled.available():
+        path.write_bytes(b"not artifacts")
+        assert compiled.load(path) == "unreadable"  # compiled from scratch then, and saved anew
+    monkeypatch.delattr(torch.compiler, "load_cache_artifacts", raising=False)
+    assert compiled.load(path) == "off" and not compiled.save(path)
+
+
+CHILD = textwrap.dedent("""
+    import json, sys, time
+    sys.path.insert(0, {tests!r})
+    import torch
+    torch.set_num_threads(1)
+    from test_llm_compiled import _fit, _head
+    from pathlib import Path
+    t = time.perf_counter()
+    summary = _fit(_head(2), Path(sys.argv[1]), "run")
+    print("RESULT " + json.dumps({{"compile_cache": summary["compile_cache"], "loss": summary["final_loss"],
+                                   "seconds": time.perf_counter() - t}}))
+""")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not compiled.available(), reason="this torch cannot save compile artifacts")
+def test_a_second_run_on_a_fresh_machine_loads_what_the_first_compiled(tmp_path: Path) -> None:
+    """Two processes, each with an empty inductor cache (as on a new node): the first compiles with inductor and
+    saves the artifacts under $AVA_HOME, the second loads them, and trains to the same loss."""
+    results = []
+    for i in range(2):
+        env = {**os.environ, "AVA_HOME": str(tmp_path / "home"), "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / f"ind{i}")}
+        done = subprocess.run([sys.executable, "-c", CHILD.format(tests=str(Path(__file__).parent)),
+                               str(tmp_path / f"run{i}")], env=env, capture_output=True, text=True)  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        results.append(json.loads(done.stdout.split("RESULT ", 1)[1]))
+    first, second = results
+    assert first["compile_cache"] == "saved" and second["compile_cache"] == "loaded", results
+    assert list((tmp_path / "home" / "compile").glob("*.bin"))
+    assert second["loss"] == pytest.approx(first["loss"], rel=1e-6)
