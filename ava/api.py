@@ -252,8 +252,14 @@ def extract(vfm: Any = None, data: PathLike | None = None, cache: PathLike | Non
             device: str | None = None, dtype: str | None = None, num_workers: int | None = None,
             preprocess: str | None = None, shard_size: int | None = None, key: str | None = None,
             config: PathLike | None = None, progress: bool | None = False, trust_remote_code: bool = False,
-            threads: Threads = None, decode: str | None = None) -> ExtractResult:  # fmt: skip
+            threads: Threads = None, decode: str | None = None, dry_run: bool = False,
+            force: bool = False) -> ExtractResult:  # fmt: skip
     """Run a frozen VFM once over a dataset's images into the feature cache (``ava cache extract``); resumable.
+
+    Before the first row it computes what the run writes (``summary["plan"]``: rows x tokens x dim x bytes per value,
+    views, index, and the free space of a local destination, :mod:`ava.cache.plan`) and refuses, in one line naming
+    both figures and the codecs that would fit, a run that does not fit, unless ``force``. ``dry_run``: the plan only,
+    nothing written (``extracted`` 0).
 
     ``vfm`` is a registry key, ``key@dir``, ``hf:<hub-id-or-dir>`` or ``timm:<name>`` (see ``ava vfm list``), or an
     in-memory VFM (from :func:`ava.vfm_from_module`). Options left None take the ``config`` TOML file's value,
@@ -273,7 +279,8 @@ def extract(vfm: Any = None, data: PathLike | None = None, cache: PathLike | Non
     cfg = extract_config(vfm=name, data=data, cache=cache, config=config, ava=ava, split=split, codec=codec,
                          layers=layers, batch_size=batch_size, device=device, dtype=dtype, num_workers=num_workers,
                          preprocess=preprocess, shard_size=shard_size, key=key, progress=progress,
-                         trust_remote_code=True if trust_remote_code else None, decode=decode)  # fmt: skip
+                         trust_remote_code=True if trust_remote_code else None, decode=decode,
+                         dry_run=True if dry_run else None, force=True if force else None)  # fmt: skip
     _threads(threads, cfg.num_workers)
     summary = run_extract(cfg, vfm=vfm) if in_memory else run_extract(cfg)
     return ExtractResult.from_summary(summary)

@@ -59,6 +59,10 @@ class JobLock:
         self.handle.flush()
         _HELD[self.handle.fileno()] = self.handle
 
+    def fileno(self) -> None:
+        """No descriptor for a forked child to close: children close this lock at fork (``register_at_fork``)."""
+        return None
+
     def close(self) -> None:
         if self.handle is not None:
             _HELD.pop(self.handle.fileno(), None)

@@ -10,8 +10,11 @@ For each model, in one run on one device:
      run and in the steady state (after the first two batches); then where the main loop's time went: busy %
      (forward + encode), waiting for decoded images (decode-bound), waiting for the writers (writer backlog),
      and the largest of these as the bottleneck;
-  3. per codec: bytes on disk per stored value, read MB/s (float32 MB delivered by ``FeatureCache.read`` in
-     random batches of 32) and the error against the fp32 forward (relative RMS; max |error| / token max).
+  3. per codec (fp16, bf16, int8, int4): bytes on disk per stored value, of the tokens with their scales
+     (``token_bytes_per_value``: what the codec stores) and of the whole group (``bytes_per_value``: pooled views and
+     index included), read MB/s (float32 MB delivered by ``FeatureCache.read`` in random batches of 32, decoded on the
+     host; ``read_device_mb_s``: the stored codes read and decoded with ``decode_device`` on ``--device``, as the
+     heads' read path does) and the error against the fp32 forward (relative RMS; max |error| / token max).
 
 ``--standin`` measures the host side of extraction alone (issue 38): a stand-in VFM returns precomputed features of
 the shapes asked for (``--standin-shape 729x1152``: SigLIP-so400m) without decoding any image, so what the process
@@ -170,6 +173,34 @@ def read_speed(cache_dir: Path, name: str, shas: list[str], rounds: int = 2, mos
     return nbytes / 1e6 / seconds, n / seconds
 
 
+def read_device_speed(cache_dir: Path, name: str, shas: list[str], device: str, most: int = 1024) -> float:
+    """Float32 MB/s of the heads' read path: the stored codes of random batches of 32 (``read_stored``) decoded with
+    ``decode_device`` on ``device`` (synchronized), fresh handle."""
+    from ava.cache.reader import as_tensor
+
+    cache = open_cache(cache_dir, name)
+    codec = cache.group.codec
+    dev = torch.device("cuda" if device == "auto" and torch.cuda.is_available() else
+                       ("cpu" if device == "auto" else device))  # fmt: skip
+    order = np.random.default_rng(0).permutation(len(shas))[:most]
+    start, nbytes = time.perf_counter(), 0
+    for i in range(0, len(order), 32):
+        values, scale = cache.read_stored([shas[j] for j in order[i : i + 32]])
+        x = codec.decode_device(as_tensor(values, dev), None if scale is None else as_tensor(scale, dev))
+        nbytes += x.numel() * 4
+    _sync(dev)
+    return nbytes / 1e6 / (time.perf_counter() - start)
+
+
+def token_bytes_per_value(cache_dir: Path, name: str) -> float:
+    """Bytes on disk of the token arrays (values and the codec's scales) per stored value."""
+    from ava.cache.location import total_bytes
+
+    group = open_cache(cache_dir, name).group
+    values = int(group.done_mask().sum()) * len(group.layers) * group.num_tokens * group.dim
+    return (total_bytes(group.path / "features") + total_bytes(group.path / "scales")) / max(1, values)
+
+
 def codec_error(cache_dir: Path, name: str, ref: dict[str, np.ndarray]) -> tuple[float, float]:
     shas = sorted(ref)
     x = np.stack([ref[s] for s in shas])
@@ -269,6 +300,7 @@ def bench_model(model: str, data: Path, work: Path, args: argparse.Namespace) ->
         info = group_summary(cache.group)
         shas = sorted({s.image_sha256 for s in Dataset(data).samples()})
         mbps, read_ips = read_speed(cache_dir, name, shas)
+        device_mbps = read_device_speed(cache_dir, name, shas, args.device)
         rel_rms, max_rel = codec_error(cache_dir, name, ref)
         per_run = []
         for i, summary in enumerate(summaries):
@@ -303,8 +335,10 @@ def bench_model(model: str, data: Path, work: Path, args: argparse.Namespace) ->
                 "writers": timing.get("writers"),
                 "workers": timing.get("num_workers", args.num_workers),
                 "bottleneck": max(parts, key=parts.get),
+                "token_bytes_per_value": round(token_bytes_per_value(cache_dir, name), 4),
                 "bytes_per_value": info["bytes_per_value"],
                 "read_mb_s": round(mbps, 1),
+                "read_device_mb_s": round(device_mbps, 1),
                 "read_img_s": round(read_ips, 1),
                 "rel_rms_error": f"{rel_rms:.2e}",
                 "max_error_over_token_max": f"{max_rel:.2e}",
@@ -516,7 +550,8 @@ COLUMNS += " extract_over_forward extract_over_forward_runs"
 COLUMNS += (
     " steady_extract_img_s steady_over_forward busy_pct loader_wait_s writer_backlog_s workers writers bottleneck"
 )
-COLUMNS += " bytes_per_value read_mb_s rel_rms_error max_error_over_token_max decoder"
+COLUMNS += " token_bytes_per_value bytes_per_value read_mb_s read_device_mb_s rel_rms_error max_error_over_token_max"
+COLUMNS += " decoder"
 
 
 def _cell(value: Any) -> str:
@@ -561,7 +596,7 @@ def main() -> None:
     p.add_argument("--dtype", default="auto", choices=["auto", "fp32", "bf16", "fp16"], help="auto: bf16 on CUDA")
     p.add_argument("--num-workers", type=int, default=None, help="DataLoader workers (default: extraction's)")
     p.add_argument("--shard-size", default="16", help="one number, or one per model")
-    p.add_argument("--codecs", default="fp16,bf16,int8")
+    p.add_argument("--codecs", default="fp16,bf16,int8,int4")
     p.add_argument(
         "--repeats",
         default="1",

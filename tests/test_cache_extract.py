@@ -55,17 +55,43 @@ def test_fp16_features_equal_the_rounded_online_forward(data: Path, tmp_path: Pa
     assert got.shape == (10, cache.num_tokens, cache.dim)
 
 
-@pytest.mark.parametrize("codec", ["bf16", "int8"])
+@pytest.mark.parametrize("codec", ["bf16", "int8", "int4"])
 def test_other_codecs_within_their_stated_error(data: Path, tmp_path: Path, codec: str) -> None:
     extract(_cfg(data, tmp_path / "c", codec=codec))
     shas = sorted({s.image_sha256 for s in Dataset(data).samples()})
     expected = online(VFM, data, shas, batch_size=2)
-    got = open_cache(tmp_path / "c", VFM).read(shas)
+    cache = open_cache(tmp_path / "c", VFM)
+    got = cache.read(shas)
     if codec == "bf16":
         np.testing.assert_array_equal(got, torch.from_numpy(expected).bfloat16().float().numpy())
-    else:  # per token: |error| <= max|x| / 254
+    elif codec == "int8":  # per token: |error| <= max|x| / 254
         bound = np.abs(expected).max(axis=-1, keepdims=True) / 254.0
         assert (np.abs(got - expected) <= bound * (1 + 1e-5)).all()
+    else:  # per group of 64 features (one group at this dim): |error| <= max|x| / 14, the scale's fp16 rounding
+        assert cache.dim == 64 and cache.spec["codec_group_size"] == 64
+        bound = np.abs(expected).max(axis=-1, keepdims=True) / 14.0
+        assert (np.abs(got - expected) <= bound * (1 + 2**-10)).all()
+        assert not (got == expected.astype(np.float16).astype(np.float32)).all()  # (not an fp16 cache after all)
+    assert verify_cache(tmp_path / "c")["ok"]
+
+
+@pytest.mark.parametrize("codec", ["int8", "int4"])
+def test_heads_read_path_decodes_the_codes_to_the_caches_values(data: Path, tmp_path: Path, codec: str) -> None:
+    """The heads' read path (an ability's rows held for every head; the LLM head's resident rows) decodes the stored
+    codes where it holds them (``decode_device``): the same float32 values as ``FeatureCache.read``."""
+    from ava.cache.reader import ResidentFeatures
+    from ava.heads.features import AbilityFeatures
+
+    extract(_cfg(data, tmp_path / "c", codec=codec))
+    cache = open_cache(tmp_path / "c", VFM)
+    samples = Dataset(data).samples()
+    held = AbilityFeatures(cache, samples, [None], device="cpu", chunk=3)  # chunks of 3: several decodes
+    shas = [s.image_sha256 for s in samples]
+    want = cache.read(shas)
+    np.testing.assert_array_equal(held.read(shas), want)
+    assert held.tokens().dtype == torch.float32
+    resident = ResidentFeatures(cache, shas)
+    assert torch.equal(resident.gather(torch.arange(len(shas))), torch.from_numpy(want).half())
 
 
 def test_subset_first_then_the_rest(data: Path, tmp_path: Path) -> None:
@@ -219,3 +245,33 @@ def test_two_names_of_one_checkpoint_share_a_group(data: Path, tmp_path: Path) -
     assert open_cache(tmp_path / "c", by_key).key == open_cache(tmp_path / "c", by_hf).key == first["key"]
     with pytest.raises(AvaError, match="no features of vfm"):
         open_cache(tmp_path / "c", VFM)  # built-in random weights: other features, not this group
+
+
+def test_non_finite_rows_decoded_on_a_device_are_named() -> None:
+    """``check_finite`` on a decoded tensor (the scaled codecs' read path) names the sample whose row holds NaN."""
+    from ava.heads.features import check_finite
+    from ava.sample import Sample
+
+    rows = torch.zeros(3, 2, 4)
+    rows[1, 0, 2] = float("nan")
+    samples = [Sample(f"s{i}", "color", f"img{i}.png", 8, 8, "q", "a", {}) for i in range(3)]
+    check_finite(rows[[0, 2]], [samples[0], samples[2]], None, -2)
+    with pytest.raises(AvaError, match=r"1 sample\(s\) hold NaN or inf .*color/s1 \(image img1.png\)"):
+        check_finite(rows, samples, None, -2)
+
+
+def test_int4_shards_are_the_files_zarr_writes(data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """int4's arrays (packed codes [N, T, D/2] uint8, fp16 scales [N, T, D/64], views pooled from the input) go
+    through the writer threads' encoder (ava.cache.shards) as the other codecs do: the same bytes as Zarr's writes."""
+    from ava.cache.store import CacheGroup
+
+    files = {}
+    for way in ("ours", "zarr"):
+        if way == "zarr":
+            monkeypatch.setattr(CacheGroup, "encoder", lambda self, name: None)
+        extract(_cfg(data, tmp_path / way, vfm="pixels#size=16", codec="int4", num_workers=0))
+        root = tmp_path / way
+        files[way] = {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*")
+                      if p.is_file() and not p.name.startswith(".")}  # fmt: skip
+    assert files["ours"].keys() == files["zarr"].keys() and any("scales" in k for k in files["ours"])
+    assert [k for k in files["ours"] if files["ours"][k] != files["zarr"][k]] == []

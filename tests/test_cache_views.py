@@ -69,3 +69,30 @@ def test_fingerprint_of_view_heads_reads_no_tokens(caches: tuple[Path, Path, Pat
                                            out=str(tmp_path / "attn"), heads=["probe-attn"], device="cpu",
                                            progress=False))  # fmt: skip
     assert result.reads == {"spatial": 1}
+
+
+def test_int4_views_are_pooled_from_the_features_before_encoding(tmp_path: Path) -> None:
+    """An int4 group's views (float32) come from the features before the 4-bit rounding (``Codec.pools_input``):
+    equal to the views of the float32 forward up to float32 summation order, and closer to them than views pooled
+    from the decoded int4 tokens by at least an order of magnitude; fp16's views stay the decoded tokens' views."""
+    from ava.cache.pooling import pool_tokens_torch
+    from ava.data.format import Dataset
+    from tests._cache_fixtures import make_dataset
+    from tests.test_cache_extract import online
+
+    data = make_dataset(tmp_path / "data", n_images=6, size=(64, 64))
+    extract(ExtractConfig(vfm="tiny-dinov2", data=str(data), cache=str(tmp_path / "c"), codec="int4", batch_size=3,
+                          shard_size=4, device="cpu", progress=False))  # fmt: skip
+    cache = open_cache(tmp_path / "c", "tiny-dinov2")
+    shas = sorted({s.image_sha256 for s in Dataset(data).samples()})
+    exact = online("tiny-dinov2", data, shas, batch_size=3)
+    grid = token_grid(cache)
+    for view in cache.views:
+        want = pool_tokens(exact, view, grid)
+        stored = cache.read_view(shas, None, view)
+        from_decoded = pool_tokens(cache.read(shas), view, grid)
+        np.testing.assert_allclose(stored, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+        assert np.abs(stored - want).max() * 10 < np.abs(from_decoded - want).max(), view
+        torch.testing.assert_close(pool_tokens_torch(torch.from_numpy(exact), view, grid), torch.from_numpy(want),
+                                   rtol=1e-5, atol=1e-6)  # fmt: skip
+    assert verify_cache(tmp_path / "c")["ok"]

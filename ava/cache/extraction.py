@@ -29,7 +29,7 @@ import torch
 
 from ava.cache.chunks import read_rows
 from ava.cache.codecs import get_codec
-from ava.cache.location import cache_path, is_remote, probe
+from ava.cache.location import cache_path, probe
 from ava.cache.pooling import STORED_VIEWS, pool_candidates, pool_tokens, pool_tokens_torch, token_grid
 from ava.cache.shards import write_file
 from ava.cache.store import (
@@ -73,6 +73,8 @@ class ExtractConfig:
     trust_remote_code: bool = False  # run the checkpoint's own Python code (only when asked; see ava.vfm.remote)
     # where JPEGs are decoded: "auto" (on the VFM's GPU where torchvision can, else the workers), "workers", "device"
     decode: str = "auto"
+    dry_run: bool = False  # print the plan (group, rows, bytes, free space) and write nothing (ava.cache.plan)
+    force: bool = False  # write even when the plan's size exceeds the destination's free space
 
 
 DECODE_CHOICES = ("auto", "workers", "device")
@@ -177,6 +179,7 @@ def build_spec(vfm: Any, name: str, config: ExtractConfig) -> dict[str, Any]:
         "requested": config.vfm,
         "identity": ident,  # with the codec and format version: the key (``KEY_FIELDS``)
         "codec": config.codec,
+        **get_codec(config.codec).spec_fields(),  # int4: its group size
         "preprocess": ident["preprocess"],  # copies of identity fields, for listings and readers
         "layers": [int(la) for la in vfm.layers],
         "dtype": config.dtype,  # resolved by extract() ("auto" never reaches the spec)
@@ -401,27 +404,13 @@ def _lock_group(group: CacheGroup) -> Any:
     DataLoader workers forked while it is held close their copy of the descriptor at start (:func:`_init_worker`), so
     a worker orphaned by a killed job does not keep the group locked.
 
-    In object storage (no ``flock``) the lock is a lease object (:mod:`ava.cache.lease`)."""
+    In object storage (no ``flock``) the lock is a lease object (:mod:`ava.cache.lease`, which also names a local
+    holder's pid)."""
     busy = (f"another `ava cache extract` is writing cache group {group.key} ({group.path}); "
             "wait for it to finish, then run this again (it resumes)")  # fmt: skip
-    if is_remote(group.path):
-        from ava.cache.lease import Lease, LeaseBusyError
+    from ava.cache.lease import claim_group
 
-        try:
-            return Lease(group.path, busy)  # type: ignore[arg-type]
-        except LeaseBusyError as e:
-            raise AvaError(str(e)) from None
-    try:
-        import fcntl
-    except ImportError:  # not POSIX: no lock
-        return None
-    handle = open(group.path / ".extract.lock", "w")  # noqa: SIM115 (held until the job ends)
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        handle.close()
-        raise AvaError(busy) from None
-    return handle
+    return claim_group(group.path, busy)
 
 
 def _init_worker(fd: int | None, nice: int, worker_id: int) -> None:
@@ -483,7 +472,8 @@ def extract(config: ExtractConfig, *, vfm: Any = None) -> dict[str, Any]:
     if config.batch_size < 1:
         raise AvaError(f"--batch-size must be >= 1, got {config.batch_size}")
     images = collect_images(config.data, config.ava, config.split)
-    probe(cache_path(config.cache), write=True)  # an unreachable or read-only store: said before the VFM loads
+    # an unreachable or read-only store: said before the VFM loads (a dry run only reads)
+    probe(cache_path(config.cache), write=not config.dry_run)
     want_cuda = config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available())
     dist = _init_dist(want_cuda)
     try:
@@ -508,15 +498,49 @@ def extract(config: ExtractConfig, *, vfm: Any = None) -> dict[str, Any]:
 
 def _extract_with(config: ExtractConfig, vfm: Any, images: dict[str, _Image], device: torch.device,
                   dist: _Dist) -> dict[str, Any]:  # fmt: skip
-    """Open (or create) the VFM's group, lock it on rank 0, and extract the pending rows of ``images``."""
-    group, lock = _prepare(config, vfm, _vfm_name(vfm, config.vfm), list(images), dist)
+    """Say what will be written and whether it fits (refused when it does not, unless forced; a dry run stops
+    there), then open (or create) the VFM's group, lock it on rank 0, and extract the pending rows of ``images``."""
+    name = _vfm_name(vfm, config.vfm)
+    plan = _plan(config, vfm, name, list(images), dist)
+    if config.dry_run:
+        return {"key": plan["key"], "cache": str(config.cache), "vfm": plan["vfm"], "codec": plan["codec"],
+                "images": len(images), "already_done": plan["done"], "extracted": 0, "failed": [], "seconds": 0.0,
+                "images_per_s": None, "dry_run": True, "plan": plan, "rank": dist.rank,
+                "world_size": dist.world}  # fmt: skip
+    group, lock = _prepare(config, vfm, name, list(images), dist)
     try:
         summary = _run(config, vfm, group, images, device, dist, None if lock is None else lock.fileno())
         dist.barrier()
     finally:
         if lock is not None:
             lock.close()
-    return summary
+    return {**summary, "plan": plan}
+
+
+def _plan(config: ExtractConfig, vfm: Any, name: str, shas: list[str], dist: _Dist) -> dict[str, Any]:
+    """Rank 0's plan of this extraction (:mod:`ava.cache.plan`), printed on stderr with the progress bar's console;
+    refused when it does not fit unless ``config.force``. Every rank gets the plan (or the refusal)."""
+    from ava.cache.plan import check_space, plan_extract
+
+    message, plan = None, None
+    if dist.rank == 0:
+        try:
+            shard_size = config.shard_size or default_shard_size(config.cache, int(vfm.num_tokens), int(vfm.dim))
+            found = plan_extract(config.cache, build_spec(vfm, name, config), shas, key=config.key,
+                                 shard_size=shard_size)  # fmt: skip
+            if config.progress and not config.dry_run:  # (a dry run's plan is its result: the caller shows it)
+                from rich.console import Console
+
+                Console(stderr=True, highlight=False, soft_wrap=True).print("\n".join(found.lines()))
+            plan = found.as_dict()
+            if not config.dry_run:
+                check_space(found, config.force)
+        except AvaError as e:
+            message = str(e)
+    message, plan = dist.share((message, plan))
+    if message is not None:
+        raise AvaError(message)
+    return plan
 
 
 def _extract_given(config: ExtractConfig, vfm: Any) -> dict[str, Any]:
@@ -738,7 +762,7 @@ def _compute(
                     raise codec.range_error(float(finite_peak(out[:, li])))
             else:
                 check.flags.append((bad, finite_peak(out[:, li]).float()))
-        views = _views(group, values, scale, device)
+        views = _views(group, values, scale, device, out[:, li])
         encoded.append((_to_host(values, device), None if scale is None else _to_host(scale, device),
                         {v: _to_host(t, device) for v, t in views.items()}))  # fmt: skip
     if device.type == "cuda":
@@ -750,14 +774,16 @@ def _compute(
 
 
 def _views(group: CacheGroup, values: torch.Tensor, scale: torch.Tensor | None,
-           device: torch.device) -> dict[str, Any]:  # fmt: skip
+           device: torch.device, features: torch.Tensor) -> dict[str, Any]:  # fmt: skip
     """A batch's pooled views, pooled from its tokens as stored (decoded by the codec), so a view read from the cache
     equals the view a head pools from the tokens it reads. On a GPU they are pooled there, before the copy to the
     host (torch: equal to a reader's numpy pooling to float32 rounding); on the CPU with numpy, as readers pool,
-    so the stored view equals the read-time view bit for bit."""
+    so the stored view equals the read-time view bit for bit. A codec that pools its input (``Codec.pools_input``:
+    int4, whose 4-bit error would reach the float32 views) has them pooled from ``features``, before encoding."""
     if not group.views:
         return {}
-    tokens, grid = group.codec.decode_device(values, scale), token_grid(group)
+    tokens = features.float() if group.codec.pools_input else group.codec.decode_device(values, scale)
+    grid = token_grid(group)
     if device.type == "cuda":
         return {v: pool_tokens_torch(tokens, v, grid) for v in group.views}
     host = tokens.numpy()

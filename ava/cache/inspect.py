@@ -2,8 +2,8 @@
 
 The content digest of a group is independent of row layout, shard size and the number of writers:
 sha256 over the finished rows in sha256 order, each row contributing its image sha256 and the stored
-bytes of every layer (values, then int8 scales). Two extractions of the same images with the same spec
-give the same digest exactly when they stored the same bytes.
+bytes of every layer (values, then the scales of the scaled codecs). Two extractions of the same images with the
+same spec give the same digest exactly when they stored the same bytes.
 """
 
 from __future__ import annotations
@@ -140,7 +140,7 @@ def _check_spec(group: CacheGroup) -> list[str]:
         if arr.shape[0] < len(rows):
             problems.append(f"array {name} has {arr.shape[0]} rows, rows.json {len(rows)}")
         kind = name.split("/")[0]
-        shapes = {"done": (), "features": (t, d), "scales": (t,)}
+        shapes = {"done": (), "features": group.codec.value_shape(t, d), "scales": group.codec.scale_shape(t, d)}
         want = shapes[kind] if kind in shapes else (pool_dim(d, name.split("/")[-1]),)
         if tuple(arr.shape[1:]) != want:
             what = f"view {name.split('/')[-1]} of dim {d}" if kind == "pooled" else f"tokens x dim {t} x {d}"

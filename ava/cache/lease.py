@@ -1,4 +1,9 @@
-"""A job's claim on a cache group in object storage, where there is no ``flock``: a lease object.
+"""A job's claim on a cache group: ``flock`` on a local disk, a lease object in object storage (:func:`claim_group`).
+
+Locally the claim is an exclusive ``flock`` on ``<group>/.extract.lock`` (:class:`ava.locking.JobLock`: the kernel
+drops it when the holder dies, and the file names the holder's pid). In object storage there is no ``flock``; the
+claim is a lease object, described below. Extraction holds a group's claim for the whole job; ``ava cache rm`` and
+``gc`` take it before deleting a group, so neither ever removes a group that a job is writing.
 
 The lease is one small JSON object (``<group>/.extract.lease``: host, pid, a random token, when it was taken and
 last renewed). It is created only if absent (a conditional PUT, ``If-None-Match: *``, where the store supports it;
@@ -21,10 +26,11 @@ import threading
 import time
 from typing import Any
 
-from ava.cache.location import RemotePath
+from ava.cache.location import CachePath, RemotePath, is_remote
 from ava.errors import AvaError
 
 LEASE_FILE = ".extract.lease"
+LOCK_FILE = ".extract.lock"
 TTL_S = 120.0
 RENEW_S = 20.0
 _SETTLE_S = 0.5  # pause before reading a lease back where the store cannot create-if-absent
@@ -120,3 +126,14 @@ class Lease:
 
     def __exit__(self, *_: object) -> None:
         self.close()
+
+
+def claim_group(group_path: CachePath, busy: str) -> Any:
+    """The exclusive claim on the group at ``group_path`` (``close()`` releases it): a :class:`~ava.locking.JobLock`
+    on a local disk, a :class:`Lease` in object storage. Another live holder: an AvaError, ``busy`` and the holder's
+    pid (and host)."""
+    if is_remote(group_path):
+        return Lease(group_path, busy)  # type: ignore[arg-type]
+    from ava.locking import JobLock
+
+    return JobLock(group_path / LOCK_FILE, busy)  # type: ignore[operator]

@@ -2,7 +2,9 @@
 cells of the token grid (coarse position, which the mean loses). The probes and kNN read them; extraction stores
 them beside the tokens (``pooled/<layer>/<view>`` in a cache group, see :mod:`ava.cache.store`), computed from the
 stored (decoded) tokens: by :func:`pool_tokens` on a CPU, so a stored view equals the view computed at read time bit
-for bit, and by :func:`pool_tokens_torch` on a GPU, before the copy to the host (equal to float32 rounding).
+for bit, and by :func:`pool_tokens_torch` on a GPU, before the copy to the host (equal to float32 rounding). The
+``int4`` codec's views are pooled from the features before encoding instead (``Codec.pools_input``: its 4-bit error
+would otherwise reach the float32 views).
 """
 
 from __future__ import annotations

@@ -31,6 +31,14 @@ def _read_rows(group: CacheGroup, name: str, rows: np.ndarray) -> np.ndarray:
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
+def as_tensor(array: np.ndarray, device: torch.device | str = "cpu") -> torch.Tensor:
+    """A stored array as a torch tensor on ``device`` (bf16's raw ``uint16`` bits as ``int16``: the same bits, in a
+    type every torch operation takes), for :meth:`ava.cache.codecs.Codec.decode_device`."""
+    if array.dtype == np.uint16:
+        array = array.view(np.int16)
+    return torch.from_numpy(np.ascontiguousarray(array)).to(device, non_blocking=False)
+
+
 class FeatureCache:
     """The features of one cache group (one VFM under one spec), addressed by image sha256."""
 
@@ -89,14 +97,27 @@ class FeatureCache:
 
     def read(self, sha256s: list[str], layer: int | None = None) -> np.ndarray:
         """Features ``[B, T, D]`` float32 of the given images, in the order given."""
+        if not len(sha256s):
+            self._layer(layer)
+            return np.zeros((0, self.num_tokens, self.dim), dtype=np.float32)
+        values, scale = self.read_stored(sha256s, layer)
+        return self.group.codec.decode(values, scale)
+
+    def read_stored(self, sha256s: list[str], layer: int | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+        """The stored arrays of the given images, in the order given: (values, scales or None), as the codec keeps
+        them (``codec.decode`` or ``codec.decode_device`` makes float32 features of them, on the host or where the
+        caller holds them)."""
         layer = self._layer(layer)
         rows = self._rows(list(sha256s))
+        codec = self.group.codec
         if len(rows) == 0:
-            return np.zeros((0, self.num_tokens, self.dim), dtype=np.float32)
+            values = np.zeros((0, *codec.value_shape(self.num_tokens, self.dim)), dtype=codec.storage_dtype)
+            shape = codec.scale_shape(self.num_tokens, self.dim)
+            return values, None if shape is None else np.zeros((0, *shape), dtype=codec.scale_dtype)
         uniq, inverse = np.unique(rows, return_inverse=True)
-        values = _read_rows(self.group, f"features/{layer}", uniq)
-        scale = _read_rows(self.group, f"scales/{layer}", uniq) if self.group.codec.has_scale else None
-        return self.group.codec.decode(values, scale)[inverse]
+        values = _read_rows(self.group, f"features/{layer}", uniq)[inverse]
+        scale = _read_rows(self.group, f"scales/{layer}", uniq)[inverse] if codec.has_scale else None
+        return values, scale
 
     def read_pooled(self, sha256s: list[str], layer: int | None = None) -> np.ndarray:
         """Mean over tokens ``[B, D]`` float32 (the stored ``mean`` view when the group has it)."""
@@ -314,11 +335,13 @@ class ResidentFeatures:
             if codec.storage_dtype == "float16" and self.dtype == torch.float16:  # stored as is: no round trip
                 finite = fits = np.isfinite(raw).all(axis=(1, 2))
                 half = torch.from_numpy(np.ascontiguousarray(raw))
-            else:
-                values = codec.decode(raw, read_rows(group, scales_name, lo, hi) if scales_name else None)
-                finite = np.isfinite(values).all(axis=(1, 2))
-                half = torch.from_numpy(values).to(self.dtype)
-                fits = torch.isfinite(half).flatten(1).all(1).numpy()
+            else:  # decoded where the rows are held (on the GPU: the host only reads the compressed bytes)
+                scales = read_rows(group, scales_name, lo, hi) if scales_name else None
+                values = codec.decode_device(as_tensor(raw, self.where), None if scales is None else
+                                             as_tensor(scales, self.where))  # fmt: skip
+                finite = torch.isfinite(values).flatten(1).all(1).cpu().numpy()
+                half = values.to(self.dtype)
+                fits = torch.isfinite(half).flatten(1).all(1).cpu().numpy()
             errs = [(slot + i, "NaN or inf") for i in np.flatnonzero(~finite)]
             errs += [(slot + i, f"values beyond the {self.dtype} range") for i in np.flatnonzero(finite & ~fits)]
             return slot, half, errs
@@ -347,8 +370,8 @@ class ResidentFeatures:
         raise CacheError(
             f"{len(named)} sample(s) have non-finite cached features ({', '.join(what)}) in cache "
             f"{self.cache.group.path} (vfm {self.cache.vfm}, layer {self.layer}): "
-            f"{', '.join(named[:8])}{' ...' if len(named) > 8 else ''}; re-extract them "
-            f"(`ava cache extract --vfm {self.cache.vfm} ... --force`) or leave them out"
+            f"{', '.join(named[:8])}{' ...' if len(named) > 8 else ''}; remove the group (`ava cache rm "
+            f"{self.cache.group.path.parent} {self.cache.key}`) and extract it again, or leave them out"
         )
 
     def wait(self) -> torch.Tensor:

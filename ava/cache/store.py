@@ -6,8 +6,9 @@
       <key>/                            # one group per resolved spec; attrs {"spec": {...}, "key", ...}
         rows.json                       # row -> image sha256 (the index), written atomically
         done                            # [N] bool, chunk = one shard: row finished and valid
-        features/<layer>                # [N, T, D] stored values; chunk = 1 image, shard = S images
-        scales/<layer>                  # [N, T] float32 per-token scales (int8 codec only)
+        features/<layer>                # [N, T, D] stored values ([N, T, D/2] for int4, two per byte); chunk = 1 image,
+                                        # shard = S images
+        scales/<layer>                  # scales: [N, T] float32 (int8), [N, T, D/64] float16 (int4)
         pooled/<layer>/<view>           # [N, D'] float32 pooled views (spec "views"; see ava.cache.pooling);
                                         # chunk = one shard (S rows)
 
@@ -417,24 +418,25 @@ def _create_arrays(g: Any, spec: dict[str, Any], shard_size: int) -> None:
 
     g.create_array("done", shape=(0,), dtype="bool", chunks=(shard_size,), fill_value=False, overwrite=True,
                    compressors=(zarr.codecs.ZstdCodec(), zarr.codecs.Crc32cCodec()))  # fmt: skip
+    row, scale_row = codec.value_shape(t, d), codec.scale_shape(t, d)  # what one image's row holds, per codec
     for layer in spec["layers"]:
         g.create_array(
             f"features/{layer}",
-            shape=(0, t, d),
+            shape=(0, *row),
             dtype=codec.storage_dtype,
-            chunks=(1, t, d),
-            shards=(shard_size, t, d),
+            chunks=(1, *row),
+            shards=(shard_size, *row),
             compressors=codec.compressors(),
             fill_value=0,
             overwrite=True,
         )
-        if codec.has_scale:
+        if scale_row is not None:
             g.create_array(
                 f"scales/{layer}",
-                shape=(0, t),
-                dtype="float32",
-                chunks=(1, t),
-                shards=(shard_size, t),
+                shape=(0, *scale_row),
+                dtype=codec.scale_dtype,
+                chunks=(1, *scale_row),
+                shards=(shard_size, *scale_row),
                 compressors=codec.compressors(),
                 fill_value=0,
                 overwrite=True,

@@ -1,4 +1,4 @@
-"""`ava cache` commands: extract, ls, info, verify, push, pull."""
+"""`ava cache` commands: extract, ls, info, verify, push, pull, rm, gc."""
 
 from __future__ import annotations
 
@@ -41,7 +41,11 @@ def extract_cmd(
     ] = None,
     ava: AvaOpt = None,
     split: Annotated[str | None, typer.Option(help="Only images of this split: train or test (default both).")] = None,
-    codec: Annotated[str | None, typer.Option(help="fp16 (default), bf16 or int8.")] = None,
+    codec: Annotated[
+        str | None,
+        typer.Option(help="fp16 (default, 2 bytes per value), bf16 (2), int8 (1 + a scale per token) or int4 (0.5 + a "
+                     "scale per 64 values)."),
+    ] = None,
     layers: Annotated[str | None, typer.Option(help="Hidden layer(s), comma-separated; default -2.")] = None,
     batch_size: Annotated[
         int | None, typer.Option(help="Images per forward pass (default 32).", callback=checked("batch_size"))
@@ -78,11 +82,20 @@ def extract_cmd(
             "checkpoint code ever runs. Recorded in the cache spec.",
         ),
     ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the plan (group, rows, bytes, free space) and write nothing.")
+    ] = False,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Write even when the size before compression exceeds the free space."),
+    ] = False,
 ) -> None:
     """Extract frozen-VFM features of a dataset's images into the compressed cache.
 
-    Resumable: re-running skips finished rows. Under torchrun each rank writes its own shards.
-    Images that cannot be read are listed by sample id and the exit code is 1.
+    Before the first row it prints what it will write (rows x tokens x dim x bytes per value of the codec, views,
+    index) and the free space at a local destination; a run that does not fit is refused (one line naming both
+    figures and the codecs that would fit) unless --force. Resumable: re-running skips finished rows. Under torchrun
+    each rank writes its own shards. Images that cannot be read are listed by sample id and the exit code is 1.
     """
     from rich.console import Console
 
@@ -92,10 +105,15 @@ def extract_cmd(
         vfm, data, cache, ava=split_list(ava), split=split, codec=codec, layers=_parse_layers(layers),
         batch_size=batch_size, device=device, dtype=dtype, num_workers=num_workers, preprocess=preprocess,
         shard_size=shard_size, key=key, config=config, progress=False if quiet else None,
-        trust_remote_code=trust_remote_code, threads=threads or "auto", decode=decode,
+        trust_remote_code=trust_remote_code, threads=threads or "auto", decode=decode, dry_run=dry_run, force=force,
     )  # fmt: skip
     summary = result.summary
     console, err = Console(), Console(stderr=True)
+    if summary.get("dry_run"):
+        if summary["rank"] == 0:
+            console.print("\n".join(summary["plan"]["text"]) + "\ndry run: nothing written", highlight=False,
+                          soft_wrap=True)  # fmt: skip
+        return
     if summary["rank"] == 0:
         who = f" by rank 0 of {summary['world_size']}" if summary["world_size"] > 1 else ""
         console.print(_summary(summary, who), highlight=False, soft_wrap=True)
@@ -117,11 +135,10 @@ def _summary(summary: dict[str, Any], who: str) -> str:
 
 
 def _size(n: int) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if n < 1024 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
+    """Bytes in decimal units (``1.2 GB``), as every ``ava cache`` command prints them (ava.cache.plan.size)."""
+    from ava.cache.plan import size
+
+    return size(n)
 
 
 def _table(groups: list[dict[str, Any]], title: str) -> Any:
@@ -268,3 +285,65 @@ def pull(
     """Copy a cache from object storage to a local directory, sending only what differs, each group committed last,
     then verified by content digest. A local group holding another dataset's features is refused unless --force."""
     _copy(url, local, parallel, verify, quiet, force)
+
+
+YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Remove without asking.")]
+
+
+def _ask(yes: bool) -> Any:
+    """The confirm callback of rm/gc: print what would be removed, then ask (unless --yes)."""
+
+    def confirm(planned: list[Any]) -> bool:
+        from ava.cache.plan import size
+
+        typer.echo(f"would remove {len(planned)} group(s), {size(sum(r.bytes for r in planned))}:")
+        for r in planned:
+            typer.echo(f"  {r.line()}")
+        return yes or typer.confirm("remove them?", default=False)
+
+    return confirm
+
+
+def _removed(result: Any) -> None:
+    from ava.cache.plan import size
+
+    for r in result.held:
+        typer.echo(f"kept {r.key}: {r.held}", err=True)
+    if not result.planned:
+        typer.echo(f"{result.cache}: nothing to remove")
+        return
+    if not result.confirmed:
+        typer.echo("nothing removed")
+        raise typer.Exit(1)
+    typer.echo(f"removed {len(result.removed)} group(s) from {result.cache} ({size(result.bytes)}): "
+               f"{', '.join(result.removed)}")  # fmt: skip
+
+
+@app.command("rm")
+def rm(
+    cache: Annotated[str, typer.Argument(help=CACHE_HELP)],
+    keys: Annotated[list[str], typer.Argument(help="Key(s) of the group(s) to remove (`ava cache ls` lists them).")],
+    yes: YesOpt = False,
+) -> None:
+    """Remove cache groups by key: all of them or none. Prints what it would remove and asks unless --yes; a group
+    that another job holds (an extraction writing it) is never removed."""
+    from ava.cache.remove import remove_groups
+
+    _removed(remove_groups(cache, keys, confirm=_ask(yes)))
+
+
+@app.command("gc")
+def gc(
+    cache: Annotated[str, typer.Argument(help=CACHE_HELP)],
+    runs: Annotated[
+        list[str] | None,
+        typer.Option("--runs", help="Run directories (or folders of them, e.g. a fingerprint's --out); groups that "
+                     "none of them was trained on are removed too. Repeat for several."),
+    ] = None,
+    yes: YesOpt = False,
+) -> None:
+    """Remove the groups no one can use: those cut off while being made, and with --runs those no run refers to.
+    Prints what it would remove and asks unless --yes; groups held by another job are kept."""
+    from ava.cache.remove import collect_garbage
+
+    _removed(collect_garbage(cache, runs, confirm=_ask(yes)))

@@ -71,10 +71,14 @@ def read_rows(cache: Any, samples: Sequence[Sample], layer: int | None, pooled: 
     return np.ascontiguousarray(rows[index], dtype=np.float32)
 
 
-def check_finite(rows: np.ndarray, samples: Sequence[Sample], cache: Any, layer: int | None) -> None:
-    """AvaError naming the samples whose feature rows (``rows[i]`` belongs to ``samples[i]``) hold NaN or inf:
-    a head trained on them learns nothing and says nothing (the loss goes NaN, every reply is the same)."""
-    finite = np.isfinite(rows.reshape(len(rows), -1)).all(axis=1) if len(rows) else np.ones(0, bool)
+def check_finite(rows: np.ndarray | torch.Tensor, samples: Sequence[Sample], cache: Any, layer: int | None) -> None:
+    """AvaError naming the samples whose feature rows (``rows[i]`` belongs to ``samples[i]``; numpy, or a torch
+    tensor on any device) hold NaN or inf: a head trained on them learns nothing and says nothing (the loss goes NaN,
+    every reply is the same)."""
+    if not isinstance(rows, np.ndarray):  # a tensor: reduced where it is, one bool per row comes back
+        finite = rows.isfinite().reshape(len(rows), -1).all(dim=1).cpu().numpy() if len(rows) else np.ones(0, bool)
+    else:
+        finite = np.isfinite(rows.reshape(len(rows), -1)).all(axis=1) if len(rows) else np.ones(0, bool)
     if finite.all():
         return
     bad = [samples[i] for i in np.flatnonzero(~finite)]
@@ -170,6 +174,25 @@ def _resident(cache: Any, codec: str | None) -> bool:
     return isinstance(cache, FeatureCache) and codec in _MEMORY_DTYPES
 
 
+def _scaled_codec(cache: Any) -> Any:
+    """The codec of a Zarr feature cache that stores scaled codes (int8, int4), else None."""
+    from ava.cache.reader import FeatureCache
+
+    if not isinstance(cache, FeatureCache):
+        return None
+    codec = cache.group.codec
+    return codec if codec.has_scale else None
+
+
+def _decoded(cache: Any, codec: Any, shas: list[str], layer: int | None, device: Any) -> torch.Tensor:
+    """Float32 tokens of ``shas`` decoded on ``device`` from the stored codes (the host reads the compressed bytes
+    and copies the codes: a quarter (int8) or an eighth (int4) of the float32 bytes)."""
+    from ava.cache.reader import as_tensor
+
+    values, scale = cache.read_stored(shas, layer)
+    return codec.decode_device(as_tensor(values, device), None if scale is None else as_tensor(scale, device))
+
+
 def _hold(tokens: torch.Tensor, where: Placement) -> torch.Tensor:
     """``tokens`` (host memory) moved to where ``where`` holds them."""
     return tokens.pin_memory() if where.pinned else tokens.to(where.device)
@@ -235,11 +258,12 @@ class AbilityFeatures:
     otherwise the tokens of each layer are read once and the views pooled from them.
 
     Values are held in the cache's own storage precision (fp16 for the fp16 codec, bf16 for bf16: exact, half
-    the memory of float32; float32 for int8 and other caches) and handed out as float32, so a head sees the same
-    numbers as from the cache. ``device="cuda"`` puts them on the GPU when they fit in its free memory, else in
-    pinned host memory; where they fit in no memory, nothing is held and heads read token rows from the cache batch
-    by batch, the next batch read ahead (:class:`CacheRows`). :attr:`placement` says which
-    (:mod:`ava.cache.placement`). Non-finite rows are refused at load, naming the samples.
+    the memory of float32; float32 for int8, int4 and other caches) and handed out as float32, so a head sees the
+    same numbers as from the cache. The int8 and int4 codes are decoded where the rows are held (on the GPU when
+    they are held there: the host copies the codes, not float32). ``device="cuda"`` puts them on the GPU when they
+    fit in its free memory, else in pinned host memory; where they fit in no memory, nothing is held and heads read
+    token rows from the cache batch by batch, the next batch read ahead (:class:`CacheRows`). :attr:`placement` says
+    which (:mod:`ava.cache.placement`). Non-finite rows are refused at load, naming the samples.
     """
 
     def __init__(self, cache: Any, samples: Sequence[Sample], layers: Sequence[int | None], device: str = "cpu",
@@ -295,10 +319,16 @@ class AbilityFeatures:
                 self.reads += 1
                 self._tokens[layer] = _hold(tokens, where)
             return
+        scaled = _scaled_codec(cache)
         for layer in wanted:  # each chunk straight into the held tensor, where it is held (no whole copy on the host)
             shape = (len(shas), int(cache.num_tokens), int(cache.dim))
             tokens = _empty(shape, dtype, where)
             for start in range(0, len(shas), chunk):
+                if scaled is not None:  # int8, int4: the stored codes go where the rows are held, decoded there
+                    part = _decoded(cache, scaled, shas[start : start + chunk], layer, tokens.device)
+                    check_finite(part, [first[sha] for sha in shas[start : start + chunk]], cache, layer)
+                    tokens[start : start + len(part)].copy_(part)
+                    continue
                 block = cache.read(shas[start : start + chunk], layer=layer)
                 check_finite(block, [first[sha] for sha in shas[start : start + chunk]], cache, layer)
                 # fp16 rows held as read; others through float32, as a cache hands them out (rounded once)
