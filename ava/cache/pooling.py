@@ -70,24 +70,25 @@ def pool_tokens(tokens: np.ndarray, pool: str, grid: tuple[int, int] | None) -> 
     Mean pooling forgets where things are; the cells keep coarse position (what spatial relations, counts
     per region, and the colour at a place need) at the cost of N * N times the features."""
     mean = tokens.mean(axis=1)
+    cells = _cell_slices(pool, grid, tokens.shape[1])
+    if not cells:
+        return mean
+    x = tokens.reshape(tokens.shape[0], *grid, tokens.shape[2])  # type: ignore[misc]
+    means = [x[:, rs, cs].mean(axis=(1, 2)) for rs, cs in cells]
+    return np.concatenate([mean, *means], axis=1).astype(np.float32, copy=False)
+
+
+def _cell_slices(pool: str, grid: tuple[int, int] | None, num_tokens: int) -> list[tuple[slice, slice]]:
+    """The (rows, cols) slices of a view's N x N cells, row-major, with the edges of ``adaptive_avg_pool2d``:
+    floor(i*R/N) .. ceil((i+1)*R/N); none for ``"mean"``. A grid view of tokens without a layout is refused."""
     n = pool_cells(pool)
     if n == 0:
-        return mean
-    if grid is None or grid[0] * grid[1] != tokens.shape[1]:
-        raise AvaError(f"pooling {pool!r} needs a token grid, but the cache's {tokens.shape[1]} tokens have no layout")
+        return []
+    if grid is None or grid[0] * grid[1] != num_tokens:
+        raise AvaError(f"pooling {pool!r} needs a token grid, but the cache's {num_tokens} tokens have no layout")
     rows, cols = grid
-    x = tokens.reshape(tokens.shape[0], rows, cols, tokens.shape[2])
-    cells = [
-        x[:, (i * rows) // n : -((-(i + 1) * rows) // n), (j * cols) // n : -((-(j + 1) * cols) // n)].mean(axis=(1, 2))
-        for i in range(n)
-        for j in range(n)
-    ]
-    return np.concatenate([mean, *cells], axis=1).astype(np.float32, copy=False)
-
-
-def _cell_edges(size: int, n: int) -> list[tuple[int, int]]:
-    """The N cells' [start, end) along a side of ``size`` tokens (as ``adaptive_avg_pool2d``)."""
-    return [((i * size) // n, -((-(i + 1) * size) // n)) for i in range(n)]
+    edges = lambda size: [slice((i * size) // n, -((-(i + 1) * size) // n)) for i in range(n)]  # noqa: E731
+    return [(rs, cs) for rs in edges(rows) for cs in edges(cols)]
 
 
 def pool_tokens_torch(tokens: Any, pool: str, grid: tuple[int, int] | None) -> Any:
@@ -98,13 +99,8 @@ def pool_tokens_torch(tokens: Any, pool: str, grid: tuple[int, int] | None) -> A
 
     tokens = tokens.float()
     mean = tokens.mean(dim=1)
-    n = pool_cells(pool)
-    if n == 0:
+    cells = _cell_slices(pool, grid, tokens.shape[1])
+    if not cells:
         return mean
-    if grid is None or grid[0] * grid[1] != tokens.shape[1]:
-        raise AvaError(f"pooling {pool!r} needs a token grid, but the cache's {tokens.shape[1]} tokens have no layout")
-    rows, cols = grid
-    x = tokens.reshape(tokens.shape[0], rows, cols, tokens.shape[2])
-    cells = [x[:, r0:r1, c0:c1].mean(dim=(1, 2)) for r0, r1 in _cell_edges(rows, n) for c0, c1 in _cell_edges(cols, n)]
-    return torch.cat([mean, *cells], dim=1)
-
+    x = tokens.reshape(tokens.shape[0], *grid, tokens.shape[2])  # type: ignore[misc]
+    return torch.cat([mean, *(x[:, rs, cs].mean(dim=(1, 2)) for rs, cs in cells)], dim=1)
