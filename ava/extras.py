@@ -21,7 +21,7 @@ from ava.errors import AvaError
 
 DISTRIBUTION = "ava-bench"
 EXTRAS: dict[str, tuple[tuple[str, str], ...]] = {
-    "build": (("pycocotools", "pycocotools"), ("skimage", "scikit-image")),
+    "build": (("pycocotools", "pycocotools"), ("skimage", "scikit-image"), ("inflect", "inflect")),
     "s3": (("s3fs", "s3fs"),),
     "slurm": (("submitit", "submitit"),),
     "openclip": (("open_clip", "open_clip_torch"),),

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -70,6 +71,7 @@ def test_scores_relative_to_a_reference_vfm(runs: dict[str, Path], tmp_path: Pat
     assert (tmp_path / "r" / "plots" / "relative-knn.png").is_file()
     assert "## Scores relative to a reference VFM" in (tmp_path / "r" / "report.md").read_text()
     page = (tmp_path / "r" / "report.html").read_text()
-    assert "<h2>Scores relative to a reference VFM</h2>" in page and 'alt="relative scores"' in page
+    assert re.search(r'<h2 id="[^"]+">Scores relative to a reference VFM</h2>', page)
+    assert 'alt="relative scores"' in page
     with pytest.raises(AvaError, match=r"--reference 'dinov2': no run of that VFM among the runs"):
         ava.make_report([runs["pixels#size=32"]], tmp_path / "x", n_boot=100, reference="dinov2")

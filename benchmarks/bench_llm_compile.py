@@ -1,0 +1,102 @@
+"""The LLM head's compile warm-up at real shapes: a first run (nothing compiled anywhere) against a second run on a
+fresh machine (empty inductor and Triton caches, the same ``$AVA_HOME``, where the first run left what it compiled:
+``ava.heads.llm.compiled``), each in a process of its own, side by side.
+
+The model is Qwen2-0.5B's decoder layer at its real sizes (random weights, ``--layers`` of them: the layers share one
+compiled graph, so the compilation does not grow with their number) with LoRA r 128 on its 7 linears and the
+mlp2x_gelu connector from SigLIP's 1152 features, trained ``--steps`` optimizer steps through the training loop
+itself (``ava.heads.llm.train.fit``, compiled layers). The warm-up is the wall time of the first step (compilation
+included); the later steps' mean is given beside it.
+
+    python benchmarks/bench_llm_compile.py                      # CPU inductor, 2 layers, 16 samples
+    python benchmarks/bench_llm_compile.py --device cuda --layers 24
+
+On a CPU, inductor compiles C++ (gcc); on a GPU it compiles Triton kernels, so only the ratio carries over.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+CHILD = """
+import json, sys, time
+sys.path.insert(0, {here!r})
+from pathlib import Path
+import torch
+torch.set_num_threads({threads})
+import ava
+import llm_proxies as lp
+from ava.heads.llm.config import LLMHeadConfig
+from ava.heads.llm.data import IndexItems, LoopData
+from ava.heads.llm.devices import Dist
+from ava.heads.llm import train as tr
+
+device = torch.device({device!r})
+dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+head = lp._model({layers}, 128, dtype).to(device)
+feats = torch.randn({samples}, lp.T, lp.D).to(torch.float16).to(device)
+data = LoopData(IndexItems({samples}), lp._encoded({samples}, seed=1), lp.T, 0,
+                lambda b: feats.index_select(0, b["index"]))
+cfg = LLMHeadConfig(batch_size={batch}, epochs=1, progress=False, compile=True, stop_after_steps=1)
+times = []
+for steps in (1, {steps}):
+    cfg.stop_after_steps = steps
+    t = time.perf_counter()
+    s = tr.fit(head, data, cfg, Path({out!r}), dist=Dist(), device=device, dtype=dtype, epochs=1, lr=1e-4,
+               batch_size={batch}, checkpoints=False)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    times.append((time.perf_counter() - t, s))
+first, later = times
+print("RESULT " + json.dumps({{"warmup_s": round(first[0], 2), "compile_cache": first[1]["compile_cache"],
+                              "compiled": first[1]["compiled"],
+                              "later_step_s": round(later[0] / max(1, later[1]["step"]), 3)}}))
+"""
+
+
+def run(label: str, work: Path, home: Path, args: argparse.Namespace) -> dict:
+    env = {**os.environ, "AVA_HOME": str(home), "TORCHINDUCTOR_CACHE_DIR": str(work / f"inductor-{label}"),
+           "TRITON_CACHE_DIR": str(work / f"triton-{label}")}  # fmt: skip
+    prog = CHILD.format(here=str(Path(__file__).parent), threads=args.threads, device=args.device, layers=args.layers,
+                        samples=args.samples, batch=args.samples, steps=args.steps, out=str(work / f"run-{label}"))
+    t = time.perf_counter()
+    done = subprocess.run([sys.executable, "-W", "ignore", "-c", prog], env=env, capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"{label} run failed:\n{done.stderr[-3000:]}")
+    row = json.loads(done.stdout.split("RESULT ", 1)[1])
+    return {"run": label, **row, "process_s": round(time.perf_counter() - t, 1)}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--samples", type=int, default=4, help="samples per optimizer step")
+    p.add_argument("--steps", type=int, default=3, help="steps timed after the first")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--json", type=Path, default=None)
+    args = p.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="bench-llm-compile-"))
+    home = work / "ava-home"
+    rows = [run("first", work, home, args), run("second", work, home, args)]
+    for r in rows:
+        print(json.dumps(r), flush=True)
+    ratio = rows[0]["warmup_s"] / max(rows[1]["warmup_s"], 1e-9)
+    print(f"warm-up: first run {rows[0]['warmup_s']} s (compile cache {rows[0]['compile_cache']}), second run on a "
+          f"fresh machine {rows[1]['warmup_s']} s (compile cache {rows[1]['compile_cache']}): {ratio:.1f}x")
+    if args.json:
+        from bench_cache import environment
+
+        args.json.write_text(json.dumps({"environment": environment(args.device), "args": vars(args) | {
+            "json": str(args.json)}, "rows": rows, "ratio": ratio}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
