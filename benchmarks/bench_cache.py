@@ -447,8 +447,10 @@ class ThreadCPU:
         return groups
 
 
-def standin_once(data: Path, work: Path, images: int, batch: int, shard: int, shape: str) -> dict[str, Any]:
-    """One extraction of ``images`` with the stand-in, into a fresh cache; per-image CPU ms of each thread group."""
+def standin_once(data: Path, work: Path, images: int, batch: int, shard: int, shape: str,
+                 views: bool = True) -> dict[str, Any]:  # fmt: skip
+    """One extraction of ``images`` with the stand-in, into a fresh cache; per-image CPU ms of each thread group.
+    ``views=False``: no pooled views stored (what a GPU run leaves to the host, where they are pooled on the GPU)."""
     import ava
     from ava.cache import ExtractConfig, extract
 
@@ -458,15 +460,17 @@ def standin_once(data: Path, work: Path, images: int, batch: int, shard: int, sh
     vfm = StandIn(tokens, dim)
     with ThreadCPU() as cpu:
         t0 = time.perf_counter()
+        kw = {} if views else {"views": ()}
         summary = extract(ExtractConfig(vfm="", data=str(data), cache=str(cache), batch_size=batch, shard_size=shard,
-                                        num_workers=0, progress=False), vfm=vfm)  # fmt: skip
+                                        num_workers=0, progress=False, **kw), vfm=vfm)  # fmt: skip
         seconds = time.perf_counter() - t0
     groups = cpu.by_group()
     n = summary["extracted"]
     per = {k: round(1000 * v / n, 2) for k, v in sorted(groups.items())}
     write = sum(v for k, v in groups.items() if k != "main")
     single = max((v for k, v in groups.items() if k in ("zarr", "other")), default=0.0)
-    return {"code": str(Path(ava.__file__).parent.parent), "images": n, "shape": shape, "seconds": round(seconds, 2),
+    return {"code": str(Path(ava.__file__).parent.parent), "images": n, "shape": shape, "views": views,
+            "seconds": round(seconds, 2),
             "cpu_ms_per_image": per, "write_side_ms_per_image": round(1000 * write / n, 2),
             "serial_ms_per_image": round(1000 * single / n, 2),
             "bytes": sum(f.stat().st_size for f in cache.rglob("*") if f.is_file())}  # fmt: skip
@@ -482,7 +486,8 @@ def standin_in(code: Path | None, data: Path, work: Path, args: argparse.Namespa
     prog = (f"import sys, json, torch; sys.path.insert(0, {str(Path(__file__).parent)!r}); {threads}"
             "import bench_cache as b; "
             f"print(json.dumps(b.standin_once(b.Path({str(data)!r}), b.Path({str(work)!r}), {args.images}, "
-            f"{args.batch_size}, {args.shard_size}, {args.standin_shape!r})))")  # fmt: skip
+            f"{args.batch_size}, {args.shard_size}, {args.standin_shape!r}, "
+            f"{args.standin_views != 'none'})))")  # fmt: skip
     done = subprocess.run([sys.executable, "-W", "ignore", "-c", prog], env=env, capture_output=True, text=True,
                           cwd=code or Path(__file__).parent.parent)  # fmt: skip
     if done.returncode:
@@ -618,6 +623,8 @@ def main() -> None:
                    "from the default run's (decoded on the GPU where it can)")  # fmt: skip
     p.add_argument("--standin", action="store_true", help="the host side of extraction alone (see the module doc)")
     p.add_argument("--standin-shape", default="729x1152", help="tokens x dim of the stand-in's features")
+    p.add_argument("--standin-views", choices=("stored", "none"), default="stored",
+                   help="none: no pooled views (a GPU run pools them on the GPU: the host's share without them)")
     p.add_argument("--baseline", type=Path, default=None, help="--standin: another checkout, measured alongside")
     args = p.parse_args()
     if args.threads:

@@ -2,10 +2,10 @@
 
 The pipeline overlaps three stages: DataLoader workers decode and preprocess images (through
 ``FrozenVFM.preprocess_fn()``, the one preprocessing function shared with the online path), the main thread
-runs the forward pass (no grad, in the model's dtype on every device), encodes with the codec and pools the stored
-views on the device, and writer threads each encode whole shards (compression and checksums, in the thread, as
-Zarr would: :mod:`ava.cache.shards`), store each file in one write and then mark their rows done. Re-running skips
-done rows; a kill loses at most the shards in flight.
+runs the forward pass (no grad, in the model's dtype on every device), encodes with the codec and, on a GPU, pools
+the stored views there, and writer threads each encode whole shards (the views of a CPU run, compression and
+checksums, in the thread, as Zarr would: :mod:`ava.cache.shards`), store each file in one write and then mark their
+rows done. Re-running skips done rows; a kill loses at most the shards in flight.
 
 Under ``torchrun`` rank 0 indexes the new images (rows in dataset order, see :mod:`ava.cache.store`) and
 grows the store, every rank reads that index, and rank r writes the shards ``s`` with ``s % world_size == r``:
@@ -762,15 +762,19 @@ def _compute(
                     raise codec.range_error(float(finite_peak(out[:, li])))
             else:
                 check.flags.append((bad, finite_peak(out[:, li]).float()))
-        views = _views(group, values, scale, device, out[:, li])
+        # the views: on a GPU pooled there; on a CPU by the writer threads (beside the next forward, not before it),
+        # except where the codec pools its input (int4), which only this thread holds
+        here = device.type != "cpu" or group.codec.pools_input
+        views = _views(group, values, scale, device, out[:, li]) if here else None
         encoded.append((_to_host(values, device), None if scale is None else _to_host(scale, device),
-                        {v: _to_host(t, device) for v, t in views.items()}))  # fmt: skip
+                        None if views is None else {v: _to_host(t, device) for v, t in views.items()}))  # fmt: skip
     if device.type == "cuda":
         event = torch.cuda.Event()
         event.record()
         check.events.append(event)
     for i, row in enumerate(batch["rows"]):
-        results[row] = [(v[i], None if s is None else s[i], {k: t[i] for k, t in p.items()}) for v, s, p in encoded]
+        results[row] = [(v[i], None if s is None else s[i], None if p is None else {k: t[i] for k, t in p.items()})
+                        for v, s, p in encoded]  # fmt: skip
 
 
 def _views(group: CacheGroup, values: torch.Tensor, scale: torch.Tensor | None,
@@ -810,5 +814,24 @@ def _settled(group: CacheGroup, shard: int, rows: dict[int, list], check: _Shard
     codec = group.codec
     if check is not None:
         check.settle(codec)
-    return shard, {q: [(codec.host(v), None if s is None else codec.host(s), {k: t.numpy() for k, t in p.items()})
-                       for v, s, p in pending] for q, pending in rows.items()}  # fmt: skip
+    views = {q: [p for _, _, p in pending] for q, pending in rows.items()}
+    for li in range(len(group.layers)):
+        todo = [q for q, per in views.items() if per[li] is None]  # views left to this thread (a CPU run)
+        for q, pooled in zip(todo, _host_views(group, [rows[q][li] for q in todo]) if todo else [], strict=True):
+            views[q][li] = pooled
+    return shard, {q: [(codec.host(v), None if s is None else codec.host(s), {k: np.asarray(t) for k, t in p.items()})
+                       for (v, s, _), p in zip(pending, views[q], strict=True)]
+                   for q, pending in rows.items()}  # fmt: skip
+
+
+def _host_views(group: CacheGroup, rows: list[tuple[Any, Any, Any]]) -> list[dict[str, np.ndarray]]:
+    """The pooled views of some of a shard's rows (the codec's host tensors), pooled as readers pool them: numpy over
+    the values as decoded (``decode_device`` on the CPU: the same bits as the codec's numpy decode, faster)."""
+    if not group.views:
+        return [{} for _ in rows]
+    codec, grid = group.codec, token_grid(group)
+    values = torch.stack([v for v, _, _ in rows])
+    scale = torch.stack([s for _, s, _ in rows]) if codec.has_scale else None
+    tokens = codec.decode_device(values, scale).numpy()
+    pooled = {v: pool_tokens(tokens, v, grid) for v in group.views}
+    return [{v: pooled[v][i] for v in group.views} for i in range(len(rows))]
