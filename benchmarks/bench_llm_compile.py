@@ -36,7 +36,8 @@ import llm_proxies as lp
 from ava.heads.llm.config import LLMHeadConfig
 from ava.heads.llm.data import IndexItems, LoopData
 from ava.heads.llm.devices import Dist
-from ava.heads.llm import train as tr
+import importlib
+tr = importlib.import_module("ava.heads.llm.train")  # (the package exports a train function of that name)
 
 device = torch.device({device!r})
 dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
