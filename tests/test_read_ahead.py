@@ -52,6 +52,8 @@ def test_the_next_abilitys_reads_run_during_the_fits_and_change_nothing(cached, 
 
     monkeypatch.setattr(features_mod, "read_ahead", ahead)
     monkeypatch.setattr(ability_runs.AbilityRun, "fit", fit)
+    assert not ability_runs.reads_ahead("cpu") and ability_runs.reads_ahead("cuda:0")
+    monkeypatch.setattr(ability_runs, "reads_ahead", lambda device: True)  # as on a GPU: the mechanism, on a CPU
     with_ahead = _fingerprint(data, cache, tmp_path / "ahead", ["probe-attn"])
     names = [(kind, ava) for kind, ava, _ in events]
     order = [ava for kind, ava in names if kind == "fitted"]  # the dataset's order of abilities
