@@ -33,8 +33,9 @@ def candidates() -> dict[str, object]:
     return out
 
 
-def features(vfm_name: str, data: str, images: int, batch: int) -> np.ndarray:
-    """fp16 features [N, T, D] of the first ``images`` images of ``data`` (layer -2, the cache's default)."""
+def features(vfm_name: str, data: str | Path, images: int, batch: int = 16, dtype: str = "float16") -> np.ndarray:
+    """Features [N, T, D] (``dtype``: fp16 as the cache stores them, or float32) of the first ``images`` images of
+    ``data`` at the cache's default layer (-2; the raw pixels' -1)."""
     import torch
 
     from ava.cache.extraction import collect_images
@@ -50,7 +51,7 @@ def features(vfm_name: str, data: str, images: int, batch: int) -> np.ndarray:
     with torch.no_grad():
         for i in range(0, len(paths), batch):
             x = torch.stack([pre(ds.load_image(p)) for p in paths[i : i + batch]])
-            out.append(vfm(x)[:, 0].to(torch.float16).numpy())
+            out.append(vfm(x)[:, 0].to(getattr(torch, dtype)).numpy())
     return np.concatenate(out)
 
 

@@ -17,30 +17,10 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+from bench_codecs import features  # (benchmarks/, beside this script)
 
 EXTRACTORS = ("pixels#size=160", "random-vit", "effnet-lite0#size=160")
 GROUPS = (32, 64, 128, 256)
-
-
-def features(vfm_name: str, data: Path, images: int, batch: int = 16) -> np.ndarray:
-    """Float32 features [N, T, D] of the first ``images`` images of ``data`` at the VFM's default layer."""
-    import torch
-
-    from ava.cache.extraction import collect_images
-    from ava.data.format import Dataset
-    from ava.vfm import load_vfm
-
-    vfm = load_vfm(vfm_name, device="cpu")
-    vfm.eval()
-    ds = Dataset(data)
-    pre = vfm.preprocess_fn()
-    paths = [img.path for img in list(collect_images(data, None, None).values())[:images]]
-    out = []
-    with torch.no_grad():
-        for i in range(0, len(paths), batch):
-            x = torch.stack([pre(ds.load_image(p)) for p in paths[i : i + batch]])
-            out.append(vfm(x)[:, 0].float().numpy())
-    return np.concatenate(out)
 
 
 def measure(codec: object, x: np.ndarray) -> dict[str, float]:
@@ -79,7 +59,7 @@ def main() -> None:
     data = ava.synthesize(work / "data", per_ava=args.per_ava, size=args.size, force=True).path
     rows = []
     for name in args.extractors.split(","):
-        x = features(name, data, args.images)
+        x = features(name, data, args.images, dtype="float32")
         dim = x.shape[-1]
         for group in (*GROUPS, dim):
             codec = Int4Codec(f"int4-g{group}", "uint8", True, "measured", group_size=group)
