@@ -307,24 +307,40 @@ COMPILE_BACKEND: Any = "inductor"  # torch.compile's backend for the decoder lay
 def compile_layers(head: Any) -> bool:
     """Compile each decoder layer in place (fuses RMSNorm, RoPE, SwiGLU and LoRA's elementwise work).
 
-    Returns False, leaving the model as it was, where this PyTorch cannot compile (no compiler toolchain). A layer
-    that compiles here may still fail on its first real call (dynamic shapes, the varlen op, another torch): the
-    loop then runs the step again eagerly (:func:`eager_layers`, see :func:`fit`). Layers already compiled are
-    kept as they are (no recompilation when a loop resumes in the same process).
+    Returns False, leaving the model as it was, where this PyTorch refuses to compile at all. Nothing is compiled
+    here: the layers compile on their first call, in the first step, and a layer that fails then (no compiler
+    toolchain, dynamic shapes, the varlen op, another torch) makes the loop run the step again eagerly
+    (:func:`eager_layers`, see :func:`fit`). A separate toolchain probe used to compile a function of its own
+    first: 2 s per run with warm caches, 9 s on a fresh machine (CPU), for what the first step finds out anyway.
+    Layers already compiled are kept as they are (no recompilation when a loop resumes in the same process).
     """
     import warnings
 
     try:
-        probe = torch.compile(lambda x: torch.nn.functional.silu(x) * x, dynamic=False, backend=COMPILE_BACKEND)
-        probe(torch.ones(4, device=next(head.parameters()).device))
-    except Exception as e:  # noqa: BLE001 - inductor raises many kinds when the toolchain is missing
-        warnings.warn(f"--compile: torch.compile is not usable here ({type(e).__name__}); running eagerly",
+        for layer in head.base.get_decoder().layers:
+            if getattr(layer, "_compiled_call_impl", None) is None:
+                layer.compile(dynamic=True, backend=COMPILE_BACKEND)
+    except Exception as e:  # noqa: BLE001 - torch.compile refuses some Pythons and builds outright
+        eager_layers(head)
+        warnings.warn(f"--compile: torch.compile is not usable here ({type(e).__name__}: {e}); running eagerly",
                       stacklevel=2)  # fmt: skip
         return False
-    for layer in head.base.get_decoder().layers:
-        if getattr(layer, "_compiled_call_impl", None) is None:
-            layer.compile(dynamic=True, backend=COMPILE_BACKEND)
     return True
+
+
+def compiling() -> Any:
+    """The Dynamo settings the compiled layers are traced under (a context manager around each compiled step).
+
+    The layers' Python floats (RMSNorm's epsilon, LoRA's scale, dropout's p) are kept as constants of the graph.
+    With ``dynamic=True`` Dynamo otherwise first makes them inputs (0-d float64 tensors), fails to turn them back
+    into numbers in a later pass, and traces the whole layer again: the first attempt (5.4 s of a warm-cache CPU
+    warm-up, forward and backward graph traced) was thrown away in every run. Where this torch has no such setting,
+    nothing changes.
+    """
+    config = getattr(getattr(torch, "_dynamo", None), "config", None)
+    if config is None or not hasattr(config, "specialize_float"):
+        return nullcontext()
+    return config.patch(specialize_float=True)
 
 
 def eager_layers(head: Any) -> None:
@@ -441,7 +457,8 @@ def fit(
                     def run(group: list[dict] = group) -> tuple[torch.Tensor, int, int]:
                         return train_step(model, params, optimizer, scheduler, group, data, device, dtype)
 
-                    (loss, n, toks), error = _compiled_step(head, run, device)
+                    with compiling():
+                        (loss, n, toks), error = _compiled_step(head, run, device)
                     if error is not None:
                         import warnings
 
