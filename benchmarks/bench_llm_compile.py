@@ -1,12 +1,17 @@
 """The LLM head's compile warm-up at real shapes: a first run (nothing compiled anywhere) against a second run on a
 fresh machine (empty inductor and Triton caches, the same ``$AVA_HOME``, where the first run left what it compiled:
-``ava.heads.llm.compiled``), each in a process of its own, side by side.
+``ava.heads.llm.compiled``) and a third run on the first run's machine (inductor's and Triton's own caches kept as
+well), each in a process of its own, side by side.
 
 The model is Qwen2-0.5B's decoder layer at its real sizes (random weights, ``--layers`` of them: the layers share one
 compiled graph, so the compilation does not grow with their number) with LoRA r 128 on its 7 linears and the
 mlp2x_gelu connector from SigLIP's 1152 features, trained ``--steps`` optimizer steps through the training loop
 itself (``ava.heads.llm.train.fit``, compiled layers). The warm-up is the wall time of the first step (compilation
-included); the later steps' mean is given beside it.
+included); the later steps' mean is given beside it, and the compile overhead is the difference.
+
+A CPU run's artifacts hold the C++ source inductor generated, not what gcc built from it, so the second run calls gcc
+again; a GPU run's hold the Triton binaries. The third run, which finds gcc's output in inductor's cache, is the
+CPU's stand-in for the second run on a GPU.
 
     python benchmarks/bench_llm_compile.py                      # CPU inductor, 2 layers, 16 samples
     python benchmarks/bench_llm_compile.py --device cuda --layers 24
@@ -62,9 +67,15 @@ print("RESULT " + json.dumps({{"warmup_s": round(first[0], 2), "compile_cache": 
 """
 
 
-def run(label: str, work: Path, home: Path, args: argparse.Namespace) -> dict:
-    env = {**os.environ, "AVA_HOME": str(home), "TORCHINDUCTOR_CACHE_DIR": str(work / f"inductor-{label}"),
-           "TRITON_CACHE_DIR": str(work / f"triton-{label}")}  # fmt: skip
+def run(label: str, work: Path, home: Path, args: argparse.Namespace, machine: str | None = None,
+        tree: Path | None = None) -> dict:  # fmt: skip
+    """One run in a process of its own; ``machine`` names an earlier run whose inductor and Triton caches it finds;
+    ``tree``: another checkout's ``ava`` is imported (``--baseline``)."""
+    machine = machine or label
+    env = {**os.environ, "AVA_HOME": str(home), "TORCHINDUCTOR_CACHE_DIR": str(work / f"inductor-{machine}"),
+           "TRITON_CACHE_DIR": str(work / f"triton-{machine}")}  # fmt: skip
+    if tree is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(tree), *filter(None, [os.environ.get("PYTHONPATH")])])
     prog = CHILD.format(here=str(Path(__file__).parent), threads=args.threads, device=args.device, layers=args.layers,
                         samples=args.samples, batch=args.samples, steps=args.steps, out=str(work / f"run-{label}"))
     t = time.perf_counter()
@@ -72,6 +83,7 @@ def run(label: str, work: Path, home: Path, args: argparse.Namespace) -> dict:
     if done.returncode:
         raise SystemExit(f"{label} run failed:\n{done.stderr[-3000:]}")
     row = json.loads(done.stdout.split("RESULT ", 1)[1])
+    row["overhead_s"] = round(row["warmup_s"] - row["later_step_s"], 2)
     return {"run": label, **row, "process_s": round(time.perf_counter() - t, 1)}
 
 
@@ -82,21 +94,33 @@ def main() -> None:
     p.add_argument("--samples", type=int, default=4, help="samples per optimizer step")
     p.add_argument("--steps", type=int, default=3, help="steps timed after the first")
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--baseline", type=Path, default=None,
+                   help="another checkout of ava (a git worktree): its first run is timed first, as 'today'")
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-llm-compile-"))
     home = work / "ava-home"
-    rows = [run("first", work, home, args), run("second", work, home, args)]
-    for r in rows:
-        print(json.dumps(r), flush=True)
-    ratio = rows[0]["warmup_s"] / max(rows[1]["warmup_s"], 1e-9)
-    print(f"warm-up: first run {rows[0]['warmup_s']} s (compile cache {rows[0]['compile_cache']}), second run on a "
-          f"fresh machine {rows[1]['warmup_s']} s (compile cache {rows[1]['compile_cache']}): {ratio:.1f}x")
+    rows = []
+    if args.baseline:
+        rows.append(run("today", work, work / "ava-home-today", args, tree=args.baseline.resolve()))
+        print(json.dumps(rows[-1]), flush=True)
+    for label, machine in (("first", None), ("second", None), ("third", "first")):
+        rows.append(run(label, work, home, args, machine))
+        print(json.dumps(rows[-1]), flush=True)
+    first, second, third = rows[-3:]
+    ratio = first["warmup_s"] / max(second["warmup_s"], 1e-9)
+    print(f"warm-up: first run {first['warmup_s']} s (compile cache {first['compile_cache']}), second run on a "
+          f"fresh machine {second['warmup_s']} s (compile cache {second['compile_cache']}): {ratio:.1f}x; third run "
+          f"on the first's machine {third['warmup_s']} s: {first['warmup_s'] / max(third['warmup_s'], 1e-9):.1f}x")
+    if args.baseline:
+        today = rows[0]["warmup_s"]
+        print(f"against today's first run ({today} s, {args.baseline}): first {today / first['warmup_s']:.1f}x, "
+              f"second {today / second['warmup_s']:.1f}x, third {today / third['warmup_s']:.1f}x")
     if args.json:
         from bench_cache import environment
 
         args.json.write_text(json.dumps({"environment": environment(args.device), "args": vars(args) | {
-            "json": str(args.json)}, "rows": rows, "ratio": ratio}, indent=2))
+            "json": str(args.json)}, "rows": rows, "ratio": ratio}, indent=2, default=str))
 
 
 if __name__ == "__main__":
