@@ -119,3 +119,58 @@ def test_views_pooled_in_torch_agree_with_numpy(view: str) -> None:
     got = pool_tokens_torch(torch.from_numpy(tokens), view, grid).numpy()
     assert got.shape == want.shape and got.dtype == np.float32
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-5)
+
+
+@pytest.mark.parametrize("codec", ["fp16", "bf16", "int8", "int4"])
+def test_rows_decoded_in_the_calling_thread_are_zarrs_rows(tmp_path: Path, codec: str) -> None:
+    """Every array ava shards, read both ways over spans inside one shard, across shards and to the short last one;
+    into a given array too; a chunk the index does not list reads as zeros, as in Zarr, where no row needs it."""
+    from ava.cache import chunks
+    from ava.cache.shards import decode_shard
+
+    group = create_group(tmp_path / "c", {**_spec(codec), "dim": 6}, shard_size=4)  # (int4: an even dim)
+    add_rows(group, [f"{i:064x}" for i in range(10)])
+    sharded = [n for n in group.array_names() if (group.encoder(n) or ArrayEncoder).sharded]
+    assert "features/-2" in sharded and (codec not in ("int8", "int4") or "scales/-2" in sharded)
+    rng = np.random.default_rng(0)
+    for name in sharded:
+        arr = group.array(name)
+        arr[:] = (rng.standard_normal(arr.shape) * 3).astype(arr.dtype)
+        assert chunks._decoded(group, name, 0, 10) is None  # not listed yet (no row had to be there): Zarr reads it
+        for lo, hi in [(0, 4), (1, 3), (3, 9), (0, 10), (8, 10), (9, 10)]:
+            got = chunks.read_rows(group, name, lo, hi)
+            assert chunks._decoded(group, name, lo, hi) is not None  # the checked read decodes it here
+            assert got.dtype == arr.dtype and np.array_equal(got, np.asarray(arr[lo:hi]))
+            into = np.full_like(got, 7)
+            assert chunks.read_rows(group, name, lo, hi, out=into) is into and np.array_equal(into, got)
+    # shard 1 rewritten with the chunks of rows 4 and 5 only: rows 6 and 7 are listed as absent
+    name = "features/-2"
+    arr, encoder = group.array(name), group.encoder(name)
+    kept = np.asarray(arr[4:6])
+    write_file(group.path / name / encoder.key(1), encoder.shard_parts(list(kept)))
+    group.chunk_files.clear()
+    need = np.array([True, True, False, False, True])
+    got = chunks.read_rows(group, name, 4, 9, need=need)
+    assert np.array_equal(got, np.asarray(arr[4:9])) and not got[2:4].any()
+    out = np.empty((2, *arr.shape[1:]), arr.dtype)
+    entries = np.array([[2**64 - 1] * 2] * 2, dtype="<u8")
+    decode_shard(encoder, group.path / name / encoder.key(1), entries, out)
+    assert not out.any()
+
+
+def test_a_chunk_that_fails_its_checksum_is_left_to_zarr_which_names_it(tmp_path: Path) -> None:
+    from ava.cache import chunks
+    from ava.cache.chunks import CacheDataError
+
+    group = create_group(tmp_path / "c", _spec("fp16"), shard_size=4)
+    add_rows(group, [f"{i:064x}" for i in range(8)])
+    arr = group.array("features/-2")
+    arr[:] = np.arange(arr.size, dtype=np.float16).reshape(arr.shape)
+    path = group.path / "features/-2" / group.encoder("features/-2").key(1)
+    raw = bytearray(path.read_bytes())
+    raw[5] ^= 0xFF  # inside row 4's chunk (the first of shard 1)
+    path.write_bytes(bytes(raw))
+    assert np.array_equal(chunks.read_rows(group, "features/-2", 0, 4), np.asarray(arr[0:4]))
+    assert chunks._decoded(group, "features/-2", 4, 8) is None
+    with pytest.raises(CacheDataError, match=r"row\(s\) 4 cannot be read"):
+        chunks.read_rows(group, "features/-2", 2, 8)

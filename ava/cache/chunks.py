@@ -81,7 +81,9 @@ class ArrayFiles:
     encode: Any  # chunk coordinates -> key
     ndim: int
     files: dict[str, int] = field(default_factory=dict)
-    indexes: dict[int, tuple[int, np.ndarray | str]] = field(default_factory=dict)  # shard -> (size, mask or why)
+    # shard -> (size, its index's (offset, length) pairs [chunks, 2], or why the index cannot be used)
+    indexes: dict[int, tuple[int, np.ndarray | str]] = field(default_factory=dict)
+    decoder: Any = None  # the array's ava.cache.shards.ArrayEncoder, or False where its layout is not one ava writes
 
     def list(self) -> None:
         self.files = _walk(self.folder)
@@ -102,20 +104,25 @@ class ArrayFiles:
             return Gap("", shard, rows, f"{span} cannot be read: file {key} is truncated ({size} bytes)", True)
         if not self.layout.index_bytes or not self.layout.readable_index:
             return None
-        known = self.indexes.get(shard)
-        if known is None or known[0] != size:
-            known = (size, self._read_index(key, size))
-            self.indexes[shard] = known
-        stored = known[1]
-        if isinstance(stored, str):
-            return Gap("", shard, rows, f"{span} cannot be read: {stored}", True)
+        entries = self.entries(shard, size)
+        if isinstance(entries, str):
+            return Gap("", shard, rows, f"{span} cannot be read: {entries}", True)
+        stored = stored_chunks(entries)
         absent = [r for r in rows if not stored[(r - lo) // self.layout.chunk_rows]]
         if not absent:
             return None
         return Gap("", shard, absent, f"{span}: its index lists no chunk for row(s) {row_spans(absent)}", False)
 
+    def entries(self, shard: int, size: int) -> np.ndarray | str:
+        """The index of the shard (``size`` bytes long as listed): read once per size and kept."""
+        known = self.indexes.get(shard)
+        if known is None or known[0] != size:
+            known = (size, self._read_index(self.key(shard), size))
+            self.indexes[shard] = known
+        return known[1]
+
     def _read_index(self, key: str, size: int) -> np.ndarray | str:
-        """Which chunks the shard's index lists (a mask), or why the index cannot be used."""
+        """The shard's index, (offset, length) pairs [chunks, 2], or why it cannot be used."""
         n = self.layout.index_bytes
         try:
             raw = read_range(self.folder / key, size - n, size)  # one ranged GET on an object store
@@ -131,11 +138,16 @@ class ArrayFiles:
                 return f"the index of file {key} fails its checksum (truncated or overwritten)"
         entries = np.frombuffer(body, dtype="<u8").reshape(-1, 2)
         data_end = size - n
-        stored = ~((entries[:, 0] == _EMPTY) & (entries[:, 1] == _EMPTY)) & (entries[:, 1] > 0)
+        stored = stored_chunks(entries)
         past = stored & ((entries[:, 0] + entries[:, 1]) > data_end)
         if past.any():
             return f"file {key} is truncated (its index points past its end)"
-        return stored
+        return entries
+
+
+def stored_chunks(entries: np.ndarray) -> np.ndarray:
+    """Which chunks a shard index's (offset, length) pairs list as stored (a mask)."""
+    return ~((entries[:, 0] == _EMPTY) & (entries[:, 1] == _EMPTY)) & (entries[:, 1] > 0)
 
 
 def _walk(folder: CachePath) -> dict[str, int]:
@@ -223,10 +235,12 @@ def _where(group: CacheGroup, name: str) -> str:
     return f"cache {group.path.parent}: array {name} of group {group.key} (vfm {group.spec.get('vfm')})"
 
 
-def read_rows(group: CacheGroup, name: str, lo: int, hi: int, need: np.ndarray | None = None) -> np.ndarray:
+def read_rows(group: CacheGroup, name: str, lo: int, hi: int, need: np.ndarray | None = None,
+              out: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
     """Rows ``lo:hi`` of array ``name``, after checking that the rows in ``need`` (all of them by default; a
     boolean mask over ``lo:hi``) are on disk. Raises :class:`CacheDataError` naming the cache, array and rows
-    when some are missing or do not decode."""
+    when some are missing or do not decode. ``out``: a C-contiguous array of the rows' shape and the array's dtype,
+    filled and returned (the rows are decoded straight into it where ava wrote the layout)."""
     rows = np.arange(lo, hi) if need is None else np.arange(lo, hi)[np.asarray(need, dtype=bool)]
     if len(rows):
         found = gaps(group, name, rows)
@@ -236,9 +250,15 @@ def read_rows(group: CacheGroup, name: str, lo: int, hi: int, need: np.ndarray |
                 f"{_where(group, name)}: row(s) {row_spans(missing)} are marked done but have no usable data ("
                 f"{'; '.join(g.reason for g in found[:3])}{' ...' if len(found) > 3 else ''}); {repair_hint(group)}"
             )
+    direct = _decoded(group, name, lo, hi, out)
+    if direct is not None:
+        return direct
     arr = group.array(name)
     try:
-        return np.asarray(arr[lo:hi])
+        if out is None:
+            return np.asarray(arr[lo:hi])
+        out[...] = arr[lo:hi]
+        return out
     except (MemoryError, OSError):
         raise
     except Exception as e:  # zarr raises ValueError on a checksum mismatch, others on a torn or truncated file
@@ -250,6 +270,50 @@ def read_rows(group: CacheGroup, name: str, lo: int, hi: int, need: np.ndarray |
             f"{_where(group, name)}: row(s) {row_spans(bad)} cannot be read, the data is damaged ({cause}); "
             f"{repair_hint(group)}"
         ) from None
+
+
+def _decoded(group: CacheGroup, name: str, lo: int, hi: int, out: np.ndarray | None = None) -> np.ndarray | None:
+    """Rows ``lo:hi`` decoded in the calling thread from the shard files (:func:`ava.cache.shards.decode_shard`),
+    or None where Zarr must read them: a layout ava does not write, or a chunk that fails its checksum or does not
+    decode (Zarr's read then names the rows at fault).
+
+    Zarr would do the same work on its one event-loop thread for every reader of the process: 1.1-1.7 ms per
+    SigLIP-sized row there, the ceiling of a fingerprint's reads on any number of cores (benchmarks/README.md)."""
+    from ava.cache.shards import ArrayEncoder, decode_shard
+
+    files = group.chunk_files.get(name)
+    if files is None:  # no row had to be on disk (``need``): not listed, and Zarr reads what there is
+        return None
+    if files.decoder is None:
+        enc = ArrayEncoder.of(group.array(name))
+        files.decoder = enc if enc is not None and enc.sharded and files.layout.readable_index else False
+    enc = files.decoder
+    if enc is False or hi <= lo:
+        return None
+    shape = (hi - lo, *enc.chunk_shape[1:])
+    if out is None:
+        out = np.empty(shape, dtype=enc.dtype)
+    elif out.shape != shape or out.dtype != enc.dtype or not out.flags.c_contiguous:
+        return None
+    per = enc.rows_per_file
+    for shard in range(lo // per, (hi - 1) // per + 1):
+        first, stop = max(lo, shard * per), min(hi, (shard + 1) * per)
+        target = out[first - lo : stop - lo]
+        key = files.key(shard)
+        size = files.files.get(key)
+        if size is None:  # not needed (``need`` said so): read as Zarr reads a missing shard, the fill value
+            target[...] = 0
+            continue
+        entries = files.entries(shard, size)
+        if isinstance(entries, str):
+            return None
+        try:
+            decode_shard(enc, files.folder / key, entries[first - shard * per : stop - shard * per], target)
+        except (MemoryError, OSError):
+            raise
+        except Exception:  # noqa: BLE001 - a checksum or codec failure: Zarr's read raises it with the rows named
+            return None
+    return out
 
 
 _ABANDONED = ("Task was destroyed but it is pending", "Task exception was never retrieved")
@@ -274,10 +338,12 @@ def _undecodable(arr: Any, lo: int, hi: int, shard_rows: int) -> list[int]:
     """The rows of ``lo:hi`` that fail to decode: shard by shard, then row by row in the shards that fail (only
     after a read failed, to name the rows)."""
     bad: list[int] = []
-    for start in range(lo, hi, shard_rows):
+    start = lo
+    while start < hi:  # (from shard boundary to boundary: a span starting inside a shard is not one shard's step)
         stop = min(hi, (start // shard_rows + 1) * shard_rows)
         if _fails(arr, start, stop):
             bad += [r for r in range(start, stop) if _fails(arr, r, r + 1)]
+        start = stop
     return bad
 
 

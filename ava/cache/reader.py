@@ -242,6 +242,16 @@ def _runs(rows: np.ndarray, chunk: int) -> list[tuple[int, int, int]]:
 REMOTE_READ_THREADS = 2  # runs of rows read at once from object storage (I/O overlaps through read-ahead blocks)
 
 
+def _finite_rows(values: torch.Tensor) -> np.ndarray:
+    """Which rows of ``values`` [N, ...] hold only finite numbers: a NaN makes a row's max and min NaN, an infinity
+    its max or min infinite (two reductions, no temporary of the rows' size: ``np.isfinite(...).all()`` cost 1.3 ms
+    per SigLIP-sized fp16 row on a CPU core, five times these)."""
+    flat = values.flatten(1)
+    if flat.shape[1] == 0:
+        return np.ones(len(flat), dtype=bool)
+    return (torch.isfinite(flat.amax(1)) & torch.isfinite(flat.amin(1))).cpu().numpy()
+
+
 def _print_throughput(group: CacheGroup, name: str, rows: int, nbytes: int, seconds: float) -> None:
     """One line on stderr: how fast rows came from object storage (the figure that says whether the network or the
     store is the bottleneck of a run)."""
@@ -329,22 +339,30 @@ class ResidentFeatures:
         values_name, scales_name = f"features/{self.layer}", f"scales/{self.layer}" if codec.has_scale else None
         bad: list[tuple[int, str]] = []
 
-        def piece(job: tuple[int, int, int]) -> tuple[int, torch.Tensor, list[tuple[int, str]]]:
+        def piece(job: tuple[int, int, int]) -> list[tuple[int, str]]:
+            """Rows ``lo:hi`` into ``out[slot:]``, checked, in a worker thread (the copy too: one thread copying
+            every row was the read's ceiling, 1 ms per SigLIP-sized row); returns the rows at fault."""
             lo, hi, slot = job
-            raw = read_rows(group, values_name, lo, hi)  # refuses rows not on disk or damaged, naming them
+            target = out[slot : slot + hi - lo]
             if codec.storage_dtype == "float16" and self.dtype == torch.float16:  # stored as is: no round trip
-                finite = fits = np.isfinite(raw).all(axis=(1, 2))
-                half = torch.from_numpy(np.ascontiguousarray(raw))
+                if target.device.type == "cpu":  # decoded straight into the held rows
+                    half = torch.from_numpy(read_rows(group, values_name, lo, hi, out=target.numpy()))
+                else:
+                    half = torch.from_numpy(read_rows(group, values_name, lo, hi))
+                finite = fits = _finite_rows(half)
             else:  # decoded where the rows are held (on the GPU: the host only reads the compressed bytes)
+                raw = read_rows(group, values_name, lo, hi)  # refuses rows not on disk or damaged, naming them
                 scales = read_rows(group, scales_name, lo, hi) if scales_name else None
                 values = codec.decode_device(as_tensor(raw, self.where), None if scales is None else
                                              as_tensor(scales, self.where))  # fmt: skip
-                finite = torch.isfinite(values).flatten(1).all(1).cpu().numpy()
+                finite = _finite_rows(values)
                 half = values.to(self.dtype)
-                fits = torch.isfinite(half).flatten(1).all(1).cpu().numpy()
+                fits = _finite_rows(half)
+            if half.data_ptr() != target.data_ptr():
+                target.copy_(half)
             errs = [(slot + i, "NaN or inf") for i in np.flatnonzero(~finite)]
             errs += [(slot + i, f"values beyond the {self.dtype} range") for i in np.flatnonzero(finite & ~fits)]
-            return slot, half, errs
+            return errs
 
         remote = is_remote(group.path)
         t0 = time.perf_counter()
@@ -352,8 +370,7 @@ class ResidentFeatures:
             array_files(group, name)  # listing, and in object storage one store whose blocks every thread reads)
         # in object storage each run is a few ranged GETs that wait on the network: many in flight at once
         with ThreadPoolExecutor(REMOTE_READ_THREADS if remote else self._threads) as pool:
-            for slot, half, errs in pool.map(piece, _runs(self.uniq, self._chunk)):
-                out[slot : slot + len(half)].copy_(half, non_blocking=False)
+            for errs in pool.map(piece, _runs(self.uniq, self._chunk)):
                 bad.extend(errs)
         self.seconds = time.perf_counter() - t0
         if bad:
