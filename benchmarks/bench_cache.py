@@ -36,6 +36,13 @@ Models: any registry key; ``<key>:random`` builds that real architecture at full
     git worktree add --detach /tmp/ava-base 7459f1b       # issue 38: host CPU per image, before / after
     python benchmarks/bench_cache.py --standin --images 512 --batch-size 32 --shard-size 64 --threads 1 \\
         --baseline /tmp/ava-base --repeats 3
+    python benchmarks/bench_cache.py --standin --standin-views none --standin-reads --images 1024 --batch-size 32 \\
+        --shard-size 64 --threads 1 --baseline /tmp/ava-base --repeats 2     # the reads of a fingerprint, too
+
+``--standin-reads`` then reads the stand-in's cache back, every row, as a fingerprint reads tokens
+(``ResidentFeatures`` into host memory, ``--read-threads`` threads), twice per checkout, alternating: MB/s and the
+CPU ms per row of Zarr's I/O thread, its pool, the reader threads and the consumer thread (``serial_ms_per_row``:
+the busiest single thread, the ceiling on any number of cores).
 """
 
 from __future__ import annotations
@@ -495,6 +502,61 @@ def standin_in(code: Path | None, data: Path, work: Path, args: argparse.Namespa
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def standin_read_once(cache: Path, shape: str, threads: int) -> dict[str, Any]:
+    """All rows of the stand-in's cache read as a fingerprint reads tokens (``ResidentFeatures``, ``threads`` reader
+    threads, host memory), twice; the faster: MB/s and the CPU ms per row of each thread, grouped."""
+    import ava
+    from ava.cache.reader import ResidentFeatures
+
+    cache_ = open_cache(str(cache), f"standin-{shape}")
+    shas = list(cache_.group.index())
+    best: dict[str, Any] | None = None
+    for _ in range(2):
+        cache_ = open_cache(str(cache), f"standin-{shape}")  # (a fresh listing and index reads each time)
+        with ThreadCPU() as cpu:
+            t0 = time.perf_counter()
+            values = ResidentFeatures(cache_, shas, threads=threads).wait()
+            seconds = time.perf_counter() - t0
+        per_thread: dict[str, float] = {}
+        groups: dict[str, float] = {}
+        for tid, used in cpu.seen.items():
+            name = cpu.names.get(tid, "?")
+            if tid == cpu._thread.native_id or used - cpu.start.get(tid, 0.0) <= 0:
+                continue
+            group = ("zarr-io" if name.startswith("zarr") else "zarr-pool" if name.startswith("asyncio")
+                     else "readers" if name.startswith("ThreadPoolExecutor") else "consumer"
+                     if name == "ava-features" else "main" if name == "MainThread" else "other")  # fmt: skip
+            per_thread[f"{name}#{tid}"] = used - cpu.start.get(tid, 0.0)
+            groups[group] = groups.get(group, 0.0) + per_thread[f"{name}#{tid}"]
+        n = len(shas)
+        row = {"code": str(Path(ava.__file__).parent.parent), "rows": n, "threads": threads,
+               "seconds": round(seconds, 2), "mb_s": round(values.numel() * 2 / 1e6 / seconds, 1),
+               "cpu_ms_per_row": {k: round(1000 * v / n, 2) for k, v in sorted(groups.items())},
+               "total_cpu_ms_per_row": round(1000 * sum(groups.values()) / n, 2),
+               "serial_ms_per_row": round(1000 * max(per_thread.values(), default=0.0) / n, 2)}  # fmt: skip
+        if best is None or row["seconds"] < best["seconds"]:
+            best = row
+    assert best is not None
+    return best
+
+
+def standin_read_in(code: Path | None, cache: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """:func:`standin_read_once` in a fresh process importing ``ava`` from ``code`` when given."""
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=str(code)) if code is not None else dict(os.environ)
+    prog = (f"import sys, json, torch; sys.path.insert(0, {str(Path(__file__).parent)!r}); torch.set_num_threads(1); "
+            "import bench_cache as b; "
+            f"print(json.dumps(b.standin_read_once(b.Path({str(cache)!r}), {args.standin_shape!r}, "
+            f"{args.read_threads})))")  # fmt: skip
+    done = subprocess.run([sys.executable, "-W", "ignore", "-c", prog], env=env, capture_output=True, text=True,
+                          cwd=code or Path(__file__).parent.parent)  # fmt: skip
+    if done.returncode:
+        raise SystemExit(f"stand-in read of {code or 'this checkout'} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def standin_main(args: argparse.Namespace) -> None:
     """``--standin``: this checkout (and ``--baseline``), alternating, ``--repeats`` times; rows and ratios."""
     work = args.workdir or Path(tempfile.mkdtemp(prefix="ava-bench-standin-"))
@@ -511,6 +573,14 @@ def standin_main(args: argparse.Namespace) -> None:
             row.update(repeat=r, which="baseline" if code else "this", load=load_average())
             rows.append(row)
             print(json.dumps(row), flush=True)
+    reads = []
+    if args.standin_reads:  # the cache this checkout wrote (the baseline's bytes are the same: a test says so)
+        for r in range(repeats):
+            for code in ([args.baseline] if args.baseline else []) + [None]:
+                row = standin_read_in(code, work / "this" / "standin-cache", args)
+                row.update(repeat=r, which="baseline" if code else "this", load=load_average())
+                reads.append(row)
+                print(json.dumps(row), flush=True)
     best = {w: min((x for x in rows if x["which"] == w), key=lambda x: x["write_side_ms_per_image"])
             for w in ("baseline", "this") if any(x["which"] == w for x in rows)}  # fmt: skip
     meta = {"device": device_name("cpu"), "date": dt.date.today().isoformat(), "load_start": load,
@@ -518,9 +588,15 @@ def standin_main(args: argparse.Namespace) -> None:
     if "baseline" in best:
         b, t = best["baseline"], best["this"]
         meta["write_side_ratio"] = round(b["write_side_ms_per_image"] / max(t["write_side_ms_per_image"], 1e-9), 2)
+    if reads:
+        fast = {w: min((x for x in reads if x["which"] == w), key=lambda x: x["seconds"])
+                for w in ("baseline", "this") if any(x["which"] == w for x in reads)}  # fmt: skip
+        meta["reads_best"] = fast
+        if "baseline" in fast:
+            meta["read_ratio"] = round(fast["baseline"]["seconds"] / max(fast["this"]["seconds"], 1e-9), 2)
     print(json.dumps(meta, indent=1))
     if args.json:
-        args.json.write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
+        args.json.write_text(json.dumps({"meta": meta, "rows": rows, "reads": reads}, indent=2) + "\n")
     if args.workdir is None:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -626,6 +702,9 @@ def main() -> None:
     p.add_argument("--standin-views", choices=("stored", "none"), default="stored",
                    help="none: no pooled views (a GPU run pools them on the GPU: the host's share without them)")
     p.add_argument("--baseline", type=Path, default=None, help="--standin: another checkout, measured alongside")
+    p.add_argument("--standin-reads", action="store_true",
+                   help="--standin: then read the cache back as a fingerprint reads tokens (ResidentFeatures)")
+    p.add_argument("--read-threads", type=int, default=2, help="--standin-reads: reader threads")
     args = p.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
