@@ -239,6 +239,17 @@ def _runs(rows: np.ndarray, chunk: int) -> list[tuple[int, int, int]]:
     return out
 
 
+def read_threads() -> int:
+    """Reader threads of a local token read: one per core this process may use, 2 to 8. Each thread reads, checks
+    and decompresses its own rows (:func:`ava.cache.shards.decode_shard`: 2.1 ms of CPU per SigLIP-sized row, in no
+    shared thread), so the reads scale with the cores up to the disk's speed."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # (macOS, Windows)
+        cores = os.cpu_count() or 2
+    return max(2, min(8, cores))
+
+
 REMOTE_READ_THREADS = 2  # runs of rows read at once from object storage (I/O overlaps through read-ahead blocks)
 
 
@@ -268,8 +279,9 @@ def _print_throughput(group: CacheGroup, name: str, rows: int, nbytes: int, seco
 class ResidentFeatures:
     """The cached features of a list of images, read once and kept in half precision where the compute is.
 
-    All rows are read in one sequential pass over the group (runs of consecutive rows, zstd decoded on background
-    threads while the caller goes on, e.g. loading the LLM), checked for NaN/inf once, and stored as one tensor
+    All rows are read in one sequential pass over the group (runs of consecutive rows, each read, decompressed and
+    checked by one of :func:`read_threads` background threads while the caller goes on, e.g. loading the LLM,
+    straight into the held tensor where it is in host memory), checked for NaN/inf once, and stored as one tensor
     ``[U, T, D]`` (U unique images): on ``device`` when it fits in half of the free device memory, else in pinned
     host memory (copied to the device batch by batch); on a CPU run, host memory. :meth:`gather` returns a batch's
     features by position in ``sha256s`` with no host work and no sync.
@@ -288,7 +300,7 @@ class ResidentFeatures:
         device: torch.device | str = "cpu",
         names: list[str] | None = None,
         chunk_rows: int = 64,
-        threads: int = 2,
+        threads: int | None = None,
     ) -> None:
         import threading
 
@@ -307,7 +319,7 @@ class ResidentFeatures:
         self.rows = torch.from_numpy(inverse.astype(np.int64).reshape(-1)).to(self.where)
         self.values: torch.Tensor | None = None
         self._error: BaseException | None = None
-        self._chunk, self._threads = chunk_rows, threads
+        self._chunk, self._threads = chunk_rows, threads or read_threads()
         self.seconds: float | None = None  # how long the read took, once done
         self._rings: dict[int, tuple[list[list[Any]], list[int]]] = {}
         self._thread = threading.Thread(target=self._load_safely, name="ava-features", daemon=True)
