@@ -13,7 +13,8 @@ A CPU run's artifacts hold the C++ source inductor generated, not what gcc built
 again; a GPU run's hold the Triton binaries. The third run, which finds gcc's output in inductor's cache, is the
 CPU's stand-in for the second run on a GPU.
 
-    python benchmarks/bench_llm_compile.py                      # CPU inductor, 2 layers, 16 samples
+    python benchmarks/bench_llm_compile.py                      # CPU inductor, 2 layers, 4 samples
+    python benchmarks/bench_llm_compile.py --baseline /tmp/ava-base --warm-repeats 3   # beside another checkout
     python benchmarks/bench_llm_compile.py --device cuda --layers 24
 
 On a CPU, inductor compiles C++ (gcc); on a GPU it compiles Triton kernels, so only the ratio carries over.
@@ -95,19 +96,27 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=3, help="steps timed after the first")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--baseline", type=Path, default=None,
-                   help="another checkout of ava (a git worktree): its first run is timed first, as 'today'")
+                   help="another checkout of ava (a git worktree): its first and third runs are timed first, as "
+                        "'today'")
+    p.add_argument("--warm-repeats", type=int, default=0,
+                   help="with --baseline: then both checkouts again on their first run's machine, alternated")
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-llm-compile-"))
     home = work / "ava-home"
     rows = []
-    if args.baseline:
-        rows.append(run("today", work, work / "ava-home-today", args, tree=args.baseline.resolve()))
-        print(json.dumps(rows[-1]), flush=True)
+    if args.baseline:  # its first run, then a run on that run's machine (every cache of it kept)
+        for label, machine in (("today", None), ("today-third", "today")):
+            rows.append(run(label, work, work / "ava-home-today", args, machine, tree=args.baseline.resolve()))
+            print(json.dumps(rows[-1]), flush=True)
     for label, machine in (("first", None), ("second", None), ("third", "first")):
         rows.append(run(label, work, home, args, machine))
         print(json.dumps(rows[-1]), flush=True)
-    first, second, third = rows[-3:]
+    for r in range(args.warm_repeats if args.baseline else 0):  # both checkouts again on their warm caches, in turn
+        for label, machine, tree in ((f"today-warm{r}", "today", args.baseline.resolve()), (f"warm{r}", "first", None)):
+            rows.append(run(label, work, work / ("ava-home-today" if tree else "ava-home"), args, machine, tree=tree))
+            print(json.dumps(rows[-1]), flush=True)
+    first, second, third = (next(r for r in rows if r["run"] == k) for k in ("first", "second", "third"))
     ratio = first["warmup_s"] / max(second["warmup_s"], 1e-9)
     print(f"warm-up: first run {first['warmup_s']} s (compile cache {first['compile_cache']}), second run on a "
           f"fresh machine {second['warmup_s']} s (compile cache {second['compile_cache']}): {ratio:.1f}x; third run "
@@ -115,7 +124,10 @@ def main() -> None:
     if args.baseline:
         today = rows[0]["warmup_s"]
         print(f"against today's first run ({today} s, {args.baseline}): first {today / first['warmup_s']:.1f}x, "
-              f"second {today / second['warmup_s']:.1f}x, third {today / third['warmup_s']:.1f}x")
+              f"second {today / second['warmup_s']:.1f}x, third {today / third['warmup_s']:.1f}x; compile overhead "
+              f"(warm-up less a later step): today {rows[0]['overhead_s']} s, today's third run "
+              f"{rows[1]['overhead_s']} s, third {third['overhead_s']} s: "
+              f"{rows[0]['overhead_s'] / max(third['overhead_s'], 1e-9):.1f}x")
     if args.json:
         from bench_cache import environment
 

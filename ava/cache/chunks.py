@@ -26,9 +26,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from ava.cache.errors import CacheError
-from ava.cache.location import CachePath, list_sizes, read_range
-
-_EMPTY = np.uint64(2**64 - 1)  # the sharding index's mark of a chunk that is not stored
+from ava.cache.location import CachePath, is_remote, list_sizes, read_range
+from ava.cache.shards import ArrayEncoder, decode_shard, stored_chunks
 
 
 class CacheDataError(CacheError):
@@ -143,11 +142,6 @@ class ArrayFiles:
         if past.any():
             return f"file {key} is truncated (its index points past its end)"
         return entries
-
-
-def stored_chunks(entries: np.ndarray) -> np.ndarray:
-    """Which chunks a shard index's (offset, length) pairs list as stored (a mask)."""
-    return ~((entries[:, 0] == _EMPTY) & (entries[:, 1] == _EMPTY)) & (entries[:, 1] > 0)
 
 
 def _walk(folder: CachePath) -> dict[str, int]:
@@ -278,11 +272,11 @@ def _decoded(group: CacheGroup, name: str, lo: int, hi: int, out: np.ndarray | N
     decode (Zarr's read then names the rows at fault).
 
     Zarr would do the same work on its one event-loop thread for every reader of the process: 1.1-1.7 ms per
-    SigLIP-sized row there, the ceiling of a fingerprint's reads on any number of cores (benchmarks/README.md)."""
-    from ava.cache.shards import ArrayEncoder, decode_shard
-
+    SigLIP-sized row there, the ceiling of a fingerprint's reads on any number of cores (benchmarks/README.md).
+    Object storage keeps Zarr's reads: its ranged reads ahead (:mod:`ava.cache.location`) are what a remote read
+    waits on, not the decoding."""
     files = group.chunk_files.get(name)
-    if files is None:  # no row had to be on disk (``need``): not listed, and Zarr reads what there is
+    if files is None or is_remote(group.path):  # nothing had to be on disk (``need``): Zarr reads what there is
         return None
     if files.decoder is None:
         enc = ArrayEncoder.of(group.array(name))

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from ava.cache.location import CachePath, RemotePath
+from ava.cache.location import CachePath, RemotePath, read_range
 
 _EMPTY = 2**64 - 1  # the sharding index's mark of a chunk that is not stored
 
@@ -140,14 +140,17 @@ class ArrayEncoder:
         return self.encode_key((file,) + (0,) * (self.ndim - 1))
 
 
+def stored_chunks(entries: np.ndarray) -> np.ndarray:
+    """Which chunks a shard index's (offset, length) pairs [chunks, 2] list as stored (a mask)."""
+    return ~((entries[:, 0] == _EMPTY) & (entries[:, 1] == _EMPTY)) & (entries[:, 1] > 0)
+
+
 def decode_shard(enc: ArrayEncoder, path: CachePath, entries: np.ndarray, out: np.ndarray) -> None:
     """Decode consecutive rows of one shard file into ``out`` (``len(entries)`` rows, C-contiguous, the array's
     dtype): ``entries`` are the rows' (offset, length) pairs from the shard's index. The stored chunks are read in
     one read; a chunk the index does not list is the fill value (zero), as Zarr reads it. Raises ValueError on a
     checksum mismatch or a chunk that does not decode to one row."""
-    from ava.cache.location import read_range
-
-    stored = ~((entries[:, 0] == _EMPTY) & (entries[:, 1] == _EMPTY)) & (entries[:, 1] > 0)
+    stored = stored_chunks(entries)
     if not stored.any():
         out[...] = 0
         return
