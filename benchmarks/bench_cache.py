@@ -485,20 +485,26 @@ def standin_once(data: Path, work: Path, images: int, batch: int, shard: int, sh
 
 def standin_in(code: Path | None, data: Path, work: Path, args: argparse.Namespace) -> dict[str, Any]:
     """:func:`standin_once` in a fresh process importing ``ava`` from ``code`` (another checkout) when given."""
+
+    call = (f"b.standin_once(b.Path({str(data)!r}), b.Path({str(work)!r}), {args.images}, {args.batch_size}, "
+            f"{args.shard_size}, {args.standin_shape!r}, {args.standin_views != 'none'})")  # fmt: skip
+    return _in_process(code, call, args.threads, "stand-in run")
+
+
+def _in_process(code: Path | None, call: str, threads: int | None, what: str) -> dict[str, Any]:
+    """``call`` (an expression over this module, imported as ``b``) in a fresh process importing ``ava`` from
+    ``code`` (another checkout) when given; its JSON result."""
     import subprocess
     import sys
 
     env = dict(os.environ, PYTHONPATH=str(code)) if code is not None else dict(os.environ)
-    threads = f"torch.set_num_threads({args.threads}); " if args.threads else ""
-    prog = (f"import sys, json, torch; sys.path.insert(0, {str(Path(__file__).parent)!r}); {threads}"
-            "import bench_cache as b; "
-            f"print(json.dumps(b.standin_once(b.Path({str(data)!r}), b.Path({str(work)!r}), {args.images}, "
-            f"{args.batch_size}, {args.shard_size}, {args.standin_shape!r}, "
-            f"{args.standin_views != 'none'})))")  # fmt: skip
+    threads_ = f"torch.set_num_threads({threads}); " if threads else ""
+    prog = (f"import sys, json, torch; sys.path.insert(0, {str(Path(__file__).parent)!r}); {threads_}"
+            f"import bench_cache as b; print(json.dumps({call}))")  # fmt: skip
     done = subprocess.run([sys.executable, "-W", "ignore", "-c", prog], env=env, capture_output=True, text=True,
                           cwd=code or Path(__file__).parent.parent)  # fmt: skip
     if done.returncode:
-        raise SystemExit(f"stand-in run of {code or 'this checkout'} failed:\n{done.stderr[-3000:]}")
+        raise SystemExit(f"{what} of {code or 'this checkout'} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -542,19 +548,8 @@ def standin_read_once(cache: Path, shape: str, threads: int) -> dict[str, Any]:
 
 def standin_read_in(code: Path | None, cache: Path, args: argparse.Namespace) -> dict[str, Any]:
     """:func:`standin_read_once` in a fresh process importing ``ava`` from ``code`` when given."""
-    import subprocess
-    import sys
-
-    env = dict(os.environ, PYTHONPATH=str(code)) if code is not None else dict(os.environ)
-    prog = (f"import sys, json, torch; sys.path.insert(0, {str(Path(__file__).parent)!r}); torch.set_num_threads(1); "
-            "import bench_cache as b; "
-            f"print(json.dumps(b.standin_read_once(b.Path({str(cache)!r}), {args.standin_shape!r}, "
-            f"{args.read_threads})))")  # fmt: skip
-    done = subprocess.run([sys.executable, "-W", "ignore", "-c", prog], env=env, capture_output=True, text=True,
-                          cwd=code or Path(__file__).parent.parent)  # fmt: skip
-    if done.returncode:
-        raise SystemExit(f"stand-in read of {code or 'this checkout'} failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    call = f"b.standin_read_once(b.Path({str(cache)!r}), {args.standin_shape!r}, {args.read_threads})"
+    return _in_process(code, call, 1, "stand-in read")
 
 
 def standin_main(args: argparse.Namespace) -> None:
