@@ -275,3 +275,23 @@ def test_int4_shards_are_the_files_zarr_writes(data: Path, tmp_path: Path, monke
                       if p.is_file() and not p.name.startswith(".")}  # fmt: skip
     assert files["ours"].keys() == files["zarr"].keys() and any("scales" in k for k in files["ours"])
     assert [k for k in files["ours"] if files["ours"][k] != files["zarr"][k]] == []
+
+
+def test_a_non_finite_scale_in_a_later_chunk_is_named(data: Path, tmp_path: Path) -> None:
+    """An int8 cache's rows are read a chunk per reader thread: a NaN scale planted in the last chunk's row is
+    refused from that thread, naming its sample, and the chunks before it are not blamed."""
+    from ava.heads.features import AbilityFeatures
+
+    extract(_cfg(data, tmp_path / "c", codec="int8"))
+    cache = open_cache(tmp_path / "c", VFM)
+    samples = list({s.image_sha256: s for s in Dataset(data).samples()}.values())
+    bad = samples[-1]
+    import zarr
+
+    scales = zarr.open_array(str(cache.group.path / f"scales/{cache.layers[0]}"), mode="r+")
+    row = cache.group.index()[bad.image_sha256]
+    planted = np.asarray(scales[row : row + 1]).copy()
+    planted[0, 0] = np.nan
+    scales[row : row + 1] = planted
+    with pytest.raises(AvaError, match=rf"1 sample\(s\) hold NaN or inf .*{bad.ava}/{bad.id} "):
+        AbilityFeatures(open_cache(tmp_path / "c", VFM), samples, [None], device="cpu", chunk=3)

@@ -193,6 +193,30 @@ def _decoded(cache: Any, codec: Any, shas: list[str], layer: int | None, device:
     return codec.decode_device(as_tensor(values, device), None if scale is None else as_tensor(scale, device))
 
 
+def _read_scaled(cache: Any, codec: Any, shas: list[str], samples: list[Sample], layer: int | None,
+                 tokens: torch.Tensor, chunk: int) -> None:  # fmt: skip
+    """Every row of ``shas`` read from an int8/int4 cache, decoded where ``tokens`` is held and written into it, a
+    chunk per task on the reader threads (:func:`ava.cache.reader.read_threads`): the host's part, reading and
+    decompressing the codes, was one thread's (0.6-1.9 ms per SigLIP-sized int4 row here). The first chunk is read
+    on this thread (it lists the cache's files, which the threads then share). Non-finite rows are refused,
+    naming the samples of the first chunk that has one."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ava.cache.reader import read_threads
+
+    def load(start: int) -> None:
+        part = _decoded(cache, codec, shas[start : start + chunk], layer, tokens.device)
+        check_finite(part, samples[start : start + chunk], cache, layer)
+        tokens[start : start + len(part)].copy_(part)
+
+    starts = list(range(0, len(shas), chunk))
+    if starts:
+        load(starts[0])
+    with ThreadPoolExecutor(read_threads()) as pool:
+        for _ in pool.map(load, starts[1:]):  # (in order: the first failing chunk's error is the one raised)
+            pass
+
+
 def _hold(tokens: torch.Tensor, where: Placement) -> torch.Tensor:
     """``tokens`` (host memory) moved to where ``where`` holds them."""
     return tokens.pin_memory() if where.pinned else tokens.to(where.device)
@@ -323,12 +347,12 @@ class AbilityFeatures:
         for layer in wanted:  # each chunk straight into the held tensor, where it is held (no whole copy on the host)
             shape = (len(shas), int(cache.num_tokens), int(cache.dim))
             tokens = _empty(shape, dtype, where)
+            if scaled is not None:  # int8, int4: the stored codes go where the rows are held, decoded there
+                _read_scaled(cache, scaled, shas, [first[sha] for sha in shas], layer, tokens, chunk)
+                self.reads += 1
+                self._tokens[layer] = tokens
+                continue
             for start in range(0, len(shas), chunk):
-                if scaled is not None:  # int8, int4: the stored codes go where the rows are held, decoded there
-                    part = _decoded(cache, scaled, shas[start : start + chunk], layer, tokens.device)
-                    check_finite(part, [first[sha] for sha in shas[start : start + chunk]], cache, layer)
-                    tokens[start : start + len(part)].copy_(part)
-                    continue
                 block = cache.read(shas[start : start + chunk], layer=layer)
                 check_finite(block, [first[sha] for sha in shas[start : start + chunk]], cache, layer)
                 # fp16 rows held as read; others through float32, as a cache hands them out (rounded once)
