@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -115,3 +116,24 @@ def start_extract(data: Path, cache: Path, vfm: str, *, hold_after: int = 0, hol
     full.update({"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}, **env)
     cmd = [sys.executable, "-c", EXTRACT_SCRIPT, str(data), str(cache), vfm, str(hold_after), str(hold_file or "")]
     return subprocess.Popen(cmd, env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+PAGE = 4096  # a tmpfs's size is whole pages
+
+
+@contextlib.contextmanager
+def small_filesystem(where: Path, nbytes: int) -> Iterator[Path]:
+    """A tmpfs of ``nbytes`` (rounded up to a page) mounted at ``where`` for the block: a real filesystem that
+    fills up (statvfs and ENOSPC from the kernel, nothing mocked). Needs root (CI runs as root); else skipped."""
+    import pytest
+
+    where.mkdir(parents=True, exist_ok=True)
+    pages = -(-nbytes // PAGE) * PAGE
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={pages}", "tmpfs", str(where)], capture_output=True,
+                          text=True, check=False)  # fmt: skip
+    if done.returncode:
+        pytest.skip(f"a small real filesystem needs `mount -t tmpfs` (root): {done.stderr.strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", str(where)], check=False)

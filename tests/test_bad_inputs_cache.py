@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests._cache_fixtures import small_filesystem
 from tests.test_bad_inputs import run_cli
 
 SHARD = 16  # rows per shard of the cache below: rows 16-31 (shard 1) are counting images
@@ -415,17 +416,8 @@ def test_fingerprint_resumes_after_a_full_disk(
 @pytest.fixture
 def tiny_disk(tmp_path: Path) -> Path:
     """A 64 KiB tmpfs (needs root or CAP_SYS_ADMIN: skipped elsewhere), unmounted at the end."""
-    mount = tmp_path / "tiny"
-    mount.mkdir()
-    if not shutil.which("mount") or os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode(errors='replace').strip()}")
-    try:
+    with small_filesystem(tmp_path / "tiny", 64 * 1024) as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", str(mount)], check=False)
 
 
 def test_a_real_full_disk_is_named_and_a_rerun_writes_the_same_bytes(tiny_disk: Path, tmp_path: Path) -> None:

@@ -3,10 +3,8 @@ refusal on a real small filesystem (a tmpfs mounted for the test), --force, --dr
 
 from __future__ import annotations
 
-import contextlib
 import re
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,10 +14,9 @@ from ava.cache import ExtractConfig, content_digest, extract, open_cache, verify
 from ava.cache.location import total_bytes
 from ava.cache.plan import benchmark_sizes, group_bytes, size
 from ava.errors import AvaError
-from tests._cache_fixtures import REPO, make_dataset
+from tests._cache_fixtures import PAGE, REPO, make_dataset, small_filesystem
 
 torch.set_num_threads(1)
-PAGE = 4096
 
 
 @pytest.fixture(scope="module")
@@ -30,22 +27,6 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _extract(data: Path, cache: Path, vfm: str = "random-vit", **kw: object) -> dict:
     cfg = {"batch_size": 2, "shard_size": 4, "device": "cpu", "progress": False, **kw}
     return extract(ExtractConfig(vfm=vfm, data=str(data), cache=str(cache), **cfg))  # type: ignore[arg-type]
-
-
-@contextlib.contextmanager
-def small_filesystem(where: Path, nbytes: int) -> Iterator[Path]:
-    """A tmpfs of ``nbytes`` (rounded up to a page) mounted at ``where`` for the block: a real filesystem that
-    fills up (statvfs and ENOSPC from the kernel, nothing mocked). Needs root (CI runs as root); else skipped."""
-    where.mkdir(parents=True, exist_ok=True)
-    pages = -(-nbytes // PAGE) * PAGE
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={pages}", "tmpfs", str(where)], capture_output=True,
-                          text=True, check=False)  # fmt: skip
-    if done.returncode:
-        pytest.skip(f"a small real filesystem needs `mount -t tmpfs` (root): {done.stderr.strip()}")
-    try:
-        yield where
-    finally:
-        subprocess.run(["umount", str(where)], check=False)
 
 
 def _resize(where: Path, nbytes: int) -> None:
