@@ -57,25 +57,24 @@ def _red_blue(s: Sample, truth: dict) -> tuple[dict, dict]:
     return _inst(truth, s, 0), _inst(truth, s, 1)
 
 
+def _padded_box(box: list, w: int, h: int) -> list[float]:
+    """A box of a w x h picture in the padded square's normalized coordinates (the picture centred)."""
+    side = max(w, h)
+    ox, oy = (side - w) // 2, (side - h) // 2
+    return [(box[0] + ox) / side, (box[1] + oy) / side, (box[2] + ox) / side, (box[3] + oy) / side]
+
+
 def _check(s: Sample, truth: dict, src: Path) -> bool:
     """Whether one kept sample agrees with what the generator drew (per ability, from truth.json or the pixels)."""
     ava, a = s.ava, s.answer
     image_id = str(s.meta["origin"].get("image_id"))
     if ava == "localization":
         t = _inst(truth, s)
-        w, h = _size(truth, src, image_id)
-        side = max(w, h)
-        ox, oy = (side - w) // 2, (side - h) // 2
-        want = [(t["box"][0] + ox) / side, (t["box"][1] + oy) / side, (t["box"][2] + ox) / side,
-                (t["box"][3] + oy) / side]  # fmt: skip
+        want = _padded_box(t["box"], *_size(truth, src, image_id))
         return np.allclose(s.truth["box"], want, atol=1e-3) and s.meta["class"] == t["class"]
     if ava == "recognition":  # meta.box: where the object is in the padded picture, what a miner pools under
         t = _inst(truth, s)
-        w, h = _size(truth, src, image_id)
-        side = max(w, h)
-        ox, oy = (side - w) // 2, (side - h) // 2
-        want = [(t["box"][0] + ox) / side, (t["box"][1] + oy) / side, (t["box"][2] + ox) / side,
-                (t["box"][3] + oy) / side]  # fmt: skip
+        want = _padded_box(t["box"], *_size(truth, src, image_id))
         shown = {v["class"] for v in truth["instances"].values() if str(v["image_id"]) == image_id}
         return (a == t["class"] and s.options[s.truth["index"]] == a and np.allclose(s.meta["box"], want, atol=1e-3)
                 and set(s.meta["image_classes"]) == shown)  # fmt: skip
