@@ -36,7 +36,7 @@ class CacheDataError(CacheError):
 
 class CacheGroup(Protocol):
     """What the reads here need of a group (:class:`ava.cache.store.CacheGroup` is one): its place, key and spec,
-    its arrays, and a dict where the files of each array are kept once listed."""
+    its arrays and their shard encoders, and a dict where the files of each array are kept once listed."""
 
     path: CachePath
     key: str
@@ -46,6 +46,8 @@ class CacheGroup(Protocol):
     def spec(self) -> dict[str, Any]: ...
 
     def array(self, name: str) -> Any: ...
+
+    def encoder(self, name: str) -> ArrayEncoder | None: ...
 
 
 @dataclass
@@ -82,7 +84,6 @@ class ArrayFiles:
     files: dict[str, int] = field(default_factory=dict)
     # shard -> (size, its index's (offset, length) pairs [chunks, 2], or why the index cannot be used)
     indexes: dict[int, tuple[int, np.ndarray | str]] = field(default_factory=dict)
-    decoder: Any = None  # the array's ava.cache.shards.ArrayEncoder, or False where its layout is not one ava writes
 
     def list(self) -> None:
         self.files = _walk(self.folder)
@@ -275,14 +276,11 @@ def _decoded(group: CacheGroup, name: str, lo: int, hi: int, out: np.ndarray | N
     SigLIP-sized row there, the ceiling of a fingerprint's reads on any number of cores (benchmarks/README.md).
     Object storage keeps Zarr's reads: its ranged reads ahead (:mod:`ava.cache.location`) are what a remote read
     waits on, not the decoding."""
-    files = group.chunk_files.get(name)
-    if files is None or is_remote(group.path):  # nothing had to be on disk (``need``): Zarr reads what there is
+    files = group.chunk_files.get(name)  # None: no row had to be on disk (``need``), and Zarr reads what there is
+    if files is None or is_remote(group.path) or hi <= lo:
         return None
-    if files.decoder is None:
-        enc = ArrayEncoder.of(group.array(name))
-        files.decoder = enc if enc is not None and enc.sharded and files.layout.readable_index else False
-    enc = files.decoder
-    if enc is False or hi <= lo:
+    enc = group.encoder(name)  # (the writers' encoder knows the layout: the same reads it back)
+    if enc is None or not enc.sharded or not files.layout.readable_index:
         return None
     shape = (hi - lo, *enc.chunk_shape[1:])
     if out is None:
