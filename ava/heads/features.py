@@ -76,7 +76,9 @@ def check_finite(rows: np.ndarray | torch.Tensor, samples: Sequence[Sample], cac
     tensor on any device) hold NaN or inf: a head trained on them learns nothing and says nothing (the loss goes NaN,
     every reply is the same)."""
     if not isinstance(rows, np.ndarray):  # a tensor: reduced where it is, one bool per row comes back
-        finite = rows.isfinite().reshape(len(rows), -1).all(dim=1).cpu().numpy() if len(rows) else np.ones(0, bool)
+        from ava.vfm.feature_check import finite_rows
+
+        finite = finite_rows(rows).cpu().numpy() if len(rows) else np.ones(0, bool)
     else:
         finite = np.isfinite(rows.reshape(len(rows), -1)).all(axis=1) if len(rows) else np.ones(0, bool)
     if finite.all():

@@ -25,20 +25,29 @@ def check_features(out: torch.Tensor, name: str, images: Callable[[Sequence[int]
     """Refuse a complex ``out`` [B, ...] at once; on a CPU refuse non-finite values at once too (``images`` names
     the batch's items at the given positions). On another device, return the [B] flags of items with a non-finite
     value, unread, for :func:`raise_nonfinite`; None when there is nothing left to check."""
-    import torch
 
     refuse_complex(out, name)
     if not out.is_floating_point() or out.numel() == 0:
         return None
-    # a NaN anywhere makes an item's max (and min) NaN, +inf its max, -inf its min: two reductions, no temporary
-    # tensor of the batch's size (isfinite().all() made one: 4 ms per SigLIP-sized image on a CPU core, 14x this)
-    flat = out.flatten(1)
-    bad = ~(torch.isfinite(flat.amax(dim=1)) & torch.isfinite(flat.amin(dim=1)))
+    bad = ~finite_rows(out)
     if out.device.type != "cpu":
         return bad
     if bool(bad.any()):
         raise_nonfinite(name, bad, images)
     return None
+
+
+def finite_rows(values: torch.Tensor) -> torch.Tensor:
+    """Which rows of ``values`` [N, ...] hold only finite numbers: [N] bools, where ``values`` is. A NaN anywhere
+    makes a row's max (and min) NaN, +inf its max, -inf its min: two reductions, no temporary tensor of the rows'
+    size (``isfinite().all()`` made one: 4 ms per SigLIP-sized image on a CPU core, 14x this; ``np.isfinite`` on a
+    cache's fp16 rows, 1.3 ms a row, 5x this)."""
+    import torch
+
+    flat = values.flatten(1)
+    if flat.shape[1] == 0:
+        return torch.ones(len(flat), dtype=torch.bool, device=values.device)
+    return torch.isfinite(flat.amax(dim=1)) & torch.isfinite(flat.amin(dim=1))
 
 
 def refuse_complex(out: torch.Tensor, name: str) -> None:
