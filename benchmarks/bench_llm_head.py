@@ -42,6 +42,7 @@ from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).parent))  # bench_cache's environment(), budget
 
+import kernel_profile  # noqa: E402
 from budget import Budget  # noqa: E402
 
 from ava.abilities import REL_DEPTH_ANSWERS, format_options, get_ability
@@ -50,7 +51,7 @@ from ava.data.format import DatasetWriter, Sample
 
 PRESETS = {
     "cpu": dict(vfm="random-vit", llm="tiny-random-qwen2", samples=48, batch_size=8, steps=4, warmup=1, lora_r=128,
-                dtype="fp32", num_workers=0),
+                dtype="fp32", num_workers=0, profile_steps=0),
     "cuda": dict(
         vfm="siglip:random",
         llm="random-qwen2-0.5b",
@@ -61,6 +62,7 @@ PRESETS = {
         lora_r=128,
         dtype="bf16",
         num_workers=8,
+        profile_steps=4,
     ),
 }
 
@@ -183,10 +185,24 @@ def run_path(mode: str, args: argparse.Namespace, data: Path, cache: Path, work:
         _sync(device)
         probe = fit(prep.head, prep.loop, cfg, Path(cfg.out), **kw)
         per_step = probe["seconds"] / max(1, probe["step"] - probe["resumed_from_step"])
-        steps = max(2, min(args.steps, int(0.85 * (deadline - time.monotonic()) / max(per_step, 1e-6))))
+        reserve = 10 + 3 * per_step * args.profile_steps if mode == "cache" and args.profile_steps else 0.0
+        steps = max(2, min(args.steps, int(0.85 * (deadline - time.monotonic() - reserve) / max(per_step, 1e-6))))
     cfg.stop_after_steps = steps
     _sync(device)
     summary = fit(prep.head, prep.loop, cfg, Path(cfg.out), **kw)  # the timed steps (from step 0 again)
+    profile = None
+    if mode == "cache" and args.profile_steps:  # what the device ran, for the MFU figure's path
+        per_step = summary["seconds"] / max(1, summary["step"] - summary["resumed_from_step"])
+        if deadline - time.monotonic() > 5 + 3 * per_step * args.profile_steps:
+            cfg.stop_after_steps = args.profile_steps
+
+            def profiled_fit() -> int:
+                done = fit(prep.head, prep.loop, cfg, Path(cfg.out), **kw)
+                return int(done["step"] - done["resumed_from_step"])
+
+            profile = kernel_profile.profile_steps(profiled_fit, device)
+        else:
+            profile = {"error": f"skipped: {deadline - time.monotonic():.0f} s of the part left"}
     lengths = [e.length(prep.loop.num_image_tokens) for e in prep.loop.encoded]
     sup = float(np.mean([len(e.answer) for e in prep.loop.encoded]))
     vfm = getattr(prep.loop.featurize, "vfm", None)
@@ -210,6 +226,7 @@ def run_path(mode: str, args: argparse.Namespace, data: Path, cache: Path, work:
         "timed_window_checkpoints": 0,
         "num_workers": args.num_workers,
         "peak_mem_gb": torch.cuda.max_memory_allocated(device) / 1e9 if device.type == "cuda" else None,
+        **({"profile": profile} if profile is not None else {}),
     }
 
 
@@ -227,6 +244,9 @@ def main() -> None:
     for key in ("samples", "batch_size", "steps", "warmup", "lora_r"):
         p.add_argument(f"--{key.replace('_', '-')}", type=int)
     p.add_argument("--num-workers", type=int, help="DataLoader workers (decode on the online path); preset: 8 on CUDA")
+    p.add_argument("--profile-steps", type=int, help="the cached path: this many more steps under torch.profiler, "
+                   "summarized (kernels per step, device busy, time by kernel kind, top kernels); preset: 4 on CUDA, "
+                   "0 on a CPU")  # fmt: skip
     p.add_argument("--compile", choices=("auto", "on", "off"), default="auto", help="torch.compile the decoder layers")
     p.add_argument("--pack", choices=("auto", "on", "off"), default="auto", help="packed sequences (no padding)")
     p.add_argument("--gradient-checkpointing", action="store_true")
@@ -320,7 +340,7 @@ def warm_start(args: argparse.Namespace, data: Path, work: Path, budget: Budget)
            "TRITON_CACHE_DIR": str(work / "triton-2")}  # fmt: skip
     argv = [sys.executable, __file__, "--warm-start-child", "--work", str(work), "--no-proxies", "--device",
             args.device, "--modes", args.modes.split(",")[0], "--compile", args.compile,
-            "--pack", args.pack]  # fmt: skip
+            "--pack", args.pack, "--profile-steps", "0"]  # fmt: skip
     for key in ("vfm", "llm", "dtype", "samples", "batch_size", "warmup", "lora_r", "num_workers"):
         argv += [f"--{key.replace('_', '-')}", str(getattr(args, key))]
     try:
@@ -432,6 +452,9 @@ def report(args: argparse.Namespace, results: list[dict[str, Any]], rate: float,
         elif r["mode"] == "warm start":
             print(f"warm start (a fresh process, empty inductor/Triton caches, $AVA_HOME kept): "
                   f"{r.get('warmup_wall_s', r.get('error'))} s, compile cache {r.get('compile_cache')}")  # fmt: skip
+    for r in results:
+        if "profile" in r:
+            print(f"{r['mode']}: " + kernel_profile.table(r["profile"]))
     by = {r["mode"]: r for r in results}
     if {"cache", "online"} <= by.keys():
         print(f"cached / online: {by['cache']['samples_per_s'] / by['online']['samples_per_s']:.2f}x samples/s")

@@ -17,8 +17,10 @@
 # then reports what it measured, and the stage's JSON is rewritten after each part, so no stage ends with nothing:
 #     1. preflight.json   (35 s)  device, versions, varlen attention at real shapes, one Qwen2-0.5B layer (eager)
 #     2. llm.json        (210 s)  the LLM head at real shapes: cached path, then the online (full-image) path, each
-#                                 its share: samples/s, tokens/s, MFU, data wait, compile warm-up; then a second run's
-#                                 warm-up in a fresh process (empty inductor/Triton caches, $AVA_HOME's artifacts)
+#                                 its share: samples/s, tokens/s, MFU, data wait, compile warm-up; 4 more cached steps
+#                                 under torch.profiler (kernels/step, device busy, time by kernel kind, top kernels:
+#                                 what to do about MFU); then a second run's warm-up in a fresh process (empty
+#                                 inductor/Triton caches, $AVA_HOME's artifacts)
 #     3. cache.json       (90 s)  forward-only, decode-only and extraction, SigLIP-so400m@384 (random weights), bf16;
 #                                 JPEGs decoded on the GPU (nvJPEG) vs by the workers: both rates, the features' distance
 #     4. fingerprint.json (150 s) a 14-ability fingerprint at SigLIP shapes at 2.5% and 5% of each ability's real
@@ -57,7 +59,7 @@ run() {
         local py=python3 dev=cpu
         stage preflight 120 $py benchmarks/gpu_preflight.py --dry-run --json "$OUT/preflight.json"
         stage llm 130 $py benchmarks/bench_llm_head.py --no-proxies --steps 3 --warmup 1 --budget 115 \
-            --warm-start --json "$OUT/llm.json"
+            --warm-start --profile-steps 2 --json "$OUT/llm.json"
         stage cache 60 $py benchmarks/bench_cache.py --device $dev --models random-vit --codecs fp16 --images 64 \
             --batch-size 8 --shard-size 32 --repeats 1 --error-images 2 --budget 50 --decode-check \
             --json "$OUT/cache.json"

@@ -94,8 +94,38 @@ def test_llm_benchmark_times_no_checkpoint(tmp_path: Path, monkeypatch) -> None:
                           codec="fp16", progress=False))  # fmt: skip
     args = argparse.Namespace(device="cpu", dtype="fp32", vfm="random-vit", llm="tiny-random-qwen2", batch_size=8,
                               lora_r=8, num_workers=0, gradient_checkpointing=False, warmup=1, steps=2,
-                              compile="off", pack="auto")  # fmt: skip
+                              compile="off", pack="auto", profile_steps=1)  # fmt: skip
     row = bench.run_path("cache", args, data, tmp_path / "cache", tmp_path)
     assert row["steps"] == 2 and row["timed_window_checkpoints"] == 0
+    assert row["profile"]["steps"] == 1 and row["profile"]["kernels_per_step"] > 0, row["profile"]
     assert row["attention"] == "sdpa-per-sample" and row["compiled"] is False and row["features_placement"] == "host"
     assert not (tmp_path / "run_cache" / "checkpoint").exists()
+
+
+def test_kernel_profile_summary_of_device_kernels() -> None:
+    """The profile's summary of CUDA kernels (built here as the profiler gives them): launches per step, the busy share
+    of the span (overlapping kernels counted once), time by kind, the short kernels."""
+    import importlib
+    import sys
+    from types import SimpleNamespace
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    kp = importlib.import_module("kernel_profile")
+    cuda, cpu = torch.autograd.DeviceType.CUDA, torch.autograd.DeviceType.CPU
+
+    def event(name, start, end, device=cuda):
+        return SimpleNamespace(name=name, device_type=device, time_range=SimpleNamespace(start=start, end=end),
+                               cpu_parent=None)  # fmt: skip
+
+    events = [event("aten::mm", 0, 500, cpu),  # host ops are not kernels on a CUDA run
+              event("sm90_xmma_gemm_bf16", 0, 60), event("triton_poi_fused_add_mul_0", 50, 70),  # overlap: 70 busy
+              event("flash_fwd_kernel", 100, 130), event("void at::native::vectorized_elementwise_kernel", 190, 195),
+              event("sm90_xmma_gemm_bf16", 200, 260)]  # fmt: skip
+    s = kp.summarize(events, 2, "cuda")
+    assert s["kernels_per_step"] == 2.5 and s["span_ms_per_step"] == 0.13
+    assert s["busy_fraction"] == round((70 + 30 + 5 + 60) / 260, 3)
+    assert s["by_category"] == {"matmul": round(120 / 175, 3), "attention": round(30 / 175, 3),
+                                "fused (inductor)": round(20 / 175, 3), "other": round(5 / 175, 3)}  # fmt: skip
+    assert s["short_kernels"]["per_step"] == 0.5 and s["top"][0] == {
+        "name": "sm90_xmma_gemm_bf16", "per_step": 1.0, "mean_us": 60.0, "share": round(120 / 175, 3)}  # fmt: skip
+    assert "2 steps" in kp.table(s) and kp.summarize([], 1, "cuda")["error"]

@@ -1,0 +1,138 @@
+"""What the device ran during a few training steps, from ``torch.profiler``: where a step's time goes, to choose what
+raises MFU (CUDA graphs, fused LoRA, larger micro-batches) from a GPU run rather than by guess.
+
+On CUDA, from the kernels the profiler saw:
+
+- ``kernels_per_step``: kernel launches per optimizer step;
+- ``busy_fraction``: the share of the window from the first kernel's start to the last one's end in which some
+  kernel ran (the rest the device waited: on the host, on a copy, on the data);
+- ``short_kernels``: kernels under 10 us (launch-sized work) and their share of the kernel time;
+- ``by_category``: kernel time by kind (matmul, attention, inductor's fused kernels, other elementwise, copies);
+- ``top``: the kernels that took the most time, with counts and mean durations.
+
+On a CPU (``gpu.sh run --dry-run``) there are no device kernels: the same fields are filled from the host ops the
+profiler saw at the top level, so the code path runs and reports, but the figures are host figures.
+
+The profiler adds host time to every op it records, so ``busy_fraction`` is a lower bound of the unprofiled run's.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+SHORT_US = 10.0  # a kernel shorter than this does launch-sized work
+CATEGORIES = (  # (kind, substrings of the kernel's name, lower case), first match wins
+    ("attention", ("flash", "fmha", "attention", "attn")),
+    ("matmul", ("gemm", "xmma", "cutlass", "nvjet", "cublas", "aten::mm", "aten::bmm", "aten::addmm", "matmul",
+                "aten::linear", "mmbackward")),  # fmt: skip
+    ("memcpy/memset", ("memcpy", "memset", "aten::copy_")),
+    ("fused (inductor)", ("triton_", "cpp_fused", "compiledfxgraph")),
+    ("optimizer", ("adam", "foreach", "multi_tensor")),
+)
+
+
+def category(name: str) -> str:
+    low = name.lower()
+    return next((kind for kind, keys in CATEGORIES if any(k in low for k in keys)), "other")
+
+
+def _busy(intervals: list[tuple[float, float]]) -> float:
+    """Length of the union of ``intervals`` (microseconds)."""
+    busy, end = 0.0, float("-inf")
+    for a, b in sorted(intervals):
+        if b <= end:
+            continue
+        busy += b - max(a, end)
+        end = b
+    return busy
+
+
+def summarize(events: Any, steps: int, device_type: str, top: int = 12) -> dict[str, Any]:
+    """The figures above from ``events`` (``prof.events()``) of ``steps`` optimizer steps."""
+    if device_type == "cuda":
+        kind = torch.autograd.DeviceType.CUDA
+        kernels = [(e.name, e.time_range.start, e.time_range.end) for e in events if e.device_type == kind]
+        source = "device kernels"
+    else:  # a CPU run: the top-level host ops stand in for kernels
+        kernels = [(e.name, e.time_range.start, e.time_range.end) for e in events
+                   if e.device_type == torch.autograd.DeviceType.CPU and e.cpu_parent is None]  # fmt: skip
+        source = "host ops at the top level (a CPU run: no device kernels)"
+    if not kernels:
+        return {"source": source, "steps": steps, "error": "the profiler saw no kernels"}
+    total = sum(b - a for _, a, b in kernels)
+    span = max(b for _, _, b in kernels) - min(a for _, a, _ in kernels)
+    by_cat: dict[str, float] = defaultdict(float)
+    by_name: dict[str, list[float]] = defaultdict(list)
+    for name, a, b in kernels:
+        by_cat[category(name)] += b - a
+        by_name[name].append(b - a)
+    short = [b - a for _, a, b in kernels if b - a < SHORT_US]
+    ranked = sorted(by_name.items(), key=lambda kv: -sum(kv[1]))[:top]
+    return {
+        "source": source,
+        "steps": steps,
+        "kernels_per_step": round(len(kernels) / steps, 1),
+        "kernel_ms_per_step": round(total / steps / 1e3, 3),
+        "span_ms_per_step": round(span / steps / 1e3, 3),
+        "busy_fraction": round(_busy([(a, b) for _, a, b in kernels]) / span, 3) if span > 0 else None,
+        "short_kernels": {
+            "under_us": SHORT_US,
+            "per_step": round(len(short) / steps, 1),
+            "time_share": round(sum(short) / total, 3) if total else None,
+        },
+        "by_category": {k: round(v / total, 3) for k, v in sorted(by_cat.items(), key=lambda kv: -kv[1])},
+        "top": [
+            {
+                "name": name[:100],
+                "per_step": round(len(d) / steps, 1),
+                "mean_us": round(sum(d) / len(d), 1),
+                "share": round(sum(d) / total, 3),
+            }
+            for name, d in ranked
+        ],
+    }
+
+
+def profile_steps(run: Callable[[], int], device: torch.device) -> dict[str, Any]:
+    """``run()`` (which returns how many optimizer steps it ran) under the profiler, summarized; ``{"error": ...}``
+    where the profiler could not run or be read (the part says so instead of failing its stage)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    try:
+        with profile(activities=activities) as prof:
+            t0 = time.perf_counter()
+            steps = max(1, int(run()))
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            wall = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        out = summarize(prof.events(), steps, device.type)
+    except Exception as e:  # noqa: BLE001 - the profiler's own failures are reported, not raised
+        return {"error": f"{type(e).__name__}: {e}"[:300]}
+    out["wall_ms_per_step"] = round(wall / steps * 1e3, 3)
+    out["parse_s"] = round(time.perf_counter() - t1, 2)
+    return out
+
+
+def table(summary: dict[str, Any]) -> str:
+    """The summary as lines for a log: the headline figures, then the top kernels as a Markdown table."""
+    if "error" in summary:
+        return f"profile: not measured ({summary['error']})"
+    s = summary
+    lines = [
+        f"profile ({s['source']}, {s['steps']} steps): {s['kernels_per_step']} kernels/step, kernel time "
+        f"{s['kernel_ms_per_step']} ms/step over a {s['span_ms_per_step']} ms span (busy {s['busy_fraction']}), "
+        f"wall {s.get('wall_ms_per_step', '-')} ms/step; under {s['short_kernels']['under_us']:.0f} us: "
+        f"{s['short_kernels']['per_step']}/step, {s['short_kernels']['time_share']} of kernel time",
+        "by kind: " + ", ".join(f"{k} {v}" for k, v in s["by_category"].items()),
+        "| kernel | per step | mean us | share |",
+        "|---|---:|---:|---:|",
+    ]
+    lines += [f"| {t['name']} | {t['per_step']} | {t['mean_us']} | {t['share']} |" for t in s["top"]]
+    return "\n".join(lines)
