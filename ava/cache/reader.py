@@ -283,6 +283,10 @@ class ResidentFeatures:
     host memory (copied to the device batch by batch); on a CPU run, host memory. :meth:`gather` returns a batch's
     features by position in ``sha256s`` with no host work and no sync.
 
+    ``held`` (:data:`~ava.cache.placement.ON_DEVICE`, :data:`~ava.cache.placement.PINNED` or
+    :data:`~ava.cache.placement.HOST`) says where instead, for a caller that placed the rows itself: they are read
+    straight there (on the device, chunk by chunk; into pinned memory as they are decoded), never held twice.
+
     ``names`` (same length as ``sha256s``) name the samples in errors. :meth:`wait` re-raises a failed read.
     """
 
@@ -298,12 +302,15 @@ class ResidentFeatures:
         names: list[str] | None = None,
         chunk_rows: int = 64,
         threads: int | None = None,
+        held: str | None = None,
     ) -> None:
         import threading
 
         self.cache, self.layer = cache, cache._layer(layer)
-        from ava.cache.placement import concrete_device
+        from ava.cache.placement import HOST, ON_DEVICE, PINNED, concrete_device
 
+        if held not in (None, ON_DEVICE, PINNED, HOST):
+            raise ValueError(f"held={held!r}: one of {ON_DEVICE!r}, {PINNED!r}, {HOST!r} (or None: chosen here)")
         self.device = concrete_device(device)  # "cuda" -> "cuda:0": compared with the held tensor's device below
         self.dtype = _half_dtype(cache)
         self.names = names or list(sha256s)
@@ -312,7 +319,9 @@ class ResidentFeatures:
         self.shas = list(sha256s)
         self.num_tokens, self.dim = cache.num_tokens, cache.dim
         self.nbytes = len(self.uniq) * self.num_tokens * self.dim * 2
-        self.where = self._placement()
+        self.where = self._placement() if held is None else self.device if held == ON_DEVICE else torch.device("cpu")
+        # pinned host rows copy to a GPU asynchronously (chosen here: host rows for CUDA compute are pinned)
+        self.pinned = held == PINNED or (held is None and self.device.type == "cuda" and self.where.type == "cpu")
         self.rows = torch.from_numpy(inverse.astype(np.int64).reshape(-1)).to(self.where)
         self.values: torch.Tensor | None = None
         self._error: BaseException | None = None
@@ -340,9 +349,8 @@ class ResidentFeatures:
     def _load(self) -> torch.Tensor:
         from concurrent.futures import ThreadPoolExecutor
 
-        pin = self.device.type == "cuda" and self.where.type == "cpu"
         out = torch.empty((len(self.uniq), self.num_tokens, self.dim), dtype=self.dtype, device=self.where,
-                          pin_memory=pin)  # fmt: skip
+                          pin_memory=self.pinned)  # fmt: skip
         group = self.cache.group
         codec = group.codec
         values_name, scales_name = f"features/{self.layer}", f"scales/{self.layer}" if codec.has_scale else None

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ava.cache.placement import HOST, ON_DEVICE, STREAMED, Placement, place
+from ava.cache.placement import HOST, ON_DEVICE, PINNED, STREAMED, Placement, place
 from ava.cache.pooling import pool_candidates, pool_cells, pool_dim, pool_tokens, token_grid
 from ava.errors import AvaError
 
@@ -219,8 +219,17 @@ def _read_scaled(cache: Any, codec: Any, shas: list[str], samples: list[Sample],
             pass
 
 
+def reader_place(where: Placement, device: str) -> dict[str, str]:
+    """The :class:`~ava.cache.reader.ResidentFeatures` arguments (compute ``device``, ``held``) that read rows
+    straight to where ``where`` holds them for heads computing on ``device``."""
+    if where.kind in (ON_DEVICE, PINNED):
+        return {"device": device, "held": where.kind}
+    return {"device": "cpu", "held": HOST}
+
+
 def _hold(tokens: torch.Tensor, where: Placement) -> torch.Tensor:
-    """``tokens`` (host memory) moved to where ``where`` holds them."""
+    """``tokens`` (host memory) moved to where ``where`` holds them (the same tensor when it is held there already:
+    ``pin_memory`` and ``to`` copy only what is elsewhere)."""
     return tokens.pin_memory() if where.pinned else tokens.to(where.device)
 
 
@@ -339,7 +348,10 @@ class AbilityFeatures:
 
             names = [f"{first[sha].ava}/{first[sha].id} (image {first[sha].image})" for sha in shas]
             for layer in wanted:
-                resident = started.get(layer) or ResidentFeatures(cache, shas, layer, device="cpu", names=names)
+                # read straight where the rows are held: pinned rows read into host memory and then pinned were
+                # held twice at the peak (an ability of 75 GB needed 150), rows for the GPU staged whole in host memory
+                resident = started.get(layer) or ResidentFeatures(cache, shas, layer, names=names,
+                                                                  **reader_place(where, device))  # fmt: skip
                 tokens = resident.wait()  # [U, T, D], rows in the cache's row order
                 self._row = {sha: int(slot) for sha, slot in zip(shas, resident.rows.tolist(), strict=True)}
                 self.reads += 1
