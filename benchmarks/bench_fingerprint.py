@@ -32,6 +32,14 @@ in float32 (the path every ability takes at real sizes)::
     python benchmarks/bench_fingerprint.py --modes fingerprint --heads probe-attn --tokens 729 --dim 1152 \
         --samples 60 --abilities spatial,counting,scene --max-memory-gb 0.01    # SigLIP shapes, per-batch gathers
 
+``--placement-reads N`` first writes a real fp16 cache of N stand-in rows (``--tokens`` x ``--dim``, through the
+extraction's writers) and reads it as a fingerprint reads an ability's tokens, at each placement the device offers
+(on the GPU, pinned host memory, host memory): straight where the rows are held, and the way before (into host
+memory, then copied or pinned whole), with GB/s and the peak host memory (``benchmarks/gpu.sh``'s fingerprint stage)::
+
+    python benchmarks/bench_fingerprint.py --device cuda --modes fingerprint --tokens 729 --dim 1152 \
+        --placement-reads 512 --abilities color --samples 20
+
 ``fit_s_per_head`` sums each head's fit times; with heads fitted at once (``jobs`` 2) they overlap, so the sum
 exceeds the wall time.
 
@@ -397,6 +405,101 @@ def write_json(args: argparse.Namespace, rows: list[dict], check: dict | None) -
                                            "rows": rows, "scaling_check": check}, indent=2))  # fmt: skip
 
 
+class PeakRSS:
+    """The process's peak resident memory above its level at the start (``/proc/self/status``'s VmRSS, sampled every
+    5 ms on a thread; pinned host memory is resident too)."""
+
+    def __enter__(self) -> PeakRSS:
+        import threading
+
+        self.start = self.peak = self._rss()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+        return self
+
+    @staticmethod
+    def _rss() -> int:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        return 0
+
+    def _watch(self) -> None:
+        while not self._stop.wait(0.005):
+            self.peak = max(self.peak, self._rss())
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, self._rss())
+
+    @property
+    def gb(self) -> float:
+        return round((self.peak - self.start) / 1e9, 2)
+
+
+def placement_reads(images: int, tokens: int, dim: int, device: str, work: Path, deadline: float) -> list[dict]:
+    """A fingerprint's token read from a real fp16 Zarr cache (``images`` stand-in rows of ``tokens x dim``, written
+    by the extraction's own writers) at each placement ``device`` offers: the rows read where they are held, and the
+    way before (read into host memory, then moved or pinned whole); seconds, GB/s and the peak host memory above
+    the start (the rows' bytes apart). The data path a fingerprint runs outside the heads' fits, per row."""
+    import gc
+
+    import bench_cache
+    import torch
+
+    from ava.cache import open_cache
+    from ava.cache.placement import HOST, ON_DEVICE, PINNED, Placement
+    from ava.cache.reader import ResidentFeatures
+    from ava.data.format import Dataset
+    from ava.heads import features
+
+    data = bench_cache.make_images(work / "images", images)
+    bench_cache.standin_once(data, work, images, 32, 64, f"{tokens}x{dim}", views=False)
+    cache = open_cache(str(work / "standin-cache"), f"standin-{tokens}x{dim}")
+    samples = list(Dataset(data).samples())
+    shas = [s.image_sha256 for s in samples]
+    nbytes = len(shas) * tokens * dim * 2
+    kinds = [HOST] + ([ON_DEVICE, PINNED] if device.startswith("cuda") and torch.cuda.is_available() else [])
+    rows = []
+    for kind in kinds:
+        where = Placement(kind, device if kind == ON_DEVICE else "cpu")
+        ways = {"read where held": None}
+        if kind != HOST:
+            ways["host, then moved whole (before)"] = where
+        for way, before in ways.items():
+            if time.monotonic() > deadline:
+                rows.append({"placement": kind, "way": way, "error": "the part's time ran out"})
+                continue
+            gc.collect()
+            if device.startswith("cuda") and torch.cuda.is_available():
+                torch.cuda.synchronize()
+            with PeakRSS() as rss:
+                t0 = time.perf_counter()
+                if before is None:
+                    orig = features.AbilityFeatures.__dict__["_placement"]  # (the staticmethod itself)
+                    features.AbilityFeatures._placement = staticmethod(lambda d, n, w=where: w)
+                    try:
+                        held = features.AbilityFeatures(cache, samples, [None], device=device).tokens()
+                    finally:
+                        features.AbilityFeatures._placement = orig
+                else:  # the code before: read into host memory, then `_hold` (a whole copy or a pin)
+                    values = ResidentFeatures(cache, shas, device="cpu").wait()
+                    held = values.pin_memory() if kind == PINNED else values.to(device)
+                    del values
+                if held.device.type == "cuda":
+                    torch.cuda.synchronize()
+                seconds = time.perf_counter() - t0
+            rows.append({"placement": kind, "way": way, "rows": len(shas), "gb": round(nbytes / 1e9, 2),
+                         "seconds": round(seconds, 2), "gb_s": round(nbytes / 1e9 / seconds, 2),
+                         "peak_host_gb_above_start": rss.gb, "held_on": str(held.device),
+                         "pinned": bool(held.is_pinned()) if held.device.type == "cpu" else False})  # fmt: skip
+            print(json.dumps(rows[-1]), flush=True)
+            del held
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--samples", type=int, default=150, help="samples per ability (80%% train)")
@@ -419,6 +522,10 @@ def main() -> None:
                     "left out (the rows say which were done)")  # fmt: skip
     ap.add_argument("--max-memory-gb", type=float, default=None,
                     help="the probes' max_memory_gb: train tokens above it are gathered batch by batch")  # fmt: skip
+    ap.add_argument("--placement-reads", type=int, default=0, metavar="IMAGES",
+                    help="first, a real fp16 cache of this many stand-in rows (--tokens x --dim) read as a fingerprint "
+                    "reads an ability, at each placement the device offers (on-device, pinned, host), the way now and "
+                    "the way before; its share of --budget: a tenth")  # fmt: skip
     ap.add_argument("--jobs", default="auto", help="--vfm: heads fitted at once, comma-separated values are run one "
                     "after another on the same cache (e.g. 1,auto); auto = ava's default")  # fmt: skip
     args = ap.parse_args()
@@ -448,6 +555,11 @@ def main() -> None:
             ap.error(f"--abilities: unknown {', '.join(map(repr, unknown))}; known: {', '.join(ABILITY_KEYS)}")
         scales = [float(x) for x in args.scale_to_real.split(",")] if args.scale_to_real else [None]
         budget = Budget(args.budget)
+        if args.placement_reads:
+            placed = placement_reads(args.placement_reads, args.tokens, args.dim, args.device, tmp / "placement",
+                                     budget.deadline(0.1))  # fmt: skip
+            rows.append({"mode": "placement reads", "rows": placed})
+            write_json(args, rows, None)
         for i, scale in enumerate(scales):  # each scale a share of the time left, by its size
             deadline = budget.deadline((scale or 1) / sum(x or 1 for x in scales[i:]))
             counts = {a: args.samples for a in abilities}

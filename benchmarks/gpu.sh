@@ -23,8 +23,11 @@
 #                                 inductor/Triton caches, $AVA_HOME's artifacts)
 #     3. cache.json       (90 s)  forward-only, decode-only and extraction, SigLIP-so400m@384 (random weights), bf16;
 #                                 JPEGs decoded on the GPU (nvJPEG) vs by the workers: both rates, the features' distance
-#     4. fingerprint.json (150 s) a 14-ability fingerprint at SigLIP shapes at 2.5% and 5% of each ability's real
-#                                 size, scaled to the real size, and whether the two scales agree (scaling_check)
+#     4. fingerprint.json (150 s) first an ability's token read from a real fp16 cache (512 SigLIP-sized rows) at each
+#                                 placement (on the GPU, pinned, host), read where held vs the way before (host, then
+#                                 a whole copy): GB/s and peak host memory; then a 14-ability fingerprint at SigLIP
+#                                 shapes at 2.5% and 5% of each ability's real size, scaled to the real size, and
+#                                 whether the two scales agree (scaling_check)
 # Each stage prints a line as each part ends (a stage cut off by its limit still says how far it got).
 # Each JSON records the device, the versions and which paths ran (attention, compiled, where features were held).
 set -uo pipefail
@@ -64,7 +67,7 @@ run() {
             --batch-size 8 --shard-size 32 --repeats 1 --error-images 2 --budget 50 --decode-check \
             --json "$OUT/cache.json"
         stage fingerprint 60 $py benchmarks/bench_fingerprint.py --device $dev --modes fingerprint --tokens 49 \
-            --dim 64 --scale-to-real 0.001,0.002 --budget 50 --json "$OUT/fingerprint.json"
+            --dim 64 --scale-to-real 0.001,0.002 --budget 50 --placement-reads 64 --json "$OUT/fingerprint.json"
     else
         python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
             .whl/*.whl || exit 1
@@ -77,7 +80,8 @@ run() {
             --codecs fp16 --images 2048 --batch-size 128 --shard-size 256 --num-workers 14 --repeats 1 \
             --error-images 4 --budget 80 --decode-check --json "$OUT/cache.json"
         stage fingerprint 150 python3 benchmarks/bench_fingerprint.py --device cuda --modes fingerprint \
-            --tokens 729 --dim 1152 --scale-to-real 0.025,0.05 --budget 140 --json "$OUT/fingerprint.json"
+            --tokens 729 --dim 1152 --scale-to-real 0.025,0.05 --budget 140 --placement-reads 512 \
+            --json "$OUT/fingerprint.json"
     fi
     echo "== all stages: $SECONDS s"
 }
