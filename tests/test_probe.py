@@ -259,17 +259,21 @@ def test_pixels_beat_majority(tmp_path_factory: pytest.TempPathFactory) -> None:
     assert attentive["counting"] < 0.9 * base["counting"], (attentive, base)
 
 
-def test_grid_adamw_is_torch_adamw_per_member() -> None:
-    """GridAdamW on stacked members = torch.optim.AdamW with one parameter group per member (same schedule)."""
+@pytest.mark.parametrize("fused", [None, False])
+def test_grid_adamw_is_torch_adamw_per_member(fused: bool | None) -> None:
+    """GridAdamW on stacked members = torch.optim.AdamW with one parameter group per member (same schedule): with
+    torch's fused kernel, once per learning rate (members 0 and 3 share one, in rows apart), and with the foreach
+    ops."""
     from ava.heads.probe.grid import GridAdamW
 
     gen = torch.Generator().manual_seed(0)
-    start = torch.randn(3, 4, 5, generator=gen)
-    grads = [torch.randn(3, 4, 5, generator=gen) for _ in range(6)]
-    lrs, factors = [1e-3, 1e-2, 3e-2], [1.0, 0.9, 0.5, 0.3, 0.1, 0.0]
+    start = torch.randn(4, 4, 5, generator=gen)
+    grads = [torch.randn(4, 4, 5, generator=gen) for _ in range(6)]
+    lrs, factors = [1e-3, 1e-2, 3e-2, 1e-3], [1.0, 0.9, 0.5, 0.3, 0.1, 0.0]
     stacked = torch.nn.Parameter(start.clone())
-    ours = GridAdamW([(stacked, torch.tensor(lrs))], weight_decay=1e-2)
-    members = [torch.nn.Parameter(start[g].clone()) for g in range(3)]
+    ours = GridAdamW([(stacked, torch.tensor(lrs))], weight_decay=1e-2, fused=fused)
+    assert ours.fused == (fused is None)  # (this torch has the fused kernel on the CPU)
+    members = [torch.nn.Parameter(start[g].clone()) for g in range(4)]
     ref = torch.optim.AdamW([{"params": [m], "lr": lr} for m, lr in zip(members, lrs, strict=True)],
                             weight_decay=1e-2)  # fmt: skip
     for grad, factor in zip(grads, factors, strict=True):
