@@ -19,6 +19,7 @@ is what is scored, saved and reloaded (the saved format does not change).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -126,13 +127,18 @@ class GridAdamW:
 
 
 def _fused_adamw_runs(like: torch.Tensor) -> bool:
-    """Whether ``torch._fused_adamw_`` runs for tensors like ``like`` (its device and dtype) in this torch: one
-    update of a scratch element."""
+    """Whether ``torch._fused_adamw_`` runs for tensors like ``like`` (its device and dtype) in this torch."""
+    return _fused_adamw_probe(str(like.device), like.dtype)
+
+
+@functools.cache
+def _fused_adamw_probe(device: str, dtype: torch.dtype) -> bool:
+    """One update of a scratch element with ``torch._fused_adamw_`` on ``device`` in ``dtype``: whether it runs."""
     if not hasattr(torch, "_fused_adamw_"):
         return False
-    x = [torch.zeros(1, device=like.device, dtype=like.dtype) for _ in range(4)]
+    x = [torch.zeros(1, device=device, dtype=dtype) for _ in range(4)]
     try:
-        torch._fused_adamw_([x[0]], [x[1]], [x[2]], [x[3]], [], [torch.ones((), device=like.device)], lr=1e-3,
+        torch._fused_adamw_([x[0]], [x[1]], [x[2]], [x[3]], [], [torch.ones((), device=device)], lr=1e-3,
                             beta1=0.9, beta2=0.999, weight_decay=0.0, eps=1e-8, amsgrad=False,
                             maximize=False)  # fmt: skip
     except (RuntimeError, NotImplementedError):  # no kernel for this device or dtype
