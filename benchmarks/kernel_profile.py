@@ -103,7 +103,8 @@ def profile_steps(run: Callable[[], int], device: torch.device) -> dict[str, Any
     where the profiler could not run or be read (the part says so instead of failing its stage)."""
     from torch.profiler import ProfilerActivity, profile
 
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    # on CUDA the kernels alone (the host ops would double the events to parse, and the summary does not use them)
+    activities = [ProfilerActivity.CUDA] if device.type == "cuda" else [ProfilerActivity.CPU]
     try:
         with profile(activities=activities) as prof:
             t0 = time.perf_counter()
