@@ -62,6 +62,7 @@ import time
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -475,22 +476,27 @@ def placement_reads(images: int, tokens: int, dim: int, device: str, work: Path,
             gc.collect()
             if device.startswith("cuda") and torch.cuda.is_available():
                 torch.cuda.synchronize()
-            with PeakRSS() as rss:
-                t0 = time.perf_counter()
-                if before is None:
-                    orig = features.AbilityFeatures.__dict__["_placement"]  # (the staticmethod itself)
-                    features.AbilityFeatures._placement = staticmethod(lambda d, n, w=where: w)
-                    try:
-                        held = features.AbilityFeatures(cache, samples, [None], device=device).tokens()
-                    finally:
-                        features.AbilityFeatures._placement = orig
-                else:  # the code before: read into host memory, then `_hold` (a whole copy or a pin)
-                    values = ResidentFeatures(cache, shas, device="cpu").wait()
-                    held = values.pin_memory() if kind == PINNED else values.to(device)
-                    del values
-                if held.device.type == "cuda":
-                    torch.cuda.synchronize()
-                seconds = time.perf_counter() - t0
+            try:
+                with PeakRSS() as rss:
+                    t0 = time.perf_counter()
+                    if before is None:
+                        orig = features.AbilityFeatures.__dict__["_placement"]  # (the staticmethod itself)
+                        features.AbilityFeatures._placement = staticmethod(lambda d, n, w=where: w)
+                        try:
+                            held = features.AbilityFeatures(cache, samples, [None], device=device).tokens()
+                        finally:
+                            features.AbilityFeatures._placement = orig
+                    else:  # the code before: read into host memory, then `_hold` (a whole copy or a pin)
+                        values = ResidentFeatures(cache, shas, device="cpu").wait()
+                        held = values.pin_memory() if kind == PINNED else values.to(device)
+                        del values
+                    if held.device.type == "cuda":
+                        torch.cuda.synchronize()
+                    seconds = time.perf_counter() - t0
+            except Exception as e:  # noqa: BLE001 - said in the row; the stage's other parts still run
+                rows.append({"placement": kind, "way": way, "error": f"{type(e).__name__}: {e}"[:300]})
+                print(json.dumps(rows[-1]), flush=True)
+                continue
             rows.append({"placement": kind, "way": way, "rows": len(shas), "gb": round(nbytes / 1e9, 2),
                          "seconds": round(seconds, 2), "gb_s": round(nbytes / 1e9 / seconds, 2),
                          "peak_host_gb_above_start": rss.gb, "held_on": str(held.device),
@@ -556,10 +562,15 @@ def main() -> None:
         scales = [float(x) for x in args.scale_to_real.split(",")] if args.scale_to_real else [None]
         budget = Budget(args.budget)
         if args.placement_reads:
-            placed = placement_reads(args.placement_reads, args.tokens, args.dim, args.device, tmp / "placement",
-                                     budget.deadline(0.1))  # fmt: skip
+            try:
+                placed: Any = placement_reads(args.placement_reads, args.tokens, args.dim, args.device,
+                                              tmp / "placement", budget.deadline(0.1))  # fmt: skip
+            except Exception as e:  # noqa: BLE001 - the fingerprint's scales still run
+                placed = {"error": f"{type(e).__name__}: {e}"[:300]}
+                print(json.dumps(placed), flush=True)
             rows.append({"mode": "placement reads", "rows": placed})
             write_json(args, rows, None)
+            shutil.rmtree(tmp / "placement", ignore_errors=True)  # (its cache: disk for the scales' work)
         for i, scale in enumerate(scales):  # each scale a share of the time left, by its size
             deadline = budget.deadline((scale or 1) / sum(x or 1 for x in scales[i:]))
             counts = {a: args.samples for a in abilities}
