@@ -115,9 +115,9 @@ def main() -> None:
     args = p.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    from ava.heads.probe.grid import _fused_adamw_runs
+    from ava.heads.probe.grid import fused_adamw_runs
 
-    if not _fused_adamw_runs(torch.zeros(1, device=args.device)):
+    if not fused_adamw_runs(torch.zeros(1, device=args.device)):
         raise SystemExit(f"this torch has no fused AdamW kernel for {args.device}: nothing to compare")
     rows = []
     for r in range(args.repeats):

@@ -37,10 +37,11 @@ class GridAdamW:
     ``v = b2 * v + (1 - b2) * g * g``; ``p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)``.
     :meth:`step` takes the schedule's factor for this step (the learning rates are ``lrs * factor``).
 
-    Where the installed torch has AdamW's fused kernel for the parameters' device (``torch._fused_adamw_``, probed
-    at the first step), each learning rate's rows are updated by one call of it: one launch per learning rate
-    instead of 14 multi-tensor ops per step (on a GPU a probe's step is a few dozen small kernels, so the optimizer's
-    launches were half of the linear probe's). Elsewhere, the 14 ``torch._foreach_*`` ops.
+    Where the installed torch has AdamW's fused kernel for the parameters' device and dtype
+    (``torch._fused_adamw_``, probed once: :func:`fused_adamw_runs`), each learning rate's rows are updated by one
+    call of it: one launch per learning rate and one for the step counts, instead of 14 multi-tensor ops per step (on
+    a GPU a probe's step is a few dozen small kernels, and the optimizer's were half of the linear probe's).
+    Elsewhere, the 14 ``torch._foreach_*`` ops.
     """
 
     def __init__(self, params: Sequence[tuple[torch.Tensor, torch.Tensor]], weight_decay: float = 1e-2,
@@ -58,7 +59,7 @@ class GridAdamW:
         self.exp_avg = [torch.zeros_like(p) for p in self.params]
         self.exp_avg_sq = [torch.zeros_like(p) for p in self.params]
         self.steps = 0
-        self.fused = fused is not False and bool(self.params) and _fused_adamw_runs(self.params[0])
+        self.fused = fused is not False and bool(self.params) and fused_adamw_runs(self.params[0])
         # the fused kernel's groups: per learning rate, the runs of rows (param, first row, end row) that have it
         self._runs: dict[float, list[tuple[int, int, int]]] = {}
         for i, r in enumerate(rates):
@@ -68,6 +69,7 @@ class GridAdamW:
                     self._runs.setdefault(float(r[start]), []).append((i, start, j))
                     start = j
         self._groups: list[tuple[float, list[tuple[int, int, int]], list, list, list, list]] | None = None
+        self._counts: list[torch.Tensor] = []  # every group's step counts (made with the groups, at the first step)
 
     def zero_grad(self) -> None:
         for p in self.params:
@@ -126,7 +128,7 @@ class GridAdamW:
         self.steps += 1
 
 
-def _fused_adamw_runs(like: torch.Tensor) -> bool:
+def fused_adamw_runs(like: torch.Tensor) -> bool:
     """Whether ``torch._fused_adamw_`` runs for tensors like ``like`` (its device and dtype) in this torch."""
     return _fused_adamw_probe(str(like.device), like.dtype)
 
