@@ -129,3 +129,16 @@ def test_kernel_profile_summary_of_device_kernels() -> None:
     assert s["short_kernels"]["per_step"] == 0.5 and s["top"][0] == {
         "name": "sm90_xmma_gemm_bf16", "per_step": 1.0, "mean_us": 60.0, "share": round(120 / 175, 3)}  # fmt: skip
     assert "2 steps" in kp.table(s) and kp.summarize([], 1, "cuda")["error"]
+
+
+def test_placement_reads_report_every_placement_offered(tmp_path: Path) -> None:
+    """bench_fingerprint's placement part (gpu.sh's fingerprint stage) writes a real cache and reads it back at each
+    placement the device offers: on a CPU, host memory, read where held, with its rate and memory."""
+    import importlib
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    bench = importlib.import_module("bench_fingerprint")
+    rows = bench.placement_reads(8, 16, 8, "cpu", tmp_path, float("inf"))
+    assert [(r["placement"], r["way"], r["rows"]) for r in rows] == [("host", "read where held", 8)], rows
+    assert rows[0]["held_on"] == "cpu" and rows[0]["at_real_size_s"] > 0 and "error" not in rows[0]
