@@ -295,3 +295,89 @@ def test_a_non_finite_scale_in_a_later_chunk_is_named(data: Path, tmp_path: Path
     scales[row : row + 1] = planted
     with pytest.raises(AvaError, match=rf"1 sample\(s\) hold NaN or inf .*{bad.ava}/{bad.id} "):
         AbilityFeatures(open_cache(tmp_path / "c", VFM), samples, [None], device="cpu", chunk=3)
+
+
+def _codes_only_fit(monkeypatch: pytest.MonkeyPatch, n: int, cache: object) -> None:
+    """Host memory where an ability's int8/int4 codes fit but its float32 rows do not (a CPU run's limit)."""
+    from ava.cache import placement
+
+    codec = cache.group.codec  # type: ignore[attr-defined]
+    nbytes32 = n * cache.num_tokens * cache.dim * 4  # type: ignore[attr-defined]
+    codes = n * sum(codec.row_bytes(cache.num_tokens, cache.dim))  # type: ignore[attr-defined]
+    assert codes < nbytes32
+    monkeypatch.setattr(placement, "host_free_bytes", lambda: int((codes + nbytes32) / 2 / placement.SHARE))
+
+
+@pytest.mark.parametrize("codec", ["int8", "int4"])
+def test_codes_held_where_float32_would_not_fit_give_the_same_rows(data: Path, tmp_path: Path, codec: str,
+                                                                   monkeypatch) -> None:  # fmt: skip
+    """Where an ability's float32 rows would not fit but the stored codes do, the codes are held and decoded batch
+    by batch: every read path gives the float32 values the cache gives (not streamed from the cache)."""
+    from ava.cache.placement import HOST
+    from ava.heads.features import AbilityFeatures
+
+    extract(_cfg(data, tmp_path / "c", codec=codec))
+    cache = open_cache(tmp_path / "c", VFM)
+    samples = list({s.image_sha256: s for s in Dataset(data).samples()}.values())
+    shas = [s.image_sha256 for s in samples]
+    whole = AbilityFeatures(cache, samples, [None], device="cpu", chunk=3)
+    _codes_only_fit(monkeypatch, len(shas), cache)
+    coded = AbilityFeatures(cache, samples, [None], device="cpu", chunk=3)
+    assert (whole.held_as, coded.held_as, coded.placement) == ("float32", "codes", HOST)
+    assert coded.tokens().values.dtype == (torch.int8 if codec == "int8" else torch.uint8)
+    want = cache.read(shas)
+    np.testing.assert_array_equal(coded.read(shas[::-1]), want[::-1])
+    rows = coded.held_rows(samples, [None], "cpu")
+    assert torch.equal(rows[np.array([2, 0, 1])], torch.from_numpy(want[[2, 0, 1]]))
+    for pool in ("mean", "grid2"):
+        np.testing.assert_array_equal(coded.pooled(shas, None, pool), whole.pooled(shas, None, pool))
+
+
+def test_a_non_finite_scale_is_named_where_codes_are_held(data: Path, tmp_path: Path, monkeypatch) -> None:
+    """A NaN scale planted in an int4 cache is refused when the codes are held, naming its sample."""
+    from ava.heads.features import AbilityFeatures
+
+    extract(_cfg(data, tmp_path / "c", codec="int4"))
+    cache = open_cache(tmp_path / "c", VFM)
+    samples = list({s.image_sha256: s for s in Dataset(data).samples()}.values())
+    bad = samples[-1]
+    import zarr
+
+    scales = zarr.open_array(str(cache.group.path / f"scales/{cache.layers[0]}"), mode="r+")
+    row = cache.group.index()[bad.image_sha256]
+    planted = np.asarray(scales[row : row + 1]).copy()
+    planted[0, 0, 0] = np.nan
+    scales[row : row + 1] = planted
+    cache = open_cache(tmp_path / "c", VFM)
+    _codes_only_fit(monkeypatch, len(samples), cache)
+    with pytest.raises(AvaError, match=rf"1 sample\(s\) hold NaN or inf .*{bad.ava}/{bad.id} "):
+        AbilityFeatures(cache, samples, [None], device="cpu", chunk=3)
+
+
+@pytest.mark.slow
+def test_a_fingerprint_on_held_codes_scores_as_on_float32(tmp_path: Path, monkeypatch) -> None:
+    """The three heads of a fingerprint on an int4 cache give the same replies and scores whether each ability's rows
+    are held in float32 or, where that would not fit, as the codes decoded batch by batch."""
+
+    from ava.cache import placement
+    from ava.heads.fingerprint import FingerprintConfig, fingerprint
+    from tests._module_fixtures import small_suite
+
+    suite = small_suite(tmp_path / "suite")  # 20 images per ability
+    extract(ExtractConfig(vfm=VFM, data=str(suite), cache=str(tmp_path / "c"), device="cpu", codec="int4",
+                          progress=False))  # fmt: skip
+    cache = open_cache(tmp_path / "c", VFM)
+    row32, row = cache.num_tokens * cache.dim * 4, sum(cache.group.codec.row_bytes(cache.num_tokens, cache.dim))
+    runs = {}
+    for held in ("float32", "codes"):
+        if held == "codes":  # room for 30 rows' codes (an ability has 20 images), under 8 rows of float32
+            assert 30 * row < 8 * row32
+            monkeypatch.setattr(placement, "host_free_bytes", lambda: int(30 * row / placement.SHARE))
+        res = fingerprint(FingerprintConfig(vfm=VFM, data=str(suite), cache=str(tmp_path / "c"),
+                                            out=str(tmp_path / held), device="cpu", progress=False))  # fmt: skip
+        runs[held] = {h: ((d / "predictions_test.jsonl").read_text(),
+                          {a: r["value"] for a, r in res.results[h]["abilities"].items()})
+                      for h, d in res.run_dirs.items()}  # fmt: skip
+        for h in res.run_dirs:
+            assert set(res.results[h]["run"]["features"].values()) == {placement.HOST}, res.results[h]["run"]
+    assert runs["codes"] == runs["float32"] and len(runs["codes"]) == 3

@@ -219,6 +219,79 @@ def _read_scaled(cache: Any, codec: Any, shas: list[str], samples: list[Sample],
             pass
 
 
+def _read_codes(cache: Any, codec: Any, shas: list[str], samples: list[Sample], layer: int | None, where: Placement,
+                device: str, chunk: int) -> CodedTokens:  # fmt: skip
+    """Every row of ``shas`` read from an int8/int4 cache and held as stored (codes and scales) where ``where`` says,
+    a chunk per task on the reader threads; each chunk is decoded once on the heads' ``device`` to refuse non-finite
+    rows (naming the samples of the first chunk that has one), as :func:`_read_scaled` does."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import torch
+
+    from ava.cache.reader import as_tensor, read_threads
+
+    n, num_tokens, dim = len(shas), int(cache.num_tokens), int(cache.dim)
+    values = _empty((n, *codec.value_shape(num_tokens, dim)), getattr(torch, codec.storage_dtype), where)
+    scales = _empty((n, *codec.scale_shape(num_tokens, dim)), getattr(torch, codec.scale_dtype), where)
+
+    def load(start: int) -> None:
+        v, sc = cache.read_stored(shas[start : start + chunk], layer)
+        v, sc = as_tensor(v, device), as_tensor(sc, device)
+        check_finite(codec.decode_device(v, sc), samples[start : start + chunk], cache, layer)
+        values[start : start + len(v)].copy_(v)
+        scales[start : start + len(v)].copy_(sc)
+
+    starts = list(range(0, n, chunk))
+    if starts:
+        load(starts[0])  # (it lists the cache's files, which the threads then share)
+    with ThreadPoolExecutor(read_threads()) as pool:
+        for _ in pool.map(load, starts[1:]):  # (in order: the first failing chunk's error is the one raised)
+            pass
+    return CodedTokens(codec, values, scales, dim)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class CodedTokens:
+    """An ability's rows from an int8 or int4 cache held as the cache stores them: ``values`` (the codes) and their
+    ``scales``, decoded to float32 (``codec.decode_device``) a batch at a time, where they are held: the same float32
+    numbers as decoding them once, in a quarter (int8) or about a seventh (int4) of float32's memory. An ability's
+    rows are held so where their float32 would not fit where the heads compute (on a GPU: not on it)."""
+
+    codec: Any
+    values: torch.Tensor  # [N, *codec.value_shape(T, D)]
+    scales: torch.Tensor  # [N, *codec.scale_shape(T, D)]
+    dim: int
+
+    @property
+    def device(self) -> torch.device:
+        return self.values.device
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return (int(self.values.shape[0]), int(self.values.shape[1]), self.dim)
+
+    def __len__(self) -> int:
+        return int(self.values.shape[0])
+
+    def rows(self, index: torch.Tensor) -> torch.Tensor:
+        """Float32 rows ``index`` (a long tensor on :attr:`device`), decoded there."""
+        return self.codec.decode_device(self.values.index_select(0, index), self.scales.index_select(0, index))
+
+    def span(self, start: int, end: int) -> torch.Tensor:
+        """Float32 rows ``start:end``, decoded where they are held."""
+        return self.codec.decode_device(self.values[start:end], self.scales[start:end])
+
+
+def _float_rows(tokens: Any, index: torch.Tensor) -> torch.Tensor:
+    """Float32 rows ``index`` (on the held rows' device) of held tokens: a tensor, or :class:`CodedTokens`."""
+    return tokens.rows(index) if isinstance(tokens, CodedTokens) else tokens[index].float()
+
+
+def _float_span(tokens: Any, start: int, end: int) -> torch.Tensor:
+    """Float32 rows ``start:end`` of held tokens."""
+    return tokens.span(start, end) if isinstance(tokens, CodedTokens) else tokens[start:end].float()
+
+
 def reader_place(where: Placement, device: str) -> dict[str, str]:
     """The :class:`~ava.cache.reader.ResidentFeatures` arguments (compute ``device``, ``held``) that read rows
     straight to where ``where`` holds them for heads computing on ``device``."""
@@ -295,10 +368,13 @@ class AbilityFeatures:
     Values are held in the cache's own storage precision (fp16 for the fp16 codec, bf16 for bf16: exact, half
     the memory of float32; float32 for int8, int4 and other caches) and handed out as float32, so a head sees the
     same numbers as from the cache. The int8 and int4 codes are decoded where the rows are held (on the GPU when
-    they are held there: the host copies the codes, not float32). ``device="cuda"`` puts them on the GPU when they
-    fit in its free memory, else in pinned host memory; where they fit in no memory, nothing is held and heads read
-    token rows from the cache batch by batch, the next batch read ahead (:class:`CacheRows`). :attr:`placement` says
-    which (:mod:`ava.cache.placement`). Non-finite rows are refused at load, naming the samples.
+    they are held there: the host copies the codes, not float32); where their float32 would not fit where the heads
+    compute (on a GPU: not on it) but the codes do, the codes themselves are held and decoded batch by batch
+    (:class:`CodedTokens`, a quarter or about a seventh of the memory); :attr:`held_as` says which.
+    ``device="cuda"`` puts them on the GPU when they fit in its free memory, else in pinned host memory; where they
+    fit in no memory, nothing is held and heads read token rows from the cache batch by batch, the next batch read
+    ahead (:class:`CacheRows`). :attr:`placement` says which (:mod:`ava.cache.placement`). Non-finite rows are
+    refused at load, naming the samples.
     """
 
     def __init__(self, cache: Any, samples: Sequence[Sample], layers: Sequence[int | None], device: str = "cpu",
@@ -336,6 +412,14 @@ class AbilityFeatures:
         nbytes = len(shas) * int(cache.num_tokens) * int(cache.dim) * len(wanted) * torch.finfo(dtype).bits // 8
         started = reads.take(shas) if reads is not None else {}
         where = self._placement(device, nbytes)
+        scaled = _scaled_codec(cache)
+        coded = False
+        if scaled is not None and where.kind in (PINNED, STREAMED):  # float32 would not fit where the heads compute
+            code_bytes = len(shas) * sum(scaled.row_bytes(int(cache.num_tokens), int(cache.dim))) * len(wanted)
+            held = self._placement(device, code_bytes)
+            if held.kind != STREAMED:  # the codes do: held as stored, decoded batch by batch (CodedTokens)
+                where, coded = held, True
+        self.held_as = "codes" if coded else str(dtype).removeprefix("torch.")  # what a held row is kept as
         if started and where.kind == STREAMED:  # read ahead into host memory already: held there, not read again
             where = Placement(HOST, "cpu")
         self.placement = where.kind
@@ -357,8 +441,12 @@ class AbilityFeatures:
                 self.reads += 1
                 self._tokens[layer] = _hold(tokens, where)
             return
-        scaled = _scaled_codec(cache)
         for layer in wanted:  # each chunk straight into the held tensor, where it is held (no whole copy on the host)
+            if coded:
+                self._tokens[layer] = _read_codes(cache, scaled, shas, [first[sha] for sha in shas], layer, where,
+                                                  device, chunk)  # fmt: skip
+                self.reads += 1
+                continue
             shape = (len(shas), int(cache.num_tokens), int(cache.dim))
             tokens = _empty(shape, dtype, where)
             if scaled is not None:  # int8, int4: the stored codes go where the rows are held, decoded there
@@ -403,7 +491,8 @@ class AbilityFeatures:
             raise AvaError(f"image {e.args[0]} was not loaded with this ability's features") from None
 
     def tokens(self, layer: int | None = None) -> Any:
-        """The held token tensor [N, T, D] of ``layer`` (rows in load order, storage precision)."""
+        """The held tokens [N, T, D] of ``layer`` (rows in load order): a tensor in storage precision, or the codes
+        and scales of an int8/int4 cache (:class:`CodedTokens`)."""
         layer = self._layer(layer)
         if self.placement == STREAMED:
             raise AvaError(f"the tokens of layer {layer} are streamed from the cache, not held (they do not fit in "
@@ -434,7 +523,7 @@ class AbilityFeatures:
             return read_rows(self.cache, [self._first[s] for s in sha256s], self._layer(layer), pooled=False)
         index = torch.from_numpy(self._index(sha256s))
         tokens = self.tokens(layer)
-        return tokens[index.to(tokens.device)].float().cpu().numpy()
+        return _float_rows(tokens, index.to(tokens.device)).cpu().numpy()
 
     def pooled(self, sha256s: Sequence[str], layer: int | None, pool: str, chunk: int = 256) -> np.ndarray:
         """A pooled view ``[B, D']`` (see :func:`pool_tokens`) for every held row, once (read when the cache stores it
@@ -448,7 +537,7 @@ class AbilityFeatures:
             self._pooled[(layer, pool)] = read_pooled_views(self.cache, samples, [layer], [pool], chunk)[pool]
         if (layer, pool) not in self._pooled:
             grid, tokens = token_grid(self.cache), self.tokens(layer)
-            views = [pool_tokens(tokens[i : i + chunk].float().cpu().numpy(), pool, grid)
+            views = [pool_tokens(_float_span(tokens, i, i + chunk).cpu().numpy(), pool, grid)
                      for i in range(0, len(tokens), chunk)]  # fmt: skip
             dim = pool_dim(int(self.cache.dim), pool)
             self._pooled[(layer, pool)] = np.concatenate(views) if views else np.zeros((0, dim), np.float32)
@@ -530,14 +619,19 @@ class HeldRows(TokenRows):
         held = [self.features.tokens(layer) for layer in self.layers]
         where = self.slots.index_select(0, torch.from_numpy(index).to(self.slots.device))
         to_gpu = str(self.device).startswith("cuda")  # host -> GPU copies may overlap; copies to the host may not
-        parts = []
-        for t in held:
+
+        def take(t: torch.Tensor) -> torch.Tensor:
             if to_gpu and t.device.type == "cpu" and t.is_pinned():  # gathered into pinned memory: an async copy
                 rows = torch.empty((len(where), *t.shape[1:]), dtype=t.dtype, pin_memory=True)
                 rows = torch.index_select(t, 0, where, out=rows)
             else:
                 rows = t.index_select(0, where)
-            parts.append(rows.to(self.device, non_blocking=to_gpu).float())
+            return rows.to(self.device, non_blocking=to_gpu)
+
+        parts = []
+        for t in held:  # (held codes: the codes move, and are decoded on ``device``)
+            parts.append(t.codec.decode_device(take(t.values), take(t.scales)) if isinstance(t, CodedTokens)
+                         else take(t).float())  # fmt: skip
         return parts[0] if len(parts) == 1 else torch.cat(parts, -1)
 
 
