@@ -277,12 +277,15 @@ def test_int4_shards_are_the_files_zarr_writes(data: Path, tmp_path: Path, monke
     assert [k for k in files["ours"] if files["ours"][k] != files["zarr"][k]] == []
 
 
-def test_a_non_finite_scale_in_a_later_chunk_is_named(data: Path, tmp_path: Path) -> None:
-    """An int8 cache's rows are read a chunk per reader thread: a NaN scale planted in the last chunk's row is
-    refused from that thread, naming its sample, and the chunks before it are not blamed."""
+@pytest.mark.parametrize(("codec", "held"), [("int8", "float32"), ("int4", "codes")])
+def test_a_non_finite_scale_in_a_later_chunk_is_named(data: Path, tmp_path: Path, codec: str, held: str,
+                                                      monkeypatch) -> None:  # fmt: skip
+    """An int8/int4 cache's rows are read a chunk per reader thread, decoded into float32 or held as codes: a NaN
+    scale planted in the last chunk's row is refused from that thread, naming its sample, and the chunks before it
+    are not blamed."""
     from ava.heads.features import AbilityFeatures
 
-    extract(_cfg(data, tmp_path / "c", codec="int8"))
+    extract(_cfg(data, tmp_path / "c", codec=codec))
     cache = open_cache(tmp_path / "c", VFM)
     samples = list({s.image_sha256: s for s in Dataset(data).samples()}.values())
     bad = samples[-1]
@@ -291,10 +294,13 @@ def test_a_non_finite_scale_in_a_later_chunk_is_named(data: Path, tmp_path: Path
     scales = zarr.open_array(str(cache.group.path / f"scales/{cache.layers[0]}"), mode="r+")
     row = cache.group.index()[bad.image_sha256]
     planted = np.asarray(scales[row : row + 1]).copy()
-    planted[0, 0] = np.nan
+    planted.reshape(-1)[0] = np.nan
     scales[row : row + 1] = planted
+    cache = open_cache(tmp_path / "c", VFM)
+    if held == "codes":
+        _codes_only_fit(monkeypatch, len(samples), cache)
     with pytest.raises(AvaError, match=rf"1 sample\(s\) hold NaN or inf .*{bad.ava}/{bad.id} "):
-        AbilityFeatures(open_cache(tmp_path / "c", VFM), samples, [None], device="cpu", chunk=3)
+        AbilityFeatures(cache, samples, [None], device="cpu", chunk=3)
 
 
 def _codes_only_fit(monkeypatch: pytest.MonkeyPatch, n: int, cache: object) -> None:
@@ -331,27 +337,6 @@ def test_codes_held_where_float32_would_not_fit_give_the_same_rows(data: Path, t
     assert torch.equal(rows[np.array([2, 0, 1])], torch.from_numpy(want[[2, 0, 1]]))
     for pool in ("mean", "grid2"):
         np.testing.assert_array_equal(coded.pooled(shas, None, pool), whole.pooled(shas, None, pool))
-
-
-def test_a_non_finite_scale_is_named_where_codes_are_held(data: Path, tmp_path: Path, monkeypatch) -> None:
-    """A NaN scale planted in an int4 cache is refused when the codes are held, naming its sample."""
-    from ava.heads.features import AbilityFeatures
-
-    extract(_cfg(data, tmp_path / "c", codec="int4"))
-    cache = open_cache(tmp_path / "c", VFM)
-    samples = list({s.image_sha256: s for s in Dataset(data).samples()}.values())
-    bad = samples[-1]
-    import zarr
-
-    scales = zarr.open_array(str(cache.group.path / f"scales/{cache.layers[0]}"), mode="r+")
-    row = cache.group.index()[bad.image_sha256]
-    planted = np.asarray(scales[row : row + 1]).copy()
-    planted[0, 0, 0] = np.nan
-    scales[row : row + 1] = planted
-    cache = open_cache(tmp_path / "c", VFM)
-    _codes_only_fit(monkeypatch, len(samples), cache)
-    with pytest.raises(AvaError, match=rf"1 sample\(s\) hold NaN or inf .*{bad.ava}/{bad.id} "):
-        AbilityFeatures(cache, samples, [None], device="cpu", chunk=3)
 
 
 @pytest.mark.slow
