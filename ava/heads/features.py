@@ -228,7 +228,7 @@ def _read_codes(cache: Any, codec: Any, shas: list[str], samples: list[Sample], 
 
     import torch
 
-    from ava.cache.reader import as_tensor, read_threads
+    from ava.cache.reader import read_threads
 
     n, num_tokens, dim = len(shas), int(cache.num_tokens), int(cache.dim)
     values = _empty((n, *codec.value_shape(num_tokens, dim)), getattr(torch, codec.storage_dtype), where)
@@ -236,10 +236,11 @@ def _read_codes(cache: Any, codec: Any, shas: list[str], samples: list[Sample], 
 
     def load(start: int) -> None:
         v, sc = cache.read_stored(shas[start : start + chunk], layer)
-        v, sc = as_tensor(v, device), as_tensor(sc, device)
-        check_finite(codec.decode_device(v, sc), samples[start : start + chunk], cache, layer)
-        values[start : start + len(v)].copy_(v)
-        scales[start : start + len(v)].copy_(sc)
+        end = start + len(v)
+        values[start:end].copy_(torch.from_numpy(v))
+        scales[start:end].copy_(torch.from_numpy(sc))
+        decoded = codec.decode_device(values[start:end].to(device), scales[start:end].to(device))  # (pinned: a copy)
+        check_finite(decoded, samples[start:end], cache, layer)
 
     starts = list(range(0, n, chunk))
     if starts:
