@@ -34,8 +34,9 @@ in float32 (the path every ability takes at real sizes)::
 
 ``--placement-reads N`` first writes a real fp16 cache of N stand-in rows (``--tokens`` x ``--dim``, through the
 extraction's writers) and reads it as a fingerprint reads an ability's tokens, at each placement the device offers
-(on the GPU, pinned host memory, host memory): straight where the rows are held, and the way before (into host
-memory, then copied or pinned whole), with GB/s and the peak host memory (``benchmarks/gpu.sh``'s fingerprint stage)::
+(on the GPU; host memory for a GPU's heads, batches staged; host memory): straight where the rows are held, and the
+way before (into host memory, then copied to the GPU or pinned whole), with GB/s, the peak host memory and, the new
+way, the time of a 32-row training batch's gather (``benchmarks/gpu.sh``'s fingerprint stage)::
 
     python benchmarks/bench_fingerprint.py --device cuda --modes fingerprint --tokens 729 --dim 1152 \
         --placement-reads 512 --abilities color --samples 20
@@ -277,7 +278,7 @@ def _scaled(per: dict, counts: dict[str, int], args: argparse.Namespace) -> dict
     ability's wall time (placing and reading its features, every head's fit) x its real sample count / the count
     run, summed (every head's cost grows linearly with the samples at fixed epochs; kNN's search, quadratic, is a
     small share on a GPU). Where an ability at its real size would be held elsewhere than at the size run (e.g.
-    pinned host memory instead of the GPU), the rule does not capture it: ``placement_at_real_size`` says where
+    host memory instead of the GPU), the rule does not capture it: ``placement_at_real_size`` says where
     ``ava.cache.placement.place`` puts it on this machine now."""
     from ava.cache.placement import place
 
@@ -442,18 +443,18 @@ class PeakRSS:
 
 def placement_reads(images: int, tokens: int, dim: int, device: str, work: Path, deadline: float) -> list[dict]:
     """A fingerprint's token read from a real fp16 Zarr cache (``images`` stand-in rows of ``tokens x dim``, written
-    by the extraction's own writers) at each placement ``device`` offers: the rows read where they are held, and the
-    way before (read into host memory, then moved or pinned whole); seconds, GB/s and the peak host memory above
-    the start (the rows' bytes apart). The data path a fingerprint runs outside the heads' fits, per row:
-    ``at_real_size_s`` scales it to the benchmark's 226.7K images (a warm page cache: the disk's own speed is not in
-    it)."""
+    by the extraction's own writers) at each placement ``device`` offers: the rows read where they are held (and a
+    32-row batch gathered from them for the heads, ``gather_ms``), and the way before (read into host memory, then
+    moved to the GPU or pinned whole); seconds, GB/s and the peak host memory above the start (the rows' bytes
+    apart). The data path a fingerprint runs outside the heads' fits, per row: ``at_real_size_s`` scales it to the
+    benchmark's 226.7K images (a warm page cache: the disk's own speed is not in it)."""
     import gc
 
     import bench_cache
     import torch
 
     from ava.cache import open_cache
-    from ava.cache.placement import HOST, ON_DEVICE, PINNED, Placement
+    from ava.cache.placement import HOST, ON_DEVICE, STAGED, Placement
     from ava.cache.reader import ResidentFeatures
     from ava.data.format import Dataset
     from ava.heads import features
@@ -464,7 +465,7 @@ def placement_reads(images: int, tokens: int, dim: int, device: str, work: Path,
     samples = list(Dataset(data).samples())
     shas = [s.image_sha256 for s in samples]
     nbytes = len(shas) * tokens * dim * 2
-    kinds = [HOST] + ([ON_DEVICE, PINNED] if device.startswith("cuda") and torch.cuda.is_available() else [])
+    kinds = [HOST] + ([ON_DEVICE, STAGED] if device.startswith("cuda") and torch.cuda.is_available() else [])
     rows = []
     for kind in kinds:
         where = Placement(kind, device if kind == ON_DEVICE else "cpu")
@@ -481,20 +482,35 @@ def placement_reads(images: int, tokens: int, dim: int, device: str, work: Path,
             try:
                 with PeakRSS() as rss:
                     t0 = time.perf_counter()
+                    made = None
                     if before is None:
                         orig = features.AbilityFeatures.__dict__["_placement"]  # (the staticmethod itself)
                         features.AbilityFeatures._placement = staticmethod(lambda d, n, w=where: w)
                         try:
-                            held = features.AbilityFeatures(cache, samples, [None], device=device).tokens()
+                            made = features.AbilityFeatures(cache, samples, [None], device=device)
+                            held = made.tokens()
                         finally:
                             features.AbilityFeatures._placement = orig
-                    else:  # the code before: read into host memory, then `_hold` (a whole copy or a pin)
+                    else:  # the code before: read into host memory, then moved to the GPU or pinned whole
                         values = ResidentFeatures(cache, shas, device="cpu").wait()
-                        held = values.pin_memory() if kind == PINNED else values.to(device)
+                        held = values.pin_memory() if kind == STAGED else values.to(device)
                         del values
                     if held.device.type == "cuda":
                         torch.cuda.synchronize()
                     seconds = time.perf_counter() - t0
+                gather_ms = None
+                if made is not None:  # a training batch of 32 rows, gathered for heads on ``device`` (median of 9)
+                    batches = made.held_rows(samples, [None], device)
+                    order = np.random.default_rng(0).permutation(len(samples))
+                    times = []
+                    for i in range(9):
+                        t1 = time.perf_counter()
+                        x = batches[order[(i * 32) % len(samples) :][:32]]
+                        if x.device.type == "cuda":
+                            torch.cuda.synchronize()
+                        times.append(time.perf_counter() - t1)
+                    gather_ms = round(1e3 * float(np.median(times)), 2)
+                    del batches, made
             except Exception as e:  # noqa: BLE001 - said in the row; the stage's other parts still run
                 rows.append({"placement": kind, "way": way, "error": f"{type(e).__name__}: {e}"[:300]})
                 print(json.dumps(rows[-1]), flush=True)
@@ -502,7 +518,7 @@ def placement_reads(images: int, tokens: int, dim: int, device: str, work: Path,
             rows.append({"placement": kind, "way": way, "rows": len(shas), "gb": round(nbytes / 1e9, 2),
                          "seconds": round(seconds, 2), "gb_s": round(nbytes / 1e9 / seconds, 2),
                          "at_real_size_s": round(sum(REAL_SIZES.values()) * seconds / len(shas), 1),
-                         "peak_host_gb_above_start": rss.gb, "held_on": str(held.device),
+                         "peak_host_gb_above_start": rss.gb, "held_on": str(held.device), "gather_ms": gather_ms,
                          "pinned": bool(held.is_pinned()) if held.device.type == "cpu" else False})  # fmt: skip
             print(json.dumps(rows[-1]), flush=True)
             del held

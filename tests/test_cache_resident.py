@@ -37,14 +37,14 @@ def test_gather_into_reused_buffers_equals_a_fresh_gather(tmp_path: Path) -> Non
 
 def test_rows_are_read_straight_where_the_caller_holds_them(tmp_path: Path, monkeypatch) -> None:
     """A fingerprint's placement reaches the reader (``held``): the rows are read into the tensor that is then held,
-    not read into host memory and copied whole (pinned: twice the host memory at the peak)."""
+    not read into host memory and copied whole; host rows for a GPU are held as read, never pinned whole."""
     import pytest
 
     import ava.cache.reader as reader
-    from ava.cache.placement import HOST, ON_DEVICE, PINNED, Placement
+    from ava.cache.placement import HOST, ON_DEVICE, STAGED, Placement
     from ava.heads.features import AbilityFeatures, reader_place
 
-    assert reader_place(Placement(PINNED, "cpu"), "cuda:1") == {"device": "cuda:1", "held": PINNED}
+    assert reader_place(Placement(STAGED, "cpu"), "cuda:1") == {"device": "cpu", "held": HOST}
     assert reader_place(Placement(ON_DEVICE, "cuda:1"), "cuda:1") == {"device": "cuda:1", "held": ON_DEVICE}
     assert reader_place(Placement(HOST, "cpu"), "cpu") == {"device": "cpu", "held": HOST}
     data = make_dataset(tmp_path / "data", n_images=5)
@@ -52,8 +52,9 @@ def test_rows_are_read_straight_where_the_caller_holds_them(tmp_path: Path, monk
                           codec="fp16", progress=False))  # fmt: skip
     cache = open_cache(tmp_path / "c", "tiny-dinov2")
     samples = list(Dataset(data).samples())
-    with pytest.raises(ValueError, match="held='gpu'"):
-        ResidentFeatures(cache, [s.image_sha256 for s in samples], held="gpu")
+    for bad in ("gpu", "pinned-host"):
+        with pytest.raises(ValueError, match=f"held='{bad}'"):
+            ResidentFeatures(cache, [s.image_sha256 for s in samples], held=bad)
     made: list[ResidentFeatures] = []
 
     class Spy(ResidentFeatures):
@@ -63,7 +64,7 @@ def test_rows_are_read_straight_where_the_caller_holds_them(tmp_path: Path, monk
 
     monkeypatch.setattr(reader, "ResidentFeatures", Spy)
     features = AbilityFeatures(cache, samples, [None], device="cpu")
-    assert len(made) == 1 and made[0].where == torch.device("cpu") and not made[0].pinned
+    assert len(made) == 1 and made[0].where == torch.device("cpu")
     assert features.tokens().data_ptr() == made[0].values.data_ptr()  # held as read: no copy
     shas = list(dict.fromkeys(s.image_sha256 for s in samples))
     assert torch.equal(torch.from_numpy(features.read(shas)), torch.from_numpy(cache.read(shas)))

@@ -102,7 +102,7 @@ def test_free_device_memory_counts_reserved_but_unused_bytes(monkeypatch: pytest
     monkeypatch.setattr(placement, "host_free_bytes", lambda: 100 * gb)
     assert placement.device_free_bytes("cuda") == 7 * gb
     assert placement.place("cuda", 4 * gb) == placement.Placement(placement.ON_DEVICE, "cuda")
-    assert placement.place("cuda", 6 * gb).kind == placement.PINNED
+    assert placement.place("cuda", 6 * gb).kind == placement.STAGED
     monkeypatch.setattr(placement, "host_free_bytes", lambda: 5 * gb)
     assert placement.place("cuda", 8 * gb).kind == placement.STREAMED
     assert placement.place("cpu", 3 * gb).kind == placement.HOST
@@ -111,7 +111,8 @@ def test_free_device_memory_counts_reserved_but_unused_bytes(monkeypatch: pytest
 
 def test_each_ability_is_released_and_the_third_placed_on_the_device(tmp_path: Path, monkeypatch) -> None:
     """One ability's features take X bytes on a 3X GPU. Kept alive while the next is placed, and with freed bytes
-    not counted, the third would go to pinned host memory; released and counted, all three sit on the device."""
+    not counted, the third would go to host memory (batches staged); released and counted, all three sit on the
+    device."""
     root, fake = handmade(tmp_path / "data", abilities=ABILITIES, n=60)
     x = 60 * fake.num_tokens * fake.dim * 4  # float32 rows of one ability (train + test)
     gpu = FakeGPU(total=3 * x)

@@ -1,5 +1,10 @@
-"""Where a set of feature rows is held while heads train on it: on the GPU, in pinned host memory, in host memory,
-or not held at all and streamed from the cache batch by batch.
+"""Where a set of feature rows is held while heads train on it: on the GPU, in host memory for heads on a GPU (each
+batch staged through a pinned buffer), in host memory, or not held at all and streamed from the cache batch by batch.
+
+A set held in host memory for a GPU is not pinned whole: a gather reads it on the CPU either way, and only the
+batch's copy to the GPU needs pinned memory. PyTorch's pinned allocator rounds every block up to a power of two and
+keeps it after use, so a pinned 75 GB set (recognition's tokens at SigLIP-so400m's 729 x 1152) would ask for 128 GiB
+of locked memory, and every ability's block would stay locked after its release.
 
 Free GPU memory is what the driver reports free plus what PyTorch's caching allocator holds but no tensor uses
 (``memory_reserved - memory_allocated``): features released by the previous ability sit there, and
@@ -14,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ON_DEVICE, PINNED, HOST, STREAMED = "on-device", "pinned-host", "host", "streamed"
+ON_DEVICE, STAGED, HOST, STREAMED = "on-device", "host-staged", "host", "streamed"
 SHARE = 0.7  # of the free memory a held set may take
 
 
@@ -67,25 +72,22 @@ def host_free_bytes() -> int:
 
 @dataclass(frozen=True)
 class Placement:
-    """``kind`` (:data:`ON_DEVICE`, :data:`PINNED`, :data:`HOST` or :data:`STREAMED`) and the torch device the
-    held tensors live on (``"cpu"`` for host memory, pinned or not; None when streamed)."""
+    """``kind`` (:data:`ON_DEVICE`, :data:`STAGED`, :data:`HOST` or :data:`STREAMED`) and the torch device the
+    held tensors live on (``"cpu"`` for host memory; None when streamed)."""
 
     kind: str
     device: str | None
 
-    @property
-    def pinned(self) -> bool:
-        return self.kind == PINNED
-
 
 def place(device: str, nbytes: int) -> Placement:
     """Where ``nbytes`` of features for heads computing on ``device`` go: on the GPU when they fit in its free memory,
-    else in pinned host memory, else (or on a CPU run, when they do not fit in host memory) streamed."""
+    else in host memory, batches staged to the GPU (:data:`STAGED`), else (or on a CPU run, when they do not fit in host
+    memory) streamed."""
     import torch
 
     fits_host = nbytes <= SHARE * host_free_bytes()
     if device.startswith("cuda") and torch.cuda.is_available():
         if nbytes <= SHARE * device_free_bytes(device):
             return Placement(ON_DEVICE, device)
-        return Placement(PINNED, "cpu") if fits_host else Placement(STREAMED, None)
+        return Placement(STAGED, "cpu") if fits_host else Placement(STREAMED, None)
     return Placement(HOST, "cpu") if fits_host else Placement(STREAMED, None)

@@ -279,13 +279,13 @@ class ResidentFeatures:
     All rows are read in one sequential pass over the group (runs of consecutive rows, each read, decompressed and
     checked by one of :func:`read_threads` background threads while the caller goes on, e.g. loading the LLM,
     straight into the held tensor where it is in host memory), checked for NaN/inf once, and stored as one tensor
-    ``[U, T, D]`` (U unique images): on ``device`` when it fits in half of the free device memory, else in pinned
+    ``[U, T, D]`` (U unique images): on ``device`` when it fits in half of the free device memory, else in
     host memory (copied to the device batch by batch); on a CPU run, host memory. :meth:`gather` returns a batch's
     features by position in ``sha256s`` with no host work and no sync.
 
-    ``held`` (:data:`~ava.cache.placement.ON_DEVICE`, :data:`~ava.cache.placement.PINNED` or
-    :data:`~ava.cache.placement.HOST`) says where instead, for a caller that placed the rows itself: they are read
-    straight there (on the device, chunk by chunk; into pinned memory as they are decoded), never held twice.
+    ``held`` (:data:`~ava.cache.placement.ON_DEVICE` or :data:`~ava.cache.placement.HOST`) says where instead, for a
+    caller that placed the rows itself: they are read straight there (on the device, chunk by chunk), never held
+    twice. Host rows are never pinned whole (see :mod:`ava.cache.placement`): a gather for a GPU stages its batch.
 
     ``names`` (same length as ``sha256s``) name the samples in errors. :meth:`wait` re-raises a failed read.
     """
@@ -307,10 +307,10 @@ class ResidentFeatures:
         import threading
 
         self.cache, self.layer = cache, cache._layer(layer)
-        from ava.cache.placement import HOST, ON_DEVICE, PINNED, concrete_device
+        from ava.cache.placement import HOST, ON_DEVICE, concrete_device
 
-        if held not in (None, ON_DEVICE, PINNED, HOST):
-            raise ValueError(f"held={held!r}: one of {ON_DEVICE!r}, {PINNED!r}, {HOST!r} (or None: chosen here)")
+        if held not in (None, ON_DEVICE, HOST):
+            raise ValueError(f"held={held!r}: {ON_DEVICE!r} or {HOST!r} (or None: chosen here)")
         self.device = concrete_device(device)  # "cuda" -> "cuda:0": compared with the held tensor's device below
         self.dtype = _half_dtype(cache)
         self.names = names or list(sha256s)
@@ -320,8 +320,6 @@ class ResidentFeatures:
         self.num_tokens, self.dim = cache.num_tokens, cache.dim
         self.nbytes = len(self.uniq) * self.num_tokens * self.dim * 2
         self.where = self._placement() if held is None else self.device if held == ON_DEVICE else torch.device("cpu")
-        # pinned host rows copy to a GPU asynchronously (chosen here: host rows for CUDA compute are pinned)
-        self.pinned = held == PINNED or (held is None and self.device.type == "cuda" and self.where.type == "cpu")
         self.rows = torch.from_numpy(inverse.astype(np.int64).reshape(-1)).to(self.where)
         self.values: torch.Tensor | None = None
         self._error: BaseException | None = None
@@ -333,7 +331,7 @@ class ResidentFeatures:
 
     def _placement(self) -> torch.device:
         """The device when the rows fit in half of its free memory (the caching allocator's unused bytes counted,
-        :func:`ava.cache.placement.device_free_bytes`), else pinned host memory."""
+        :func:`ava.cache.placement.device_free_bytes`), else host memory."""
         if self.device.type != "cuda":
             return torch.device("cpu")
         from ava.cache.placement import device_free_bytes
@@ -349,8 +347,7 @@ class ResidentFeatures:
     def _load(self) -> torch.Tensor:
         from concurrent.futures import ThreadPoolExecutor
 
-        out = torch.empty((len(self.uniq), self.num_tokens, self.dim), dtype=self.dtype, device=self.where,
-                          pin_memory=self.pinned)  # fmt: skip
+        out = torch.empty((len(self.uniq), self.num_tokens, self.dim), dtype=self.dtype, device=self.where)
         group = self.cache.group
         codec = group.codec
         values_name, scales_name = f"features/{self.layer}", f"scales/{self.layer}" if codec.has_scale else None
@@ -432,7 +429,7 @@ class ResidentFeatures:
             if not reuse:
                 return values.index_select(0, rows)
             return torch.index_select(values, 0, rows, out=self._buffer(len(rows), self.device))
-        rows = self.rows.index_select(0, index.cpu())  # pinned host rows, CUDA compute (give a host index: no sync)
+        rows = self.rows.index_select(0, index.cpu())  # host rows, CUDA compute (give a host index: no sync)
         if not reuse:
             return values.index_select(0, rows).pin_memory().to(self.device, non_blocking=True)
         slot = self._slot(len(rows))

@@ -158,7 +158,7 @@ class AbilityRun(abc.ABC):
             raise AvaError(f"{self.run_dir}: abilities {missing} were not trained")
         from ava.heads.run_files import write_json
 
-        # where each ability's features were held while it trained (on-device, pinned-host, host, streamed)
+        # where each ability's features were held while it trained (on-device, host-staged, host, streamed)
         self.run = {**self.run, "features": {a: self.records[a].get("features") for a in self.abilities}}
         write_json(self.run_dir / "run.json", self.run)
         self.write_head_files()

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ava.cache.placement import HOST, ON_DEVICE, PINNED, STREAMED, Placement, place
+from ava.cache.placement import HOST, ON_DEVICE, STAGED, STREAMED, Placement, place
 from ava.cache.pooling import pool_candidates, pool_cells, pool_dim, pool_tokens, token_grid
 from ava.errors import AvaError
 
@@ -239,7 +239,7 @@ def _read_codes(cache: Any, codec: Any, shas: list[str], samples: list[Sample], 
         end = start + len(v)
         values[start:end].copy_(torch.from_numpy(v))
         scales[start:end].copy_(torch.from_numpy(sc))
-        decoded = codec.decode_device(values[start:end].to(device), scales[start:end].to(device))  # (pinned: a copy)
+        decoded = codec.decode_device(values[start:end].to(device), scales[start:end].to(device))  # (host: a copy)
         check_finite(decoded, samples[start:end], cache, layer)
 
     starts = list(range(0, n, chunk))
@@ -296,22 +296,21 @@ def _float_span(tokens: Any, start: int, end: int) -> torch.Tensor:
 def reader_place(where: Placement, device: str) -> dict[str, str]:
     """The :class:`~ava.cache.reader.ResidentFeatures` arguments (compute ``device``, ``held``) that read rows
     straight to where ``where`` holds them for heads computing on ``device``."""
-    if where.kind in (ON_DEVICE, PINNED):
-        return {"device": device, "held": where.kind}
-    return {"device": "cpu", "held": HOST}
+    if where.kind == ON_DEVICE:
+        return {"device": device, "held": ON_DEVICE}
+    return {"device": "cpu", "held": HOST}  # (host rows for a GPU too: its batches are staged, not the whole set)
 
 
 def _hold(tokens: torch.Tensor, where: Placement) -> torch.Tensor:
-    """``tokens`` (host memory) moved to where ``where`` holds them (the same tensor when it is held there already:
-    ``pin_memory`` and ``to`` copy only what is elsewhere)."""
-    return tokens.pin_memory() if where.pinned else tokens.to(where.device)
+    """``tokens`` (host memory) moved to where ``where`` holds them (the same tensor when it is held there already)."""
+    return tokens.to(where.device)
 
 
 def _empty(shape: tuple[int, ...], dtype: torch.dtype, where: Placement) -> torch.Tensor:
     """An uninitialized tensor held where ``where`` says."""
     import torch
 
-    return torch.empty(shape, dtype=dtype, device="cpu" if where.pinned else where.device, pin_memory=where.pinned)
+    return torch.empty(shape, dtype=dtype, device=where.device)
 
 
 @dataclasses.dataclass
@@ -347,8 +346,8 @@ def read_ahead(cache: Any, samples: Sequence[Sample], layers: Sequence[int | Non
     default = tuple(getattr(cache, "layers", ()) or ())
     wanted = list(dict.fromkeys(default[0] if la is None and default else la for la in layers))  # as _layer() maps
     nbytes = len(shas) * int(cache.num_tokens) * int(cache.dim) * 2 * max(1, len(wanted))
-    if not shas or nbytes > SHARE * host_free_bytes() or place(device, nbytes).kind not in (ON_DEVICE, HOST):
-        return None  # (pinned or streamed rows are read when placed: a host copy ahead would only double them)
+    if not shas or nbytes > SHARE * host_free_bytes() or place(device, nbytes).kind == STREAMED:
+        return None  # (rows that would be streamed: nothing is held)
     from ava.cache.reader import ResidentFeatures
 
     names = [f"{first[sha].ava}/{first[sha].id} (image {first[sha].image})" for sha in shas]
@@ -372,9 +371,10 @@ class AbilityFeatures:
     they are held there: the host copies the codes, not float32); where their float32 would not fit where the heads
     compute (on a GPU: not on it) but the codes do, the codes themselves are held and decoded batch by batch
     (:class:`CodedTokens`, a quarter or about a seventh of the memory); :attr:`held_as` says which.
-    ``device="cuda"`` puts them on the GPU when they fit in its free memory, else in pinned host memory; where they
-    fit in no memory, nothing is held and heads read token rows from the cache batch by batch, the next batch read
-    ahead (:class:`CacheRows`). :attr:`placement` says which (:mod:`ava.cache.placement`). Non-finite rows are
+    ``device="cuda"`` puts them on the GPU when they fit in its free memory, else in host memory, each batch staged
+    to the GPU through a pinned buffer (the set is not pinned whole: see :mod:`ava.cache.placement`); where they fit
+    in no memory, nothing is held and heads read token rows from the cache batch by batch, the next batch read ahead
+    (:class:`CacheRows`). :attr:`placement` says which (:mod:`ava.cache.placement`). Non-finite rows are
     refused at load, naming the samples.
     """
 
@@ -415,7 +415,7 @@ class AbilityFeatures:
         where = self._placement(device, nbytes)
         scaled = _scaled_codec(cache)
         coded = False
-        if scaled is not None and where.kind in (PINNED, STREAMED):  # float32 would not fit where the heads compute
+        if scaled is not None and where.kind in (STAGED, STREAMED):  # float32 would not fit where the heads compute
             code_bytes = len(shas) * sum(scaled.row_bytes(int(cache.num_tokens), int(cache.dim))) * len(wanted)
             held = self._placement(device, code_bytes)
             if held.kind != STREAMED:  # the codes do: held as stored, decoded batch by batch (CodedTokens)
@@ -424,7 +424,7 @@ class AbilityFeatures:
         if started and where.kind == STREAMED:  # read ahead into host memory already: held there, not read again
             where = Placement(HOST, "cpu")
         self.placement = where.kind
-        self.device = "pinned" if where.pinned else (where.device or "streamed")
+        self.device = where.device or "streamed"
         if where.kind == STREAMED:  # larger than host memory: heads read token rows from the cache batch by batch
             self.reads = len(wanted)
             return
@@ -433,8 +433,9 @@ class AbilityFeatures:
 
             names = [f"{first[sha].ava}/{first[sha].id} (image {first[sha].image})" for sha in shas]
             for layer in wanted:
-                # read straight where the rows are held: pinned rows read into host memory and then pinned were
-                # held twice at the peak (an ability of 75 GB needed 150), rows for the GPU staged whole in host memory
+                # read straight where the rows are held (rows for the GPU were staged whole in host memory; host rows
+                # for a GPU were then pinned whole: twice the rows at the peak, and PyTorch's pinned blocks are
+                # powers of two, so recognition's 75 GB asked for 128 GiB more)
                 resident = started.get(layer) or ResidentFeatures(cache, shas, layer, names=names,
                                                                   **reader_place(where, device))  # fmt: skip
                 tokens = resident.wait()  # [U, T, D], rows in the cache's row order
@@ -606,10 +607,10 @@ class TokenRows(abc.ABC):
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class HeldRows(TokenRows):
-    """Rows of an :class:`AbilityFeatures`' held tokens, gathered where they are held (on the GPU, in host memory,
-    or in pinned host memory) in their storage precision, then moved to ``device`` and cast to float32: the same
-    numbers as :meth:`AbilityFeatures.read`, without its float32 copy on the host (a GPU-held set never leaves the
-    GPU)."""
+    """Rows of an :class:`AbilityFeatures`' held tokens, gathered where they are held (on the GPU or in host memory)
+    in their storage precision, then moved to ``device`` and cast to float32: the same numbers as
+    :meth:`AbilityFeatures.read`, without its float32 copy on the host (a GPU-held set never leaves the GPU; host rows
+    for a GPU are gathered into a pinned buffer and copied asynchronously)."""
 
     features: Any = None
     slots: Any = None  # long tensor: the held row of each sample, on the held tensors' device
@@ -622,7 +623,7 @@ class HeldRows(TokenRows):
         to_gpu = str(self.device).startswith("cuda")  # host -> GPU copies may overlap; copies to the host may not
 
         def take(t: torch.Tensor) -> torch.Tensor:
-            if to_gpu and t.device.type == "cpu" and t.is_pinned():  # gathered into pinned memory: an async copy
+            if to_gpu and t.device.type == "cpu":  # gathered into pinned memory: an async copy
                 rows = torch.empty((len(where), *t.shape[1:]), dtype=t.dtype, pin_memory=True)
                 rows = torch.index_select(t, 0, where, out=rows)
             else:

@@ -91,10 +91,10 @@ def feature_source(
         names = [f"{s.ava}/{s.id}" for s in samples]
         resident = ResidentFeatures(cache, [s.image_sha256 for s in samples], cfg.layer, device=device, names=names)
         info["features_resident"] = f"{resident.where.type}, {str(resident.dtype).removeprefix('torch.')}"
-        from ava.cache.placement import HOST, ON_DEVICE, PINNED
+        from ava.cache.placement import HOST, ON_DEVICE, STAGED
 
         info["features_placement"] = ON_DEVICE if resident.where.type == "cuda" else (
-            PINNED if torch.device(device).type == "cuda" else HOST)  # fmt: skip
+            STAGED if torch.device(device).type == "cuda" else HOST)  # fmt: skip
         items = IndexItems(len(samples))
         return Source(
             items, cache.num_tokens, cache.dim, lambda b: resident.gather(b.get("index_host", b["index"]), reuse=True),
