@@ -9,6 +9,11 @@ with a ``TorchDispatchMode`` over one epoch, views and other metadata-only ops a
 
     python benchmarks/bench_probe_steps.py --threads 1
     python benchmarks/bench_probe_steps.py --device cuda --dim 1152 --tokens 729    # a GPU: real widths
+
+``--fingerprint VFM DATA CACHE`` instead runs the probes of ``ava fingerprint`` on a real cache twice, with each
+update, and prints every ability's score under both and whether each grid picked the same member::
+
+    python benchmarks/bench_probe_steps.py --fingerprint effnet-lite0 synth/ cache/
 """
 
 from __future__ import annotations
@@ -64,17 +69,22 @@ def grid(kind: str, dim: int, tokens: int, classes: int, n: int, device: str) ->
     return StackedAttentive(list(members)).to(device), lrs, torch.randn(n, tokens, dim)
 
 
-def run(kind: str, fused: bool, args: argparse.Namespace) -> dict[str, Any]:
-    import ava.heads.probe.grid as grid_module
-    from ava.heads.probe import train
+def chosen(fused: bool) -> type:
+    """``GridAdamW`` with the update under test (the fused kernel where it runs, or the foreach ops)."""
+    from ava.heads.probe.grid import GridAdamW
 
-    made = grid_module.GridAdamW
-
-    class Chosen(made):  # the update under test
+    class Chosen(GridAdamW):
         def __init__(self, *a: Any, **k: Any) -> None:
             super().__init__(*a, **{**k, "fused": None if fused else False})
 
-    train.GridAdamW = Chosen
+    return Chosen
+
+
+def run(kind: str, fused: bool, args: argparse.Namespace) -> dict[str, Any]:
+    from ava.heads.probe import train
+
+    made = train.GridAdamW
+    train.GridAdamW = chosen(fused)
     try:
         trainer, lrs, rows = grid(kind, args.dim, args.tokens, 10, args.rows, args.device)
         rows = rows.to(args.device)
@@ -101,6 +111,33 @@ def run(kind: str, fused: bool, args: argparse.Namespace) -> dict[str, Any]:
             "optimizer_ops_per_step": round(optimizer, 1)}  # fmt: skip
 
 
+def compare_fingerprints(vfm: str, data: str, cache: str) -> None:
+    """The probes' scores and picks with each update, on one cache (see the module doc)."""
+    import tempfile
+
+    from ava.heads.fingerprint import FingerprintConfig, fingerprint
+    from ava.heads.probe import train
+
+    made = train.GridAdamW
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for update in ("foreach", "fused"):
+            train.GridAdamW = chosen(update == "fused")
+            try:
+                res = fingerprint(FingerprintConfig(vfm=vfm, data=data, cache=cache, out=f"{tmp}/{update}",
+                                                    heads=["probe-linear", "probe-attn"], progress=False))  # fmt: skip
+            finally:
+                train.GridAdamW = made
+            out[update] = {h: {a: (r["value"], r.get("extra", {}).get("pool"), r.get("extra", {}).get("lr"))
+                               for a, r in res.results[h]["abilities"].items()} for h in res.results}  # fmt: skip
+    print("| head | ability | score, foreach | score, fused | same pick |")
+    print("|---|---|---:|---:|---|")
+    for head, per in out["foreach"].items():
+        for ava, (score, pool, lr) in per.items():
+            other = out["fused"][head][ava]
+            print(f"| {head} | {ava} | {score:.6g} | {other[0]:.6g} | {(pool, lr) == other[1:]} |")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="cpu")
@@ -112,9 +149,14 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--json", default=None)
+    p.add_argument("--fingerprint", nargs=3, metavar=("VFM", "DATA", "CACHE"),
+                   help="the probes of a fingerprint on this cache with each update: scores and picks")  # fmt: skip
     args = p.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.fingerprint:
+        compare_fingerprints(*args.fingerprint)
+        return
     from ava.heads.probe.grid import fused_adamw_runs
 
     if not fused_adamw_runs(torch.zeros(1, device=args.device)):
