@@ -202,20 +202,28 @@ def _read_scaled(cache: Any, codec: Any, shas: list[str], samples: list[Sample],
     decompressing the codes, was one thread's (0.6-1.9 ms per SigLIP-sized int4 row here). The first chunk is read
     on this thread (it lists the cache's files, which the threads then share). Non-finite rows are refused,
     naming the samples of the first chunk that has one."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from ava.cache.reader import read_threads
 
     def load(start: int) -> None:
         part = _decoded(cache, codec, shas[start : start + chunk], layer, tokens.device)
         check_finite(part, samples[start : start + chunk], cache, layer)
         tokens[start : start + len(part)].copy_(part)
 
-    starts = list(range(0, len(shas), chunk))
+    _by_chunks(len(shas), chunk, load)
+
+
+def _by_chunks(n: int, chunk: int, load: Callable[[int], None]) -> None:
+    """``load(start)`` for every chunk of ``n`` rows: the first on this thread (it lists the cache's files, which the
+    threads then share), the rest on the reader threads (:func:`ava.cache.reader.read_threads`), in order: the first
+    failing chunk's error is the one raised."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ava.cache.reader import read_threads
+
+    starts = list(range(0, n, chunk))
     if starts:
         load(starts[0])
     with ThreadPoolExecutor(read_threads()) as pool:
-        for _ in pool.map(load, starts[1:]):  # (in order: the first failing chunk's error is the one raised)
+        for _ in pool.map(load, starts[1:]):
             pass
 
 
@@ -224,11 +232,7 @@ def _read_codes(cache: Any, codec: Any, shas: list[str], samples: list[Sample], 
     """Every row of ``shas`` read from an int8/int4 cache and held as stored (codes and scales) where ``where`` says,
     a chunk per task on the reader threads; each chunk is decoded once on the heads' ``device`` to refuse non-finite
     rows (naming the samples of the first chunk that has one), as :func:`_read_scaled` does."""
-    from concurrent.futures import ThreadPoolExecutor
-
     import torch
-
-    from ava.cache.reader import read_threads
 
     n, num_tokens, dim = len(shas), int(cache.num_tokens), int(cache.dim)
     values = _empty((n, *codec.value_shape(num_tokens, dim)), getattr(torch, codec.storage_dtype), where)
@@ -242,12 +246,7 @@ def _read_codes(cache: Any, codec: Any, shas: list[str], samples: list[Sample], 
         decoded = codec.decode_device(values[start:end].to(device), scales[start:end].to(device))  # (host: a copy)
         check_finite(decoded, samples[start:end], cache, layer)
 
-    starts = list(range(0, n, chunk))
-    if starts:
-        load(starts[0])  # (it lists the cache's files, which the threads then share)
-    with ThreadPoolExecutor(read_threads()) as pool:
-        for _ in pool.map(load, starts[1:]):  # (in order: the first failing chunk's error is the one raised)
-            pass
+    _by_chunks(n, chunk, load)
     return CodedTokens(codec, values, scales, dim)
 
 
