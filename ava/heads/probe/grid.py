@@ -68,8 +68,12 @@ class GridAdamW:
                 if j == len(r) or r[j] != r[start]:
                     self._runs.setdefault(float(r[start]), []).append((i, start, j))
                     start = j
-        self._groups: list[tuple[float, list[tuple[int, int, int]], list, list, list, list]] | None = None
-        self._counts: list[torch.Tensor] = []  # every group's step counts (made with the groups, at the first step)
+        # per learning rate, views of its rows, made once (parameters, moments, step counts; gradients: each step)
+        self._groups = [(lr, runs, [self.params[i][a:b] for i, a, b in runs],
+                         [self.exp_avg[i][a:b] for i, a, b in runs], [self.exp_avg_sq[i][a:b] for i, a, b in runs],
+                         [torch.tensor(0.0, device=self.params[i].device) for i, _, _ in runs])
+                        for lr, runs in self._runs.items()] if self.fused else []  # fmt: skip
+        self._counts = [c for group in self._groups for c in group[5]]  # every group's step count
 
     def zero_grad(self) -> None:
         for p in self.params:
@@ -105,19 +109,11 @@ class GridAdamW:
         update = torch._foreach_div(m, denom)
         torch._foreach_mul_(update, torch._foreach_div(lr_t, bias1))
         torch._foreach_sub_(params, update)
-        for group in self._groups or ():  # (a step some rows had no gradient in: the fused counts follow)
-            for count in group[5]:
-                count.fill_(self.steps)
+        for count in self._counts:  # (a step some rows had no gradient in: the fused counts follow)
+            count.fill_(self.steps)
 
     def _fused_step(self, factor: float) -> None:
-        """``torch._fused_adamw_`` once per learning rate, on views of its rows (made once: parameters, moments and
-        step counts; only the gradients' views are new each step)."""
-        if self._groups is None:
-            self._groups = [(lr, runs, [self.params[i][a:b] for i, a, b in runs],
-                             [self.exp_avg[i][a:b] for i, a, b in runs], [self.exp_avg_sq[i][a:b] for i, a, b in runs],
-                             [torch.tensor(float(self.steps), device=self.params[i].device) for i, _, _ in runs])
-                            for lr, runs in self._runs.items()]  # fmt: skip
-            self._counts = [c for group in self._groups for c in group[5]]
+        """``torch._fused_adamw_`` once per learning rate, on the views of its rows made at the start."""
         torch._foreach_add_(self._counts, 1.0)  # (the fused kernel reads its step counts; torch's optimizer adds too)
         beta1, beta2 = self.betas
         for lr, runs, params, avg, sq, counts in self._groups:
