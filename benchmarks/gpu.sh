@@ -10,6 +10,9 @@
 #     timeout_s: 540               (the stages' own limits add up to 485 s; the rest is the wheels' install)
 # Here, the same four stages on this CPU at small sizes, the same files (<= 5 minutes):
 #     OUT=DIR bash benchmarks/gpu.sh run --dry-run
+# After a fix, the stages it touches again, the rest skipped (a second call must fit the session's 15 minutes of
+# device time, which the first call and two machine starts have mostly spent; the llm stage alone is ~4 minutes):
+#     OUT=$OUT bash benchmarks/gpu.sh run --only llm            (names: preflight, llm, cache, fingerprint)
 #
 # Stages, in order of value, each under its own `timeout`, each writing its JSON and log to $OUT as soon as it ends
 # (a stage that runs out of time leaves the earlier stages' files, and the next stage still runs). Inside a stage
@@ -40,9 +43,17 @@ PLATFORMS="--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --p
 WHEELS="zarr==3.1.6 numcodecs==0.16.6 donfig==0.8.1.post1 google-crc32c==1.9.0 colour-science==0.4.7
         rapidfuzz==3.14.6 faiss-cpu==1.15.1"
 
+STAGE_NAMES="preflight llm cache fingerprint"
+ONLY=""  # the stages to run (--only), all when empty
+
 stage() {  # NAME SECONDS COMMAND...: run under a time limit, log to $OUT/NAME.log, say how it ended
     local name=$1 limit=$2
     shift 2
+    if [ -n "$ONLY" ] && [[ ",$ONLY," != *",$name,"* ]]; then
+        echo "== $name: skipped (--only $ONLY)"
+        echo "{\"stage\": \"$name\", \"skipped\": true}" >>"$STAGES"
+        return
+    fi
     local t0=$SECONDS
     echo "== $name (limit ${limit}s)"
     timeout --kill-after=10 "$limit" "$@" >"$OUT/$name.log" 2>&1
@@ -53,7 +64,23 @@ stage() {  # NAME SECONDS COMMAND...: run under a time limit, log to $OUT/NAME.l
 }
 
 run() {
-    local dry=${1:-}
+    local dry=""
+    while [ $# -gt 0 ]; do
+        case "$1" in
+        --dry-run) dry=--dry-run ;;
+        --only)
+            ONLY=${2:-}
+            local n
+            for n in ${ONLY//,/ }; do
+                [[ " $STAGE_NAMES " == *" $n "* ]] || { echo "gpu.sh: --only: no stage '$n' ($STAGE_NAMES)" >&2; exit 2; }
+            done
+            [ -n "$ONLY" ] || { echo "gpu.sh: --only needs stage names ($STAGE_NAMES)" >&2; exit 2; }
+            shift
+            ;;
+        *) echo "gpu.sh: run: unknown option '$1' (--dry-run, --only STAGES)" >&2; exit 2 ;;
+        esac
+        shift
+    done
     export PYTHONUNBUFFERED=1
     STAGES="$OUT/stages.jsonl"  # on the device: beside $OUT (the tool brings back 8 files: the 4 logs, the 4 JSONs)
     [ "$dry" = "--dry-run" ] || STAGES=/tmp/stages.jsonl
@@ -96,10 +123,11 @@ wheels)
     du -sh .whl
     ;;
 run)
-    run "${2:-}"
+    shift
+    run "$@"
     ;;
 *)
-    echo "usage: bash benchmarks/gpu.sh wheels | run [--dry-run]   (OUT=DIR: where the results go)" >&2
+    echo "usage: bash benchmarks/gpu.sh wheels | run [--dry-run] [--only STAGES]   (OUT=DIR: where the results go)" >&2
     exit 2
     ;;
 esac
