@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pytest
 import torch
@@ -114,7 +115,10 @@ def test_full_size_radio_l_names_round_trip_into_radio_model_on_meta():
         1024, 24, 16, 2048)  # fmt: skip
     assert (cfg["num_cls_tokens"], cfg["num_registers"], cfg["patch_size"], cfg["mlp_ratio"]) == (4, 4, 16, 4.0)
     model = radio_from_state(sd, published_config(), torch.float32, "RADIO-L")
-    native = set(model.state_dict())
+    # the installed transformers' attention names, back to map_radio's (q/k/v/o_proj; before the rename, ViT's)
+    older = {"attention.attention.query": "attention.q_proj", "attention.attention.key": "attention.k_proj",
+             "attention.attention.value": "attention.v_proj", "attention.output.dense": "attention.o_proj"}
+    native = {re.sub("|".join(map(re.escape, older)), lambda m: older[m[0]], k) for k in model.state_dict()}
     lambdas = {k for k in native if k.endswith("lambda1")}  # the publisher's blocks have none: identity scale
     assert native - lambdas == set(mapped)
     assert len(mapped) == len(sd) - len(dropped) + 2 * 2 * 24  # each fused qkv weight and bias became three
@@ -198,3 +202,24 @@ def test_ava_mapping_equals_transformers_own_radio_conversion(tmp_path):
     assert not any(info.values()), info  # nothing missing, unexpected or mismatched
     theirs = theirs.state_dict()
     assert set(ours) == set(theirs) and all(torch.equal(ours[k], theirs[k]) for k in ours)
+
+
+def test_both_attention_layouts_of_radio_model_are_filled_and_an_unknown_one_is_named():
+    """transformers renamed RadioModel's attention (ViT-style ``attention.attention.query`` ... ``output.dense``
+    before, ``q_proj`` ... ``o_proj`` after): the layout is read off the installed class's own state dict, each gets
+    every projection, and a third is refused naming what it found."""
+    from ava.vfm import mapped
+
+    canon = {f"encoder.layer.3.attention.{p}_proj.{k}": (p, k) for p in "qkvo" for k in ("weight", "bias")}
+    canon["encoder.layer.3.mlp.fc1.weight"] = ("mlp", "weight")
+    newer = {f"encoder.layer.0.attention.{p}_proj.weight": 0 for p in "qkvo"}
+    older = {f"encoder.layer.0.attention.attention.{p}.weight": 0 for p in ("query", "key", "value")}
+    older["encoder.layer.0.attention.output.dense.weight"] = 0
+    assert mapped._in_native_names(canon, mapped._native_attention_names(newer, "x")) == canon
+    renamed = mapped._in_native_names(canon, mapped._native_attention_names(older, "x"))
+    assert renamed["encoder.layer.3.attention.attention.key.bias"] == ("k", "bias")
+    assert renamed["encoder.layer.3.attention.output.dense.weight"] == ("o", "weight")
+    assert renamed["encoder.layer.3.mlp.fc1.weight"] == ("mlp", "weight") and len(renamed) == len(canon)
+    foreign = {"encoder.layer.0.attention.qkv.weight": 0}
+    with pytest.raises(AvaError, match=r"RADIO-X: transformers .*RadioModel names its attention .*attention\.qkv"):
+        mapped._native_attention_names(foreign, "RADIO-X")

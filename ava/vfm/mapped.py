@@ -176,6 +176,37 @@ def map_radio(state: dict[str, Any], where: str) -> tuple[dict[str, Any], list[s
     return out, dropped
 
 
+# The attention's names in the installed transformers' RadioModel, by the layout its own state dict shows: separate
+# q/k/v/o projections (transformers >= 5.2x), or ViT-style ``attention.{query,key,value}`` and ``output.dense`` (5.17
+# and other releases before the rename). :func:`map_radio` writes the first; a model with the second gets them renamed.
+_ATTENTION_LAYOUTS = (
+    {"q_proj": "q_proj", "k_proj": "k_proj", "v_proj": "v_proj", "o_proj": "o_proj"},
+    {"q_proj": "attention.query", "k_proj": "attention.key", "v_proj": "attention.value", "o_proj": "output.dense"},
+)
+_ATTENTION_KEY = re.compile(r"^(encoder\.layer\.\d+\.attention\.)([qkvo]_proj)(\.(?:weight|bias))$")
+
+
+def _native_attention_names(native: Any, where: str) -> dict[str, str]:
+    """Which of :data:`_ATTENTION_LAYOUTS` the installed RadioModel's state dict keys ``native`` use (layer 0)."""
+    for layout in _ATTENTION_LAYOUTS:
+        if all(f"encoder.layer.0.attention.{part}.weight" in native for part in layout.values()):
+            return layout
+    import transformers
+
+    found = sorted(k for k in native if k.startswith("encoder.layer.0.attention."))
+    raise AvaError(f"{where}: transformers {transformers.__version__}'s RadioModel names its attention in a way ava "
+                   f"does not know ({', '.join(found[:4]) or 'no attention weights'}): a partial load is refused")
+
+
+def _in_native_names(mapped: dict[str, Any], layout: dict[str, str]) -> dict[str, Any]:
+    """:func:`map_radio`'s output with its attention keys renamed to ``layout``'s."""
+    out = {}
+    for key, value in mapped.items():
+        m = _ATTENTION_KEY.match(key)
+        out[f"{m[1]}{layout[m[2]]}{m[3]}" if m else key] = value
+    return out
+
+
 def _load_tensors(path: Path) -> dict[str, Any]:
     from safetensors.torch import load_file
 
@@ -204,6 +235,7 @@ def radio_from_state(state: dict[str, Any], data: dict[str, Any], dtype: Any, wh
     with torch.device("meta"):
         model = transformers.RadioModel(config)
     native = model.state_dict()
+    mapped = _in_native_names(mapped, _native_attention_names(native, where))
     device = next(iter(mapped.values())).device
     for key in native:  # the publisher's blocks have no layer scale: the native one is then the identity
         if key.endswith("lambda1") and key not in mapped:
