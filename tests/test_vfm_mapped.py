@@ -223,3 +223,14 @@ def test_both_attention_layouts_of_radio_model_are_filled_and_an_unknown_one_is_
     foreign = {"encoder.layer.0.attention.qkv.weight": 0}
     with pytest.raises(AvaError, match=r"RADIO-X: transformers .*RadioModel names its attention .*attention\.qkv"):
         mapped._native_attention_names(foreign, "RADIO-X")
+
+
+def test_a_transformers_without_radio_model_is_named(monkeypatch):
+    """An older transformers (no RadioModel): the error says so, not an AttributeError."""
+    import sys
+    import types
+
+    monkeypatch.setitem(sys.modules, "transformers", types.SimpleNamespace(__version__="5.0.0"))
+    sd = published_state(64, 1, 4, 8, device="meta")
+    with pytest.raises(AvaError, match=r"RADIO-T: .*RadioModel, which transformers .* does not have"):
+        radio_from_state(sd, published_config(), torch.float32, "RADIO-T")

@@ -226,6 +226,9 @@ def radio_from_state(state: dict[str, Any], data: dict[str, Any], dtype: Any, wh
     import torch
     import transformers
 
+    if not hasattr(transformers, "RadioModel"):
+        raise AvaError(f"{where}: RADIO loads into transformers' RadioModel, which transformers "
+                       f"{transformers.__version__} does not have: upgrade transformers")  # fmt: skip
     kwargs = radio_config(data, {k: tuple(v.shape) for k, v in state.items()}, where)
     idxs = state.get(f"{RADIO}summary_idxs")
     if idxs is not None and idxs.device.type != "meta":  # the saved buffer decides which summary tokens it reads
