@@ -233,6 +233,35 @@ def test_grid_view_sees_where(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
         _train(ProbeConfig, data, tmp_path / "bad", pools=["cells"])
 
 
+@pytest.mark.parametrize("block_cells", [1, 7, 48])
+def test_cell_pca_in_float64_blocks_is_the_whole_covariance(monkeypatch: pytest.MonkeyPatch, block_cells: int) -> None:
+    """A grid view's cell PCA sums its covariance over blocks of at most COV_CELLS cells (bounded memory at real
+    sizes): the same basis and prepared rows as one block over every cell (one sample per block, several, and a
+    block that does not divide the rows), with two layers; one block is bitwise the computation before."""
+    from ava.heads.probe import model
+
+    torch.manual_seed(0)
+    cells, dim, layers = 3, 10, 2
+    scale = torch.linspace(0.2, 3.0, dim)  # distinct variances: a well-separated spectrum
+    x = (torch.randn(23, layers, 1 + cells**2, dim) * scale + 0.7).reshape(23, -1)
+
+    def fitted() -> model.Probe:
+        probe = model.Probe(dim * layers, 3, "mean", cells=cells, layers=layers, rank=4)
+        probe.fit_input(x)
+        return probe
+
+    whole = fitted()
+    flat = x.double().reshape(23, layers, 1 + cells**2, dim)[:, 0, 1:].reshape(-1, dim)  # the computation before
+    flat = flat - flat.mean(0)
+    vectors = torch.linalg.eigh(flat.T @ flat / len(flat))[1][:, -4:].flip(-1)
+    before = (vectors * torch.where(vectors.sum(0) < 0, -1.0, 1.0)).float()
+    assert torch.equal(whole.reduce.basis[0], before)
+    monkeypatch.setattr(model, "COV_CELLS", block_cells)
+    blocked = fitted()
+    torch.testing.assert_close(blocked.reduce.basis, whole.reduce.basis, rtol=0, atol=1e-6)
+    torch.testing.assert_close(blocked.prepare(x), whole.prepare(x), rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.slow
 def test_pixels_beat_majority(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Raw pixel patches through the real synth -> extract -> cache path (what the issue asks of the probes).

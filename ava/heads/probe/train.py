@@ -390,13 +390,18 @@ def _fit_pooled(config: ProbeConfig, ability: Ability, task: Task, fit: list[Sam
         views_fit = read_pooled_views(cache, fit, layers, pools)
         views_held = read_pooled_views(cache, held, layers, pools)
         members: list[tuple[str, float, Probe]] = []
-        prepared, slices, offset = [], [], 0
+        prepared: list[torch.Tensor] = []
+        slices, offset = [], 0
         for pool in pools:
             shape = dict(cells=pool_cells(pool), layers=len(layers), rank=config.cell_rank)
-            first = Probe(cache.dim * len(layers), task.out_dim, "mean", **shape)
-            first.fit_input(torch.from_numpy(views_fit[pool]))
+            first = Probe(cache.dim * len(layers), task.out_dim, "mean", **shape).to(device)
+            # the fixed transforms (a grid view's cell PCA: a float64 covariance of every train cell) are fitted and
+            # applied where the probe trains: on a GPU they were the host's largest share of the linear probe
+            rows = torch.from_numpy(views_fit[pool]).to(device)
+            first.fit_input(rows)
             with torch.no_grad():
-                z = first.prepare(torch.from_numpy(views_fit[pool])).numpy()
+                z = first.prepare(rows)
+            del rows
             prepared.append(z)
             for lr in lrs:
                 member = Probe(cache.dim * len(layers), task.out_dim, "mean", **shape)
@@ -406,12 +411,15 @@ def _fit_pooled(config: ProbeConfig, ability: Ability, task: Task, fit: list[Sam
                 slices.append(slice(offset, offset + z.shape[1]))
             offset += z.shape[1]
         trainer = StackedLinears([m for _, _, m in members], slices).to(device)
-        z_fit = torch.from_numpy(np.ascontiguousarray(np.concatenate(prepared, axis=1))).to(device)
+        z_fit = torch.cat(prepared, 1)
+        del prepared
         train_grid(trainer, [lr for _, lr, _ in members], z_fit, y, task, epochs=epochs, batch_size=batch_size,
                    weight_decay=config.weight_decay, generator=generator, device=device, on_epoch=on_epoch)  # fmt: skip
         trainer.write_back()
+        del z_fit, trainer
+        held_rows = {pool: torch.from_numpy(views_held[pool]).to(device) for pool in pools}  # once per view
         for pool, lr, member in members:
-            replies = predict(member.to(device), task, views_held[pool], held, device)
+            replies = predict(member.to(device), task, held_rows[pool], held, device)
             score = mean_score(ability, held, replies, memo=memo)
             grid_log.append({"layers": list(layers), "pool": pool, "lr": lr, "heldout": score})
             if best is None or is_better(ability, score, best[0]):
