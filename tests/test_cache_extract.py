@@ -260,6 +260,34 @@ def test_non_finite_rows_decoded_on_a_device_are_named() -> None:
         check_finite(rows, samples, None, -2)
 
 
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.int8])
+@pytest.mark.parametrize("layout", ["read-only", "reversed"])
+def test_non_finite_rows_of_an_array_are_named(dtype, layout) -> None:
+    """``check_finite`` on rows as a cache's ``read`` hands them out (numpy; read-only when they are a store's
+    buffer, any strides): NaN, +inf and -inf each name their row, a finite array passes, and no warning is left."""
+    import warnings
+
+    from ava.heads.features import check_finite
+    from ava.sample import Sample
+
+    rows = np.zeros((5, 3, 4), dtype)
+    if dtype != np.int8:
+        rows[1, 2, 3], rows[3, 0, 0], rows[4, 1, 1] = np.nan, np.inf, -np.inf
+    samples = [Sample(f"s{i}", "color", f"img{i}.png", 8, 8, "q", "a", {}) for i in range(5)]
+    if layout == "reversed":  # negative strides: torch cannot view them, the numpy check runs
+        rows, samples = rows[::-1], samples[::-1]
+    rows.flags.writeable = False
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_finite(rows[[0, 2]] if layout == "read-only" else rows[[4, 2]], [samples[0], samples[2]], None, -2)
+        if dtype == np.int8:
+            check_finite(rows, samples, None, -2)
+            return
+        with pytest.raises(AvaError, match=r"3 sample\(s\) hold NaN or inf .*") as e:
+            check_finite(rows, samples, None, -2)
+    assert {"color/s1", "color/s3", "color/s4"} == {w for w in e.value.args[0].split() if w.startswith("color/")}
+
+
 def test_int4_shards_are_the_files_zarr_writes(data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """int4's arrays (packed codes [N, T, D/2] uint8, fp16 scales [N, T, D/64], views pooled from the input) go
     through the writer threads' encoder (ava.cache.shards) as the other codecs do: the same bytes as Zarr's writes."""

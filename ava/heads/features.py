@@ -75,10 +75,12 @@ def check_finite(rows: np.ndarray | torch.Tensor, samples: Sequence[Sample], cac
     """AvaError naming the samples whose feature rows (``rows[i]`` belongs to ``samples[i]``; numpy, or a torch
     tensor on any device) hold NaN or inf: a head trained on them learns nothing and says nothing (the loss goes NaN,
     every reply is the same)."""
-    if not isinstance(rows, np.ndarray):  # a tensor: reduced where it is, one bool per row comes back
-        from ava.vfm.feature_check import finite_rows
+    from ava.vfm.feature_check import finite_rows
 
+    if not isinstance(rows, np.ndarray):  # a tensor: reduced where it is, one bool per row comes back
         finite = finite_rows(rows).cpu().numpy() if len(rows) else np.ones(0, bool)
+    elif len(rows) and (view := _as_torch(rows)) is not None:  # the same two reductions on the array's memory
+        finite = finite_rows(view).numpy()  # (np.isfinite on fp16 rows: 1.6 ms a SigLIP-sized row; this, 0.36)
     else:
         finite = np.isfinite(rows.reshape(len(rows), -1)).all(axis=1) if len(rows) else np.ones(0, bool)
     if finite.all():
@@ -91,6 +93,22 @@ def check_finite(rows: np.ndarray | torch.Tensor, samples: Sequence[Sample], cac
         "no head is trained on them. Check the VFM's dtype/weights, then extract these images again "
         "(`ava cache extract`, after removing or repairing the cache group)"
     )
+
+
+def _as_torch(rows: np.ndarray) -> Any:
+    """A float array as a torch tensor on the same memory (read-only arrays too: it is only read), or None."""
+    import warnings
+
+    import torch
+
+    if rows.dtype.kind != "f":
+        return None
+    with warnings.catch_warnings():  # a read-only array (a buffer from the store): torch warns, and only reads here
+        warnings.simplefilter("ignore", UserWarning)
+        try:
+            return torch.from_numpy(rows)
+        except (TypeError, ValueError):  # a dtype torch lacks, negative strides
+            return None
 
 
 def read_layers(cache: Any, samples: Sequence[Sample], layers: Sequence[int | None], pooled: bool) -> np.ndarray:
