@@ -100,6 +100,14 @@ def test_llm_benchmark_times_no_checkpoint(tmp_path: Path, monkeypatch) -> None:
     assert row["profile"]["steps"] == 1 and row["profile"]["kernels_per_step"] > 0, row["profile"]
     assert row["attention"] == "sdpa-per-sample" and row["compiled"] is False and row["features_placement"] == "host"
     assert not (tmp_path / "run_cache" / "checkpoint").exists()
+    # the part's time already spent (a long compile): the profile still runs within the time it may borrow, and says
+    # why it did not where it may borrow none
+    import time
+
+    late = bench.run_path("cache", args, data, tmp_path / "cache", tmp_path, time.monotonic(), time.monotonic() + 600)
+    assert late["steps"] == 2 and late["profile"]["steps"] == 1, late["profile"]
+    none = bench.run_path("cache", args, data, tmp_path / "cache", tmp_path, time.monotonic())
+    assert none["profile"]["error"].startswith("skipped: ") and none["profile"]["error"].endswith("s of the part left")
 
 
 def test_kernel_profile_summary_of_device_kernels() -> None:
