@@ -76,13 +76,14 @@ def test_bad_inputs(data, kwargs, says):
 @pytest.mark.slow
 def test_abilities_at_once_equal_heads_at_once_and_errors_surface(data, monkeypatch):
     """parallel="abilities" (whole abilities on 2 threads) gives the scores of "heads" (`ava fingerprint`'s way),
-    value for value; a fit failing in a worker thread is raised in the caller, and the GC is left unfrozen."""
+    value for value; a fit failing in a worker thread is raised in the caller, and the GC is left as found."""
     import gc
 
     import torch
 
     from ava.heads.knn.train import KNNRun
 
+    frozen = gc.get_freeze_count()
     vfm = tiny_vfm(tiny_vit(seed=7))
     threads = torch.get_num_threads()
     torch.set_num_threads(2)  # 2 fitting threads of 1 intra-op thread each, on any machine
@@ -103,4 +104,4 @@ def test_abilities_at_once_equal_heads_at_once_and_errors_surface(data, monkeypa
     monkeypatch.setattr(KNNRun, "fit_ability", fails_on_ocr)
     with pytest.raises(RuntimeError, match="knn broke on ocr"):
         fingerprint_in_memory(vfm, data, jobs=2, parallel="abilities")
-    assert gc.get_freeze_count() == 0
+    assert gc.get_freeze_count() == frozen  # as found (0, but Python 3.12 counts its immortal objects from the start)

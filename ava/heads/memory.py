@@ -352,7 +352,9 @@ def train_heads(runs: Sequence[Any], features: MemoryFeatures, abilities: Sequen
 
     from ava.heads.ability_runs import train_abilities
 
-    froze = gc.get_freeze_count() == 0  # a process that froze its own heap keeps it frozen: nothing to undo then
+    # a process that froze its own heap keeps it frozen: nothing to undo then (Python 3.12 also counts objects it made
+    # immortal as frozen, from its start on: there the GC is left as it is, at the cost of slower collections)
+    froze = gc.get_freeze_count() == 0
     if froze:
         gc.freeze()
     threads = torch.get_num_threads()  # a fitting thread's torch.set_num_threads changes the caller's count too
