@@ -247,10 +247,11 @@ def test_a_run_of_rows_is_read_in_few_range_requests(data: Path, s3_url: str, mo
     monkeypatch.setattr(zarr.storage.FsspecStore, "get", counted)
     shas = cache.group.rows()[1:8]  # 7 of shard 0's 8 rows (a whole shard is one GET in Zarr already)
     resident = ResidentFeatures(cache, shas, device="cpu").wait()
+    ours = list(asked)  # (the reference read below is Zarr's own: how it asks depends on its version)
     np.testing.assert_array_equal(resident.float().numpy(), cache.read(shas))
     layer = cache.layers[0]
-    ranged = [a for a in asked if a.endswith(" RangeByteRequest")]  # keys relative to the array
-    assert ranged == ["c/0/0/0 RangeByteRequest"], asked  # one block for the 7 chunks (Zarr alone: 7, one per row)
+    ranged = [a for a in ours if a.endswith(" RangeByteRequest")]  # keys relative to the array
+    assert ranged == ["c/0/0/0 RangeByteRequest"], ours  # one block for the 7 chunks (Zarr alone: 7, one per row)
     assert f"read 7 rows of features/{layer} from {s3_url}/" in capfd.readouterr().err  # the throughput line
 
 
