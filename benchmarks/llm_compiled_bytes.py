@@ -11,6 +11,11 @@ Imported by ``llm_proxies.py`` (``bench_llm_head.py --compiled-bytes``); runs on
 - **eager**: the dispatch-mode counter of ``llm_proxies.OpCounter`` on the same layer, inputs and autocast.
 
 Both per token over the batch's tokens (2 rows x ``seq`` by default, the proxies' ~844 tokens per sample).
+
+Run alone, it also compares the layer with LoRA (the head's r 128, dropout 0.05), without LoRA's dropout, and
+without LoRA, each compiled from scratch: what LoRA adds to a step's memory traffic and kernels::
+
+    python benchmarks/llm_compiled_bytes.py --variants lora,lora-no-dropout,no-lora
 """
 
 from __future__ import annotations
@@ -25,11 +30,12 @@ import torch
 MATMUL_WORDS = ("mm", "addmm", "bmm", "matmul", "linear", "attention", "sdpa", "flash")
 
 
-def _layer_inputs(samples: int, seq: int, lora_r: int) -> tuple[Any, dict[str, Any], torch.Tensor]:
+def _layer_inputs(samples: int, seq: int, lora_r: int, lora_dropout: float = 0.05,
+                  ) -> tuple[Any, dict[str, Any], torch.Tensor]:  # fmt: skip
     from llm_proxies import D, _model  # (a sibling module: benchmarks/ is on sys.path)
 
     del D
-    head = _model(1, lora_r, torch.bfloat16)
+    head = _model(1, lora_r, torch.bfloat16, lora_dropout)
     head.train()
     decoder = head.base.get_decoder()
     layer = decoder.layers[0]
@@ -49,10 +55,10 @@ def _fwd_bwd(layer: Any, kwargs: dict[str, Any], hidden: torch.Tensor, grad: tor
     out.backward(grad)
 
 
-def eager_bytes(samples: int = 2, seq: int = 844, lora_r: int = 128) -> dict[str, Any]:
+def eager_bytes(samples: int = 2, seq: int = 844, lora_r: int = 128, lora_dropout: float = 0.05) -> dict[str, Any]:
     from llm_proxies import OpCounter
 
-    layer, kwargs, hidden = _layer_inputs(samples, seq, lora_r)
+    layer, kwargs, hidden = _layer_inputs(samples, seq, lora_r, lora_dropout)
     grad = torch.ones_like(hidden)
     with OpCounter(fake_matmul=True):
         _fwd_bwd(layer, kwargs, hidden, grad)  # warm (lazy inits)
@@ -65,7 +71,8 @@ def eager_bytes(samples: int = 2, seq: int = 844, lora_r: int = 128) -> dict[str
             "top": {k: round(v / tokens / 1e6, 4) for k, v in count.ops.most_common(8)}}  # fmt: skip
 
 
-def compiled_bytes(samples: int = 2, seq: int = 844, lora_r: int = 128) -> dict[str, Any]:
+def compiled_bytes(samples: int = 2, seq: int = 844, lora_r: int = 128, lora_dropout: float = 0.05,
+                   ) -> dict[str, Any]:  # fmt: skip
     """Compile the layer, run forward + backward once, and read inductor's byte counts of the kernels it made."""
     import shutil
 
@@ -108,7 +115,7 @@ def compiled_bytes(samples: int = 2, seq: int = 844, lora_r: int = 128) -> dict[
     try:
         torch._dynamo.reset()
         metrics.reset()
-        layer, kwargs, hidden = _layer_inputs(samples, seq, lora_r)
+        layer, kwargs, hidden = _layer_inputs(samples, seq, lora_r, lora_dropout)
         compiled = torch.compile(layer, dynamic=False)
         grad = torch.ones_like(hidden)
         t0 = time.perf_counter()
@@ -144,12 +151,37 @@ def compiled_bytes(samples: int = 2, seq: int = 844, lora_r: int = 128) -> dict[
     }
 
 
+VARIANTS = {"lora": (128, 0.05), "lora-no-dropout": (128, 0.0), "no-lora": (0, 0.0)}  # (r, dropout)
+
+
 if __name__ == "__main__":
+    import argparse
     import json
     import sys
     from pathlib import Path
 
+    import ava  # noqa: F401  (first: its torchvision fix, which transformers' model classes need on a CPU torch)
+
     sys.path.insert(0, str(Path(__file__).parent))
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("seq", type=int, nargs="?", default=844)
+    p.add_argument("--variants", default="lora",
+                   help=f"comma-separated, of {', '.join(VARIANTS)}: LoRA r 128 with the head's dropout (0.05), "
+                   "without it, and the layer without LoRA; each compiled from scratch")  # fmt: skip
+    args = p.parse_args()
     torch.set_num_threads(1)
-    seq = int(sys.argv[1]) if len(sys.argv) > 1 else 844
-    print(json.dumps({"eager": eager_bytes(seq=seq), "compiled": compiled_bytes(seq=seq)}, indent=1))
+    out = {}
+    for name in args.variants.split(","):
+        r, dropout = VARIANTS[name]
+        out[name] = {"eager": eager_bytes(seq=args.seq, lora_r=r, lora_dropout=dropout),
+                     "compiled": compiled_bytes(seq=args.seq, lora_r=r, lora_dropout=dropout)}  # fmt: skip
+        print(json.dumps({name: out[name]}), flush=True)
+    print("| variant | eager non-matmul MB / token / layer | compiled | kernels | all kernels MB / token |")
+    print("|---|---:|---:|---:|---:|")
+    for name, r in out.items():
+        c = r["compiled"]
+        if "error" in c:
+            print(f"| {name} | {r['eager']['mb_per_token']:.3f} | {c['error']} | | |")
+            continue
+        print(f"| {name} | {r['eager']['mb_per_token']:.3f} | {c['mb_per_token']:.3f} | {c['kernels']} "
+              f"| {c['bytes_all_kernels'] / c['tokens'] / 1e6:.3f} |")  # fmt: skip

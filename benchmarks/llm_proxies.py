@@ -195,7 +195,7 @@ def data_path(work: Path, n: int = 64, batch: int = 16, steps: int = 8) -> dict[
 
 
 # -- 2. and 3. bytes per token per layer, syncs per step ----------------------------------------------------------
-def _model(layers: int, lora_r: int, dtype: torch.dtype) -> Any:
+def _model(layers: int, lora_r: int, dtype: torch.dtype, lora_dropout: float = 0.05) -> Any:
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     from ava.heads.llm.model import build_head
@@ -203,7 +203,7 @@ def _model(layers: int, lora_r: int, dtype: torch.dtype) -> Any:
     torch.manual_seed(0)
     llm = Qwen2ForCausalLM(Qwen2Config(num_hidden_layers=layers, **QWEN2_05B, attn_implementation="sdpa"))
     llm.to(dtype)
-    head = build_head(llm, D, lora_r=lora_r, seed=0)
+    head = build_head(llm, D, lora_r=lora_r, lora_dropout=lora_dropout, seed=0)
     head.connector.float()
     return head
 
