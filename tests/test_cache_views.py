@@ -43,6 +43,10 @@ def test_stored_views_equal_views_pooled_from_tokens(caches: tuple[Path, Path, P
     tokens = cache.read(shas)
     for view in cache.views:
         assert np.array_equal(cache.read_view(shas, None, view), pool_tokens(tokens, view, token_grid(cache))), view
+    in_order = cache.group.rows()[2:21]  # in row order, across a shard's end: read as stored, no reordering copy
+    for view in cache.views:
+        got = cache.read_view(in_order, None, view)
+        assert np.array_equal(got, pool_tokens(cache.read(in_order), view, token_grid(cache))), view
     assert np.array_equal(cache.read_pooled(shas), old.read_pooled(shas))
     with pytest.raises(AvaError, match="stores no pooled view 'grid2'"):
         old.read_view(shas, None, "grid2")

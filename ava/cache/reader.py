@@ -139,7 +139,8 @@ class FeatureCache:
         if len(rows) == 0:
             return np.zeros((0, self.group.pooled(layer, view).shape[1]), dtype=np.float32)
         uniq, inverse = np.unique(rows, return_inverse=True)
-        return np.asarray(_read_rows(self.group, f"pooled/{layer}/{view}", uniq), dtype=np.float32)[inverse]
+        values = np.asarray(_read_rows(self.group, f"pooled/{layer}/{view}", uniq), dtype=np.float32)
+        return values if np.array_equal(uniq, rows) else values[inverse]  # (in row order already: no copy)
 
 
 def _describe(group: CacheGroup) -> str:

@@ -165,7 +165,7 @@ def read_stored_view(cache: Any, samples: Sequence[Sample], layers: Sequence[int
     for layer in layers:
         rows = cache.read_view(unique, layer, view)
         check_finite(rows, [first[sha] for sha in unique], cache, layer)
-        parts.append(rows[index])
+        parts.append(rows if len(unique) == len(shas) else rows[index])  # (each image once, in order: no copy)
     return np.ascontiguousarray(parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1), dtype=np.float32)
 
 
