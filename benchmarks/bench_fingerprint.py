@@ -393,8 +393,16 @@ def scaling_check(rows: list[dict], tolerance: float = 0.25) -> dict | None:
         per[ava] = {"scaled_s": [round(x, 1) for x in est], "ratio": round(est[1] / max(est[0], 1e-9), 2)}
     total = [sum(r["ability_s"][v] * REAL_SIZES[v] / r["samples"][v] for v in both) for r in (a, b)]
     ratio = total[1] / max(total[0], 1e-9)
+    # the rule by optimizer steps (the probes' steps do not grow with the rows; the rest linear), over whole runs
+    whole = set(a["abilities_done"]) == set(b["abilities_done"])
+    steps = [r.get("scaled_by_steps_s") for r in (a, b)]
+    by_steps = None
+    if whole and all(x is not None for x in steps):
+        r_steps = steps[1] / max(steps[0], 1e-9)
+        by_steps = {"scaled_total_s": steps, "ratio": round(r_steps, 2), "holds": abs(r_steps - 1) <= tolerance}
     return {"scales": [a["scale"], b["scale"]], "abilities": both, "scaled_total_s": [round(x, 1) for x in total],
-            "ratio": round(ratio, 2), "holds": bool(both) and abs(ratio - 1) <= tolerance, "per_ability": per}
+            "ratio": round(ratio, 2), "holds": bool(both) and abs(ratio - 1) <= tolerance, "per_ability": per,
+            "by_steps": by_steps}
 
 
 def write_json(args: argparse.Namespace, rows: list[dict], check: dict | None) -> None:
@@ -542,6 +550,10 @@ def main() -> None:
                     help="random features: each ability at this share of its real sample count (--samples ignored); "
                     "the JSON adds the time scaled to the real benchmark (see _scaled); two shares, comma-separated "
                     "(0.025,0.05), also check that the scaling holds (scaling_check)")  # fmt: skip
+    ap.add_argument("--no-warmup", dest="warmup", action="store_false",
+                    help="--scale-to-real: no untimed warm-up run first (20 samples an ability), whose one-time costs "
+                    "(imports, the device's libraries, first calls) would otherwise land in the first scale's "
+                    "abilities and be multiplied by the scaling")  # fmt: skip
     ap.add_argument("--budget", type=float, default=None,
                     help="seconds for the whole run: each scale and mode its share, abilities not started by then "
                     "left out (the rows say which were done)")  # fmt: skip
@@ -590,6 +602,15 @@ def main() -> None:
             rows.append({"mode": "placement reads", "rows": placed})
             write_json(args, rows, None)
             shutil.rmtree(tmp / "placement", ignore_errors=True)  # (its cache: disk for the scales' work)
+        if args.scale_to_real and args.warmup:  # one-time costs (imports, the device's libraries, first calls) paid
+            t0 = time.monotonic()  # here, not in the first timed ability, where the scaling multiplies them
+            warm = run_random(args, tmp / "warm-up", {a: 20 for a in abilities}, abilities, None,
+                              budget.deadline(0.1))  # fmt: skip
+            rows.append({"mode": "warm-up (untimed)", "wall_s": round(time.monotonic() - t0, 2),
+                         "abilities_done": sorted({a for r in warm for a in r.get("abilities_done", [])})})  # fmt: skip
+            print(json.dumps(rows[-1]), flush=True)
+            write_json(args, rows, None)
+            shutil.rmtree(tmp / "warm-up", ignore_errors=True)
         for i, scale in enumerate(scales):  # each scale a share of the time left, by its size
             deadline = budget.deadline((scale or 1) / sum(x or 1 for x in scales[i:]))
             counts = {a: args.samples for a in abilities}

@@ -150,3 +150,34 @@ def test_placement_reads_report_every_placement_offered(tmp_path: Path) -> None:
     rows = bench.placement_reads(8, 16, 8, "cpu", tmp_path, float("inf"))
     assert [(r["placement"], r["way"], r["rows"]) for r in rows] == [("host", "read where held", 8)], rows
     assert rows[0]["held_on"] == "cpu" and rows[0]["at_real_size_s"] > 0 and "error" not in rows[0]
+
+
+def test_fingerprint_scaling_check_by_both_rules() -> None:
+    """bench_fingerprint's check of its scaling at two scales: the linear rule per ability and summed, and the rule by
+    optimizer steps over whole runs (none where a scale did not finish every ability); warm-up rows are not scales."""
+    import importlib
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    bf = importlib.import_module("bench_fingerprint")
+    real = bf.REAL_SIZES
+
+    def run(scale, walls, steps_s, done=("color", "ocr")):
+        return {"mode": "fingerprint", "scale": scale, "abilities_done": list(done), "scaled_by_steps_s": steps_s,
+                "ability_s": walls, "samples": {a: round(scale * real[a]) for a in walls}}  # fmt: skip
+
+    warm = {"mode": "warm-up (untimed)", "wall_s": 9.0, "abilities_done": ["color", "ocr"]}
+    a = run(0.01, {"color": 1.0, "ocr": 2.0}, 300.0)
+    b = run(0.02, {"color": 2.0, "ocr": 4.4}, 330.0)
+    check = bf.scaling_check([warm, b, a])
+    assert check["scales"] == [0.01, 0.02] and check["abilities"] == ["color", "ocr"]
+    lin = [sum(r["ability_s"][v] * real[v] / r["samples"][v] for v in ("color", "ocr")) for r in (a, b)]
+    assert check["ratio"] == round(lin[1] / lin[0], 2) and check["holds"]
+    assert check["per_ability"]["ocr"]["ratio"] == round(4.4 / round(0.02 * real["ocr"]) * round(0.01 * real["ocr"])
+                                                         / 2.0, 2)  # fmt: skip
+    assert check["by_steps"] == {"scaled_total_s": [300.0, 330.0], "ratio": 1.1, "holds": True}
+    slow = run(0.02, {"color": 2.0, "ocr": 4.4}, 600.0)
+    assert bf.scaling_check([a, slow])["by_steps"]["holds"] is False
+    cut = run(0.02, {"color": 2.0}, 100.0, done=("color",))
+    assert bf.scaling_check([a, cut])["by_steps"] is None and bf.scaling_check([a, cut])["abilities"] == ["color"]
+    assert bf.scaling_check([warm, a]) is None
