@@ -344,3 +344,17 @@ def test_stacked_grids_compute_each_member() -> None:
     out = attn(grid.members[0].norm(x))
     for g, m in enumerate(grid.members):
         torch.testing.assert_close(out[g], m(x), rtol=1e-5, atol=1e-6)
+
+
+def test_a_views_transforms_go_to_the_gpu_only_where_they_fit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The linear probe's fixed transforms run on the GPU when the view and ~2 more of its size fit in 70% of the free
+    device memory, else on the host; a CPU run keeps them on the host."""
+    from ava.cache import placement
+    from ava.heads.probe.train import transforms_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(placement, "device_free_bytes", lambda device: 10_000)
+    monkeypatch.setattr(placement, "host_free_bytes", lambda: 10**12)
+    assert transforms_device("cuda:0", 2_000) == "cuda:0"  # 6,000 of the 7,000 it may take
+    assert transforms_device("cuda:0", 2_500) == "cpu"  # 7,500: the host
+    assert transforms_device("cpu", 10) == "cpu"

@@ -34,7 +34,7 @@ import torch
 from torch import nn
 
 from ava.abilities import Ability, get_ability
-from ava.cache.placement import STREAMED
+from ava.cache.placement import ON_DEVICE, STREAMED, place
 from ava.data.format import Dataset, Sample
 from ava.errors import AvaError
 from ava.heads.ability_runs import AbilityRun, save_tensors, train_abilities
@@ -372,6 +372,16 @@ def _defaults(config: ProbeConfig, n: int, tokens: bool) -> tuple[int, int]:
 Pick = tuple[float, nn.Module, tuple[int | None, ...], float, str]  # held-out score, probe, layers, lr, pool
 
 
+def transforms_device(device: str, view_bytes: int) -> str:
+    """Where a pooled view's fixed transforms (a grid view's cell PCA: a float64 covariance of every train cell, then
+    the standardization) are fitted and applied: on the GPU the probe trains on when the view and the transforms'
+    temporaries (~3 views) fit in its free memory (on a GPU they were the host's largest share of the linear probe),
+    else on the host."""
+    if device.startswith("cuda") and place(device, 3 * view_bytes).kind == ON_DEVICE:
+        return device
+    return "cpu"
+
+
 def _fit_pooled(config: ProbeConfig, ability: Ability, task: Task, fit: list[Sample], held: list[Sample],
                 cache: Any, device: str, lrs: list[float], y: Any, on_epoch: Callable[[], None] | None,
                 ) -> tuple[list[dict[str, Any]], Pick]:  # fmt: skip
@@ -394,13 +404,12 @@ def _fit_pooled(config: ProbeConfig, ability: Ability, task: Task, fit: list[Sam
         slices, offset = [], 0
         for pool in pools:
             shape = dict(cells=pool_cells(pool), layers=len(layers), rank=config.cell_rank)
-            first = Probe(cache.dim * len(layers), task.out_dim, "mean", **shape).to(device)
-            # the fixed transforms (a grid view's cell PCA: a float64 covariance of every train cell) are fitted and
-            # applied where the probe trains: on a GPU they were the host's largest share of the linear probe
-            rows = torch.from_numpy(views_fit[pool]).to(device)
+            where = transforms_device(device, views_fit[pool].nbytes)
+            first = Probe(cache.dim * len(layers), task.out_dim, "mean", **shape).to(where)
+            rows = torch.from_numpy(views_fit[pool]).to(where)
             first.fit_input(rows)
             with torch.no_grad():
-                z = first.prepare(rows)
+                z = first.prepare(rows).to(device)
             del rows
             prepared.append(z)
             for lr in lrs:
