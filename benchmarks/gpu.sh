@@ -31,7 +31,7 @@
 #                                 then an ability's token read from a real fp16 cache (512 SigLIP-sized rows) at each
 #                                 placement (on the GPU, pinned, host), read where held vs the way before (host, then
 #                                 a whole copy): GB/s and peak host memory; then a 14-ability fingerprint at SigLIP
-#                                 shapes at 2.5% and 5% of each ability's real size, scaled to the real size, and
+#                                 shapes at 2% and 4% of each ability's real size, scaled to the real size, and
 #                                 whether the two scales agree (scaling_check)
 # Each stage prints a line as each part ends (a stage cut off by its limit still says how far it got).
 # Each JSON records the device, the versions and which paths ran (attention, compiled, where features were held).
@@ -111,7 +111,7 @@ run() {
             --error-images 4 --budget 80 --decode-check --json "$OUT/cache.json"
         stage fingerprint 150 bash -c "timeout 20 python3 benchmarks/bench_probe_steps.py --device cuda --dim 1152 \
             --tokens 729 --steps 300 --repeats 1; python3 benchmarks/bench_fingerprint.py --device cuda \
-            --modes fingerprint --tokens 729 --dim 1152 --scale-to-real 0.025,0.05 --budget 122 \
+            --modes fingerprint --tokens 729 --dim 1152 --scale-to-real 0.02,0.04 --budget 122 \
             --placement-reads 512 --json $OUT/fingerprint.json"
     fi
     echo "== all stages: $SECONDS s"
