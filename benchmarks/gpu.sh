@@ -29,7 +29,7 @@
 #     4. fingerprint.json (150 s) first the probes' training step at SigLIP-so400m's widths (bench_probe_steps: us and
 #                                 kernels per step, fused AdamW vs the foreach ops; in fingerprint.log only, <= 20 s),
 #                                 then an ability's token read from a real fp16 cache (512 SigLIP-sized rows) at each
-#                                 placement (on the GPU, pinned, host), read where held vs the way before (host, then
+#                                 placement (on the GPU, host-staged, host), read where held vs the way before (host, then
 #                                 a whole copy): GB/s and peak host memory; then a 14-ability fingerprint at SigLIP
 #                                 shapes at 2% and 4% of each ability's real size, scaled to the real size, and
 #                                 whether the two scales agree (scaling_check)
