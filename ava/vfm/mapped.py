@@ -177,8 +177,8 @@ def map_radio(state: dict[str, Any], where: str) -> tuple[dict[str, Any], list[s
 
 
 # The attention's names in the installed transformers' RadioModel, by the layout its own state dict shows: separate
-# q/k/v/o projections (transformers >= 5.2x), or ViT-style ``attention.{query,key,value}`` and ``output.dense`` (5.17
-# and other releases before the rename). :func:`map_radio` writes the first; a model with the second gets them renamed.
+# q/k/v/o projections (as in transformers 5.24), or ViT-style ``attention.{query,key,value}`` and ``output.dense`` (as
+# in 5.17). :func:`map_radio` writes the first; a model with the second gets them renamed.
 _ATTENTION_LAYOUTS = (
     {"q_proj": "q_proj", "k_proj": "k_proj", "v_proj": "v_proj", "o_proj": "o_proj"},
     {"q_proj": "attention.query", "k_proj": "attention.key", "v_proj": "attention.value", "o_proj": "output.dense"},
