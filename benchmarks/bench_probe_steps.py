@@ -62,11 +62,12 @@ def grid(kind: str, dim: int, tokens: int, classes: int, n: int, device: str) ->
         members = [Probe(dim, classes, "mean") for _ in lrs]
         for m in members:
             m.init_weights(g)
-        return StackedLinears(members, [slice(0, dim)] * len(lrs)).to(device), lrs, torch.randn(n, dim)
+        return StackedLinears(members, [slice(0, dim)] * len(lrs)).to(device), lrs, torch.randn(n, dim, device=device)
     lrs = [3e-3, 1e-2]
     side = int(tokens**0.5)
     members = ProbeGrid(dim, classes, len(lrs), "attn", 4, tokens, (side, side), g).members
-    return StackedAttentive(list(members)).to(device), lrs, torch.randn(n, tokens, dim)
+    # made where they are used (SigLIP's widths: 1.7 GB, seconds of the host's time on the stage's clock otherwise)
+    return StackedAttentive(list(members)).to(device), lrs, torch.randn(n, tokens, dim, device=device)
 
 
 def chosen(fused: bool) -> type:
