@@ -61,18 +61,18 @@ class GridAdamW:
         self.steps = 0
         self.fused = fused is not False and bool(self.params) and fused_adamw_runs(self.params[0])
         # the fused kernel's groups: per learning rate, the runs of rows (param, first row, end row) that have it
-        self._runs: dict[float, list[tuple[int, int, int]]] = {}
+        by_rate: dict[float, list[tuple[int, int, int]]] = {}
         for i, r in enumerate(rates):
             start = 0
             for j in range(1, len(r) + 1):
                 if j == len(r) or r[j] != r[start]:
-                    self._runs.setdefault(float(r[start]), []).append((i, start, j))
+                    by_rate.setdefault(float(r[start]), []).append((i, start, j))
                     start = j
         # per learning rate, views of its rows, made once (parameters, moments, step counts; gradients: each step)
         self._groups = [(lr, runs, [self.params[i][a:b] for i, a, b in runs],
                          [self.exp_avg[i][a:b] for i, a, b in runs], [self.exp_avg_sq[i][a:b] for i, a, b in runs],
                          [torch.tensor(0.0, device=self.params[i].device) for i, _, _ in runs])
-                        for lr, runs in self._runs.items()] if self.fused else []  # fmt: skip
+                        for lr, runs in by_rate.items()] if self.fused else []  # fmt: skip
         self._counts = [c for group in self._groups for c in group[5]]  # every group's step count
 
     def zero_grad(self) -> None:
