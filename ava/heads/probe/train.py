@@ -426,7 +426,8 @@ def _fit_pooled(config: ProbeConfig, ability: Ability, task: Task, fit: list[Sam
                    weight_decay=config.weight_decay, generator=generator, device=device, on_epoch=on_epoch)  # fmt: skip
         trainer.write_back()
         del z_fit, trainer
-        held_rows = {pool: torch.from_numpy(views_held[pool]).to(device) for pool in pools}  # once per view
+        held_rows = {pool: torch.from_numpy(v).to(transforms_device(device, v.nbytes))  # once per view, where its
+                     for pool, v in views_held.items()}  # transforms fit (else host rows, each batch moved)
         for pool, lr, member in members:
             replies = predict(member.to(device), task, held_rows[pool], held, device)
             score = mean_score(ability, held, replies, memo=memo)
