@@ -129,6 +129,47 @@ def test_each_ability_is_released_and_the_third_placed_on_the_device(tmp_path: P
     assert gpu.allocated == 0 and gpu.reserved == x  # one ability at a time
 
 
+class CyclicRun(RecordingRun):
+    """A head that leaves its features in a reference cycle when its fit ends: only the garbage collector frees them."""
+
+    def fit(self, ava: str, features, on_step=None) -> None:
+        super().fit(ava, features, on_step)
+        loop: list = [features]
+        loop.append(loop)
+
+
+@pytest.mark.parametrize("run_class", [RecordingRun, CyclicRun])
+def test_a_full_collection_runs_only_when_a_cycle_holds_the_features(tmp_path: Path, monkeypatch, run_class) -> None:
+    """A full collection after every ability cost 0.1 s and more (14 per fingerprint, growing with the dataset's
+    objects). Features freed by reference counting need none; features a cycle holds are collected before the next
+    ability is placed, as before."""
+    import gc
+
+    from ava.heads import ability_runs
+
+    root, fake = handmade(tmp_path / "data", abilities=ABILITIES, n=60)
+    gpu = FakeGPU(total=1 << 40)
+    gpu.install(monkeypatch)
+    run = run_class(Dataset(root))
+    collections: list[int] = []
+    collect = gc.collect
+    monkeypatch.setattr(ability_runs.gc, "collect", lambda *a: collections.append(1) or collect(*a))
+
+    def previous_released() -> None:
+        assert not [r for r in run.seen if r() is not None], "features still alive while the next ability is placed"
+
+    gpu.on_query.append(previous_released)
+    enabled = gc.isenabled()
+    gc.disable()  # (no automatic collection may free the cycle first)
+    try:
+        train_abilities([run], fake, ABILITIES, device="cuda", progress=False)
+    finally:
+        if enabled:
+            gc.enable()
+    assert len(run.seen) == len(ABILITIES) and all(r() is None for r in run.seen)
+    assert len(collections) == (len(ABILITIES) if run_class is CyclicRun else 0)
+
+
 def _fingerprint(root: Path, fake: FakeCache, out: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
     from ava.heads.fingerprint import FingerprintConfig, fingerprint
 

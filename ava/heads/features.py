@@ -8,7 +8,8 @@ from __future__ import annotations
 import abc
 import dataclasses
 import threading
-from collections.abc import Sequence
+import weakref
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -22,8 +23,6 @@ __all__ = ["AbilityFeatures", "CacheRows", "HeldRows", "TokenRows", "check_finit
            "resolve_device", "token_grid"]
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     import torch
 
     from ava.data.format import Sample
@@ -482,6 +481,19 @@ class AbilityFeatures:
                 tokens[start : start + len(part)].copy_(part)
             self.reads += 1
             self._tokens[layer] = tokens
+
+    def released(self) -> Callable[[], bool]:
+        """A check that stays valid after this object is dropped: whether it and every array it holds (tokens, codes,
+        pooled views) have been freed. Reference counting frees them the moment the last holder lets go; only a
+        reference cycle among their holders keeps them until the garbage collector runs (a full collection,
+        0.1 s and more, is then needed; see :func:`ava.heads.ability_runs.train_abilities`)."""
+        refs = []
+        for held in (self, *self._tokens.values(), *self._pooled.values()):
+            try:
+                refs.append(weakref.ref(held))
+            except TypeError:  # (not weakly referenceable: nothing to wait for)
+                continue
+        return lambda: all(r() is None for r in refs)
 
     @staticmethod
     def _placement(device: str, nbytes: int) -> Placement:
