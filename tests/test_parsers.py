@@ -127,6 +127,53 @@ def test_box_replies(reply: str, expected: tuple[float, ...] | None) -> None:
     assert got == (pytest.approx(expected) if expected else None)
 
 
+def _labelled_box_as_before(reply: str) -> list[float] | None:
+    """The labelled-box reader as it was: 12 searches a reply (the reference for the faster one)."""
+    import re
+
+    from ava.abilities.parsers import _BOX_KEYS, _SIGNED
+
+    for keys in _BOX_KEYS:
+        got = {}
+        for key in keys:
+            m = re.search(rf"\b{key}\s*[=:]\s*({_SIGNED})", reply, re.I)
+            if m:
+                got[key] = float(m.group(1).replace("\u2212", "-"))
+        if len(got) == 4:
+            return [got[k] for k in keys]
+    return None
+
+
+def test_labelled_boxes_read_as_before() -> None:
+    """Every reply reads the same box as with the reader before: labels in any case and order, ``=`` or ``:``,
+    Unicode minus, a group cut short, two groups, and unlabelled lists (which now skip the search)."""
+    import random
+
+    from ava.abilities.parsers import _labelled_box
+
+    rng = random.Random(0)
+    families = [["x1", "y1", "x2", "y2"], ["xmin", "ymin", "xmax", "ymax"], ["left", "top", "right", "bottom"]]
+    others = ["X1", "TOP", "ax1", "x1_", "width", "Xmax"]
+    replies = ["[0.1, 0.2, 0.5, 0.6]", "x1=0.1, y1=0.2, x2=0.5, y2=0.6", "Left: 3, Top: 4, Right: 9, Bottom: 8",
+               "xmin=1 ymin=2 xmax=3", "x1 = \u22120.5, y1: 2, x2=3, y2 =4", "ratio 1:2", "", "=", ":"]  # fmt: skip
+    for _ in range(3000):
+        keys = [*rng.choice(families)]
+        rng.shuffle(keys)
+        if rng.random() < 0.3:  # a label missing, misspelt or in capitals
+            keys[rng.randrange(4)] = rng.choice(["", *others])
+        keys += rng.sample([*others, *rng.choice(families)], rng.randint(0, 2))
+        parts = []
+        for key in keys:
+            value = rng.choice(["0.25", "-1", "\u22122.5", "7", "12.5", "x", ".5", "3."])
+            sep = rng.choice(["=", ":", " = ", ": ", " ", "=="])
+            parts.append(f"{key}{sep}{value}")
+        replies.append(rng.choice([", ", " ", "; "]).join(parts))
+    read = [r for r in replies if _labelled_box_as_before(r) is not None]
+    assert len(read) > 100  # the corpus reaches the labelled forms, not only misses
+    for reply in replies:
+        assert _labelled_box(reply) == _labelled_box_as_before(reply), reply
+
+
 def test_pixel_box_needs_image_size() -> None:
     assert parse_reply(BOX, "[2, 2, 10, 6]") is None
 
