@@ -5,6 +5,7 @@ and score it, the dataset format stores it, heads train on it). It lives below t
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,12 @@ class Sample:
 
     @property
     def image_sha256(self) -> str:
-        return Path(self.image).name.split(".")[0]
+        # the stem of ``Path(self.image).name``, read without building a Path where that gives the same name (a
+        # fingerprint asks this millions of times)
+        name = self.image.rpartition("/")[2]
+        if name in ("", ".") or os.sep != "/":
+            name = Path(self.image).name
+        return name.split(".")[0]
 
     @property
     def key(self) -> tuple[str, str]:

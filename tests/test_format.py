@@ -58,3 +58,19 @@ def test_a_failed_write_keeps_the_sample_files_as_they_were(tmp_path):
         w.add_sample(_sample(w.add_image(Image.new("RGB", (4, 4))), "s2"))
         raise RuntimeError("interrupted")
     assert (tmp_path / "samples" / "color.jsonl").read_text() == before
+
+
+def test_image_sha256_is_the_stem_of_the_image_name_for_any_path() -> None:
+    """The image's sha256 is read without a Path where that gives the same name: odd paths (empty, ``.``,
+    ``..``, doubled and trailing slashes) give what ``Path(image).name`` gives."""
+    import random
+    from pathlib import Path
+
+    from ava.sample import Sample
+
+    rng = random.Random(0)
+    parts = ["ab", f"{'e' * 64}.png", "..", ".", "", "x.y.jpg", "/"]
+    for _ in range(5000):
+        image = "/".join(rng.choice(parts) for _ in range(rng.randint(1, 4)))
+        sample = Sample(id="1", ava="color", image=image, width=1, height=1, question="", answer="", truth={})
+        assert sample.image_sha256 == Path(image).name.split(".")[0], image
