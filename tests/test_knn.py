@@ -74,9 +74,10 @@ def test_batched_replies_equal_the_per_sample_rule() -> None:
         ids = np.stack([rng.permutation(30)[:12] for _ in queries])
         sims = -np.sort(-np.round(rng.uniform(-1, 1, ids.shape), 1), axis=1).astype(np.float32)  # ties
         ids[::7, 9:] = -1  # fewer neighbours than asked for
-        for k in (1, 4, 20):
-            batched = memory.replies(queries, sims, ids, k)
-            single = [memory.reply(q, sims[i], ids[i], k) for i, q in enumerate(queries)]
+        other = np.where(ids >= 0, (ids + 7) % 30, -1)  # other neighbours for the same queries: nothing reused
+        for k, found in ((1, ids), (4, ids), (20, ids), (4, other), (1, ids)):
+            batched = memory.replies(queries, sims, found, k)
+            single = [memory.reply(q, sims[i], found[i], k) for i, q in enumerate(queries)]
             if ava == "localization":  # full-precision floats: equal up to the order of a sum of k terms
                 np.testing.assert_allclose([json.loads(r) for r in batched], [json.loads(r) for r in single],
                                            rtol=1e-12)  # fmt: skip

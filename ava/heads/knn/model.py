@@ -15,7 +15,7 @@ with GPU support and the device is CUDA; otherwise it stays on the CPU.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -105,6 +105,8 @@ class Memory:
     ability: Ability
     labels: list[str] | None = None  # choice: option text of each train row; OCR: the text
     targets: np.ndarray | None = None  # regression targets [N, d]
+    # the last queries' vote table (see :meth:`_vote_table`): a selection asks the same neighbours for every k
+    _table: tuple[Any, ...] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def build(cls, ability: Ability, samples: Sequence[Sample]) -> Memory:
@@ -164,16 +166,16 @@ class Memory:
         if not len(samples):
             return []
         kind = self.ability.answer_kind
+        if kind == "option":
+            return self._votes(samples, sims, ids, k)
         sims, ids = np.asarray(sims), np.asarray(ids)
         valid = ids >= 0
-        first_k = valid & (np.cumsum(valid, axis=1) <= k)  # the first k neighbours that exist
         if kind == "text":
             has = valid.any(axis=1)
             nearest = ids[np.arange(len(ids)), valid.argmax(axis=1)]
             return [format_reply(self.ability, self.labels[int(j)] if h else "")  # type: ignore[index]
                     for j, h in zip(nearest, has, strict=True)]  # fmt: skip
-        if kind == "option":
-            return self._votes(samples, sims, ids, valid, k)
+        first_k = valid & (np.cumsum(valid, axis=1) <= k)  # the first k neighbours that exist
         # the first k existing neighbours moved to the front, so sums run in the order of the per-sample rule
         front = np.argsort(~first_k, axis=1, kind="stable")[:, :k]
         taken = np.take_along_axis(first_k, front, 1)
@@ -184,29 +186,47 @@ class Memory:
         values = (w[:, :, None] * targets).sum(axis=1) / w.sum(axis=1, keepdims=True)
         return [regression_reply(self.ability, s, v) for s, v in zip(samples, values, strict=True)]
 
-    def _votes(self, samples: Sequence[Sample], sims: np.ndarray, ids: np.ndarray, valid: np.ndarray,
-               k: int) -> list[str]:  # fmt: skip
-        """Majority votes of all queries at once (see :meth:`_vote`): neighbours whose label is one of the query's
-        options are counted up to k, per-option counts and similarity sums come from one ``bincount`` each."""
-        from ava.abilities.parsers import format_reply
-
+    def _vote_table(self, samples: Sequence[Sample], ids: np.ndarray) -> tuple[Any, ...]:
+        """What the votes of these queries need whatever k is: each query's options (and their label ids, padded
+        with -2; -1 for an option no train row has), the option each neighbour votes for (-1: its label is none of
+        the query's options, or no neighbour) and each neighbour's rank among those that vote. Kept for the last
+        queries and neighbour lists (the very objects): a selection asks for every candidate k."""
+        if self._table is not None and self._table[0] is samples and self._table[1] is ids:
+            return self._table[2:]
         vocab = {label: i for i, label in enumerate(dict.fromkeys(self.labels or ()))}
         row_label = np.array([vocab[label] for label in self.labels or ()], np.int64)
         options = [question_options(self.ability, s) for s in samples]
         width = max(len(o) for o in options)
-        option_ids = np.full((len(samples), width), -2, np.int64)  # -2: padding, -1: an option no train row has
+        option_ids = np.full((len(samples), width), -2, np.int64)
         for q, opts in enumerate(options):
             option_ids[q, : len(opts)] = [vocab.get(o, -1) for o in opts]
-        labels = np.where(valid, row_label[np.where(valid, ids, 0)], -3) if len(row_label) else np.full(ids.shape, -3)
-        hits = labels[:, :, None] == option_ids[:, None, :]  # [Q, depth, options]
-        allowed = hits.any(axis=2)
-        taken = allowed & (np.cumsum(allowed, axis=1) <= k)
-        position = hits.argmax(axis=2)  # the option a counted neighbour votes for
-        q_index = np.broadcast_to(np.arange(len(samples))[:, None], ids.shape)
+        found = np.asarray(ids)
+        valid = found >= 0
+        labels = (np.where(valid, row_label[np.where(valid, found, 0)], -3) if len(row_label)
+                  else np.full(found.shape, -3))  # fmt: skip
+        # the first of the query's options a neighbour's label is, one option at a time (never the [Q, depth,
+        # options] table of every comparison: at real size that was most of a kNN selection's vote time)
+        position = np.full(labels.shape, -1, np.int32)
+        for w in range(width - 1, -1, -1):
+            position[labels == option_ids[:, w : w + 1]] = w
+        allowed = position >= 0
+        rank = np.cumsum(allowed, axis=1, dtype=np.int32)
+        self._table = (samples, ids, options, option_ids, width, position, allowed, rank)
+        return self._table[2:]
+
+    def _votes(self, samples: Sequence[Sample], sims: np.ndarray, ids: np.ndarray, k: int) -> list[str]:
+        """Majority votes of all queries at once (see :meth:`_vote`): neighbours whose label is one of the query's
+        options are counted up to k, per-option counts and similarity sums come from one ``bincount`` each."""
+        from ava.abilities.parsers import format_reply
+
+        options, option_ids, width, position, allowed, rank = self._vote_table(samples, ids)
+        taken = allowed & (rank <= k)
+        q_index = np.broadcast_to(np.arange(len(samples))[:, None], position.shape)
         flat = (q_index * width + position)[taken]
         size = len(samples) * width
         count = np.bincount(flat, minlength=size).reshape(len(samples), width)
-        summed = np.bincount(flat, weights=sims[taken].astype(np.float64), minlength=size).reshape(count.shape)
+        summed = np.bincount(flat, weights=np.asarray(sims)[taken].astype(np.float64),
+                             minlength=size).reshape(count.shape)  # fmt: skip
         # votes first; the summed similarity (|sum| <= k) breaks ties without outweighing a vote
         scores = np.where(count > 0, count + summed / (2 * k + 1), -1.0)
         scores[option_ids == -2] = -np.inf
