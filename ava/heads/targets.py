@@ -208,12 +208,13 @@ def mean_score(ability: Ability, samples: Sequence[Sample], replies: Sequence[st
     from ava.metrics.scoring import score_samples
 
     memo = {} if memo is None else memo
-    todo = {(s.key, r): (s, r) for s, r in zip(samples, replies, strict=True) if (s.key, r) not in memo}
+    keys = [(s.key, r) for s, r in zip(samples, replies, strict=True)]  # (each built once: 100Ks of replies)
+    todo = {key: (s, key[1]) for key, s in zip(keys, samples, strict=True) if key not in memo}
     if todo:
         pairs = list(todo.values())
         scores = score_samples(ability, [s for s, _ in pairs], [r for _, r in pairs])
         memo.update(zip(todo, (x.value for x in scores), strict=True))
-    values = [memo[(s.key, r)] for s, r in zip(samples, replies, strict=True)]
+    values = [memo[key] for key in keys]
     return float(np.mean(values)) if values else float("nan")
 
 
