@@ -223,3 +223,25 @@ def test_torch_index_matches_faiss() -> None:
     ref = search(index, queries, 60)
     np.testing.assert_array_equal(ours[1], ref[1])
     np.testing.assert_allclose(ours[0], ref[0], rtol=1e-5, atol=1e-6)
+
+
+def test_mean_score_with_a_shared_memo_scores_each_pair_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A selection's candidates share one memo: the same (sample, reply) is parsed and scored once, and the means
+    equal those computed without a memo."""
+    from ava.heads import targets
+    from ava.metrics import scoring
+
+    scene = get_ability("scene")
+    samples = [Sample(id=str(i), ava="scene", image=f"00/{i:02d}.png", width=10, height=10, question="?",
+                      answer="beach", truth={"index": i % 3, "text": ["beach", "forest", "city"][i % 3]},
+                      options=["beach", "forest", "city"]) for i in range(12)]  # fmt: skip
+    runs = [["beach"] * 12, ["forest" if i % 2 else "beach" for i in range(12)], ["city"] * 6 + ["beach"] * 6]
+    scored: list[int] = []
+    score_samples = scoring.score_samples
+    monkeypatch.setattr(scoring, "score_samples", lambda a, s, r, **kw: scored.append(len(s)) or score_samples(a, s, r))
+    memo: dict = {}
+    with_memo = [targets.mean_score(scene, samples, replies, memo) for replies in runs]
+    pairs = {(s.key, r) for replies in runs for s, r in zip(samples, replies, strict=True)}
+    assert sum(scored) == len(pairs) == len(memo)
+    assert with_memo == [targets.mean_score(scene, samples, replies) for replies in runs]
+    assert with_memo[0] == pytest.approx(4 / 12)
