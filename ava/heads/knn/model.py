@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -98,6 +98,17 @@ def search(index: Any, queries: np.ndarray, k: int, batch_size: int = SEARCH_BAT
     return np.concatenate(sims), np.concatenate(ids)
 
 
+class VoteTable(NamedTuple):
+    """What the votes of some queries need whatever k is (:meth:`Memory._vote_table`)."""
+
+    samples: Sequence[Sample]  # the queries and their neighbour ids (the very objects the table was made for)
+    ids: np.ndarray
+    options: list[list[str]]  # each query's options
+    option_ids: np.ndarray  # [Q, options] their label ids, padded with -2; -1 for an option no train row has
+    position: np.ndarray  # [Q, depth] the option each neighbour votes for; -1: none of the query's, or no neighbour
+    rank: np.ndarray  # [Q, depth] each neighbour's rank among those that vote
+
+
 @dataclass
 class Memory:
     """What the index's rows stand for: option labels, regression targets or texts, row-aligned."""
@@ -106,7 +117,7 @@ class Memory:
     labels: list[str] | None = None  # choice: option text of each train row; OCR: the text
     targets: np.ndarray | None = None  # regression targets [N, d]
     # the last queries' vote table (see :meth:`_vote_table`): a selection asks the same neighbours for every k
-    _table: tuple[Any, ...] | None = field(default=None, repr=False, compare=False)
+    _table: VoteTable | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def build(cls, ability: Ability, samples: Sequence[Sample]) -> Memory:
@@ -186,18 +197,15 @@ class Memory:
         values = (w[:, :, None] * targets).sum(axis=1) / w.sum(axis=1, keepdims=True)
         return [regression_reply(self.ability, s, v) for s, v in zip(samples, values, strict=True)]
 
-    def _vote_table(self, samples: Sequence[Sample], ids: np.ndarray) -> tuple[Any, ...]:
-        """What the votes of these queries need whatever k is: each query's options (and their label ids, padded
-        with -2; -1 for an option no train row has), the option each neighbour votes for (-1: its label is none of
-        the query's options, or no neighbour) and each neighbour's rank among those that vote. Kept for the last
-        queries and neighbour lists (the very objects): a selection asks for every candidate k."""
-        if self._table is not None and self._table[0] is samples and self._table[1] is ids:
-            return self._table[2:]
+    def _vote_table(self, samples: Sequence[Sample], ids: np.ndarray) -> VoteTable:
+        """The vote table of these queries and neighbour lists, kept for the last ones (the very objects): a
+        selection asks for every candidate k."""
+        if self._table is not None and self._table.samples is samples and self._table.ids is ids:
+            return self._table
         vocab = {label: i for i, label in enumerate(dict.fromkeys(self.labels or ()))}
         row_label = np.array([vocab[label] for label in self.labels or ()], np.int64)
         options = [question_options(self.ability, s) for s in samples]
-        width = max(len(o) for o in options)
-        option_ids = np.full((len(samples), width), -2, np.int64)
+        option_ids = np.full((len(samples), max(len(o) for o in options)), -2, np.int64)
         for q, opts in enumerate(options):
             option_ids[q, : len(opts)] = [vocab.get(o, -1) for o in opts]
         found = np.asarray(ids)
@@ -207,20 +215,21 @@ class Memory:
         # the first of the query's options a neighbour's label is, one option at a time (never the [Q, depth,
         # options] table of every comparison: at real size that was most of a kNN selection's vote time)
         position = np.full(labels.shape, -1, np.int32)
-        for w in range(width - 1, -1, -1):
+        for w in range(option_ids.shape[1] - 1, -1, -1):
             position[labels == option_ids[:, w : w + 1]] = w
-        allowed = position >= 0
-        rank = np.cumsum(allowed, axis=1, dtype=np.int32)
-        self._table = (samples, ids, options, option_ids, width, position, allowed, rank)
-        return self._table[2:]
+        rank = np.cumsum(position >= 0, axis=1, dtype=np.int32)
+        self._table = VoteTable(samples, ids, options, option_ids, position, rank)
+        return self._table
 
     def _votes(self, samples: Sequence[Sample], sims: np.ndarray, ids: np.ndarray, k: int) -> list[str]:
         """Majority votes of all queries at once (see :meth:`_vote`): neighbours whose label is one of the query's
         options are counted up to k, per-option counts and similarity sums come from one ``bincount`` each."""
         from ava.abilities.parsers import format_reply
 
-        options, option_ids, width, position, allowed, rank = self._vote_table(samples, ids)
-        taken = allowed & (rank <= k)
+        table = self._vote_table(samples, ids)
+        options, option_ids, position = table.options, table.option_ids, table.position
+        width = option_ids.shape[1]
+        taken = (position >= 0) & (table.rank <= k)
         q_index = np.broadcast_to(np.arange(len(samples))[:, None], position.shape)
         flat = (q_index * width + position)[taken]
         size = len(samples) * width
