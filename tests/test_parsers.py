@@ -174,6 +174,57 @@ def test_labelled_boxes_read_as_before() -> None:
         assert _labelled_box(reply) == _labelled_box_as_before(reply), reply
 
 
+def _rgb_as_before(reply: str) -> tuple[int, int, int] | None:
+    """The colour reader as it was: its patterns compiled on each call (the reference for the faster one)."""
+    import math
+    import re
+
+    from ava.abilities.parsers import _SIGNED, numbers
+
+    hexes = set(re.findall(r"(?:#|\b0x)([0-9a-fA-F]{6}|[0-9a-fA-F]{3})\b", reply))
+    if len(hexes) == 1:
+        h = hexes.pop()
+        h = "".join(c * 2 for c in h) if len(h) == 3 else h
+        return (int(h[0:2], 16), int(h[2:4], 16), int(h[4:6], 16))
+    if hexes:
+        return None
+    labelled = [re.search(rf"\b(?:{c}|{name})\s*[=:]\s*({_SIGNED})", reply, re.I)
+                for c, name in (("r", "red"), ("g", "green"), ("b", "blue"))]  # fmt: skip
+    found = [m.group(1) for m in labelled if m] if all(labelled) else numbers(reply, signed=True)
+    if len(found) != 3:
+        return None
+    values = [float(v.replace("\u2212", "-")) for v in found]
+    if all(v <= 1.0 for v in values) and any("." in v for v in found):
+        values = [v * 255.0 for v in values]
+    if any(not 0.0 <= v <= 255.0 for v in values):
+        return None
+    return tuple(int(math.floor(v + 0.5)) for v in values)  # type: ignore[return-value]
+
+
+def test_colour_replies_read_as_before() -> None:
+    """Every colour reply reads the same as with the reader before: hex codes, labels (r/g/b, red/green/blue, any
+    case, ``=`` or ``:``), a label missing, unlabelled triples, fractions, out-of-range values."""
+    import random
+
+    from ava.abilities.parsers import _parse_rgb
+
+    rng = random.Random(1)
+    replies = ["(12, 34, 56)", "#1a2b3c", "0xFFF and #000", "R=10, G: 20, b = 30", "red: 0.5, green: 0.25, blue: 1.0",
+               "rgb(300, 1, 2)", "", ":", "ratio 1:2:3"]  # fmt: skip
+    for _ in range(3000):
+        parts = []
+        for label in rng.sample(["r", "g", "b", "Red", "GREEN", "blue", "x", ""], rng.randint(0, 4)):
+            sep = rng.choice(["=", ":", " = ", " ", ", "])
+            value = rng.choice(["12", "0.5", "255", "-3", "\u22121", "256", "1.0"])
+            parts.append(f"{label}{sep}{value}")
+        if rng.random() < 0.1:
+            parts.append(rng.choice(["#abc", "#a1b2c3", "0x123456"]))
+        replies.append(rng.choice([", ", " ", "; "]).join(parts))
+    assert sum(_rgb_as_before(r) is not None for r in replies) > 300  # the corpus reaches readable colours
+    for reply in replies:
+        assert _parse_rgb(reply) == _rgb_as_before(reply), reply
+
+
 def test_pixel_box_needs_image_size() -> None:
     assert parse_reply(BOX, "[2, 2, 10, 6]") is None
 

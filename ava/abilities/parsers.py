@@ -412,16 +412,21 @@ def _labelled_box(reply: str) -> list[float] | None:
     return None
 
 
+_HEX_COLOUR = re.compile(r"(?:#|\b0x)([0-9a-fA-F]{6}|[0-9a-fA-F]{3})\b")
+_RGB_LABELS = tuple(re.compile(rf"\b(?:{c}|{name})\s*[=:]\s*({_SIGNED})", re.I)
+                    for c, name in (("r", "red"), ("g", "green"), ("b", "blue")))  # fmt: skip
+
+
 def _parse_rgb(reply: str) -> tuple[int, int, int] | None:
-    hexes = set(re.findall(r"(?:#|\b0x)([0-9a-fA-F]{6}|[0-9a-fA-F]{3})\b", reply))
+    hexes = set(_HEX_COLOUR.findall(reply))
     if len(hexes) == 1:
         h = hexes.pop()
         h = "".join(c * 2 for c in h) if len(h) == 3 else h
         return (int(h[0:2], 16), int(h[2:4], 16), int(h[4:6], 16))
     if hexes:
         return None
-    labelled = [re.search(rf"\b(?:{c}|{name})\s*[=:]\s*({_SIGNED})", reply, re.I)
-                for c, name in (("r", "red"), ("g", "green"), ("b", "blue"))]  # fmt: skip
+    # every label is followed by "=" or ":": a reply with neither has none (as the box labels)
+    labelled = [p.search(reply) for p in _RGB_LABELS] if "=" in reply or ":" in reply else [None]
     found = [m.group(1) for m in labelled if m] if all(labelled) else numbers(reply, signed=True)
     if len(found) != 3:
         return None
