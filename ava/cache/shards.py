@@ -16,9 +16,9 @@ done row whose all-zero chunk were left out would read as missing (:mod:`ava.cac
 files with those Zarr writes for full, partial and last shards.
 
 Reads met the same thread (1.1-1.7 ms per SigLIP-sized row of a fingerprint's token reads), so :func:`decode_shard`
-reads the rows of the sharded layout in the calling thread: one read of the rows' bytes, each chunk's CRC-32C
-checked and decompressed straight into the caller's array. Zarr stays the reference: a test reads every layout and
-codec both ways.
+reads the rows of the sharded layout in the calling thread: each stored chunk's bytes read where they lie, its
+CRC-32C checked and decompressed straight into the caller's array. Zarr stays the reference: a test reads every
+layout and codec both ways.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from ava.cache.location import CachePath, RemotePath, read_range
+from ava.cache.location import CachePath, RemotePath
 
 _EMPTY = 2**64 - 1  # the sharding index's mark of a chunk that is not stored
 
@@ -145,29 +145,34 @@ def stored_chunks(entries: np.ndarray) -> np.ndarray:
     return ~((entries[:, 0] == _EMPTY) & (entries[:, 1] == _EMPTY)) & (entries[:, 1] > 0)
 
 
-def decode_shard(enc: ArrayEncoder, path: CachePath, entries: np.ndarray, out: np.ndarray) -> None:
-    """Decode consecutive rows of one shard file into ``out`` (``len(entries)`` rows, C-contiguous, the array's
-    dtype): ``entries`` are the rows' (offset, length) pairs from the shard's index. The stored chunks are read in
-    one read; a chunk the index does not list is the fill value (zero), as Zarr reads it. Raises ValueError on a
-    checksum mismatch or a chunk that does not decode to one row."""
+def decode_shard(enc: ArrayEncoder, path: Path, entries: np.ndarray, out: np.ndarray) -> None:
+    """Decode consecutive rows of one local shard file into ``out`` (``len(entries)`` rows, C-contiguous, the
+    array's dtype): ``entries`` are the rows' (offset, length) pairs from the shard's index. The stored chunks are read
+    one by one, each straight into the ``bytes`` that google_crc32c and the compressor take (no copy); a chunk
+    the index does not list is the fill value (zero), as Zarr reads it. Raises ValueError on a checksum mismatch or a
+    chunk that does not decode to one row. (Objects in a store are read by Zarr: :func:`ava.cache.chunks.read_rows`.)
+
+    Why chunk by chunk: the rows' bytes read in one piece (~100 MB for a shard of SigLIP-sized rows) were a fresh
+    allocation each time, its every 4 KB page faulted in and zeroed by the kernel, then given back. That was half a
+    read's page faults and ~40% of its CPU (benchmarks/README.md, issue 38); a chunk's bytes (one row) are small
+    enough for the allocator to reuse."""
     stored = stored_chunks(entries)
     if not stored.any():
         out[...] = 0
         return
-    start = int(entries[stored, 0].min())
-    blob = read_range(path, start, int((entries[stored, 0] + entries[stored, 1]).max()))
     row_bytes = out[0].nbytes
-    for i, (offset, length) in enumerate(entries.tolist()):
-        if not stored[i]:
-            out[i] = 0
-            continue
-        at = offset - start
-        data = blob[at : at + length - 4]  # (a copy: google_crc32c takes bytes, not a view; 0.1 ms a row)
-        if len(data) != length - 4 or _crc32c(data) != blob[at + length - 4 : at + length]:
-            raise ValueError(f"{path}: chunk {i} fails its checksum")
-        target = out[i].reshape(-1).view(np.uint8)
-        if enc.compressor.decode(data, out=target).nbytes != row_bytes:
-            raise ValueError(f"{path}: chunk {i} does not decode to one row")
+    with open(path, "rb", buffering=0) as f:  # unbuffered: each read is one system call into a new ``bytes``
+        for i, (offset, length) in enumerate(entries.tolist()):
+            if not stored[i]:
+                out[i] = 0
+                continue
+            f.seek(offset)
+            data, crc = f.read(length - 4), f.read(4)
+            if len(data) != length - 4 or _crc32c(data) != crc:
+                raise ValueError(f"{path}: chunk {i} fails its checksum")
+            target = out[i].reshape(-1).view(np.uint8)
+            if enc.compressor.decode(data, out=target).nbytes != row_bytes:
+                raise ValueError(f"{path}: chunk {i} does not decode to one row")
 
 
 def write_file(path: CachePath, parts: Sequence[Any]) -> None:
