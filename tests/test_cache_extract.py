@@ -75,10 +75,12 @@ def test_other_codecs_within_their_stated_error(data: Path, tmp_path: Path, code
     assert verify_cache(tmp_path / "c")["ok"]
 
 
-@pytest.mark.parametrize("codec", ["int8", "int4"])
+@pytest.mark.parametrize("codec", ["int8", "int4", "bf16"])
 def test_heads_read_path_decodes_the_codes_to_the_caches_values(data: Path, tmp_path: Path, codec: str) -> None:
     """The heads' read path (an ability's rows held for every head; the LLM head's resident rows) decodes the stored
-    codes where it holds them (``decode_device``): the same float32 values as ``FeatureCache.read``."""
+    codes where it holds them (``decode_device``): the same float32 values as ``FeatureCache.read``. The resident
+    rows also in runs of 3 on one and on two threads: each thread's host buffer, reused run after run (the last run
+    shorter), leaves no run's values in another's rows."""
     from ava.cache.reader import ResidentFeatures
     from ava.heads.features import AbilityFeatures
 
@@ -89,9 +91,10 @@ def test_heads_read_path_decodes_the_codes_to_the_caches_values(data: Path, tmp_
     shas = [s.image_sha256 for s in samples]
     want = cache.read(shas)
     np.testing.assert_array_equal(held.read(shas), want)
-    assert held.tokens().dtype == torch.float32
-    resident = ResidentFeatures(cache, shas)
-    assert torch.equal(resident.gather(torch.arange(len(shas))), torch.from_numpy(want).half())
+    assert held.tokens().dtype == (torch.bfloat16 if codec == "bf16" else torch.float32)  # (bf16: held as stored)
+    for kw in ({}, {"chunk_rows": 3, "threads": 1}, {"chunk_rows": 3, "threads": 2}):
+        resident = ResidentFeatures(cache, shas, **kw)
+        assert torch.equal(resident.gather(torch.arange(len(shas))), torch.from_numpy(want).to(resident.dtype)), kw
 
 
 def test_subset_first_then_the_rest(data: Path, tmp_path: Path) -> None:

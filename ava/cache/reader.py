@@ -346,6 +346,7 @@ class ResidentFeatures:
             self._error = e
 
     def _load(self) -> torch.Tensor:
+        import threading
         from concurrent.futures import ThreadPoolExecutor
 
         out = torch.empty((len(self.uniq), self.num_tokens, self.dim), dtype=self.dtype, device=self.where)
@@ -353,6 +354,19 @@ class ResidentFeatures:
         codec = group.codec
         values_name, scales_name = f"features/{self.layer}", f"scales/{self.layer}" if codec.has_scale else None
         bad: list[tuple[int, str]] = []
+        staged: dict[tuple[int, str], np.ndarray] = {}  # (reader thread, array): a run's stored rows, reused
+        rows_of = {name: (group.array(name).shape[1:], group.array(name).dtype)
+                   for name in filter(None, (values_name, scales_name))}  # fmt: skip
+
+        def staging(name: str, lo: int, hi: int) -> np.ndarray:
+            """This thread's buffer for rows ``lo:hi`` of array ``name`` on the host, reused run after run (a
+            fresh one was a fresh allocation, every 4 KB page of it faulted in by the kernel: benchmarks/README.md,
+            issue 38). Dropped with the read."""
+            key = (threading.get_ident(), name)
+            if key not in staged:
+                shape, dtype = rows_of[name]
+                staged[key] = np.empty((self._chunk, *shape), dtype=dtype)
+            return staged[key][: hi - lo]
 
         def piece(job: tuple[int, int, int]) -> list[tuple[int, str]]:
             """Rows ``lo:hi`` into ``out[slot:]``, checked, in a worker thread (the copy too: one thread copying
@@ -360,14 +374,14 @@ class ResidentFeatures:
             lo, hi, slot = job
             target = out[slot : slot + hi - lo]
             if codec.storage_dtype == "float16" and self.dtype == torch.float16:  # stored as is: no round trip
-                if target.device.type == "cpu":  # decoded straight into the held rows
-                    half = torch.from_numpy(read_rows(group, values_name, lo, hi, out=target.numpy()))
-                else:
-                    half = torch.from_numpy(read_rows(group, values_name, lo, hi))
+                into = target.numpy() if target.device.type == "cpu" else staging(values_name, lo, hi)
+                half = torch.from_numpy(read_rows(group, values_name, lo, hi, out=into))  # (held rows: in place)
                 finite = fits = _finite_rows(half)
             else:  # decoded where the rows are held (on the GPU: the host only reads the compressed bytes)
-                raw = read_rows(group, values_name, lo, hi)  # refuses rows not on disk or damaged, naming them
-                scales = read_rows(group, scales_name, lo, hi) if scales_name else None
+                # refuses rows not on disk or damaged, naming them
+                raw = read_rows(group, values_name, lo, hi, out=staging(values_name, lo, hi))
+                scales = read_rows(group, scales_name, lo, hi, out=staging(scales_name, lo, hi)) if scales_name \
+                    else None  # fmt: skip
                 values = codec.decode_device(as_tensor(raw, self.where), None if scales is None else
                                              as_tensor(scales, self.where))  # fmt: skip
                 finite = _finite_rows(values)
