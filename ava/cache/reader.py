@@ -242,7 +242,7 @@ def _runs(rows: np.ndarray, chunk: int) -> list[tuple[int, int, int]]:
 
 def read_threads() -> int:
     """Reader threads of a local token read: one per core this process may use, 2 to 8. Each thread reads, checks
-    and decompresses its own rows (:func:`ava.cache.shards.decode_shard`: 2.1 ms of CPU per SigLIP-sized row, in no
+    and decompresses its own rows (:func:`ava.cache.shards.decode_shard`: ~1.2 ms of CPU per SigLIP-sized row, in no
     shared thread), so the reads scale with the cores up to the disk's speed."""
     try:
         cores = len(os.sched_getaffinity(0))
