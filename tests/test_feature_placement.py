@@ -216,3 +216,16 @@ def test_a_cuda_device_without_index_is_the_current_one(monkeypatch):
     assert concrete_device("cuda") == torch.device("cuda", 0)
     assert concrete_device("cuda:1") == torch.device("cuda", 1)
     assert concrete_device("cpu") == torch.device("cpu")
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.int8, torch.uint8])
+def test_held_host_rows_of_every_dtype(dtype: torch.dtype) -> None:
+    """Rows held in host memory (allocated by numpy, which asks the kernel for huge pages for large arrays, and
+    shared with torch): every dtype the cache holds, bfloat16 (no numpy type) too, writable, each its own memory."""
+    from ava.cache.placement import held_empty
+
+    a, b = held_empty((3, 4, 6), dtype), held_empty((3, 4, 6), dtype, torch.device("cpu"))
+    assert a.dtype == dtype and a.shape == (3, 4, 6) and a.device.type == "cpu" and a.is_contiguous()
+    a.fill_(1), b.fill_(0)
+    assert bool((a == 1).all()) and a.data_ptr() != b.data_ptr()
+    assert held_empty((0, 4, 6), dtype).shape == (0, 4, 6)

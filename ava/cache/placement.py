@@ -34,6 +34,28 @@ def concrete_device(device: Any) -> Any:
     return device
 
 
+def held_empty(shape: tuple[int, ...], dtype: Any, device: Any = "cpu") -> Any:
+    """An uninitialized tensor to hold feature rows on ``device``; in host memory, allocated by numpy and shared with
+    torch (``torch.from_numpy``; bfloat16 as 16-bit integers, viewed).
+
+    numpy asks the kernel for transparent huge pages for arrays of 4 MB or more (``madvise``, where the kernel
+    offers them); PyTorch's CPU allocator does not, unless ``THP_MEM_ALLOC_ENABLE`` was set before it started. A held
+    set's first touch then faults once per 2 MB instead of once per 4 KB page: 410 page faults for each SigLIP-sized
+    fp16 row, ~40% of a token read's CPU where the kernel gives huge pages (benchmarks/README.md, issue 38)."""
+    import numpy as np
+    import torch
+
+    device = torch.device(device)
+    if device.type != "cpu":
+        return torch.empty(shape, dtype=dtype, device=device)
+    probe = torch.empty(0, dtype=dtype)
+    try:
+        as_numpy = probe.numpy().dtype
+    except TypeError:  # a type numpy lacks (bfloat16): its bytes as integers of the same width, viewed
+        as_numpy = np.dtype(f"int{8 * probe.element_size()}")
+    return torch.from_numpy(np.empty(shape, dtype=as_numpy)).view(dtype)
+
+
 def device_free_bytes(device: str) -> int:
     """Bytes a new tensor can take on CUDA ``device``: the driver's free memory plus the caching allocator's
     reserved-but-unused bytes."""

@@ -26,9 +26,13 @@ def _read_rows(group: CacheGroup, name: str, rows: np.ndarray) -> np.ndarray:
     (:func:`ava.cache.chunks.read_rows`). Zarr 3.1's integer-array (orthogonal) selection is ~6x slower than slices on
     sharded arrays, so it is not used."""
     breaks = np.flatnonzero(np.diff(rows) != 1) + 1
-    runs = np.split(rows, breaks)
-    parts = [read_rows(group, name, int(run[0]), int(run[-1]) + 1) for run in runs]
-    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+    if not len(breaks):
+        return read_rows(group, name, int(rows[0]), int(rows[-1]) + 1)
+    arr = group.array(name)
+    out = np.empty((len(rows), *arr.shape[1:]), dtype=arr.dtype)  # each run read into its place: no joining copy
+    for run, at in zip(np.split(rows, breaks), [0, *breaks.tolist()], strict=True):
+        read_rows(group, name, int(run[0]), int(run[-1]) + 1, out=out[at : at + len(run)])
+    return out
 
 
 def as_tensor(array: np.ndarray, device: torch.device | str = "cpu") -> torch.Tensor:
@@ -115,9 +119,12 @@ class FeatureCache:
             shape = codec.scale_shape(self.num_tokens, self.dim)
             return values, None if shape is None else np.zeros((0, *shape), dtype=codec.scale_dtype)
         uniq, inverse = np.unique(rows, return_inverse=True)
-        values = _read_rows(self.group, f"features/{layer}", uniq)[inverse]
-        scale = _read_rows(self.group, f"scales/{layer}", uniq)[inverse] if codec.has_scale else None
-        return values, scale
+        ordered = np.array_equal(uniq, rows)  # in row order already (a fingerprint's usual case): no reordering copy
+        values = _read_rows(self.group, f"features/{layer}", uniq)
+        scale = _read_rows(self.group, f"scales/{layer}", uniq) if codec.has_scale else None
+        if ordered:
+            return values, scale
+        return values[inverse], None if scale is None else scale[inverse]
 
     def read_pooled(self, sha256s: list[str], layer: int | None = None) -> np.ndarray:
         """Mean over tokens ``[B, D]`` float32 (the stored ``mean`` view when the group has it)."""
@@ -349,7 +356,9 @@ class ResidentFeatures:
         import threading
         from concurrent.futures import ThreadPoolExecutor
 
-        out = torch.empty((len(self.uniq), self.num_tokens, self.dim), dtype=self.dtype, device=self.where)
+        from ava.cache.placement import held_empty
+
+        out = held_empty((len(self.uniq), self.num_tokens, self.dim), self.dtype, self.where)
         group = self.cache.group
         codec = group.codec
         values_name, scales_name = f"features/{self.layer}", f"scales/{self.layer}" if codec.has_scale else None

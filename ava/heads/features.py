@@ -323,10 +323,10 @@ def _hold(tokens: torch.Tensor, where: Placement) -> torch.Tensor:
 
 
 def _empty(shape: tuple[int, ...], dtype: torch.dtype, where: Placement) -> torch.Tensor:
-    """An uninitialized tensor held where ``where`` says."""
-    import torch
+    """An uninitialized tensor held where ``where`` says (:func:`ava.cache.placement.held_empty`)."""
+    from ava.cache.placement import held_empty
 
-    return torch.empty(shape, dtype=dtype, device=where.device)
+    return held_empty(shape, dtype, where.device)
 
 
 @dataclasses.dataclass
