@@ -621,11 +621,11 @@ class TokenRows(abc.ABC):
     def materialize(self, chunk: int = 256) -> torch.Tensor:
         """Every row at once ``[N, T, D * L]`` float32 on ``device``, filled chunk by chunk (peak: the result and one
         chunk)."""
-        import torch
+        from ava.cache.placement import held_empty
 
         n = len(self)
         first = self[np.arange(min(chunk, n))]
-        out = torch.empty((n, *first.shape[1:]), dtype=first.dtype, device=first.device)
+        out = held_empty((n, *first.shape[1:]), first.dtype, first.device)
         out[: len(first)] = first
         for start in range(len(first), n, chunk):
             if start + chunk < n:
