@@ -623,7 +623,21 @@ def environment(device: str) -> dict[str, Any]:
             continue
     cuda = torch.version.cuda if torch.cuda.is_available() else None
     return {"device": device_name(device), "date": str(datetime.date.today()), "versions": versions, "cuda": cuda,
-            "python": platform.python_version()}  # fmt: skip
+            "python": platform.python_version(), "transparent_hugepages": transparent_hugepages()}  # fmt: skip
+
+
+def transparent_hugepages() -> dict[str, str] | None:
+    """The kernel's transparent huge page modes (``enabled``, ``defrag``: the bracketed choice of each), which decide
+    whether host-held feature rows take huge pages (``ava.cache.placement.held_empty``); None off Linux."""
+    root = Path("/sys/kernel/mm/transparent_hugepage")
+    modes = {}
+    for name in ("enabled", "defrag"):
+        try:
+            text = (root / name).read_text()
+        except OSError:
+            return None
+        modes[name] = text[text.index("[") + 1 : text.index("]")] if "[" in text else text.strip()
+    return modes
 
 
 COLUMNS = "model tokens_x_dim images batch codec load forward_img_s forward_drift decode_preprocess_img_s extract_img_s"
