@@ -88,11 +88,27 @@ def make_images(root: Path, n: int, seed: int = 0) -> Path:
 
 
 _T0 = time.perf_counter()
+_REPORT: dict[str, Any] = {"path": None, "meta": {}, "phases": [], "rows": []}  # what --json holds so far
 
 
 def phase(what: str, **values: Any) -> None:
-    """One progress line (seconds since the start): a run cut off by a time limit still says how far it got."""
-    print(json.dumps({"phase": what, "at_s": round(time.perf_counter() - _T0, 1), **values}), flush=True)
+    """One progress line (seconds since the start), also kept in the ``--json`` file, rewritten at once: a run cut
+    off by a time limit still says how far it got, on its output and in its file."""
+    line = {"phase": what, "at_s": round(time.perf_counter() - _T0, 1), **values}
+    print(json.dumps(line), flush=True)
+    _REPORT["phases"].append(line)
+    dump()
+
+
+def dump(finished: bool = False) -> None:
+    """(Re)write the ``--json`` file: the metadata, every phase line and every finished row so far (``partial``
+    until the run ends)."""
+    if _REPORT["path"] is None:
+        return
+    doc = {"meta": _REPORT["meta"], "rows": _REPORT["rows"], "phases": _REPORT["phases"], "partial": not finished}
+    tmp = _REPORT["path"].with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc, indent=2) + "\n")
+    tmp.replace(_REPORT["path"])
 
 
 def _sync(device: torch.device) -> None:
@@ -100,7 +116,7 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-FORWARD_POOL = 512  # distinct preprocessed images the forward-only loop cycles through (it times shapes, not pixels)
+FORWARD_POOL = 128  # distinct preprocessed images the forward-only loop cycles through (it times shapes, not pixels)
 _FORWARD: dict[tuple[str, str], tuple[Any, list[torch.Tensor], torch.device]] = {}  # (model, data) -> vfm, batches
 
 
@@ -131,10 +147,10 @@ def forward_only(name: str, data: Path, args: argparse.Namespace) -> tuple[float
         _forward(vfm, b, device)
     _sync(device)
     ips = sum(len(b) for b in batches) / (time.perf_counter() - start)
-    if not first:
+    k = min(args.error_images, len(samples))
+    if not first or k == 0:  # (--error-images 0: no fp32 reference, whose build costs a full-size model's seconds)
         return ips, {}
     ref_vfm = vfm if dtype == "fp32" else load_vfm(name, device=str(device), dtype=torch.float32)
-    k = min(args.error_images, len(samples))
     pixels = torch.stack([vfm.preprocess(ds.load_image(s)) for s in samples[:k]])
     ref = _forward(ref_vfm, pixels, device)[:, 0].float().cpu().numpy()
     del ref_vfm
@@ -151,7 +167,8 @@ def loader_only(name: str, data: Path, args: argparse.Namespace, raw: bool = Tru
     from ava.vfm import load_vfm
 
     if name not in _PREPROCESS:
-        vfm = load_vfm(name, device="meta" if ":random" in name else "cpu")
+        loaded = [v for (n, _), (v, _, _) in _FORWARD.items() if n == name]  # the forward part's, if it ran
+        vfm = loaded[0] if loaded else load_vfm(name, device="meta" if ":random" in name else "cpu")
         _PREPROCESS[name] = (_worker_preprocess(vfm), vfm.preprocess_fn())
     ds = Dataset(data)
     items = [(i, _Image(s.image, [s.id])) for i, s in enumerate(ds.samples())]
@@ -210,6 +227,10 @@ def token_bytes_per_value(cache_dir: Path, name: str) -> float:
 
 
 def codec_error(cache_dir: Path, name: str, ref: dict[str, np.ndarray]) -> tuple[float, float]:
+    """The cache's features against ``ref`` (relative RMS, max |diff| / token max); NaN where there is no reference
+    (``--error-images 0``)."""
+    if not ref:
+        return float("nan"), float("nan")
     shas = sorted(ref)
     x = np.stack([ref[s] for s in shas])
     got = open_cache(cache_dir, name).read(shas)
@@ -228,9 +249,12 @@ def load_average() -> float | None:
 
 def extract_once(name: str, codec: str, data: Path, work: Path, args: argparse.Namespace,
                  decode: str = "auto") -> dict[str, Any]:  # fmt: skip
-    """One ``ava.cache.extract`` of every image with ``codec`` into a fresh cache; its summary."""
+    """One ``ava.cache.extract`` of every image with ``codec`` into a fresh cache; its summary. The VFM the forward
+    part loaded is handed over (a full-size model's build costs seconds, each time); it runs as ``--device`` and
+    ``--dtype`` made it."""
     cache_dir = work / f"{name}-{codec}" if decode == "auto" else work / f"{name}-{codec}-{decode}"
     shutil.rmtree(cache_dir, ignore_errors=True)
+    loaded = [v for (n, _), (v, _, _) in _FORWARD.items() if n == name]
     return extract(
         ExtractConfig(
             vfm=name,
@@ -244,7 +268,8 @@ def extract_once(name: str, codec: str, data: Path, work: Path, args: argparse.N
             shard_size=args.shard_size,
             progress=False,
             decode=decode,
-        )
+        ),
+        vfm=loaded[0] if loaded else None,
     )
 
 
@@ -287,7 +312,7 @@ def bench_model(model: str, data: Path, work: Path, args: argparse.Namespace) ->
     runs: dict[str, list[dict[str, Any]]] = {c: [] for c in args.codecs.split(",")}
     if args.budget_end is not None:  # the extractions get what is left: as many images as that time allows
         n_runs = len(runs) * args.repeats + (1 if args.decode_check else 0)
-        seconds = (args.budget_end - time.monotonic()) / n_runs - 15  # a VFM load and the workers' start each
+        seconds = (args.budget_end - time.monotonic()) / n_runs - 8  # the workers' start, the reads after, each
         fits = int(0.6 * max(seconds, 0) * min(fwd_before, load_ips))
         if fits < args.images:
             n = max(args.batch_size, fits)
@@ -318,7 +343,9 @@ def bench_model(model: str, data: Path, work: Path, args: argparse.Namespace) ->
         mid = sorted(range(len(per_run)), key=lambda i: per_run[i][0])[(len(per_run) - 1) // 2]  # the median run
         summary = summaries[mid]
         timing = summary.get("timing") or {}
+        seconds = max(summary["seconds"], 1e-9)
         parts = {"decode (loader wait)": timing.get("loader_wait_s", 0.0),
+                 "device decode": timing.get("device_decode_s", 0.0),
                  "forward+encode": timing.get("compute_s", 0.0),
                  "writer backlog": timing.get("writer_backlog_wait_s", 0.0)}  # fmt: skip
         rows.append(
@@ -337,8 +364,10 @@ def bench_model(model: str, data: Path, work: Path, args: argparse.Namespace) ->
                 "extract_over_forward_runs": [round(r[0], 3) for r in per_run],
                 "steady_extract_img_s": summary.get("steady_images_per_s") or summary["images_per_s"],
                 "steady_over_forward": round(per_run[mid][1], 3),
-                "busy_pct": round(100 * parts["forward+encode"] / max(summary["seconds"], 1e-9), 1),
+                # the main loop's own time (what it was before the device decode had its own part)
+                "busy_pct": round(100 * (parts["device decode"] + parts["forward+encode"]) / seconds, 1),
                 "loader_wait_s": parts["decode (loader wait)"],
+                "device_decode_s": parts["device decode"],
                 "writer_backlog_s": parts["writer backlog"],
                 "writers": timing.get("writers"),
                 "workers": timing.get("num_workers", args.num_workers),
@@ -353,8 +382,11 @@ def bench_model(model: str, data: Path, work: Path, args: argparse.Namespace) ->
                 "decoder": summary.get("decoder"),
             }
         )
+        _REPORT["rows"].append(rows[-1])
+        dump()
         if args.decode_check:
             rows[-1].update(decode_check(name, codec, data, work, args))
+            dump()
         print(json.dumps(rows[-1]), flush=True)
     return rows
 
@@ -642,9 +674,8 @@ def transparent_hugepages() -> dict[str, str] | None:
 
 COLUMNS = "model tokens_x_dim images batch codec load forward_img_s forward_drift decode_preprocess_img_s extract_img_s"
 COLUMNS += " extract_over_forward extract_over_forward_runs"
-COLUMNS += (
-    " steady_extract_img_s steady_over_forward busy_pct loader_wait_s writer_backlog_s workers writers bottleneck"
-)
+COLUMNS += " steady_extract_img_s steady_over_forward busy_pct loader_wait_s device_decode_s writer_backlog_s"
+COLUMNS += " workers writers bottleneck"
 COLUMNS += " token_bytes_per_value bytes_per_value read_mb_s read_device_mb_s rel_rms_error max_error_over_token_max"
 COLUMNS += " decoder"
 
@@ -731,6 +762,18 @@ def main() -> None:
     load = load_average()
     rows, datasets = [], {}
     budget = Budget(args.budget)
+    meta = {
+        "device": device_name(args.device),
+        "date": dt.date.today().isoformat(),
+        "dtype": args.dtype,
+        "num_workers": args.num_workers,
+        **{k: ",".join(str(n) for n in v) for k, v in per_model.items()},
+        "load": load,
+        "torch": torch.__version__,
+        "environment": environment(args.device),
+    }
+    if args.json and not args.loader_ab:  # rewritten as each part ends: a run cut off keeps what it measured
+        _REPORT.update(path=args.json, meta=meta)
     for i, model in enumerate(models):
         margs = argparse.Namespace(**{**vars(args), **{k: v[i] for k, v in per_model.items()}},
                                    budget_end=budget.deadline(1 / (len(models) - i)) if args.budget else None)
@@ -748,20 +791,11 @@ def main() -> None:
         rows += bench_model(model, datasets[margs.images], work, margs)
     if args.loader_ab:
         return
-    meta = {
-        "device": device_name(args.device),
-        "date": dt.date.today().isoformat(),
-        "dtype": args.dtype,
-        "num_workers": args.num_workers,
-        **{k: ",".join(str(n) for n in v) for k, v in per_model.items()},
-        "load": load,
-        "load_end": load_average(),
-        "torch": torch.__version__,
-        "environment": environment(args.device),
-    }
+    meta["load_end"] = load_average()
     print(markdown(rows, meta))
     if args.json:
-        args.json.write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
+        _REPORT.update(path=args.json, meta=meta, rows=rows)
+        dump(finished=True)
     if args.workdir is None:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -7,7 +7,7 @@
 # The device call (the tool's run; its image has torch 2.11 and transformers 5.17, not CI's versions):
 #     command:   OUT=$OUT bash benchmarks/gpu.sh run
 #     carry:     [".whl"]          (the wheels above, beside the checkout; nothing else is needed)
-#     timeout_s: 540               (the stages' own limits add up to 485 s; the rest is the wheels' install)
+#     timeout_s: 540               (the stages' own limits add up to 515 s; the rest is the wheels' install)
 # Here, the same four stages on this CPU at small sizes, the same files (<= 5 minutes):
 #     OUT=DIR bash benchmarks/gpu.sh run --dry-run
 # After a fix, the stages it touches again, the rest skipped (a second call must fit the session's 15 minutes of
@@ -20,12 +20,14 @@
 # then reports what it measured, and the stage's JSON is rewritten after each part, so no stage ends with nothing:
 #     1. preflight.json   (35 s)  device, versions, varlen attention at real shapes, one Qwen2-0.5B layer (eager)
 #     2. llm.json        (210 s)  the LLM head at real shapes: cached path, then the online (full-image) path, each
-#                                 its share: samples/s, tokens/s, MFU, data wait, compile warm-up; 4 more cached steps
-#                                 under torch.profiler (kernels/step, device busy, time by kernel kind, top kernels:
-#                                 what to do about MFU); then a second run's warm-up in a fresh process (empty
-#                                 inductor/Triton caches, $AVA_HOME's artifacts)
-#     3. cache.json       (90 s)  forward-only, decode-only and extraction, SigLIP-so400m@384 (random weights), bf16;
-#                                 JPEGs decoded on the GPU (nvJPEG) vs by the workers: both rates, the features' distance
+#                                 its share: samples/s, tokens/s, MFU, data wait, compile warm-up, and the steady
+#                                 rate (less a fit's start); 8 more cached steps under torch.profiler (kernels/step,
+#                                 device busy, time by kernel kind, top kernels, the device's idle stretches, the host's
+#                                 CUDA calls: what to do about MFU); then a second run's warm-up in a fresh process
+#                                 (empty inductor/Triton caches, $AVA_HOME's artifacts)
+#     3. cache.json      (120 s)  forward-only, decode-only and extraction, SigLIP-so400m@384 (random weights), bf16;
+#                                 JPEGs decoded on the GPU (nvJPEG) vs by the workers: both rates, the features' distance;
+#                                 the main loop's time split: waiting for the workers, decoding on the device, the rest
 #     4. fingerprint.json (150 s) first the probes' training step at SigLIP-so400m's widths (bench_probe_steps: us and
 #                                 kernels per step, fused AdamW vs the foreach ops; in fingerprint.log only, <= 20 s),
 #                                 then an ability's token read from a real fp16 cache (512 SigLIP-sized rows) at each
@@ -105,10 +107,10 @@ run() {
         nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
         stage preflight 35 python3 benchmarks/gpu_preflight.py --device cuda --compile off --json "$OUT/preflight.json"
         stage llm 210 python3 benchmarks/bench_llm_head.py --device cuda --no-proxies --budget 195 --warm-start \
-            --json "$OUT/llm.json"
-        stage cache 90 python3 benchmarks/bench_cache.py --device cuda --dtype bf16 --models siglip:random \
+            --profile-steps 8 --json "$OUT/llm.json"
+        stage cache 120 python3 benchmarks/bench_cache.py --device cuda --dtype bf16 --models siglip:random \
             --codecs fp16 --images 2048 --batch-size 128 --shard-size 256 --num-workers 14 --repeats 1 \
-            --error-images 4 --budget 80 --decode-check --json "$OUT/cache.json"
+            --error-images 4 --budget 108 --decode-check --json "$OUT/cache.json"
         stage fingerprint 150 bash -c "timeout 20 python3 benchmarks/bench_probe_steps.py --device cuda --dim 1152 \
             --tokens 729 --steps 300 --repeats 1; python3 benchmarks/bench_fingerprint.py --device cuda \
             --modes fingerprint --tokens 729 --dim 1152 --scale-to-real 0.02,0.04 --budget 122 \

@@ -636,7 +636,8 @@ def _run(config: ExtractConfig, vfm: Any, group: CacheGroup, images: dict[str, _
     writer = _Writers(group, config.writers or default_writers(device), background_nice(device))
     writer.start()
     rate, failed, results, checks = _Rate(), [], {}, {}
-    wait_s = compute_s = 0.0  # time the main loop waited for decoded batches / ran the forward and encoding
+    # time the main loop waited for the workers' batches / decoded JPEGs on the device / ran the forward and encoding
+    wait_s = device_decode_s = compute_s = 0.0
     steady_from: tuple[float, int] | None = None  # (time, images) once the first batches are through
     progress, task = _progress(config.progress and dist.rank == 0 and len(todo) > 0, len(todo), 0)  # no 0/0 bar
     try:
@@ -647,8 +648,10 @@ def _run(config: ExtractConfig, vfm: Any, group: CacheGroup, images: dict[str, _
                 wait_s += t_got - t_wait
                 if decode is not None:
                     _device_pixels(batch, decode, size, by_row, device)
+                t_decoded = time.perf_counter()
+                device_decode_s += t_decoded - t_got
                 _compute(vfm, group, batch, device, results, checks)
-                compute_s += time.perf_counter() - t_got
+                compute_s += time.perf_counter() - t_decoded
                 failed.extend(e for _, e in batch["failed"])
                 for r in batch["rows"] + [r for r, _ in batch["failed"]]:
                     shard = r // group.shard_size
@@ -668,7 +671,8 @@ def _run(config: ExtractConfig, vfm: Any, group: CacheGroup, images: dict[str, _
     steady = None
     if steady_from is not None and rate.n > steady_from[1]:
         steady = round((rate.n - steady_from[1]) / max(time.perf_counter() - steady_from[0], 1e-9), 2)
-    timing = {"loader_wait_s": round(wait_s, 3), "compute_s": round(compute_s, 3),
+    timing = {"loader_wait_s": round(wait_s, 3), "device_decode_s": round(device_decode_s, 3),
+              "compute_s": round(compute_s, 3),
               "writer_busy_s": round(writer.busy_s, 3), "writer_backlog_wait_s": round(writer.wait_s, 3),
               "writers": writer.n, "num_workers": config.num_workers, "dtype": config.dtype,
               "decoder": decoder}  # fmt: skip
