@@ -144,7 +144,10 @@ def flops_per_sample(head: Any, seq: float, sup: float, img: int, vfm: Any | Non
 def run_path(mode: str, args: argparse.Namespace, data: Path, cache: Path, work: Path,
              deadline: float = float("inf"), profile_until: float | None = None) -> dict[str, Any]:  # fmt: skip
     """Warm-up steps, then the timed steps: ``--steps``, or as many as fit before ``deadline`` (``time.monotonic``),
-    judged from two probe steps timed first."""
+    judged from two probe fits timed first (2 and 4 steps: their difference is two steps' time, without a fit's
+    start: its DataLoader's workers and first batches, which cut the H200's cached window to 7 steps when one
+    2-step probe was the measure). With the probes, the row also has the steady rate: the timed window less the
+    4-step probe, over the steps between (``steady_samples_per_s``; ``fit_start_s`` is what a fit's start cost)."""
     from ava.heads.llm.config import LLMHeadConfig
     from ava.heads.llm.runtime import prepare_training
     from ava.heads.llm.train import fit, resolve_dtype
@@ -180,16 +183,28 @@ def run_path(mode: str, args: argparse.Namespace, data: Path, cache: Path, work:
     warm = fit(prep.head, prep.loop, cfg, Path(cfg.out), **kw)  # compiles; no checkpoint
     warm_wall = time.monotonic() - t_warm
     steps = args.steps
+    probes: list[dict[str, Any]] = []
     if deadline != float("inf"):  # as many timed steps as the part's time allows (2 at least)
-        cfg.stop_after_steps = 2
-        _sync(device)
-        probe = fit(prep.head, prep.loop, cfg, Path(cfg.out), **kw)
-        per_step = probe["seconds"] / max(1, probe["step"] - probe["resumed_from_step"])
+        for n in (2, 4):
+            cfg.stop_after_steps = n
+            _sync(device)
+            probes.append(fit(prep.head, prep.loop, cfg, Path(cfg.out), **kw))
+        t2, t4 = (p["seconds"] for p in probes)
+        per_step = (t4 - t2) / 2 if t4 > t2 else t4 / 4
+        start_s = max(0.0, t2 - 2 * per_step)  # a fit's start: what every fit call pays once
         reserve = 10 + 3 * per_step * args.profile_steps if mode == "cache" and args.profile_steps else 0.0
-        steps = max(2, min(args.steps, int(0.85 * (deadline - time.monotonic() - reserve) / max(per_step, 1e-6))))
+        left = deadline - time.monotonic() - reserve - start_s
+        steps = max(2, min(args.steps, int(0.85 * left / max(per_step, 1e-6))))
     cfg.stop_after_steps = steps
     _sync(device)
     summary = fit(prep.head, prep.loop, cfg, Path(cfg.out), **kw)  # the timed steps (from step 0 again)
+    done = summary["step"] - summary["resumed_from_step"]
+    steady: dict[str, Any] = {}
+    if probes and done >= 8 and summary["seconds"] > probes[1]["seconds"]:
+        per = (summary["seconds"] - probes[1]["seconds"]) / (done - 4)
+        per_sample_step = summary["samples_per_s"] * summary["seconds"] / done  # samples a step
+        steady = {"steady_samples_per_s": per_sample_step / per, "steady_s_per_step": per,
+                  "fit_start_s": max(0.0, summary["seconds"] - done * per)}  # fmt: skip
     profile = None
     if mode == "cache" and args.profile_steps:  # what the device ran, for the MFU figure's path
         per_step = summary["seconds"] / max(1, summary["step"] - summary["resumed_from_step"])
@@ -214,8 +229,9 @@ def run_path(mode: str, args: argparse.Namespace, data: Path, cache: Path, work:
         "mode": mode,
         "samples_per_s": summary["samples_per_s"],
         "tokens_per_s": summary["tokens_per_s"],
-        "steps": summary["step"] - summary["resumed_from_step"],
+        "steps": done,
         "seconds": summary["seconds"],
+        **steady,
         "data_wait_s": summary.get("data_wait_s"),
         "packed": summary.get("packed"),
         "flops_per_sample": fps,
@@ -324,6 +340,8 @@ def main() -> None:
             r = results[-1]
             r["mfu"] = r["flops_per_sample"] * r["samples_per_s"] / rate
             r["mfu_of_datasheet_peak"] = r["flops_per_sample"] * r["samples_per_s"] / peak if peak else None
+            if "steady_samples_per_s" in r:
+                r["steady_mfu"] = r["flops_per_sample"] * r["steady_samples_per_s"] / rate
             print(json.dumps(r), flush=True)  # as it ends: a stage cut off later keeps this line
             report(args, results, rate, quiet=True)  # the JSON so far
         if args.warm_start:
@@ -450,6 +468,11 @@ def report(args: argparse.Namespace, results: list[dict[str, Any]], rate: float,
         "path's image decode); computing: the rest of the timed window (features to tokens, forward, backward, "
         "update). On CUDA the GPU runs queued work meanwhile, so the wait is an upper bound of GPU idle time."
     )
+    for r in results:
+        if "steady_samples_per_s" in r:
+            print(f"{r['mode']}: steady state (the window less the 4-step probe fit): "
+                  f"{r['steady_samples_per_s']:.2f} samples/s, {1e3 * r['steady_s_per_step']:.1f} ms/step, MFU "
+                  f"{100 * r['steady_mfu']:.1f}% (measured matmul); a fit's start cost {r['fit_start_s']:.2f} s")
     for r in results:
         if "warmup_s" in r and "samples_per_s" in r:
             print(f"{r['mode']}: warm-up {r['warmup_wall_s']:.1f} s (compiled {r.get('compiled')}, compile cache "

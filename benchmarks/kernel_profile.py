@@ -8,7 +8,12 @@ On CUDA, from the kernels the profiler saw:
   kernel ran (the rest the device waited: on the host, on a copy, on the data);
 - ``short_kernels``: kernels under 10 us (launch-sized work) and their share of the kernel time;
 - ``by_category``: kernel time by kind (matmul, attention, inductor's fused kernels, other elementwise, copies);
-- ``top``: the kernels that took the most time, with counts and mean durations.
+- ``top``: the kernels that took the most time, with counts and mean durations;
+- ``gaps``: where the device waited: the idle stretches between kernels by length (count and ms per step in each
+  bin), and the longest few, with the kernels before and after each and how far into the window each came (a
+  launch-bound step has many short gaps; a step that waits on the host's data or a sync, a few long ones);
+- ``host_calls``: the CUDA runtime calls the profiler saw on the host (synchronizations, copies, launches): count
+  and ms per step of each, where the profiler recorded them.
 
 On a CPU (``gpu.sh run --dry-run``) there are no device kernels: the same fields are filled from the host ops the
 profiler saw at the top level, so the code path runs and reports, but the figures are host figures.
@@ -50,6 +55,50 @@ def _busy(intervals: list[tuple[float, float]]) -> float:
         busy += b - max(a, end)
         end = b
     return busy
+
+
+GAP_BINS_US = (10.0, 100.0, 1000.0, 10000.0)  # idle stretches: < 10 us, 10-100 us, 0.1-1 ms, 1-10 ms, >= 10 ms
+
+
+def gaps(kernels: list[tuple[str, float, float]], steps: int, longest: int = 6) -> dict[str, Any]:
+    """The device's idle stretches between ``kernels`` (name, start, end; microseconds): per-step count and ms in
+    each bin of :data:`GAP_BINS_US`, and the ``longest`` ones with their neighbours."""
+    ordered = sorted(kernels, key=lambda k: k[1])
+    start0, span_end = ordered[0][1], max(b for _, _, b in ordered)
+    found: list[tuple[float, float, str, str]] = []  # (length, at, before, after)
+    end, last = ordered[0][2], ordered[0][0]
+    for name, a, b in ordered[1:]:
+        if a > end:
+            found.append((a - end, end, last, name))
+        if b > end:
+            end, last = b, name
+    edges = (0.0, *GAP_BINS_US, float("inf"))
+    labels = ["< 10 us", "10-100 us", "0.1-1 ms", "1-10 ms", ">= 10 ms"]
+    bins = {}
+    for label, lo, hi in zip(labels, edges[:-1], edges[1:], strict=True):
+        inside = [g for g, *_ in found if lo <= g < hi]
+        bins[label] = {"per_step": round(len(inside) / steps, 1), "ms_per_step": round(sum(inside) / steps / 1e3, 3)}
+    window = max(span_end - start0, 1e-9)
+    return {
+        "idle_ms_per_step": round(sum(g for g, *_ in found) / steps / 1e3, 3),
+        "by_length": bins,
+        "longest": [{"ms": round(g / 1e3, 3), "at": round((at - start0) / window, 3), "before": before[:60],
+                     "after": after[:60]}
+                    for g, at, before, after in sorted(found, reverse=True)[:longest]],  # fmt: skip
+    }
+
+
+def host_calls(events: Any, steps: int) -> dict[str, Any]:
+    """The CUDA runtime's calls on the host (``cuda*``, ``cu*`` driver calls), count and ms per step, most time
+    first: a ``cudaStreamSynchronize`` or ``cudaMemcpy`` (not Async) among them is the host waiting on the device."""
+    by: dict[str, list[float]] = defaultdict(list)
+    for e in events:
+        name = e.name
+        if e.device_type == torch.autograd.DeviceType.CPU and (name.startswith("cuda") or name.startswith("cu")):
+            by[name].append(e.time_range.end - e.time_range.start)
+    ranked = sorted(by.items(), key=lambda kv: -sum(kv[1]))[:8]
+    return {name: {"per_step": round(len(d) / steps, 1), "ms_per_step": round(sum(d) / steps / 1e3, 3)}
+            for name, d in ranked}  # fmt: skip
 
 
 def summarize(events: Any, steps: int, device_type: str, top: int = 12) -> dict[str, Any]:
@@ -95,6 +144,8 @@ def summarize(events: Any, steps: int, device_type: str, top: int = 12) -> dict[
             }
             for name, d in ranked
         ],
+        "gaps": gaps(kernels, steps),
+        **({"host_calls": host_calls(events, steps)} if device_type == "cuda" else {}),
     }
 
 
@@ -136,4 +187,13 @@ def table(summary: dict[str, Any]) -> str:
         "|---|---:|---:|---:|",
     ]
     lines += [f"| {t['name']} | {t['per_step']} | {t['mean_us']} | {t['share']} |" for t in s["top"]]
+    g = s.get("gaps")
+    if g:
+        lines.append(f"idle {g['idle_ms_per_step']} ms/step: " + ", ".join(
+            f"{k} {v['per_step']}/step ({v['ms_per_step']} ms)" for k, v in g["by_length"].items()))  # fmt: skip
+        lines += [f"  idle {x['ms']} ms at {x['at']:.0%} of the window, after {x['before']}, before {x['after']}"
+                  for x in g["longest"]]  # fmt: skip
+    if s.get("host_calls"):
+        lines.append("host calls: " + ", ".join(
+            f"{k} {v['per_step']}/step ({v['ms_per_step']} ms)" for k, v in s["host_calls"].items()))  # fmt: skip
     return "\n".join(lines)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import pytest
 import torch
 
 from ava.cache import extraction
@@ -125,7 +126,7 @@ def test_kernel_profile_summary_of_device_kernels() -> None:
         return SimpleNamespace(name=name, device_type=device, time_range=SimpleNamespace(start=start, end=end),
                                cpu_parent=None)  # fmt: skip
 
-    events = [event("aten::mm", 0, 500, cpu),  # host ops are not kernels on a CUDA run
+    events = [event("aten::mm", 0, 500, cpu), event("cudaStreamSynchronize", 140, 180, cpu),  # host: not kernels
               event("sm90_xmma_gemm_bf16", 0, 60), event("triton_poi_fused_add_mul_0", 50, 70),  # overlap: 70 busy
               event("flash_fwd_kernel", 100, 130), event("void at::native::vectorized_elementwise_kernel", 190, 195),
               event("sm90_xmma_gemm_bf16", 200, 260)]  # fmt: skip
@@ -136,7 +137,18 @@ def test_kernel_profile_summary_of_device_kernels() -> None:
                                 "fused (inductor)": round(20 / 175, 3), "other": round(5 / 175, 3)}  # fmt: skip
     assert s["short_kernels"]["per_step"] == 0.5 and s["top"][0] == {
         "name": "sm90_xmma_gemm_bf16", "per_step": 1.0, "mean_us": 60.0, "share": round(120 / 175, 3)}  # fmt: skip
-    assert "2 steps" in kp.table(s) and kp.summarize([], 1, "cuda")["error"]
+    # the device's idle stretches: 70-100, 130-190 and 195-200 us; the longest first, with its neighbours
+    g = s["gaps"]
+    assert g["by_length"]["< 10 us"] == {"per_step": 0.5, "ms_per_step": 0.003}
+    assert g["by_length"]["10-100 us"] == {"per_step": 1.0, "ms_per_step": 0.045}
+    assert g["by_length"][">= 10 ms"] == {"per_step": 0.0, "ms_per_step": 0.0}
+    assert g["longest"][0] == {"ms": 0.06, "at": 0.5, "before": "flash_fwd_kernel",
+                               "after": "void at::native::vectorized_elementwise_kernel"}  # fmt: skip
+    assert [x["ms"] for x in g["longest"]] == [0.06, 0.03, 0.005]
+    assert s["host_calls"] == {"cudaStreamSynchronize": {"per_step": 0.5, "ms_per_step": 0.02}}
+    text = kp.table(s)
+    assert "2 steps" in text and "idle 0.06 ms at 50% of the window" in text and "cudaStreamSynchronize" in text
+    assert kp.summarize([], 1, "cuda")["error"]
 
 
 def test_placement_reads_report_every_placement_offered(tmp_path: Path) -> None:
@@ -181,3 +193,22 @@ def test_fingerprint_scaling_check_by_both_rules() -> None:
     cut = run(0.02, {"color": 2.0}, 100.0, done=("color",))
     assert bf.scaling_check([a, cut])["by_steps"] is None and bf.scaling_check([a, cut])["abilities"] == ["color"]
     assert bf.scaling_check([warm, a]) is None
+    # rows with each ability's estimate: a scale cut before its last ability is still checked, over those both did
+    a["by_steps_ability_s"], cut["by_steps_ability_s"] = {"color": 120.0, "ocr": 180.0}, {"color": 126.0}
+    assert bf.scaling_check([a, cut])["by_steps"] == {"scaled_total_s": [120.0, 126.0], "ratio": 1.05, "holds": True}
+
+
+def test_fingerprint_scales_share_the_time_by_their_expected_cost() -> None:
+    """The smaller scale's share of the time left counts the fixed part of a scale's time (the warm-up's wall time),
+    not its size alone; the last scale gets what is left; no limit or no fixed part fall back to plain shares."""
+    import importlib
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    bf = importlib.import_module("bench_fingerprint")
+    # 90 s left, 12 s fixed a scale: 66 s in proportion to 0.02 + 0.04 -> 12 + 22 = 34 s for 2%
+    assert bf.scale_share([0.02, 0.04], 12.0, 90.0) == pytest.approx(34 / 90)
+    assert bf.scale_share([0.04], 12.0, 40.0) == 1.0
+    assert bf.scale_share([0.02, 0.04], 0.0, 90.0) == pytest.approx(1 / 3)  # by size alone, as before
+    assert bf.scale_share([0.02, 0.04], 50.0, 90.0) == 0.5  # the fixed parts alone exceed the time
+    assert bf.scale_share([0.02, 0.04], 12.0, float("inf")) == 0.5 and bf.scale_share([None], 1.0, 0.0) == 1.0
