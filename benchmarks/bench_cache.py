@@ -9,7 +9,9 @@ For each model, in one run on one device:
      extract/forward is the pipeline's efficiency (1.0 = no overhead beyond the forward pass), over the whole
      run and in the steady state (after the first two batches); then where the main loop's time went: busy %
      (forward + encode), waiting for decoded images (decode-bound), waiting for the writers (writer backlog),
-     and the largest of these as the bottleneck;
+     and the largest of these as the bottleneck (``--profile-batches N``: then N more batches' extraction under
+     ``torch.profiler``: the device's busy share, its idle stretches and the host's CUDA calls, which say what the
+     main loop waits on, e.g. a ``cudaStreamSynchronize`` per batch or a ``cudaHostAlloc`` of pinned memory);
   3. per codec (fp16, bf16, int8, int4): bytes on disk per stored value, of the tokens with their scales
      (``token_bytes_per_value``: what the codec stores) and of the whole group (``bytes_per_value``: pooled views and
      index included), read MB/s (float32 MB delivered by ``FeatureCache.read`` in random batches of 32, decoded on the
@@ -62,7 +64,8 @@ from typing import Any
 
 import numpy as np
 import torch
-from budget import Budget  # benchmarks/, beside this script
+import kernel_profile  # benchmarks/, beside this script
+from budget import Budget
 from PIL import Image
 
 from ava.cache import ExtractConfig, extract, open_cache
@@ -287,6 +290,25 @@ def decode_check(name: str, codec: str, data: Path, work: Path, args: argparse.N
             "device_vs_workers_max_over_token_max": f"{worst:.2e}"}  # fmt: skip
 
 
+def profile_extraction(name: str, codec: str, data: Path, work: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """``--profile-batches`` batches' extraction under ``torch.profiler`` (:mod:`kernel_profile`, a batch for a
+    step; the workers' start is in the window, the first gap): where the device waited and on what host call."""
+    if args.budget_end is not None and args.budget_end - time.monotonic() < 15:
+        return {"error": f"skipped: {args.budget_end - time.monotonic():.0f} s of the part left"}
+    n = min(args.images, args.profile_batches * args.batch_size)
+    part = subset(data, n, work / f"data-profile-{n}")
+    sub = argparse.Namespace(**{**vars(args), "images": n})
+
+    def run() -> int:
+        extract_once(name, codec, part, work / "profiled", sub)
+        return -(-n // args.batch_size)
+
+    out = kernel_profile.profile_steps(run, torch.device(args.device))
+    phase("extraction profiled", model=name, batches=-(-n // args.batch_size), **{
+        k: out.get(k) for k in ("busy_fraction", "kernel_ms_per_step", "span_ms_per_step", "error") if k in out})
+    return out
+
+
 def subset(data: Path, n: int, out: Path) -> Path:
     """A dataset of the first ``n`` samples of ``data`` (their images copied), for a part with less time."""
     ds = Dataset(data)
@@ -312,7 +334,8 @@ def bench_model(model: str, data: Path, work: Path, args: argparse.Namespace) ->
     runs: dict[str, list[dict[str, Any]]] = {c: [] for c in args.codecs.split(",")}
     if args.budget_end is not None:  # the extractions get what is left: as many images as that time allows
         n_runs = len(runs) * args.repeats + (1 if args.decode_check else 0)
-        seconds = (args.budget_end - time.monotonic()) / n_runs - 8  # the workers' start, the reads after, each
+        reserve = 15 if args.profile_batches else 0  # the profiled batches, their workers' start, the parse
+        seconds = (args.budget_end - time.monotonic() - reserve) / n_runs - 8  # the workers' start, the reads after
         fits = int(0.6 * max(seconds, 0) * min(fwd_before, load_ips))
         if fits < args.images:
             n = max(args.batch_size, fits)
@@ -386,6 +409,9 @@ def bench_model(model: str, data: Path, work: Path, args: argparse.Namespace) ->
         dump()
         if args.decode_check:
             rows[-1].update(decode_check(name, codec, data, work, args))
+            dump()
+        if args.profile_batches:
+            rows[-1]["profile"] = profile_extraction(name, codec, data, work, args)
             dump()
         print(json.dumps(rows[-1]), flush=True)
     return rows
@@ -742,6 +768,9 @@ def main() -> None:
     p.add_argument("--decode-check", action="store_true",
                    help="also extract with the JPEGs decoded by the workers: that rate, and the features' distance "
                    "from the default run's (decoded on the GPU where it can)")  # fmt: skip
+    p.add_argument("--profile-batches", type=int, default=0,
+                   help="then this many batches' extraction under torch.profiler: device busy share, idle stretches, "
+                   "the host's CUDA calls (a batch counts as a step)")  # fmt: skip
     p.add_argument("--standin", action="store_true", help="the host side of extraction alone (see the module doc)")
     p.add_argument("--standin-shape", default="729x1152", help="tokens x dim of the stand-in's features")
     p.add_argument("--standin-views", choices=("stored", "none"), default="stored",

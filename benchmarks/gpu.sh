@@ -110,7 +110,7 @@ run() {
             --profile-steps 8 --json "$OUT/llm.json"
         stage cache 120 python3 benchmarks/bench_cache.py --device cuda --dtype bf16 --models siglip:random \
             --codecs fp16 --images 2048 --batch-size 128 --shard-size 256 --num-workers 14 --repeats 1 \
-            --error-images 4 --budget 108 --decode-check --json "$OUT/cache.json"
+            --error-images 4 --budget 108 --decode-check --profile-batches 6 --json "$OUT/cache.json"
         stage fingerprint 150 bash -c "timeout 20 python3 benchmarks/bench_probe_steps.py --device cuda --dim 1152 \
             --tokens 729 --steps 300 --repeats 1; python3 benchmarks/bench_fingerprint.py --device cuda \
             --modes fingerprint --tokens 729 --dim 1152 --scale-to-real 0.02,0.04 --budget 122 \

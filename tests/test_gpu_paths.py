@@ -212,3 +212,40 @@ def test_fingerprint_scales_share_the_time_by_their_expected_cost() -> None:
     assert bf.scale_share([0.02, 0.04], 0.0, 90.0) == pytest.approx(1 / 3)  # by size alone, as before
     assert bf.scale_share([0.02, 0.04], 50.0, 90.0) == 0.5  # the fixed parts alone exceed the time
     assert bf.scale_share([0.02, 0.04], 12.0, float("inf")) == 0.5 and bf.scale_share([None], 1.0, 0.0) == 1.0
+
+
+def test_cache_bench_writes_each_part_as_it_ends(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """bench_cache (gpu.sh's cache stage) rewrites its JSON as each part ends: a run cut off after the forward part
+    still leaves that part in the file, marked partial; a whole run has its rows, the main loop's time split (device
+    decode apart) and the profiled batches."""
+    import importlib
+    import json
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    bench = importlib.import_module("bench_cache")
+    argv = ["bench_cache.py", "--device", "cpu", "--models", "pixels", "--codecs", "fp16", "--images", "16",
+            "--batch-size", "8", "--shard-size", "16", "--error-images", "2", "--budget", "120",
+            "--workdir", str(tmp_path / "work")]  # fmt: skip
+
+    def cut(*a, **k):  # noqa: ANN002, ANN003, ANN202 - the stage's time limit, at a known point
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(bench, "extract_once", cut)
+    monkeypatch.setattr(sys, "argv", [*argv, "--json", str(tmp_path / "cut.json")])
+    monkeypatch.setattr(bench, "_REPORT", {"path": None, "meta": {}, "phases": [], "rows": []})
+    with pytest.raises(KeyboardInterrupt):
+        bench.main()
+    doc = json.loads((tmp_path / "cut.json").read_text())
+    assert doc["partial"] is True and doc["rows"] == [] and doc["meta"]["device"]
+    assert [p["phase"] for p in doc["phases"]] == ["images written", "forward only", "decode + preprocess only"]
+
+    monkeypatch.undo()
+    monkeypatch.setattr(sys, "argv", [*argv, "--profile-batches", "1", "--json", str(tmp_path / "whole.json")])
+    monkeypatch.setattr(bench, "_REPORT", {"path": None, "meta": {}, "phases": [], "rows": []})
+    bench.main()
+    doc = json.loads((tmp_path / "whole.json").read_text())
+    row = doc["rows"][0]
+    assert doc["partial"] is False and row["images"] == 16 and row["device_decode_s"] == 0.0
+    assert row["profile"]["steps"] == 1 and row["profile"]["gaps"]["longest"], row["profile"]
+    assert "extraction profiled" in [p["phase"] for p in doc["phases"]]
