@@ -229,3 +229,22 @@ def test_held_host_rows_of_every_dtype(dtype: torch.dtype) -> None:
     a.fill_(1), b.fill_(0)
     assert bool((a == 1).all()) and a.data_ptr() != b.data_ptr()
     assert held_empty((0, 4, 6), dtype).shape == (0, 4, 6)
+
+
+@pytest.mark.parametrize("pinned", [False, pytest.param(True, marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="pinned memory needs CUDA"))])  # fmt: skip
+def test_staging_buffers_for_rows_on_their_way_to_a_gpu(pinned: bool) -> None:
+    """A reader's reused host buffer (numpy, the stored arrays' types): the shape and type asked, writable, shared with
+    torch without a copy; pinned (page-locked, for the GPU's DMA) where asked."""
+    import numpy as np
+
+    from ava.cache.placement import staging_array
+
+    for dtype in (np.float16, np.int8, np.uint8, np.uint16, np.float32):
+        a = staging_array((4, 3, 5), dtype, pinned=pinned)
+        assert a.shape == (4, 3, 5) and a.dtype == dtype and a.flags.writeable and a.flags.c_contiguous
+        a[...] = 7
+        t = torch.from_numpy(a[:2])
+        assert t.data_ptr() == a.ctypes.data and bool((t == 7).all())
+        assert t.is_pinned() == pinned
+    assert staging_array((0, 3, 5), np.float16, pinned=pinned).shape == (0, 3, 5)

@@ -56,6 +56,22 @@ def held_empty(shape: tuple[int, ...], dtype: Any, device: Any = "cpu") -> Any:
     return torch.from_numpy(np.empty(shape, dtype=as_numpy)).view(dtype)
 
 
+def staging_array(shape: tuple[int, ...], dtype: Any, pinned: bool = False) -> Any:
+    """A reused host buffer for rows on their way to a GPU (numpy, ``dtype`` a numpy type). ``pinned``: in page-locked
+    memory from PyTorch's pinned allocator, which keeps the block for the next read once this one is dropped; a GPU
+    copies from it by DMA, while pageable memory goes through the driver's bounce buffer (the H200's on-device token
+    read, staged in pageable memory, ran at 3.6 GB/s where reading the same rows into host memory ran at 6.5 GB/s:
+    benchmarks/README.md, issue 38)."""
+    import numpy as np
+
+    if not pinned:
+        return np.empty(shape, dtype=dtype)
+    import torch
+
+    nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    return torch.empty(nbytes, dtype=torch.uint8, pin_memory=True).numpy().view(dtype).reshape(shape)
+
+
 def device_free_bytes(device: str) -> int:
     """Bytes a new tensor can take on CUDA ``device``: the driver's free memory plus the caching allocator's
     reserved-but-unused bytes."""

@@ -356,7 +356,7 @@ class ResidentFeatures:
         import threading
         from concurrent.futures import ThreadPoolExecutor
 
-        from ava.cache.placement import held_empty
+        from ava.cache.placement import held_empty, staging_array
 
         out = held_empty((len(self.uniq), self.num_tokens, self.dim), self.dtype, self.where)
         group = self.cache.group
@@ -370,11 +370,11 @@ class ResidentFeatures:
         def staging(name: str, lo: int, hi: int) -> np.ndarray:
             """This thread's buffer for rows ``lo:hi`` of array ``name`` on the host, reused run after run (a
             fresh one was a fresh allocation, every 4 KB page of it faulted in by the kernel: benchmarks/README.md,
-            issue 38). Dropped with the read."""
+            issue 38); pinned where the rows are held on a GPU, which copies them from it. Dropped with the read."""
             key = (threading.get_ident(), name)
             if key not in staged:
                 shape, dtype = rows_of[name]
-                staged[key] = np.empty((self._chunk, *shape), dtype=dtype)
+                staged[key] = staging_array((self._chunk, *shape), dtype, pinned=self.where.type == "cuda")
             return staged[key][: hi - lo]
 
         def piece(job: tuple[int, int, int]) -> list[tuple[int, str]]:
