@@ -62,9 +62,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+import kernel_profile  # benchmarks/, beside this script
 import numpy as np
 import torch
-import kernel_profile  # benchmarks/, beside this script
 from budget import Budget
 from PIL import Image
 
