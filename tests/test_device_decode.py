@@ -41,6 +41,22 @@ def test_pad_resize_is_pillows_pad_within_rounding(size: int) -> None:
         assert diff.max() <= 1 and (diff == 0).mean() >= 0.998, (name, size, diff.mean(), diff.max())
 
 
+def test_a_batch_is_padded_as_each_image_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pad_resize_batch (images of one size resized together, in parts) gives each image's pad_resize exactly:
+    mixed sizes and orientations, a square already at the size, a run of one shape split across parts."""
+    photos = [torch.from_numpy(rgb).permute(2, 0, 1).contiguous() for rgb in _photos().values()]
+    rng = np.random.default_rng(0)
+    small = [torch.from_numpy(rng.integers(0, 256, (3, h, w), dtype=np.uint8)) for h, w in ((7, 33), (61, 61), (40, 9))]
+    images = photos + small + [photos[1], photos[1].clone(), photos[0]]
+    for size in (61, 224):
+        want = torch.stack([dd.pad_resize(im, size) for im in images])
+        assert torch.equal(dd.pad_resize_batch(images, size), want), size
+        monkeypatch.setattr(dd, "RESIZE_CHUNK_VALUES", 3 * 400 * 600)  # one photo a part
+        assert torch.equal(dd.pad_resize_batch(images, size), want), size
+        monkeypatch.undo()
+    assert dd.pad_resize_batch([], 61).shape == (0, 3, 61, 61)
+
+
 @pytest.mark.parametrize(("w", "h"), [(640, 480), (480, 640), (427, 640), (451, 300), (33, 7), (7, 33), (50, 50)])
 def test_fit_size_is_pillows(w: int, h: int) -> None:
     for size in (61, 224, 384, 1024):
