@@ -205,6 +205,9 @@ def run_path(mode: str, args: argparse.Namespace, data: Path, cache: Path, work:
         per_sample_step = summary["samples_per_s"] * summary["seconds"] / done  # samples a step
         steady = {"steady_samples_per_s": per_sample_step / per, "steady_s_per_step": per,
                   "fit_start_s": max(0.0, summary["seconds"] - done * per)}  # fmt: skip
+        waits = [x.get("data_wait_s") for x in (summary, probes[1])]
+        if None not in waits:  # the data wait of the steps between, over their time (a fit's first batch left out)
+            steady["steady_data_wait_share"] = max(0.0, waits[0] - waits[1]) / (per * (done - 4))
     profile = None
     if mode == "cache" and args.profile_steps:  # what the device ran, for the MFU figure's path
         per_step = summary["seconds"] / max(1, summary["step"] - summary["resumed_from_step"])
@@ -472,7 +475,9 @@ def report(args: argparse.Namespace, results: list[dict[str, Any]], rate: float,
         if "steady_samples_per_s" in r:
             print(f"{r['mode']}: steady state (the window less the 4-step probe fit): "
                   f"{r['steady_samples_per_s']:.2f} samples/s, {1e3 * r['steady_s_per_step']:.1f} ms/step, MFU "
-                  f"{100 * r['steady_mfu']:.1f}% (measured matmul); a fit's start cost {r['fit_start_s']:.2f} s")
+                  f"{100 * r['steady_mfu']:.1f}% (measured matmul), waiting for data "
+                  f"{100 * r.get('steady_data_wait_share', float('nan')):.1f}% of it; a fit's start cost "
+                  f"{r['fit_start_s']:.2f} s")
     for r in results:
         if "warmup_s" in r and "samples_per_s" in r:
             print(f"{r['mode']}: warm-up {r['warmup_wall_s']:.1f} s (compiled {r.get('compiled')}, compile cache "

@@ -109,6 +109,12 @@ def test_llm_benchmark_times_no_checkpoint(tmp_path: Path, monkeypatch) -> None:
     assert late["steps"] == 2 and late["profile"]["steps"] == 1, late["profile"]
     none = bench.run_path("cache", args, data, tmp_path / "cache", tmp_path, time.monotonic())
     assert none["profile"]["error"].startswith("skipped: ") and none["profile"]["error"].endswith("s of the part left")
+    # with time for it, the window is sized from two probe fits and the row has the steady rate beside the window's
+    args.steps, args.profile_steps = 10, 0
+    timed = bench.run_path("cache", args, data, tmp_path / "cache", tmp_path, time.monotonic() + 600)
+    assert "steady_samples_per_s" not in none and timed["steps"] == 10, timed
+    assert timed["steady_samples_per_s"] > 0 and timed["steady_s_per_step"] > 0 and timed["fit_start_s"] >= 0
+    assert 0 <= timed["steady_data_wait_share"]
 
 
 def test_kernel_profile_summary_of_device_kernels() -> None:
