@@ -114,7 +114,7 @@ def test_llm_benchmark_times_no_checkpoint(tmp_path: Path, monkeypatch) -> None:
     timed = bench.run_path("cache", args, data, tmp_path / "cache", tmp_path, time.monotonic() + 600)
     assert "steady_samples_per_s" not in none and timed["steps"] == 10, timed
     assert timed["steady_samples_per_s"] > 0 and timed["steady_s_per_step"] > 0 and timed["fit_start_s"] >= 0
-    assert 0 <= timed["steady_data_wait_share"]
+    assert timed["steady_data_wait_share"] >= 0
 
 
 def test_kernel_profile_summary_of_device_kernels() -> None:
