@@ -296,7 +296,8 @@ def profile_extraction(name: str, codec: str, data: Path, work: Path, args: argp
     if args.budget_end is not None and args.budget_end - time.monotonic() < 15:
         return {"error": f"skipped: {args.budget_end - time.monotonic():.0f} s of the part left"}
     n = min(args.images, args.profile_batches * args.batch_size)
-    part = subset(data, n, work / f"data-profile-{n}")
+    where = work / f"data-profile-{name.replace(':', '_')}-{n}"  # (made once: every codec's profile reads it)
+    part = where if where.exists() else subset(data, n, where)
     sub = argparse.Namespace(**{**vars(args), "images": n})
 
     def run() -> int:
