@@ -160,6 +160,11 @@ def forward_only(name: str, data: Path, args: argparse.Namespace) -> tuple[float
     return ips, {s.image_sha256: ref[i] for i, s in enumerate(samples[:k])}
 
 
+def _loaded_vfm(name: str) -> Any:
+    """The VFM the forward part loaded for ``name`` (None before it ran): a full-size model's build costs seconds."""
+    return next((v for (n, _), (v, _, _) in _FORWARD.items() if n == name), None)
+
+
 _PREPROCESS: dict[str, tuple[Any, Any]] = {}  # model -> (the workers' raw preprocessing, the float32 one)
 
 
@@ -170,8 +175,9 @@ def loader_only(name: str, data: Path, args: argparse.Namespace, raw: bool = Tru
     from ava.vfm import load_vfm
 
     if name not in _PREPROCESS:
-        loaded = [v for (n, _), (v, _, _) in _FORWARD.items() if n == name]  # the forward part's, if it ran
-        vfm = loaded[0] if loaded else load_vfm(name, device="meta" if ":random" in name else "cpu")
+        vfm = _loaded_vfm(name)
+        if vfm is None:
+            vfm = load_vfm(name, device="meta" if ":random" in name else "cpu")
         _PREPROCESS[name] = (_worker_preprocess(vfm), vfm.preprocess_fn())
     ds = Dataset(data)
     items = [(i, _Image(s.image, [s.id])) for i, s in enumerate(ds.samples())]
@@ -257,7 +263,6 @@ def extract_once(name: str, codec: str, data: Path, work: Path, args: argparse.N
     ``--dtype`` made it."""
     cache_dir = work / f"{name}-{codec}" if decode == "auto" else work / f"{name}-{codec}-{decode}"
     shutil.rmtree(cache_dir, ignore_errors=True)
-    loaded = [v for (n, _), (v, _, _) in _FORWARD.items() if n == name]
     return extract(
         ExtractConfig(
             vfm=name,
@@ -272,7 +277,7 @@ def extract_once(name: str, codec: str, data: Path, work: Path, args: argparse.N
             progress=False,
             decode=decode,
         ),
-        vfm=loaded[0] if loaded else None,
+        vfm=_loaded_vfm(name),
     )
 
 

@@ -94,7 +94,7 @@ def host_calls(events: Any, steps: int) -> dict[str, Any]:
     by: dict[str, list[float]] = defaultdict(list)
     for e in events:
         name = e.name
-        if e.device_type == torch.autograd.DeviceType.CPU and (name.startswith("cuda") or name.startswith("cu")):
+        if e.device_type == torch.autograd.DeviceType.CPU and name.startswith("cu"):
             by[name].append(e.time_range.end - e.time_range.start)
     ranked = sorted(by.items(), key=lambda kv: -sum(kv[1]))[:8]
     return {name: {"per_step": round(len(d) / steps, 1), "ms_per_step": round(sum(d) / steps / 1e3, 3)}
