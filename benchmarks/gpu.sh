@@ -95,7 +95,7 @@ run() {
         stage llm 130 $py benchmarks/bench_llm_head.py --no-proxies --steps 3 --warmup 1 --budget 115 \
             --warm-start --profile-steps 2 --json "$OUT/llm.json"
         stage cache 60 $py benchmarks/bench_cache.py --device $dev --models random-vit --codecs fp16 --images 64 \
-            --batch-size 8 --shard-size 32 --repeats 1 --error-images 2 --budget 50 --decode-check \
+            --batch-size 8 --shard-size 32 --repeats 1 --error-images 2 --budget 50 --decode-check --profile-batches 2 \
             --json "$OUT/cache.json"
         stage fingerprint 75 bash -c "timeout 15 $py benchmarks/bench_probe_steps.py --device $dev --steps 100 \
             --repeats 1; $py benchmarks/bench_fingerprint.py --device $dev --modes fingerprint --tokens 49 --dim 64 \
