@@ -46,32 +46,28 @@ def category(name: str) -> str:
     return next((kind for kind, keys in CATEGORIES if any(k in low for k in keys)), "other")
 
 
-def _busy(intervals: list[tuple[float, float]]) -> float:
-    """Length of the union of ``intervals`` (microseconds)."""
-    busy, end = 0.0, float("-inf")
-    for a, b in sorted(intervals):
-        if b <= end:
-            continue
-        busy += b - max(a, end)
-        end = b
-    return busy
-
-
 GAP_BINS_US = (10.0, 100.0, 1000.0, 10000.0)  # idle stretches: < 10 us, 10-100 us, 0.1-1 ms, 1-10 ms, >= 10 ms
 
 
-def gaps(kernels: list[tuple[str, float, float]], steps: int, longest: int = 6) -> dict[str, Any]:
-    """The device's idle stretches between ``kernels`` (name, start, end; microseconds): per-step count and ms in
-    each bin of :data:`GAP_BINS_US`, and the ``longest`` ones with their neighbours."""
+def idle_stretches(kernels: list[tuple[str, float, float]]) -> list[tuple[float, float, str, str]]:
+    """The holes in the union of ``kernels``' (name, start, end) intervals between the first start and the last end:
+    (length, where it starts, the kernel before, the kernel after), in time order (microseconds)."""
     ordered = sorted(kernels, key=lambda k: k[1])
-    start0, span_end = ordered[0][1], max(b for _, _, b in ordered)
-    found: list[tuple[float, float, str, str]] = []  # (length, at, before, after)
+    found: list[tuple[float, float, str, str]] = []
     end, last = ordered[0][2], ordered[0][0]
     for name, a, b in ordered[1:]:
         if a > end:
             found.append((a - end, end, last, name))
         if b > end:
             end, last = b, name
+    return found
+
+
+def gaps(kernels: list[tuple[str, float, float]], steps: int, found: list[tuple[float, float, str, str]],
+         longest: int = 6) -> dict[str, Any]:  # fmt: skip
+    """The device's idle stretches (``found``: :func:`idle_stretches` of ``kernels``): per-step count and ms in each
+    bin of :data:`GAP_BINS_US`, and the ``longest`` ones with their neighbours."""
+    start0, span_end = min(a for _, a, _ in kernels), max(b for _, _, b in kernels)
     edges = (0.0, *GAP_BINS_US, float("inf"))
     labels = ["< 10 us", "10-100 us", "0.1-1 ms", "1-10 ms", ">= 10 ms"]
     bins = {}
@@ -122,13 +118,14 @@ def summarize(events: Any, steps: int, device_type: str, top: int = 12) -> dict[
         by_name[name].append(b - a)
     short = [b - a for _, a, b in kernels if b - a < SHORT_US]
     ranked = sorted(by_name.items(), key=lambda kv: -sum(kv[1]))[:top]
+    idle = idle_stretches(kernels)  # busy = the span less these holes
     return {
         "source": source,
         "steps": steps,
         "kernels_per_step": round(len(kernels) / steps, 1),
         "kernel_ms_per_step": round(total / steps / 1e3, 3),
         "span_ms_per_step": round(span / steps / 1e3, 3),
-        "busy_fraction": round(_busy([(a, b) for _, a, b in kernels]) / span, 3) if span > 0 else None,
+        "busy_fraction": round(1 - sum(g for g, *_ in idle) / span, 3) if span > 0 else None,
         "short_kernels": {
             "under_us": SHORT_US,
             "per_step": round(len(short) / steps, 1),
@@ -144,7 +141,7 @@ def summarize(events: Any, steps: int, device_type: str, top: int = 12) -> dict[
             }
             for name, d in ranked
         ],
-        "gaps": gaps(kernels, steps),
+        "gaps": gaps(kernels, steps, idle),
         **({"host_calls": host_calls(events, steps)} if device_type == "cuda" else {}),
     }
 
