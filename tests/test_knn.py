@@ -245,3 +245,33 @@ def test_mean_score_with_a_shared_memo_scores_each_pair_once(monkeypatch: pytest
     assert sum(scored) == len(pairs) == len(memo)
     assert with_memo == [targets.mean_score(scene, samples, replies) for replies in runs]
     assert with_memo[0] == pytest.approx(4 / 12)
+
+
+def test_own_rows_and_normalized_rows_search_as_before(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows normalized once (by blocks: each row's norm is its own, so the values are those of the whole array at
+    once) give the same index and search as raw rows; a torch index searched with its own rows uses the copy it holds
+    and returns what the same rows given as queries return."""
+    from ava.heads.knn import model
+    from ava.heads.knn.model import TorchFlatIP, make_index, normalized
+
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((70, 24)).astype(np.float32)
+    x[3] = 0.0
+    monkeypatch.setattr(model, "NORM_BLOCK", 24 * 4 * 8)  # 8 rows a block: 9 blocks, the last one short
+    unit = normalized(x)
+    whole = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+    assert unit.dtype == np.float32 and unit.flags.c_contiguous and np.array_equal(unit, whole)
+    ref = search(build_index(x), x, 9)
+    for got in (search(build_index(unit, unit=True), unit, 9, unit=True), search(make_index(unit, "cpu"), unit, 9,
+                                                                               unit=True)):  # fmt: skip
+        np.testing.assert_array_equal(got[1], ref[1])
+        np.testing.assert_array_equal(got[0], ref[0])
+    own = TorchFlatIP(unit, "cpu", own=True)
+    calls: list[str] = []
+    monkeypatch.setattr(own, "search", lambda q, k: calls.append("copied") or TorchFlatIP.search(own, q, k))
+    mine = search(own, unit, 9, batch_size=32, unit=True)
+    assert not calls  # every batch from the rows it holds
+    other = search(own, unit.copy(), 9, batch_size=32, unit=True)
+    assert calls == ["copied"] * 3
+    np.testing.assert_array_equal(mine[1], other[1])
+    np.testing.assert_array_equal(mine[0], other[0])

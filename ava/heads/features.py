@@ -130,8 +130,8 @@ def read_pooled_views(cache: Any, samples: Sequence[Sample], layers: Sequence[in
     if isinstance(cache, AbilityFeatures):  # held in memory: every view is pooled once per ability, then indexed
         require_cached(cache, samples)
         shas = [s.image_sha256 for s in samples]
-        return {p: np.ascontiguousarray(np.concatenate([cache.pooled(shas, la, p) for la in layers], axis=1))
-                for p in pools}  # fmt: skip
+        views = {p: [cache.pooled(shas, la, p) for la in layers] for p in pools}  # each a new array (rows indexed)
+        return {p: np.ascontiguousarray(v[0] if len(v) == 1 else np.concatenate(v, axis=1)) for p, v in views.items()}
     if pools == ["mean"]:
         return {"mean": read_layers(cache, samples, layers, pooled=True)}
     grid = token_grid(cache)
@@ -342,14 +342,21 @@ class AheadReads:
         return self.reads if list(shas) == self.shas else {}
 
 
+AHEAD_SHARE = 0.35  # of the GPU's free memory, rows read ahead onto it may take while the heads fit beside them
+
+
 def read_ahead(cache: Any, samples: Sequence[Sample], layers: Sequence[int | None], device: str = "cpu",
                views: Sequence[str] = (), tokens: bool = True) -> AheadReads | None:  # fmt: skip
-    """Start reading the token rows :class:`AbilityFeatures` will hold for ``samples`` into host memory, on the
-    reader's threads, and return at once; None where nothing would be gained or it would not fit: a cache that is not
-    read as stored (:class:`~ava.cache.reader.ResidentFeatures`), only stored views needed, or rows that do not fit in
-    the host memory left now (the features being fitted hold theirs until released). The rows are placed (on the GPU
-    when they fit) only when :class:`AbilityFeatures` is made, after the previous ability's are released."""
-    from ava.cache.placement import SHARE, host_free_bytes
+    """Start reading the token rows :class:`AbilityFeatures` will hold for ``samples``, on the reader's threads, and
+    return at once; None where nothing would be gained or it would not fit: a cache that is not read as stored
+    (:class:`~ava.cache.reader.ResidentFeatures`), only stored views needed, or rows that do not fit in the host
+    memory left now (the features being fitted hold theirs until released).
+
+    For heads on a GPU, rows that fit in :data:`AHEAD_SHARE` of its free memory now (the current ability's rows
+    held already; half of what a placement may take, the rest left to the fits running meanwhile) are read straight
+    onto it: nothing is copied when they are placed. Others are read into host memory and placed (on the GPU when
+    they fit) only when :class:`AbilityFeatures` is made, after the previous ability's are released."""
+    from ava.cache.placement import SHARE, device_free_bytes, host_free_bytes
 
     spec = getattr(cache, "spec", None)
     codec = spec.get("codec") if isinstance(spec, dict) else None
@@ -367,7 +374,12 @@ def read_ahead(cache: Any, samples: Sequence[Sample], layers: Sequence[int | Non
     from ava.cache.reader import ResidentFeatures
 
     names = [f"{first[sha].ava}/{first[sha].id} (image {first[sha].image})" for sha in shas]
-    return AheadReads(shas, {la: ResidentFeatures(cache, shas, la, device="cpu", names=names) for la in wanted})
+    import torch
+
+    gpu = device.startswith("cuda") and torch.cuda.is_available() and \
+        nbytes <= AHEAD_SHARE * device_free_bytes(device)  # fmt: skip
+    where = {"device": device, "held": ON_DEVICE} if gpu else {"device": "cpu", "held": HOST}
+    return AheadReads(shas, {la: ResidentFeatures(cache, shas, la, names=names, **where) for la in wanted})
 
 
 class AbilityFeatures:
@@ -428,7 +440,10 @@ class AbilityFeatures:
             return
         nbytes = len(shas) * int(cache.num_tokens) * int(cache.dim) * len(wanted) * torch.finfo(dtype).bits // 8
         started = reads.take(shas) if reads is not None else {}
-        where = self._placement(device, nbytes)
+        # read ahead onto the GPU already (read_ahead): held there (a placement now would count their own bytes as
+        # taken); else placed as any rows
+        where = Placement(ON_DEVICE, device) if started and all(r.where.type == "cuda" for r in started.values()) \
+            else self._placement(device, nbytes)  # fmt: skip
         scaled = _scaled_codec(cache)
         coded = False
         if scaled is not None and where.kind in (STAGED, STREAMED):  # float32 would not fit where the heads compute

@@ -25,22 +25,30 @@ from ava.data.format import Sample
 from ava.heads.targets import option_text, question_options, regression_reply, regression_targets
 
 SEARCH_BATCH = 4096
+NORM_BLOCK = 4 << 20  # bytes of rows normalized at a time (a block's squares stay in the CPU's cache)
 CHOICE_SEARCH = 256  # neighbours searched for choice questions, so k valid ones exist among per-question options
 
 
 def normalized(x: np.ndarray) -> np.ndarray:
-    """Rows scaled to unit L2 norm (zero rows stay zero), float32 C-contiguous as faiss wants."""
+    """Rows scaled to unit L2 norm (zero rows stay zero), float32 C-contiguous as faiss wants: a new array, computed
+    a block of rows at a time (the squares ``np.linalg.norm`` makes stay one block, not a second array of ``x``'s
+    size; each row's norm is the same, as it is reduced on its own)."""
     x = np.ascontiguousarray(x, dtype=np.float32)
-    norms = np.linalg.norm(x, axis=1, keepdims=True)
-    return np.ascontiguousarray(x / np.maximum(norms, 1e-12), dtype=np.float32)
+    out = np.empty_like(x)
+    step = max(1, NORM_BLOCK // max(1, x[:1].nbytes))
+    for i in range(0, len(x), step):
+        part = x[i : i + step]
+        np.divide(part, np.maximum(np.linalg.norm(part, axis=1, keepdims=True), 1e-12), out=out[i : i + step])
+    return out
 
 
-def build_index(features: np.ndarray) -> Any:
-    """A CPU ``IndexFlatIP`` over normalized ``features``."""
+def build_index(features: np.ndarray, *, unit: bool = False) -> Any:
+    """A CPU ``IndexFlatIP`` over normalized ``features`` (``unit``: rows :func:`normalized` already, added as they
+    are: normalizing again would give the same rows, at two more passes over them)."""
     import faiss
 
     index = faiss.IndexFlatIP(features.shape[1])
-    index.add(normalized(features))
+    index.add(features if unit else normalized(features))
     return index
 
 
@@ -49,24 +57,52 @@ class TorchFlatIP:
     build: the same ``ntotal`` / ``search(queries, k) -> (similarities, ids)`` as a faiss flat index. Rows beyond
     ``ntotal`` come back with id -1 and the lowest float32, as faiss returns them."""
 
-    def __init__(self, vectors: np.ndarray, device: str) -> None:
+    def __init__(self, vectors: np.ndarray, device: str, *, own: bool = False) -> None:
+        """``own``: remember ``vectors`` (no copy), so that :func:`search` given them again as the queries searches
+        the rows held here instead of copying them to the device again (a leave-one-out selection)."""
         import torch
 
+        self.source = vectors if own else None
         self.vectors = torch.from_numpy(np.ascontiguousarray(vectors, dtype=np.float32)).to(device)
         self.ntotal = int(self.vectors.shape[0])
 
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         import torch
 
-        q = torch.from_numpy(np.ascontiguousarray(queries, dtype=np.float32)).to(self.vectors.device)
+        return self._search(torch.from_numpy(np.ascontiguousarray(queries, dtype=np.float32)).to(self.vectors.device),
+                            k)  # fmt: skip
+
+    def search_own(self, start: int, end: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`search` with the index's own rows ``start:end`` as the queries (no copy to the device)."""
+        return self._search(self.vectors[start:end], k)
+
+    def _search(self, q: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
         take = min(k, self.ntotal)
         sims, ids = (q @ self.vectors.T).topk(take, dim=1) if take else (q[:, :0], q[:, :0].long())
-        sims, ids = sims.cpu().numpy(), ids.cpu().numpy().astype(np.int64)
+        sims, ids = sims.cpu().numpy(), ids.cpu().numpy().astype(np.int64, copy=False)
         if take < k:  # fewer rows than asked for: pad like faiss
             pad = k - take
             sims = np.concatenate([sims, np.full((len(q), pad), np.finfo(np.float32).min, np.float32)], axis=1)
             ids = np.concatenate([ids, np.full((len(q), pad), -1, np.int64)], axis=1)
         return sims, ids
+
+
+def make_index(unit_rows: np.ndarray, device: str) -> Any:
+    """The search index of rows already :func:`normalized`, where ``device`` searches: on CUDA without faiss-gpu a
+    :class:`TorchFlatIP` made from the rows themselves (one copy to the GPU; not a faiss index first, copied out
+    again); else a faiss index (:func:`on_device`). The same neighbours either way."""
+    if device.startswith("cuda") and not _faiss_gpus():
+        import torch
+
+        if torch.cuda.is_available():
+            return TorchFlatIP(unit_rows, device, own=True)
+    return on_device(build_index(unit_rows, unit=True), device)
+
+
+def _faiss_gpus() -> int:
+    import faiss
+
+    return faiss.get_num_gpus() if hasattr(faiss, "get_num_gpus") else 0
 
 
 def on_device(index: Any, device: str) -> Any:
@@ -76,7 +112,7 @@ def on_device(index: Any, device: str) -> Any:
 
     if not device.startswith("cuda"):
         return index
-    if hasattr(faiss, "get_num_gpus") and faiss.get_num_gpus() > 0:
+    if _faiss_gpus() > 0:
         return faiss.index_cpu_to_all_gpus(index)
     import torch
 
@@ -85,12 +121,14 @@ def on_device(index: Any, device: str) -> Any:
     return TorchFlatIP(index.reconstruct_n(0, index.ntotal), device)
 
 
-def search(index: Any, queries: np.ndarray, k: int, batch_size: int = SEARCH_BATCH) -> tuple[np.ndarray, np.ndarray]:
-    """(similarities, ids), each [Q, k], nearest first."""
-    q = normalized(queries)
+def search(index: Any, queries: np.ndarray, k: int, batch_size: int = SEARCH_BATCH, *,
+           unit: bool = False) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """(similarities, ids), each [Q, k], nearest first (``unit``: ``queries`` are :func:`normalized` already)."""
+    own = unit and getattr(index, "source", None) is queries  # a TorchFlatIP's own rows: searched where it holds them
+    q = queries if own else np.ascontiguousarray(queries, dtype=np.float32) if unit else normalized(queries)
     sims, ids = [], []
     for i in range(0, len(q), batch_size):
-        s, j = index.search(q[i : i + batch_size], k)
+        s, j = index.search_own(i, i + batch_size, k) if own else index.search(q[i : i + batch_size], k)
         sims.append(s)
         ids.append(j)
     if not sims:

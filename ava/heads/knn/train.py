@@ -30,7 +30,7 @@ from ava.errors import AvaError
 from ava.heads.ability_runs import AbilityRun, save_tensors, train_abilities
 from ava.heads.features import pool_candidates, read_pooled_views, resolve_device
 from ava.heads.knn.config import KNNConfig
-from ava.heads.knn.model import Memory, build_index, on_device, search
+from ava.heads.knn.model import Memory, build_index, make_index, normalized, on_device, search
 from ava.heads.run_files import open_saved_run, score_and_write, write_file, write_json
 from ava.heads.rundir import owns_run_dir
 from ava.heads.targets import holdout_split, is_better, mean_score, select_abilities
@@ -58,19 +58,23 @@ def _pooled(cache: Any, samples: Sequence[Sample], layer: int | None, pool: str 
 
 def select_pool(ability: Ability, fit: list[Sample], held: list[Sample] | None, views_fit: dict[str, np.ndarray],
                 views_held: dict[str, np.ndarray] | None, ks: Sequence[int],
-                device: str) -> tuple[str, int, dict[str, dict[int, float]]]:  # fmt: skip
-    """The (pooled view, k) with the best held-out metric (earlier view, then smaller k, on ties), and every
-    candidate's score per view (``held`` None: leave-one-out over ``fit``, see :func:`select_k`)."""
+                device: str) -> tuple[str, int, dict[str, dict[int, float]], Any]:  # fmt: skip
+    """The (pooled view, k) with the best held-out metric (earlier view, then smaller k, on ties), every
+    candidate's score per view (``held`` None: leave-one-out over ``fit``, see :func:`select_k`), and the index of
+    the chosen view's ``fit`` rows. The views' rows are :func:`~ava.heads.knn.model.normalized` already."""
     scores: dict[str, dict[int, float]] = {}
     best: tuple[str, int] | None = None
+    chosen = None  # the best view's index so far (the others are dropped as soon as they lose)
     memo: dict[Any, float] = {}  # (sample, reply) -> score, shared by every candidate
     for pool in views_fit:
         x_held = None if views_held is None else views_held[pool]
-        k, scores[pool] = select_k(ability, fit, held, views_fit[pool], x_held, ks, device, memo)
+        index = make_index(views_fit[pool], device)
+        k, scores[pool] = select_k(ability, fit, held, views_fit[pool], x_held, ks, device, memo, index=index)
         if best is None or is_better(ability, scores[pool][k], scores[best[0]][best[1]]):
-            best = (pool, k)
+            best, chosen = (pool, k), index
+        del index
     assert best is not None
-    return best[0], best[1], scores
+    return best[0], best[1], scores, chosen
 
 
 def _without_self(sims: np.ndarray, ids: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
@@ -82,20 +86,21 @@ def _without_self(sims: np.ndarray, ids: np.ndarray, depth: int) -> tuple[np.nda
 
 
 def select_k(ability: Ability, fit: list[Sample], held: list[Sample] | None, x_fit: np.ndarray,
-             x_held: np.ndarray | None, ks: Sequence[int], device: str,
-             memo: dict[Any, float] | None = None) -> tuple[int, dict[int, float]]:  # fmt: skip
+             x_held: np.ndarray | None, ks: Sequence[int], device: str, memo: dict[Any, float] | None = None, *,
+             index: Any = None) -> tuple[int, dict[int, float]]:  # fmt: skip
     """The k with the best held-out metric (the smaller k on ties) and every candidate's score.
 
     ``held`` None: leave-one-out, every train row is answered by its neighbours among the others (every train
-    sample is a held-out sample once, so the pick rests on all of train, not a 10% slice)."""
+    sample is a held-out sample once, so the pick rests on all of train, not a 10% slice). ``x_fit`` and ``x_held``
+    are :func:`~ava.heads.knn.model.normalized` rows; ``index``: the index of ``x_fit`` made already (else made)."""
     memory = Memory.build(ability, fit)
-    index = on_device(build_index(x_fit), device)
+    index = make_index(x_fit, device) if index is None else index
     if held is None:
         depth = _search_depth(memory, ks, len(fit) - 1)
-        sims, ids = _without_self(*search(index, x_fit, depth + 1), depth)
+        sims, ids = _without_self(*search(index, x_fit, depth + 1, unit=True), depth)
         held = fit
     else:
-        sims, ids = search(index, x_held, _search_depth(memory, ks, len(fit)))
+        sims, ids = search(index, x_held, _search_depth(memory, ks, len(fit)), unit=True)
     scores = {k: mean_score(ability, held, memory.replies(held, sims, ids, k), memo) for k in ks}
     best: int | None = None
     for k in ks:
@@ -105,12 +110,21 @@ def select_k(ability: Ability, fit: list[Sample], held: list[Sample] | None, x_f
     return best, scores
 
 
-def _write_index(run_dir: Path, ava: str, x: np.ndarray) -> None:
+def _unit_views(features: Any, samples: Sequence[Sample], layer: int | None,
+                pools: Sequence[str]) -> dict[str, np.ndarray]:  # fmt: skip
+    """Every pooled view of ``samples``, its rows normalized once (for the index and as queries)."""
+    return {p: normalized(v) for p, v in read_pooled_views(features, samples, [layer], pools).items()}
+
+
+def _write_index(run_dir: Path, ava: str, x: np.ndarray, *, unit: bool = False, index: Any = None) -> None:
     """The ability's index, serialized in memory (a copy of its vectors) and written atomically by ``write_file``:
-    faiss's own writer reports a full disk as a bare RuntimeError and leaves a partial file."""
+    faiss's own writer reports a full disk as a bare RuntimeError and leaves a partial file. ``unit``: ``x`` is
+    normalized already; ``index``: the search index of ``x``, written as it is when it is a CPU faiss index."""
     import faiss
 
-    write_file(run_dir / INDEX_DIR / f"{ava}.faiss", memoryview(faiss.serialize_index(build_index(x))))
+    if not isinstance(index, faiss.IndexFlatIP):
+        index = build_index(x, unit=unit)
+    write_file(run_dir / INDEX_DIR / f"{ava}.faiss", memoryview(faiss.serialize_index(index)))
 
 
 def _predict_split(index: Any, memory: Memory, meta: dict[str, Any], samples: Sequence[Sample], cache: Any,
@@ -156,12 +170,15 @@ class KNNRun(AbilityRun):
         samples = self.train_samples(ava)
         fit, held = (samples, None) if config.selection == "loo" and len(samples) >= 2 else \
             holdout_split(samples, config.heldout_frac, config.seed)  # fmt: skip
-        views_fit = read_pooled_views(features, fit, [config.layer], self.pools)
-        views_held = None if held is None else read_pooled_views(features, held, [config.layer], self.pools)
-        pool, k, by_pool = select_pool(ability, fit, held, views_fit, views_held, self.ks, self.device)
+        views_fit = _unit_views(features, fit, config.layer, self.pools)
+        views_held = None if held is None else _unit_views(features, held, config.layer, self.pools)
+        pool, k, by_pool, index = select_pool(ability, fit, held, views_fit, views_held, self.ks, self.device)
         rows = fit + (held or [])
         x = views_fit[pool] if views_held is None else np.concatenate([views_fit[pool], views_held[pool]])
-        _write_index(self.run_dir, ava, x)
+        del views_fit, views_held
+        if held is not None:  # the saved index holds every train row (the selection's, the fit rows only)
+            index = make_index(x, self.device)
+        _write_index(self.run_dir, ava, x, unit=True, index=index)
         memory = Memory.build(ability, rows)
         meta = {
             "k": k, "ks": self.ks, "pool": pool, "heldout": {str(c): v for c, v in by_pool[pool].items()},
@@ -173,7 +190,6 @@ class KNNRun(AbilityRun):
         }  # fmt: skip
         if on_step is not None:
             on_step()
-        index = on_device(build_index(x), self.device)
         replies, extra = _predict_split(index, memory, meta, self.eval_samples(ava), features, config.split)
         tensors = {"targets": memory.targets} if memory.targets is not None else {}
         return meta, tensors, replies, extra
