@@ -248,3 +248,52 @@ def test_staging_buffers_for_rows_on_their_way_to_a_gpu(pinned: bool) -> None:
         assert t.data_ptr() == a.ctypes.data and bool((t == 7).all())
         assert t.is_pinned() == pinned
     assert staging_array((0, 3, 5), np.float16, pinned=pinned).shape == (0, 3, 5)
+
+
+class RecordedRead:
+    """Stands in for ``ResidentFeatures`` in a read ahead: notes where it was asked to hold the rows."""
+
+    made: list[dict] = []
+
+    def __init__(self, cache, shas, layer=None, *, device="cpu", held=None, names=None) -> None:
+        self.where = torch.device(device if held == placement.ON_DEVICE else "cpu")
+        RecordedRead.made.append({"device": device, "held": held, "rows": len(shas)})
+
+
+def test_a_read_ahead_goes_onto_the_gpu_only_beside_room_for_the_fits(tmp_path: Path, monkeypatch) -> None:
+    """The next ability's rows are read straight onto the GPU when they fit in ``AHEAD_SHARE`` of its free memory
+    (the fits running meanwhile keep the rest), else into host memory; rows read onto the GPU are held there when
+    the ability is placed (a placement then would count their own bytes as taken)."""
+    import ava.cache.reader as reader
+    import ava.heads.features as features
+
+    root, fake = handmade(tmp_path / "data", abilities=ABILITIES, n=60)
+    samples = [s for s in Dataset(root).samples() if s.ava == "color"]
+    nbytes = len(samples) * fake.num_tokens * fake.dim * 2
+    monkeypatch.setattr(features, "_resident", lambda cache, codec: True)
+    monkeypatch.setattr(reader, "ResidentFeatures", RecordedRead)
+    RecordedRead.made = []
+    for total, held in ((3 * nbytes, placement.ON_DEVICE), (2 * nbytes, placement.HOST)):  # 0.35 x 3X > X > 0.7X
+        gpu = FakeGPU(total=total)
+        gpu.install(monkeypatch)
+        ahead = features.read_ahead(fake, samples, [None], device="cuda")
+        assert ahead is not None and RecordedRead.made[-1]["held"] == held
+        assert RecordedRead.made[-1]["device"] == ("cuda" if held == placement.ON_DEVICE else "cpu")
+    assert features.read_ahead(fake, samples, [None], device="cpu") is not None
+    assert RecordedRead.made[-1] == {"device": "cpu", "held": placement.HOST, "rows": len(samples)}
+
+    class Done:  # a read ahead that ended on the GPU: where it was asked to hold the rows, and the rows
+        where = torch.device("cuda", 0)
+        rows = torch.arange(len(samples))
+
+        @staticmethod
+        def wait() -> torch.Tensor:
+            return torch.zeros(len(samples), fake.num_tokens, fake.dim, dtype=torch.float16)
+
+    asked: list[int] = []
+    monkeypatch.setattr(features.AbilityFeatures, "_placement", staticmethod(lambda d, n: asked.append(n)))
+    monkeypatch.setattr(features, "_hold", lambda tokens, where: tokens)
+    shas = [s.image_sha256 for s in samples]
+    made = features.AbilityFeatures(fake, samples, [None], device="cuda",
+                                    reads=features.AheadReads(shas, {fake.layers[0]: Done()}))  # fmt: skip
+    assert made.placement == placement.ON_DEVICE and made.device == "cuda" and not asked

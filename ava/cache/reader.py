@@ -359,6 +359,13 @@ class ResidentFeatures:
         from ava.cache.placement import held_empty, staging_array
 
         out = held_empty((len(self.uniq), self.num_tokens, self.dim), self.dtype, self.where)
+        # rows for a GPU go there on a stream of their own: a read ahead (ava.heads.features.read_ahead) copies while
+        # the heads' kernels run, not queued between them on the default stream; that stream waits first for the
+        # default stream's work (the held tensor's memory may have been freed by work still queued there), and the
+        # read waits for it at the end, so the rows are complete when wait() returns them
+        stream = torch.cuda.Stream(self.where) if self.where.type == "cuda" else None
+        if stream is not None:
+            stream.wait_stream(torch.cuda.current_stream(self.where))
         group = self.cache.group
         codec = group.codec
         values_name, scales_name = f"features/{self.layer}", f"scales/{self.layer}" if codec.has_scale else None
@@ -380,6 +387,12 @@ class ResidentFeatures:
         def piece(job: tuple[int, int, int]) -> list[tuple[int, str]]:
             """Rows ``lo:hi`` into ``out[slot:]``, checked, in a worker thread (the copy too: one thread copying
             every row was the read's ceiling, 1 ms per SigLIP-sized row); returns the rows at fault."""
+            if stream is None:
+                return piece_here(job)
+            with torch.cuda.stream(stream):
+                return piece_here(job)
+
+        def piece_here(job: tuple[int, int, int]) -> list[tuple[int, str]]:
             lo, hi, slot = job
             target = out[slot : slot + hi - lo]
             if codec.storage_dtype == "float16" and self.dtype == torch.float16:  # stored as is: no round trip
@@ -410,6 +423,8 @@ class ResidentFeatures:
         with ThreadPoolExecutor(REMOTE_READ_THREADS if remote else self._threads) as pool:
             for errs in pool.map(piece, _runs(self.uniq, self._chunk)):
                 bad.extend(errs)
+        if stream is not None:
+            stream.synchronize()
         self.seconds = time.perf_counter() - t0
         if bad:
             self._refuse(bad)
