@@ -129,6 +129,52 @@ class RandomCache:
         return self.read_view(shas, layer, "mean")
 
 
+def zarr_copy(cache: RandomCache, shas: list[str], root: Path, threads: int = 8) -> tuple[Any, dict]:
+    """The stand-in's rows of ``shas`` (and their pooled views) written into a real fp16 Zarr cache by the
+    extraction's own shard writer (``write_shard``, shards on ``threads`` threads), opened as ``ava fingerprint``
+    opens a cache: a fingerprint then reads it as a user's (``ResidentFeatures``, the next ability read while the
+    heads fit). Returns the cache and ``{"rows", "gb", "write_s"}``; the page cache is warm after the write."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ava.cache import ExtractConfig, open_cache
+    from ava.cache.extraction import build_spec, write_shard
+    from ava.cache.pooling import pool_tokens, token_grid
+    from ava.cache.store import add_rows, create_group
+
+    class Spec:  # what build_spec reads of a VFM
+        num_tokens, dim, layers, grid, random_weights = cache.num_tokens, cache.dim, (-1,), (), True
+
+        @staticmethod
+        def identity() -> dict[str, Any]:
+            return {"vfm": "bench-random", "preprocess": "none", "layers": [-1], "standin": True}
+
+    side = int(round(cache.num_tokens**0.5))
+    Spec.grid = (side, side) if side * side == cache.num_tokens else (1, cache.num_tokens)
+    t0 = time.perf_counter()
+    counters = cache.reads, cache.rows_read, cache.read_s, dict(cache.by_ability)  # (the copy is not the fingerprint's)
+    spec = build_spec(Spec, "bench-random", ExtractConfig(vfm="bench-random", data="", cache=str(root), dtype="fp16",
+                                                         views=cache.views))  # fmt: skip
+    group = create_group(root, spec, shard_size=64)
+    add_rows(group, shas)
+    grid = token_grid(group)
+
+    def shard(k: int) -> None:
+        rows = list(group.shard_rows(k))
+        values = cache.read([group.rows()[r] for r in rows])
+        pooled = {v: pool_tokens(values.astype(np.float32), v, grid) for v in group.views}
+        write_shard(group, k, {r: [(values[i], None, {v: pooled[v][i] for v in pooled})] for i, r in enumerate(rows)})
+
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(shard, range(group.num_shards())))
+    seconds = time.perf_counter() - t0
+    cache.reads, cache.rows_read, cache.read_s, by_ability = counters
+    cache.by_ability.clear()
+    cache.by_ability.update(by_ability)
+    nbytes = sum(f.stat().st_size for f in Path(root).rglob("*") if f.is_file())
+    return open_cache(str(root), "bench-random"), {"rows": len(shas), "gb": round(nbytes / 1e9, 2),
+                                                   "write_s": round(seconds, 2)}  # fmt: skip
+
+
 # Samples per ability in the real benchmark (train + test, the paper's Table 2; ~226.7K in all)
 REAL_SIZES = {"localization": 34_800, "counting": 13_600, "fine_grained": 9_000, "abs_depth": 8_600,
               "rel_depth": 11_600, "ocr": 11_000, "orientation": 8_500, "recognition": 44_900, "action": 15_000,
@@ -222,14 +268,14 @@ def timed_fits(per: dict, deadline: float = float("inf")) -> Iterator[None]:
 
 
 def run_fingerprint(data: Path, out: Path, per: dict, heads: list[str], gb: float | None, device: str,
-                    deadline: float = float("inf")) -> bool:  # fmt: skip
+                    deadline: float = float("inf"), abilities: list[str] | None = None) -> bool:  # fmt: skip
     """The fingerprint, timed; False when it was cut at ``deadline`` (``per`` holds the abilities done)."""
     from ava.heads import fingerprint as fp
 
     with timed_fits(per, deadline), max_memory(gb):
         try:
             fp.fingerprint(fp.FingerprintConfig(vfm="random", data=str(data), cache="x", out=str(out), device=device,
-                                                progress=False, heads=heads))  # fmt: skip
+                                                progress=False, heads=heads, ava=abilities))  # fmt: skip
         except OutOfTime as e:
             print(json.dumps({"cut_by_budget_before": str(e)}), flush=True)
             return False
@@ -337,17 +383,20 @@ def _per_head(per: dict) -> dict[str, float]:
 
 
 def run_random(args: argparse.Namespace, tmp: Path, counts: dict[str, int], abilities: tuple[str, ...],
-               scale: float | None, deadline: float) -> list[dict]:  # fmt: skip
+               scale: float | None, deadline: float, zarr: list[str] | None = None) -> list[dict]:  # fmt: skip
     """The ``--modes`` on random features of ``counts`` samples per ability; a mode that reaches ``deadline`` reports
-    the abilities it finished (``cut_by_budget``)."""
+    the abilities it finished (``cut_by_budget``). ``zarr``: then the fingerprint of these abilities again, from a
+    real fp16 Zarr cache of the same rows (:func:`zarr_check`)."""
     import ava.cache
 
     data, cache = build(tmp, counts, args.tokens, args.dim, abilities)
     ava.cache.open_cache = lambda *a, **k: cache  # every head opens this stand-in
     rows = []
     modes = args.modes.split(",")
+    # each mode's share of the time by its work: the Zarr check's abilities' rows, written and read (x 1.5)
+    weights = [1.0] * len(modes) + ([1.5 * sum(counts[a] for a in zarr) / sum(counts.values())] if zarr else [])
     for j, mode in enumerate(modes):
-        end = time.monotonic() + (deadline - time.monotonic()) / (len(modes) - j)
+        end = time.monotonic() + (deadline - time.monotonic()) * weights[j] / sum(weights[j:])
         cache.reads, cache.rows_read, cache.read_s = 0, 0, 0.0
         cache.by_ability.clear()
         t0, c0 = time.perf_counter(), time.process_time()
@@ -376,7 +425,71 @@ def run_random(args: argparse.Namespace, tmp: Path, counts: dict[str, int], abil
             row["abilities_done"] = sorted(detail.get("ability_s", {}))
         rows.append(row)
         print(json.dumps({k: v for k, v in row.items() if k != "detail"}), flush=True)
+    stand_in = next((r for r in rows if r["mode"] == "fingerprint"), None)
+    if zarr and stand_in is not None:
+        rows.append(zarr_check(args, tmp, data, cache, zarr, stand_in, deadline))
+        print(json.dumps(rows[-1]), flush=True)
     return rows
+
+
+def _outside(ability_s: dict[str, float], detail: dict[str, float], ava: str) -> float:
+    """An ability's wall time outside its heads' fits (reading and placing its features, starting the next read)."""
+    return ability_s[ava] - sum(v for k, v in detail.items() if k.endswith(f" {ava}"))
+
+
+def zarr_check(args: argparse.Namespace, tmp: Path, data: Path, cache: RandomCache, abilities: list[str],
+               stand_in: dict, deadline: float) -> dict:  # fmt: skip
+    """The fingerprint of ``abilities`` again, from a real fp16 Zarr cache of the same rows (:func:`zarr_copy`),
+    read as a user's cache is read: each ability's time outside its heads' fits beside the stand-in's (which reads
+    every ability on the fingerprint's own thread, placing it as it reads: no read ahead). The first ability's
+    read has nothing to overlap with; the others are read while the one before fits."""
+    import ava.cache
+    from ava.data.format import Dataset
+
+    done = [a for a in abilities if a in stand_in.get("ability_s", {})]
+    row: dict[str, Any] = {"mode": "fingerprint (zarr)", "scale": stand_in.get("scale"), "abilities": done}
+    if not done:
+        return {**row, "skipped": "the stand-in run did not finish these abilities"}
+    if time.monotonic() >= deadline:
+        return {**row, "skipped": "the part's time ran out"}
+    shas = list(dict.fromkeys(s.image_sha256 for s in Dataset(data).samples() if s.ava in done))
+    try:
+        real, made = zarr_copy(cache, shas, tmp / "zarr-cache")
+    except Exception as e:  # noqa: BLE001 - said in the row
+        return {**row, "error": f"{type(e).__name__}: {e}"[:300]}
+    row.update(made)
+    ava.cache.open_cache = lambda *a, **k: real
+    per: dict = {}
+    t0 = time.perf_counter()
+    whole = run_fingerprint(data, tmp / "fingerprint-zarr", per, args.heads.split(","), args.max_memory_gb,
+                            args.device, deadline, abilities=done)  # fmt: skip
+    ability_s = per.get("ability_s", {})
+    detail = _detail({k: v for k, v in per.items() if isinstance(k, tuple)})
+    row.update({"wall_s": round(time.perf_counter() - t0, 2), "cut_by_budget": not whole,
+                "ability_s": {a: round(v, 2) for a, v in ability_s.items()}, "placement": per.get("placement", {}),
+                "outside_fits_s": {a: round(_outside(ability_s, detail, a), 2) for a in ability_s},
+                "stand_in_outside_fits_s": {a: round(_outside(stand_in["ability_s"], stand_in["detail"], a), 2)
+                                            for a in ability_s},
+                "detail": detail})  # fmt: skip
+    row.update(zarr_estimate(stand_in, ability_s, detail, done[0]))
+    ava.cache.open_cache = lambda *a, **k: cache
+    return row
+
+
+def zarr_estimate(stand_in: dict, ability_s: dict[str, float], detail: dict[str, float], first: str) -> dict:
+    """Over the abilities read ahead (all but ``first``): the real cache's time outside the fits over the stand-in's
+    (``outside_ratio``), and the stand-in's estimate by optimizer steps with every ability's outside part (scaled to
+    its real size) times that ratio. Nothing where the stand-in's outside time is not positive (heads fitted at once on
+    a CPU: their fit times overlap, and the outside time is not a wall time any more)."""
+    ahead = [a for a in ability_s if a != first]
+    theirs = sum(max(0.0, _outside(stand_in["ability_s"], stand_in["detail"], a)) for a in ahead)
+    if not ahead or theirs <= 0 or stand_in.get("scaled_by_steps_s") is None:
+        return {}
+    ratio = sum(max(0.0, _outside(ability_s, detail, a)) for a in ahead) / theirs
+    outside_real = sum(max(0.0, _outside(stand_in["ability_s"], stand_in["detail"], a)) * REAL_SIZES[a]
+                       / stand_in["samples"][a] for a in stand_in["ability_s"] if a in REAL_SIZES)  # fmt: skip
+    return {"outside_ratio": round(ratio, 3),
+            "scaled_by_steps_s_with_zarr_reads": round(stand_in["scaled_by_steps_s"] - (1 - ratio) * outside_real, 1)}
 
 
 def scale_share(scales: list[float | None], fixed: float, left: float) -> float:
@@ -583,6 +696,11 @@ def main() -> None:
                     help="first, a real fp16 cache of this many stand-in rows (--tokens x --dim) read as a fingerprint "
                     "reads an ability, at each placement the device offers (on-device, pinned, host), the way now and "
                     "the way before; its share of --budget: a tenth")  # fmt: skip
+    ap.add_argument("--zarr-check", default=None, metavar="ABILITIES",
+                    help="after the last scale, these abilities' fingerprint again from a real fp16 Zarr cache of the "
+                    "same rows, written by the extraction's shard writer and read as a user's cache (the next "
+                    "ability read while the heads fit): each ability's time outside the fits beside the stand-in's "
+                    "(comma-separated, e.g. counting,recognition,scene)")  # fmt: skip
     ap.add_argument("--jobs", default="auto", help="--vfm: heads fitted at once, comma-separated values are run one "
                     "after another on the same cache (e.g. 1,auto); auto = ava's default")  # fmt: skip
     args = ap.parse_args()
@@ -637,7 +755,9 @@ def main() -> None:
             counts = {a: args.samples for a in abilities}
             if scale:  # each ability at this share of its real size
                 counts = {a: max(20, round(scale * REAL_SIZES[a])) for a in abilities}
-            rows += run_random(args, tmp / f"scale-{i}", counts, abilities, scale, deadline)
+            zarr = [a for a in args.zarr_check.split(",") if a in abilities] if args.zarr_check and \
+                i == len(scales) - 1 else None  # fmt: skip
+            rows += run_random(args, tmp / f"scale-{i}", counts, abilities, scale, deadline, zarr)
             write_json(args, rows, scaling_check(rows))
         if any(r["mode"] == "fingerprint" for r in rows):
             per = next(r for r in rows if r["mode"] == "fingerprint")["detail"]

@@ -28,13 +28,15 @@
 #     3. cache.json      (120 s)  forward-only, decode-only and extraction, SigLIP-so400m@384 (random weights), bf16;
 #                                 JPEGs decoded on the GPU (nvJPEG) vs by the workers: both rates, the features' distance;
 #                                 the main loop's time split: waiting for the workers, decoding on the device, the rest
-#     4. fingerprint.json (150 s) first the probes' training step at SigLIP-so400m's widths (bench_probe_steps: us and
-#                                 kernels per step, fused AdamW vs the foreach ops; in fingerprint.log only, <= 20 s),
-#                                 then an ability's token read from a real fp16 cache (512 SigLIP-sized rows) at each
+#     4. fingerprint.json (150 s) an ability's token read from a real fp16 cache (512 SigLIP-sized rows) at each
 #                                 placement (on the GPU, host-staged, host), read where held vs the way before (host, then
 #                                 a whole copy): GB/s and peak host memory; then a 14-ability fingerprint at SigLIP
 #                                 shapes at 2% and 4% of each ability's real size, scaled to the real size, and
-#                                 whether the two scales agree (scaling_check)
+#                                 whether the two scales agree (scaling_check); then 3 of the 4% abilities again from a
+#                                 real fp16 Zarr cache of the same rows, read as a user's cache is (the next ability
+#                                 read onto the GPU while the heads fit): their time outside the fits beside the
+#                                 stand-in's. (The probes' step alone: benchmarks/bench_probe_steps.py, measured in the
+#                                 seventh pass, no longer run here.)
 # Each stage prints a line as each part ends (a stage cut off by its limit still says how far it got).
 # Each JSON records the device, the versions and which paths ran (attention, compiled, where features were held).
 set -uo pipefail
@@ -97,9 +99,9 @@ run() {
         stage cache 60 $py benchmarks/bench_cache.py --device $dev --models random-vit --codecs fp16 --images 64 \
             --batch-size 8 --shard-size 32 --repeats 1 --error-images 2 --budget 50 --decode-check --profile-batches 2 \
             --json "$OUT/cache.json"
-        stage fingerprint 75 bash -c "timeout 15 $py benchmarks/bench_probe_steps.py --device $dev --steps 100 \
-            --repeats 1; $py benchmarks/bench_fingerprint.py --device $dev --modes fingerprint --tokens 49 --dim 64 \
-            --scale-to-real 0.001,0.002 --budget 50 --placement-reads 64 --json $OUT/fingerprint.json"
+        stage fingerprint 75 $py benchmarks/bench_fingerprint.py --device $dev --modes fingerprint --tokens 49 \
+            --dim 64 --scale-to-real 0.001,0.002 --budget 60 --placement-reads 64 \
+            --zarr-check counting,recognition,scene --json "$OUT/fingerprint.json"
     else
         python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
             .whl/*.whl || exit 1
@@ -111,10 +113,9 @@ run() {
         stage cache 120 python3 benchmarks/bench_cache.py --device cuda --dtype bf16 --models siglip:random \
             --codecs fp16 --images 2048 --batch-size 128 --shard-size 256 --num-workers 14 --repeats 1 \
             --error-images 4 --budget 108 --decode-check --profile-batches 6 --json "$OUT/cache.json"
-        stage fingerprint 150 bash -c "timeout 20 python3 benchmarks/bench_probe_steps.py --device cuda --dim 1152 \
-            --tokens 729 --steps 300 --repeats 1; python3 benchmarks/bench_fingerprint.py --device cuda \
-            --modes fingerprint --tokens 729 --dim 1152 --scale-to-real 0.02,0.04 --budget 122 \
-            --placement-reads 512 --json $OUT/fingerprint.json"
+        stage fingerprint 150 python3 benchmarks/bench_fingerprint.py --device cuda --modes fingerprint \
+            --tokens 729 --dim 1152 --scale-to-real 0.02,0.04 --budget 138 --placement-reads 512 \
+            --zarr-check counting,recognition,scene --json "$OUT/fingerprint.json"
     fi
     echo "== all stages: $SECONDS s"
 }

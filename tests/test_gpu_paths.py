@@ -255,3 +255,49 @@ def test_cache_bench_writes_each_part_as_it_ends(tmp_path: Path, monkeypatch: py
     assert doc["partial"] is False and row["images"] == 16 and row["device_decode_s"] == 0.0
     assert row["profile"]["steps"] == 1 and row["profile"]["gaps"]["longest"], row["profile"]
     assert "extraction profiled" in [p["phase"] for p in doc["phases"]]
+
+
+def test_fingerprint_bench_zarr_copy_holds_the_stand_ins_rows(tmp_path: Path) -> None:
+    """bench_fingerprint's Zarr check reads a real fp16 cache of the stand-in's rows: the same tokens, bit for bit,
+    and views pooled from them as an extraction pools them; the stand-in's read counts are left as they were."""
+    import importlib
+    import sys
+
+    import numpy as np
+
+    from ava.cache.pooling import pool_tokens, token_grid
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    bf = importlib.import_module("bench_fingerprint")
+    _, cache = bf.build(tmp_path / "data", {"color": 30, "counting": 50}, 16, 32, ("color", "counting"))
+    shas = list(cache.signals)[:70]
+    real, made = bf.zarr_copy(cache, shas, tmp_path / "zarr", threads=3)
+    assert made["rows"] == 70 and made["write_s"] > 0 and (cache.reads, cache.rows_read) == (0, 0)
+    picked = shas[::-7]
+    tokens = real.read(picked)
+    assert tokens.dtype == np.float32 and np.array_equal(tokens, cache.read(picked).astype(np.float32))
+    for view in real.views:
+        np.testing.assert_array_equal(real.read_view(picked, None, view), pool_tokens(tokens, view, token_grid(real)))
+
+
+def test_fingerprint_bench_zarr_estimate_scales_every_outside_part_by_the_read_aheads_ratio() -> None:
+    """The Zarr check's ratio counts the abilities read ahead only (not the first), and the estimate replaces every
+    ability's outside part, scaled to its real size, by that share of it."""
+    import importlib
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    bf = importlib.import_module("bench_fingerprint")
+    real = bf.REAL_SIZES
+    fits = {"knn counting": 2.0, "probe-attn scene": 2.5, "knn scene": 0.5, "knn color": 4.5}
+    stand_in = {"ability_s": {"counting": 3.0, "scene": 4.0, "color": 5.0}, "scaled_by_steps_s": 400.0,
+                "samples": {"counting": 100, "scene": 200, "color": 50}, "detail": fits}
+    zarr = {"counting": 2.5, "scene": 3.25}
+    detail = {"knn counting": 2.0, "probe-attn scene": 2.5, "knn scene": 0.5}
+    got = bf.zarr_estimate(stand_in, zarr, detail, "counting")
+    assert got["outside_ratio"] == 0.25  # scene: 0.25 s outside against 1.0 s (counting, read first, not counted)
+    outside = 1.0 * real["counting"] / 100 + 1.0 * real["scene"] / 200 + 0.5 * real["color"] / 50
+    assert got["scaled_by_steps_s_with_zarr_reads"] == round(400.0 - 0.75 * outside, 1)
+    assert bf.zarr_estimate(stand_in, {"counting": 2.5}, detail, "counting") == {}  # none read ahead
+    overlapped = {**stand_in, "ability_s": {"counting": 1.0, "scene": 2.0, "color": 1.0}}  # fits at once: no wall time
+    assert bf.zarr_estimate(overlapped, zarr, detail, "counting") == {}
