@@ -129,11 +129,13 @@ class RandomCache:
         return self.read_view(shas, layer, "mean")
 
 
-def zarr_copy(cache: RandomCache, shas: list[str], root: Path, threads: int = 8) -> tuple[Any, dict]:
+def zarr_copy(cache: RandomCache, shas: list[str], root: Path, threads: int = 8,
+              deadline: float = float("inf")) -> tuple[Any, dict]:  # fmt: skip
     """The stand-in's rows of ``shas`` (and their pooled views) written into a real fp16 Zarr cache by the
     extraction's own shard writer (``write_shard``, shards on ``threads`` threads), opened as ``ava fingerprint``
     opens a cache: a fingerprint then reads it as a user's (``ResidentFeatures``, the next ability read while the
-    heads fit). Returns the cache and ``{"rows", "gb", "write_s"}``; the page cache is warm after the write."""
+    heads fit). Returns the cache and ``{"rows", "gb", "write_s"}``; the page cache is warm after the write. A write
+    still going at ``deadline`` (``time.monotonic()``) stops starting shards and raises :class:`OutOfTime`."""
     from concurrent.futures import ThreadPoolExecutor
 
     from ava.cache import ExtractConfig, open_cache
@@ -159,17 +161,21 @@ def zarr_copy(cache: RandomCache, shas: list[str], root: Path, threads: int = 8)
     grid = token_grid(group)
 
     def shard(k: int) -> None:
+        if time.monotonic() >= deadline:
+            raise OutOfTime(f"the cache's write, at shard {k} of {group.num_shards()}")
         rows = list(group.shard_rows(k))
         values = cache.read([group.rows()[r] for r in rows])
         pooled = {v: pool_tokens(values.astype(np.float32), v, grid) for v in group.views}
         write_shard(group, k, {r: [(values[i], None, {v: pooled[v][i] for v in pooled})] for i, r in enumerate(rows)})
 
-    with ThreadPoolExecutor(threads) as pool:
-        list(pool.map(shard, range(group.num_shards())))
+    try:
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(shard, range(group.num_shards())))
+    finally:
+        cache.reads, cache.rows_read, cache.read_s, by_ability = counters
+        cache.by_ability.clear()
+        cache.by_ability.update(by_ability)
     seconds = time.perf_counter() - t0
-    cache.reads, cache.rows_read, cache.read_s, by_ability = counters
-    cache.by_ability.clear()
-    cache.by_ability.update(by_ability)
     nbytes = sum(f.stat().st_size for f in Path(root).rglob("*") if f.is_file())
     return open_cache(str(root), "bench-random"), {"rows": len(shas), "gb": round(nbytes / 1e9, 2),
                                                    "write_s": round(seconds, 2)}  # fmt: skip
@@ -454,7 +460,9 @@ def zarr_check(args: argparse.Namespace, tmp: Path, data: Path, cache: RandomCac
         return {**row, "skipped": "the part's time ran out"}
     shas = list(dict.fromkeys(s.image_sha256 for s in Dataset(data).samples() if s.ava in done))
     try:
-        real, made = zarr_copy(cache, shas, tmp / "zarr-cache")
+        real, made = zarr_copy(cache, shas, tmp / "zarr-cache", deadline=deadline)
+    except OutOfTime as e:
+        return {**row, "skipped": f"the part's time ran out during {e}"}
     except Exception as e:  # noqa: BLE001 - said in the row
         return {**row, "error": f"{type(e).__name__}: {e}"[:300]}
     row.update(made)

@@ -278,6 +278,10 @@ def test_fingerprint_bench_zarr_copy_holds_the_stand_ins_rows(tmp_path: Path) ->
     assert tokens.dtype == np.float32 and np.array_equal(tokens, cache.read(picked).astype(np.float32))
     for view in real.views:
         np.testing.assert_array_equal(real.read_view(picked, None, view), pool_tokens(tokens, view, token_grid(real)))
+    before = cache.reads, cache.rows_read  # (the read just above)
+    with pytest.raises(bf.OutOfTime, match="shard 0 of 2"):  # no time left: no shard is started
+        bf.zarr_copy(cache, shas, tmp_path / "late", threads=1, deadline=0.0)
+    assert (cache.reads, cache.rows_read) == before
 
 
 def test_fingerprint_bench_zarr_estimate_scales_every_outside_part_by_the_read_aheads_ratio() -> None:
