@@ -274,14 +274,15 @@ def timed_fits(per: dict, deadline: float = float("inf")) -> Iterator[None]:
 
 
 def run_fingerprint(data: Path, out: Path, per: dict, heads: list[str], gb: float | None, device: str,
-                    deadline: float = float("inf"), abilities: list[str] | None = None) -> bool:  # fmt: skip
+                    deadline: float = float("inf"), abilities: list[str] | None = None,
+                    jobs: int | None = None) -> bool:  # fmt: skip
     """The fingerprint, timed; False when it was cut at ``deadline`` (``per`` holds the abilities done)."""
     from ava.heads import fingerprint as fp
 
     with timed_fits(per, deadline), max_memory(gb):
         try:
             fp.fingerprint(fp.FingerprintConfig(vfm="random", data=str(data), cache="x", out=str(out), device=device,
-                                                progress=False, heads=heads, ava=abilities))  # fmt: skip
+                                                progress=False, heads=heads, ava=abilities, jobs=jobs))  # fmt: skip
         except OutOfTime as e:
             print(json.dumps({"cut_by_budget_before": str(e)}), flush=True)
             return False
@@ -399,8 +400,8 @@ def run_random(args: argparse.Namespace, tmp: Path, counts: dict[str, int], abil
     ava.cache.open_cache = lambda *a, **k: cache  # every head opens this stand-in
     rows = []
     modes = args.modes.split(",")
-    # each mode's share of the time by its work: the Zarr check's abilities' rows, written and read (x 1.5)
-    weights = [1.0] * len(modes) + ([1.5 * sum(counts[a] for a in zarr) / sum(counts.values())] if zarr else [])
+    # each mode's share of the time by its work: the Zarr check's abilities' rows, written, then fitted twice (x 2.5)
+    weights = [1.0] * len(modes) + ([2.5 * sum(counts[a] for a in zarr) / sum(counts.values())] if zarr else [])
     for j, mode in enumerate(modes):
         end = time.monotonic() + (deadline - time.monotonic()) * weights[j] / sum(weights[j:])
         cache.reads, cache.rows_read, cache.read_s = 0, 0, 0.0
@@ -448,9 +449,14 @@ def zarr_check(args: argparse.Namespace, tmp: Path, data: Path, cache: RandomCac
     """The fingerprint of ``abilities`` again, from a real fp16 Zarr cache of the same rows (:func:`zarr_copy`),
     read as a user's cache is read: each ability's time outside its heads' fits beside the stand-in's (which reads
     every ability on the fingerprint's own thread, placing it as it reads: no read ahead). The first ability's
-    read has nothing to overlap with; the others are read while the one before fits."""
+    read has nothing to overlap with; the others are read while the one before fits.
+
+    Then the same fingerprint once more with the other number of heads fitted at once (``other_jobs``: 2 on a GPU,
+    where the default is 1; 1 on a multi-core CPU, where it is 2): on a GPU the probes' small steps wait on the
+    host's launches, which two fits on threads may overlap."""
     import ava.cache
     from ava.data.format import Dataset
+    from ava.heads.ability_runs import default_jobs
 
     done = [a for a in abilities if a in stand_in.get("ability_s", {})]
     row: dict[str, Any] = {"mode": "fingerprint (zarr)", "scale": stand_in.get("scale"), "abilities": done}
@@ -480,6 +486,15 @@ def zarr_check(args: argparse.Namespace, tmp: Path, data: Path, cache: RandomCac
                                             for a in ability_s},
                 "detail": detail})  # fmt: skip
     row.update(zarr_estimate(stand_in, ability_s, detail, done[0]))
+    jobs = default_jobs(args.device, len(args.heads.split(",")))
+    row["jobs"] = jobs
+    if whole:
+        other, per = 2 if jobs == 1 else 1, {}
+        t0 = time.perf_counter()
+        whole = run_fingerprint(data, tmp / "fingerprint-zarr-jobs", per, args.heads.split(","), args.max_memory_gb,
+                                args.device, deadline, abilities=done, jobs=other)  # fmt: skip
+        row["other_jobs"] = {"jobs": other, "wall_s": round(time.perf_counter() - t0, 2), "cut_by_budget": not whole,
+                             "ability_s": {a: round(v, 2) for a, v in per.get("ability_s", {}).items()}}  # fmt: skip
     ava.cache.open_cache = lambda *a, **k: cache
     return row
 
