@@ -765,6 +765,11 @@ def main() -> None:
             shutil.rmtree(tmp / "placement", ignore_errors=True)  # (its cache: disk for the scales' work)
         if args.scale_to_real and args.warmup:  # one-time costs (imports, the device's libraries, first calls) paid
             t0 = time.monotonic()  # here, not in the first timed ability, where the scaling multiplies them
+            from ava.metrics.ciede2000 import ciede2000_many
+
+            # colour's metric imports colour-science (~1.7 s here) on its first call: in the seventh pass's timed 4%
+            # run, as the warm-up was cut before colour, and its linear estimate took 25 x that for colour
+            ciede2000_many([[0.5, 0.5, 0.5]], [[0.4, 0.5, 0.6]])
             warm = run_random(args, tmp / "warm-up", {a: 20 for a in abilities}, abilities, None,
                               budget.deadline(0.1))  # fmt: skip
             rows.append({"mode": "warm-up (untimed)", "wall_s": round(time.monotonic() - t0, 2),
