@@ -257,6 +257,7 @@ class RecordedRead:
 
     def __init__(self, cache, shas, layer=None, *, device="cpu", held=None, names=None) -> None:
         self.where = torch.device(device if held == placement.ON_DEVICE else "cpu")
+        self.rows = torch.arange(len(shas))
         RecordedRead.made.append({"device": device, "held": held, "rows": len(shas)})
 
 

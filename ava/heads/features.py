@@ -331,15 +331,38 @@ def _empty(shape: tuple[int, ...], dtype: torch.dtype, where: Placement) -> torc
 
 @dataclasses.dataclass
 class AheadReads:
-    """Token reads of one ability started ahead of time (:func:`read_ahead`): one host read per layer, running on
-    the reader's threads while the caller does other work."""
+    """Reads of one ability started ahead of time (:func:`read_ahead`), running on other threads while the caller does
+    other work: the tokens (one :class:`~ava.cache.reader.ResidentFeatures` per layer) and the stored pooled views
+    the heads need (``views[(layer, view)]``: the images' order it is read in, and its future)."""
 
     shas: list[str]
     reads: dict[int | None, Any]
+    views: dict[tuple[int | None, str], tuple[list[str], Any]] = dataclasses.field(default_factory=dict)
 
     def take(self, shas: Sequence[str]) -> dict[int | None, Any]:
         """The reads, when they are of exactly these images in this order (else none: the caller reads itself)."""
         return self.reads if list(shas) == self.shas else {}
+
+    def take_views(self, shas: Sequence[str]) -> dict[tuple[int | None, str], tuple[list[str], Any]]:
+        """The views' reads, on the same terms as :meth:`take`."""
+        return self.views if list(shas) == self.shas else {}
+
+
+def _views_ahead(cache: Any, first: dict[str, Sample], order: list[str], layers: Sequence[int | None],
+                 views: Sequence[str]) -> dict[tuple[int | None, str], tuple[list[str], Any]]:  # fmt: skip
+    """Start reading the stored ``views`` of the images ``order`` (rows in that order, as
+    :meth:`AbilityFeatures._read_stored` reads them) on a thread of their own, one after another."""
+    if not views:
+        return {}
+    from concurrent.futures import ThreadPoolExecutor
+
+    samples = [first[sha] for sha in order]
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ava-views-ahead")
+    try:
+        return {(la, v): (order, pool.submit(read_stored_view, cache, samples, [la], v))
+                for la in layers for v in views}  # fmt: skip
+    finally:
+        pool.shutdown(wait=False)  # (its thread ends after the last read)
 
 
 AHEAD_SHARE = 0.35  # of the GPU's free memory, rows read ahead onto it may take while the heads fit beside them
@@ -355,12 +378,17 @@ def read_ahead(cache: Any, samples: Sequence[Sample], layers: Sequence[int | Non
     For heads on a GPU, rows that fit in :data:`AHEAD_SHARE` of its free memory now (the current ability's rows
     held already; half of what a placement may take, the rest left to the fits running meanwhile) are read straight
     onto it: nothing is copied when they are placed. Others are read into host memory and placed (on the GPU when
-    they fit) only when :class:`AbilityFeatures` is made, after the previous ability's are released."""
+    they fit) only when :class:`AbilityFeatures` is made, after the previous ability's are released.
+
+    The stored pooled views the heads need are read ahead too, on a thread of their own (with the tokens; or alone,
+    from any cache that stores them, when no head needs the tokens)."""
     from ava.cache.placement import SHARE, device_free_bytes, host_free_bytes
 
     spec = getattr(cache, "spec", None)
     codec = spec.get("codec") if isinstance(spec, dict) else None
-    if not _resident(cache, codec) or (not tokens and views and all(v in stored_views(cache) for v in views)):
+    stored = [v for v in dict.fromkeys(views) if v in stored_views(cache)]
+    views_only = not tokens and bool(views) and len(stored) == len(set(views))
+    if not views_only and not _resident(cache, codec):
         return None
     first: dict[str, Sample] = {}
     for s in samples:
@@ -368,8 +396,12 @@ def read_ahead(cache: Any, samples: Sequence[Sample], layers: Sequence[int | Non
     shas = list(first)
     default = tuple(getattr(cache, "layers", ()) or ())
     wanted = list(dict.fromkeys(default[0] if la is None and default else la for la in layers))  # as _layer() maps
+    if not shas:
+        return None
+    if views_only:  # (held in the order of the images, as AbilityFeatures holds views read alone)
+        return AheadReads(shas, {}, _views_ahead(cache, first, shas, wanted, stored))
     nbytes = len(shas) * int(cache.num_tokens) * int(cache.dim) * 2 * max(1, len(wanted))
-    if not shas or nbytes > SHARE * host_free_bytes() or place(device, nbytes).kind == STREAMED:
+    if nbytes > SHARE * host_free_bytes() or place(device, nbytes).kind == STREAMED:
         return None  # (rows that would be streamed: nothing is held)
     from ava.cache.reader import ResidentFeatures
 
@@ -379,7 +411,11 @@ def read_ahead(cache: Any, samples: Sequence[Sample], layers: Sequence[int | Non
     gpu = device.startswith("cuda") and torch.cuda.is_available() and \
         nbytes <= AHEAD_SHARE * device_free_bytes(device)  # fmt: skip
     where = {"device": device, "held": ON_DEVICE} if gpu else {"device": "cpu", "held": HOST}
-    return AheadReads(shas, {la: ResidentFeatures(cache, shas, la, names=names, **where) for la in wanted})
+    reads = {la: ResidentFeatures(cache, shas, la, names=names, **where) for la in wanted}
+    # the rows' order where they are held (the cache's row order: ResidentFeatures.rows), which the views follow
+    slots = next(iter(reads.values())).rows.tolist()
+    order = [sha for _, sha in sorted(zip(slots, shas, strict=True))]
+    return AheadReads(shas, reads, _views_ahead(cache, first, order, wanted, stored))
 
 
 class AbilityFeatures:
@@ -430,6 +466,7 @@ class AbilityFeatures:
         self._tokens: dict[int | None, Any] = {}
         self._pooled: dict[tuple[int | None, str], np.ndarray] = {}
         self._first = first
+        self._views_ahead = reads.take_views(shas) if reads is not None else {}  # (read_ahead's stored views)
         wanted = list(dict.fromkeys(self._layer(la) for la in layers))
         stored = stored_views(cache)
         if not tokens and views and all(v in stored for v in views):
@@ -590,9 +627,16 @@ class AbilityFeatures:
         return self._pooled[(layer, pool)][self._index(sha256s)]
 
     def _read_stored(self, layer: int | None, view: str) -> None:
-        """Read the cache's stored ``view`` of every held image, rows in the held order (:attr:`_row`)."""
+        """Read the cache's stored ``view`` of every held image, rows in the held order (:attr:`_row`); taken from
+        :func:`read_ahead`'s read of it when that was of these rows in this order (its error, if it failed, raised
+        here as the read's own would be)."""
         by_slot = sorted(self._row, key=self._row.__getitem__)
-        self._pooled[(layer, view)] = read_stored_view(self.cache, [self._first[s] for s in by_slot], [layer], view)
+        order, ahead = self._views_ahead.pop((layer, view), (None, None))
+        if ahead is not None and order == by_slot:
+            self._pooled[(layer, view)] = ahead.result()
+        else:
+            self._pooled[(layer, view)] = read_stored_view(self.cache, [self._first[s] for s in by_slot], [layer],
+                                                           view)  # fmt: skip
         self.view_reads += 1
 
     def read_pooled(self, sha256s: Sequence[str], layer: int | None = None) -> np.ndarray:
