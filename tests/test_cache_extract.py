@@ -370,6 +370,61 @@ def test_codes_held_where_float32_would_not_fit_give_the_same_rows(data: Path, t
         np.testing.assert_array_equal(coded.pooled(shas, None, pool), whole.pooled(shas, None, pool))
 
 
+@pytest.mark.parametrize("codec", ["int8", "int4"])
+def test_codes_read_ahead_are_decoded_not_read_again(data: Path, tmp_path: Path, codec: str, monkeypatch) -> None:
+    """An int8/int4 cache's codes read ahead (a fingerprint on a GPU reads the next ability's while this one's heads
+    fit) are what the ability's rows are decoded from, float32 or held as codes: the same rows, no second read."""
+    from ava.cache import placement
+    from ava.heads.features import AbilityFeatures, AheadCodes, read_ahead
+
+    extract(_cfg(data, tmp_path / "c", codec=codec))
+    cache = open_cache(tmp_path / "c", VFM)
+    samples = list({s.image_sha256: s for s in Dataset(data).samples()}.values())[::-1]
+    shas = [s.image_sha256 for s in samples]
+    want = cache.read(shas)
+    calls: list[int] = []
+    real = cache.read_stored
+    cache.read_stored = lambda sha256s, layer=None: calls.append(len(sha256s)) or real(sha256s, layer)
+    for codes_only in (False, True):
+        if codes_only:
+            _codes_only_fit(monkeypatch, len(shas), cache)
+        calls.clear()
+        ahead = read_ahead(cache, samples, [None], device="cpu", views=["mean"])
+        assert ahead is not None and all(isinstance(r, AheadCodes) for r in ahead.reads.values())
+        for r in ahead.reads.values():
+            r.wait()
+        read = sum(calls)
+        made = AbilityFeatures(cache, samples, [None], device="cpu", chunk=3, views=["mean"], reads=ahead)
+        assert read == len(shas) and sum(calls) == read  # every row read once, ahead
+        assert made.held_as == ("codes" if codes_only else "float32")
+        np.testing.assert_array_equal(made.read(shas), want)
+        np.testing.assert_array_equal(made.pooled(shas, None, "mean"), cache.read_view(shas, None, "mean"))
+    monkeypatch.setattr(placement, "host_free_bytes", lambda: 0)  # codes that would not fit: nothing read ahead
+    assert read_ahead(cache, samples, [None], device="cpu") is None
+
+
+@pytest.mark.parametrize("codec", ["int8", "int4"])
+def test_a_damaged_code_read_ahead_fails_as_a_plain_read(data: Path, tmp_path: Path, codec: str) -> None:
+    """Codes read ahead from a damaged shard raise, where the ability's features are made, the error a plain read
+    raises."""
+    import shutil
+
+    from ava.heads.features import AbilityFeatures, read_ahead
+
+    extract(_cfg(data, tmp_path / "c", codec=codec))
+    cache = open_cache(tmp_path / "c", VFM)
+    for shard in (cache.group.path / "features" / str(cache.layers[0]) / "c").iterdir():
+        shutil.rmtree(shard)
+        break
+    samples = list({s.image_sha256: s for s in Dataset(data).samples()}.values())
+    ahead = read_ahead(cache, samples, [None], device="cpu")
+    with pytest.raises(AvaError) as plain:
+        AbilityFeatures(cache, samples, [None], device="cpu")  # (chunks of the read ahead's size)
+    with pytest.raises(AvaError) as taken:
+        AbilityFeatures(cache, samples, [None], device="cpu", reads=ahead)
+    assert str(taken.value) == str(plain.value) and "cannot be read" in str(taken.value)
+
+
 @pytest.mark.slow
 def test_a_fingerprint_on_held_codes_scores_as_on_float32(tmp_path: Path, monkeypatch) -> None:
     """The three heads of a fingerprint on an int4 cache give the same replies and scores whether each ability's rows

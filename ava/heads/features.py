@@ -203,25 +203,34 @@ def _scaled_codec(cache: Any) -> Any:
     return codec if codec.has_scale else None
 
 
-def _decoded(cache: Any, codec: Any, shas: list[str], layer: int | None, device: Any) -> torch.Tensor:
-    """Float32 tokens of ``shas`` decoded on ``device`` from the stored codes (the host reads the compressed bytes
-    and copies the codes: a quarter (int8) or an eighth (int4) of the float32 bytes)."""
+def _stored(cache: Any, shas: list[str], layer: int | None, start: int, end: int,
+            codes: AheadCodes | None) -> tuple[np.ndarray, np.ndarray | None]:  # fmt: skip
+    """The stored codes (values, scales) of rows ``start:end`` of ``shas``: read from the cache, or taken from
+    ``codes`` (:func:`read_ahead`'s read of them, in the same order)."""
+    if codes is not None:
+        values, scales = codes.wait()
+        return values[start:end], None if scales is None else scales[start:end]
+    return cache.read_stored(shas[start:end], layer)
+
+
+def _decoded(codec: Any, values: np.ndarray, scale: np.ndarray | None, device: Any) -> torch.Tensor:
+    """Float32 tokens decoded on ``device`` from stored codes (the host copies the codes: a quarter (int8) or an
+    eighth (int4) of the float32 bytes)."""
     from ava.cache.reader import as_tensor
 
-    values, scale = cache.read_stored(shas, layer)
     return codec.decode_device(as_tensor(values, device), None if scale is None else as_tensor(scale, device))
 
 
 def _read_scaled(cache: Any, codec: Any, shas: list[str], samples: list[Sample], layer: int | None,
-                 tokens: torch.Tensor, chunk: int) -> None:  # fmt: skip
+                 tokens: torch.Tensor, chunk: int, codes: AheadCodes | None = None) -> None:  # fmt: skip
     """Every row of ``shas`` read from an int8/int4 cache, decoded where ``tokens`` is held and written into it, a
     chunk per task on the reader threads (:func:`ava.cache.reader.read_threads`): the host's part, reading and
     decompressing the codes, was one thread's (0.6-1.9 ms per SigLIP-sized int4 row here). The first chunk is read
     on this thread (it lists the cache's files, which the threads then share). Non-finite rows are refused,
-    naming the samples of the first chunk that has one."""
+    naming the samples of the first chunk that has one. ``codes``: the codes read ahead (decoded here, not read)."""
 
     def load(start: int) -> None:
-        part = _decoded(cache, codec, shas[start : start + chunk], layer, tokens.device)
+        part = _decoded(codec, *_stored(cache, shas, layer, start, start + chunk, codes), tokens.device)
         check_finite(part, samples[start : start + chunk], cache, layer)
         tokens[start : start + len(part)].copy_(part)
 
@@ -245,10 +254,11 @@ def _by_chunks(n: int, chunk: int, load: Callable[[int], None]) -> None:
 
 
 def _read_codes(cache: Any, codec: Any, shas: list[str], samples: list[Sample], layer: int | None, where: Placement,
-                device: str, chunk: int) -> CodedTokens:  # fmt: skip
+                device: str, chunk: int, codes: AheadCodes | None = None) -> CodedTokens:  # fmt: skip
     """Every row of ``shas`` read from an int8/int4 cache and held as stored (codes and scales) where ``where`` says,
     a chunk per task on the reader threads; each chunk is decoded once on the heads' ``device`` to refuse non-finite
-    rows (naming the samples of the first chunk that has one), as :func:`_read_scaled` does."""
+    rows (naming the samples of the first chunk that has one), as :func:`_read_scaled` does. ``codes``: the codes
+    read ahead (taken, not read)."""
     import torch
 
     n, num_tokens, dim = len(shas), int(cache.num_tokens), int(cache.dim)
@@ -256,7 +266,7 @@ def _read_codes(cache: Any, codec: Any, shas: list[str], samples: list[Sample], 
     scales = _empty((n, *codec.scale_shape(num_tokens, dim)), getattr(torch, codec.scale_dtype), where)
 
     def load(start: int) -> None:
-        v, sc = cache.read_stored(shas[start : start + chunk], layer)
+        v, sc = _stored(cache, shas, layer, start, start + chunk, codes)
         end = start + len(v)
         values[start:end].copy_(torch.from_numpy(v))
         scales[start:end].copy_(torch.from_numpy(sc))
@@ -348,6 +358,42 @@ class AheadReads:
         return self.views if list(shas) == self.shas else {}
 
 
+class AheadCodes:
+    """An int8/int4 cache's stored codes (values and scales) of some images, in their order, read into host memory
+    on a thread of their own (which runs the chunks on the reader threads, as :func:`_read_scaled` does): codes are
+    a quarter (int8) or an eighth (int4) of float32's bytes, and are decoded where the rows are held when the ability
+    is placed. :meth:`wait` returns them, or raises the read's error."""
+
+    def __init__(self, cache: Any, shas: list[str], layer: int | None, chunk: int = 256) -> None:
+        codec = cache.group.codec
+        n, num_tokens, dim = len(shas), int(cache.num_tokens), int(cache.dim)
+        self._values = np.empty((n, *codec.value_shape(num_tokens, dim)), dtype=codec.storage_dtype)
+        shape = codec.scale_shape(num_tokens, dim)
+        self._scales = None if shape is None else np.empty((n, *shape), dtype=codec.scale_dtype)
+        self._error: BaseException | None = None
+
+        def load(start: int) -> None:
+            values, scales = cache.read_stored(shas[start : start + chunk], layer)
+            self._values[start : start + len(values)] = values
+            if self._scales is not None and scales is not None:
+                self._scales[start : start + len(scales)] = scales
+
+        def run() -> None:
+            try:
+                _by_chunks(n, chunk, load)
+            except BaseException as e:  # re-raised in the caller's thread by wait()
+                self._error = e
+
+        self._thread = threading.Thread(target=run, name="ava-codes-ahead", daemon=True)
+        self._thread.start()
+
+    def wait(self) -> tuple[np.ndarray, np.ndarray | None]:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._values, self._scales
+
+
 def _views_ahead(cache: Any, first: dict[str, Sample], order: list[str], layers: Sequence[int | None],
                  views: Sequence[str]) -> dict[tuple[int | None, str], tuple[list[str], Any]]:  # fmt: skip
     """Start reading the stored ``views`` of the images ``order`` (rows in that order, as
@@ -388,7 +434,8 @@ def read_ahead(cache: Any, samples: Sequence[Sample], layers: Sequence[int | Non
     codec = spec.get("codec") if isinstance(spec, dict) else None
     stored = [v for v in dict.fromkeys(views) if v in stored_views(cache)]
     views_only = not tokens and bool(views) and len(stored) == len(set(views))
-    if not views_only and not _resident(cache, codec):
+    scaled = _scaled_codec(cache)
+    if not views_only and not _resident(cache, codec) and scaled is None:
         return None
     first: dict[str, Sample] = {}
     for s in samples:
@@ -400,6 +447,13 @@ def read_ahead(cache: Any, samples: Sequence[Sample], layers: Sequence[int | Non
         return None
     if views_only:  # (held in the order of the images, as AbilityFeatures holds views read alone)
         return AheadReads(shas, {}, _views_ahead(cache, first, shas, wanted, stored))
+    if scaled is not None:  # int8, int4: the codes into host memory, decoded where the rows are held when placed
+        nbytes = len(shas) * sum(scaled.row_bytes(int(cache.num_tokens), int(cache.dim))) * max(1, len(wanted))
+        if nbytes > SHARE * host_free_bytes():
+            return None
+        # (held in the order of the images, as AbilityFeatures holds an int8/int4 cache's rows)
+        return AheadReads(shas, {la: AheadCodes(cache, shas, la) for la in wanted},
+                          _views_ahead(cache, first, shas, wanted, stored))  # fmt: skip
     nbytes = len(shas) * int(cache.num_tokens) * int(cache.dim) * 2 * max(1, len(wanted))
     if nbytes > SHARE * host_free_bytes() or place(device, nbytes).kind == STREAMED:
         return None  # (rows that would be streamed: nothing is held)
@@ -479,6 +533,8 @@ class AbilityFeatures:
         started = reads.take(shas) if reads is not None else {}
         # read ahead onto the GPU already (read_ahead): held there (a placement now would count their own bytes as
         # taken); else placed as any rows
+        ahead_codes = {la: r for la, r in started.items() if isinstance(r, AheadCodes)}  # (int8, int4)
+        started = {la: r for la, r in started.items() if not isinstance(r, AheadCodes)}
         where = Placement(ON_DEVICE, device) if started and all(r.where.type == "cuda" for r in started.values()) \
             else self._placement(device, nbytes)  # fmt: skip
         scaled = _scaled_codec(cache)
@@ -514,13 +570,14 @@ class AbilityFeatures:
         for layer in wanted:  # each chunk straight into the held tensor, where it is held (no whole copy on the host)
             if coded:
                 self._tokens[layer] = _read_codes(cache, scaled, shas, [first[sha] for sha in shas], layer, where,
-                                                  device, chunk)  # fmt: skip
+                                                  device, chunk, ahead_codes.get(layer))  # fmt: skip
                 self.reads += 1
                 continue
             shape = (len(shas), int(cache.num_tokens), int(cache.dim))
             tokens = _empty(shape, dtype, where)
             if scaled is not None:  # int8, int4: the stored codes go where the rows are held, decoded there
-                _read_scaled(cache, scaled, shas, [first[sha] for sha in shas], layer, tokens, chunk)
+                _read_scaled(cache, scaled, shas, [first[sha] for sha in shas], layer, tokens, chunk,
+                             ahead_codes.get(layer))  # fmt: skip
                 self.reads += 1
                 self._tokens[layer] = tokens
                 continue
