@@ -416,18 +416,19 @@ AHEAD_SHARE = 0.35  # of the GPU's free memory, rows read ahead onto it may take
 
 def read_ahead(cache: Any, samples: Sequence[Sample], layers: Sequence[int | None], device: str = "cpu",
                views: Sequence[str] = (), tokens: bool = True) -> AheadReads | None:  # fmt: skip
-    """Start reading the token rows :class:`AbilityFeatures` will hold for ``samples``, on the reader's threads, and
-    return at once; None where nothing would be gained or it would not fit: a cache that is not read as stored
-    (:class:`~ava.cache.reader.ResidentFeatures`), only stored views needed, or rows that do not fit in the host
-    memory left now (the features being fitted hold theirs until released).
+    """Start reading what :class:`AbilityFeatures` will hold for ``samples``, on other threads, and return at once;
+    None where nothing would be gained or it would not fit: a cache that is not a Zarr feature cache (and stores no
+    view the heads need alone), or rows that do not fit in the host memory left now (the features being fitted hold
+    theirs until released).
 
-    For heads on a GPU, rows that fit in :data:`AHEAD_SHARE` of its free memory now (the current ability's rows
-    held already; half of what a placement may take, the rest left to the fits running meanwhile) are read straight
-    onto it: nothing is copied when they are placed. Others are read into host memory and placed (on the GPU when
-    they fit) only when :class:`AbilityFeatures` is made, after the previous ability's are released.
-
-    The stored pooled views the heads need are read ahead too, on a thread of their own (with the tokens; or alone,
-    from any cache that stores them, when no head needs the tokens)."""
+    - fp16 and bf16 caches: the token rows, as stored (:class:`~ava.cache.reader.ResidentFeatures`). For heads on a
+      GPU, rows that fit in :data:`AHEAD_SHARE` of its free memory now (the current ability's rows held already;
+      half of what a placement may take, the rest left to the fits running meanwhile) are read straight onto it:
+      nothing is copied when they are placed. Others are read into host memory and placed (on the GPU when they fit)
+      only when :class:`AbilityFeatures` is made, after the previous ability's are released.
+    - int8 and int4 caches: the stored codes, into host memory (:class:`AheadCodes`), decoded where the rows are held
+      when the ability is placed.
+    - The stored pooled views the heads need, on a thread of their own (alone when no head needs the tokens)."""
     from ava.cache.placement import SHARE, device_free_bytes, host_free_bytes
 
     spec = getattr(cache, "spec", None)
@@ -531,10 +532,10 @@ class AbilityFeatures:
             return
         nbytes = len(shas) * int(cache.num_tokens) * int(cache.dim) * len(wanted) * torch.finfo(dtype).bits // 8
         started = reads.take(shas) if reads is not None else {}
-        # read ahead onto the GPU already (read_ahead): held there (a placement now would count their own bytes as
-        # taken); else placed as any rows
         ahead_codes = {la: r for la, r in started.items() if isinstance(r, AheadCodes)}  # (int8, int4)
         started = {la: r for la, r in started.items() if not isinstance(r, AheadCodes)}
+        # rows read ahead onto the GPU already (read_ahead): held there (a placement now would count their own bytes
+        # as taken); else placed as any rows
         where = Placement(ON_DEVICE, device) if started and all(r.where.type == "cuda" for r in started.values()) \
             else self._placement(device, nbytes)  # fmt: skip
         scaled = _scaled_codec(cache)
