@@ -233,7 +233,7 @@ def train_abilities(runs: Sequence[AbilityRun], cache: Any, abilities: Sequence[
 
     reads: dict[str, int] = {}
     pending = [(ava, [r for r in runs if r.pending(ava)]) for ava in abilities]
-    ahead = None  # the next ability's token reads, started while this one's heads fit
+    ahead = None  # the next ability's reads (tokens or codes, stored views), started while this one's heads fit
     with progress_bar(progress, transient=True) as bar:
         total = bar.add_task(label or "abilities x heads", total=len(abilities) * len(runs))
         for i, (ava, todo) in enumerate(pending):
