@@ -203,6 +203,11 @@ def _scaled_codec(cache: Any) -> Any:
     return codec if codec.has_scale else None
 
 
+def _code_bytes(cache: Any, codec: Any, rows: int, layers: int) -> int:
+    """Bytes of ``rows`` rows of an int8/int4 cache's stored codes and scales, ``layers`` layers of them."""
+    return rows * sum(codec.row_bytes(int(cache.num_tokens), int(cache.dim))) * layers
+
+
 def _stored(cache: Any, shas: list[str], layer: int | None, start: int, end: int,
             codes: AheadCodes | None) -> tuple[np.ndarray, np.ndarray | None]:  # fmt: skip
     """The stored codes (values, scales) of rows ``start:end`` of ``shas``: read from the cache, or taken from
@@ -449,7 +454,7 @@ def read_ahead(cache: Any, samples: Sequence[Sample], layers: Sequence[int | Non
     if views_only:  # (held in the order of the images, as AbilityFeatures holds views read alone)
         return AheadReads(shas, {}, _views_ahead(cache, first, shas, wanted, stored))
     if scaled is not None:  # int8, int4: the codes into host memory, decoded where the rows are held when placed
-        nbytes = len(shas) * sum(scaled.row_bytes(int(cache.num_tokens), int(cache.dim))) * max(1, len(wanted))
+        nbytes = _code_bytes(cache, scaled, len(shas), max(1, len(wanted)))
         if nbytes > SHARE * host_free_bytes():
             return None
         # (held in the order of the images, as AbilityFeatures holds an int8/int4 cache's rows)
@@ -541,7 +546,7 @@ class AbilityFeatures:
         scaled = _scaled_codec(cache)
         coded = False
         if scaled is not None and where.kind in (STAGED, STREAMED):  # float32 would not fit where the heads compute
-            code_bytes = len(shas) * sum(scaled.row_bytes(int(cache.num_tokens), int(cache.dim))) * len(wanted)
+            code_bytes = _code_bytes(cache, scaled, len(shas), len(wanted))
             held = self._placement(device, code_bytes)
             if held.kind != STREAMED:  # the codes do: held as stored, decoded batch by batch (CodedTokens)
                 where, coded = held, True
