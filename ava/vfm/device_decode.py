@@ -83,7 +83,10 @@ def pad_resize_batch(images: Sequence[torch.Tensor], size: int) -> torch.Tensor:
     if not images:
         return torch.empty((0, 3, size, size), dtype=torch.uint8)
     device = images[0].device
-    out = torch.tensor(PAD_FILL, dtype=torch.uint8, device=device).view(1, 3, 1, 1).repeat(len(images), 1, size, size)
+    # no host tensor copied to the device here: a plain copy to a GPU waits for everything queued on the stream
+    out = torch.empty((len(images), 3, size, size), dtype=torch.uint8, device=device)
+    for c, level in enumerate(PAD_FILL):
+        out[:, c].fill_(level)
     by_shape: dict[tuple[int, int], list[int]] = {}
     for i, im in enumerate(images):
         by_shape.setdefault((int(im.shape[1]), int(im.shape[2])), []).append(i)
@@ -102,7 +105,10 @@ def pad_resize_batch(images: Sequence[torch.Tensor], size: int) -> torch.Tensor:
                         x = F.interpolate(x, size=target, mode="bicubic", antialias=True, align_corners=False)
                         x = x.round_().clamp_(0, 255)
                 x = x.to(torch.uint8)
-            window.index_copy_(0, torch.tensor(part, device=device), x)
+            index = torch.tensor(part, dtype=torch.long)
+            if device.type == "cuda":  # (from pinned memory, without waiting: see above)
+                index = index.pin_memory()
+            window.index_copy_(0, index.to(device, non_blocking=True), x)
     return out
 
 
@@ -140,11 +146,44 @@ def jpeg_decoder(device: torch.device, decoder: Callable[[], Decoder] = _torchvi
     return decode, "nvjpeg"
 
 
+_STREAMS: dict[torch.device, Any] = {}  # each CUDA device's decode stream (one per process: made at first use)
+
+
 def decode_padded(data: Sequence[torch.Tensor], size: int, device: torch.device,
                   decode: Decoder) -> tuple[list[torch.Tensor | None], list[str | None]]:  # fmt: skip
     """JPEG files' bytes (uint8 1-D tensors, host) -> uint8 ``[3, size, size]`` images on ``device`` (decoded there in
     one batch, resized and padded together by :func:`pad_resize_batch`) and, per file, None or why it could not be
-    decoded. A batch the device refuses is decoded file by file, and a file it refuses alone by Pillow on the host."""
+    decoded. A batch the device refuses is decoded file by file, and a file it refuses alone by Pillow on the host.
+
+    On CUDA the decode and the resize run on a stream of their own, which the caller's stream then waits for.
+    torchvision's ``decode_jpeg(device="cuda")`` takes its output from PyTorch's allocator on the current stream but
+    writes it from nvJPEG's own stream, in no order with the work queued on the current one. Called on the stream
+    whose forward pass was still running, it wrote into memory that forward was still reading or writing: ~4% of an
+    extraction's rows after its first batch came out wrong (up to 1.1x the features' largest value apart from the
+    workers' decode), with no error (H200, torchvision with torch 2.11, 2026-11-28; benchmarks/README.md, issue 38).
+    Here each call first waits for the decode stream's own earlier work (the last batch's resize: short), so a
+    block that stream freed is truly free when nvJPEG writes into it; the images handed out are recorded on the
+    caller's stream, so their memory is not reused before the caller's work on them is done. The host no longer
+    waits for the previous batch's forward either: the decode's own waits (nvJPEG's, and any copy to the device) are
+    on the decode stream, which holds none of the forward's work."""
+    if device.type != "cuda":
+        return _decode_padded(data, size, device, decode)
+    stream = _STREAMS.get(device)
+    if stream is None:
+        stream = _STREAMS[device] = torch.cuda.Stream(device)
+    stream.synchronize()
+    with torch.cuda.stream(stream):
+        out, errors = _decode_padded(data, size, device, decode)
+    caller = torch.cuda.current_stream(device)
+    caller.wait_stream(stream)
+    for image in out:
+        if image is not None:
+            image.record_stream(caller)
+    return out, errors
+
+
+def _decode_padded(data: Sequence[torch.Tensor], size: int, device: torch.device,
+                   decode: Decoder) -> tuple[list[torch.Tensor | None], list[str | None]]:  # fmt: skip
     try:
         images: list[torch.Tensor | None] = list(decode(list(data), device))
         errors: list[str | None] = [None] * len(images)
