@@ -138,9 +138,10 @@ def zarr_copy(cache: RandomCache, shas: list[str], root: Path, threads: int = 8,
     still going at ``deadline`` (``time.monotonic()``) stops starting shards and raises :class:`OutOfTime`."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from ava.cache import ExtractConfig, open_cache
+    from ava.cache import ExtractConfig
     from ava.cache.extraction import build_spec, write_shard
     from ava.cache.pooling import pool_tokens, token_grid
+    from ava.cache.reader import open_cache  # (not ava.cache's name: run_random points that at the stand-in)
     from ava.cache.store import add_rows, create_group
 
     class Spec:  # what build_spec reads of a VFM
@@ -259,18 +260,63 @@ def timed_fits(per: dict, deadline: float = float("inf")) -> Iterator[None]:
         if time.monotonic() >= deadline:
             raise OutOfTime(ava)
         t0 = time.perf_counter()
+        seen = len(waited)
         reads = real_ability(todo, cache, ava, *a, **k)
         per.setdefault("ability_s", {})[ava] = time.perf_counter() - t0  # placement, reads and every head's fit
         heads = {h: round(v, 2) for (h, a), v in ((k, v) for k, v in per.items() if isinstance(k, tuple)) if a == ava}
+        token_reads = _token_reads(waited[seen:])
+        if token_reads:
+            per.setdefault("token_reads", {})[ava] = token_reads
         print(json.dumps({"ability": ava, "seconds": round(per["ability_s"][ava], 2), "heads": heads,
-                          "placement": per.get("placement", {}).get(ava)}, default=str), flush=True)  # fmt: skip
+                          "placement": per.get("placement", {}).get(ava), "token_reads": token_reads},
+                         default=str), flush=True)  # fmt: skip
         return reads
 
     fp.AbilityRun.fit, ability_runs._train_ability = timed, ability
     try:
-        yield
+        with token_waits() as waited:
+            yield
     finally:
         fp.AbilityRun.fit, ability_runs._train_ability = real, real_ability
+
+
+@contextlib.contextmanager
+def token_waits() -> Iterator[list[dict]]:
+    """While inside, each token read from a Zarr cache (``ResidentFeatures``) appends to the list yielded, at its first
+    ``wait()``: how long that wait blocked, how long the read took, its GB, where the rows are held, and the reader
+    threads' seconds by phase (``ResidentFeatures.phases``)."""
+    from ava.cache.reader import ResidentFeatures
+
+    real_wait = ResidentFeatures.wait
+    waited: list[dict] = []
+
+    def wait(self):  # noqa: ANN001, ANN202
+        if getattr(self, "_bench_waited", False):
+            return real_wait(self)
+        t0 = time.perf_counter()
+        values = real_wait(self)
+        self._bench_waited = True
+        waited.append({"blocked_s": time.perf_counter() - t0, "read_s": self.seconds or 0.0, "gb": self.nbytes / 1e9,
+                       "where": str(self.where), "phases": dict(self.phases)})  # fmt: skip
+        return values
+
+    ResidentFeatures.wait = wait
+    try:
+        yield waited
+    finally:
+        ResidentFeatures.wait = real_wait
+
+
+def _token_reads(waits: list[dict]) -> dict | None:
+    """An ability's token reads from a Zarr cache (``ResidentFeatures``), summed: GB, the read's seconds and GB/s,
+    the seconds the fingerprint blocked waiting for it (after a read ahead: what the fits before did not hide), and
+    the reader threads' seconds by phase (reading and decoding on the host, the NaN/inf check, the copy to a GPU)."""
+    if not waits:
+        return None
+    gb, read_s = sum(w["gb"] for w in waits), sum(w["read_s"] for w in waits)
+    return {"gb": round(gb, 3), "read_s": round(read_s, 3), "gb_s": round(gb / read_s, 2) if read_s > 0 else None,
+            "blocked_s": round(sum(w["blocked_s"] for w in waits), 3), "held_on": sorted({w["where"] for w in waits}),
+            "thread_s": {k: round(sum(w["phases"].get(k, 0.0) for w in waits), 3) for k in ("read", "check", "copy")}}
 
 
 def run_fingerprint(data: Path, out: Path, per: dict, heads: list[str], gb: float | None, device: str,
@@ -417,8 +463,9 @@ def run_random(args: argparse.Namespace, tmp: Path, counts: dict[str, int], abil
             except ImportError:
                 print("fingerprint: not in this checkout, skipped")
                 continue
+            # one head at a time: the estimate by steps adds the heads' fit times (zarr_check runs two at once too)
             whole = run_fingerprint(data, tmp / mode, detail, args.heads.split(","), args.max_memory_gb, args.device,
-                                    end)  # fmt: skip
+                                    end, jobs=1)  # fmt: skip
         else:
             raise SystemExit(f"unknown mode {mode!r}")
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
@@ -451,12 +498,14 @@ def zarr_check(args: argparse.Namespace, tmp: Path, data: Path, cache: RandomCac
     every ability on the fingerprint's own thread, placing it as it reads: no read ahead). The first ability's
     read has nothing to overlap with; the others are read while the one before fits.
 
-    Then the same fingerprint once more with the other number of heads fitted at once (``other_jobs``: 2 on a GPU,
-    where the default is 1; 1 on a multi-core CPU, where it is 2): on a GPU the probes' small steps wait on the
-    host's launches, which two fits on threads may overlap."""
+    It runs one head at a time, as the stand-in's scaled runs do (their estimate adds the heads' fit times), then
+    once more with two at once (``two_jobs``, the default on a GPU and a multi-core CPU: on a GPU the probes' small
+    steps wait on the host's launches, which two fits on threads overlap), and scales the estimate by the two walls'
+    ratio (``scaled_by_steps_s_two_jobs``: the ratio at this size taken to hold at the real size, an estimate).
+    ``token_reads``: per ability, its token read's GB/s, the seconds it blocked the fingerprint (after a read ahead:
+    what the fits before did not hide) and its reader threads' seconds by phase."""
     import ava.cache
     from ava.data.format import Dataset
-    from ava.heads.ability_runs import default_jobs
 
     done = [a for a in abilities if a in stand_in.get("ability_s", {})]
     row: dict[str, Any] = {"mode": "fingerprint (zarr)", "scale": stand_in.get("scale"), "abilities": done}
@@ -471,12 +520,16 @@ def zarr_check(args: argparse.Namespace, tmp: Path, data: Path, cache: RandomCac
         return {**row, "skipped": f"the part's time ran out during {e}"}
     except Exception as e:  # noqa: BLE001 - said in the row
         return {**row, "error": f"{type(e).__name__}: {e}"[:300]}
+    from ava.cache.reader import FeatureCache
+
+    if not isinstance(real, FeatureCache):  # (the eighth pass's copy came back as the stand-in, and measured it twice)
+        return {**row, "error": f"the copy opened as {type(real).__name__}, not a Zarr FeatureCache"}
     row.update(made)
     ava.cache.open_cache = lambda *a, **k: real
     per: dict = {}
     t0 = time.perf_counter()
     whole = run_fingerprint(data, tmp / "fingerprint-zarr", per, args.heads.split(","), args.max_memory_gb,
-                            args.device, deadline, abilities=done)  # fmt: skip
+                            args.device, deadline, abilities=done, jobs=1)  # fmt: skip
     ability_s = per.get("ability_s", {})
     detail = _detail({k: v for k, v in per.items() if isinstance(k, tuple)})
     row.update({"wall_s": round(time.perf_counter() - t0, 2), "cut_by_budget": not whole,
@@ -484,17 +537,21 @@ def zarr_check(args: argparse.Namespace, tmp: Path, data: Path, cache: RandomCac
                 "outside_fits_s": {a: round(_outside(ability_s, detail, a), 2) for a in ability_s},
                 "stand_in_outside_fits_s": {a: round(_outside(stand_in["ability_s"], stand_in["detail"], a), 2)
                                             for a in ability_s},
-                "detail": detail})  # fmt: skip
+                "token_reads": per.get("token_reads", {}), "detail": detail})  # fmt: skip
     row.update(zarr_estimate(stand_in, ability_s, detail, done[0]))
-    jobs = default_jobs(args.device, len(args.heads.split(",")))
-    row["jobs"] = jobs
+    row["jobs"] = 1
     if whole:
-        other, per = 2 if jobs == 1 else 1, {}
+        per, one_wall = {}, row["wall_s"]
         t0 = time.perf_counter()
         whole = run_fingerprint(data, tmp / "fingerprint-zarr-jobs", per, args.heads.split(","), args.max_memory_gb,
-                                args.device, deadline, abilities=done, jobs=other)  # fmt: skip
-        row["other_jobs"] = {"jobs": other, "wall_s": round(time.perf_counter() - t0, 2), "cut_by_budget": not whole,
-                             "ability_s": {a: round(v, 2) for a, v in per.get("ability_s", {}).items()}}  # fmt: skip
+                                args.device, deadline, abilities=done, jobs=2)  # fmt: skip
+        wall = time.perf_counter() - t0
+        row["two_jobs"] = {"jobs": 2, "wall_s": round(wall, 2), "cut_by_budget": not whole,
+                           "ability_s": {a: round(v, 2) for a, v in per.get("ability_s", {}).items()},
+                           "token_reads": per.get("token_reads", {})}  # fmt: skip
+        if whole and row.get("scaled_by_steps_s_with_zarr_reads") is not None:
+            row["two_jobs"]["over_one"] = round(wall / one_wall, 3)
+            row["scaled_by_steps_s_two_jobs"] = round(row["scaled_by_steps_s_with_zarr_reads"] * wall / one_wall, 1)
     ava.cache.open_cache = lambda *a, **k: cache
     return row
 
@@ -634,6 +691,8 @@ def placement_reads(images: int, tokens: int, dim: int, device: str, work: Path,
     for kind in kinds:
         where = Placement(kind, device if kind == ON_DEVICE else "cpu")
         ways = {"read where held": None}
+        if kind == ON_DEVICE:  # a process's first read onto a GPU pins its staging buffers; later reads reuse them
+            ways["read where held, again"] = None
         if kind != HOST:
             ways["host, then moved whole (before)"] = where
         for way, before in ways.items():
@@ -644,7 +703,7 @@ def placement_reads(images: int, tokens: int, dim: int, device: str, work: Path,
             if device.startswith("cuda") and torch.cuda.is_available():
                 torch.cuda.synchronize()
             try:
-                with PeakRSS() as rss:
+                with PeakRSS() as rss, token_waits() as waited:
                     t0 = time.perf_counter()
                     made = None
                     if before is None:
@@ -683,7 +742,8 @@ def placement_reads(images: int, tokens: int, dim: int, device: str, work: Path,
                          "seconds": round(seconds, 2), "gb_s": round(nbytes / 1e9 / seconds, 2),
                          "at_real_size_s": round(sum(REAL_SIZES.values()) * seconds / len(shas), 1),
                          "peak_host_gb_above_start": rss.gb, "held_on": str(held.device), "gather_ms": gather_ms,
-                         "pinned": bool(held.is_pinned()) if held.device.type == "cpu" else False})  # fmt: skip
+                         "pinned": bool(held.is_pinned()) if held.device.type == "cpu" else False,
+                         "thread_s": (_token_reads(waited) or {}).get("thread_s")})  # fmt: skip
             print(json.dumps(rows[-1]), flush=True)
             del held
     return rows
