@@ -22,6 +22,9 @@ def test_gather_into_reused_buffers_equals_a_fresh_gather(tmp_path: Path) -> Non
     shas = [s.image_sha256 for s in Dataset(data).samples()]  # (images shared by several samples, in any order)
     resident = ResidentFeatures(cache, shas)
     want = torch.from_numpy(cache.read(shas)).half()
+    resident.wait()  # the reader threads' seconds by phase: read and checked on the host, nothing copied to a GPU
+    assert resident.phases["read"] > 0 and resident.phases["check"] > 0 and resident.phases["copy"] == 0
+    assert resident.seconds is not None and resident.seconds > 0
     index = torch.tensor([3, 0, 2, 2])
     fresh = resident.gather(index)
     assert fresh.dtype == torch.float16 and torch.equal(fresh, want[index])

@@ -333,6 +333,9 @@ class ResidentFeatures:
         self._error: BaseException | None = None
         self._chunk, self._threads = chunk_rows, threads or read_threads()
         self.seconds: float | None = None  # how long the read took, once done
+        # seconds summed over the reader threads, by phase: reading and decoding the stored rows on the host
+        # ("read"), checking them for NaN/inf ("check"), copying them to the GPU ("copy"); for benchmarks
+        self.phases: dict[str, float] = {"read": 0.0, "check": 0.0, "copy": 0.0}
         self._rings: dict[int, tuple[list[list[Any]], list[int]]] = {}
         self._thread = threading.Thread(target=self._load_safely, name="ava-features", daemon=True)
         self._thread.start()
@@ -370,6 +373,7 @@ class ResidentFeatures:
         codec = group.codec
         values_name, scales_name = f"features/{self.layer}", f"scales/{self.layer}" if codec.has_scale else None
         bad: list[tuple[int, str]] = []
+        spans: list[tuple[float, float, float]] = []  # each run's (read, check, copy) seconds: :attr:`phases`
         staged: dict[tuple[int, str], np.ndarray] = {}  # (reader thread, array): a run's stored rows, reused
         rows_of = {name: (group.array(name).shape[1:], group.array(name).dtype)
                    for name in filter(None, (values_name, scales_name))}  # fmt: skip
@@ -395,22 +399,34 @@ class ResidentFeatures:
         def piece_here(job: tuple[int, int, int]) -> list[tuple[int, str]]:
             lo, hi, slot = job
             target = out[slot : slot + hi - lo]
+            t0 = time.perf_counter()
             if codec.storage_dtype == "float16" and self.dtype == torch.float16:  # stored as is: no round trip
                 into = target.numpy() if target.device.type == "cpu" else staging(values_name, lo, hi)
                 half = torch.from_numpy(read_rows(group, values_name, lo, hi, out=into))  # (held rows: in place)
-                finite = fits = _finite_rows(half)
+                t1 = time.perf_counter()
+                if half.data_ptr() != target.data_ptr():  # rows for the GPU: checked there, after the copy (two
+                    target.copy_(half)  # reductions over every byte, on the host's cores, for a GPU's microseconds)
+                    t2 = time.perf_counter()
+                    finite = fits = _finite_rows(target)
+                    t3 = time.perf_counter()
+                else:
+                    t2 = t1
+                    finite = fits = _finite_rows(half)
+                    t3 = time.perf_counter()
+                spans.append((t1 - t0, t3 - t2, t2 - t1))  # (list.append: one at a time across the threads)
             else:  # decoded where the rows are held (on the GPU: the host only reads the compressed bytes)
                 # refuses rows not on disk or damaged, naming them
                 raw = read_rows(group, values_name, lo, hi, out=staging(values_name, lo, hi))
                 scales = read_rows(group, scales_name, lo, hi, out=staging(scales_name, lo, hi)) if scales_name \
                     else None  # fmt: skip
+                spans.append((time.perf_counter() - t0, 0.0, 0.0))
                 values = codec.decode_device(as_tensor(raw, self.where), None if scales is None else
                                              as_tensor(scales, self.where))  # fmt: skip
                 finite = _finite_rows(values)
                 half = values.to(self.dtype)
                 fits = _finite_rows(half)
-            if half.data_ptr() != target.data_ptr():
-                target.copy_(half)
+                if half.data_ptr() != target.data_ptr():
+                    target.copy_(half)
             errs = [(slot + i, "NaN or inf") for i in np.flatnonzero(~finite)]
             errs += [(slot + i, f"values beyond the {self.dtype} range") for i in np.flatnonzero(finite & ~fits)]
             return errs
@@ -426,6 +442,7 @@ class ResidentFeatures:
         if stream is not None:
             stream.synchronize()
         self.seconds = time.perf_counter() - t0
+        self.phases = {name: float(sum(span[i] for span in spans)) for i, name in enumerate(("read", "check", "copy"))}
         if bad:
             self._refuse(bad)
         if remote:
