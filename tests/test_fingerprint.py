@@ -92,6 +92,17 @@ def test_jobs_must_be_positive(data: tuple[Path, FakeCache], cache: CountingCach
     assert not (tmp_path / "fp").exists()
 
 
+def test_default_jobs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two heads at once on a GPU and on a CPU with 2+ cores; one where there is one head, or one core."""
+    import ava.heads.ability_runs as ar
+
+    monkeypatch.setattr(ar.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    assert (ar.default_jobs("cuda", 3), ar.default_jobs("cuda:1", 2), ar.default_jobs("cpu", 3)) == (2, 2, 2)
+    assert (ar.default_jobs("cuda", 1), ar.default_jobs("cpu", 1)) == (1, 1)
+    monkeypatch.setattr(ar.os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    assert (ar.default_jobs("cpu", 3), ar.default_jobs("cuda", 3), ar.default_jobs("mps", 3)) == (1, 2, 1)
+
+
 @pytest.mark.slow
 def test_interrupted_fingerprint_redoes_only_unfinished_abilities(
     data: tuple[Path, FakeCache], cache: CountingCache, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

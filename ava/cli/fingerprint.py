@@ -37,7 +37,7 @@ def fingerprint(
     threads: ThreadsOpt = None,
     jobs: Annotated[
         int | None,
-        _O(help="Heads fitted at once per ability (threads); default: 2 on a CPU with 2+ cores, else 1.",
+        _O(help="Heads fitted at once per ability (threads); default: 2 on a GPU or a CPU with 2+ cores, else 1.",
            show_default=False),
     ] = None,  # fmt: skip
 ) -> None:

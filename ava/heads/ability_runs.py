@@ -186,11 +186,19 @@ def save_tensors(path: Path, tensors: dict[str, Any], metadata: dict[str, str] |
 
 
 def default_jobs(device: str, runs: int) -> int:
-    """Heads fitted at once on one ability: 2 on a CPU with 2+ cores, else 1 (a GPU already runs each fit at full
-    width). On an idle 2-core CPU two fits at once take the wall time of one at a time (they share memory bandwidth)
-    with ~27% less CPU, and they stay fast beside other work, where two-thread ops spin (benchmarks/README.md)."""
+    """Heads fitted at once on one ability: 2 where there are 2+ heads, on a CPU with 2+ cores or on a GPU, else 1.
+
+    - On an idle 2-core CPU two fits at once take the wall time of one at a time (they share memory bandwidth) with
+      ~27% less CPU, and they stay fast beside other work, where two-thread ops spin.
+    - On a GPU a probe's step is small and waits on the host's launches, which a second fit on another thread
+      fills: three abilities of a fingerprint at 4% of their real size, read from a fp16 Zarr cache, took 7.87 s
+      with two fits at once against 9.59 s one at a time (H200, 2026-11-28).
+
+    (benchmarks/README.md, issue 38)"""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return 2 if device == "cpu" and cpus >= 2 and runs > 1 else 1
+    if runs <= 1:
+        return 1
+    return 2 if device.startswith("cuda") or (device == "cpu" and cpus >= 2) else 1
 
 
 def _fit_all(todo: Sequence[AbilityRun], ava: str, jobs: int, fit_one: Callable[[AbilityRun], None]) -> None:

@@ -42,7 +42,7 @@ class FingerprintConfig:
     max_train: int | None = None
     split: str = "test"
     progress: bool = True
-    jobs: int | None = None  # heads fitted at once per ability; None: default_jobs (2 on a multi-core CPU, else 1)
+    jobs: int | None = None  # heads fitted at once per ability; None: default_jobs (2 on a GPU or 2+ cores, else 1)
 
 
 def run_dir_name(head: str, vfm: str) -> str:

@@ -434,10 +434,10 @@ def fingerprint_in_memory(vfm: Any, data: str | os.PathLike[str] | Dataset | Eva
     ``data`` is a dataset directory, a ``Dataset``, or an :class:`EvalSuite` (which fixes ``abilities``, ``split``,
     ``max_train`` and ``seed`` itself). ``heads`` are among ``probe-linear``, ``knn`` and ``probe-attn`` (the
     attentive probe reads every ability's tokens: ~T times the memory and much more time). ``device`` is where the
-    heads train (the VFM runs on its own device). ``jobs`` fits run at once (default: 2 on a CPU with 2+ cores and
-    2+ heads, else 1), over abilities or over one ability's heads (``parallel``, see :func:`train_heads`). Returns
-    :class:`FingerprintScores` on every rank; under ``torch.distributed`` the images are shared between ranks and the
-    heads run on rank 0 (see the module doc).
+    heads train (the VFM runs on its own device). ``jobs`` fits run at once (default: 2 on a GPU or a CPU with 2+
+    cores, with 2+ heads, else 1), over abilities or over one ability's heads (``parallel``, see :func:`train_heads`).
+    Returns :class:`FingerprintScores` on every rank; under ``torch.distributed`` the images are shared between ranks
+    and the heads run on rank 0 (see the module doc).
     """
     from ava.heads.ability_runs import default_jobs
     from ava.heads.features import resolve_device
