@@ -141,6 +141,10 @@ def flops_per_sample(head: Any, seq: float, sup: float, img: int, vfm: Any | Non
     return float(total)
 
 
+MIN_STEPS = 10  # timed steps a path runs however short its share (fewer only if --steps says so): the steady rate
+# needs 8 (4 past the probe fit)
+
+
 def run_path(mode: str, args: argparse.Namespace, data: Path, cache: Path, work: Path,
              deadline: float = float("inf"), profile_until: float | None = None) -> dict[str, Any]:  # fmt: skip
     """Warm-up steps, then the timed steps: ``--steps``, or as many as fit before ``deadline`` (``time.monotonic``),
@@ -184,7 +188,8 @@ def run_path(mode: str, args: argparse.Namespace, data: Path, cache: Path, work:
     warm_wall = time.monotonic() - t_warm
     steps = args.steps
     probes: list[dict[str, Any]] = []
-    if deadline != float("inf"):  # as many timed steps as the part's time allows (2 at least)
+    plan: dict[str, Any] = {}
+    if deadline != float("inf"):  # as many timed steps as the part's time allows (MIN_STEPS at least)
         for n in (2, 4):
             cfg.stop_after_steps = n
             _sync(device)
@@ -194,7 +199,10 @@ def run_path(mode: str, args: argparse.Namespace, data: Path, cache: Path, work:
         start_s = max(0.0, t2 - 2 * per_step)  # a fit's start: what every fit call pays once
         reserve = 10 + 3 * per_step * args.profile_steps if mode == "cache" and args.profile_steps else 0.0
         left = deadline - time.monotonic() - reserve - start_s
-        steps = max(2, min(args.steps, int(0.85 * left / max(per_step, 1e-6))))
+        steps = max(min(MIN_STEPS, args.steps), min(args.steps, int(0.85 * left / max(per_step, 1e-6))))
+        # how the window was sized: the H200's cached window of 2026-11-28 came out at 3 steps, with no steady rate
+        plan = {"probe_s": [round(t2, 3), round(t4, 3)], "per_step_s": round(per_step, 4),
+                "start_s": round(start_s, 3), "reserve_s": round(reserve, 1), "left_s": round(left, 1)}  # fmt: skip
     cfg.stop_after_steps = steps
     _sync(device)
     summary = fit(prep.head, prep.loop, cfg, Path(cfg.out), **kw)  # the timed steps (from step 0 again)
@@ -234,6 +242,7 @@ def run_path(mode: str, args: argparse.Namespace, data: Path, cache: Path, work:
         "tokens_per_s": summary["tokens_per_s"],
         "steps": done,
         "seconds": summary["seconds"],
+        **({"window_plan": plan} if plan else {}),
         **steady,
         "data_wait_s": summary.get("data_wait_s"),
         "packed": summary.get("packed"),
