@@ -191,8 +191,9 @@ def default_jobs(device: str, runs: int) -> int:
     - On an idle 2-core CPU two fits at once take the wall time of one at a time (they share memory bandwidth) with
       ~27% less CPU, and they stay fast beside other work, where two-thread ops spin.
     - On a GPU a probe's step is small and waits on the host's launches, which a second fit on another thread
-      fills: three abilities of a fingerprint at 4% of their real size, read from a fp16 Zarr cache, took 7.87 s
-      with two fits at once against 9.59 s one at a time (H200, 2026-11-28).
+      fills: three abilities of a fingerprint at 4% of their real size, read from a fp16 Zarr cache, took 5.45 s
+      with two fits at once against 7.24 s one at a time (H200, 2026-11-28; from the stand-in cache, 7.87 against
+      9.59 s).
 
     (benchmarks/README.md, issue 38)"""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
