@@ -19,25 +19,27 @@
 # every part is time-boxed too (--budget, a little under the stage's limit): it runs until its share of what is left,
 # then reports what it measured, and the stage's JSON is rewritten after each part, so no stage ends with nothing:
 #     1. preflight.json   (35 s)  device, versions, varlen attention at real shapes, one Qwen2-0.5B layer (eager)
-#     2. llm.json        (200 s)  the LLM head at real shapes: cached path, then the online (full-image) path, each
+#     2. llm.json        (185 s)  the LLM head at real shapes: cached path, then the online (full-image) path, each
 #                                 its share: samples/s, tokens/s, MFU, data wait, compile warm-up, and the steady
 #                                 rate (less a fit's start); 8 more cached steps under torch.profiler (kernels/step,
 #                                 device busy, time by kernel kind, top kernels, the device's idle stretches, the host's
 #                                 CUDA calls: what to do about MFU); then a second run's warm-up in a fresh process
 #                                 (empty inductor/Triton caches, $AVA_HOME's artifacts)
-#     3. cache.json      (120 s)  forward-only, decode-only and extraction, SigLIP-so400m@384 (random weights), bf16;
-#                                 JPEGs decoded on the GPU (nvJPEG) vs by the workers: both rates, the features' distance;
+#     3. cache.json      (135 s)  forward-only, decode-only and extraction, SigLIP-so400m@384 (random weights), bf16;
+#                                 JPEGs decoded on the GPU (nvJPEG) vs by the workers: both rates, the features' distance
+#                                 and the share of rows far off (device_rows_off: 4% on 2026-11-28, a stream race, fixed);
 #                                 the main loop's time split: waiting for the workers, decoding on the device, the rest
 #     4. fingerprint.json (160 s) an ability's token read from a real fp16 cache (256 SigLIP-sized rows) at each
-#                                 placement (on the GPU, host-staged, host), read where held vs the way before (host, then
-#                                 a whole copy): GB/s and peak host memory; then a 14-ability fingerprint at SigLIP
-#                                 shapes at 2% and 4% of each ability's real size, scaled to the real size, and
+#                                 placement (on the GPU twice: the first read pins its staging; host-staged, host), read
+#                                 where held vs the way before (host, then a whole copy): GB/s, peak host memory, the
+#                                 reader threads' seconds by phase; then a 14-ability fingerprint at SigLIP shapes at 2%
+#                                 and 4% of each ability's real size, one head at a time, scaled to the real size, and
 #                                 whether the two scales agree (scaling_check); then 3 of the 4% abilities again from a
 #                                 real fp16 Zarr cache of the same rows, read as a user's cache is (the next ability
 #                                 read onto the GPU while the heads fit): their time outside the fits beside the
-#                                 stand-in's, then with two heads fitted at once (the default on a GPU is one). (The
-#                                 probes' step alone: benchmarks/bench_probe_steps.py, measured in the seventh pass, no
-#                                 longer run here.)
+#                                 stand-in's, each token read's GB/s and the time it blocked, one head at a time, then
+#                                 two at once (the default on a GPU). (The probes' step alone:
+#                                 benchmarks/bench_probe_steps.py, measured in the seventh pass, no longer run here.)
 # Each stage prints a line as each part ends (a stage cut off by its limit still says how far it got).
 # Each JSON records the device, the versions and which paths ran (attention, compiled, where features were held).
 set -uo pipefail
@@ -109,11 +111,11 @@ run() {
         export PYTHONPATH="$PWD:/tmp/site"
         nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
         stage preflight 35 python3 benchmarks/gpu_preflight.py --device cuda --compile off --json "$OUT/preflight.json"
-        stage llm 200 python3 benchmarks/bench_llm_head.py --device cuda --no-proxies --budget 185 --warm-start \
+        stage llm 185 python3 benchmarks/bench_llm_head.py --device cuda --no-proxies --budget 170 --warm-start \
             --profile-steps 8 --json "$OUT/llm.json"
-        stage cache 120 python3 benchmarks/bench_cache.py --device cuda --dtype bf16 --models siglip:random \
+        stage cache 135 python3 benchmarks/bench_cache.py --device cuda --dtype bf16 --models siglip:random \
             --codecs fp16 --images 2048 --batch-size 128 --shard-size 256 --num-workers 14 --repeats 1 \
-            --error-images 4 --budget 108 --decode-check --profile-batches 6 --json "$OUT/cache.json"
+            --error-images 4 --budget 123 --decode-check --profile-batches 6 --json "$OUT/cache.json"
         stage fingerprint 160 python3 benchmarks/bench_fingerprint.py --device cuda --modes fingerprint \
             --tokens 729 --dim 1152 --scale-to-real 0.02,0.04 --budget 148 --placement-reads 256 \
             --zarr-check counting,recognition,scene --json "$OUT/fingerprint.json"
