@@ -54,6 +54,7 @@ import argparse
 import contextlib
 import datetime as dt
 import hashlib
+import itertools
 import json
 import os
 import shutil
@@ -572,6 +573,66 @@ def zarr_estimate(stand_in: dict, ability_s: dict[str, float], detail: dict[str,
             "scaled_by_steps_s_with_zarr_reads": round(stand_in["scaled_by_steps_s"] - (1 - ratio) * outside_real, 1)}
 
 
+def reads_estimate(stand_in: dict, zarr_row: dict, placement: list[dict], free_gb: float, row_gb: float) -> dict:
+    """The fingerprint at real size with its token reads, ability by ability in the fingerprint's order, from what
+    this run measured: each ability's heads' fits by optimizer steps (the stand-in's estimate less its time outside
+    the fits, which the Zarr check showed is the stand-in's own read), and each read at the rate the Zarr check's
+    reads ran at. The first ability's read blocks whole (at the first read's rate); each later one is read while the
+    one before fits and blocks for what the fits do not hide: read ahead onto the GPU when it fits in
+    ``AHEAD_SHARE`` of the free memory left beside the rows held (the Zarr check's slowest read-ahead rate), else
+    read into host memory (the placement part's host rate) and then copied whole to the GPU (its whole-copy rate),
+    where the placement puts it (``SHARE`` of the free memory), else held in host memory (host-staged: the heads'
+    slower batches are not in the estimate). ``free_gb``: the GPU's free memory with nothing held. Also with two heads
+    at once (``two_jobs``: the fits times the Zarr check's wall ratio, and the reads hidden behind those shorter
+    fits). An estimate, not a measurement; {} where no read ran ahead (a CPU run) or a rate is missing."""
+    from ava.cache.placement import SHARE
+    from ava.heads.features import AHEAD_SHARE
+
+    reads, done = zarr_row.get("token_reads") or {}, zarr_row.get("abilities") or []
+    ahead = [a for a in done[1:] if (reads.get(a) or {}).get("gb_s")]
+    held = {w for a in ahead for w in reads[a].get("held_on", [])}
+    if not ahead or not done or not (reads.get(done[0]) or {}).get("gb_s") or not any("cuda" in w for w in held):
+        return {}
+    rate_ahead, rate_first = min(reads[a]["gb_s"] for a in ahead), reads[done[0]]["gb_s"]
+    by_way = {(r.get("placement"), r.get("way")): r for r in placement if "seconds" in r}
+    host = by_way.get(("host", "read where held"))
+    whole = by_way.get(("on-device", "host, then moved whole (before)"))
+    if host is None or whole is None or whole["seconds"] <= host["seconds"]:
+        return {}
+    rate_host, rate_copy = host["gb_s"], whole["gb"] / (whole["seconds"] - host["seconds"])
+    order = [a for a in stand_in["ability_s"] if a in REAL_SIZES]
+    fits = {a: stand_in["by_steps_ability_s"][a] - max(0.0, _outside(stand_in["ability_s"], stand_in["detail"], a))
+            * REAL_SIZES[a] / stand_in["samples"][a] for a in order}  # fmt: skip
+
+    def run(factor: float) -> tuple[float, dict]:
+        gb = {a: REAL_SIZES[a] * row_gb for a in order}
+        blocked = gb[order[0]] / rate_first
+        ways = {order[0]: ["read first, nothing to hide it", round(blocked, 1)]}
+        for prev, a in itertools.pairwise(order):
+            hidden = factor * fits[prev]
+            if gb[a] <= AHEAD_SHARE * (free_gb - gb[prev]):
+                way, b = "read ahead onto the GPU", max(0.0, gb[a] / rate_ahead - hidden)
+            elif gb[a] <= SHARE * free_gb:
+                way, b = "read ahead into host memory, copied whole", max(0.0, gb[a] / rate_host - hidden) + \
+                    gb[a] / rate_copy  # fmt: skip
+            else:
+                way, b = "read ahead into host memory, host-staged", max(0.0, gb[a] / rate_host - hidden)
+            ways[a] = [way, round(b, 1)]
+            blocked += b
+        return factor * sum(fits.values()) + blocked, ways
+
+    one, ways = run(1.0)
+    out = {"mode": "estimate with reads at real size", "fits_s": round(sum(fits.values()), 1),
+           "scaled_s": round(one, 1), "reads_blocked_s": round(one - sum(fits.values()), 1),
+           "rates_gb_s": {"first read": rate_first, "read ahead": rate_ahead, "host read": rate_host,
+                          "whole copy": round(rate_copy, 2)},
+           "free_gb": round(free_gb, 1), "by_ability": ways}  # fmt: skip
+    ratio = (zarr_row.get("two_jobs") or {}).get("over_one")
+    if ratio:
+        out["scaled_s_two_jobs"] = round(run(ratio)[0], 1)
+    return out
+
+
 def scale_share(scales: list[float | None], fixed: float, left: float) -> float:
     """The first of ``scales``' share of the ``left`` seconds, each scale's time taken as a fixed part (``fixed``: the
     untimed warm-up's wall time, 20 samples an ability, is mostly that) plus a part in proportion to its scale, the
@@ -847,6 +908,18 @@ def main() -> None:
                 i == len(scales) - 1 else None  # fmt: skip
             rows += run_random(args, tmp / f"scale-{i}", counts, abilities, scale, deadline, zarr)
             write_json(args, rows, scaling_check(rows))
+        zarr_row = next((r for r in rows if r["mode"] == "fingerprint (zarr)" and "token_reads" in r), None)
+        placed_rows = next((r["rows"] for r in rows if r["mode"] == "placement reads"), [])
+        if zarr_row is not None and args.device.startswith("cuda") and torch.cuda.is_available():
+            from ava.cache.placement import device_free_bytes
+
+            stand_in = [r for r in rows if r["mode"] == "fingerprint" and r.get("scale") == zarr_row.get("scale")]
+            if stand_in and (est := reads_estimate(stand_in[-1], zarr_row, placed_rows,
+                                                   device_free_bytes(args.device) / 1e9,
+                                                   args.tokens * args.dim * 2 / 1e9)):  # fmt: skip
+                rows.append(est)
+                print(json.dumps(est), flush=True)
+                write_json(args, rows, scaling_check(rows))
         if any(r["mode"] == "fingerprint" for r in rows):
             per = next(r for r in rows if r["mode"] == "fingerprint")["detail"]
             heads = sorted({k.split(" ")[0] for k in per})

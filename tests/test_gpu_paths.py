@@ -312,3 +312,37 @@ def test_fingerprint_bench_zarr_estimate_scales_every_outside_part_by_the_read_a
     assert bf.zarr_estimate(stand_in, {"counting": 2.5}, detail, "counting") == {}  # none read ahead
     overlapped = {**stand_in, "ability_s": {"counting": 1.0, "scene": 2.0, "color": 1.0}}  # fits at once: no wall time
     assert bf.zarr_estimate(overlapped, zarr, detail, "counting") == {}
+
+
+def test_fingerprint_bench_reads_estimate_adds_what_the_fits_do_not_hide() -> None:
+    """Each ability's read blocks for what the previous ability's fits do not hide: onto the GPU where it fits beside
+    the rows held, else through host memory and a whole copy; nothing where no read ran ahead onto a GPU."""
+    import importlib
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    bf = importlib.import_module("bench_fingerprint")
+    real = bf.REAL_SIZES
+    a, b, c = "counting", "recognition", "scene"
+    # by steps: fits of 10, 20 and 30 s at real size (nothing outside the fits in the stand-in's run)
+    stand_in = {"ability_s": {a: 1.0, b: 2.0, c: 3.0}, "by_steps_ability_s": {a: 10.0, b: 20.0, c: 30.0},
+                "samples": {a: 10, b: 10, c: 10}, "detail": {f"knn {a}": 1.0, f"knn {b}": 2.0, f"knn {c}": 3.0}}
+    reads = {x: {"gb_s": 2.0, "held_on": ["cuda:0"]} for x in (a, b, c)}
+    zarr_row = {"abilities": [a, b, c], "token_reads": reads, "two_jobs": {"over_one": 0.5}}
+    placement = [{"placement": "host", "way": "read where held", "gb": 1.0, "seconds": 0.25, "gb_s": 4.0},
+                 {"placement": "on-device", "way": "host, then moved whole (before)", "gb": 1.0, "seconds": 0.5}]
+    row_gb = 1e-3  # a row's GB: counting 22.8, recognition 44.9, scene 23.8 at real size
+    gb = {x: real[x] * row_gb for x in (a, b, c)}
+    got = bf.reads_estimate(stand_in, zarr_row, placement, 1000.0, row_gb)  # room on the GPU for every read ahead
+    want = gb[a] / 2.0 + max(0.0, gb[b] / 2.0 - 10.0) + max(0.0, gb[c] / 2.0 - 20.0)
+    assert got["fits_s"] == 60.0 and got["scaled_s"] == round(60.0 + want, 1)
+    assert [w for w, _ in got["by_ability"].values()] == ["read first, nothing to hide it"] + \
+        ["read ahead onto the GPU"] * 2  # fmt: skip
+    two = gb[a] / 2.0 + max(0.0, gb[b] / 2.0 - 5.0) + max(0.0, gb[c] / 2.0 - 10.0)
+    assert got["scaled_s_two_jobs"] == round(30.0 + two, 1)
+    small = bf.reads_estimate(stand_in, zarr_row, placement, 100.0, row_gb)  # recognition's 44.9 GB: through the host
+    assert small["by_ability"][b][0] == "read ahead into host memory, copied whole"
+    assert small["by_ability"][b][1] == round(max(0.0, gb[b] / 4.0 - 10.0) + gb[b] / 4.0, 1)  # whole copy: 4 GB/s
+    on_cpu = {**zarr_row, "token_reads": {x: {"gb_s": 2.0, "held_on": ["cpu"]} for x in (a, b, c)}}
+    assert bf.reads_estimate(stand_in, on_cpu, placement, 1000.0, row_gb) == {}
+    assert bf.reads_estimate(stand_in, zarr_row, placement[:1], 1000.0, row_gb) == {}  # no whole-copy rate
