@@ -388,6 +388,20 @@ def test_raw_pixels_are_uint8_and_give_the_same_features():
     assert torch.equal(vfm(raw), vfm(normalized))
 
 
+def test_normalized_pixels_are_the_preprocess_values_bit_for_bit():
+    """normalize_pixels (on the model's device, mean and std filled there, no copy from the host that would wait for
+    the queued forward) gives to_normalized_tensor's float32 values, with a model's odd means and stds."""
+    from ava.vfm import preprocess as pp
+
+    rng = np.random.default_rng(0)
+    rgb = rng.integers(0, 256, (2, 24, 31, 3), dtype=np.uint8)
+    for mean, std in (((0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711)),
+                      ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5)), ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))):
+        want = torch.stack([pp.to_normalized_tensor(Image.fromarray(a), mean, std) for a in rgb])
+        got = pp.normalize_pixels(torch.from_numpy(rgb).permute(0, 3, 1, 2).contiguous(), mean, std)
+        assert got.dtype == torch.float32 and torch.equal(got, want), mean
+
+
 def test_gated_repositories_say_how_to_get_access(monkeypatch, tmp_path):
     import huggingface_hub
     from huggingface_hub.errors import GatedRepoError

@@ -71,9 +71,14 @@ def normalize_pixels(pixels: torch.Tensor, mean: tuple[float, ...], std: tuple[f
     import torch
 
     x = pixels.to(torch.float32) / 255.0
-    shape = (3, 1, 1)
-    mean_t = torch.tensor(mean, dtype=torch.float32, device=x.device).view(shape)
-    std_t = torch.tensor(std, dtype=torch.float32, device=x.device).view(shape)
+    # mean and std filled where x is, not copied there from the host: a plain copy to a GPU waits for all the work
+    # queued on its stream, which in an extraction is the previous batch's forward (two waits a batch, and the host
+    # could never queue the next batch ahead); the float32 values are those torch.tensor(mean) makes
+    mean_t = torch.empty((len(mean), 1, 1), dtype=torch.float32, device=x.device)
+    std_t = torch.empty((len(std), 1, 1), dtype=torch.float32, device=x.device)
+    for c, (m, s) in enumerate(zip(mean, std, strict=True)):
+        mean_t[c].fill_(m)
+        std_t[c].fill_(s)
     return (x - mean_t) / std_t
 
 
