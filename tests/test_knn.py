@@ -261,6 +261,9 @@ def test_own_rows_and_normalized_rows_search_as_before(monkeypatch: pytest.Monke
     unit = normalized(x)
     whole = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
     assert unit.dtype == np.float32 and unit.flags.c_contiguous and np.array_equal(unit, whole)
+    for threads in (1, 2, 4, 64):  # the blocks shared among threads (more threads than blocks too): the same bits
+        assert np.array_equal(normalized(x, threads=threads), whole), threads
+    assert normalized(x[:0], threads=4).shape == (0, 24)
     ref = search(build_index(x), x, 9)
     for got in (search(build_index(unit, unit=True), unit, 9, unit=True), search(make_index(unit, "cpu"), unit, 9,
                                                                                unit=True)):  # fmt: skip

@@ -29,16 +29,34 @@ NORM_BLOCK = 4 << 20  # bytes of rows normalized at a time (a block's squares st
 CHOICE_SEARCH = 256  # neighbours searched for choice questions, so k valid ones exist among per-question options
 
 
-def normalized(x: np.ndarray) -> np.ndarray:
+def normalized(x: np.ndarray, threads: int | None = None) -> np.ndarray:
     """Rows scaled to unit L2 norm (zero rows stay zero), float32 C-contiguous as faiss wants: a new array, computed
     a block of rows at a time (the squares ``np.linalg.norm`` makes stay one block, not a second array of ``x``'s
-    size; each row's norm is the same, as it is reduced on its own)."""
+    size; each row's norm is the same, as it is reduced on its own). The blocks are shared among ``threads``
+    threads (default: torch's intra-op threads, which a fit running beside others has been given its share of;
+    numpy's loops release the GIL), each writing its own rows: the same values as one thread, bit for bit."""
     x = np.ascontiguousarray(x, dtype=np.float32)
     out = np.empty_like(x)
     step = max(1, NORM_BLOCK // max(1, x[:1].nbytes))
-    for i in range(0, len(x), step):
+    starts = range(0, len(x), step)
+
+    def block(i: int) -> None:
         part = x[i : i + step]
         np.divide(part, np.maximum(np.linalg.norm(part, axis=1, keepdims=True), 1e-12), out=out[i : i + step])
+
+    if threads is None:
+        import torch
+
+        threads = torch.get_num_threads()
+    threads = max(1, min(threads, len(starts)))
+    if threads == 1:
+        for i in starts:
+            block(i)
+        return out
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(threads, thread_name_prefix="ava-norm") as pool:
+        list(pool.map(block, starts))
     return out
 
 
