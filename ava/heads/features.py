@@ -770,7 +770,10 @@ class HeldRows(TokenRows):
         import torch
 
         held = [self.features.tokens(layer) for layer in self.layers]
-        where = self.slots.index_select(0, torch.from_numpy(index).to(self.slots.device))
+        positions = torch.from_numpy(np.ascontiguousarray(index, dtype=np.int64))
+        if self.slots.device.type == "cuda":  # from pinned memory, not waiting: a plain copy to a GPU waits for the
+            positions = positions.pin_memory()  # work queued there (every probe step's, rows gathered batch by batch)
+        where = self.slots.index_select(0, positions.to(self.slots.device, non_blocking=True))
         to_gpu = str(self.device).startswith("cuda")  # host -> GPU copies may overlap; copies to the host may not
 
         def take(t: torch.Tensor) -> torch.Tensor:
