@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from ava.vfm.preprocess import PAD_FILL
+from ava.vfm.preprocess import PAD_FILL, channel_values
 
 JPEG_SUFFIXES = (".jpg", ".jpeg")
 
@@ -60,7 +60,7 @@ def pad_resize(image: torch.Tensor, size: int) -> torch.Tensor:
         image = x[0].to(torch.uint8)
     if (nh, nw) == (size, size):
         return image
-    out = torch.tensor(PAD_FILL, dtype=torch.uint8, device=image.device).view(3, 1, 1).repeat(1, size, size)
+    out = channel_values(PAD_FILL, torch.uint8, image.device).repeat(1, size, size)
     if nw != size:
         x0 = round((size - nw) * 0.5)
         out[:, :, x0 : x0 + nw] = image
@@ -83,10 +83,7 @@ def pad_resize_batch(images: Sequence[torch.Tensor], size: int) -> torch.Tensor:
     if not images:
         return torch.empty((0, 3, size, size), dtype=torch.uint8)
     device = images[0].device
-    # no host tensor copied to the device here: a plain copy to a GPU waits for everything queued on the stream
-    out = torch.empty((len(images), 3, size, size), dtype=torch.uint8, device=device)
-    for c, level in enumerate(PAD_FILL):
-        out[:, c].fill_(level)
+    out = channel_values(PAD_FILL, torch.uint8, device).view(1, 3, 1, 1).repeat(len(images), 1, size, size)
     by_shape: dict[tuple[int, int], list[int]] = {}
     for i, im in enumerate(images):
         by_shape.setdefault((int(im.shape[1]), int(im.shape[2])), []).append(i)
@@ -106,7 +103,7 @@ def pad_resize_batch(images: Sequence[torch.Tensor], size: int) -> torch.Tensor:
                         x = x.round_().clamp_(0, 255)
                 x = x.to(torch.uint8)
             index = torch.tensor(part, dtype=torch.long)
-            if device.type == "cuda":  # (from pinned memory, without waiting: see above)
+            if device.type == "cuda":  # from pinned memory, without waiting (see channel_values)
                 index = index.pin_memory()
             window.index_copy_(0, index.to(device, non_blocking=True), x)
     return out

@@ -65,21 +65,25 @@ def pad_pixels(image: Image.Image, size: int) -> torch.Tensor:
     return torch.from_numpy(np.array(image, dtype=np.uint8)).permute(2, 0, 1).contiguous()
 
 
+def channel_values(values: tuple[float, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """``values`` as a ``[C, 1, 1]`` tensor on ``device``, filled there: ``torch.tensor(values, device=...)`` is a
+    copy from the host, and a plain copy to a GPU waits for all the work queued on its stream (in an extraction, the
+    previous batch's forward: the host could never queue a batch ahead). The same values as ``torch.tensor``."""
+    import torch
+
+    out = torch.empty((len(values), 1, 1), dtype=dtype, device=device)
+    for c, v in enumerate(values):
+        out[c].fill_(v)
+    return out
+
+
 def normalize_pixels(pixels: torch.Tensor, mean: tuple[float, ...], std: tuple[float, ...]) -> torch.Tensor:
     """uint8 [..., 3, H, W] -> float32, ``(x / 255 - mean) / std``: the same operations in the same order as
     :func:`to_normalized_tensor`, so the same float32 values on any device."""
     import torch
 
     x = pixels.to(torch.float32) / 255.0
-    # mean and std filled where x is, not copied there from the host: a plain copy to a GPU waits for all the work
-    # queued on its stream, which in an extraction is the previous batch's forward (two waits a batch, and the host
-    # could never queue the next batch ahead); the float32 values are those torch.tensor(mean) makes
-    mean_t = torch.empty((len(mean), 1, 1), dtype=torch.float32, device=x.device)
-    std_t = torch.empty((len(std), 1, 1), dtype=torch.float32, device=x.device)
-    for c, (m, s) in enumerate(zip(mean, std, strict=True)):
-        mean_t[c].fill_(m)
-        std_t[c].fill_(s)
-    return (x - mean_t) / std_t
+    return (x - channel_values(mean, torch.float32, x.device)) / channel_values(std, torch.float32, x.device)
 
 
 def pad_preprocess(image: Image.Image, size: int, mean: tuple[float, ...], std: tuple[float, ...]) -> torch.Tensor:
