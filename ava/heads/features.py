@@ -770,7 +770,7 @@ class HeldRows(TokenRows):
         import torch
 
         held = [self.features.tokens(layer) for layer in self.layers]
-        positions = torch.from_numpy(np.ascontiguousarray(index, dtype=np.int64))
+        positions = torch.from_numpy(index)  # (int64: TokenRows.__getitem__)
         if self.slots.device.type == "cuda":  # from pinned memory, not waiting: a plain copy to a GPU waits for the
             positions = positions.pin_memory()  # work queued there (every probe step's, rows gathered batch by batch)
         where = self.slots.index_select(0, positions.to(self.slots.device, non_blocking=True))
