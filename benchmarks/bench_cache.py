@@ -50,6 +50,7 @@ the busiest single thread, the ceiling on any number of cores).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import io
 import json
@@ -137,7 +138,8 @@ def forward_only(name: str, data: Path, args: argparse.Namespace) -> tuple[float
     key = (name, str(data))
     first = key not in _FORWARD
     if first:
-        vfm = load_vfm(name, device=str(device), dtype=dtype)
+        with built_once():
+            vfm = load_vfm(name, device=str(device), dtype=dtype)
         pool = torch.stack([vfm.preprocess(ds.load_image(s)) for s in samples[:FORWARD_POOL]]).to(device)
         distinct = list(pool.split(args.batch_size))  # views of the pool, run in turn as often as the images need
         batches = [distinct[j % len(distinct)] for j in range(-(-len(samples) // args.batch_size))]
@@ -153,11 +155,41 @@ def forward_only(name: str, data: Path, args: argparse.Namespace) -> tuple[float
     k = min(args.error_images, len(samples))
     if not first or k == 0:  # (--error-images 0: no fp32 reference, whose build costs a full-size model's seconds)
         return ips, {}
-    ref_vfm = vfm if dtype == "fp32" else load_vfm(name, device=str(device), dtype=torch.float32)
+    with built_once():
+        ref_vfm = vfm if dtype == "fp32" else load_vfm(name, device=str(device), dtype=torch.float32)
     pixels = torch.stack([vfm.preprocess(ds.load_image(s)) for s in samples[:k]])
     ref = _forward(ref_vfm, pixels, device)[:, 0].float().cpu().numpy()
     del ref_vfm
     return ips, {s.image_sha256: ref[i] for i, s in enumerate(samples[:k])}
+
+
+_BUILT: dict[tuple[Any, ...], torch.nn.Module] = {}  # the random CPU models built_once made, by spec
+
+
+@contextlib.contextmanager
+def built_once() -> Any:
+    """``ava.vfm.model.build_model`` remembering the random CPU models it builds and handing out copies, so that the
+    fp32 reference has the forward model's own random weights without a second initialization (torch's CPU
+    generator runs on one thread whatever the cores: 9-12 s for SigLIP-so400m, the cache stage's time)."""
+    import copy
+
+    import ava.vfm.model as vfm_model
+
+    real = vfm_model.build_model
+
+    def build(spec: Any, device: str | torch.device = "cpu") -> torch.nn.Module:
+        if str(device) != "cpu":
+            return real(spec, device)
+        key = (spec.key, spec.seed, vfm_model.config_digest(spec))
+        if key not in _BUILT:
+            _BUILT[key] = real(spec, "cpu")
+        return copy.deepcopy(_BUILT[key])
+
+    vfm_model.build_model = build
+    try:
+        yield
+    finally:
+        vfm_model.build_model = real
 
 
 def _loaded_vfm(name: str) -> Any:
@@ -283,21 +315,50 @@ def extract_once(name: str, codec: str, data: Path, work: Path, args: argparse.N
 
 def decode_check(name: str, codec: str, data: Path, work: Path, args: argparse.Namespace) -> dict[str, Any]:
     """The same extraction with the JPEGs decoded by the workers: its rate, and how far the features of the default
-    run (decoded on the device where it could) are from these, over every image (relative RMS, max |diff| / token
-    max), and the share of images whose own relative RMS is over 0.05 (``device_rows_off``: a few rows far off, as a
-    race between nvJPEG's stream and the forward's made on 2026-11-28, not a decoder's small differences spread over
-    every row; the bf16 forward alone is ~1.3e-2)."""
+    run (decoded on the device where it could) are from these, over every image (:func:`compare_caches`)."""
     summary = extract_once(name, codec, data, work, args, decode="workers")
     shas = sorted({s.image_sha256 for s in Dataset(data).samples()})
-    a = open_cache(work / f"{name}-{codec}-workers", name).read(shas)
-    b = open_cache(work / f"{name}-{codec}", name).read(shas)
-    rel = float(np.linalg.norm(b - a) / max(np.linalg.norm(a), 1e-30))
-    worst = float((np.abs(b - a) / np.maximum(np.abs(a).max(axis=-1, keepdims=True), 1e-30)).max())
-    flat_a, flat_b = a.reshape(len(a), -1), b.reshape(len(b), -1)
-    per_row = np.linalg.norm(flat_b - flat_a, axis=1) / np.maximum(np.linalg.norm(flat_a, axis=1), 1e-30)
-    return {"workers_extract_img_s": summary["images_per_s"], "device_vs_workers_rel_rms": f"{rel:.2e}",
+    t0 = time.perf_counter()
+    ref, got = open_cache(work / f"{name}-{codec}-workers", name), open_cache(work / f"{name}-{codec}", name)
+    found = compare_caches(ref, got, shas, args.device)
+    return {"workers_extract_img_s": summary["images_per_s"], **found, "compare_s": round(time.perf_counter() - t0, 2)}
+
+
+def compare_caches(ref: Any, got: Any, shas: list[str], device: str, chunk: int = 128) -> dict[str, Any]:
+    """How far ``got``'s features are from ``ref``'s over the images ``shas``: relative RMS, max |diff| / the token's
+    max |ref|, and the share of images whose own relative RMS is over 0.05 (``device_rows_off``: a few rows far off,
+    as a race between nvJPEG's stream and the forward's made on 2026-11-28, not a decoder's small differences spread
+    over every row; the bf16 forward alone is ~1.3e-2).
+
+    Both caches are read ``chunk`` rows at a time as stored and decoded where the heads decode them (on the GPU when
+    there is one): the whole arrays in float32 on the host (2 x 6.9 GB for 2,048 SigLIP rows) and numpy's passes
+    over them had taken ~25 s of the cache stage, and its profiled batches were skipped for want of time."""
+    dev = torch.device("cuda" if device in ("auto", "cuda") and torch.cuda.is_available() else
+                       ("cpu" if device == "auto" else device))  # fmt: skip
+    diff_sq = ref_sq = 0.0
+    worst, per_row = 0.0, []
+    for i in range(0, len(shas), chunk):
+        part = shas[i : i + chunk]
+        a, b = (_decoded(c, part, dev) for c in (ref, got))
+        diff = b - a
+        row_diff = diff.flatten(1).square().sum(1, dtype=torch.float64)
+        row_ref = a.flatten(1).square().sum(1, dtype=torch.float64)
+        worst = max(worst, float((diff.abs_() / a.abs().amax(-1, keepdim=True).clamp_min(1e-30)).amax()))
+        diff_sq, ref_sq = diff_sq + float(row_diff.sum()), ref_sq + float(row_ref.sum())
+        per_row.append((row_diff.sqrt() / row_ref.sqrt().clamp_min(1e-30)).cpu())
+    rows = torch.cat(per_row) if per_row else torch.zeros(0, dtype=torch.float64)
+    return {"device_vs_workers_rel_rms": f"{(diff_sq ** 0.5) / max(ref_sq ** 0.5, 1e-30):.2e}",
             "device_vs_workers_max_over_token_max": f"{worst:.2e}",
-            "device_rows_off": round(float((per_row > 0.05).mean()), 4)}  # fmt: skip
+            "device_rows_off": round(float((rows > 0.05).double().mean()) if len(rows) else 0.0, 4)}  # fmt: skip
+
+
+def _decoded(cache: Any, shas: list[str], device: torch.device) -> torch.Tensor:
+    """The float32 features of ``shas`` decoded on ``device``, as the heads' read path decodes them."""
+    from ava.cache.reader import as_tensor
+
+    values, scale = cache.read_stored(shas)
+    scale = None if scale is None else as_tensor(scale, device)
+    return cache.group.codec.decode_device(as_tensor(values, device), scale)
 
 
 def profile_extraction(name: str, codec: str, data: Path, work: Path, args: argparse.Namespace) -> dict[str, Any]:
