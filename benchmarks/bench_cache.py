@@ -200,9 +200,17 @@ def _loaded_vfm(name: str) -> Any:
 _PREPROCESS: dict[str, tuple[Any, Any]] = {}  # model -> (the workers' raw preprocessing, the float32 one)
 
 
-def loader_only(name: str, data: Path, args: argparse.Namespace, raw: bool = True) -> float:
+def loader_only(name: str, data: Path, args: argparse.Namespace, raw: bool = True) -> tuple[float, dict[str, float]]:
     """Images/s of decode + preprocess alone, through the same DataLoader setup extraction uses (``raw``: uint8
-    pixels, as the extraction's workers send them; else float32 normalized in the workers, as before)."""
+    pixels, as the extraction's workers send them; else float32 normalized in the workers, as before), and what the
+    workers could sustain: the CPU ms per image of the workers and this process (the workers' start included), and
+    ``workers x 1000 / ms``.
+
+    The rate alone understates the workers on a short run: each takes a whole batch, so 2,048 images in batches of
+    128 over 14 workers are two rounds, the second with 2 workers busy and 12 idle, after 14 processes forked from
+    one holding a GPU's context (the H200's 645 img/s on 2026-11-28; the CPU per image says what decoding costs)."""
+    import resource
+
     from ava.cache.extraction import _collate, _Image, _ImageSet, _worker_preprocess, default_workers
     from ava.vfm import load_vfm
 
@@ -213,16 +221,26 @@ def loader_only(name: str, data: Path, args: argparse.Namespace, raw: bool = Tru
         _PREPROCESS[name] = (_worker_preprocess(vfm), vfm.preprocess_fn())
     ds = Dataset(data)
     items = [(i, _Image(s.image, [s.id])) for i, s in enumerate(ds.samples())]
+    workers = args.num_workers if args.num_workers is not None else default_workers(torch.device(args.device))
     loader = torch.utils.data.DataLoader(
         _ImageSet(ds, items, _PREPROCESS[name][0 if raw else 1]),
         batch_size=args.batch_size,
-        num_workers=args.num_workers if args.num_workers is not None else default_workers(torch.device(args.device)),
+        num_workers=workers,
         collate_fn=_collate,
     )
-    start = time.perf_counter()
+
+    def cpu() -> float:  # this process's and its ended workers' CPU seconds
+        return sum(getattr(resource.getrusage(who), f) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+                   for f in ("ru_utime", "ru_stime"))  # fmt: skip
+
+    c0, start = cpu(), time.perf_counter()
     for _ in loader:
         pass
-    return len(items) / (time.perf_counter() - start)
+    seconds = time.perf_counter() - start
+    del loader  # (its workers have ended with the iteration: their CPU is counted)
+    ms = 1000 * (cpu() - c0) / max(1, len(items))
+    capacity = max(1, workers) * 1000 / max(ms, 1e-9)
+    return len(items) / seconds, {"decode_cpu_ms_per_img": round(ms, 2), "decode_capacity_img_s": round(capacity, 1)}
 
 
 def read_speed(cache_dir: Path, name: str, shas: list[str], rounds: int = 2, most: int = 1024) -> tuple[float, float]:
@@ -401,8 +419,8 @@ def bench_model(model: str, data: Path, work: Path, args: argparse.Namespace) ->
     load = load_average()
     fwd_before, ref = forward_only(name, data, args)
     phase("forward only", model=model, images_per_s=round(fwd_before, 1))
-    load_ips = loader_only(name, data, args)
-    phase("decode + preprocess only", model=model, images_per_s=round(load_ips, 1))
+    load_ips, load_cpu = loader_only(name, data, args)
+    phase("decode + preprocess only", model=model, images_per_s=round(load_ips, 1), **load_cpu)
     runs: dict[str, list[dict[str, Any]]] = {c: [] for c in args.codecs.split(",")}
     if args.budget_end is not None:  # the extractions get what is left: as many images as that time allows
         n_runs = len(runs) * args.repeats + (1 if args.decode_check else 0)
@@ -454,6 +472,7 @@ def bench_model(model: str, data: Path, work: Path, args: argparse.Namespace) ->
                 "forward_img_s": round((forwards[mid] + forwards[mid + 1]) / 2, 2),
                 "forward_drift": round(max(r[2] for r in per_run), 3),
                 "decode_preprocess_img_s": round(load_ips, 2),
+                **load_cpu,
                 "extract_img_s": summary["images_per_s"],
                 "extract_over_forward": round(per_run[mid][0], 3),
                 "extract_over_forward_runs": [round(r[0], 3) for r in per_run],
@@ -884,9 +903,10 @@ def main() -> None:
         if args.loader_ab:
             for _ in range(int(margs.repeats)):
                 for raw in (True, False):
-                    ips = loader_only(model, datasets[margs.images], margs, raw=raw)
+                    ips, load_cpu = loader_only(model, datasets[margs.images], margs, raw=raw)
                     rows.append({"model": model, "workers_send": "uint8" if raw else "float32",
-                                 "decode_preprocess_img_s": round(ips, 1), "load": load_average()})  # fmt: skip
+                                 "decode_preprocess_img_s": round(ips, 1), **load_cpu,
+                                 "load": load_average()})  # fmt: skip
                     print(json.dumps(rows[-1]), flush=True)
             continue
         rows += bench_model(model, datasets[margs.images], work, margs)
