@@ -231,8 +231,8 @@ def test_held_host_rows_of_every_dtype(dtype: torch.dtype) -> None:
     assert held_empty((0, 4, 6), dtype).shape == (0, 4, 6)
 
 
-@pytest.mark.parametrize("pinned", [False, pytest.param(True, marks=pytest.mark.skipif(
-    not torch.cuda.is_available(), reason="pinned memory needs CUDA"))])  # fmt: skip
+@pytest.mark.parametrize("pinned", [False, pytest.param(True, marks=[pytest.mark.gpu, pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="pinned memory needs CUDA")])])  # fmt: skip
 def test_staging_buffers_for_rows_on_their_way_to_a_gpu(pinned: bool) -> None:
     """A reader's reused host buffer (numpy, the stored arrays' types): the shape and type asked, writable, shared with
     torch without a copy; pinned (page-locked, for the GPU's DMA) where asked."""
@@ -248,6 +248,33 @@ def test_staging_buffers_for_rows_on_their_way_to_a_gpu(pinned: bool) -> None:
         assert t.data_ptr() == a.ctypes.data and bool((t == 7).all())
         assert t.is_pinned() == pinned
     assert staging_array((0, 3, 5), np.float16, pinned=pinned).shape == (0, 3, 5)
+
+
+def test_a_host_set_stays_where_it_is_for_the_cpu() -> None:
+    """``to_device`` to the CPU hands back the set itself (no copy of host rows)."""
+    rows = torch.arange(24, dtype=torch.float16).view(2, 3, 4)
+    assert placement.to_device(rows, "cpu") is rows
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the pinned chunks are a copy to a GPU")
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+def test_a_host_set_copied_to_the_gpu_in_pinned_chunks(dtype: torch.dtype) -> None:
+    """Many chunks, the last one short, behind queued work whose tensor was freed (its block may hold the copy): the
+    same values as ``.to()``, bit for bit, complete on the caller's stream."""
+    g = torch.Generator().manual_seed(0)
+    rows = (torch.randn(37, 29, 11, generator=g) * 100).to(dtype)
+    busy = torch.randn(2048, 2048, device="cuda")
+    for _ in range(8):
+        busy = busy @ busy / 2048
+    del busy  # freed while its matmuls are still queued
+    got = placement.to_device(rows, "cuda", chunk_bytes=1000)
+    want = rows.to("cuda")
+    assert got.dtype == dtype and got.shape == rows.shape and got.device.type == "cuda"
+    assert torch.equal(got.view(torch.uint8 if dtype != torch.float32 else torch.int32).cpu(),
+                       want.view(torch.uint8 if dtype != torch.float32 else torch.int32).cpu())  # fmt: skip
+    small = rows[:1].contiguous()  # one chunk: a plain copy
+    assert torch.equal(placement.to_device(small, "cuda", chunk_bytes=1 << 20).cpu(), small)
 
 
 class RecordedRead:

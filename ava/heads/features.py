@@ -333,8 +333,11 @@ def reader_place(where: Placement, device: str) -> dict[str, str]:
 
 
 def _hold(tokens: torch.Tensor, where: Placement) -> torch.Tensor:
-    """``tokens`` (host memory) moved to where ``where`` holds them (the same tensor when it is held there already)."""
-    return tokens.to(where.device)
+    """``tokens`` (host memory) moved to where ``where`` holds them (the same tensor when it is held there already;
+    to a GPU through pinned chunks: :func:`ava.cache.placement.to_device`)."""
+    from ava.cache.placement import to_device
+
+    return to_device(tokens, where.device)
 
 
 def _empty(shape: tuple[int, ...], dtype: torch.dtype, where: Placement) -> torch.Tensor:
