@@ -573,6 +573,10 @@ def zarr_estimate(stand_in: dict, ability_s: dict[str, float], detail: dict[str,
             "scaled_by_steps_s_with_zarr_reads": round(stand_in["scaled_by_steps_s"] - (1 - ratio) * outside_real, 1)}
 
 
+BEFORE_WAY = "host, then moved whole (before)"  # placement_reads' ways of holding rows read into host memory elsewhere
+CHUNKS_WAY = "host, then moved whole (pinned chunks)"
+
+
 def reads_estimate(stand_in: dict, zarr_row: dict, placement: list[dict], free_gb: float, row_gb: float) -> dict:
     """The fingerprint at real size with its token reads, ability by ability in the fingerprint's order, from what
     this run measured: each ability's heads' fits by optimizer steps (the stand-in's estimate less its time outside
@@ -596,7 +600,10 @@ def reads_estimate(stand_in: dict, zarr_row: dict, placement: list[dict], free_g
     rate_ahead, rate_first = min(reads[a]["gb_s"] for a in ahead), reads[done[0]]["gb_s"]
     by_way = {(r.get("placement"), r.get("way")): r for r in placement if "seconds" in r}
     host = by_way.get(("host", "read where held"))
-    whole = by_way.get(("on-device", "host, then moved whole (before)"))
+    # the whole copy as placing rows read ahead into host memory makes it (ava.cache.placement.to_device), where the
+    # run measured it, else the plain copy it replaced
+    copy_way = next((w for w in (CHUNKS_WAY, BEFORE_WAY) if ("on-device", w) in by_way), BEFORE_WAY)
+    whole = by_way.get(("on-device", copy_way))
     if host is None or whole is None or whole["seconds"] <= host["seconds"]:
         return {}
     rate_host, rate_copy = host["gb_s"], whole["gb"] / (whole["seconds"] - host["seconds"])
@@ -625,7 +632,7 @@ def reads_estimate(stand_in: dict, zarr_row: dict, placement: list[dict], free_g
     out = {"mode": "estimate with reads at real size", "fits_s": round(sum(fits.values()), 1),
            "scaled_s": round(one, 1), "reads_blocked_s": round(one - sum(fits.values()), 1),
            "rates_gb_s": {"first read": rate_first, "read ahead": rate_ahead, "host read": rate_host,
-                          "whole copy": round(rate_copy, 2)},
+                          "whole copy": round(rate_copy, 2)}, "whole_copy_way": copy_way,
            "free_gb": round(free_gb, 1), "by_ability": ways}  # fmt: skip
     ratio = (zarr_row.get("two_jobs") or {}).get("over_one")
     if ratio:
@@ -726,17 +733,18 @@ class PeakRSS:
 def placement_reads(images: int, tokens: int, dim: int, device: str, work: Path, deadline: float) -> list[dict]:
     """A fingerprint's token read from a real fp16 Zarr cache (``images`` stand-in rows of ``tokens x dim``, written
     by the extraction's own writers) at each placement ``device`` offers: the rows read where they are held (and a
-    32-row batch gathered from them for the heads, ``gather_ms``), and the way before (read into host memory, then
-    moved to the GPU or pinned whole); seconds, GB/s and the peak host memory above the start (the rows' bytes
-    apart). The data path a fingerprint runs outside the heads' fits, per row: ``at_real_size_s`` scales it to the
-    benchmark's 226.7K images (a warm page cache: the disk's own speed is not in it)."""
+    32-row batch gathered from them for the heads, ``gather_ms``), and the ways through host memory (read there,
+    then moved to the GPU as before, or in pinned chunks as placing rows read ahead there does now, or pinned whole);
+    seconds, GB/s and the peak host memory above the start (the rows' bytes apart). The data path a fingerprint runs
+    outside the heads' fits, per row: ``at_real_size_s`` scales it to the benchmark's 226.7K images (a warm page
+    cache: the disk's own speed is not in it)."""
     import gc
 
     import bench_cache
     import torch
 
     from ava.cache import open_cache
-    from ava.cache.placement import HOST, ON_DEVICE, STAGED, Placement
+    from ava.cache.placement import HOST, ON_DEVICE, STAGED, Placement, to_device
     from ava.cache.reader import ResidentFeatures
     from ava.data.format import Dataset
     from ava.heads import features
@@ -755,7 +763,9 @@ def placement_reads(images: int, tokens: int, dim: int, device: str, work: Path,
         if kind == ON_DEVICE:  # a process's first read onto a GPU pins its staging buffers; later reads reuse them
             ways["read where held, again"] = None
         if kind != HOST:
-            ways["host, then moved whole (before)"] = where
+            ways[BEFORE_WAY] = where
+        if kind == ON_DEVICE:  # what placing rows read ahead into host memory does now (ava.cache.placement.to_device)
+            ways[CHUNKS_WAY] = where
         for way, before in ways.items():
             if time.monotonic() > deadline:
                 rows.append({"placement": kind, "way": way, "error": "the part's time ran out"})
@@ -775,9 +785,12 @@ def placement_reads(images: int, tokens: int, dim: int, device: str, work: Path,
                             held = made.tokens()
                         finally:
                             features.AbilityFeatures._placement = orig
-                    else:  # the code before: read into host memory, then moved to the GPU or pinned whole
+                    else:  # read into host memory, then moved to the GPU (in pinned chunks, or as before) or pinned
                         values = ResidentFeatures(cache, shas, device="cpu").wait()
-                        held = values.pin_memory() if kind == STAGED else values.to(device)
+                        if way == CHUNKS_WAY:
+                            held = to_device(values, device)
+                        else:  # the code before
+                            held = values.pin_memory() if kind == STAGED else values.to(device)
                         del values
                     if held.device.type == "cuda":
                         torch.cuda.synchronize()

@@ -8,7 +8,9 @@ which fast paths the LLM head takes there, before anything long runs.
 - one real-size Qwen2-0.5B decoder layer (random weights) with LoRA r 128 on its 7 linears and the mlp2x_gelu
   connector from SigLIP's 1152 features, trained 3 optimizer steps on packed batches through the training loop
   itself (``ava.heads.llm.train.fit``: compiled layers, falling back to eager if the layer fails to compile, no
-  checkpoint): which attention ran, whether the layer compiled, the first step (compilation) and the later ones.
+  checkpoint): which attention ran, whether the layer compiled, the first step (compilation) and the later ones;
+- the tests marked ``gpu`` (skipped where there is no CUDA device, so CI never runs them: the device decoder's stream,
+  pinned staging, the pinned chunked copy), in a pytest of their own, in the time the stage has left.
 
     python benchmarks/gpu_preflight.py --device cuda --json OUT/preflight.json
     python benchmarks/gpu_preflight.py --dry-run --json OUT/preflight.json      # this CPU, small shapes
@@ -21,10 +23,13 @@ import json
 import sys
 import tempfile
 import time
-from pathlib import Path
-from typing import Any
 
-import torch
+STARTED = time.perf_counter()  # the stage's start, its imports included (gpu.sh's limit counts them)
+
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import torch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))  # bench_cache's environment()
 
@@ -102,12 +107,41 @@ def layer_steps(device: torch.device, shapes: dict[str, int], dtype: str, compil
             "final_loss": summary["final_loss"]}  # fmt: skip
 
 
+GPU_MARK = "@pytest.mark.gpu"  # in a test file: it holds tests that only a GPU runs
+
+
+def gpu_tests(seconds: float) -> dict[str, Any]:
+    """``pytest -m gpu`` over the test files that mark tests ``gpu``, within ``seconds``: its counts, the tests that
+    did not pass, and the end of its output."""
+    import re
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    files = sorted(str(f.relative_to(root)) for f in (root / "tests").glob("test_*.py") if GPU_MARK in f.read_text())
+    if seconds < 10:
+        return {"error": f"skipped: {seconds:.0f} s left", "files": files}
+    cmd = [sys.executable, "-m", "pytest", "-m", "gpu", "-p", "no:cacheprovider", "-o", "addopts=", "-q", "-rfEs",
+           "--strict-markers", *files]  # fmt: skip
+    try:
+        done = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=seconds)
+        text, rc = done.stdout + done.stderr, done.returncode
+    except subprocess.TimeoutExpired as e:
+        text, rc = f"{e.stdout or ''}{e.stderr or ''}\n(timed out after {seconds:.0f} s)", None
+        text = text if isinstance(text, str) else str(text)
+    counts = {k: int(n) for n, k in re.findall(r"(\d+) (passed|failed|skipped|error|errors|deselected)", text)}
+    lines = [ln for ln in text.splitlines() if ln.startswith(("FAILED", "ERROR", "SKIPPED"))]
+    return {"files": files, "exit": rc, **counts, "not_passed": lines[:12], "tail": text.strip().splitlines()[-8:]}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--dry-run", action="store_true", help="this CPU at small shapes (the same code paths)")
     ap.add_argument("--compile", choices=("on", "off"), default="on")
     ap.add_argument("--json", type=Path, required=True)
+    ap.add_argument("--budget", type=float, default=None,
+                    help="seconds for the stage from its start: the gpu tests get what the parts before them leave "
+                    "(less 3 s); without it, 60 s")  # fmt: skip
     args = ap.parse_args()
     from bench_cache import environment
 
@@ -117,7 +151,9 @@ def main() -> None:
     out: dict[str, Any] = {"environment": environment(str(device)), "shapes": "small (dry run)" if args.dry_run
                            else "real (SigLIP-so400m features, Qwen2-0.5B layer)"}  # fmt: skip
     stages = {"varlen": lambda: varlen_call(device, shapes),
-              "decoder_layer": lambda: layer_steps(device, shapes, "auto", args.compile == "on")}  # fmt: skip
+              "decoder_layer": lambda: layer_steps(device, shapes, "auto", args.compile == "on"),
+              "gpu_tests": lambda: gpu_tests(60.0 if args.budget is None else
+                                             args.budget - 3 - (time.perf_counter() - STARTED))}  # fmt: skip
     for name, stage in stages.items():
         t = time.perf_counter()
         try:

@@ -148,6 +148,7 @@ def test_an_unreadable_jpeg_fails_alone_and_decode_device_without_a_decoder_is_r
         _extract(photos_data, tmp_path / "other", decode="gpu")
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="nvJPEG runs on a GPU only")
 def test_a_device_decode_is_ordered_with_the_callers_queued_work() -> None:
     """torchvision's decode_jpeg(device="cuda") writes from nvJPEG's own stream into memory taken on the current

@@ -346,3 +346,32 @@ def test_fingerprint_bench_reads_estimate_adds_what_the_fits_do_not_hide() -> No
     on_cpu = {**zarr_row, "token_reads": {x: {"gb_s": 2.0, "held_on": ["cpu"]} for x in (a, b, c)}}
     assert bf.reads_estimate(stand_in, on_cpu, placement, 1000.0, row_gb) == {}
     assert bf.reads_estimate(stand_in, zarr_row, placement[:1], 1000.0, row_gb) == {}  # no whole-copy rate
+    assert small["whole_copy_way"] == bf.BEFORE_WAY and small["rates_gb_s"]["whole copy"] == 4.0
+    # the copy placing does now (pinned chunks), where measured: 1 GB in 0.3 - 0.25 s
+    chunks = [*placement, {"placement": "on-device", "way": bf.CHUNKS_WAY, "gb": 1.0, "seconds": 0.3}]
+    faster = bf.reads_estimate(stand_in, zarr_row, chunks, 100.0, row_gb)
+    assert faster["whole_copy_way"] == bf.CHUNKS_WAY and faster["rates_gb_s"]["whole copy"] == 20.0
+    assert faster["by_ability"][b][1] == round(max(0.0, gb[b] / 4.0 - 10.0) + gb[b] / 20.0, 1)
+
+
+def test_preflight_runs_the_tests_marked_gpu(tmp_path: Path) -> None:
+    """gpu.sh's preflight runs every test marked ``gpu`` (here they skip: no CUDA) and says which did not pass; with
+    too little time left it says it skipped them. Every test file that skips without CUDA marks those tests ``gpu``,
+    so the lent GPU runs them."""
+    import importlib
+    import re
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(root / "benchmarks"))
+    pre = importlib.import_module("gpu_preflight")
+    got = pre.gpu_tests(120)
+    assert "tests/test_device_decode.py" in got["files"] and "tests/test_feature_placement.py" in got["files"]
+    assert got["exit"] == 0 and got.get("passed", 0) + got.get("skipped", 0) >= 5 and "failed" not in got, got
+    if not torch.cuda.is_available():
+        assert got["skipped"] >= 5 and all(line.startswith("SKIPPED") for line in got["not_passed"]), got
+    assert pre.gpu_tests(5)["error"] == "skipped: 5 s left"
+    skips = re.compile(r"skipif\(\s*not torch\.cuda\.is_available\(\)")
+    for f in sorted((root / "tests").glob("test_*.py")):
+        text = f.read_text()
+        assert not skips.search(text) or pre.GPU_MARK in text, f"{f.name} skips without CUDA but marks nothing gpu"
