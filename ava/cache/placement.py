@@ -72,7 +72,7 @@ def staging_array(shape: tuple[int, ...], dtype: Any, pinned: bool = False) -> A
     return torch.empty(nbytes, dtype=torch.uint8, pin_memory=True).numpy().view(dtype).reshape(shape)
 
 
-COPY_CHUNK_BYTES = 256 << 20  # a host set's copy to a GPU goes through two pinned buffers of this size (to_device)
+COPY_CHUNK_BYTES = 64 << 20  # a host set's copy to a GPU goes through two pinned buffers of this size (to_device)
 
 
 def to_device(host: Any, device: Any, chunk_bytes: int = COPY_CHUNK_BYTES) -> Any:
