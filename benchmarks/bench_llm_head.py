@@ -141,6 +141,25 @@ def flops_per_sample(head: Any, seq: float, sup: float, img: int, vfm: Any | Non
     return float(total)
 
 
+def compile_phases() -> dict[str, float]:
+    """Seconds spent so far in this process by each of torch.compile's timed phases (``torch._dynamo.utils.
+    compile_times``: Dynamo's trace, AOT autograd, inductor's lowering, the wait for its kernels' compilation...; the
+    phases nest, so they do not add up). Empty where this torch does not say."""
+    try:
+        from torch._dynamo.utils import compile_times
+
+        names, values = compile_times(repr="csv", aggregate=True)
+        return {n: float(v) for n, v in zip(names, values, strict=True)}
+    except Exception:  # noqa: BLE001 - a torch without it, or with another format: nothing to say
+        return {}
+
+
+def phases_between(before: dict[str, float], after: dict[str, float], top: int = 12) -> dict[str, float]:
+    """The ``top`` phases by the seconds they took between two :func:`compile_phases` snapshots."""
+    spent = {n: after[n] - before.get(n, 0.0) for n in after}
+    return {n: round(v, 2) for n, v in sorted(spent.items(), key=lambda kv: -kv[1])[:top] if v >= 0.01}
+
+
 MIN_STEPS = 10  # timed steps a path runs however short its share (fewer only if --steps says so): the steady rate
 # needs 8 (4 past the probe fit)
 
@@ -183,9 +202,10 @@ def run_path(mode: str, args: argparse.Namespace, data: Path, cache: Path, work:
     prep = prepare_training(cfg, device=device, dtype=dtype)
     kw = dict(dist=_single(), device=device, dtype=dtype, epochs=cfg.epochs, lr=1e-4, batch_size=args.batch_size,
               checkpoints=False)  # fmt: skip
-    t_warm = time.monotonic()
+    t_warm, phases = time.monotonic(), compile_phases()
     warm = fit(prep.head, prep.loop, cfg, Path(cfg.out), **kw)  # compiles; no checkpoint
     warm_wall = time.monotonic() - t_warm
+    phases = phases_between(phases, compile_phases())
     steps = args.steps
     probes: list[dict[str, Any]] = []
     plan: dict[str, Any] = {}
@@ -254,6 +274,7 @@ def run_path(mode: str, args: argparse.Namespace, data: Path, cache: Path, work:
         "warmup_s": warm.get("seconds"),
         "warmup_wall_s": round(warm_wall, 2),  # the warm-up fit call whole (compilation included)
         "compile_cache": warm.get("compile_cache"),
+        "warmup_compile_phases_s": phases,  # where the warm-up's compilation went (nested phases: no sum)
         "timed_window_checkpoints": 0,
         "num_workers": args.num_workers,
         "peak_mem_gb": torch.cuda.max_memory_allocated(device) / 1e9 if device.type == "cuda" else None,
@@ -337,7 +358,8 @@ def main() -> None:
         if args.warm_start_child:  # (the --warm-start part's fresh process: its warm-up is the figure)
             r = run_path(args.modes.split(",")[0], argparse.Namespace(**{**vars(args), "steps": 1}), data,
                          work / "cache", work)  # fmt: skip
-            print("WARM " + json.dumps({k: r[k] for k in ("warmup_s", "warmup_wall_s", "compile_cache", "compiled")}))
+            print("WARM " + json.dumps({k: r[k] for k in ("warmup_s", "warmup_wall_s", "compile_cache", "compiled",
+                                                          "warmup_compile_phases_s")}))  # fmt: skip
             return
         mm_dtype = torch.float32 if args.dtype == "fp32" else torch.bfloat16
         rate = matmul_rate(device, mm_dtype, 8192 if device.type == "cuda" else 1024)
@@ -379,7 +401,9 @@ def warm_start(args: argparse.Namespace, data: Path, work: Path, budget: Budget)
     for key in ("vfm", "llm", "dtype", "samples", "batch_size", "warmup", "lora_r", "num_workers"):
         argv += [f"--{key.replace('_', '-')}", str(getattr(args, key))]
     try:
-        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=max(5.0, budget.left()))
+        left = budget.left()  # (no --budget: no limit)
+        done = subprocess.run(argv, env=env, capture_output=True, text=True,
+                              timeout=max(5.0, left) if left != float("inf") else None)  # fmt: skip
     except subprocess.TimeoutExpired:
         return {"mode": "warm start", "error": f"not done in the {budget.left():.0f} s left"}
     line = next((ln for ln in done.stdout.splitlines() if ln.startswith("WARM ")), None)
