@@ -154,9 +154,11 @@ def forward_only(name: str, data: Path, args: argparse.Namespace) -> tuple[float
     ips = sum(len(b) for b in batches) / (time.perf_counter() - start)
     k = min(args.error_images, len(samples))
     if not first or k == 0:  # (--error-images 0: no fp32 reference, whose build costs a full-size model's seconds)
+        _BUILT.clear()
         return ips, {}
     with built_once():
         ref_vfm = vfm if dtype == "fp32" else load_vfm(name, device=str(device), dtype=torch.float32)
+    _BUILT.clear()  # (a full-size fp32 model on the host: not kept past the reference)
     pixels = torch.stack([vfm.preprocess(ds.load_image(s)) for s in samples[:k]])
     ref = _forward(ref_vfm, pixels, device)[:, 0].float().cpu().numpy()
     del ref_vfm

@@ -125,9 +125,9 @@ def gpu_tests(seconds: float) -> dict[str, Any]:
     try:
         done = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=seconds)
         text, rc = done.stdout + done.stderr, done.returncode
-    except subprocess.TimeoutExpired as e:
-        text, rc = f"{e.stdout or ''}{e.stderr or ''}\n(timed out after {seconds:.0f} s)", None
-        text = text if isinstance(text, str) else str(text)
+    except subprocess.TimeoutExpired as e:  # (its output is bytes, whatever ``text`` says)
+        said = "".join(x.decode(errors="replace") if isinstance(x, bytes) else x for x in (e.stdout, e.stderr) if x)
+        text, rc = f"{said}\n(timed out after {seconds:.0f} s)", None
     counts = {k: int(n) for n, k in re.findall(r"(\d+) (passed|failed|skipped|error|errors|deselected)", text)}
     lines = [ln for ln in text.splitlines() if ln.startswith(("FAILED", "ERROR", "SKIPPED"))]
     return {"files": files, "exit": rc, **counts, "not_passed": lines[:12], "tail": text.strip().splitlines()[-8:]}
