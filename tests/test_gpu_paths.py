@@ -416,3 +416,46 @@ def test_an_extraction_batch_never_waits_for_the_gpu(tmp_path: Path, monkeypatch
                            shard_size=8, num_workers=1, progress=False, decode=decode)  # fmt: skip
     summary = extract(config)
     assert summary["extracted"] == 24 and not summary["failed"] and len(calls) == 3, summary
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the host's waits on a GPU")
+def test_an_llm_head_step_never_waits_for_the_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The LLM head's optimizer steps after the first (forward, backward, clipping, the update, on packed batches)
+    queue work on the GPU and never wait for it on the training thread: under CUDA's sync debug mode ("warn"), no
+    waiting call is made there. The loss is read every ``log_every`` steps, outside the step. The batches' own
+    thread (loader, collator, pinning) is not the GPU's queue: what it does is not counted."""
+    import importlib
+    import sys
+    import warnings
+
+    from ava.heads.llm import train
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    pre = importlib.import_module("gpu_preflight")
+    real, calls, waits = train.train_step, [], []
+    shown = warnings.showwarning
+
+    def note(message, category, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        if "synchronizing" in str(message).lower():
+            waits.append((threading.current_thread().name, str(message).splitlines()[0]))
+        return shown(message, category, *args, **kwargs)
+
+    def strict(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        if calls:
+            torch.cuda.synchronize()
+            torch.cuda.set_sync_debug_mode("warn")
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("always")
+                warnings.showwarning = note
+                return real(*args, **kwargs)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+            calls.append(threading.current_thread().name)
+
+    monkeypatch.setattr(train, "train_step", strict)
+    out = pre.layer_steps(torch.device("cuda"), pre.SMALL, "auto", compile_=False)
+    assert out["steps"] == 3 and len(calls) == 3, out
+    main = {calls[0]}
+    assert not [w for w in waits if w[0] in main], waits
