@@ -18,15 +18,15 @@
 # (a stage that runs out of time leaves the earlier stages' files, and the next stage still runs). Inside a stage
 # every part is time-boxed too (--budget, a little under the stage's limit): it runs until its share of what is left,
 # then reports what it measured, and the stage's JSON is rewritten after each part, so no stage ends with nothing:
-#     1. preflight.json   (60 s)  device, versions, varlen attention at real shapes, one Qwen2-0.5B layer (eager),
-#                                 then the tests marked gpu (CI skips them: no CUDA there), in the time left
+#     1. preflight.json   (65 s)  device, versions, varlen attention at real shapes, one Qwen2-0.5B layer (eager),
+#                                 the tests marked gpu before the layer (CI skips them: no CUDA there)
 #     2. llm.json        (185 s)  the LLM head at real shapes: cached path, then the online (full-image) path, each
 #                                 its share: samples/s, tokens/s, MFU, data wait, compile warm-up, and the steady
 #                                 rate (less a fit's start); 8 more cached steps under torch.profiler (kernels/step,
 #                                 device busy, time by kernel kind, top kernels, the device's idle stretches, the host's
 #                                 CUDA calls: what to do about MFU); then a second run's warm-up in a fresh process
 #                                 (empty inductor/Triton caches, $AVA_HOME's artifacts)
-#     3. cache.json      (130 s)  forward-only, decode-only and extraction, SigLIP-so400m@384 (random weights), bf16;
+#     3. cache.json      (125 s)  forward-only, decode-only and extraction, SigLIP-so400m@384 (random weights), bf16;
 #                                 JPEGs decoded on the GPU (nvJPEG) vs by the workers: both rates, the features' distance
 #                                 and the share of rows far off (device_rows_off: 4% on 2026-11-28, a stream race, fixed);
 #                                 the main loop's time split: waiting for the workers, decoding on the device, the rest
@@ -111,13 +111,13 @@ run() {
             .whl/*.whl || exit 1
         export PYTHONPATH="$PWD:/tmp/site"
         nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-        stage preflight 60 python3 benchmarks/gpu_preflight.py --device cuda --compile off --budget 57 \
+        stage preflight 65 python3 benchmarks/gpu_preflight.py --device cuda --compile off --budget 62 \
             --json "$OUT/preflight.json"
         stage llm 185 python3 benchmarks/bench_llm_head.py --device cuda --no-proxies --budget 170 --warm-start \
             --profile-steps 8 --json "$OUT/llm.json"
-        stage cache 130 python3 benchmarks/bench_cache.py --device cuda --dtype bf16 --models siglip:random \
+        stage cache 125 python3 benchmarks/bench_cache.py --device cuda --dtype bf16 --models siglip:random \
             --codecs fp16 --images 2048 --batch-size 128 --shard-size 256 --num-workers 14 --repeats 1 \
-            --error-images 4 --budget 118 --decode-check --profile-batches 6 --json "$OUT/cache.json"
+            --error-images 4 --budget 113 --decode-check --profile-batches 6 --json "$OUT/cache.json"
         stage fingerprint 150 python3 benchmarks/bench_fingerprint.py --device cuda --modes fingerprint \
             --tokens 729 --dim 1152 --scale-to-real 0.02,0.04 --budget 138 --placement-reads 256 \
             --zarr-check counting,recognition,scene --json "$OUT/fingerprint.json"

@@ -3,6 +3,7 @@ keeps the GPU's queue fed), and a training step hands host-held features a host 
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from pathlib import Path
 
@@ -427,35 +428,23 @@ def test_an_llm_head_step_never_waits_for_the_gpu(monkeypatch: pytest.MonkeyPatc
     thread (loader, collator, pinning) is not the GPU's queue: what it does is not counted."""
     import importlib
     import sys
-    import warnings
+
+    from _gpu_waits import noted_waits
 
     from ava.heads.llm import train
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     pre = importlib.import_module("gpu_preflight")
     real, calls, waits = train.train_step, [], []
-    shown = warnings.showwarning
-
-    def note(message, category, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
-        if "synchronizing" in str(message).lower():
-            waits.append((threading.current_thread().name, str(message).splitlines()[0]))
-        return shown(message, category, *args, **kwargs)
 
     def strict(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
-        if calls:
-            torch.cuda.synchronize()
-            torch.cuda.set_sync_debug_mode("warn")
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("always")
-                warnings.showwarning = note
+        with noted_waits(waits) if calls else contextlib.nullcontext():
+            try:
                 return real(*args, **kwargs)
-        finally:
-            torch.cuda.set_sync_debug_mode("default")
-            calls.append(threading.current_thread().name)
+            finally:
+                calls.append(threading.current_thread().name)
 
     monkeypatch.setattr(train, "train_step", strict)
     out = pre.layer_steps(torch.device("cuda"), pre.SMALL, "auto", compile_=False)
     assert out["steps"] == 3 and len(calls) == 3, out
-    main = {calls[0]}
-    assert not [w for w in waits if w[0] in main], waits
+    assert not [w for w in waits if w[0] == calls[0]], waits

@@ -358,3 +358,34 @@ def test_a_views_transforms_go_to_the_gpu_only_where_they_fit(monkeypatch: pytes
     assert transforms_device("cuda:0", 2_000) == "cuda:0"  # 6,000 of the 7,000 it may take
     assert transforms_device("cuda:0", 2_500) == "cpu"  # 7,500: the host
     assert transforms_device("cpu", 10) == "cpu"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the host's waits on a GPU")
+@pytest.mark.parametrize("config_cls", [ProbeConfig, AttnProbeConfig])
+def test_a_probes_steps_never_wait_for_the_gpu(fake_cache: tuple[Path, FakeCache], tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch, config_cls: type) -> None:  # fmt: skip
+    """A probe's training loop on a GPU (a batch's rows gathered there, the stacked members' forward and backward,
+    the grid's update) queues its steps without waiting for them: fewer waiting calls than epochs (the loop's setup
+    copies a few things to the device), where a wait per step would make one per step (CUDA's sync debug mode, on
+    the training thread)."""
+    import threading
+
+    from _gpu_waits import noted_waits
+
+    from ava.heads.probe import train as probe_train
+
+    data, _ = fake_cache
+    real, runs = probe_train.train_grid, []
+
+    def counted(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        waits: list[tuple[str, str]] = []
+        steps = kwargs["epochs"] * -(-len(args[2]) // kwargs["batch_size"])
+        with noted_waits(waits):
+            real(*args, **kwargs)
+        runs.append((steps, kwargs["epochs"], [w for w in waits if w[0] == threading.current_thread().name]))
+
+    monkeypatch.setattr(probe_train, "train_grid", counted)
+    _train(config_cls, data, tmp_path / "run", ava=["spatial", "counting"], epochs=20, batch_size=4, device="cuda")
+    assert runs and all(steps >= 3 * epochs for steps, epochs, _ in runs), runs
+    assert all(len(waits) < epochs for _, epochs, waits in runs), runs
