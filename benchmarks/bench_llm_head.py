@@ -141,6 +141,10 @@ def flops_per_sample(head: Any, seq: float, sup: float, img: int, vfm: Any | Non
     return float(total)
 
 
+def _rounded(x: float | None) -> float | None:
+    return None if x is None else round(x, 2)
+
+
 def compile_phases() -> dict[str, float]:
     """Seconds spent so far in this process by each of torch.compile's timed phases (``torch._dynamo.utils.
     compile_times``: Dynamo's trace, AOT autograd, inductor's lowering, the wait for its kernels' compilation...; the
@@ -275,6 +279,8 @@ def run_path(mode: str, args: argparse.Namespace, data: Path, cache: Path, work:
         "warmup_wall_s": round(warm_wall, 2),  # the warm-up fit call whole (compilation included)
         "compile_cache": warm.get("compile_cache"),
         "warmup_compile_phases_s": phases,  # where the warm-up's compilation went (nested phases: no sum)
+        # the warm-up fit call's seconds before its first step and after its last (wall = these + warmup_s)
+        "warmup_setup_s": _rounded(warm.get("setup_s")), "warmup_teardown_s": _rounded(warm.get("teardown_s")),
         "timed_window_checkpoints": 0,
         "num_workers": args.num_workers,
         "peak_mem_gb": torch.cuda.max_memory_allocated(device) / 1e9 if device.type == "cuda" else None,
@@ -359,7 +365,8 @@ def main() -> None:
             r = run_path(args.modes.split(",")[0], argparse.Namespace(**{**vars(args), "steps": 1}), data,
                          work / "cache", work)  # fmt: skip
             print("WARM " + json.dumps({k: r[k] for k in ("warmup_s", "warmup_wall_s", "compile_cache", "compiled",
-                                                          "warmup_compile_phases_s")}))  # fmt: skip
+                                                          "warmup_compile_phases_s", "warmup_setup_s",
+                                                          "warmup_teardown_s")}))  # fmt: skip
             return
         mm_dtype = torch.float32 if args.dtype == "fp32" else torch.bfloat16
         rate = matmul_rate(device, mm_dtype, 8192 if device.type == "cuda" else 1024)

@@ -407,7 +407,12 @@ def fit(
     """Train ``head``'s trainable parameters; resumable; returns a summary (steps, final loss, speed).
 
     ``checkpoints=False`` writes no checkpoint (benchmarks: a timed window must not time one; such a run resumes
-    from the last checkpoint an earlier call wrote, if any)."""
+    from the last checkpoint an earlier call wrote, if any).
+
+    The summary's ``setup_s`` and ``teardown_s`` are the call's seconds before its first step's timing starts (the
+    attention check, the compile artifacts' load...) and after its last step (the loader's workers stopping...), the
+    part of a warm-up that ``seconds`` does not hold."""
+    entered = time.perf_counter()
     micro = _micro_batch(batch_size, dist.world, cfg.grad_accum)
     lengths = [e.length(data.num_image_tokens) for e in data.encoded]
     n_micro = len(length_grouped_batches(lengths, micro, seed=cfg.seed, epoch=0, rank=dist.rank, world=dist.world))
@@ -443,6 +448,7 @@ def fit(
     log = None
     data_wait = 0.0  # seconds this thread waited for the next step's batches (made ahead on a thread: ahead())
     groups = None
+    ended = None  # when the last step ended (the loop left normally)
     try:
         with progress_bar(cfg.progress and dist.main) as bar:
             task = bar.add_task(description, total=total, completed=step, loss=float("nan"), sps=0.0, tps=0.0)
@@ -480,6 +486,7 @@ def fit(
                     log.flush()
                 if save and writer:
                     writer.save(checkpoint_state(head, optimizer, scheduler, step, total, rng))
+        ended = time.perf_counter()
     except KeyboardInterrupt:  # one process: keep the last finished step (under DDP the last checkpoint stands)
         if log and dist.world == 1:
             log.flush()
@@ -499,11 +506,13 @@ def fit(
         if packed:
             head.use_packing(device, dtype, on=False)
     rates = log.rates() if log else {}
+    timing = {"setup_s": log.t0 - entered if log else None,
+              "teardown_s": time.perf_counter() - ended if ended is not None else None}  # fmt: skip
     return {"total_steps": total, "steps_per_epoch": spe, "micro_batch": micro, "world_size": dist.world,
             "resumed_from_step": start, "step": step, "done": step >= total, "final_loss": log.loss if log else None,
             "compiled": compiled if compiled == "fell-back" else bool(compiled), "compile_cache": compile_cache,
             "packed": bool(packed),
-            "attention": attention, "data_wait_s": data_wait, **rates}  # fmt: skip
+            "attention": attention, "data_wait_s": data_wait, **rates, **timing}  # fmt: skip
 
 
 # -- the LLM head's train() ----------------------------------------------------------------------------------
