@@ -293,12 +293,19 @@ def codec_error(cache_dir: Path, name: str, ref: dict[str, np.ndarray]) -> tuple
     if not ref:
         return float("nan"), float("nan")
     shas = sorted(ref)
-    x = np.stack([ref[s] for s in shas])
-    got = open_cache(cache_dir, name).read(shas)
-    rel_rms = float(np.linalg.norm(got - x) / max(np.linalg.norm(x), 1e-30))
-    token_max = np.abs(x).max(axis=-1, keepdims=True)
-    max_rel = float((np.abs(got - x) / np.maximum(token_max, 1e-30)).max())
-    return rel_rms, max_rel
+    x = torch.from_numpy(np.stack([ref[s] for s in shas]))
+    row_diff, row_ref, max_rel = gaps(x, torch.from_numpy(open_cache(cache_dir, name).read(shas)))
+    return float(row_diff.sum().sqrt() / row_ref.sum().sqrt().clamp_min(1e-30)), max_rel
+
+
+def gaps(ref: torch.Tensor, got: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, float]:
+    """``got``'s rows [N, T, D] against ``ref``'s: each row's squared distance and ``ref``'s squared norm (float64
+    sums, [N]), and the largest |got - ref| over its token's max |ref|."""
+    diff = got - ref
+    row_diff = diff.flatten(1).square().sum(1, dtype=torch.float64)
+    row_ref = ref.flatten(1).square().sum(1, dtype=torch.float64)
+    worst = float((diff.abs_() / ref.abs().amax(-1, keepdim=True).clamp_min(1e-30)).amax()) if len(ref) else 0.0
+    return row_diff, row_ref, worst
 
 
 def load_average() -> float | None:
@@ -359,11 +366,8 @@ def compare_caches(ref: Any, got: Any, shas: list[str], device: str, chunk: int 
     worst, per_row = 0.0, []
     for i in range(0, len(shas), chunk):
         part = shas[i : i + chunk]
-        a, b = (_decoded(c, part, dev) for c in (ref, got))
-        diff = b - a
-        row_diff = diff.flatten(1).square().sum(1, dtype=torch.float64)
-        row_ref = a.flatten(1).square().sum(1, dtype=torch.float64)
-        worst = max(worst, float((diff.abs_() / a.abs().amax(-1, keepdim=True).clamp_min(1e-30)).amax()))
+        row_diff, row_ref, part_worst = gaps(*(_decoded(c, part, dev) for c in (ref, got)))
+        worst = max(worst, part_worst)
         diff_sq, ref_sq = diff_sq + float(row_diff.sum()), ref_sq + float(row_ref.sum())
         per_row.append((row_diff.sqrt() / row_ref.sqrt().clamp_min(1e-30)).cpu())
     rows = torch.cat(per_row) if per_row else torch.zeros(0, dtype=torch.float64)
