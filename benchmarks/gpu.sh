@@ -32,7 +32,8 @@
 #                                 the main loop's time split: waiting for the workers, decoding on the device, the rest
 #     4. fingerprint.json (150 s) an ability's token read from a real fp16 cache (256 SigLIP-sized rows) at each
 #                                 placement (on the GPU twice: the first read pins its staging; host-staged, host), read
-#                                 where held vs the way before (host, then a whole copy): GB/s, peak host memory, the
+#                                 where held vs through host memory (then copied whole: plainly as before, and in
+#                                 pinned chunks as placing does now): GB/s, peak host memory, the
 #                                 reader threads' seconds by phase; then a 14-ability fingerprint at SigLIP shapes at 2%
 #                                 and 4% of each ability's real size, one head at a time, scaled to the real size, and
 #                                 whether the two scales agree (scaling_check); then 3 of the 4% abilities again from a
