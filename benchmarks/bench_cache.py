@@ -358,8 +358,9 @@ def compare_caches(ref: Any, got: Any, shas: list[str], device: str, chunk: int 
     over every row; the bf16 forward alone is ~1.3e-2).
 
     Both caches are read ``chunk`` rows at a time as stored and decoded where the heads decode them (on the GPU when
-    there is one): the whole arrays in float32 on the host (2 x 6.9 GB for 2,048 SigLIP rows) and numpy's passes
-    over them had taken ~25 s of the cache stage, and its profiled batches were skipped for want of time."""
+    there is one). The whole arrays in float32 on the host (2 x 6.9 GB for 2,048 SigLIP rows, ~15 s at the H200
+    host's 0.9 GB/s float32 reads) and numpy's passes over them left the cache stage's profiled batches no time
+    (2026-11-28); 512 rows here: 14-22 s before, 9 s after (benchmarks/README.md)."""
     dev = torch.device("cuda" if device in ("auto", "cuda") and torch.cuda.is_available() else
                        ("cpu" if device == "auto" else device))  # fmt: skip
     diff_sq = ref_sq = 0.0
