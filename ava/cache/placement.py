@@ -80,10 +80,11 @@ def to_device(host: Any, device: Any, chunk_bytes: int = COPY_CHUNK_BYTES) -> An
     buffers, each filled by this thread with PyTorch's intra-op threads while the other's copy to the GPU runs on a
     stream of its own; else (or for a set of one chunk) as ``host.to(device)``. The same values, bit for bit.
 
-    A plain copy from pageable memory is staged by the driver on one thread: 3.46 GB/s on the H200's host on
-    2026-11-28, ~22 s of a fingerprint's real-size estimate for recognition's 75 GB, read ahead into host memory and
-    then placed on the GPU. A host copy with 2 threads ran at ~10 GB/s on a 2-core VM (benchmarks/README.md, issue
-    38). Two pinned chunks, not the set: PyTorch's pinned blocks are powers of two, kept after use."""
+    A plain copy from pageable memory, which the driver stages through buffers of its own, ran at ~7.2 GB/s on the
+    H200's host on 2026-11-28: ~10.5 s of a fingerprint's real-size estimate for recognition's 75 GB, read ahead
+    into host memory and then placed on the GPU. A host copy with 2 threads ran at ~10 GB/s on a 2-core VM
+    (benchmarks/README.md, issue 38). Two pinned chunks, not the set: PyTorch's pinned blocks are powers of two,
+    kept after use."""
     import torch
 
     device = torch.device(device)
