@@ -262,18 +262,14 @@ def read_speed(cache_dir: Path, name: str, shas: list[str], rounds: int = 2, mos
 def read_device_speed(cache_dir: Path, name: str, shas: list[str], device: str, most: int = 1024) -> float:
     """Float32 MB/s of the heads' read path: the stored codes of random batches of 32 (``read_stored``) decoded with
     ``decode_device`` on ``device`` (synchronized), fresh handle."""
-    from ava.cache.reader import as_tensor
+    from ava.cache.extraction import resolve_device
 
     cache = open_cache(cache_dir, name)
-    codec = cache.group.codec
-    dev = torch.device("cuda" if device == "auto" and torch.cuda.is_available() else
-                       ("cpu" if device == "auto" else device))  # fmt: skip
+    dev = resolve_device(device)
     order = np.random.default_rng(0).permutation(len(shas))[:most]
     start, nbytes = time.perf_counter(), 0
     for i in range(0, len(order), 32):
-        values, scale = cache.read_stored([shas[j] for j in order[i : i + 32]])
-        x = codec.decode_device(as_tensor(values, dev), None if scale is None else as_tensor(scale, dev))
-        nbytes += x.numel() * 4
+        nbytes += _decoded(cache, [shas[j] for j in order[i : i + 32]], dev).numel() * 4
     _sync(dev)
     return nbytes / 1e6 / (time.perf_counter() - start)
 
@@ -361,8 +357,9 @@ def compare_caches(ref: Any, got: Any, shas: list[str], device: str, chunk: int 
     there is one). The whole arrays in float32 on the host (2 x 6.9 GB for 2,048 SigLIP rows, ~15 s at the H200
     host's 0.9 GB/s float32 reads) and numpy's passes over them left the cache stage's profiled batches no time
     (2026-11-28); 512 rows here: 14-22 s before, 9 s after (benchmarks/README.md)."""
-    dev = torch.device("cuda" if device in ("auto", "cuda") and torch.cuda.is_available() else
-                       ("cpu" if device == "auto" else device))  # fmt: skip
+    from ava.cache.extraction import resolve_device
+
+    dev = resolve_device(device)
     diff_sq = ref_sq = 0.0
     worst, per_row = 0.0, []
     for i in range(0, len(shas), chunk):
