@@ -44,10 +44,12 @@ sys.path.insert(0, str(Path(__file__).parent))  # bench_cache's environment(), b
 
 import kernel_profile  # noqa: E402
 from budget import Budget  # noqa: E402
+from llm_graph_replay import GRAPH_REPS, graph_replay  # noqa: E402
 
 from ava.abilities import REL_DEPTH_ANSWERS, format_options, get_ability
 from ava.cache import ExtractConfig, extract
 from ava.data.format import DatasetWriter, Sample
+from ava.heads.llm.config import LLMHeadConfig
 
 PRESETS = {
     "cpu": dict(vfm="random-vit", llm="tiny-random-qwen2", samples=48, batch_size=8, steps=4, warmup=1, lora_r=128,
@@ -175,7 +177,6 @@ def run_path(mode: str, args: argparse.Namespace, data: Path, cache: Path, work:
     start: its DataLoader's workers and first batches, which cut the H200's cached window to 7 steps when one
     2-step probe was the measure). With the probes, the row also has the steady rate: the timed window less the
     4-step probe, over the steps between (``steady_samples_per_s``; ``fit_start_s`` is what a fit's start cost)."""
-    from ava.heads.llm.config import LLMHeadConfig
     from ava.heads.llm.runtime import prepare_training
     from ava.heads.llm.train import fit, resolve_dtype
 
@@ -194,7 +195,7 @@ def run_path(mode: str, args: argparse.Namespace, data: Path, cache: Path, work:
         epochs=1000,
         device=args.device,
         dtype=args.dtype,
-        num_workers=args.num_workers,
+        num_workers=args.num_workers if mode == "online" else args.cache_workers,
         progress=False,
         gradient_checkpointing=args.gradient_checkpointing,
         stop_after_steps=args.warmup,
@@ -222,6 +223,8 @@ def run_path(mode: str, args: argparse.Namespace, data: Path, cache: Path, work:
         per_step = (t4 - t2) / 2 if t4 > t2 else t4 / 4
         start_s = max(0.0, t2 - 2 * per_step)  # a fit's start: what every fit call pays once
         reserve = 10 + 3 * per_step * args.profile_steps if mode == "cache" and args.profile_steps else 0.0
+        if mode == "cache" and args.graph_replay:  # its launched and replayed steps, warm-up and capture
+            reserve += 10 + per_step * (3 * GRAPH_REPS + 4)
         left = deadline - time.monotonic() - reserve - start_s
         steps = max(min(MIN_STEPS, args.steps), min(args.steps, int(0.85 * left / max(per_step, 1e-6))))
         # how the window was sized: the H200's cached window of 2026-11-28 came out at 3 steps, with no steady rate
@@ -256,6 +259,13 @@ def run_path(mode: str, args: argparse.Namespace, data: Path, cache: Path, work:
             profile = kernel_profile.profile_steps(profiled_fit, device)
         else:
             profile = {"error": f"skipped: {until - time.monotonic():.0f} s of the part left"}
+    graph = None
+    if mode == "cache" and args.graph_replay:  # after the profile: a failed capture must not cost the profile
+        try:
+            graph = graph_replay(prep.head, prep.loop, args.batch_size, device, dtype,
+                                 max(deadline, profile_until or deadline))  # fmt: skip
+        except Exception as e:  # noqa: BLE001 - the part reports what stopped it; the next parts still run
+            graph = {"error": f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:300]}"}
     lengths = [e.length(prep.loop.num_image_tokens) for e in prep.loop.encoded]
     sup = float(np.mean([len(e.answer) for e in prep.loop.encoded]))
     vfm = getattr(prep.loop.featurize, "vfm", None)
@@ -282,9 +292,10 @@ def run_path(mode: str, args: argparse.Namespace, data: Path, cache: Path, work:
         # the warm-up fit call's seconds before its first step and after its last (wall = these + warmup_s)
         "warmup_setup_s": _rounded(warm.get("setup_s")), "warmup_teardown_s": _rounded(warm.get("teardown_s")),
         "timed_window_checkpoints": 0,
-        "num_workers": args.num_workers,
+        "num_workers": cfg.num_workers,
         "peak_mem_gb": torch.cuda.max_memory_allocated(device) / 1e9 if device.type == "cuda" else None,
         **({"profile": profile} if profile is not None else {}),
+        **({"graph_replay": graph} if graph is not None else {}),
     }
 
 
@@ -301,7 +312,14 @@ def main() -> None:
         p.add_argument(f"--{key}")
     for key in ("samples", "batch_size", "steps", "warmup", "lora_r"):
         p.add_argument(f"--{key.replace('_', '-')}", type=int)
-    p.add_argument("--num-workers", type=int, help="DataLoader workers (decode on the online path); preset: 8 on CUDA")
+    p.add_argument("--num-workers", type=int, help="the online path's DataLoader workers (they decode the images); "
+                   "preset: 8 on CUDA")  # fmt: skip
+    p.add_argument("--cache-workers", type=int, default=LLMHeadConfig.num_workers,
+                   help="the cached path's DataLoader workers (default: the head's own default, %(default)s: what "
+                   "`ava head train` runs)")  # fmt: skip
+    p.add_argument("--no-graph-replay", dest="graph_replay", action="store_false",
+                   help="skip the cached path's CUDA-graph part (one batch's forward + backward launched against "
+                   "replayed: benchmarks/llm_graph_replay.py)")  # fmt: skip
     p.add_argument("--profile-steps", type=int, help="the cached path: this many more steps under torch.profiler, "
                    "summarized (kernels per step, device busy, time by kernel kind, top kernels); preset: 4 on CUDA, "
                    "0 on a CPU")  # fmt: skip
@@ -473,6 +491,18 @@ def proxies(args: argparse.Namespace) -> dict[str, Any]:
     return r
 
 
+def graph_line(g: dict[str, Any]) -> str:
+    """One line for the CUDA-graph part (``llm_graph_replay.graph_replay``'s dict)."""
+    if "launch_ms" not in g:
+        return f"CUDA graph part: {g.get('error')}"
+    line = (f"{g['what']}, {g.get('tokens')} tokens (compiled {g['compiled']}, {g.get('attention')}): launched "
+            f"{g['launch_ms']:.1f} ms (the host's launching alone {g['host_ms']:.1f} ms)")  # fmt: skip
+    if "replay_ms" in g:
+        return line + (f", replayed from a CUDA graph {g['replay_ms']:.1f} ms ({g['replay_over_launch']:.2f} of "
+                       f"launched; captured in {g['capture_s']} s)")  # fmt: skip
+    return line + f"; capture {g.get('capture')}"
+
+
 def report(args: argparse.Namespace, results: list[dict[str, Any]], rate: float, quiet: bool = False) -> None:
     """The table (unless ``quiet``) and the JSON of ``results`` so far."""
     if quiet:
@@ -528,6 +558,9 @@ def report(args: argparse.Namespace, results: list[dict[str, Any]], rate: float,
     for r in results:
         if "profile" in r:
             print(f"{r['mode']}: " + kernel_profile.table(r["profile"]))
+    for r in results:
+        if "graph_replay" in r:
+            print(f"{r['mode']}: " + graph_line(r["graph_replay"]))
     by = {r["mode"]: r for r in results}
     if {"cache", "online"} <= by.keys():
         print(f"cached / online: {by['cache']['samples_per_s'] / by['online']['samples_per_s']:.2f}x samples/s")

@@ -95,10 +95,15 @@ def test_llm_benchmark_times_no_checkpoint(tmp_path: Path, monkeypatch) -> None:
     extract(ExtractConfig(vfm="random-vit", data=str(data), cache=str(tmp_path / "cache"), device="cpu",
                           codec="fp16", progress=False))  # fmt: skip
     args = argparse.Namespace(device="cpu", dtype="fp32", vfm="random-vit", llm="tiny-random-qwen2", batch_size=8,
-                              lora_r=8, num_workers=0, gradient_checkpointing=False, warmup=1, steps=2,
-                              compile="off", pack="auto", profile_steps=1)  # fmt: skip
+                              lora_r=8, num_workers=3, cache_workers=0, gradient_checkpointing=False, warmup=1,
+                              steps=2, compile="off", pack="auto", profile_steps=1, graph_replay=True)  # fmt: skip
     row = bench.run_path("cache", args, data, tmp_path / "cache", tmp_path)
     assert row["steps"] == 2 and row["timed_window_checkpoints"] == 0
+    assert row["num_workers"] == 0  # the cached path runs the head's default, not the online path's decode workers
+    # the CUDA-graph part: on a CPU the launched step only, its batch the loop's first (packed: 8 samples' tokens)
+    graph = row["graph_replay"]
+    assert graph["launch_ms"] > 0 and graph["capture"] == "skipped: CUDA graphs need a GPU", graph
+    assert graph["tokens"] > 8 * 196 and graph["attention"] == "sdpa-per-sample" and graph["compiled"] is False
     assert row["profile"]["steps"] == 1 and row["profile"]["kernels_per_step"] > 0, row["profile"]
     assert row["attention"] == "sdpa-per-sample" and row["compiled"] is False and row["features_placement"] == "host"
     assert not (tmp_path / "run_cache" / "checkpoint").exists()
@@ -110,6 +115,7 @@ def test_llm_benchmark_times_no_checkpoint(tmp_path: Path, monkeypatch) -> None:
     assert late["steps"] == 2 and late["profile"]["steps"] == 1, late["profile"]
     none = bench.run_path("cache", args, data, tmp_path / "cache", tmp_path, time.monotonic())
     assert none["profile"]["error"].startswith("skipped: ") and none["profile"]["error"].endswith("s of the part left")
+    assert none["graph_replay"]["error"].startswith("skipped: one step took"), none["graph_replay"]
     # with time for it, the window is sized from two probe fits and the row has the steady rate beside the window's
     args.steps, args.profile_steps = 10, 0
     timed = bench.run_path("cache", args, data, tmp_path / "cache", tmp_path, time.monotonic() + 600)
