@@ -24,8 +24,10 @@
 #                                 its share: samples/s, tokens/s, MFU, data wait, compile warm-up, and the steady
 #                                 rate (less a fit's start); 8 more cached steps under torch.profiler (kernels/step,
 #                                 device busy, time by kernel kind, top kernels, the device's idle stretches, the host's
-#                                 CUDA calls: what to do about MFU); then a second run's warm-up in a fresh process
-#                                 (empty inductor/Triton caches, $AVA_HOME's artifacts)
+#                                 CUDA calls: what to do about MFU); one packed batch's forward + backward launched
+#                                 as the loop launches it, then replayed from a CUDA graph (the most graphs could
+#                                 take off a step); then a second run's warm-up in a fresh process (empty
+#                                 inductor/Triton caches, $AVA_HOME's artifacts)
 #     3. cache.json      (125 s)  forward-only, decode-only and extraction, SigLIP-so400m@384 (random weights), bf16;
 #                                 JPEGs decoded on the GPU (nvJPEG) vs by the workers: both rates, the features' distance
 #                                 and the share of rows far off (device_rows_off: 4% on 2026-11-28, a stream race, fixed);
