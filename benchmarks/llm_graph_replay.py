@@ -92,6 +92,8 @@ def graph_replay(head: Any, loop: Any, micro: int, device: torch.device, dtype: 
         with compiling():
             t = time.monotonic()
             step()  # (compiled layers: the timed fits' graph; a new token count may recompile nothing: dynamic)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
             one = time.monotonic() - t
             if time.monotonic() + one * (3 * reps + 4) + 5 > deadline:
                 return {**out, "error": f"skipped: one step took {one:.2f} s, {deadline - time.monotonic():.0f} s "
