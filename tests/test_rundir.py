@@ -88,6 +88,61 @@ def test_force_swaps_whole_and_an_error_keeps_the_old(tmp_path: Path) -> None:
     assert not (out / "old-weights").exists() and sorted(p.name for p in tmp_path.iterdir()) == ["r"]
 
 
+def test_a_training_that_fails_before_writing_leaves_no_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`ava head train` on a dataset that is not there: the error names it, and --out is not left holding only its
+    lock (the README's next command, `ava report runs/*`, then failed on that directory). A directory that was there
+    before, or that the failed run wrote into, is kept."""
+    from ava.cli.main import main
+
+    out = tmp_path / "runs" / "knn-x"
+    args = ["head", "train", "--head", "knn", "--vfm", "pixels", "--data", str(tmp_path / "nodata"), "--cache",
+            str(tmp_path / "cache"), "--out", str(out)]  # fmt: skip
+    with pytest.raises(SystemExit) as exit_:
+        main(args)
+    assert exit_.value.code == 2 and "dataset.json is missing" in capsys.readouterr().err
+    assert not out.exists() and (tmp_path / "runs").is_dir()
+    out.mkdir()  # made by the user: kept (empty, without the failed run's lock)
+    with pytest.raises(SystemExit):
+        main(args)
+    assert out.is_dir() and list(out.iterdir()) == []
+    from ava.heads.knn import KNNConfig
+
+    fresh = tmp_path / "fresh"
+    with pytest.raises(ValueError), claim_run(fresh, "knn", KNNConfig(out=str(fresh))):
+        (fresh / "config.json").write_text("{}")  # a run begun: resumable, kept
+        raise ValueError("killed")
+    assert sorted(p.name for p in fresh.iterdir()) == [".lock", "config.json"]
+
+
+def test_a_lock_removed_by_its_holder_is_taken_where_the_file_is_now(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job that opened the lock file just before its holder removed it (JobLock.remove) locks the file at the path
+    now, not the removed one, which a third job would not see: one holder at a time."""
+    import fcntl
+
+    path = tmp_path / "r" / ".lock"
+    holder = JobLock(path, "busy")
+    real, calls = fcntl.flock, []
+
+    def flock(handle, op):  # noqa: ANN001, ANN202 - the holder removes the file between this job's open and flock
+        calls.append(op)
+        if len(calls) == 1:
+            holder.remove()
+        return real(handle, op)
+
+    monkeypatch.setattr(fcntl, "flock", flock)
+    second = JobLock(path, "busy")
+    monkeypatch.setattr(fcntl, "flock", real)
+    assert len(calls) == 2 and path.exists()  # it took the file made anew
+    with pytest.raises(LockBusyError, match="busy"):
+        JobLock(path, "busy")  # a third job: busy, not a second holder
+    second.close()
+    JobLock(path, "busy").close()
+
+
 def test_forked_child_does_not_keep_the_lock(tmp_path: Path) -> None:
     """A worker forked while the lock is held (a DataLoader worker, say) and orphaned does not hold it."""
     lock = JobLock(tmp_path / ".x.lock", "busy")

@@ -170,9 +170,10 @@ def claim_run(
     out = Path(out)
     rank, world = _world()
     stage = out.with_name(f".{out.name}.new")
-    lock = None
+    lock, made_dir, made_lock = None, False, False
     if rank == 0:
         differing_fields(out, head, config)  # a file or a foreign directory is refused before anything is written
+        made_dir, made_lock = not out.exists(), not (out / LOCK_FILE).exists()
         lock = JobLock(out / LOCK_FILE, f"another training is writing run directory {out}; wait for it to finish")
     try:
         if rank == 0 and stage.exists():
@@ -193,7 +194,12 @@ def claim_run(
         _fix_out(stage, stage, out)
         swap_in(stage, out)
     finally:
-        if lock is not None:
+        if lock is not None and made_lock and out.is_dir() and not any(p.name != LOCK_FILE for p in out.iterdir()):
+            lock.remove()  # a training that failed before writing anything leaves no lock file, nor a directory
+            if made_dir:  # holding only that (`ava report runs/*` would name it as a run without run.json)
+                with contextlib.suppress(OSError):
+                    out.rmdir()
+        elif lock is not None:
             lock.close()
 
 
