@@ -237,7 +237,3 @@ def size_table(images: int = OFFICIAL_IMAGES) -> str:
             for c in codecs]  # fmt: skip
     lines.append(f"| all {len(rows)} | | " + " | ".join(sums) + " |")
     return "\n".join(lines) + "\n"
-
-
-if __name__ == "__main__":  # python -m ava.cache.plan: the table of docs/cache-size.md
-    print(size_table(), end="")
