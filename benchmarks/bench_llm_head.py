@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).parent))  # bench_cache's environment(), b
 
 import kernel_profile  # noqa: E402
 from budget import Budget  # noqa: E402
-from llm_graph_replay import GRAPH_REPS, graph_replay  # noqa: E402
+from llm_graph_replay import BUCKETED_STEPS, GRAPH_REPS, bucketed_graphs, graph_replay  # noqa: E402
 
 from ava.abilities import REL_DEPTH_ANSWERS, format_options, get_ability
 from ava.cache import ExtractConfig, extract
@@ -223,8 +223,8 @@ def run_path(mode: str, args: argparse.Namespace, data: Path, cache: Path, work:
         per_step = (t4 - t2) / 2 if t4 > t2 else t4 / 4
         start_s = max(0.0, t2 - 2 * per_step)  # a fit's start: what every fit call pays once
         reserve = 10 + 3 * per_step * args.profile_steps if mode == "cache" and args.profile_steps else 0.0
-        if mode == "cache" and args.graph_replay:  # its launched and replayed steps, warm-up and capture
-            reserve += 10 + per_step * (3 * GRAPH_REPS + 4)
+        if mode == "cache" and args.graph_replay:  # its launched and replayed steps, warm-ups and captures
+            reserve += 20 + per_step * (3 * GRAPH_REPS + 4 + BUCKETED_STEPS + 16)
         left = deadline - time.monotonic() - reserve - start_s
         steps = max(min(MIN_STEPS, args.steps), min(args.steps, int(0.85 * left / max(per_step, 1e-6))))
         # how the window was sized: the H200's cached window of 2026-11-28 came out at 3 steps, with no steady rate
@@ -259,13 +259,16 @@ def run_path(mode: str, args: argparse.Namespace, data: Path, cache: Path, work:
             profile = kernel_profile.profile_steps(profiled_fit, device)
         else:
             profile = {"error": f"skipped: {until - time.monotonic():.0f} s of the part left"}
-    graph = None
+    graph = bucketed = None
     if mode == "cache" and args.graph_replay:  # after the profile: a failed capture must not cost the profile
-        try:
-            graph = graph_replay(prep.head, prep.loop, args.batch_size, device, dtype,
-                                 max(deadline, profile_until or deadline))  # fmt: skip
-        except Exception as e:  # noqa: BLE001 - the part reports what stopped it; the next parts still run
-            graph = {"error": f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:300]}"}
+        until = max(deadline, profile_until or deadline)
+        for name, part in (("graph", graph_replay), ("bucketed", bucketed_graphs)):
+            kwargs = {"placement": prep.run.get("features_placement")} if name == "bucketed" else {}
+            try:
+                got = part(prep.head, prep.loop, args.batch_size, device, dtype, until, **kwargs)
+            except Exception as e:  # noqa: BLE001 - the part reports what stopped it; the next parts still run
+                got = {"error": f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:300]}"}
+            graph, bucketed = (got, bucketed) if name == "graph" else (graph, got)
     lengths = [e.length(prep.loop.num_image_tokens) for e in prep.loop.encoded]
     sup = float(np.mean([len(e.answer) for e in prep.loop.encoded]))
     vfm = getattr(prep.loop.featurize, "vfm", None)
@@ -296,6 +299,7 @@ def run_path(mode: str, args: argparse.Namespace, data: Path, cache: Path, work:
         "peak_mem_gb": torch.cuda.max_memory_allocated(device) / 1e9 if device.type == "cuda" else None,
         **({"profile": profile} if profile is not None else {}),
         **({"graph_replay": graph} if graph is not None else {}),
+        **({"bucketed_graphs": bucketed} if bucketed is not None else {}),
     }
 
 
@@ -391,11 +395,15 @@ def main() -> None:
         peak = datasheet_peak(device) if args.dtype == "bf16" else None
         results: list[dict[str, Any]] = []
         modes = args.modes.split(",")
-        parts = len(modes) + (0.5 if args.warm_start else 0)  # the warm start, a fresh process, half a part
-        for i, mode in enumerate(modes):
-            # the cached path's profile may take up to half the next part's share
-            until = budget.deadline(min(1.0, 1.5 / (parts - i))) if mode == "cache" else None
-            results.append(run_path(mode, args, data, work / "cache", work, budget.deadline(1 / (parts - i)), until))
+        # each part's weight in what is left: the warm start (a fresh process) half a part; the cached path one and a
+        # half with its CUDA-graph parts (what chooses the MFU work), the online path one
+        weights = [1.5 if m == "cache" and args.graph_replay else 1.0 for m in modes]
+        parts = sum(weights) + (0.5 if args.warm_start else 0)
+        for mode, weight in zip(modes, weights, strict=True):
+            # the cached path's profile and graph parts may take up to half the next part's share
+            until = budget.deadline(min(1.0, (weight + 0.5) / parts)) if mode == "cache" else None
+            results.append(run_path(mode, args, data, work / "cache", work, budget.deadline(weight / parts), until))
+            parts -= weight
             r = results[-1]
             r["mfu"] = r["flops_per_sample"] * r["samples_per_s"] / rate
             r["mfu_of_datasheet_peak"] = r["flops_per_sample"] * r["samples_per_s"] / peak if peak else None
@@ -503,6 +511,22 @@ def graph_line(g: dict[str, Any]) -> str:
     return line + f"; capture {g.get('capture')}"
 
 
+def bucketed_line(b: dict[str, Any], loop_s: float | None) -> str:
+    """One line for the bucketed-graphs part (``llm_graph_replay.bucketed_graphs``'s dict), beside the loop's own
+    steady step (``loop_s``)."""
+    line = (f"training steps from CUDA graphs over length buckets ({b.get('graphs', 'graphs')}): {b.get('steps')} "
+            f"of {b.get('steps_asked')} steps, {b.get('captures')} captures in {b.get('capture_s')} s, padding "
+            f"{100 * (b.get('padding_share') or 0):.1f}% of the tokens")  # fmt: skip
+    if "steady_ms_per_step" in b:
+        line += f", steady {b['steady_ms_per_step']:.1f} ms/step over {b['steady_steps']}"
+        if loop_s:
+            line += f" (the loop's steady step: {1e3 * loop_s:.1f} ms)"
+    for key in ("stopped", "error"):
+        if key in b:
+            line += f"; {key}: {b[key]}"
+    return line
+
+
 def report(args: argparse.Namespace, results: list[dict[str, Any]], rate: float, quiet: bool = False) -> None:
     """The table (unless ``quiet``) and the JSON of ``results`` so far."""
     if quiet:
@@ -561,6 +585,8 @@ def report(args: argparse.Namespace, results: list[dict[str, Any]], rate: float,
     for r in results:
         if "graph_replay" in r:
             print(f"{r['mode']}: " + graph_line(r["graph_replay"]))
+        if "bucketed_graphs" in r:
+            print(f"{r['mode']}: " + bucketed_line(r["bucketed_graphs"], r.get("steady_s_per_step")))
     by = {r["mode"]: r for r in results}
     if {"cache", "online"} <= by.keys():
         print(f"cached / online: {by['cache']['samples_per_s'] / by['online']['samples_per_s']:.2f}x samples/s")

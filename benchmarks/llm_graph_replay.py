@@ -132,3 +132,160 @@ def graph_replay(head: Any, loop: Any, micro: int, device: torch.device, dtype: 
         if device.type == "cuda":
             torch.cuda.empty_cache()  # the graph's private pool
     return out
+
+
+# -- training steps replayed from graphs over length buckets ----------------------------------------------------------
+TOKEN_STEP = 512  # a padded batch's tokens: the next multiple of this above its own (<= 3.9% padding at ~13K tokens)
+TARGET_STEP = 32  # its supervised positions: the next multiple of this
+LEN_STEP = 256  # the longest sequence the varlen kernel is told of: the next multiple of this
+BUCKETED_STEPS = 24  # the loop's first micro-batches, trained from graphs (bench_llm_head reserves time by it)
+
+
+def bucket_of(batch: dict[str, Any]) -> tuple[int, int, int, int]:
+    """(tokens, supervised positions, longest sequence, samples) a packed batch is padded to: one graph each."""
+    n, s = int(batch["n_tokens"]), int(batch["sup_pos"].numel())
+    tokens = (n // TOKEN_STEP + 1) * TOKEN_STEP  # at least one pad token: every batch has B + 1 sequences
+    longest = max(int(batch["max_len"]), tokens - n)
+    return tokens, -(-s // TARGET_STEP) * TARGET_STEP, -(-longest // LEN_STEP) * LEN_STEP, len(batch["seq_lens"])
+
+
+def pad_packed(batch: dict[str, Any], tokens: int, targets: int, longest: int, pad_id: int) -> dict[str, Any]:
+    """A packed host batch (``ava.heads.llm.data.Collator``, ``pack=True``) padded to ``tokens`` tokens and
+    ``targets`` supervised positions, its sequences attended with ``longest`` as their maximum length: the same loss
+    and gradients as the batch itself.
+
+    The pad tokens are one more sequence after the samples (pad ids, ignored labels, positions from 0, no image), so
+    attention keeps them apart; the extra supervised positions point at its last token with the ignored target, which
+    the cross-entropy leaves out of its mean."""
+    from ava.heads.llm.prompt import IGNORE
+
+    n, s = int(batch["n_tokens"]), int(batch["sup_pos"].numel())
+    extra = tokens - n
+    if extra < 1 or targets < s or longest < max(int(batch["max_len"]), extra):
+        raise ValueError(f"a batch of {n} tokens, {s} targets cannot be padded to ({tokens}, {targets}, {longest})")
+
+    def cat(key: str, value: Any, k: int) -> torch.Tensor:
+        t = batch[key]
+        return torch.cat([t, torch.full((*t.shape[:-1], k), value, dtype=t.dtype)], -1)
+
+    out = dict(batch)
+    out.update(input_ids=cat("input_ids", pad_id, extra), labels=cat("labels", IGNORE, extra),
+               image_mask=cat("image_mask", False, extra), attention_mask=cat("attention_mask", 1, extra),
+               position_ids=torch.cat([batch["position_ids"], torch.arange(extra).unsqueeze(0)], -1),
+               cu_seqlens=cat("cu_seqlens", tokens, 1), sup_pos=cat("sup_pos", tokens - 1, targets - s),
+               sup_targets=cat("sup_targets", IGNORE, targets - s),
+               sup_rows=cat("sup_rows", len(batch["seq_lens"]), targets - s),
+               seq_lens=(*batch["seq_lens"], extra), max_len=longest)  # fmt: skip
+    return out
+
+
+def bucketed_graphs(head: Any, loop: Any, micro: int, device: torch.device, dtype: torch.dtype, deadline: float,
+                    placement: str | None, steps: int = BUCKETED_STEPS) -> dict[str, Any]:  # fmt: skip
+    """Training steps of the loop's first ``steps`` micro-batches, each padded to its bucket (:func:`bucket_of`) and
+    its forward + backward replayed from that bucket's CUDA graph (captured the first time the bucket comes; all the
+    graphs share one memory pool), then the clipping and the fused AdamW update as the loop launches them (a few
+    dozen kernels). The figure to set beside the loop's own steady step is ``steady_ms_per_step``: the steps after
+    the last capture, timed on the device (CUDA events, no sync between steps), with the padding's share of the
+    tokens and what the captures cost.
+
+    On a CPU, or where the features are not held on the GPU (a graph would replay one batch's host gather), the same
+    padded steps run eagerly: that checks the padding, not the graphs."""
+    from ava.heads.llm.data import Collator, length_grouped_batches
+    from ava.heads.llm.devices import adamw, autocast
+    from ava.heads.llm.train import compiling
+
+    params = [p for p in head.parameters() if p.requires_grad]
+    optimizer = adamw(params, 1e-4, 0.0)
+    lengths = [e.length(loop.num_image_tokens) for e in loop.encoded]
+    plan = length_grouped_batches(lengths, micro, seed=0, epoch=0)[:steps]
+    collate = Collator(loop.encoded, loop.num_image_tokens, loop.pad_id, pack=True)
+    cuda = device.type == "cuda"
+    graphs_on = cuda and placement == "on-device"
+    out: dict[str, Any] = {"steps_asked": len(plan), "buckets_of": [TOKEN_STEP, TARGET_STEP, LEN_STEP]}
+    if not graphs_on:
+        out["graphs"] = ("skipped: CUDA graphs need a GPU" if not cuda else
+                         f"skipped: the features are held {placement}, not on the GPU")  # fmt: skip
+    packed = head.use_packing(device, dtype)
+    head.train()
+    graphs: dict[tuple[int, ...], tuple[Any, dict[str, Any], torch.Tensor]] = {}
+    pool, losses, ends, real, padded, last_capture, captured, capture_s = None, [], [], 0, 0, -1, 0, 0.0
+
+    def forward_backward(batch: dict[str, Any]) -> torch.Tensor:
+        with autocast(device, dtype):
+            loss = head(batch, loop.featurize(batch))
+        loss.backward()
+        return loss
+
+    def on_device(batch: dict[str, Any]) -> dict[str, Any]:
+        return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+
+    try:
+        for p in params:
+            p.grad = torch.zeros_like(p)  # static: the graphs accumulate into them, the update reads and zeroes them
+        with compiling():
+            for i, index in enumerate(plan):
+                if time.monotonic() > deadline:
+                    out["stopped"] = f"the part's time ran out after {i} steps"
+                    break
+                host = collate([loop.items[j] for j in index])
+                key = bucket_of(host)
+                batch = pad_packed(host, key[0], key[1], key[2], loop.pad_id)
+                real, padded = real + int(host["n_tokens"]), padded + key[0]
+                if not graphs_on:
+                    loss = forward_backward(on_device(batch))
+                else:
+                    if key not in graphs:
+                        static = on_device(batch)
+                        if pool is None:  # before a first capture: a few eager steps on a side stream
+                            side = torch.cuda.Stream(device)
+                            side.wait_stream(torch.cuda.current_stream(device))
+                            with torch.cuda.stream(side):
+                                for _ in range(3):
+                                    forward_backward(static)
+                            torch.cuda.current_stream(device).wait_stream(side)
+                            for p in params:
+                                p.grad.zero_()
+                        torch.cuda.synchronize(device)
+                        c, graph = time.perf_counter(), torch.cuda.CUDAGraph()
+                        with torch.cuda.graph(graph, pool=pool):
+                            loss_out = forward_backward(static)
+                        pool = graph.pool() if pool is None else pool
+                        graphs[key] = (graph, static, loss_out)
+                        last_capture, captured, capture_s = i, captured + 1, capture_s + time.perf_counter() - c
+                    graph, static, loss_out = graphs[key]
+                    for k, v in batch.items():
+                        if isinstance(v, torch.Tensor):
+                            static[k].copy_(v.pin_memory(), non_blocking=True)
+                    graph.replay()
+                    loss = loss_out.detach().clone()
+                torch.nn.utils.clip_grad_norm_(params, 1.0)
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=False)
+                losses.append(loss.detach())
+                if cuda:
+                    ends.append(torch.cuda.Event(enable_timing=True))
+                    ends[-1].record()
+                else:
+                    ends.append(time.perf_counter())
+    except Exception as e:  # noqa: BLE001 - what stops the graphs here is the finding
+        out["error"] = f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:300]}"
+        if cuda:
+            torch.cuda.set_stream(torch.cuda.default_stream(device))  # (a failed capture leaves its stream current)
+    finally:
+        if cuda:
+            torch.cuda.synchronize(device)
+        for p in params:
+            p.grad = None
+        graphs.clear()
+        if packed:
+            head.use_packing(device, dtype, on=False)
+        if cuda:
+            torch.cuda.empty_cache()  # the graphs' pool
+    first = max(last_capture, 0)  # the steady steps: after the last capture (and after the first step)
+    if len(ends) - 1 - first >= 4:
+        span = ends[first].elapsed_time(ends[-1]) if cuda else 1e3 * (ends[-1] - ends[first])
+        out["steady_ms_per_step"], out["steady_steps"] = span / (len(ends) - 1 - first), len(ends) - 1 - first
+    out.update(steps=len(ends), captures=captured, capture_s=round(capture_s, 2),
+               padding_share=round(1 - real / padded, 4) if padded else None,
+               loss_first_last=[float(losses[0]), float(losses[-1])] if losses else None)  # fmt: skip
+    return out

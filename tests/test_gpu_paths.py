@@ -104,6 +104,10 @@ def test_llm_benchmark_times_no_checkpoint(tmp_path: Path, monkeypatch) -> None:
     graph = row["graph_replay"]
     assert graph["launch_ms"] > 0 and graph["capture"] == "skipped: CUDA graphs need a GPU", graph
     assert graph["tokens"] > 8 * 196 and graph["attention"] == "sdpa-per-sample" and graph["compiled"] is False
+    # ...and the training steps over length buckets: here eagerly (the padding checked, not the graphs)
+    bucketed = row["bucketed_graphs"]
+    assert bucketed["graphs"] == "skipped: CUDA graphs need a GPU" and bucketed["steps"] == 2, bucketed
+    assert 0 < bucketed["padding_share"] < 0.2 and bucketed["captures"] == 0 and "error" not in bucketed
     assert row["profile"]["steps"] == 1 and row["profile"]["kernels_per_step"] > 0, row["profile"]
     assert row["attention"] == "sdpa-per-sample" and row["compiled"] is False and row["features_placement"] == "host"
     assert not (tmp_path / "run_cache" / "checkpoint").exists()
@@ -448,3 +452,52 @@ def test_an_llm_head_step_never_waits_for_the_gpu(monkeypatch: pytest.MonkeyPatc
     out = pre.layer_steps(torch.device("cuda"), pre.SMALL, "auto", compile_=False)
     assert out["steps"] == 3 and len(calls) == 3, out
     assert not [w for w in waits if w[0] == calls[0]], waits
+
+
+@pytest.mark.parametrize("attention", ["sdpa-per-sample", "varlen"])
+def test_a_packed_batch_padded_to_its_bucket_has_its_own_loss_and_gradients(
+    attention: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The benchmark's CUDA-graph buckets (benchmarks/llm_graph_replay.py): a packed batch padded to a bucket's
+    tokens, supervised positions and longest sequence gives the batch's own loss and LoRA/connector gradients,
+    attending sample by sample or through the varlen kernel (a CPU stand-in that reads cu_seqlens)."""
+    import importlib
+    import sys
+
+    from ava.heads.llm import packing
+    from ava.heads.llm.data import Collator
+    from ava.heads.llm.packing import Varlen
+    from ava.heads.llm.prompt import IGNORE
+    from tests.test_llm_fast_paths import D, T, _encoded, _head, varlen_2_11
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    graphs = importlib.import_module("llm_graph_replay")
+    cpu = torch.device("cpu")
+    if attention == "varlen":
+        monkeypatch.setitem(packing._VARLEN, (str(cpu), torch.float32), Varlen.of(varlen_2_11))
+    head = _head().train()
+    assert head.use_packing(cpu, torch.float32) and head.attention_path() == attention
+    for p in head.modules():  # no dropout: the two passes draw the same masks only without it
+        if isinstance(p, torch.nn.Dropout):
+            p.p = 0.0
+    feats = torch.randn(3, T, D)
+    batch = Collator(_encoded(), T, 0, pack=True)([{"index": i} for i in range(3)])
+    tokens, targets, longest, samples = graphs.bucket_of(batch)
+    assert tokens % graphs.TOKEN_STEP == 0 and tokens > batch["n_tokens"] and samples == 3
+    assert targets >= batch["sup_pos"].numel() and longest >= batch["max_len"]
+    padded = graphs.pad_packed(batch, tokens, targets, longest, pad_id=0)
+    assert padded["input_ids"].shape == (1, tokens)
+    assert padded["cu_seqlens"].tolist()[-2:] == [batch["n_tokens"], tokens]
+    assert padded["sup_targets"][batch["sup_pos"].numel():].eq(IGNORE).all() and padded["max_len"] == longest
+
+    def loss_and_grads(b):
+        head.zero_grad(set_to_none=True)
+        loss = head(b, feats.index_select(0, b["index"]))
+        loss.backward()
+        return loss.item(), {n: p.grad.clone() for n, p in head.named_parameters() if p.requires_grad}
+
+    (a, ga), (b, gb) = loss_and_grads(batch), loss_and_grads(padded)
+    assert abs(a - b) < 1e-5 and ga.keys() == gb.keys()
+    assert [n for n in ga if not torch.allclose(ga[n], gb[n], atol=1e-5, rtol=1e-4)] == []
+    with pytest.raises(ValueError, match="cannot be padded"):
+        graphs.pad_packed(batch, batch["n_tokens"], targets, longest, pad_id=0)  # no room for the pad sequence
