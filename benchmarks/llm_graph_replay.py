@@ -21,6 +21,7 @@ launched figure is taken (``capture: skipped``).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any
 
@@ -222,6 +223,7 @@ def bucketed_graphs(head: Any, loop: Any, micro: int, device: torch.device, dtyp
     try:
         for p in params:
             p.grad = torch.zeros_like(p)  # static: the graphs accumulate into them, the update reads and zeroes them
+        grads = [p.grad for p in params]
         with compiling():
             for i, index in enumerate(plan):
                 if time.monotonic() > deadline:
@@ -250,6 +252,8 @@ def bucketed_graphs(head: Any, loop: Any, micro: int, device: torch.device, dtyp
                         with torch.cuda.graph(graph, pool=pool):
                             loss_out = forward_backward(static)
                         pool = graph.pool() if pool is None else pool
+                        if any(p.grad is not g for p, g in zip(params, grads, strict=True)):  # (accumulated in place)
+                            raise RuntimeError("a capture replaced a gradient tensor: the update would not see it")
                         graphs[key] = (graph, static, loss_out)
                         last_capture, captured, capture_s = i, captured + 1, capture_s + time.perf_counter() - c
                     graph, static, loss_out = graphs[key]
@@ -273,7 +277,8 @@ def bucketed_graphs(head: Any, loop: Any, micro: int, device: torch.device, dtyp
             torch.cuda.set_stream(torch.cuda.default_stream(device))  # (a failed capture leaves its stream current)
     finally:
         if cuda:
-            torch.cuda.synchronize(device)
+            with contextlib.suppress(Exception):  # (after a failed capture; the parts after this one still try)
+                torch.cuda.synchronize(device)
         for p in params:
             p.grad = None
         graphs.clear()
