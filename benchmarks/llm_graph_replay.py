@@ -201,12 +201,16 @@ def bucketed_graphs(head: Any, loop: Any, micro: int, device: torch.device, dtyp
     plan = length_grouped_batches(lengths, micro, seed=0, epoch=0)[:steps]
     collate = Collator(loop.encoded, loop.num_image_tokens, loop.pad_id, pack=True)
     cuda = device.type == "cuda"
-    graphs_on = cuda and placement == "on-device"
-    out: dict[str, Any] = {"steps_asked": len(plan), "buckets_of": [TOKEN_STEP, TARGET_STEP, LEN_STEP]}
-    if not graphs_on:
-        out["graphs"] = ("skipped: CUDA graphs need a GPU" if not cuda else
-                         f"skipped: the features are held {placement}, not on the GPU")  # fmt: skip
     packed = head.use_packing(device, dtype)
+    attention = head.attention_path()
+    graphs_on = cuda and placement == "on-device" and attention == "varlen"
+    out: dict[str, Any] = {"steps_asked": len(plan), "buckets_of": [TOKEN_STEP, TARGET_STEP, LEN_STEP],
+                           "attention": attention}  # fmt: skip
+    if not cuda:
+        out["graphs"] = "skipped: CUDA graphs need a GPU"
+    elif not graphs_on:  # a graph would replay its capture's host gather, or its capture's sample lengths
+        out["graphs"] = (f"skipped: the features are held {placement}, not on the GPU" if placement != "on-device"
+                         else f"skipped: attention {attention} attends by host lengths, not the varlen kernel's")
     head.train()
     graphs: dict[tuple[int, ...], tuple[Any, dict[str, Any], torch.Tensor]] = {}
     pool, losses, ends, real, padded, last_capture, captured, capture_s = None, [], [], 0, 0, -1, 0, 0.0
@@ -292,5 +296,5 @@ def bucketed_graphs(head: Any, loop: Any, micro: int, device: torch.device, dtyp
         out["steady_ms_per_step"], out["steady_steps"] = span / (len(ends) - 1 - first), len(ends) - 1 - first
     out.update(steps=len(ends), captures=captured, capture_s=round(capture_s, 2),
                padding_share=round(1 - real / padded, 4) if padded else None,
-               loss_first_last=[float(losses[0]), float(losses[-1])] if losses else None)  # fmt: skip
+               losses=[round(float(x), 5) for x in losses])  # fmt: skip
     return out

@@ -501,3 +501,40 @@ def test_a_packed_batch_padded_to_its_bucket_has_its_own_loss_and_gradients(
     assert [n for n in ga if not torch.allclose(ga[n], gb[n], atol=1e-5, rtol=1e-4)] == []
     with pytest.raises(ValueError, match="cannot be padded"):
         graphs.pad_packed(batch, batch["n_tokens"], targets, longest, pad_id=0)  # no room for the pad sequence
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
+def test_training_steps_replayed_from_bucket_graphs_are_the_eager_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The benchmark's bucketed CUDA graphs (benchmarks/llm_graph_replay.py) train as the same padded steps run
+    eagerly: the same losses step by step (no dropout, bf16), several buckets captured (so a graph replays batches
+    other than the one it was captured with), no gradient tensor replaced by a capture."""
+    import copy
+    import importlib
+    import sys
+
+    from ava.heads.llm.data import IndexItems, LoopData
+    from ava.heads.llm.prompt import Encoded
+    from tests.test_llm_fast_paths import D, T, _head
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    graphs = importlib.import_module("llm_graph_replay")
+    monkeypatch.setattr(graphs, "TOKEN_STEP", 16)  # small buckets: tiny batches fall into several
+    cuda = torch.device("cuda")
+    head = _head().to(cuda)
+    for m in head.modules():
+        if isinstance(m, torch.nn.Dropout):
+            m.p = 0.0
+    if not head.use_packing(cuda, torch.bfloat16) or head.attention_path() != "varlen":
+        pytest.skip(f"no varlen kernel here: {head.packing}")
+    head.use_packing(cuda, torch.bfloat16, on=False)
+    rng = torch.Generator().manual_seed(0)
+    encoded = [Encoded([1, 2], [3] * int(torch.randint(1, 12, (1,), generator=rng)), [7, 2]) for _ in range(24)]
+    feats = torch.randn(24, T, D, generator=rng).to(cuda)
+    loop = LoopData(IndexItems(24), encoded, T, 0, lambda b: feats.index_select(0, b["index"]))
+    eager = graphs.bucketed_graphs(copy.deepcopy(head), loop, 3, cuda, torch.bfloat16, float("inf"), "host", 8)
+    replayed = graphs.bucketed_graphs(head, loop, 3, cuda, torch.bfloat16, float("inf"), "on-device", 8)
+    assert "error" not in replayed and "graphs" not in replayed and replayed["captures"] >= 2, replayed
+    assert eager["graphs"].startswith("skipped: the features are held host") and eager["steps"] == 8
+    assert torch.allclose(torch.tensor(replayed["losses"]), torch.tensor(eager["losses"]), rtol=2e-2, atol=2e-2), (
+        replayed["losses"], eager["losses"])
