@@ -16,7 +16,11 @@ and with the head's layers as the timed fits left them (compiled, or eager where
 step is not in either figure (fused AdamW and the clipping: a few dozen kernels of ~3,750). On a CPU only the
 launched figure is taken (``capture: skipped``).
 
-    from llm_graph_replay import graph_replay    # (bench_llm_head.run_path calls it after the cached path's window)
+Then :func:`bucketed_graphs` trains as a loop with graphs would: each packed batch padded to its length bucket
+(:func:`pad_packed`: the batch's own loss and gradients), its forward + backward replayed from the bucket's graph,
+the update launched; its steady step is the figure to set beside the loop's.
+
+    from llm_graph_replay import graph_replay, bucketed_graphs   # (bench_llm_head.run_path, after its window)
 """
 
 from __future__ import annotations
