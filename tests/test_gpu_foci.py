@@ -12,13 +12,15 @@ import torch
 from _foci_fixtures import make_choice_data, save_tiny_image_text, save_tiny_vlm
 from _foci_fixtures import run_main as _run
 
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="FOCI's heads on a GPU")]
+NO_GPU = "FOCI's heads on a GPU"
 
 
 def _predictions(path: Path) -> dict[tuple[str, str], str]:
     return {(r["ava"], r["id"]): r["prediction"] for r in map(json.loads, path.read_text().splitlines()) if r}
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_GPU)
 def test_zero_shot_on_a_gpu_answers_as_on_the_cpu(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The options ranked by the towers' cosine similarity on the GPU: every test sample answered and parsed, the
     same replies as the CPU's but where two options' similarities are within float32 rounding of each other."""
@@ -45,6 +47,8 @@ def test_zero_shot_on_a_gpu_answers_as_on_the_cpu(tmp_path: Path, capsys: pytest
             assert sims[-1] - sims[-2] < 1e-4, (s.id, sims[-2:])
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_GPU)
 @pytest.mark.parametrize("kind", ["llava", "qwen2vl"])
 def test_vlm_answer_on_a_gpu(kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Greedy, batched answers of a tiny random VLM on the GPU in fp32: every sample answered once and scored."""
