@@ -378,3 +378,40 @@ def test_lightning_ddp_two_cpu_processes(two, tmp_path):
     assert [x["step"] for x in lines] == [2, 4] and [x["scores"] for x in lines] == ranks[0]["scores"]
     csv = next((tmp_path / "csv").rglob("metrics.csv")).read_text()
     assert "ava/knn/color" in csv.splitlines()[0]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="a training loop on a GPU")
+def test_a_gpu_training_loop_is_not_perturbed_by_the_monitor(two, tmp_path):
+    """The model, its optimizer and the fingerprint's heads on a GPU: the weights after 4 steps with a fingerprint
+    every 2 are those without, bit for bit (the CUDA RNG's state, drawn from by dropout and by the heads, put back).
+    Attention runs PyTorch's math kernel here, so that two runs of the loop are deterministic to compare at all."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    cuda = torch.device("cuda")
+
+    def run(monitored: bool) -> tuple[dict[str, torch.Tensor], list]:
+        torch.manual_seed(0)
+        torch.cuda.manual_seed_all(0)
+        model = tiny_vit(seed=0, drop=0.3).to(cuda).train()
+        monitor = FingerprintMonitor(tiny_vfm(model, version="live"), every=2, suite=two, out=tmp_path / "fp",
+                                     baselines=(), device="cuda") if monitored else None  # fmt: skip
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        records = []
+        with sdpa_kernel(SDPBackend.MATH):
+            for step in range(1, 5):
+                x = torch.randn(4, 3, 64, 64, device=cuda)
+                loss = torch.nn.functional.cross_entropy(model(x), torch.randint(0, 4, (4,), device=cuda))
+                loss.backward()
+                opt.step()
+                opt.zero_grad()
+                if monitor is not None and (rec := monitor.maybe_run(step)) is not None:
+                    records.append(rec)
+        return {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}, records
+
+    without, _ = run(False)
+    again, _ = run(False)
+    assert all(torch.equal(without[k], again[k]) for k in without), "the loop itself is not deterministic here"
+    with_monitor, records = run(True)
+    assert [r["step"] for r in records] == [2, 4]
+    assert [k for k in without if not torch.equal(without[k], with_monitor[k])] == []
