@@ -18,9 +18,10 @@
 # (a stage that runs out of time leaves the earlier stages' files, and the next stage still runs). Inside a stage
 # every part is time-boxed too (--budget, a little under the stage's limit): it runs until its share of what is left,
 # then reports what it measured, and the stage's JSON is rewritten after each part, so no stage ends with nothing:
-#     1. preflight.json   (85 s)  device, versions, varlen attention at real shapes, one Qwen2-0.5B layer (eager),
-#                                 the tests marked gpu before the layer (CI skips them: no CUDA there)
-#     2. llm.json        (180 s)  the LLM head at real shapes: cached path, then the online (full-image) path, each
+#     1. preflight.json  (100 s)  device, versions, varlen attention at real shapes, one Qwen2-0.5B layer (eager),
+#                                 the tests marked gpu before the layer (CI skips them: no CUDA there); the layer
+#                                 only if 15 s are left (the llm stage times the whole model)
+#     2. llm.json        (175 s)  the LLM head at real shapes: cached path, then the online (full-image) path, each
 #                                 its share: samples/s, tokens/s, MFU, data wait, compile warm-up, and the steady
 #                                 rate (less a fit's start); 8 more cached steps under torch.profiler (kernels/step,
 #                                 device busy, time by kernel kind, top kernels, the device's idle stretches, the host's
@@ -32,7 +33,7 @@
 #                                 JPEGs decoded on the GPU (nvJPEG) vs by the workers: both rates, the features' distance
 #                                 and the share of rows far off (device_rows_off: 4% on 2026-11-28, a stream race, fixed);
 #                                 the main loop's time split: waiting for the workers, decoding on the device, the rest
-#     4. fingerprint.json (135 s) an ability's token read from a real fp16 cache (256 SigLIP-sized rows) at each
+#     4. fingerprint.json (125 s) an ability's token read from a real fp16 cache (256 SigLIP-sized rows) at each
 #                                 placement (on the GPU twice: the first read pins its staging; host-staged, host), read
 #                                 where held vs through host memory (then copied whole: plainly as before, and in
 #                                 pinned chunks as placing does now): GB/s, peak host memory, the
@@ -114,15 +115,15 @@ run() {
             .whl/*.whl || exit 1
         export PYTHONPATH="$PWD:/tmp/site"
         nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-        stage preflight 85 python3 benchmarks/gpu_preflight.py --device cuda --compile off --budget 82 \
+        stage preflight 100 python3 benchmarks/gpu_preflight.py --device cuda --compile off --budget 97 \
             --json "$OUT/preflight.json"
-        stage llm 180 python3 benchmarks/bench_llm_head.py --device cuda --no-proxies --budget 165 --warm-start \
+        stage llm 175 python3 benchmarks/bench_llm_head.py --device cuda --no-proxies --budget 160 --warm-start \
             --profile-steps 8 --json "$OUT/llm.json"
         stage cache 125 python3 benchmarks/bench_cache.py --device cuda --dtype bf16 --models siglip:random \
             --codecs fp16 --images 2048 --batch-size 128 --shard-size 256 --num-workers 14 --repeats 1 \
             --error-images 4 --budget 113 --decode-check --profile-batches 6 --json "$OUT/cache.json"
-        stage fingerprint 135 python3 benchmarks/bench_fingerprint.py --device cuda --modes fingerprint \
-            --tokens 729 --dim 1152 --scale-to-real 0.02,0.04 --budget 123 --placement-reads 256 \
+        stage fingerprint 125 python3 benchmarks/bench_fingerprint.py --device cuda --modes fingerprint \
+            --tokens 729 --dim 1152 --scale-to-real 0.02,0.04 --budget 113 --placement-reads 256 \
             --zarr-check counting,recognition,scene --json "$OUT/fingerprint.json"
     fi
     echo "== all stages: $SECONDS s"

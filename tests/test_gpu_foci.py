@@ -63,3 +63,23 @@ def test_vlm_answer_on_a_gpu(kind: str, tmp_path: Path, capsys: pytest.CaptureFi
     assert len(replies) == 16 and len({(r["ava"], r["id"]) for r in replies}) == 16
     results = json.loads((run / "results_test.json").read_text())
     assert results["abilities"]["recognition"]["n"] == 8 and results["abilities"]["counting"]["n"] == 8
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_GPU)
+def test_the_text_tower_miner_on_a_gpu_mines_the_cpus_options(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    """``ava data options --miner clip@DIR --device cuda``: the same hard negatives, in the same order, as on the CPU
+    (the class names' text embeddings of a tiny random CLIP: no two within float32 rounding here)."""
+    from ava.data.format import Dataset
+
+    data = make_choice_data(tmp_path / "d")
+    ckpt = save_tiny_image_text(tmp_path / "clip", "clip")
+    mined = {}
+    for device in ("cpu", "cuda"):
+        out = tmp_path / f"mined-{device}"
+        code, text = _run(["data", "options", "--data", str(data), "--miner", f"clip@{ckpt}", "--out", str(out),
+                           "--device", device], capsys)  # fmt: skip
+        assert code == 0, text
+        mined[device] = {s.id: (s.options, s.answer) for s in Dataset(out).samples("recognition")}
+    assert len(mined["cuda"]) == 40 and mined["cuda"] == mined["cpu"]
