@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from _foci_fixtures import save_tiny_image_text
 
 from ava.cli.main import main
@@ -162,3 +163,23 @@ def test_clip_miner_offers_the_classes_the_checkpoint_ranks_first(src: Path, tmp
     again = build_dataset(BuildConfig(**{**config.__dict__, "out": tmp_path / "again"}))
     assert again.counts == result.counts
     assert [s.options for s in Dataset(tmp_path / "again").samples("scene")] == [s.options for s in samples]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the depth model on a GPU")
+@pytest.mark.parametrize("kind", ["relative", "metric"])
+def test_depth_maps_made_on_a_gpu_are_the_cpus(kind: str, src: Path, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """``ava data build --depth-model DIR --device cuda``: the maps the model makes on the GPU are those it makes on
+    the CPU, within float32 rounding, where one of them is a depth (a relative model's non-positive disparity is no
+    depth on either). cuDNN's TF32 convolutions are off here: with them the maps differ by design."""
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
+    coco = read_coco(src / "src" / "instances.json", src / "src" / "images")
+    images = list(coco.images.values())[:3]
+    maps = {d: dm.run(str(src / kind), images, tmp_path / d, device=d)[0] for d in ("cpu", "cuda")}
+    for im in images:
+        cpu, gpu = maps["cpu"].load(im), maps["cuda"].load(im)
+        assert cpu.shape == gpu.shape == (im.height, im.width)
+        both = np.isfinite(cpu) & np.isfinite(gpu)
+        assert (np.isfinite(cpu) == np.isfinite(gpu)).mean() > 0.99 and both.any()  # (a sign flip at ~0 disparity)
+        assert np.allclose(cpu[both], gpu[both], rtol=1e-3, atol=1e-5)
