@@ -127,6 +127,8 @@ run() {
             --zarr-check counting,recognition,scene --json "$OUT/fingerprint.json"
     fi
     echo "== all stages: $SECONDS s"
+    echo "== summary (issue 38's figures; the reply shows this last)"
+    python3 benchmarks/gpu_summary.py "$OUT" "$STAGES"
 }
 
 case "${1:-}" in
