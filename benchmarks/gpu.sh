@@ -27,8 +27,10 @@
 #                                 device busy, time by kernel kind, top kernels, the device's idle stretches, the host's
 #                                 CUDA calls: what to do about MFU); one packed batch's forward + backward launched
 #                                 as the loop launches it, then replayed from a CUDA graph (the most graphs could
-#                                 take off a step); then a second run's warm-up in a fresh process (empty
-#                                 inductor/Triton caches, $AVA_HOME's artifacts)
+#                                 take off a step), and the loop's first 24 batches trained from graphs over length
+#                                 buckets beside the loop's steady step; then a second run's warm-up in a fresh
+#                                 process (empty inductor/Triton caches, $AVA_HOME's artifacts). The call's output
+#                                 ends with a table of these figures against their targets (gpu_summary.py)
 #     3. cache.json      (125 s)  forward-only, decode-only and extraction, SigLIP-so400m@384 (random weights), bf16;
 #                                 JPEGs decoded on the GPU (nvJPEG) vs by the workers: both rates, the features' distance
 #                                 and the share of rows far off (device_rows_off: 4% on 2026-11-28, a stream race, fixed);
