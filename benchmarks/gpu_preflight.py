@@ -125,7 +125,7 @@ def gpu_tests(seconds: float) -> dict[str, Any]:
     if seconds < 10:
         return {"error": f"skipped: {seconds:.0f} s left", "files": files}
     cmd = [sys.executable, "-m", "pytest", "-m", "gpu", "-p", "no:cacheprovider", "-o", "addopts=", "-q", "-rfEs",
-           "--strict-markers", *files]  # fmt: skip
+           "--strict-markers", "--durations=40", "--durations-min=0.5", *files]  # fmt: skip
     try:
         env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}  # (the image's plugins: startup, nothing used)
         done = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=seconds, env=env)
@@ -135,7 +135,11 @@ def gpu_tests(seconds: float) -> dict[str, Any]:
         text, rc = f"{said}\n(timed out after {seconds:.0f} s)", None
     counts = {k: int(n) for n, k in re.findall(r"(\d+) (passed|failed|skipped|error|errors|deselected)", text)}
     lines = [ln for ln in text.splitlines() if ln.startswith(("FAILED", "ERROR", "SKIPPED"))]
-    return {"files": files, "exit": rc, **counts, "not_passed": lines[:12], "tail": text.strip().splitlines()[-8:]}
+    # each test's seconds (its setup, fixtures included, and its call), to fit the stage's time to them
+    timed = re.compile(r"^\s*([\d.]+)s (setup|call|teardown)\s+(\S+)")
+    durations = [[float(m[1]), m[2], m[3]] for ln in text.splitlines() if (m := timed.match(ln))]
+    tail = [ln for ln in text.strip().splitlines() if not timed.match(ln)][-8:]
+    return {"files": files, "exit": rc, **counts, "not_passed": lines[:12], "durations": durations, "tail": tail}
 
 
 def main() -> None:

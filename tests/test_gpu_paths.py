@@ -379,6 +379,7 @@ def test_preflight_runs_the_tests_marked_gpu(tmp_path: Path) -> None:
     got = pre.gpu_tests(120)
     assert "tests/test_device_decode.py" in got["files"] and "tests/test_feature_placement.py" in got["files"]
     assert got["exit"] == 0 and got.get("passed", 0) + got.get("skipped", 0) >= 5 and "failed" not in got, got
+    assert isinstance(got["durations"], list) and not any("s call " in line for line in got["tail"])  # (apart)
     if not torch.cuda.is_available():
         assert got["skipped"] >= 5 and all(line.startswith("SKIPPED") for line in got["not_passed"]), got
     assert pre.gpu_tests(5)["error"] == "skipped: 5 s left"
