@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).parent))  # bench_cache's environment(), b
 
 import kernel_profile  # noqa: E402
 from budget import Budget  # noqa: E402
-from llm_graph_replay import BUCKETED_STEPS, GRAPH_REPS, bucketed_graphs, graph_replay  # noqa: E402
+from llm_graph_replay import BUCKETED_STEPS, GRAPH_REPS, bucketed_graphs, error_line, graph_replay  # noqa: E402
 
 from ava.abilities import REL_DEPTH_ANSWERS, format_options, get_ability
 from ava.cache import ExtractConfig, extract
@@ -259,16 +259,15 @@ def run_path(mode: str, args: argparse.Namespace, data: Path, cache: Path, work:
             profile = kernel_profile.profile_steps(profiled_fit, device)
         else:
             profile = {"error": f"skipped: {until - time.monotonic():.0f} s of the part left"}
-    graph = bucketed = None
+    graphs: dict[str, Any] = {}  # the CUDA-graph parts (llm_graph_replay)
     if mode == "cache" and args.graph_replay:  # after the profile: a failed capture must not cost the profile
         until = max(deadline, profile_until or deadline)
-        for name, part in (("graph", graph_replay), ("bucketed", bucketed_graphs)):
-            kwargs = {"placement": prep.run.get("features_placement")} if name == "bucketed" else {}
+        for key, part, kwargs in (("graph_replay", graph_replay, {}), ("bucketed_graphs", bucketed_graphs,
+                                  {"placement": prep.run.get("features_placement")})):  # fmt: skip
             try:
-                got = part(prep.head, prep.loop, args.batch_size, device, dtype, until, **kwargs)
+                graphs[key] = part(prep.head, prep.loop, args.batch_size, device, dtype, until, **kwargs)
             except Exception as e:  # noqa: BLE001 - the part reports what stopped it; the next parts still run
-                got = {"error": f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:300]}"}
-            graph, bucketed = (got, bucketed) if name == "graph" else (graph, got)
+                graphs[key] = {"error": error_line(e)}
     lengths = [e.length(prep.loop.num_image_tokens) for e in prep.loop.encoded]
     sup = float(np.mean([len(e.answer) for e in prep.loop.encoded]))
     vfm = getattr(prep.loop.featurize, "vfm", None)
@@ -298,8 +297,7 @@ def run_path(mode: str, args: argparse.Namespace, data: Path, cache: Path, work:
         "num_workers": cfg.num_workers,
         "peak_mem_gb": torch.cuda.max_memory_allocated(device) / 1e9 if device.type == "cuda" else None,
         **({"profile": profile} if profile is not None else {}),
-        **({"graph_replay": graph} if graph is not None else {}),
-        **({"bucketed_graphs": bucketed} if bucketed is not None else {}),
+        **graphs,
     }
 
 

@@ -34,14 +34,27 @@ import torch
 GRAPH_REPS = 8  # launched and replayed steps each (bench_llm_head reserves the part's time by it)
 
 
-def first_batch(loop: Any, micro: int, device: torch.device) -> dict[str, Any]:
-    """The loop's first micro-batch (epoch 0 of seed 0), collated as the loop collates it, on ``device``."""
+def error_line(e: BaseException) -> str:
+    """``Type: the first line of its message`` (at most 300 characters): what a part reports when it stops."""
+    return f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:300]}"
+
+
+def first_batches(loop: Any, micro: int, n: int) -> tuple[list[list[int]], Any]:
+    """The loop's first ``n`` micro-batches (epoch 0 of seed 0: sample indices) and a collator packing them as the
+    loop packs them."""
     from ava.heads.llm.data import Collator, length_grouped_batches
-    from ava.heads.llm.devices import to_device
 
     lengths = [e.length(loop.num_image_tokens) for e in loop.encoded]
-    index = length_grouped_batches(lengths, micro, seed=0, epoch=0)[0]
-    host = Collator(loop.encoded, loop.num_image_tokens, loop.pad_id, pack=True)([loop.items[i] for i in index])
+    plan = length_grouped_batches(lengths, micro, seed=0, epoch=0)[:n]
+    return plan, Collator(loop.encoded, loop.num_image_tokens, loop.pad_id, pack=True)
+
+
+def first_batch(loop: Any, micro: int, device: torch.device) -> dict[str, Any]:
+    """The loop's first micro-batch, collated as the loop collates it, on ``device``."""
+    from ava.heads.llm.devices import to_device
+
+    (index,), collate = first_batches(loop, micro, 1)
+    host = collate([loop.items[i] for i in index])
     if device.type == "cuda":
         host = {k: v.pin_memory() if isinstance(v, torch.Tensor) else v for k, v in host.items()}
     batch = to_device(host, device)
@@ -123,7 +136,7 @@ def graph_replay(head: Any, loop: Any, micro: int, device: torch.device, dtype: 
             except Exception as e:  # noqa: BLE001 - what stops a capture here is the finding
                 torch.cuda.set_stream(stream)  # (a failed capture_end leaves the capture's stream current)
                 torch.cuda.synchronize(device)
-                return {**out, "capture": f"failed: {type(e).__name__}: {(str(e).splitlines() or [''])[0][:300]}"}
+                return {**out, "capture": f"failed: {error_line(e)}"}
             out["capture_s"] = round(time.monotonic() - t, 2)
             out["replay_ms"], _ = _timed(graph.replay, reps, device)
             del graph
@@ -195,15 +208,12 @@ def bucketed_graphs(head: Any, loop: Any, micro: int, device: torch.device, dtyp
 
     On a CPU, or where the features are not held on the GPU (a graph would replay one batch's host gather), the same
     padded steps run eagerly: that checks the padding, not the graphs."""
-    from ava.heads.llm.data import Collator, length_grouped_batches
     from ava.heads.llm.devices import adamw, autocast
     from ava.heads.llm.train import compiling
 
     params = [p for p in head.parameters() if p.requires_grad]
     optimizer = adamw(params, 1e-4, 0.0)
-    lengths = [e.length(loop.num_image_tokens) for e in loop.encoded]
-    plan = length_grouped_batches(lengths, micro, seed=0, epoch=0)[:steps]
-    collate = Collator(loop.encoded, loop.num_image_tokens, loop.pad_id, pack=True)
+    plan, collate = first_batches(loop, micro, steps)
     cuda = device.type == "cuda"
     packed = head.use_packing(device, dtype)
     attention = head.attention_path()
@@ -280,7 +290,7 @@ def bucketed_graphs(head: Any, loop: Any, micro: int, device: torch.device, dtyp
                 else:
                     ends.append(time.perf_counter())
     except Exception as e:  # noqa: BLE001 - what stops the graphs here is the finding
-        out["error"] = f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:300]}"
+        out["error"] = error_line(e)
         if cuda:
             torch.cuda.set_stream(torch.cuda.default_stream(device))  # (a failed capture leaves its stream current)
     finally:
