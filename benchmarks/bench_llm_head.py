@@ -320,8 +320,8 @@ def main() -> None:
                    help="the cached path's DataLoader workers (default: the head's own default, %(default)s: what "
                    "`ava head train` runs)")  # fmt: skip
     p.add_argument("--no-graph-replay", dest="graph_replay", action="store_false",
-                   help="skip the cached path's CUDA-graph part (one batch's forward + backward launched against "
-                   "replayed: benchmarks/llm_graph_replay.py)")  # fmt: skip
+                   help="skip the cached path's two CUDA-graph parts (one batch's forward + backward launched "
+                   "against replayed; training from graphs over length buckets: llm_graph_replay.py)")  # fmt: skip
     p.add_argument("--profile-steps", type=int, help="the cached path: this many more steps under torch.profiler, "
                    "summarized (kernels per step, device busy, time by kernel kind, top kernels); preset: 4 on CUDA, "
                    "0 on a CPU")  # fmt: skip
@@ -428,7 +428,7 @@ def warm_start(args: argparse.Namespace, data: Path, work: Path, budget: Budget)
            "TRITON_CACHE_DIR": str(work / "triton-2")}  # fmt: skip
     argv = [sys.executable, __file__, "--warm-start-child", "--work", str(work), "--no-proxies", "--device",
             args.device, "--modes", args.modes.split(",")[0], "--compile", args.compile,
-            "--pack", args.pack, "--profile-steps", "0"]  # fmt: skip
+            "--pack", args.pack, "--profile-steps", "0", "--no-graph-replay"]  # fmt: skip
     for key in ("vfm", "llm", "dtype", "samples", "batch_size", "warmup", "lora_r", "num_workers"):
         argv += [f"--{key.replace('_', '-')}", str(getattr(args, key))]
     try:
