@@ -26,6 +26,7 @@ the update launched; its steady step is the figure to set beside the loop's.
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from typing import Any
 
@@ -62,6 +63,29 @@ def first_batch(loop: Any, micro: int, device: torch.device) -> dict[str, Any]:
     return batch
 
 
+def forward_backward(head: Any, loop: Any, batch: dict[str, Any], device: torch.device, dtype: torch.dtype,
+                     ) -> torch.Tensor:  # fmt: skip
+    """One micro-batch's forward and backward as the loop's step runs them (autocast, the loop's features); the
+    loss."""
+    from ava.heads.llm.devices import autocast
+
+    with autocast(device, dtype):
+        loss = head(batch, loop.featurize(batch))
+    loss.backward()
+    return loss
+
+
+def warm_on_side_stream(fn: Any, device: torch.device, times: int = 3) -> None:
+    """``fn()`` ``times`` times on a side stream, then everything done: PyTorch's recipe before a first capture."""
+    side = torch.cuda.Stream(device)
+    side.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(side):
+        for _ in range(times):
+            fn()
+    torch.cuda.current_stream(device).wait_stream(side)
+    torch.cuda.synchronize(device)
+
+
 def _timed(fn: Any, reps: int, device: torch.device) -> tuple[float, float]:
     """(ms a call, all done; ms a call of the host's launching alone) over ``reps`` calls."""
     if device.type != "cuda":
@@ -86,7 +110,6 @@ def graph_replay(head: Any, loop: Any, micro: int, device: torch.device, dtype: 
                  reps: int = GRAPH_REPS) -> dict[str, Any]:  # fmt: skip
     """``launch_ms``, ``host_ms`` and (on a GPU) ``replay_ms`` of one micro-batch's forward + backward, with
     ``replay_over_launch``; stops early, saying so, where ``deadline`` (``time.monotonic``) would be passed."""
-    from ava.heads.llm.devices import autocast
     from ava.heads.llm.train import compiling
 
     layers = head.base.get_decoder().layers
@@ -102,10 +125,7 @@ def graph_replay(head: Any, loop: Any, micro: int, device: torch.device, dtype: 
         head.train()
 
         def step() -> torch.Tensor:
-            with autocast(device, dtype):
-                loss = head(batch, loop.featurize(batch))
-            loss.backward()
-            return loss
+            return forward_backward(head, loop, batch, device, dtype)
 
         with compiling():
             t = time.monotonic()
@@ -119,13 +139,7 @@ def graph_replay(head: Any, loop: Any, micro: int, device: torch.device, dtype: 
             out["launch_ms"], out["host_ms"] = _timed(step, reps, device)
             if device.type != "cuda":
                 return {**out, "capture": "skipped: CUDA graphs need a GPU"}
-            side = torch.cuda.Stream(device)
-            side.wait_stream(torch.cuda.current_stream(device))
-            with torch.cuda.stream(side):  # warm-up on a side stream before a capture (PyTorch's recipe)
-                for _ in range(3):
-                    step()
-            torch.cuda.current_stream(device).wait_stream(side)
-            torch.cuda.synchronize(device)
+            warm_on_side_stream(step, device)
             if time.monotonic() + one * (reps + 2) + 5 > deadline:
                 return {**out, "capture": f"skipped: {deadline - time.monotonic():.0f} s left after the launched steps"}
             graph, stream = torch.cuda.CUDAGraph(), torch.cuda.current_stream(device)
@@ -208,7 +222,7 @@ def bucketed_graphs(head: Any, loop: Any, micro: int, device: torch.device, dtyp
 
     On a CPU, or where the features are not held on the GPU (a graph would replay one batch's host gather), the same
     padded steps run eagerly: that checks the padding, not the graphs."""
-    from ava.heads.llm.devices import adamw, autocast
+    from ava.heads.llm.devices import adamw
     from ava.heads.llm.train import compiling
 
     params = [p for p in head.parameters() if p.requires_grad]
@@ -229,12 +243,6 @@ def bucketed_graphs(head: Any, loop: Any, micro: int, device: torch.device, dtyp
     graphs: dict[tuple[int, ...], tuple[Any, dict[str, Any], torch.Tensor]] = {}
     pool, losses, ends, real, padded, last_capture, captured, capture_s = None, [], [], 0, 0, -1, 0, 0.0
 
-    def forward_backward(batch: dict[str, Any]) -> torch.Tensor:
-        with autocast(device, dtype):
-            loss = head(batch, loop.featurize(batch))
-        loss.backward()
-        return loss
-
     def on_device(batch: dict[str, Any]) -> dict[str, Any]:
         return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
 
@@ -252,23 +260,19 @@ def bucketed_graphs(head: Any, loop: Any, micro: int, device: torch.device, dtyp
                 batch = pad_packed(host, key[0], key[1], key[2], loop.pad_id)
                 real, padded = real + int(host["n_tokens"]), padded + key[0]
                 if not graphs_on:
-                    loss = forward_backward(on_device(batch))
+                    loss = forward_backward(head, loop, on_device(batch), device, dtype)
                 else:
                     if key not in graphs:
                         static = on_device(batch)
-                        if pool is None:  # before a first capture: a few eager steps on a side stream
-                            side = torch.cuda.Stream(device)
-                            side.wait_stream(torch.cuda.current_stream(device))
-                            with torch.cuda.stream(side):
-                                for _ in range(3):
-                                    forward_backward(static)
-                            torch.cuda.current_stream(device).wait_stream(side)
+                        if pool is None:  # before a first capture
+                            warm = functools.partial(forward_backward, head, loop, static, device, dtype)
+                            warm_on_side_stream(warm, device)
                             for p in params:
                                 p.grad.zero_()
                         torch.cuda.synchronize(device)
                         c, graph = time.perf_counter(), torch.cuda.CUDAGraph()
                         with torch.cuda.graph(graph, pool=pool):
-                            loss_out = forward_backward(static)
+                            loss_out = forward_backward(head, loop, static, device, dtype)
                         pool = graph.pool() if pool is None else pool
                         if any(p.grad is not g for p, g in zip(params, grads, strict=True)):  # (accumulated in place)
                             raise RuntimeError("a capture replaced a gradient tensor: the update would not see it")
