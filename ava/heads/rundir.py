@@ -60,6 +60,11 @@ def training_fields(config: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in config.items() if k not in NON_TRAINING_FIELDS}
 
 
+def _holds_only_the_lock(run_dir: Path) -> bool:
+    """Whether ``run_dir`` holds nothing but a training's lock file (no run)."""
+    return not any(p.name != LOCK_FILE for p in run_dir.iterdir())
+
+
 def differing_fields(run_dir: Path, head: str, config: Any) -> list[str] | None:
     """The fields in which the run at ``run_dir`` differs from ``(head, config)``: ``[]`` for the same run,
     ``None`` when ``run_dir`` holds no run (absent or empty); RunDirError when it holds something else."""
@@ -69,7 +74,7 @@ def differing_fields(run_dir: Path, head: str, config: Any) -> list[str] | None:
         return None
     if not run_dir.is_dir():
         raise RunDirError(f"--out {run_dir} is a file, not a run directory")
-    if not any(p.name != LOCK_FILE for p in run_dir.iterdir()):
+    if _holds_only_the_lock(run_dir):
         return None
     cfg_path = run_dir / "config.json"
     try:
@@ -194,7 +199,7 @@ def claim_run(
         _fix_out(stage, stage, out)
         swap_in(stage, out)
     finally:
-        if lock is not None and made_lock and out.is_dir() and not any(p.name != LOCK_FILE for p in out.iterdir()):
+        if lock is not None and made_lock and out.is_dir() and _holds_only_the_lock(out):
             lock.remove()  # a training that failed before writing anything leaves no lock file, nor a directory
             if made_dir:  # holding only that (`ava report runs/*` would name it as a run without run.json)
                 with contextlib.suppress(OSError):
