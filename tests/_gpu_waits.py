@@ -6,7 +6,8 @@ from __future__ import annotations
 import contextlib
 import threading
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
 
@@ -32,3 +33,17 @@ def noted_waits(waits: list[tuple[str, str]]) -> Iterator[list[tuple[str, str]]]
             yield waits
         finally:
             torch.cuda.set_sync_debug_mode("default")
+
+
+def waits_after_the_first(fn: Callable[..., Any], calls: list[str], waits: list[tuple[str, str]]) -> Callable[..., Any]:
+    """``fn`` wrapped to note each call's thread in ``calls`` and, from the second call on (the first starts the
+    kernels and the allocator), every wait for the GPU it makes in ``waits`` (:func:`noted_waits`)."""
+
+    def wrapped(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        with noted_waits(waits) if calls else contextlib.nullcontext():
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                calls.append(threading.current_thread().name)
+
+    return wrapped

@@ -3,7 +3,6 @@ keeps the GPU's queue fed), and a training step hands host-held features a host 
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from pathlib import Path
 
@@ -401,22 +400,14 @@ def test_an_extraction_batch_never_waits_for_the_gpu(tmp_path: Path, monkeypatch
     import importlib
     import sys
 
-    from _gpu_waits import noted_waits
+    from _gpu_waits import waits_after_the_first
 
     from ava.cache import ExtractConfig, extract
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     data = importlib.import_module("bench_cache").make_images(tmp_path / "images", 24)
-    real, calls, waits = extraction._compute, [], []
-
-    def strict(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
-        with noted_waits(waits) if calls else contextlib.nullcontext():  # (the first: kernels' and allocator's start)
-            try:
-                return real(*args, **kwargs)
-            finally:
-                calls.append(threading.current_thread().name)
-
-    monkeypatch.setattr(extraction, "_compute", strict)
+    calls, waits = [], []
+    monkeypatch.setattr(extraction, "_compute", waits_after_the_first(extraction._compute, calls, waits))
     config = ExtractConfig(vfm="random-vit", data=str(data), cache=str(tmp_path / "cache"), device="cuda", batch_size=8,
                            shard_size=8, num_workers=1, progress=False, decode=decode)  # fmt: skip
     summary = extract(config)
@@ -434,22 +425,14 @@ def test_an_llm_head_step_never_waits_for_the_gpu(monkeypatch: pytest.MonkeyPatc
     import importlib
     import sys
 
-    from _gpu_waits import noted_waits
+    from _gpu_waits import waits_after_the_first
 
     from ava.heads.llm import train
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     pre = importlib.import_module("gpu_preflight")
-    real, calls, waits = train.train_step, [], []
-
-    def strict(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
-        with noted_waits(waits) if calls else contextlib.nullcontext():
-            try:
-                return real(*args, **kwargs)
-            finally:
-                calls.append(threading.current_thread().name)
-
-    monkeypatch.setattr(train, "train_step", strict)
+    calls, waits = [], []
+    monkeypatch.setattr(train, "train_step", waits_after_the_first(train.train_step, calls, waits))
     out = pre.layer_steps(torch.device("cuda"), pre.SMALL, "auto", compile_=False)
     assert out["steps"] == 3 and len(calls) == 3, out
     assert not [w for w in waits if w[0] == calls[0]], waits
