@@ -222,7 +222,7 @@ def bucketed_graphs(head: Any, loop: Any, micro: int, device: torch.device, dtyp
 
     On a CPU, or where the features are not held on the GPU (a graph would replay one batch's host gather), the same
     padded steps run eagerly: that checks the padding, not the graphs."""
-    from ava.heads.llm.devices import adamw
+    from ava.heads.llm.devices import adamw, to_device
     from ava.heads.llm.train import compiling
 
     params = [p for p in head.parameters() if p.requires_grad]
@@ -243,9 +243,6 @@ def bucketed_graphs(head: Any, loop: Any, micro: int, device: torch.device, dtyp
     graphs: dict[tuple[int, ...], tuple[Any, dict[str, Any], torch.Tensor]] = {}
     pool, losses, ends, real, padded, last_capture, captured, capture_s = None, [], [], 0, 0, -1, 0, 0.0
 
-    def on_device(batch: dict[str, Any]) -> dict[str, Any]:
-        return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
-
     try:
         for p in params:
             p.grad = torch.zeros_like(p)  # static: the graphs accumulate into them, the update reads and zeroes them
@@ -260,10 +257,10 @@ def bucketed_graphs(head: Any, loop: Any, micro: int, device: torch.device, dtyp
                 batch = pad_packed(host, key[0], key[1], key[2], loop.pad_id)
                 real, padded = real + int(host["n_tokens"]), padded + key[0]
                 if not graphs_on:
-                    loss = forward_backward(head, loop, on_device(batch), device, dtype)
+                    loss = forward_backward(head, loop, to_device(batch, device), device, dtype)
                 else:
                     if key not in graphs:
-                        static = on_device(batch)
+                        static = to_device(batch, device)
                         if pool is None:  # before a first capture
                             warm = functools.partial(forward_backward, head, loop, static, device, dtype)
                             warm_on_side_stream(warm, device)
