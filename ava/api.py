@@ -124,10 +124,20 @@ def load_dataset(data: PathLike) -> Dataset:
     return Dataset(data)
 
 
-def synthesize(out: PathLike, *, per_ava: int | None = None, ava: list[str] | str | None = None,
-               seed: int | None = None, size: int | None = None, difficulty: str | None = None,
-               test_frac: float | None = None, workers: int | None = None, force: bool = False,
-               config: PathLike | None = None, progress: bool = False) -> DatasetResult:  # fmt: skip
+def synthesize(
+    out: PathLike,
+    *,
+    per_ava: int | None = None,
+    ava: list[str] | str | None = None,
+    seed: int | None = None,
+    size: int | None = None,
+    difficulty: str | None = None,
+    test_frac: float | None = None,
+    workers: int | None = None,
+    force: bool = False,
+    config: PathLike | None = None,
+    progress: bool = False,
+) -> DatasetResult:
     """Write the built-in synthetic suite (``ava data synth``): all 14 abilities (or ``ava``), exact labels,
     already split. Options left None take the ``config`` TOML file's value, else the default (100 per ability,
     384 px, seed 0, easy). Same seed and options give the same bytes."""
@@ -136,23 +146,41 @@ def synthesize(out: PathLike, *, per_ava: int | None = None, ava: list[str] | st
     from ava.synth.generate import made_with
 
     cfg = load_config(
-        SynthConfig, config, out=str(out), per_ava=per_ava, ava=_paths(ava), seed=seed, size=size,
-        difficulty=difficulty, test_frac=test_frac, workers=workers, overwrite=force or None,
-    )  # fmt: skip
+        SynthConfig,
+        config,
+        out=str(out),
+        per_ava=per_ava,
+        ava=_paths(ava),
+        seed=seed,
+        size=size,
+        difficulty=difficulty,
+        test_frac=test_frac,
+        workers=workers,
+        overwrite=force or None,
+    )
     reused = made_with(cfg)[0] and not cfg.overwrite
     return DatasetResult(Path(generate(cfg, progress=progress)), reused)
 
 
-def import_data(src: PathLike, out: PathLike, *, format: str = "auto", image_root: PathLike | None = None,
-                answers: PathLike | None = None, ava: str | None = None, workers: int = 0,
-                progress: bool = False) -> ImportReport:  # fmt: skip
+def import_data(
+    src: PathLike,
+    out: PathLike,
+    *,
+    format: str = "auto",
+    image_root: PathLike | None = None,
+    answers: PathLike | None = None,
+    ava: str | None = None,
+    workers: int = 0,
+    progress: bool = False,
+) -> ImportReport:
     """Import the official release (parquet), LLaVA JSON or eval questions + answers into a dataset at ``out``
     (``ava data import``). Rows that cannot be imported are skipped and listed in the report's ``errors`` (and in
     ``out/import_errors.jsonl``); nothing is raised for them."""
     from ava.data.importers import import_dataset
 
-    return import_dataset(src, out, fmt=format, image_root=image_root, answers=answers, ava=ava, workers=workers,
-                          progress=progress)  # fmt: skip
+    return import_dataset(
+        src, out, fmt=format, image_root=image_root, answers=answers, ava=ava, workers=workers, progress=progress
+    )
 
 
 def split_data(data: PathLike, *, test_frac: float = 0.2, seed: int = 0, force: bool = False) -> SplitResult:
@@ -223,15 +251,29 @@ class ExtractResult:
 
     @classmethod
     def from_summary(cls, summary: dict[str, Any]) -> ExtractResult:
-        return cls(vfm=str(summary["vfm"]), cache=str(summary["cache"]), key=str(summary["key"]),
-                   codec=str(summary["codec"]), extracted=int(summary["extracted"]),
-                   already_done=int(summary["already_done"]), failed=list(summary["failed"]),
-                   images_per_s=summary.get("images_per_s"), rank=int(summary.get("rank", 0)),
-                   world_size=int(summary.get("world_size", 1)), summary=summary)  # fmt: skip
+        return cls(
+            vfm=str(summary["vfm"]),
+            cache=str(summary["cache"]),
+            key=str(summary["key"]),
+            codec=str(summary["codec"]),
+            extracted=int(summary["extracted"]),
+            already_done=int(summary["already_done"]),
+            failed=list(summary["failed"]),
+            images_per_s=summary.get("images_per_s"),
+            rank=int(summary.get("rank", 0)),
+            world_size=int(summary.get("world_size", 1)),
+            summary=summary,
+        )
 
 
-def extract_config(*, vfm: str | None = None, data: PathLike | None = None, cache: PathLike | None = None,
-                   config: PathLike | None = None, **options: Any) -> Any:  # fmt: skip
+def extract_config(
+    *,
+    vfm: str | None = None,
+    data: PathLike | None = None,
+    cache: PathLike | None = None,
+    config: PathLike | None = None,
+    **options: Any,
+) -> Any:
     """The :class:`ava.cache.ExtractConfig` of these options (defaults < ``config`` TOML file < options)."""
     from ava.cache import ExtractConfig
     from ava.config import load_config
@@ -240,20 +282,42 @@ def extract_config(*, vfm: str | None = None, data: PathLike | None = None, cach
         options["layers"] = tuple(options["layers"])
     options["ava"] = _paths(options.get("ava"))
     try:
-        return load_config(ExtractConfig, config, vfm=vfm, data=str(data) if data else None,
-                           cache=str(cache) if cache else None, **options)  # fmt: skip
+        return load_config(
+            ExtractConfig,
+            config,
+            vfm=vfm,
+            data=str(data) if data else None,
+            cache=str(cache) if cache else None,
+            **options,
+        )
     except TypeError as e:  # a required field given neither as an option nor in the config file
         raise AvaError(f"--vfm, --data and --cache are required (as options or in --config): {e}") from e
 
 
-def extract(vfm: Any = None, data: PathLike | None = None, cache: PathLike | None = None, *,
-            ava: list[str] | str | None = None, split: str | None = None, codec: str | None = None,
-            layers: tuple[int, ...] | list[int] | None = None, batch_size: int | None = None,
-            device: str | None = None, dtype: str | None = None, num_workers: int | None = None,
-            preprocess: str | None = None, shard_size: int | None = None, key: str | None = None,
-            config: PathLike | None = None, progress: bool | None = False, trust_remote_code: bool = False,
-            threads: Threads = None, decode: str | None = None, dry_run: bool = False,
-            force: bool = False) -> ExtractResult:  # fmt: skip
+def extract(
+    vfm: Any = None,
+    data: PathLike | None = None,
+    cache: PathLike | None = None,
+    *,
+    ava: list[str] | str | None = None,
+    split: str | None = None,
+    codec: str | None = None,
+    layers: tuple[int, ...] | list[int] | None = None,
+    batch_size: int | None = None,
+    device: str | None = None,
+    dtype: str | None = None,
+    num_workers: int | None = None,
+    preprocess: str | None = None,
+    shard_size: int | None = None,
+    key: str | None = None,
+    config: PathLike | None = None,
+    progress: bool | None = False,
+    trust_remote_code: bool = False,
+    threads: Threads = None,
+    decode: str | None = None,
+    dry_run: bool = False,
+    force: bool = False,
+) -> ExtractResult:
     """Run a frozen VFM once over a dataset's images into the feature cache (``ava cache extract``); resumable.
 
     Before the first row it computes what the run writes (``summary["plan"]``: rows x tokens x dim x bytes per value,
@@ -276,11 +340,28 @@ def extract(vfm: Any = None, data: PathLike | None = None, cache: PathLike | Non
     name = vfm_name(vfm) if in_memory else vfm
     if not in_memory and vfm:
         _check_vfm_name(vfm)
-    cfg = extract_config(vfm=name, data=data, cache=cache, config=config, ava=ava, split=split, codec=codec,
-                         layers=layers, batch_size=batch_size, device=device, dtype=dtype, num_workers=num_workers,
-                         preprocess=preprocess, shard_size=shard_size, key=key, progress=progress,
-                         trust_remote_code=True if trust_remote_code else None, decode=decode,
-                         dry_run=True if dry_run else None, force=True if force else None)  # fmt: skip
+    cfg = extract_config(
+        vfm=name,
+        data=data,
+        cache=cache,
+        config=config,
+        ava=ava,
+        split=split,
+        codec=codec,
+        layers=layers,
+        batch_size=batch_size,
+        device=device,
+        dtype=dtype,
+        num_workers=num_workers,
+        preprocess=preprocess,
+        shard_size=shard_size,
+        key=key,
+        progress=progress,
+        trust_remote_code=True if trust_remote_code else None,
+        decode=decode,
+        dry_run=True if dry_run else None,
+        force=True if force else None,
+    )
     _threads(threads, cfg.num_workers)
     summary = run_extract(cfg, vfm=vfm) if in_memory else run_extract(cfg)
     return ExtractResult.from_summary(summary)
@@ -291,8 +372,10 @@ def vfm_name(vfm: Any) -> str:
     spec = getattr(vfm, "spec", None)
     name = getattr(spec, "key", None) or getattr(spec, "name", None) or getattr(vfm, "name", None)
     if not name:
-        raise AvaError(f"the in-memory VFM {type(vfm).__name__} has no name (spec.key); make it with "
-                       "ava.vfm_from_module(..., name=...)")  # fmt: skip
+        raise AvaError(
+            f"the in-memory VFM {type(vfm).__name__} has no name (spec.key); make it with "
+            "ava.vfm_from_module(..., name=...)"
+        )
     return str(name)
 
 
@@ -300,9 +383,11 @@ def check_vfm_type(vfm: Any) -> None:
     """Refuse a ``vfm`` that is neither a name nor an in-memory VFM, saying what is accepted."""
     if vfm is None or isinstance(vfm, NOT_A_VFM):
         shown = repr(vfm) if len(repr(vfm)) <= 40 else type(vfm).__name__
-        raise AvaError(f"vfm={shown} ({type(vfm).__name__}): give a VFM name as a str (a registry key such as "
-                       "'pixels', 'hf:<hub-id-or-dir>', 'timm:<name>') or an in-memory VFM made with "
-                       "ava.vfm_from_module(module, ...)")  # fmt: skip
+        raise AvaError(
+            f"vfm={shown} ({type(vfm).__name__}): give a VFM name as a str (a registry key such as "
+            "'pixels', 'hf:<hub-id-or-dir>', 'timm:<name>') or an in-memory VFM made with "
+            "ava.vfm_from_module(module, ...)"
+        )
 
 
 def _display_name(vfm: Any) -> str:
@@ -356,23 +441,52 @@ class Fingerprint:
             for a, r in abilities.items():
                 directions.setdefault(a, bool(r.get("higher_is_better", True)))
                 metrics.setdefault(a, str(r.get("metric", "")))
-        return cls(vfm=vfm, scores=scores, n=n, directions=directions, metrics=metrics, split=split,
-                   run_dirs=dict(result.run_dirs), results=dict(result.results), resumed=dict(result.resumed),
-                   reads=dict(result.reads), source=result)  # fmt: skip
+        return cls(
+            vfm=vfm,
+            scores=scores,
+            n=n,
+            directions=directions,
+            metrics=metrics,
+            split=split,
+            run_dirs=dict(result.run_dirs),
+            results=dict(result.results),
+            resumed=dict(result.resumed),
+            reads=dict(result.reads),
+            source=result,
+        )
 
     @classmethod
     def from_scores(cls, vfm: str, split: str, result: Any) -> Fingerprint:
         """From the in-memory path's result (anything with ``scores``; ``n``, ``directions``, ``metrics`` taken
         when it has them)."""
-        return cls(vfm=vfm, scores={h: dict(v) for h, v in result.scores.items()},
-                   n=dict(getattr(result, "n", None) or {}), directions=dict(getattr(result, "directions", None) or {}),
-                   metrics=dict(getattr(result, "metrics", None) or {}), split=split, source=result)  # fmt: skip
+        return cls(
+            vfm=vfm,
+            scores={h: dict(v) for h, v in result.scores.items()},
+            n=dict(getattr(result, "n", None) or {}),
+            directions=dict(getattr(result, "directions", None) or {}),
+            metrics=dict(getattr(result, "metrics", None) or {}),
+            split=split,
+            source=result,
+        )
 
 
-def fingerprint(vfm: Any, data: PathLike | None = None, cache: PathLike | None = None, out: PathLike | None = None,
-                *, ava: list[str] | str | None = None, heads: list[str] | str | None = None, seed: int = 0,
-                device: str = "auto", max_train: int | None = None, split: str = "test", progress: bool = False,
-                jobs: int | None = None, threads: Threads = None, **extract_options: Any) -> Fingerprint:  # fmt: skip
+def fingerprint(
+    vfm: Any,
+    data: PathLike | None = None,
+    cache: PathLike | None = None,
+    out: PathLike | None = None,
+    *,
+    ava: list[str] | str | None = None,
+    heads: list[str] | str | None = None,
+    seed: int = 0,
+    device: str = "auto",
+    max_train: int | None = None,
+    split: str = "test",
+    progress: bool = False,
+    jobs: int | None = None,
+    threads: Threads = None,
+    **extract_options: Any,
+) -> Fingerprint:
     """A VFM's ability fingerprint: cheap heads (linear probe, attentive probe, kNN) on every ability.
 
     - ``vfm`` a string (registry key, ``hf:``, ``timm:``) with ``cache``: the features already extracted there
@@ -390,32 +504,80 @@ def fingerprint(vfm: Any, data: PathLike | None = None, cache: PathLike | None =
         raise AvaError("no dataset given (data=DIR, a split dataset; ava.synthesize writes one)")
     if isinstance(vfm, str):
         if cache is None:
-            raise AvaError(f"vfm={vfm!r} is a name: give the cache its features were extracted to (cache=DIR, "
-                           "see ava.extract), or pass an in-memory VFM (ava.vfm_from_module)")  # fmt: skip
+            raise AvaError(
+                f"vfm={vfm!r} is a name: give the cache its features were extracted to (cache=DIR, "
+                "see ava.extract), or pass an in-memory VFM (ava.vfm_from_module)"
+            )
         if extract_options:
-            raise AvaError(f"unexpected option(s) {', '.join(sorted(extract_options))}: with a VFM name the features "
-                           "come from the cache as extracted (ava.extract)")  # fmt: skip
-        return _fingerprint_cache(vfm, data, cache, out, ava=ava, heads=heads, seed=seed, device=device,
-                                  max_train=max_train, split=split, progress=progress, jobs=jobs,
-                                  threads=threads)  # fmt: skip
+            raise AvaError(
+                f"unexpected option(s) {', '.join(sorted(extract_options))}: with a VFM name the features "
+                "come from the cache as extracted (ava.extract)"
+            )
+        return _fingerprint_cache(
+            vfm,
+            data,
+            cache,
+            out,
+            ava=ava,
+            heads=heads,
+            seed=seed,
+            device=device,
+            max_train=max_train,
+            split=split,
+            progress=progress,
+            jobs=jobs,
+            threads=threads,
+        )
     if cache is None:
         if out is not None or jobs is not None or extract_options:
             given = ["out"] * (out is not None) + ["jobs"] * (jobs is not None) + sorted(extract_options)
-            raise AvaError(f"{', '.join(given)}: only with cache=DIR; an in-memory VFM without a cache is "
-                           "fingerprinted with its features held in memory and writes nothing")  # fmt: skip
+            raise AvaError(
+                f"{', '.join(given)}: only with cache=DIR; an in-memory VFM without a cache is "
+                "fingerprinted with its features held in memory and writes nothing"
+            )
         _threads(threads)
         run = _resolve(IN_MEMORY_FINGERPRINT)
-        result = run(vfm, data, abilities=_paths(ava), heads=tuple(_paths(heads) or IN_MEMORY_HEADS),
-                     device=_memory_device(device), split=split, seed=seed, max_train=max_train,
-                     progress=progress)  # fmt: skip
+        result = run(
+            vfm,
+            data,
+            abilities=_paths(ava),
+            heads=tuple(_paths(heads) or IN_MEMORY_HEADS),
+            device=_memory_device(device),
+            split=split,
+            seed=seed,
+            max_train=max_train,
+            progress=progress,
+        )
         return Fingerprint.from_scores(str(getattr(result, "vfm", None) or _display_name(vfm)), split, result)
-    extracted = extract(vfm, data, cache, ava=ava, progress=progress, threads=threads,
-                        device=None if device == "auto" else device, **extract_options)  # fmt: skip
+    extracted = extract(
+        vfm,
+        data,
+        cache,
+        ava=ava,
+        progress=progress,
+        threads=threads,
+        device=None if device == "auto" else device,
+        **extract_options,
+    )
     if extracted.failed:
-        raise AvaError(f"{len(extracted.failed)} image(s) could not be read during extraction, first: "
-                       f"{extracted.failed[0]}")  # fmt: skip
-    return _fingerprint_cache(extracted.vfm, data, cache, out, ava=ava, heads=heads, seed=seed, device=device,
-                              max_train=max_train, split=split, progress=progress, jobs=jobs, threads=None)  # fmt: skip
+        raise AvaError(
+            f"{len(extracted.failed)} image(s) could not be read during extraction, first: {extracted.failed[0]}"
+        )
+    return _fingerprint_cache(
+        extracted.vfm,
+        data,
+        cache,
+        out,
+        ava=ava,
+        heads=heads,
+        seed=seed,
+        device=device,
+        max_train=max_train,
+        split=split,
+        progress=progress,
+        jobs=jobs,
+        threads=None,
+    )
 
 
 def _memory_device(device: str) -> str:
@@ -426,9 +588,22 @@ def _memory_device(device: str) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def _fingerprint_cache(vfm: str, data: PathLike, cache: PathLike, out: PathLike | None, *, ava: Any, heads: Any,
-                       seed: int, device: str, max_train: int | None, split: str, progress: bool, jobs: int | None,
-                       threads: Threads) -> Fingerprint:  # fmt: skip
+def _fingerprint_cache(
+    vfm: str,
+    data: PathLike,
+    cache: PathLike,
+    out: PathLike | None,
+    *,
+    ava: Any,
+    heads: Any,
+    seed: int,
+    device: str,
+    max_train: int | None,
+    split: str,
+    progress: bool,
+    jobs: int | None,
+    threads: Threads,
+) -> Fingerprint:
     from ava.heads.fingerprint import FINGERPRINT_HEADS, FingerprintConfig
     from ava.heads.fingerprint import fingerprint as run_fingerprint
     from ava.validate import check
@@ -438,10 +613,20 @@ def _fingerprint_cache(vfm: str, data: PathLike, cache: PathLike, out: PathLike 
     except ValueError as e:
         raise AvaError(f"max_train: {e}") from None
     _threads(threads)
-    config = FingerprintConfig(vfm=vfm, data=str(data), cache=str(cache), out=str(out) if out else "",
-                               ava=_paths(ava), heads=_paths(heads) or list(FINGERPRINT_HEADS), seed=seed,
-                               device=device, max_train=max_train, split=split, progress=progress,
-                               jobs=jobs)  # fmt: skip
+    config = FingerprintConfig(
+        vfm=vfm,
+        data=str(data),
+        cache=str(cache),
+        out=str(out) if out else "",
+        ava=_paths(ava),
+        heads=_paths(heads) or list(FINGERPRINT_HEADS),
+        seed=seed,
+        device=device,
+        max_train=max_train,
+        split=split,
+        progress=progress,
+        jobs=jobs,
+    )
     return Fingerprint.from_result(vfm, split, run_fingerprint(config))
 
 
@@ -501,8 +686,9 @@ def check_required(cfg: Any, config: PathLike | None) -> None:
         raise AvaError(f"missing required option(s) {', '.join(missing)}: give them on the command line{where}")
 
 
-def train_head(head: str = "llm", *, config: PathLike | None = None, threads: Threads = None,
-               **options: Any) -> HeadRun:  # fmt: skip
+def train_head(
+    head: str = "llm", *, config: PathLike | None = None, threads: Threads = None, **options: Any
+) -> HeadRun:
     """Train a head (``llm``, ``probe-linear``, ``probe-attn``, ``knn`` or a plugin's) on cached features, then
     evaluate it on ``split`` unless ``eval_after=False`` (``ava head train``).
 
@@ -535,16 +721,31 @@ def _results(run_dir: Path, split: str) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
-def evaluate_head(run: PathLike, *, split: str = "test", decode: str | None = None, max_eval: int | None = None,
-                  batch_size: int | None = None, device: str | None = None, trust_remote_code: bool = False,
-                  threads: Threads = None) -> HeadRun:  # fmt: skip
+def evaluate_head(
+    run: PathLike,
+    *,
+    split: str = "test",
+    decode: str | None = None,
+    max_eval: int | None = None,
+    batch_size: int | None = None,
+    device: str | None = None,
+    trust_remote_code: bool = False,
+    threads: Threads = None,
+) -> HeadRun:
     """Evaluate a trained head's run on ``split`` (``ava head eval``); writes results_<split>.json and
     predictions_<split>.jsonl beside it. The run's data and cache must be those it was trained on."""
     from ava.heads.run_files import evaluate_run
 
     _threads(threads)
-    results = evaluate_run(run, split, decode=decode, max_eval=max_eval, batch_size=batch_size, device=device,
-                           trust_remote_code=trust_remote_code)  # fmt: skip
+    results = evaluate_run(
+        run,
+        split,
+        decode=decode,
+        max_eval=max_eval,
+        batch_size=batch_size,
+        device=device,
+        trust_remote_code=trust_remote_code,
+    )
     return HeadRun(Path(run), results)
 
 
@@ -564,8 +765,16 @@ class ScoreResult:
         return {a: r["value"] for a, r in self.results.get("abilities", {}).items()}
 
 
-def score(data: PathLike, pred: PathLike, *, ava: list[str] | str | None = None, split: str = "test",
-          out: PathLike | None = None, box_format: str = "auto", write: bool = True) -> ScoreResult:  # fmt: skip
+def score(
+    data: PathLike,
+    pred: PathLike,
+    *,
+    ava: list[str] | str | None = None,
+    split: str = "test",
+    out: PathLike | None = None,
+    box_format: str = "auto",
+    write: bool = True,
+) -> ScoreResult:
     """Score any model's free-text replies (``ava score``): parse each reply with the ability's reference parser
     and apply its metric. Writes results_<split>.json and predictions_<split>.jsonl into ``out`` (default: the
     ``pred`` file's directory) unless ``write=False``."""
@@ -599,10 +808,18 @@ class ReportResult:
         return self.out / "report.md"
 
 
-def make_report(runs: list[PathLike], out: PathLike, *, split: str = "test", allow_mixed: bool = False,
-                n_boot: int = 2000, seed: int = 0, reference: str | None = None,
-                gaps: list[tuple[PathLike, PathLike]] | None = None,
-                progress: bool = False) -> ReportResult:  # fmt: skip
+def make_report(
+    runs: list[PathLike],
+    out: PathLike,
+    *,
+    split: str = "test",
+    allow_mixed: bool = False,
+    n_boot: int = 2000,
+    seed: int = 0,
+    reference: str | None = None,
+    gaps: list[tuple[PathLike, PathLike]] | None = None,
+    progress: bool = False,
+) -> ReportResult:
     """Tables with 95% bootstrap intervals, baselines, ranks and rank agreement, subgroups, plots and report.html
     from run directories (``ava report``); ``reference`` adds every score relative to that VFM, ``gaps`` (run,
     reference run) pairs the alignment gap (default: each VLM run against each zero-shot run); ``progress``: one
@@ -613,37 +830,91 @@ def make_report(runs: list[PathLike], out: PathLike, *, split: str = "test", all
         runs = [runs]
     if n_boot < 100:
         raise AvaError(f"n_boot must be >= 100, got {n_boot}")
-    result = run_report([Path(r) for r in runs], Path(out), split=split, allow_mixed=allow_mixed, n_boot=n_boot,
-                        seed=seed, reference=reference, progress=progress,
-                        gaps=[(str(a), str(b)) for a, b in gaps] if gaps else None)  # fmt: skip
+    result = run_report(
+        [Path(r) for r in runs],
+        Path(out),
+        split=split,
+        allow_mixed=allow_mixed,
+        n_boot=n_boot,
+        seed=seed,
+        reference=reference,
+        progress=progress,
+        gaps=[(str(a), str(b)) for a, b in gaps] if gaps else None,
+    )
     return ReportResult(Path(out), list(result.get("refused") or []), result)
 
 
 # -- options (FOCI hard negatives) -----------------------------------------------------------------------------
-def rewrite_options(data: PathLike, out: PathLike, *, miner: str = "random", k: int = 4, seed: int = 0,
-                    ava: list[str] | str | None = None, cache: PathLike | None = None, template: str = "keep",
-                    domain: str = "choices", label_template: str | None = None, device: str = "cpu",
-                    force: bool = False) -> Any:  # fmt: skip
+def rewrite_options(
+    data: PathLike,
+    out: PathLike,
+    *,
+    miner: str = "random",
+    k: int = 4,
+    seed: int = 0,
+    ava: list[str] | str | None = None,
+    cache: PathLike | None = None,
+    template: str = "keep",
+    domain: str = "choices",
+    label_template: str | None = None,
+    device: str = "cpu",
+    force: bool = False,
+) -> Any:
     """A copy of ``data`` whose choice questions ask the truth plus ``k - 1`` mined wrong classes
     (``ava data options``; miners ``random``, ``cache:VFM`` with ``cache``, ``clip@<hub-id-or-dir>``). Returns
     :class:`ava.options.OptionsResult`."""
     from ava.options import rewrite_options as run
 
-    return run(data, out, miner=miner, k=k, seed=seed, ava=_paths(ava), cache=str(cache) if cache else None,
-               template=template, domain=domain, label_template=label_template, device=device, force=force)  # fmt: skip
+    return run(
+        data,
+        out,
+        miner=miner,
+        k=k,
+        seed=seed,
+        ava=_paths(ava),
+        cache=str(cache) if cache else None,
+        template=template,
+        domain=domain,
+        label_template=label_template,
+        device=device,
+        force=force,
+    )
 
 
 # -- VLM replies -----------------------------------------------------------------------------------------------
-def vlm_answer(model: str, data: PathLike, out: PathLike, *, ava: list[str] | str | None = None, split: str = "test",
-               batch_size: int = 8, max_new_tokens: int = 32, max_samples: int | None = None, device: str = "auto",
-               dtype: str = "auto", trust_remote_code: bool = False, random_weights: bool = False,
-               progress: bool = False) -> Any:  # fmt: skip
+def vlm_answer(
+    model: str,
+    data: PathLike,
+    out: PathLike,
+    *,
+    ava: list[str] | str | None = None,
+    split: str = "test",
+    batch_size: int = 8,
+    max_new_tokens: int = 32,
+    max_samples: int | None = None,
+    device: str = "auto",
+    dtype: str = "auto",
+    trust_remote_code: bool = False,
+    random_weights: bool = False,
+    progress: bool = False,
+) -> Any:
     """A VLM's greedy reply to every question of ``split``, written to the run directory ``out`` sample by sample
     (a re-run resumes) and scored like ``ava score`` (``ava vlm answer``). Returns :class:`ava.vlm.AnswerResult`."""
     from ava.vlm import AnswerConfig, answer
 
-    config = AnswerConfig(model=str(model), data=str(data), out=str(out), ava=_paths(ava), split=split,
-                          batch_size=batch_size, max_new_tokens=max_new_tokens, max_samples=max_samples,
-                          device=device, dtype=dtype, trust_remote_code=trust_remote_code,
-                          random_weights=random_weights, progress=progress)  # fmt: skip
+    config = AnswerConfig(
+        model=str(model),
+        data=str(data),
+        out=str(out),
+        ava=_paths(ava),
+        split=split,
+        batch_size=batch_size,
+        max_new_tokens=max_new_tokens,
+        max_samples=max_samples,
+        device=device,
+        dtype=dtype,
+        trust_remote_code=trust_remote_code,
+        random_weights=random_weights,
+        progress=progress,
+    )
     return answer(config)

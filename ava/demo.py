@@ -88,13 +88,19 @@ def _synth(config: DemoConfig, data: Path, console: Any) -> None:
         saved = json.loads(info_path.read_text()).get("synth_config", {})
         # the abilities as the generator resolves them (all 14 of the benchmark when none are named), not every
         # registered one: the task-augmentation abilities (ta_*) are never synthesized
-        want = {"per_ava": synth.per_ava, "seed": synth.seed, "size": synth.size,
-                "ava": sorted(resolve_abilities(config.ava))}  # fmt: skip
+        want = {
+            "per_ava": synth.per_ava,
+            "seed": synth.seed,
+            "size": synth.size,
+            "ava": sorted(resolve_abilities(config.ava)),
+        }
         have = {k: sorted(saved.get(k) or []) if k == "ava" else saved.get(k) for k in want}
         if differ := [k for k in want if have[k] != want[k]]:
             said = "; ".join(f"{_OPTION[k]} {_shown(have[k])} there, {_shown(want[k])} now" for k in differ)
-            raise AvaError(f"{data} was made with other settings ({said}); give the same options to resume, or "
-                           f"another --out (or delete {data.parent})")  # fmt: skip
+            raise AvaError(
+                f"{data} was made with other settings ({said}); give the same options to resume, or "
+                f"another --out (or delete {data.parent})"
+            )
         console.print(f"  reusing {data} (same settings)")
         return
     generate(synth, progress=config.progress)
@@ -110,8 +116,9 @@ def _shown(value: Any) -> str:
 def _extract(config: DemoConfig, data: Path, cache: Path, vfm: str) -> dict[str, Any]:
     from ava.cache import ExtractConfig, extract
 
-    return extract(ExtractConfig(vfm=vfm, data=str(data), cache=str(cache), device=config.device,
-                                 progress=config.progress))  # fmt: skip
+    return extract(
+        ExtractConfig(vfm=vfm, data=str(data), cache=str(cache), device=config.device, progress=config.progress)
+    )
 
 
 def _head_config(head: str, config: DemoConfig, vfm: str, paths: dict[str, Path], ava: list[str]) -> Any:
@@ -122,12 +129,24 @@ def _head_config(head: str, config: DemoConfig, vfm: str, paths: dict[str, Path]
 
     spec = HEADS.get(head)
     values: dict[str, Any] = {
-        "ava": list(ava), "vfm": vfm, "data": str(paths["data"]), "cache": str(paths["cache"]),
-        "out": str(run_dir(paths["out"], head, vfm)), "seed": config.seed, "device": config.device,
-    }  # fmt: skip
+        "ava": list(ava),
+        "vfm": vfm,
+        "data": str(paths["data"]),
+        "cache": str(paths["cache"]),
+        "out": str(run_dir(paths["out"], head, vfm)),
+        "seed": config.seed,
+        "device": config.device,
+    }
     if head == "llm":
-        values.update(llm=config.llm, max_train=config.llm_max_train, max_eval=config.llm_max_eval, epochs=1,
-                      lora_r=8, batch_size=4, eval_batch_size=8)  # fmt: skip
+        values.update(
+            llm=config.llm,
+            max_train=config.llm_max_train,
+            max_eval=config.llm_max_eval,
+            epochs=1,
+            lora_r=8,
+            batch_size=4,
+            eval_batch_size=8,
+        )
     names = {f.name for f in dataclasses.fields(spec.config_cls)}
     if "progress" in names:
         values["progress"] = config.progress
@@ -191,8 +210,15 @@ def _abilities(data: Path, config: DemoConfig) -> list[str]:
     return Dataset(data).abilities()
 
 
-def _run_head(head: str, config: DemoConfig, paths: dict[str, Path], abilities: list[str], console: Any,
-              runs: list[tuple[Path, Any]], failures: list[str]) -> None:  # fmt: skip
+def _run_head(
+    head: str,
+    config: DemoConfig,
+    paths: dict[str, Path],
+    abilities: list[str],
+    console: Any,
+    runs: list[tuple[Path, Any]],
+    failures: list[str],
+) -> None:
     """One head on every VFM of the demo; appends its runs and any failure lines."""
     for vfm in config.vfms:
         hc = _head_config(head, config, vfm, paths, abilities)
@@ -201,16 +227,31 @@ def _run_head(head: str, config: DemoConfig, paths: dict[str, Path], abilities: 
         runs.append((Path(hc.out), hc))
 
 
-def _fingerprint(config: DemoConfig, vfm: str, paths: dict[str, Path], abilities: list[str], console: Any,
-                 runs: list[tuple[Path, Any]], failures: list[str]) -> None:  # fmt: skip
+def _fingerprint(
+    config: DemoConfig,
+    vfm: str,
+    paths: dict[str, Path],
+    abilities: list[str],
+    console: Any,
+    runs: list[tuple[Path, Any]],
+    failures: list[str],
+) -> None:
     """The feature heads of one VFM as one ``ava fingerprint`` (each ability's features read once for all heads;
     it resumes per ability); a head run already marked done with the same config is not trained again."""
     from ava.data.format import atomic_write_text
     from ava.heads.fingerprint import FingerprintConfig, fingerprint, head_config
 
-    fc = FingerprintConfig(vfm=vfm, data=str(paths["data"]), cache=str(paths["cache"]), out=str(paths["out"] / "runs"),
-                           ava=list(abilities), heads=list(config.heads), seed=config.seed, device=config.device,
-                           progress=config.progress)  # fmt: skip
+    fc = FingerprintConfig(
+        vfm=vfm,
+        data=str(paths["data"]),
+        cache=str(paths["cache"]),
+        out=str(paths["out"] / "runs"),
+        ava=list(abilities),
+        heads=list(config.heads),
+        seed=config.seed,
+        device=config.device,
+        progress=config.progress,
+    )
     configs = {h: head_config(h, fc, Path(fc.out), abilities) for h in fc.heads}
     runs.extend((Path(hc.out), hc) for hc in configs.values())
     todo = [h for h, hc in configs.items() if not _finished(Path(hc.out), hc)]
@@ -230,8 +271,10 @@ def _fingerprint(config: DemoConfig, vfm: str, paths: dict[str, Path], abilities
     for h in todo:
         atomic_write_text(Path(configs[h].out) / DONE, json.dumps(_config_json(configs[h]), indent=2) + "\n")
     reads = sum(result.reads.values())
-    console.print(f"  {vfm}: {', '.join(todo)} on {len(abilities)} abilities in {time.perf_counter() - t0:.1f} s "
-                  f"({reads} feature reads)")  # fmt: skip
+    console.print(
+        f"  {vfm}: {', '.join(todo)} on {len(abilities)} abilities in {time.perf_counter() - t0:.1f} s "
+        f"({reads} feature reads)"
+    )
 
 
 # -- the demo ------------------------------------------------------------------------------------------------
@@ -270,8 +313,7 @@ def run_demo(config: DemoConfig) -> Path:
             t1 = time.perf_counter()
             summary = _extract(config, paths["data"], paths["cache"], vfm)
             per_vfm["feature cache"][vfm] = time.perf_counter() - t1
-            console.print(f"  {vfm}: {_summary_line(summary)} ({per_vfm['feature cache'][vfm]:.1f} s)",
-                          highlight=False)  # fmt: skip
+            console.print(f"  {vfm}: {_summary_line(summary)} ({per_vfm['feature cache'][vfm]:.1f} s)", highlight=False)
     runs: list[tuple[Path, Any]] = []  # (run dir, head config)
     failures: list[str] = []
     with stage("feature heads", f"{', '.join(config.heads)} on {len(abilities)} abilities (ava fingerprint)"):
@@ -286,8 +328,9 @@ def run_demo(config: DemoConfig) -> Path:
         done = [r for r, hc in runs if _finished(r, hc)]
         if not done:
             raise AvaError("no head run finished, nothing to report:\n  " + "\n  ".join(failures))
-        report = make_report(done, paths["report"], opening=opening_sentences(paths["data"], done),
-                             progress=config.progress)  # fmt: skip
+        report = make_report(
+            done, paths["report"], opening=opening_sentences(paths["data"], done), progress=config.progress
+        )
         _add_extractor_note(paths["report"] / "report.md", config.vfms)
     print_report(report, console)
     md = paths["report"] / "report.md"
@@ -309,8 +352,11 @@ def _available_vfms(vfms: list[str], console: Any) -> list[str]:
             try:
                 import timm  # noqa: F401
             except Exception as e:  # noqa: BLE001 - any import failure: said in one line, the demo goes on
-                console.print(f"  [yellow]{name} left out[/]: timm cannot be imported here ({type(e).__name__}: "
-                              f"{e}); pip install timm torchvision", highlight=False)  # fmt: skip
+                console.print(
+                    f"  [yellow]{name} left out[/]: timm cannot be imported here ({type(e).__name__}: "
+                    f"{e}); pip install timm torchvision",
+                    highlight=False,
+                )
                 continue
         kept.append(name)
     return kept
@@ -372,7 +418,10 @@ def _save_timings(out: Path, timings: dict[str, float], per_vfm: dict[str, dict[
     from ava.data.format import atomic_write_text
     from ava.threads import threads_in_use
 
-    data = {"stages_s": {k: round(v, 2) for k, v in timings.items()}, "total_s": round(total, 2),
-            "per_vfm_s": {stage: {k: round(v, 2) for k, v in d.items()} for stage, d in per_vfm.items()},
-            "threads": threads_in_use()}  # fmt: skip
+    data = {
+        "stages_s": {k: round(v, 2) for k, v in timings.items()},
+        "total_s": round(total, 2),
+        "per_vfm_s": {stage: {k: round(v, 2) for k, v in d.items()} for stage, d in per_vfm.items()},
+        "threads": threads_in_use(),
+    }
     atomic_write_text(out / "demo_timings.json", json.dumps(data, indent=2) + "\n")

@@ -23,9 +23,7 @@ class AvaError(Exception):
 # Credentials written into a URL: `scheme://user:password@` (the password may hold '/', as AWS secret keys do; the
 # user may not, so `s3://bucket/model@v1` is left alone), `scheme://token@`, and query parameters that carry one.
 _USERINFO = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*://)(?:[^\s:@/]+:[^\s@]*?|[^\s:@/]+)@")
-_SECRET_QUERY = re.compile(
-    r"(?i)([?&][\w.-]*(?:key|secret|token|password|passwd|signature|credential|sig)=)[^&\s#]+"
-)
+_SECRET_QUERY = re.compile(r"(?i)([?&][\w.-]*(?:key|secret|token|password|passwd|signature|credential|sig)=)[^&\s#]+")
 
 
 def redact(text: str) -> str:

@@ -73,8 +73,10 @@ def require(extra: str, what: str) -> None:
     line, unless every package of ``extra`` can be imported."""
     missing = [dist for name, dist in EXTRAS[extra] if not _importable(name)]
     if missing:
-        raise MissingDependency(f"{what} needs {' and '.join(missing)}, from the {extra} extra, which is not "
-                                f"installed: {install_line(extra)}")  # fmt: skip
+        raise MissingDependency(
+            f"{what} needs {' and '.join(missing)}, from the {extra} extra, which is not "
+            f"installed: {install_line(extra)}"
+        )
 
 
 def _importable(name: str) -> bool:

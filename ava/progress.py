@@ -25,6 +25,11 @@ def progress(enabled: bool, *extra_columns: ProgressColumn, transient: bool = Fa
 
     tail = extra_columns or (TimeElapsedColumn(),)
     return Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), *tail,
-        console=Console(stderr=True), disable=not enabled, transient=transient,
-    )  # fmt: skip
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        *tail,
+        console=Console(stderr=True),
+        disable=not enabled,
+        transient=transient,
+    )

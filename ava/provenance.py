@@ -12,8 +12,19 @@ from typing import Any
 import ava
 from ava.threads import threads_in_use
 
-_PACKAGES = ("torch", "transformers", "peft", "zarr", "numcodecs", "numpy", "faiss-cpu", "faiss-gpu",
-             "colour-science", "rapidfuzz", "pillow")  # fmt: skip
+_PACKAGES = (
+    "torch",
+    "transformers",
+    "peft",
+    "zarr",
+    "numcodecs",
+    "numpy",
+    "faiss-cpu",
+    "faiss-gpu",
+    "colour-science",
+    "rapidfuzz",
+    "pillow",
+)
 
 
 def git_revision() -> str | None:
@@ -25,8 +36,9 @@ def git_revision() -> str | None:
         return None
     if out.returncode != 0:
         return None
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                           capture_output=True, text=True, timeout=5).stdout.strip()  # fmt: skip
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True, text=True, timeout=5
+    ).stdout.strip()
     return out.stdout.strip() + ("-dirty" if dirty else "")
 
 

@@ -114,10 +114,17 @@ class Registry(Generic[T]):
 
         for ep in sorted(entry_points(group=self.plugins.group), key=lambda e: e.name):
             if _in_working_directory(ep):
-                self.plugin_errors.append(PluginError(ep.name, _package(ep), (
-                    "not loaded: its package lies in the current directory, not in an installed environment "
-                    "(ava loads plugins only from installed packages, never from a dataset, cache or run directory)"
-                )))  # fmt: skip
+                self.plugin_errors.append(
+                    PluginError(
+                        ep.name,
+                        _package(ep),
+                        (
+                            "not loaded: its package lies in the current directory, not in an installed "
+                            "environment (ava loads plugins only from installed packages, never from a dataset, "
+                            "cache or run directory)"
+                        ),
+                    )
+                )
                 continue
             self._load_plugin(ep)
 
@@ -138,8 +145,10 @@ class Registry(Generic[T]):
         items = list(value) if isinstance(value, list | tuple) else [value]
         for obj in items:
             if not isinstance(obj, self.plugins.cls):
-                fail(f"gave a {type(obj).__name__}, not a {self.plugins.cls.__name__} (entry point {ep.value}, group "
-                     f"{self.plugins.group})")  # fmt: skip
+                fail(
+                    f"gave a {type(obj).__name__}, not a {self.plugins.cls.__name__} (entry point {ep.value}, group "
+                    f"{self.plugins.group})"
+                )
                 continue
             name = self.plugins.name(obj)
             try:

@@ -65,8 +65,14 @@ def _time_phases() -> dict[str, list[float]]:
     build, pixels = _curate("build"), _curate("pixels")
 
     spent: dict[str, list[float]] = {}
-    for module, name in ((build, "read_sources"), (pixels, "run_pass"), (build, "make_questions"),
-                         (build, "assign"), (build, "_write")):  # fmt: skip
+    for module, name in (
+        (build, "read_sources"),
+        (pixels, "run_pass"),
+        (build, "make_questions"),
+        (build, "assign"),
+        (build, "_write"),
+    ):
+
         def timed(*args, _f=getattr(module, name), _name=name, **kwargs):
             t, c = time.perf_counter(), _cpu()
             try:
@@ -88,13 +94,23 @@ def run(src: Path, out: Path, workers: int, tasks: bool, phases: bool = False) -
     load_before = os.getloadavg()
     cpu = _cpu()
     t = time.perf_counter()
-    result = build_dataset(BuildConfig(out=out, coco=src / "instances.json", images=src / "images",
-                                       tasks=None if tasks else [], workers=workers))  # fmt: skip
+    result = build_dataset(
+        BuildConfig(
+            out=out, coco=src / "instances.json", images=src / "images", tasks=None if tasks else [], workers=workers
+        )
+    )
     seconds = time.perf_counter() - t
     n = sum(c["train"] + c["test"] for c in result.counts.values())
-    row = {"tasks": tasks, "workers": workers, "seconds": round(seconds, 1), "cpu_seconds": round(_cpu() - cpu, 1),
-           "samples": n, "abilities": len(result.counts), "load_before": [round(v, 2) for v in load_before],
-           "load_after": [round(v, 2) for v in os.getloadavg()]}  # fmt: skip
+    row = {
+        "tasks": tasks,
+        "workers": workers,
+        "seconds": round(seconds, 1),
+        "cpu_seconds": round(_cpu() - cpu, 1),
+        "samples": n,
+        "abilities": len(result.counts),
+        "load_before": [round(v, 2) for v in load_before],
+        "load_after": [round(v, 2) for v in os.getloadavg()],
+    }
     if spent is not None:  # make_questions includes run_pass (and the builders that run meanwhile)
         row["phases"] = {k: {"seconds": round(w, 1), "cpu_seconds": round(c, 1)} for k, (w, c) in spent.items()}
     return row
@@ -105,12 +121,20 @@ def run_code(code: Path | None, src: Path, out: Path, workers: int, tasks: bool,
     env = dict(os.environ)
     if code is not None:
         env["PYTHONPATH"] = str(code)
-    prog = (f"import sys, json; sys.path.insert(0, {str(Path(__file__).parent)!r}); import ava, bench_build as b; "
-            f"r = b.run(b.Path({str(src)!r}), b.Path({str(out)!r}), {workers}, {tasks}, {phases}); "
-            "r['code'] = ava.__file__; print(json.dumps(r))")  # fmt: skip
+    prog = (
+        f"import sys, json; sys.path.insert(0, {str(Path(__file__).parent)!r}); import ava, bench_build as b; "
+        f"r = b.run(b.Path({str(src)!r}), b.Path({str(out)!r}), {workers}, {tasks}, {phases}); "
+        "r['code'] = ava.__file__; print(json.dumps(r))"
+    )
     # run from the code's own directory: `python -c` puts the working directory first on sys.path
-    done = subprocess.run([sys.executable, "-W", "ignore", "-c", prog], env=env, capture_output=True, text=True,
-                          check=True, cwd=code or Path(__file__).parent.parent)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", prog],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=code or Path(__file__).parent.parent,
+    )
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -137,13 +161,20 @@ def main() -> None:
                 if code not in best or row["seconds"] < best[code]["seconds"]:
                     best[code] = row
         rows += [{**best[code], "code": "baseline" if code else "this checkout"} for code in codes]
-    meta = {"images": args.images, "cpus": os.cpu_count(), "affinity": len(os.sched_getaffinity(0)),
-            "python": platform.python_version(), "machine": platform.processor() or platform.machine()}  # fmt: skip
+    meta = {
+        "images": args.images,
+        "cpus": os.cpu_count(),
+        "affinity": len(os.sched_getaffinity(0)),
+        "python": platform.python_version(),
+        "machine": platform.processor() or platform.machine(),
+    }
     print("| code | images | tasks | workers | seconds (best) | samples | abilities | load before | load after |")
     print("|---|---:|---|---:|---:|---:|---:|---|---|")
     for r in rows:
-        print(f"| {r['code']} | {args.images} | {'yes' if r['tasks'] else 'no'} | {r['workers']} | {r['seconds']} "
-              f"| {r['samples']} | {r['abilities']} | {r['load_before']} | {r['load_after']} |")
+        print(
+            f"| {r['code']} | {args.images} | {'yes' if r['tasks'] else 'no'} | {r['workers']} | {r['seconds']} "
+            f"| {r['samples']} | {r['abilities']} | {r['load_before']} | {r['load_after']} |"
+        )
     if args.json:
         args.json.write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
 

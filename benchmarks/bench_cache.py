@@ -232,8 +232,11 @@ def loader_only(name: str, data: Path, args: argparse.Namespace, raw: bool = Tru
     )
 
     def cpu() -> float:  # this process's and its ended workers' CPU seconds
-        return sum(getattr(resource.getrusage(who), f) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
-                   for f in ("ru_utime", "ru_stime"))  # fmt: skip
+        return sum(
+            getattr(resource.getrusage(who), f)
+            for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+            for f in ("ru_utime", "ru_stime")
+        )
 
     c0, start = cpu(), time.perf_counter()
     for _ in loader:
@@ -311,8 +314,9 @@ def load_average() -> float | None:
         return None
 
 
-def extract_once(name: str, codec: str, data: Path, work: Path, args: argparse.Namespace,
-                 decode: str = "auto") -> dict[str, Any]:  # fmt: skip
+def extract_once(
+    name: str, codec: str, data: Path, work: Path, args: argparse.Namespace, decode: str = "auto"
+) -> dict[str, Any]:
     """One ``ava.cache.extract`` of every image with ``codec`` into a fresh cache; its summary. The VFM the forward
     part loaded is handed over (a full-size model's build costs seconds, each time); it runs as ``--device`` and
     ``--dtype`` made it."""
@@ -369,9 +373,11 @@ def compare_caches(ref: Any, got: Any, shas: list[str], device: str, chunk: int 
         diff_sq, ref_sq = diff_sq + float(row_diff.sum()), ref_sq + float(row_ref.sum())
         per_row.append((row_diff.sqrt() / row_ref.sqrt().clamp_min(1e-30)).cpu())
     rows = torch.cat(per_row) if per_row else torch.zeros(0, dtype=torch.float64)
-    return {"device_vs_workers_rel_rms": f"{(diff_sq ** 0.5) / max(ref_sq ** 0.5, 1e-30):.2e}",
-            "device_vs_workers_max_over_token_max": f"{worst:.2e}",
-            "device_rows_off": round(float((rows > 0.05).double().mean()) if len(rows) else 0.0, 4)}  # fmt: skip
+    return {
+        "device_vs_workers_rel_rms": f"{(diff_sq**0.5) / max(ref_sq**0.5, 1e-30):.2e}",
+        "device_vs_workers_max_over_token_max": f"{worst:.2e}",
+        "device_rows_off": round(float((rows > 0.05).double().mean()) if len(rows) else 0.0, 4),
+    }
 
 
 def _decoded(cache: Any, shas: list[str], device: torch.device) -> torch.Tensor:
@@ -398,8 +404,12 @@ def profile_extraction(name: str, codec: str, data: Path, work: Path, args: argp
         return -(-n // args.batch_size)
 
     out = kernel_profile.profile_steps(run, torch.device(args.device))
-    phase("extraction profiled", model=name, batches=-(-n // args.batch_size), **{
-        k: out.get(k) for k in ("busy_fraction", "kernel_ms_per_step", "span_ms_per_step", "error") if k in out})
+    phase(
+        "extraction profiled",
+        model=name,
+        batches=-(-n // args.batch_size),
+        **{k: out.get(k) for k in ("busy_fraction", "kernel_ms_per_step", "span_ms_per_step", "error") if k in out},
+    )
     return out
 
 
@@ -461,10 +471,12 @@ def bench_model(model: str, data: Path, work: Path, args: argparse.Namespace) ->
         summary = summaries[mid]
         timing = summary.get("timing") or {}
         seconds = max(summary["seconds"], 1e-9)
-        parts = {"decode (loader wait)": timing.get("loader_wait_s", 0.0),
-                 "device decode": timing.get("device_decode_s", 0.0),
-                 "forward+encode": timing.get("compute_s", 0.0),
-                 "writer backlog": timing.get("writer_backlog_wait_s", 0.0)}  # fmt: skip
+        parts = {
+            "decode (loader wait)": timing.get("loader_wait_s", 0.0),
+            "device decode": timing.get("device_decode_s", 0.0),
+            "forward+encode": timing.get("compute_s", 0.0),
+            "writer backlog": timing.get("writer_backlog_wait_s", 0.0),
+        }
         rows.append(
             {
                 "model": model,
@@ -602,14 +614,22 @@ class ThreadCPU:
             if tid == sampler:
                 continue
             name = self.names.get(tid, "?")
-            group = ("main" if name == "MainThread" else "writers" if name.startswith("ava-cache-writer")
-                     else "zarr" if name.startswith(("zarr", "asyncio")) else "other")  # fmt: skip
+            group = (
+                "main"
+                if name == "MainThread"
+                else "writers"
+                if name.startswith("ava-cache-writer")
+                else "zarr"
+                if name.startswith(("zarr", "asyncio"))
+                else "other"
+            )
             groups[group] = groups.get(group, 0.0) + cpu - self.start.get(tid, 0.0)
         return groups
 
 
-def standin_once(data: Path, work: Path, images: int, batch: int, shard: int, shape: str,
-                 views: bool = True) -> dict[str, Any]:  # fmt: skip
+def standin_once(
+    data: Path, work: Path, images: int, batch: int, shard: int, shape: str, views: bool = True
+) -> dict[str, Any]:
     """One extraction of ``images`` with the stand-in, into a fresh cache; per-image CPU ms of each thread group.
     ``views=False``: no pooled views stored (what a GPU run leaves to the host, where they are pooled on the GPU)."""
     import ava
@@ -622,26 +642,45 @@ def standin_once(data: Path, work: Path, images: int, batch: int, shard: int, sh
     with ThreadCPU() as cpu:
         t0 = time.perf_counter()
         kw = {} if views else {"views": ()}
-        summary = extract(ExtractConfig(vfm="", data=str(data), cache=str(cache), batch_size=batch, shard_size=shard,
-                                        num_workers=0, progress=False, **kw), vfm=vfm)  # fmt: skip
+        summary = extract(
+            ExtractConfig(
+                vfm="",
+                data=str(data),
+                cache=str(cache),
+                batch_size=batch,
+                shard_size=shard,
+                num_workers=0,
+                progress=False,
+                **kw,
+            ),
+            vfm=vfm,
+        )
         seconds = time.perf_counter() - t0
     groups = cpu.by_group()
     n = summary["extracted"]
     per = {k: round(1000 * v / n, 2) for k, v in sorted(groups.items())}
     write = sum(v for k, v in groups.items() if k != "main")
     single = max((v for k, v in groups.items() if k in ("zarr", "other")), default=0.0)
-    return {"code": str(Path(ava.__file__).parent.parent), "images": n, "shape": shape, "views": views,
-            "seconds": round(seconds, 2),
-            "cpu_ms_per_image": per, "write_side_ms_per_image": round(1000 * write / n, 2),
-            "serial_ms_per_image": round(1000 * single / n, 2),
-            "bytes": sum(f.stat().st_size for f in cache.rglob("*") if f.is_file())}  # fmt: skip
+    return {
+        "code": str(Path(ava.__file__).parent.parent),
+        "images": n,
+        "shape": shape,
+        "views": views,
+        "seconds": round(seconds, 2),
+        "cpu_ms_per_image": per,
+        "write_side_ms_per_image": round(1000 * write / n, 2),
+        "serial_ms_per_image": round(1000 * single / n, 2),
+        "bytes": sum(f.stat().st_size for f in cache.rglob("*") if f.is_file()),
+    }
 
 
 def standin_in(code: Path | None, data: Path, work: Path, args: argparse.Namespace) -> dict[str, Any]:
     """:func:`standin_once` in a fresh process importing ``ava`` from ``code`` (another checkout) when given."""
 
-    call = (f"b.standin_once(b.Path({str(data)!r}), b.Path({str(work)!r}), {args.images}, {args.batch_size}, "
-            f"{args.shard_size}, {args.standin_shape!r}, {args.standin_views != 'none'})")  # fmt: skip
+    call = (
+        f"b.standin_once(b.Path({str(data)!r}), b.Path({str(work)!r}), {args.images}, {args.batch_size}, "
+        f"{args.shard_size}, {args.standin_shape!r}, {args.standin_views != 'none'})"
+    )
     return _in_process(code, call, args.threads, "stand-in run")
 
 
@@ -653,10 +692,17 @@ def _in_process(code: Path | None, call: str, threads: int | None, what: str) ->
 
     env = dict(os.environ, PYTHONPATH=str(code)) if code is not None else dict(os.environ)
     threads_ = f"torch.set_num_threads({threads}); " if threads else ""
-    prog = (f"import sys, json, torch; sys.path.insert(0, {str(Path(__file__).parent)!r}); {threads_}"
-            f"import bench_cache as b; print(json.dumps({call}))")  # fmt: skip
-    done = subprocess.run([sys.executable, "-W", "ignore", "-c", prog], env=env, capture_output=True, text=True,
-                          cwd=code or Path(__file__).parent.parent)  # fmt: skip
+    prog = (
+        f"import sys, json, torch; sys.path.insert(0, {str(Path(__file__).parent)!r}); {threads_}"
+        f"import bench_cache as b; print(json.dumps({call}))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", prog],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=code or Path(__file__).parent.parent,
+    )
     if done.returncode:
         raise SystemExit(f"{what} of {code or 'this checkout'} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -685,19 +731,34 @@ def standin_read_once(cache: Path, shape: str, threads: int) -> dict[str, Any]:
             name = cpu.names.get(tid, "?")
             if tid == cpu._thread.native_id or used - cpu.start.get(tid, 0.0) <= 0:
                 continue
-            group = ("zarr-io" if name.startswith("zarr") else "zarr-pool" if name.startswith("asyncio")
-                     else "readers" if name.startswith("ThreadPoolExecutor") else "consumer"
-                     if name == "ava-features" else "main" if name == "MainThread" else "other")  # fmt: skip
+            group = (
+                "zarr-io"
+                if name.startswith("zarr")
+                else "zarr-pool"
+                if name.startswith("asyncio")
+                else "readers"
+                if name.startswith("ThreadPoolExecutor")
+                else "consumer"
+                if name == "ava-features"
+                else "main"
+                if name == "MainThread"
+                else "other"
+            )
             per_thread[f"{name}#{tid}"] = used - cpu.start.get(tid, 0.0)
             groups[group] = groups.get(group, 0.0) + per_thread[f"{name}#{tid}"]
         n = len(shas)
-        row = {"code": str(Path(ava.__file__).parent.parent), "rows": n, "threads": threads,
-               "seconds": round(seconds, 2), "mb_s": round(values.numel() * 2 / 1e6 / seconds, 1),
-               "cpu_ms_per_row": {k: round(1000 * v / n, 2) for k, v in sorted(groups.items())},
-               "total_cpu_ms_per_row": round(1000 * sum(groups.values()) / n, 2),
-               "serial_ms_per_row": round(1000 * max(per_thread.values(), default=0.0) / n, 2),
-               # pages the kernel faulted in (the held rows' own: one per 4 KB of a row, ~410 at SigLIP's shapes)
-               "page_faults_per_row": round(faults / n, 1)}  # fmt: skip
+        row = {
+            "code": str(Path(ava.__file__).parent.parent),
+            "rows": n,
+            "threads": threads,
+            "seconds": round(seconds, 2),
+            "mb_s": round(values.numel() * 2 / 1e6 / seconds, 1),
+            "cpu_ms_per_row": {k: round(1000 * v / n, 2) for k, v in sorted(groups.items())},
+            "total_cpu_ms_per_row": round(1000 * sum(groups.values()) / n, 2),
+            "serial_ms_per_row": round(1000 * max(per_thread.values(), default=0.0) / n, 2),
+            # pages the kernel faulted in (the held rows' own: one per 4 KB of a row, ~410 at SigLIP's shapes)
+            "page_faults_per_row": round(faults / n, 1),
+        }
         if best is None or row["seconds"] < best["seconds"]:
             best = row
     assert best is not None
@@ -713,8 +774,9 @@ def standin_read_in(code: Path | None, cache: Path, args: argparse.Namespace) ->
 def standin_main(args: argparse.Namespace) -> None:
     """``--standin``: this checkout (and ``--baseline``), alternating, ``--repeats`` times; rows and ratios."""
     work = args.workdir or Path(tempfile.mkdtemp(prefix="ava-bench-standin-"))
-    images, batch, shard, repeats = (int(str(getattr(args, k)).split(",")[0])
-                                     for k in ("images", "batch_size", "shard_size", "repeats"))  # fmt: skip
+    images, batch, shard, repeats = (
+        int(str(getattr(args, k)).split(",")[0]) for k in ("images", "batch_size", "shard_size", "repeats")
+    )
     args = argparse.Namespace(**{**vars(args), "images": images, "batch_size": batch, "shard_size": shard})
     data = work / f"data-{images}"
     if not (data / "dataset.json").exists():
@@ -734,16 +796,27 @@ def standin_main(args: argparse.Namespace) -> None:
                 row.update(repeat=r, which="baseline" if code else "this", load=load_average())
                 reads.append(row)
                 print(json.dumps(row), flush=True)
-    best = {w: min((x for x in rows if x["which"] == w), key=lambda x: x["write_side_ms_per_image"])
-            for w in ("baseline", "this") if any(x["which"] == w for x in rows)}  # fmt: skip
-    meta = {"device": device_name("cpu"), "date": dt.date.today().isoformat(), "load_start": load,
-            "load_end": load_average(), "best": best}  # fmt: skip
+    best = {
+        w: min((x for x in rows if x["which"] == w), key=lambda x: x["write_side_ms_per_image"])
+        for w in ("baseline", "this")
+        if any(x["which"] == w for x in rows)
+    }
+    meta = {
+        "device": device_name("cpu"),
+        "date": dt.date.today().isoformat(),
+        "load_start": load,
+        "load_end": load_average(),
+        "best": best,
+    }
     if "baseline" in best:
         b, t = best["baseline"], best["this"]
         meta["write_side_ratio"] = round(b["write_side_ms_per_image"] / max(t["write_side_ms_per_image"], 1e-9), 2)
     if reads:
-        fast = {w: min((x for x in reads if x["which"] == w), key=lambda x: x["seconds"])
-                for w in ("baseline", "this") if any(x["which"] == w for x in reads)}  # fmt: skip
+        fast = {
+            w: min((x for x in reads if x["which"] == w), key=lambda x: x["seconds"])
+            for w in ("baseline", "this")
+            if any(x["which"] == w for x in reads)
+        }
         meta["reads_best"] = fast
         if "baseline" in fast:
             meta["read_ratio"] = round(fast["baseline"]["seconds"] / max(fast["this"]["seconds"], 1e-9), 2)
@@ -775,8 +848,14 @@ def environment(device: str) -> dict[str, Any]:
         except md.PackageNotFoundError:
             continue
     cuda = torch.version.cuda if torch.cuda.is_available() else None
-    return {"device": device_name(device), "date": str(datetime.date.today()), "versions": versions, "cuda": cuda,
-            "python": platform.python_version(), "transparent_hugepages": transparent_hugepages()}  # fmt: skip
+    return {
+        "device": device_name(device),
+        "date": str(datetime.date.today()),
+        "versions": versions,
+        "cuda": cuda,
+        "python": platform.python_version(),
+        "transparent_hugepages": transparent_hugepages(),
+    }
 
 
 def transparent_hugepages() -> dict[str, str] | None:
@@ -853,26 +932,47 @@ def main() -> None:
     p.add_argument("--error-images", type=int, default=16, help="images compared with the fp32 forward")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     p.add_argument("--json", type=Path, default=None, help="write rows + metadata here")
-    p.add_argument("--loader-ab", action="store_true",
-                   help="only decode + preprocess, the workers sending uint8 (as extraction does) vs float32 "
-                   "(as before), alternated --repeats times per model")  # fmt: skip
+    p.add_argument(
+        "--loader-ab",
+        action="store_true",
+        help="only decode + preprocess, the workers sending uint8 (as extraction does) vs float32 "
+        "(as before), alternated --repeats times per model",
+    )
     p.add_argument("--workdir", type=Path, default=None, help="where the dataset and caches go (default: a tmp dir)")
-    p.add_argument("--budget", type=float, default=None,
-                   help="seconds for the run: the extractions get the images the time left after the forward-only "
-                   "and decode-only parts allows (rows say how many)")  # fmt: skip
-    p.add_argument("--decode-check", action="store_true",
-                   help="also extract with the JPEGs decoded by the workers: that rate, and the features' distance "
-                   "from the default run's (decoded on the GPU where it can)")  # fmt: skip
-    p.add_argument("--profile-batches", type=int, default=0,
-                   help="then this many batches' extraction under torch.profiler: device busy share, idle stretches, "
-                   "the host's CUDA calls (a batch counts as a step)")  # fmt: skip
+    p.add_argument(
+        "--budget",
+        type=float,
+        default=None,
+        help="seconds for the run: the extractions get the images the time left after the forward-only "
+        "and decode-only parts allows (rows say how many)",
+    )
+    p.add_argument(
+        "--decode-check",
+        action="store_true",
+        help="also extract with the JPEGs decoded by the workers: that rate, and the features' distance "
+        "from the default run's (decoded on the GPU where it can)",
+    )
+    p.add_argument(
+        "--profile-batches",
+        type=int,
+        default=0,
+        help="then this many batches' extraction under torch.profiler: device busy share, idle stretches, "
+        "the host's CUDA calls (a batch counts as a step)",
+    )
     p.add_argument("--standin", action="store_true", help="the host side of extraction alone (see the module doc)")
     p.add_argument("--standin-shape", default="729x1152", help="tokens x dim of the stand-in's features")
-    p.add_argument("--standin-views", choices=("stored", "none"), default="stored",
-                   help="none: no pooled views (a GPU run pools them on the GPU: the host's share without them)")
+    p.add_argument(
+        "--standin-views",
+        choices=("stored", "none"),
+        default="stored",
+        help="none: no pooled views (a GPU run pools them on the GPU: the host's share without them)",
+    )
     p.add_argument("--baseline", type=Path, default=None, help="--standin: another checkout, measured alongside")
-    p.add_argument("--standin-reads", action="store_true",
-                   help="--standin: then read the cache back as a fingerprint reads tokens (ResidentFeatures)")
+    p.add_argument(
+        "--standin-reads",
+        action="store_true",
+        help="--standin: then read the cache back as a fingerprint reads tokens (ResidentFeatures)",
+    )
     p.add_argument("--read-threads", type=int, default=2, help="--standin-reads: reader threads")
     args = p.parse_args()
     if args.threads:
@@ -899,8 +999,10 @@ def main() -> None:
     if args.json and not args.loader_ab:  # rewritten as each part ends: a run cut off keeps what it measured
         _REPORT.update(path=args.json, meta=meta)
     for i, model in enumerate(models):
-        margs = argparse.Namespace(**{**vars(args), **{k: v[i] for k, v in per_model.items()}},
-                                   budget_end=budget.deadline(1 / (len(models) - i)) if args.budget else None)
+        margs = argparse.Namespace(
+            **{**vars(args), **{k: v[i] for k, v in per_model.items()}},
+            budget_end=budget.deadline(1 / (len(models) - i)) if args.budget else None,
+        )
         if margs.images not in datasets:
             datasets[margs.images] = make_images(work / f"data-{margs.images}", margs.images)
             phase("images written", images=margs.images)
@@ -908,9 +1010,15 @@ def main() -> None:
             for _ in range(int(margs.repeats)):
                 for raw in (True, False):
                     ips, load_cpu = loader_only(model, datasets[margs.images], margs, raw=raw)
-                    rows.append({"model": model, "workers_send": "uint8" if raw else "float32",
-                                 "decode_preprocess_img_s": round(ips, 1), **load_cpu,
-                                 "load": load_average()})  # fmt: skip
+                    rows.append(
+                        {
+                            "model": model,
+                            "workers_send": "uint8" if raw else "float32",
+                            "decode_preprocess_img_s": round(ips, 1),
+                            **load_cpu,
+                            "load": load_average(),
+                        }
+                    )
                     print(json.dumps(rows[-1]), flush=True)
             continue
         rows += bench_model(model, datasets[margs.images], work, margs)

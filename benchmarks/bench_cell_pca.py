@@ -62,9 +62,15 @@ def child(rows: int, dim: int, cells: int, rank: int, device: str, threads: int)
     sync()
     t2 = time.perf_counter()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    out = {"rows": rows, "where": where, "fit_input_s": round(t1 - t0, 3), "prepare_s": round(t2 - t1, 3),
-           "view_gb": round(x.nbytes / 1e9, 2), "prepared_dims": int(z.shape[1]),
-           "peak_rss_gb_above_start": round((peak - before) / 1e6, 2)}  # fmt: skip
+    out = {
+        "rows": rows,
+        "where": where,
+        "fit_input_s": round(t1 - t0, 3),
+        "prepare_s": round(t2 - t1, 3),
+        "view_gb": round(x.nbytes / 1e9, 2),
+        "prepared_dims": int(z.shape[1]),
+        "peak_rss_gb_above_start": round((peak - before) / 1e6, 2),
+    }
     if device.startswith("cuda"):
         out["peak_device_gb"] = round(torch.cuda.max_memory_allocated() / 1e9, 2)
     return out
@@ -81,8 +87,22 @@ def run_one(tree: Path | None, args: argparse.Namespace, rows: int) -> dict[str,
     env = dict(os.environ)
     if tree is not None:
         env["PYTHONPATH"] = str(tree)
-    argv = [sys.executable, str(HERE), "--child", str(rows), "--dim", str(args.dim), "--cells", str(args.cells),
-            "--rank", str(args.rank), "--device", args.device, "--threads", str(args.threads or 0)]  # fmt: skip
+    argv = [
+        sys.executable,
+        str(HERE),
+        "--child",
+        str(rows),
+        "--dim",
+        str(args.dim),
+        "--cells",
+        str(args.cells),
+        "--rank",
+        str(args.rank),
+        "--device",
+        args.device,
+        "--threads",
+        str(args.threads or 0),
+    ]
     done = subprocess.run(argv, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         return {"rows": rows, "error": (done.stderr.strip().splitlines() or ["no output"])[-1][:300]}
@@ -107,9 +127,11 @@ def main() -> None:
         return
     mine = HERE.parents[1]
     trees = [("this checkout", mine)] + ([("baseline", args.baseline)] if args.baseline else [])
-    print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch threads "
-          f"{args.threads or 'default'}, device {args.device}, {dt.date.today()}; grid view of {args.cells} cells "
-          f"x {args.dim} dims (+ the mean), rank {args.rank}")  # fmt: skip
+    print(
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch threads "
+        f"{args.threads or 'default'}, device {args.device}, {dt.date.today()}; grid view of {args.cells} cells "
+        f"x {args.dim} dims (+ the mean), rank {args.rank}"
+    )
     print("| rows | code | where | fit_input s | prepare s | view GB | peak RSS GB above start |")
     print("|---:|---|---|---:|---:|---:|---:|")
     results = []
@@ -121,11 +143,15 @@ def main() -> None:
                 if "error" in r:
                     print(f"| {rows} | {name} | error: {r['error']} | | | | |")
                     continue
-                print(f"| {rows} | {name} | {r['where']} | {r['fit_input_s']} | {r['prepare_s']} | {r['view_gb']} "
-                      f"| {r['peak_rss_gb_above_start']} |", flush=True)  # fmt: skip
+                print(
+                    f"| {rows} | {name} | {r['where']} | {r['fit_input_s']} | {r['prepare_s']} | {r['view_gb']} "
+                    f"| {r['peak_rss_gb_above_start']} |",
+                    flush=True,
+                )
     if args.json:
-        args.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "rows": results},
-                                        indent=2))  # fmt: skip
+        args.json.write_text(
+            json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "rows": results}, indent=2)
+        )
 
 
 if __name__ == "__main__":

@@ -69,8 +69,11 @@ def measure(codec: object, chunks: list[bytes], repeat: int = 3) -> dict[str, fl
             codec.decode(e)  # type: ignore[attr-defined]
         best_d = min(best_d, time.perf_counter() - t0)
     stored = sum(len(e) for e in enc)
-    return {"ratio": round(raw / stored, 3), "compress_mb_s": round(raw / best_c / 1e6, 1),
-            "decompress_mb_s": round(raw / best_d / 1e6, 1)}  # fmt: skip
+    return {
+        "ratio": round(raw / stored, 3),
+        "compress_mb_s": round(raw / best_c / 1e6, 1),
+        "decompress_mb_s": round(raw / best_d / 1e6, 1),
+    }
 
 
 def main() -> None:
@@ -96,10 +99,14 @@ def main() -> None:
             print(json.dumps(row))
     print("\n| features | T x D | compressor | ratio | compress MB/s | decompress MB/s |\n|---|---|---|---:|---:|---:|")
     for r in rows:
-        print(f"| {r['vfm']} | {r['shape']} | {r['codec']} | {r['ratio']} | {r['compress_mb_s']} | "
-              f"{r['decompress_mb_s']} |")  # fmt: skip
-    print(f"\ndevice: CPU {platform.processor() or platform.machine()}, one thread, numcodecs "
-          f"{numcodecs.__version__}; {args.images} images of {args.data}")  # fmt: skip
+        print(
+            f"| {r['vfm']} | {r['shape']} | {r['codec']} | {r['ratio']} | {r['compress_mb_s']} | "
+            f"{r['decompress_mb_s']} |"
+        )
+    print(
+        f"\ndevice: CPU {platform.processor() or platform.machine()}, one thread, numcodecs "
+        f"{numcodecs.__version__}; {args.images} images of {args.data}"
+    )
     if args.json:
         Path(args.json).write_text(json.dumps({"args": vars(args), "rows": rows}, indent=2))
 

@@ -69,8 +69,14 @@ def one_way(way: str, cache: Any, samples: list, args: argparse.Namespace) -> di
     finally:
         placement.host_free_bytes, placement.device_free_bytes = saved
     held = 0 if features.placement == placement.STREAMED else held_bytes(features.tokens())
-    return {"way": way, "held_as": features.held_as, "placement": features.placement, "held_mb": round(held / 1e6),
-            "load_s": round(load, 2), "gather_ms": round(1e3 * float(np.median(times)), 2)}  # fmt: skip
+    return {
+        "way": way,
+        "held_as": features.held_as,
+        "placement": features.placement,
+        "held_mb": round(held / 1e6),
+        "load_s": round(load, 2),
+        "gather_ms": round(1e3 * float(np.median(times)), 2),
+    }
 
 
 def main() -> None:
@@ -92,8 +98,20 @@ def main() -> None:
     try:
         data = bench_cache.make_images(work / "data", args.images)
         standin = bench_cache.StandIn(args.tokens, args.dim)
-        extract(ExtractConfig(vfm="", data=str(data), cache=str(work / "cache"), batch_size=32, shard_size=64,
-                              num_workers=0, progress=False, codec=args.codec, views=()), vfm=standin)  # fmt: skip
+        extract(
+            ExtractConfig(
+                vfm="",
+                data=str(data),
+                cache=str(work / "cache"),
+                batch_size=32,
+                shard_size=64,
+                num_workers=0,
+                progress=False,
+                codec=args.codec,
+                views=(),
+            ),
+            vfm=standin,
+        )
         cache = open_cache(str(work / "cache"), f"standin-{args.tokens}x{args.dim}")
         samples = list(Dataset(data).samples())
         rows = []
@@ -103,15 +121,19 @@ def main() -> None:
                 print(json.dumps(rows[-1]), flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print(f"\n{args.device} ({platform.processor() or platform.machine()}), torch {torch.__version__}, threads "
-          f"{torch.get_num_threads()}, {dt.date.today()}; {args.codec}, {args.images} rows of {args.tokens} x "
-          f"{args.dim}, gathers of {args.batch_size}")  # fmt: skip
+    print(
+        f"\n{args.device} ({platform.processor() or platform.machine()}), torch {torch.__version__}, threads "
+        f"{torch.get_num_threads()}, {dt.date.today()}; {args.codec}, {args.images} rows of {args.tokens} x "
+        f"{args.dim}, gathers of {args.batch_size}"
+    )
     print("| way | held as | placement | held MB | load s | ms per gather (each repeat) |")
     print("|---|---|---|---:|---|---|")
     for way in ("float32", "codes", "streamed"):
         mine = [x for x in rows if x["way"] == way]
-        print(f"| {way} | {mine[0]['held_as']} | {mine[0]['placement']} | {mine[0]['held_mb']} | "
-              f"{' / '.join(str(x['load_s']) for x in mine)} | {' / '.join(str(x['gather_ms']) for x in mine)} |")
+        print(
+            f"| {way} | {mine[0]['held_as']} | {mine[0]['placement']} | {mine[0]['held_mb']} | "
+            f"{' / '.join(str(x['load_s']) for x in mine)} | {' / '.join(str(x['gather_ms']) for x in mine)} |"
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))
 

@@ -77,9 +77,11 @@ def main() -> int:
         timings_file = out / "demo_timings.json"
         timings = json.loads(timings_file.read_text()) if timings_file.is_file() else {}
         print()
-        print(f"`ava demo` {' '.join(demo_args)}: exit {rc}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, "
-              f"{platform.machine()} CPU, {_cpus()} cores usable, threads {timings.get('threads')}, "
-              f"load average before {before}, after {after} (no GPU used)")  # fmt: skip
+        print(
+            f"`ava demo` {' '.join(demo_args)}: exit {rc}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, "
+            f"{platform.machine()} CPU, {_cpus()} cores usable, threads {timings.get('threads')}, "
+            f"load average before {before}, after {after} (no GPU used)"
+        )
         print("\n".join(table(timings, wall)))
         verdict = "within" if rc == 0 and wall <= BUDGET_S else "OVER"
         print(f"\n{verdict} the {BUDGET_S:.0f} s budget ({wall:.0f} s wall)")

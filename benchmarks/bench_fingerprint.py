@@ -130,8 +130,9 @@ class RandomCache:
         return self.read_view(shas, layer, "mean")
 
 
-def zarr_copy(cache: RandomCache, shas: list[str], root: Path, threads: int = 8,
-              deadline: float = float("inf")) -> tuple[Any, dict]:  # fmt: skip
+def zarr_copy(
+    cache: RandomCache, shas: list[str], root: Path, threads: int = 8, deadline: float = float("inf")
+) -> tuple[Any, dict]:
     """The stand-in's rows of ``shas`` (and their pooled views) written into a real fp16 Zarr cache by the
     extraction's own shard writer (``write_shard``, shards on ``threads`` threads), opened as ``ava fingerprint``
     opens a cache: a fingerprint then reads it as a user's (``ResidentFeatures``, the next ability read while the
@@ -156,8 +157,11 @@ def zarr_copy(cache: RandomCache, shas: list[str], root: Path, threads: int = 8,
     Spec.grid = (side, side) if side * side == cache.num_tokens else (1, cache.num_tokens)
     t0 = time.perf_counter()
     counters = cache.reads, cache.rows_read, cache.read_s, dict(cache.by_ability)  # (the copy is not the fingerprint's)
-    spec = build_spec(Spec, "bench-random", ExtractConfig(vfm="bench-random", data="", cache=str(root), dtype="fp16",
-                                                         views=cache.views))  # fmt: skip
+    spec = build_spec(
+        Spec,
+        "bench-random",
+        ExtractConfig(vfm="bench-random", data="", cache=str(root), dtype="fp16", views=cache.views),
+    )
     group = create_group(root, spec, shard_size=64)
     add_rows(group, shas)
     grid = token_grid(group)
@@ -179,18 +183,35 @@ def zarr_copy(cache: RandomCache, shas: list[str], root: Path, threads: int = 8,
         cache.by_ability.update(by_ability)
     seconds = time.perf_counter() - t0
     nbytes = sum(f.stat().st_size for f in Path(root).rglob("*") if f.is_file())
-    return open_cache(str(root), "bench-random"), {"rows": len(shas), "gb": round(nbytes / 1e9, 2),
-                                                   "write_s": round(seconds, 2)}  # fmt: skip
+    return open_cache(str(root), "bench-random"), {
+        "rows": len(shas),
+        "gb": round(nbytes / 1e9, 2),
+        "write_s": round(seconds, 2),
+    }
 
 
 # Samples per ability in the real benchmark (train + test, the paper's Table 2; ~226.7K in all)
-REAL_SIZES = {"localization": 34_800, "counting": 13_600, "fine_grained": 9_000, "abs_depth": 8_600,
-              "rel_depth": 11_600, "ocr": 11_000, "orientation": 8_500, "recognition": 44_900, "action": 15_000,
-              "texture": 13_300, "spatial": 11_500, "scene": 13_900, "emotion": 17_000, "color": 14_000}  # fmt: skip
+REAL_SIZES = {
+    "localization": 34_800,
+    "counting": 13_600,
+    "fine_grained": 9_000,
+    "abs_depth": 8_600,
+    "rel_depth": 11_600,
+    "ocr": 11_000,
+    "orientation": 8_500,
+    "recognition": 44_900,
+    "action": 15_000,
+    "texture": 13_300,
+    "spatial": 11_500,
+    "scene": 13_900,
+    "emotion": 17_000,
+    "color": 14_000,
+}
 
 
-def build(root: Path, samples: int | dict[str, int], tokens: int, dim: int,
-          abilities: tuple[str, ...]) -> tuple[Path, RandomCache]:  # fmt: skip
+def build(
+    root: Path, samples: int | dict[str, int], tokens: int, dim: int, abilities: tuple[str, ...]
+) -> tuple[Path, RandomCache]:
     from _heads_fixtures import handmade
 
     from ava.data.format import Dataset
@@ -209,8 +230,11 @@ def run_heads(data: Path, out: Path, timings: dict, device: str) -> None:
     from ava.heads.probe.train import train as probe_train
 
     common = dict(vfm="random", data=str(data), cache="x", progress=False, device=device)
-    for head, fn, cfg in (("probe-linear", probe_train, ProbeConfig), ("probe-attn", probe_train, AttnProbeConfig),
-                          ("knn", knn_train, KNNConfig)):  # fmt: skip
+    for head, fn, cfg in (
+        ("probe-linear", probe_train, ProbeConfig),
+        ("probe-attn", probe_train, AttnProbeConfig),
+        ("knn", knn_train, KNNConfig),
+    ):
         t0 = time.perf_counter()
         fn(cfg(out=str(out / head), **common))
         timings[head] = time.perf_counter() - t0
@@ -268,9 +292,19 @@ def timed_fits(per: dict, deadline: float = float("inf")) -> Iterator[None]:
         token_reads = _token_reads(waited[seen:])
         if token_reads:
             per.setdefault("token_reads", {})[ava] = token_reads
-        print(json.dumps({"ability": ava, "seconds": round(per["ability_s"][ava], 2), "heads": heads,
-                          "placement": per.get("placement", {}).get(ava), "token_reads": token_reads},
-                         default=str), flush=True)  # fmt: skip
+        print(
+            json.dumps(
+                {
+                    "ability": ava,
+                    "seconds": round(per["ability_s"][ava], 2),
+                    "heads": heads,
+                    "placement": per.get("placement", {}).get(ava),
+                    "token_reads": token_reads,
+                },
+                default=str,
+            ),
+            flush=True,
+        )
         return reads
 
     fp.AbilityRun.fit, ability_runs._train_ability = timed, ability
@@ -297,8 +331,15 @@ def token_waits() -> Iterator[list[dict]]:
         t0 = time.perf_counter()
         values = real_wait(self)
         self._bench_waited = True
-        waited.append({"blocked_s": time.perf_counter() - t0, "read_s": self.seconds or 0.0, "gb": self.nbytes / 1e9,
-                       "where": str(self.where), "phases": dict(self.phases)})  # fmt: skip
+        waited.append(
+            {
+                "blocked_s": time.perf_counter() - t0,
+                "read_s": self.seconds or 0.0,
+                "gb": self.nbytes / 1e9,
+                "where": str(self.where),
+                "phases": dict(self.phases),
+            }
+        )
         return values
 
     ResidentFeatures.wait = wait
@@ -315,21 +356,45 @@ def _token_reads(waits: list[dict]) -> dict | None:
     if not waits:
         return None
     gb, read_s = sum(w["gb"] for w in waits), sum(w["read_s"] for w in waits)
-    return {"gb": round(gb, 3), "read_s": round(read_s, 3), "gb_s": round(gb / read_s, 2) if read_s > 0 else None,
-            "blocked_s": round(sum(w["blocked_s"] for w in waits), 3), "held_on": sorted({w["where"] for w in waits}),
-            "thread_s": {k: round(sum(w["phases"].get(k, 0.0) for w in waits), 3) for k in ("read", "check", "copy")}}
+    return {
+        "gb": round(gb, 3),
+        "read_s": round(read_s, 3),
+        "gb_s": round(gb / read_s, 2) if read_s > 0 else None,
+        "blocked_s": round(sum(w["blocked_s"] for w in waits), 3),
+        "held_on": sorted({w["where"] for w in waits}),
+        "thread_s": {k: round(sum(w["phases"].get(k, 0.0) for w in waits), 3) for k in ("read", "check", "copy")},
+    }
 
 
-def run_fingerprint(data: Path, out: Path, per: dict, heads: list[str], gb: float | None, device: str,
-                    deadline: float = float("inf"), abilities: list[str] | None = None,
-                    jobs: int | None = None) -> bool:  # fmt: skip
+def run_fingerprint(
+    data: Path,
+    out: Path,
+    per: dict,
+    heads: list[str],
+    gb: float | None,
+    device: str,
+    deadline: float = float("inf"),
+    abilities: list[str] | None = None,
+    jobs: int | None = None,
+) -> bool:
     """The fingerprint, timed; False when it was cut at ``deadline`` (``per`` holds the abilities done)."""
     from ava.heads import fingerprint as fp
 
     with timed_fits(per, deadline), max_memory(gb):
         try:
-            fp.fingerprint(fp.FingerprintConfig(vfm="random", data=str(data), cache="x", out=str(out), device=device,
-                                                progress=False, heads=heads, ava=abilities, jobs=jobs))  # fmt: skip
+            fp.fingerprint(
+                fp.FingerprintConfig(
+                    vfm="random",
+                    data=str(data),
+                    cache="x",
+                    out=str(out),
+                    device=device,
+                    progress=False,
+                    heads=heads,
+                    ava=abilities,
+                    jobs=jobs,
+                )
+            )
         except OutOfTime as e:
             print(json.dumps({"cut_by_budget_before": str(e)}), flush=True)
             return False
@@ -352,20 +417,35 @@ def run_real(args: argparse.Namespace, tmp: Path) -> list[dict]:
     for jobs in args.jobs.split(","):
         per: dict = {}
         n = None if jobs == "auto" else int(jobs)
-        config = fp.FingerprintConfig(vfm=args.vfm, data=str(data), cache=str(cache), out=str(tmp / f"runs-{jobs}"),
-                                      heads=args.heads.split(","), device=args.device, progress=False,
-                                      jobs=n)  # fmt: skip
+        config = fp.FingerprintConfig(
+            vfm=args.vfm,
+            data=str(data),
+            cache=str(cache),
+            out=str(tmp / f"runs-{jobs}"),
+            heads=args.heads.split(","),
+            device=args.device,
+            progress=False,
+            jobs=n,
+        )
         with timed_fits(per), max_memory(args.max_memory_gb):
             t0, c0 = time.perf_counter(), time.process_time()
             result = fp.fingerprint(config)
             wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         reads = sorted(result.reads.values())
         heads = _per_head(per)
-        rows.append({"mode": f"fingerprint {args.vfm}", "jobs": n or fp.default_jobs(args.device, len(config.heads)),
-                     "wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
-                     "reads_per_ability": reads[len(reads) // 2] if reads else 0, "token_reads": sum(reads),
-                     "fit_s_per_head": heads, "prepare_s": round(prepare, 2),
-                     "detail": _detail(per)})  # fmt: skip
+        rows.append(
+            {
+                "mode": f"fingerprint {args.vfm}",
+                "jobs": n or fp.default_jobs(args.device, len(config.heads)),
+                "wall_s": round(wall, 2),
+                "cpu_s": round(cpu, 2),
+                "reads_per_ability": reads[len(reads) // 2] if reads else 0,
+                "token_reads": sum(reads),
+                "fit_s_per_head": heads,
+                "prepare_s": round(prepare, 2),
+                "detail": _detail(per),
+            }
+        )
     return rows
 
 
@@ -385,13 +465,19 @@ def _scaled(per: dict, counts: dict[str, int], args: argparse.Namespace) -> dict
     walls = per.get("ability_s", {})
     scaled = {a: walls[a] * REAL_SIZES[a] / counts[a] for a in walls if a in REAL_SIZES}
     by_steps = {a: _scaled_by_steps(per, a, walls[a], counts[a], REAL_SIZES[a]) for a in walls if a in REAL_SIZES}
-    at_real = {a: place(args.device, REAL_SIZES[a] * args.tokens * args.dim * 2).kind for a in counts
-               if a in REAL_SIZES}  # fmt: skip
-    return {"ability_s": {a: round(v, 2) for a, v in walls.items()}, "samples": counts,
-            "placement": per.get("placement", {}), "scaled_to_real_s": round(sum(scaled.values()), 1),
-            "scaled_by_steps_s": round(sum(by_steps.values()), 1),
-            "by_steps_ability_s": {a: round(v, 2) for a, v in by_steps.items()},
-            "real_samples": sum(REAL_SIZES[a] for a in scaled), "placement_at_real_size": at_real}
+    at_real = {
+        a: place(args.device, REAL_SIZES[a] * args.tokens * args.dim * 2).kind for a in counts if a in REAL_SIZES
+    }
+    return {
+        "ability_s": {a: round(v, 2) for a, v in walls.items()},
+        "samples": counts,
+        "placement": per.get("placement", {}),
+        "scaled_to_real_s": round(sum(scaled.values()), 1),
+        "scaled_by_steps_s": round(sum(by_steps.values()), 1),
+        "by_steps_ability_s": {a: round(v, 2) for a, v in by_steps.items()},
+        "real_samples": sum(REAL_SIZES[a] for a in scaled),
+        "placement_at_real_size": at_real,
+    }
 
 
 def _probe_steps(n_fit: int, tokens: bool) -> int:
@@ -436,8 +522,15 @@ def _per_head(per: dict) -> dict[str, float]:
     return {h: round(v, 2) for h, v in out.items()}
 
 
-def run_random(args: argparse.Namespace, tmp: Path, counts: dict[str, int], abilities: tuple[str, ...],
-               scale: float | None, deadline: float, zarr: list[str] | None = None) -> list[dict]:  # fmt: skip
+def run_random(
+    args: argparse.Namespace,
+    tmp: Path,
+    counts: dict[str, int],
+    abilities: tuple[str, ...],
+    scale: float | None,
+    deadline: float,
+    zarr: list[str] | None = None,
+) -> list[dict]:
     """The ``--modes`` on random features of ``counts`` samples per ability; a mode that reaches ``deadline`` reports
     the abilities it finished (``cut_by_budget``). ``zarr``: then the fingerprint of these abilities again, from a
     real fp16 Zarr cache of the same rows (:func:`zarr_check`)."""
@@ -465,16 +558,26 @@ def run_random(args: argparse.Namespace, tmp: Path, counts: dict[str, int], abil
                 print("fingerprint: not in this checkout, skipped")
                 continue
             # one head at a time: the estimate by steps adds the heads' fit times (zarr_check runs two at once too)
-            whole = run_fingerprint(data, tmp / mode, detail, args.heads.split(","), args.max_memory_gb, args.device,
-                                    end, jobs=1)  # fmt: skip
+            whole = run_fingerprint(
+                data, tmp / mode, detail, args.heads.split(","), args.max_memory_gb, args.device, end, jobs=1
+            )
         else:
             raise SystemExit(f"unknown mode {mode!r}")
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         reads = sorted(cache.by_ability.values())
-        row = {"mode": mode, "scale": scale, "wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "reads": cache.reads,
-               "reads_per_ability": reads[len(reads) // 2] if reads else 0, "cut_by_budget": not whole,
-               "rows_read": cache.rows_read, "read_s": round(cache.read_s, 2), "fit_s_per_head": _per_head(detail),
-               "detail": _detail(detail)}  # fmt: skip
+        row = {
+            "mode": mode,
+            "scale": scale,
+            "wall_s": round(wall, 2),
+            "cpu_s": round(cpu, 2),
+            "reads": cache.reads,
+            "reads_per_ability": reads[len(reads) // 2] if reads else 0,
+            "cut_by_budget": not whole,
+            "rows_read": cache.rows_read,
+            "read_s": round(cache.read_s, 2),
+            "fit_s_per_head": _per_head(detail),
+            "detail": _detail(detail),
+        }
         if mode == "fingerprint":
             row.update(_scaled(detail, counts, args))
             row["abilities_done"] = sorted(detail.get("ability_s", {}))
@@ -492,8 +595,15 @@ def _outside(ability_s: dict[str, float], detail: dict[str, float], ava: str) ->
     return ability_s[ava] - sum(v for k, v in detail.items() if k.endswith(f" {ava}"))
 
 
-def zarr_check(args: argparse.Namespace, tmp: Path, data: Path, cache: RandomCache, abilities: list[str],
-               stand_in: dict, deadline: float) -> dict:  # fmt: skip
+def zarr_check(
+    args: argparse.Namespace,
+    tmp: Path,
+    data: Path,
+    cache: RandomCache,
+    abilities: list[str],
+    stand_in: dict,
+    deadline: float,
+) -> dict:
     """The fingerprint of ``abilities`` again, from a real fp16 Zarr cache of the same rows (:func:`zarr_copy`),
     read as a user's cache is read: each ability's time outside its heads' fits beside the stand-in's (which reads
     every ability on the fingerprint's own thread, placing it as it reads: no read ahead). The first ability's
@@ -529,27 +639,57 @@ def zarr_check(args: argparse.Namespace, tmp: Path, data: Path, cache: RandomCac
     ava.cache.open_cache = lambda *a, **k: real
     per: dict = {}
     t0 = time.perf_counter()
-    whole = run_fingerprint(data, tmp / "fingerprint-zarr", per, args.heads.split(","), args.max_memory_gb,
-                            args.device, deadline, abilities=done, jobs=1)  # fmt: skip
+    whole = run_fingerprint(
+        data,
+        tmp / "fingerprint-zarr",
+        per,
+        args.heads.split(","),
+        args.max_memory_gb,
+        args.device,
+        deadline,
+        abilities=done,
+        jobs=1,
+    )
     ability_s = per.get("ability_s", {})
     detail = _detail({k: v for k, v in per.items() if isinstance(k, tuple)})
-    row.update({"wall_s": round(time.perf_counter() - t0, 2), "cut_by_budget": not whole,
-                "ability_s": {a: round(v, 2) for a, v in ability_s.items()}, "placement": per.get("placement", {}),
-                "outside_fits_s": {a: round(_outside(ability_s, detail, a), 2) for a in ability_s},
-                "stand_in_outside_fits_s": {a: round(_outside(stand_in["ability_s"], stand_in["detail"], a), 2)
-                                            for a in ability_s},
-                "token_reads": per.get("token_reads", {}), "detail": detail})  # fmt: skip
+    row.update(
+        {
+            "wall_s": round(time.perf_counter() - t0, 2),
+            "cut_by_budget": not whole,
+            "ability_s": {a: round(v, 2) for a, v in ability_s.items()},
+            "placement": per.get("placement", {}),
+            "outside_fits_s": {a: round(_outside(ability_s, detail, a), 2) for a in ability_s},
+            "stand_in_outside_fits_s": {
+                a: round(_outside(stand_in["ability_s"], stand_in["detail"], a), 2) for a in ability_s
+            },
+            "token_reads": per.get("token_reads", {}),
+            "detail": detail,
+        }
+    )
     row.update(zarr_estimate(stand_in, ability_s, detail, done[0]))
     row["jobs"] = 1
     if whole:
         per, one_wall = {}, row["wall_s"]
         t0 = time.perf_counter()
-        whole = run_fingerprint(data, tmp / "fingerprint-zarr-jobs", per, args.heads.split(","), args.max_memory_gb,
-                                args.device, deadline, abilities=done, jobs=2)  # fmt: skip
+        whole = run_fingerprint(
+            data,
+            tmp / "fingerprint-zarr-jobs",
+            per,
+            args.heads.split(","),
+            args.max_memory_gb,
+            args.device,
+            deadline,
+            abilities=done,
+            jobs=2,
+        )
         wall = time.perf_counter() - t0
-        row["two_jobs"] = {"jobs": 2, "wall_s": round(wall, 2), "cut_by_budget": not whole,
-                           "ability_s": {a: round(v, 2) for a, v in per.get("ability_s", {}).items()},
-                           "token_reads": per.get("token_reads", {})}  # fmt: skip
+        row["two_jobs"] = {
+            "jobs": 2,
+            "wall_s": round(wall, 2),
+            "cut_by_budget": not whole,
+            "ability_s": {a: round(v, 2) for a, v in per.get("ability_s", {}).items()},
+            "token_reads": per.get("token_reads", {}),
+        }
         if whole and row.get("scaled_by_steps_s_with_zarr_reads") is not None:
             row["two_jobs"]["over_one"] = round(wall / one_wall, 3)
             row["scaled_by_steps_s_two_jobs"] = round(row["scaled_by_steps_s_with_zarr_reads"] * wall / one_wall, 1)
@@ -567,10 +707,15 @@ def zarr_estimate(stand_in: dict, ability_s: dict[str, float], detail: dict[str,
     if not ahead or theirs <= 0 or stand_in.get("scaled_by_steps_s") is None:
         return {}
     ratio = sum(max(0.0, _outside(ability_s, detail, a)) for a in ahead) / theirs
-    outside_real = sum(max(0.0, _outside(stand_in["ability_s"], stand_in["detail"], a)) * REAL_SIZES[a]
-                       / stand_in["samples"][a] for a in stand_in["ability_s"] if a in REAL_SIZES)  # fmt: skip
-    return {"outside_ratio": round(ratio, 3),
-            "scaled_by_steps_s_with_zarr_reads": round(stand_in["scaled_by_steps_s"] - (1 - ratio) * outside_real, 1)}
+    outside_real = sum(
+        max(0.0, _outside(stand_in["ability_s"], stand_in["detail"], a)) * REAL_SIZES[a] / stand_in["samples"][a]
+        for a in stand_in["ability_s"]
+        if a in REAL_SIZES
+    )
+    return {
+        "outside_ratio": round(ratio, 3),
+        "scaled_by_steps_s_with_zarr_reads": round(stand_in["scaled_by_steps_s"] - (1 - ratio) * outside_real, 1),
+    }
 
 
 BEFORE_WAY = "host, then moved whole (before)"  # placement_reads' ways of holding rows read into host memory elsewhere
@@ -608,8 +753,11 @@ def reads_estimate(stand_in: dict, zarr_row: dict, placement: list[dict], free_g
         return {}
     rate_host, rate_copy = host["gb_s"], whole["gb"] / (whole["seconds"] - host["seconds"])
     order = [a for a in stand_in["ability_s"] if a in REAL_SIZES]
-    fits = {a: stand_in["by_steps_ability_s"][a] - max(0.0, _outside(stand_in["ability_s"], stand_in["detail"], a))
-            * REAL_SIZES[a] / stand_in["samples"][a] for a in order}  # fmt: skip
+    fits = {
+        a: stand_in["by_steps_ability_s"][a]
+        - max(0.0, _outside(stand_in["ability_s"], stand_in["detail"], a)) * REAL_SIZES[a] / stand_in["samples"][a]
+        for a in order
+    }
 
     def run(factor: float) -> tuple[float, dict]:
         gb = {a: REAL_SIZES[a] * row_gb for a in order}
@@ -620,8 +768,10 @@ def reads_estimate(stand_in: dict, zarr_row: dict, placement: list[dict], free_g
             if gb[a] <= AHEAD_SHARE * (free_gb - gb[prev]):
                 way, b = "read ahead onto the GPU", max(0.0, gb[a] / rate_ahead - hidden)
             elif gb[a] <= SHARE * free_gb:
-                way, b = "read ahead into host memory, copied whole", max(0.0, gb[a] / rate_host - hidden) + \
-                    gb[a] / rate_copy  # fmt: skip
+                way, b = (
+                    "read ahead into host memory, copied whole",
+                    max(0.0, gb[a] / rate_host - hidden) + gb[a] / rate_copy,
+                )
             else:
                 way, b = "read ahead into host memory, host-staged", max(0.0, gb[a] / rate_host - hidden)
             ways[a] = [way, round(b, 1)]
@@ -629,11 +779,21 @@ def reads_estimate(stand_in: dict, zarr_row: dict, placement: list[dict], free_g
         return factor * sum(fits.values()) + blocked, ways
 
     one, ways = run(1.0)
-    out = {"mode": "estimate with reads at real size", "fits_s": round(sum(fits.values()), 1),
-           "scaled_s": round(one, 1), "reads_blocked_s": round(one - sum(fits.values()), 1),
-           "rates_gb_s": {"first read": rate_first, "read ahead": rate_ahead, "host read": rate_host,
-                          "whole copy": round(rate_copy, 2)}, "whole_copy_way": copy_way,
-           "free_gb": round(free_gb, 1), "by_ability": ways}  # fmt: skip
+    out = {
+        "mode": "estimate with reads at real size",
+        "fits_s": round(sum(fits.values()), 1),
+        "scaled_s": round(one, 1),
+        "reads_blocked_s": round(one - sum(fits.values()), 1),
+        "rates_gb_s": {
+            "first read": rate_first,
+            "read ahead": rate_ahead,
+            "host read": rate_host,
+            "whole copy": round(rate_copy, 2),
+        },
+        "whole_copy_way": copy_way,
+        "free_gb": round(free_gb, 1),
+        "by_ability": ways,
+    }
     ratio = (zarr_row.get("two_jobs") or {}).get("over_one")
     if ratio:
         out["scaled_s_two_jobs"] = round(run(ratio)[0], 1)
@@ -681,9 +841,15 @@ def scaling_check(rows: list[dict], tolerance: float = 0.25) -> dict | None:
     if all(x is not None for x in steps):
         r_steps = steps[1] / max(steps[0], 1e-9)
         by_steps = {"scaled_total_s": steps, "ratio": round(r_steps, 2), "holds": abs(r_steps - 1) <= tolerance}
-    return {"scales": [a["scale"], b["scale"]], "abilities": both, "scaled_total_s": [round(x, 1) for x in total],
-            "ratio": round(ratio, 2), "holds": bool(both) and abs(ratio - 1) <= tolerance, "per_ability": per,
-            "by_steps": by_steps}
+    return {
+        "scales": [a["scale"], b["scale"]],
+        "abilities": both,
+        "scaled_total_s": [round(x, 1) for x in total],
+        "ratio": round(ratio, 2),
+        "holds": bool(both) and abs(ratio - 1) <= tolerance,
+        "per_ability": per,
+        "by_steps": by_steps,
+    }
 
 
 def write_json(args: argparse.Namespace, rows: list[dict], check: dict | None) -> None:
@@ -692,8 +858,12 @@ def write_json(args: argparse.Namespace, rows: list[dict], check: dict | None) -
         return
     from bench_cache import environment
 
-    Path(args.json).write_text(json.dumps({"args": vars(args), "environment": environment(args.device),
-                                           "rows": rows, "scaling_check": check}, indent=2))  # fmt: skip
+    Path(args.json).write_text(
+        json.dumps(
+            {"args": vars(args), "environment": environment(args.device), "rows": rows, "scaling_check": check},
+            indent=2,
+        )
+    )
 
 
 class PeakRSS:
@@ -812,12 +982,22 @@ def placement_reads(images: int, tokens: int, dim: int, device: str, work: Path,
                 rows.append({"placement": kind, "way": way, "error": f"{type(e).__name__}: {e}"[:300]})
                 print(json.dumps(rows[-1]), flush=True)
                 continue
-            rows.append({"placement": kind, "way": way, "rows": len(shas), "gb": round(nbytes / 1e9, 2),
-                         "seconds": round(seconds, 2), "gb_s": round(nbytes / 1e9 / seconds, 2),
-                         "at_real_size_s": round(sum(REAL_SIZES.values()) * seconds / len(shas), 1),
-                         "peak_host_gb_above_start": rss.gb, "held_on": str(held.device), "gather_ms": gather_ms,
-                         "pinned": bool(held.is_pinned()) if held.device.type == "cpu" else False,
-                         "thread_s": (_token_reads(waited) or {}).get("thread_s")})  # fmt: skip
+            rows.append(
+                {
+                    "placement": kind,
+                    "way": way,
+                    "rows": len(shas),
+                    "gb": round(nbytes / 1e9, 2),
+                    "seconds": round(seconds, 2),
+                    "gb_s": round(nbytes / 1e9 / seconds, 2),
+                    "at_real_size_s": round(sum(REAL_SIZES.values()) * seconds / len(shas), 1),
+                    "peak_host_gb_above_start": rss.gb,
+                    "held_on": str(held.device),
+                    "gather_ms": gather_ms,
+                    "pinned": bool(held.is_pinned()) if held.device.type == "cpu" else False,
+                    "thread_s": (_token_reads(waited) or {}).get("thread_s"),
+                }
+            )
             print(json.dumps(rows[-1]), flush=True)
             del held
     return rows
@@ -836,30 +1016,58 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=160, help="--vfm: synthetic image side (the demo's)")
     ap.add_argument("--heads", default="probe-linear,probe-attn,knn", help="the fingerprint's heads")
     ap.add_argument("--abilities", default=None, help="random features: comma-separated abilities (default: all 14)")
-    ap.add_argument("--scale-to-real", default=None,
-                    help="random features: each ability at this share of its real sample count (--samples ignored); "
-                    "the JSON adds the time scaled to the real benchmark (see _scaled); two shares, comma-separated "
-                    "(0.025,0.05), also check that the scaling holds (scaling_check)")  # fmt: skip
-    ap.add_argument("--no-warmup", dest="warmup", action="store_false",
-                    help="--scale-to-real: no untimed warm-up run first (20 samples an ability), whose one-time costs "
-                    "(imports, the device's libraries, first calls) would otherwise land in the first scale's "
-                    "abilities and be multiplied by the scaling")  # fmt: skip
-    ap.add_argument("--budget", type=float, default=None,
-                    help="seconds for the whole run: each scale and mode its share, abilities not started by then "
-                    "left out (the rows say which were done)")  # fmt: skip
-    ap.add_argument("--max-memory-gb", type=float, default=None,
-                    help="the probes' max_memory_gb: train tokens above it are gathered batch by batch")  # fmt: skip
-    ap.add_argument("--placement-reads", type=int, default=0, metavar="IMAGES",
-                    help="first, a real fp16 cache of this many stand-in rows (--tokens x --dim) read as a fingerprint "
-                    "reads an ability, at each placement the device offers (on-device, pinned, host), the way now and "
-                    "the way before; its share of --budget: a tenth")  # fmt: skip
-    ap.add_argument("--zarr-check", default=None, metavar="ABILITIES",
-                    help="after the last scale, these abilities' fingerprint again from a real fp16 Zarr cache of the "
-                    "same rows, written by the extraction's shard writer and read as a user's cache (the next "
-                    "ability read while the heads fit): each ability's time outside the fits beside the stand-in's "
-                    "(comma-separated, e.g. counting,recognition,scene)")  # fmt: skip
-    ap.add_argument("--jobs", default="auto", help="--vfm: heads fitted at once, comma-separated values are run one "
-                    "after another on the same cache (e.g. 1,auto); auto = ava's default")  # fmt: skip
+    ap.add_argument(
+        "--scale-to-real",
+        default=None,
+        help="random features: each ability at this share of its real sample count (--samples ignored); "
+        "the JSON adds the time scaled to the real benchmark (see _scaled); two shares, comma-separated "
+        "(0.025,0.05), also check that the scaling holds (scaling_check)",
+    )
+    ap.add_argument(
+        "--no-warmup",
+        dest="warmup",
+        action="store_false",
+        help="--scale-to-real: no untimed warm-up run first (20 samples an ability), whose one-time costs "
+        "(imports, the device's libraries, first calls) would otherwise land in the first scale's "
+        "abilities and be multiplied by the scaling",
+    )
+    ap.add_argument(
+        "--budget",
+        type=float,
+        default=None,
+        help="seconds for the whole run: each scale and mode its share, abilities not started by then "
+        "left out (the rows say which were done)",
+    )
+    ap.add_argument(
+        "--max-memory-gb",
+        type=float,
+        default=None,
+        help="the probes' max_memory_gb: train tokens above it are gathered batch by batch",
+    )
+    ap.add_argument(
+        "--placement-reads",
+        type=int,
+        default=0,
+        metavar="IMAGES",
+        help="first, a real fp16 cache of this many stand-in rows (--tokens x --dim) read as a fingerprint "
+        "reads an ability, at each placement the device offers (on-device, pinned, host), the way now and "
+        "the way before; its share of --budget: a tenth",
+    )
+    ap.add_argument(
+        "--zarr-check",
+        default=None,
+        metavar="ABILITIES",
+        help="after the last scale, these abilities' fingerprint again from a real fp16 Zarr cache of the "
+        "same rows, written by the extraction's shard writer and read as a user's cache (the next "
+        "ability read while the heads fit): each ability's time outside the fits beside the stand-in's "
+        "(comma-separated, e.g. counting,recognition,scene)",
+    )
+    ap.add_argument(
+        "--jobs",
+        default="auto",
+        help="--vfm: heads fitted at once, comma-separated values are run one "
+        "after another on the same cache (e.g. 1,auto); auto = ava's default",
+    )
     args = ap.parse_args()
     import torch
     from bench_cache import device_name  # the same device line as the cache benchmark
@@ -874,9 +1082,11 @@ def main() -> None:
             for row in rows:
                 print(json.dumps({k: v for k, v in row.items() if k != "detail"}))
             load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-            print(f"\ndevice: {device_name(args.device)}, torch {torch.__version__}, load average "
-                  f"{load:.2f} at the end; {args.samples} samples x 14 abilities, {args.size} px, {args.vfm}; "
-                  f"{dt.date.today()}")  # fmt: skip
+            print(
+                f"\ndevice: {device_name(args.device)}, torch {torch.__version__}, load average "
+                f"{load:.2f} at the end; {args.samples} samples x 14 abilities, {args.size} px, {args.vfm}; "
+                f"{dt.date.today()}"
+            )
             if args.json:
                 Path(args.json).write_text(json.dumps({"args": vars(args), "rows": rows}, indent=2))
             return
@@ -889,8 +1099,9 @@ def main() -> None:
         budget = Budget(args.budget)
         if args.placement_reads:
             try:
-                placed: Any = placement_reads(args.placement_reads, args.tokens, args.dim, args.device,
-                                              tmp / "placement", budget.deadline(0.1))  # fmt: skip
+                placed: Any = placement_reads(
+                    args.placement_reads, args.tokens, args.dim, args.device, tmp / "placement", budget.deadline(0.1)
+                )
             except Exception as e:  # noqa: BLE001 - the fingerprint's scales still run
                 placed = {"error": f"{type(e).__name__}: {e}"[:300]}
                 print(json.dumps(placed), flush=True)
@@ -904,10 +1115,14 @@ def main() -> None:
             # colour's metric imports colour-science (~1.7 s here) on its first call: in the seventh pass's timed 4%
             # run, as the warm-up was cut before colour, and its linear estimate took 25 x that for colour
             ciede2000_many([[0.5, 0.5, 0.5]], [[0.4, 0.5, 0.6]])
-            warm = run_random(args, tmp / "warm-up", {a: 20 for a in abilities}, abilities, None,
-                              budget.deadline(0.1))  # fmt: skip
-            rows.append({"mode": "warm-up (untimed)", "wall_s": round(time.monotonic() - t0, 2),
-                         "abilities_done": sorted({a for r in warm for a in r.get("abilities_done", [])})})  # fmt: skip
+            warm = run_random(args, tmp / "warm-up", {a: 20 for a in abilities}, abilities, None, budget.deadline(0.1))
+            rows.append(
+                {
+                    "mode": "warm-up (untimed)",
+                    "wall_s": round(time.monotonic() - t0, 2),
+                    "abilities_done": sorted({a for r in warm for a in r.get("abilities_done", [])}),
+                }
+            )
             print(json.dumps(rows[-1]), flush=True)
             write_json(args, rows, None)
             shutil.rmtree(tmp / "warm-up", ignore_errors=True)
@@ -917,8 +1132,11 @@ def main() -> None:
             counts = {a: args.samples for a in abilities}
             if scale:  # each ability at this share of its real size
                 counts = {a: max(20, round(scale * REAL_SIZES[a])) for a in abilities}
-            zarr = [a for a in args.zarr_check.split(",") if a in abilities] if args.zarr_check and \
-                i == len(scales) - 1 else None  # fmt: skip
+            zarr = (
+                [a for a in args.zarr_check.split(",") if a in abilities]
+                if args.zarr_check and i == len(scales) - 1
+                else None
+            )
             rows += run_random(args, tmp / f"scale-{i}", counts, abilities, scale, deadline, zarr)
             write_json(args, rows, scaling_check(rows))
         zarr_row = next((r for r in rows if r["mode"] == "fingerprint (zarr)" and "token_reads" in r), None)
@@ -927,9 +1145,15 @@ def main() -> None:
             from ava.cache.placement import device_free_bytes
 
             stand_in = [r for r in rows if r["mode"] == "fingerprint" and r.get("scale") == zarr_row.get("scale")]
-            if stand_in and (est := reads_estimate(stand_in[-1], zarr_row, placed_rows,
-                                                   device_free_bytes(args.device) / 1e9,
-                                                   args.tokens * args.dim * 2 / 1e9)):  # fmt: skip
+            if stand_in and (
+                est := reads_estimate(
+                    stand_in[-1],
+                    zarr_row,
+                    placed_rows,
+                    device_free_bytes(args.device) / 1e9,
+                    args.tokens * args.dim * 2 / 1e9,
+                )
+            ):
                 rows.append(est)
                 print(json.dumps(est), flush=True)
                 write_json(args, rows, scaling_check(rows))
@@ -943,8 +1167,10 @@ def main() -> None:
                 print(f"| {a} | " + " | ".join(f"{per.get(f'{h} {a}', float('nan')):.2f}" for h in heads) + " |")
         if check := scaling_check(rows):
             print(f"\nscaling rule at two scales: {json.dumps(check)}")
-        print(f"\ndevice: {device_name(args.device)}, torch {torch.__version__}, abilities {len(abilities)}, "
-              f"tokens {args.tokens} x {args.dim}, random features; {dt.date.today()}")  # fmt: skip
+        print(
+            f"\ndevice: {device_name(args.device)}, torch {torch.__version__}, abilities {len(abilities)}, "
+            f"tokens {args.tokens} x {args.dim}, random features; {dt.date.today()}"
+        )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -37,9 +37,12 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=224)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=3, help="evaluations per config (the very first keeps pixels)")
-    ap.add_argument("--configs", default="autocast-bf16/heads,bf16/abilities",
-                    help="comma-separated FORWARD/PARALLEL: FORWARD fp32, autocast-bf16, autocast-fp16, bf16, fp16; "
-                         "PARALLEL heads or abilities")  # fmt: skip
+    ap.add_argument(
+        "--configs",
+        default="autocast-bf16/heads,bf16/abilities",
+        help="comma-separated FORWARD/PARALLEL: FORWARD fp32, autocast-bf16, autocast-fp16, bf16, fp16; "
+        "PARALLEL heads or abilities",
+    )
     ap.add_argument("--suite-root", default=None, help="where the suite is generated (default $AVA_HOME/suites)")
     ap.add_argument("--ava", default=None, help="comma-separated abilities (default: all 14)")
     ap.add_argument("--json", action="store_true")
@@ -65,9 +68,18 @@ def main() -> None:
     for forward, parallel in configs:
         if parallel not in memory.PARALLEL_MODES:
             raise SystemExit(f"--configs: {forward}/{parallel}: PARALLEL is one of {memory.PARALLEL_MODES}")
-        vfm = vfm_from_module(model, name=args.model, version="random-init", size=args.size, mean=IMAGENET_MEAN,
-                              std=IMAGENET_STD, output=args.layer, prefix_tokens=1, random_weights=True,
-                              **_forward(forward))  # fmt: skip
+        vfm = vfm_from_module(
+            model,
+            name=args.model,
+            version="random-init",
+            size=args.size,
+            mean=IMAGENET_MEAN,
+            std=IMAGENET_STD,
+            output=args.layer,
+            prefix_tokens=1,
+            random_weights=True,
+            **_forward(forward),
+        )
         monitors[(forward, parallel)] = FingerprintMonitor(vfm, every=1, suite=suite, baselines=())
     rows = []
     for i in range(args.repeats):
@@ -75,26 +87,48 @@ def main() -> None:
             memory.PARALLEL = parallel  # fingerprint_in_memory's default, which the monitor uses
             t, cpu = time.perf_counter(), time.process_time()
             rec = monitor.run(i + 1)
-            rows.append({"forward": forward, "parallel": parallel, "run": i + 1,
-                         "wall_s": round(time.perf_counter() - t, 2), "cpu_s": round(time.process_time() - cpu, 1),
-                         "extract_s": rec["seconds"]["extract"],
-                         "heads_s": rec["seconds"]["heads"], "images": len(suite.images),
-                         "load_avg": round(os.getloadavg()[0], 2)})  # fmt: skip
+            rows.append(
+                {
+                    "forward": forward,
+                    "parallel": parallel,
+                    "run": i + 1,
+                    "wall_s": round(time.perf_counter() - t, 2),
+                    "cpu_s": round(time.process_time() - cpu, 1),
+                    "extract_s": rec["seconds"]["extract"],
+                    "heads_s": rec["seconds"]["heads"],
+                    "images": len(suite.images),
+                    "load_avg": round(os.getloadavg()[0], 2),
+                }
+            )
             print(json.dumps(rows[-1]), flush=True)
-    info = {"model": args.model, "layer": args.layer, "suite": str(data), "suite_s": round(suite_s, 1),
-            "per_ava": args.per_ava, "size": args.size, "threads": args.threads,
-            "environment": environment("cpu"), "rows": rows}  # fmt: skip
+    info = {
+        "model": args.model,
+        "layer": args.layer,
+        "suite": str(data),
+        "suite_s": round(suite_s, 1),
+        "per_ava": args.per_ava,
+        "size": args.size,
+        "threads": args.threads,
+        "environment": environment("cpu"),
+        "rows": rows,
+    }
     if args.json:
         print(json.dumps(info))
         return
     env = info["environment"]
-    print(f"\n{args.model} ({args.layer}) on {len(suite.images)} images, {args.threads} threads, {env['device']}, "
-          f"torch {torch.__version__}, {env['date']}")  # fmt: skip
-    print("| forward | heads in parallel over | run | wall s | extract s | heads s | CPU s | load avg (1 min) |\n"
-          "|---|---|---:|---:|---:|---:|---:|---:|")  # fmt: skip
+    print(
+        f"\n{args.model} ({args.layer}) on {len(suite.images)} images, {args.threads} threads, {env['device']}, "
+        f"torch {torch.__version__}, {env['date']}"
+    )
+    print(
+        "| forward | heads in parallel over | run | wall s | extract s | heads s | CPU s | load avg (1 min) |\n"
+        "|---|---|---:|---:|---:|---:|---:|---:|"
+    )
     for r in rows:
-        print(f"| {r['forward']} | {r['parallel']} | {r['run']} | {r['wall_s']} | {r['extract_s']} | {r['heads_s']} "
-              f"| {r['cpu_s']} | {r['load_avg']} |")  # fmt: skip
+        print(
+            f"| {r['forward']} | {r['parallel']} | {r['run']} | {r['wall_s']} | {r['extract_s']} | {r['heads_s']} "
+            f"| {r['cpu_s']} | {r['load_avg']} |"
+        )
     best = {c: min(r["wall_s"] for r in rows if (r["forward"], r["parallel"]) == c) for c in configs}
     print("\nbest wall s: " + ", ".join(f"{'/'.join(c)} {v}" for c, v in best.items()))
     if len(configs) == 2:

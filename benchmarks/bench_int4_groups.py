@@ -31,8 +31,10 @@ def measure(codec: object, x: np.ndarray) -> dict[str, float]:
     got = codec.decode(values, scale)  # type: ignore[attr-defined]
     token_max = np.abs(x).max(axis=-1, keepdims=True)
     zstd = Zstd(level=3)
-    stored = sum(len(zstd.encode(np.ascontiguousarray(values[i]))) + len(zstd.encode(np.ascontiguousarray(scale[i])))
-                 for i in range(len(x)))  # fmt: skip
+    stored = sum(
+        len(zstd.encode(np.ascontiguousarray(values[i]))) + len(zstd.encode(np.ascontiguousarray(scale[i])))
+        for i in range(len(x))
+    )
     return {
         "rel_rms": float(np.linalg.norm(got - x) / max(np.linalg.norm(x), 1e-30)),
         "max_over_token_max": float((np.abs(got - x) / np.maximum(token_max, 1e-30)).max()),
@@ -63,14 +65,36 @@ def main() -> None:
         dim = x.shape[-1]
         for group in (*GROUPS, dim):
             codec = Int4Codec(f"int4-g{group}", "uint8", True, "measured", group_size=group)
-            rows.append({"extractor": name, "tokens_x_dim": f"{x.shape[1]}x{dim}", "codec": "int4",
-                         "group": "token" if group == dim else group, **measure(codec, x)})  # fmt: skip
+            rows.append(
+                {
+                    "extractor": name,
+                    "tokens_x_dim": f"{x.shape[1]}x{dim}",
+                    "codec": "int4",
+                    "group": "token" if group == dim else group,
+                    **measure(codec, x),
+                }
+            )
             print(json.dumps(rows[-1]), flush=True)
-        rows.append({"extractor": name, "tokens_x_dim": f"{x.shape[1]}x{dim}", "codec": "int8", "group": "token",
-                     **measure(get_codec("int8"), x)})  # fmt: skip
+        rows.append(
+            {
+                "extractor": name,
+                "tokens_x_dim": f"{x.shape[1]}x{dim}",
+                "codec": "int8",
+                "group": "token",
+                **measure(get_codec("int8"), x),
+            }
+        )
         print(json.dumps(rows[-1]), flush=True)
-    cols = ["extractor", "tokens_x_dim", "codec", "group", "rel_rms", "max_over_token_max", "raw_bytes_per_value",
-            "zstd_bytes_per_value"]  # fmt: skip
+    cols = [
+        "extractor",
+        "tokens_x_dim",
+        "codec",
+        "group",
+        "rel_rms",
+        "max_over_token_max",
+        "raw_bytes_per_value",
+        "zstd_bytes_per_value",
+    ]
     print("| " + " | ".join(cols) + " |\n|" + "---|" * len(cols))
     for r in rows:
         print("| " + " | ".join(f"{r[c]:.4g}" if isinstance(r[c], float) else str(r[c]) for c in cols) + " |")

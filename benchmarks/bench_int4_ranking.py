@@ -67,9 +67,9 @@ def main() -> int:
     for codec in codecs:
         for vfm in VFMS:
             ava.extract(vfm=vfm, data=data, cache=args.work / f"cache-{codec}", codec=codec, threads="auto")
-            fps[(codec, vfm)] = ava.fingerprint(vfm, data, args.work / f"cache-{codec}",
-                                                args.work / f"runs-{codec}", heads=list(HEADS),
-                                                threads="auto")  # fmt: skip
+            fps[(codec, vfm)] = ava.fingerprint(
+                vfm, data, args.work / f"cache-{codec}", args.work / f"runs-{codec}", heads=list(HEADS), threads="auto"
+            )
             print(f"{codec} {vfm}: fingerprinted at {time.perf_counter() - t0:.0f} s", flush=True)
     rows, same_rank, inside, total = [], 0, 0, 0
     for head in HEADS:
@@ -87,27 +87,52 @@ def main() -> int:
             same_rank += same
             inside += sum(ins.values())
             total += len(VFMS)
-            rows.append({"head": head, "ability": ab, "higher_is_better": higher, "fp16": fp16, args.codec: int4,
-                         "fp16_interval": {v: bounds[i].tolist() for i, v in enumerate(VFMS)},
-                         "ranking_fp16": ranking(fp16, higher), f"ranking_{args.codec}": ranking(int4, higher),
-                         "same_ranking": same, "fp16_has_ties": ties, "inside": ins})  # fmt: skip
+            rows.append(
+                {
+                    "head": head,
+                    "ability": ab,
+                    "higher_is_better": higher,
+                    "fp16": fp16,
+                    args.codec: int4,
+                    "fp16_interval": {v: bounds[i].tolist() for i, v in enumerate(VFMS)},
+                    "ranking_fp16": ranking(fp16, higher),
+                    f"ranking_{args.codec}": ranking(int4, higher),
+                    "same_ranking": same,
+                    "fp16_has_ties": ties,
+                    "inside": ins,
+                }
+            )
     names = [v.split("#")[0] for v in VFMS]
-    print(f"\n{args.per_ava} samples per ability at {args.size} px, fp16 vs {args.codec}; "
-          f"{time.perf_counter() - t0:.0f} s")  # fmt: skip
+    print(
+        f"\n{args.per_ava} samples per ability at {args.size} px, fp16 vs {args.codec}; "
+        f"{time.perf_counter() - t0:.0f} s"
+    )
     cols = " | ".join(f"{n} fp16 [95%] / {args.codec}" for n in names)
     print(f"| head | ability | {cols} | ranking (fp16) | same |")
     print("|---|---|" + "---|" * len(VFMS) + "---|---|")
     for r in rows:
-        cells = [f"{r['fp16'][v]:.3f} [{r['fp16_interval'][v][0]:.3f}, {r['fp16_interval'][v][1]:.3f}] / "
-                 f"{r[args.codec][v]:.3f}{'' if r['inside'][v] else ' OUT'}" for v in VFMS]  # fmt: skip
+        cells = [
+            f"{r['fp16'][v]:.3f} [{r['fp16_interval'][v][0]:.3f}, {r['fp16_interval'][v][1]:.3f}] / "
+            f"{r[args.codec][v]:.3f}{'' if r['inside'][v] else ' OUT'}"
+            for v in VFMS
+        ]
         order = " > ".join(v.split("#")[0] for v in r["ranking_fp16"]) + (" (tie)" if r["fp16_has_ties"] else "")
-        print(f"| {r['head']} | {r['ability']} | " + " | ".join(cells) + f" | {order} | "
-              f"{'yes' if r['same_ranking'] else 'NO'} |")  # fmt: skip
-    print(f"\nrankings identical: {same_rank}/{len(rows)} (head, ability) pairs; {args.codec} scores inside the fp16 "
-          f"95% interval: {inside}/{total}")  # fmt: skip
+        print(
+            f"| {r['head']} | {r['ability']} | " + " | ".join(cells) + f" | {order} | "
+            f"{'yes' if r['same_ranking'] else 'NO'} |"
+        )
+    print(
+        f"\nrankings identical: {same_rank}/{len(rows)} (head, ability) pairs; {args.codec} scores inside the fp16 "
+        f"95% interval: {inside}/{total}"
+    )
     if args.json:
-        args.json.write_text(json.dumps({"rows": rows, "same_ranking": same_rank, "pairs": len(rows),
-                                         "inside": inside, "scores": total}, indent=1) + "\n")  # fmt: skip
+        args.json.write_text(
+            json.dumps(
+                {"rows": rows, "same_ranking": same_rank, "pairs": len(rows), "inside": inside, "scores": total},
+                indent=1,
+            )
+            + "\n"
+        )
     return 0 if same_rank == len(rows) and inside == total else 1
 
 

@@ -68,17 +68,30 @@ print("RESULT " + json.dumps({{"warmup_s": round(first[0], 2), "compile_cache": 
 """
 
 
-def run(label: str, work: Path, home: Path, args: argparse.Namespace, machine: str | None = None,
-        tree: Path | None = None) -> dict:  # fmt: skip
+def run(
+    label: str, work: Path, home: Path, args: argparse.Namespace, machine: str | None = None, tree: Path | None = None
+) -> dict:
     """One run in a process of its own; ``machine`` names an earlier run whose inductor and Triton caches it finds;
     ``tree``: another checkout's ``ava`` is imported (``--baseline``)."""
     machine = machine or label
-    env = {**os.environ, "AVA_HOME": str(home), "TORCHINDUCTOR_CACHE_DIR": str(work / f"inductor-{machine}"),
-           "TRITON_CACHE_DIR": str(work / f"triton-{machine}")}  # fmt: skip
+    env = {
+        **os.environ,
+        "AVA_HOME": str(home),
+        "TORCHINDUCTOR_CACHE_DIR": str(work / f"inductor-{machine}"),
+        "TRITON_CACHE_DIR": str(work / f"triton-{machine}"),
+    }
     if tree is not None:
         env["PYTHONPATH"] = os.pathsep.join([str(tree), *filter(None, [os.environ.get("PYTHONPATH")])])
-    prog = CHILD.format(here=str(Path(__file__).parent), threads=args.threads, device=args.device, layers=args.layers,
-                        samples=args.samples, batch=args.samples, steps=args.steps, out=str(work / f"run-{label}"))
+    prog = CHILD.format(
+        here=str(Path(__file__).parent),
+        threads=args.threads,
+        device=args.device,
+        layers=args.layers,
+        samples=args.samples,
+        batch=args.samples,
+        steps=args.steps,
+        out=str(work / f"run-{label}"),
+    )
     t = time.perf_counter()
     done = subprocess.run([sys.executable, "-W", "ignore", "-c", prog], env=env, capture_output=True, text=True)
     if done.returncode:
@@ -95,11 +108,18 @@ def main() -> None:
     p.add_argument("--samples", type=int, default=4, help="samples per optimizer step")
     p.add_argument("--steps", type=int, default=3, help="steps timed after the first")
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--baseline", type=Path, default=None,
-                   help="another checkout of ava (a git worktree): its first and third runs are timed first, as "
-                        "'today'")
-    p.add_argument("--warm-repeats", type=int, default=0,
-                   help="with --baseline: then both checkouts again on their first run's machine, alternated")
+    p.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="another checkout of ava (a git worktree): its first and third runs are timed first, as 'today'",
+    )
+    p.add_argument(
+        "--warm-repeats",
+        type=int,
+        default=0,
+        help="with --baseline: then both checkouts again on their first run's machine, alternated",
+    )
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-llm-compile-"))
@@ -118,21 +138,35 @@ def main() -> None:
             print(json.dumps(rows[-1]), flush=True)
     first, second, third = (next(r for r in rows if r["run"] == k) for k in ("first", "second", "third"))
     ratio = first["warmup_s"] / max(second["warmup_s"], 1e-9)
-    print(f"warm-up: first run {first['warmup_s']} s (compile cache {first['compile_cache']}), second run on a "
-          f"fresh machine {second['warmup_s']} s (compile cache {second['compile_cache']}): {ratio:.1f}x; third run "
-          f"on the first's machine {third['warmup_s']} s: {first['warmup_s'] / max(third['warmup_s'], 1e-9):.1f}x")
+    print(
+        f"warm-up: first run {first['warmup_s']} s (compile cache {first['compile_cache']}), second run on a "
+        f"fresh machine {second['warmup_s']} s (compile cache {second['compile_cache']}): {ratio:.1f}x; third run "
+        f"on the first's machine {third['warmup_s']} s: {first['warmup_s'] / max(third['warmup_s'], 1e-9):.1f}x"
+    )
     if args.baseline:
         today = rows[0]["warmup_s"]
-        print(f"against today's first run ({today} s, {args.baseline}): first {today / first['warmup_s']:.1f}x, "
-              f"second {today / second['warmup_s']:.1f}x, third {today / third['warmup_s']:.1f}x; compile overhead "
-              f"(warm-up less a later step): today {rows[0]['overhead_s']} s, today's third run "
-              f"{rows[1]['overhead_s']} s, third {third['overhead_s']} s: "
-              f"{rows[0]['overhead_s'] / max(third['overhead_s'], 1e-9):.1f}x")
+        print(
+            f"against today's first run ({today} s, {args.baseline}): first {today / first['warmup_s']:.1f}x, "
+            f"second {today / second['warmup_s']:.1f}x, third {today / third['warmup_s']:.1f}x; compile overhead "
+            f"(warm-up less a later step): today {rows[0]['overhead_s']} s, today's third run "
+            f"{rows[1]['overhead_s']} s, third {third['overhead_s']} s: "
+            f"{rows[0]['overhead_s'] / max(third['overhead_s'], 1e-9):.1f}x"
+        )
     if args.json:
         from bench_cache import environment
 
-        args.json.write_text(json.dumps({"environment": environment(args.device), "args": vars(args) | {
-            "json": str(args.json)}, "rows": rows, "ratio": ratio}, indent=2, default=str))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "environment": environment(args.device),
+                    "args": vars(args) | {"json": str(args.json)},
+                    "rows": rows,
+                    "ratio": ratio,
+                },
+                indent=2,
+                default=str,
+            )
+        )
 
 
 if __name__ == "__main__":

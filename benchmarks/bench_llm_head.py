@@ -52,8 +52,18 @@ from ava.data.format import DatasetWriter, Sample
 from ava.heads.llm.config import LLMHeadConfig
 
 PRESETS = {
-    "cpu": dict(vfm="random-vit", llm="tiny-random-qwen2", samples=48, batch_size=8, steps=4, warmup=1, lora_r=128,
-                dtype="fp32", num_workers=0, profile_steps=0),
+    "cpu": dict(
+        vfm="random-vit",
+        llm="tiny-random-qwen2",
+        samples=48,
+        batch_size=8,
+        steps=4,
+        warmup=1,
+        lora_r=128,
+        dtype="fp32",
+        num_workers=0,
+        profile_steps=0,
+    ),
     "cuda": dict(
         vfm="siglip:random",
         llm="random-qwen2-0.5b",
@@ -170,8 +180,15 @@ MIN_STEPS = 10  # timed steps a path runs however short its share (fewer only if
 # needs 8 (4 past the probe fit)
 
 
-def run_path(mode: str, args: argparse.Namespace, data: Path, cache: Path, work: Path,
-             deadline: float = float("inf"), profile_until: float | None = None) -> dict[str, Any]:  # fmt: skip
+def run_path(
+    mode: str,
+    args: argparse.Namespace,
+    data: Path,
+    cache: Path,
+    work: Path,
+    deadline: float = float("inf"),
+    profile_until: float | None = None,
+) -> dict[str, Any]:
     """Warm-up steps, then the timed steps: ``--steps``, or as many as fit before ``deadline`` (``time.monotonic``),
     judged from two probe fits timed first (2 and 4 steps: their difference is two steps' time, without a fit's
     start: its DataLoader's workers and first batches, which cut the H200's cached window to 7 steps when one
@@ -205,8 +222,15 @@ def run_path(mode: str, args: argparse.Namespace, data: Path, cache: Path, work:
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)  # peak memory per mode
     prep = prepare_training(cfg, device=device, dtype=dtype)
-    kw = dict(dist=_single(), device=device, dtype=dtype, epochs=cfg.epochs, lr=1e-4, batch_size=args.batch_size,
-              checkpoints=False)  # fmt: skip
+    kw = dict(
+        dist=_single(),
+        device=device,
+        dtype=dtype,
+        epochs=cfg.epochs,
+        lr=1e-4,
+        batch_size=args.batch_size,
+        checkpoints=False,
+    )
     t_warm, phases = time.monotonic(), compile_phases()
     warm = fit(prep.head, prep.loop, cfg, Path(cfg.out), **kw)  # compiles; no checkpoint
     warm_wall = time.monotonic() - t_warm
@@ -228,8 +252,13 @@ def run_path(mode: str, args: argparse.Namespace, data: Path, cache: Path, work:
         left = deadline - time.monotonic() - reserve - start_s
         steps = max(min(MIN_STEPS, args.steps), min(args.steps, int(0.85 * left / max(per_step, 1e-6))))
         # how the window was sized: the H200's cached window of 2026-11-28 came out at 3 steps, with no steady rate
-        plan = {"probe_s": [round(t2, 3), round(t4, 3)], "per_step_s": round(per_step, 4),
-                "start_s": round(start_s, 3), "reserve_s": round(reserve, 1), "left_s": round(left, 1)}  # fmt: skip
+        plan = {
+            "probe_s": [round(t2, 3), round(t4, 3)],
+            "per_step_s": round(per_step, 4),
+            "start_s": round(start_s, 3),
+            "reserve_s": round(reserve, 1),
+            "left_s": round(left, 1),
+        }
     cfg.stop_after_steps = steps
     _sync(device)
     summary = fit(prep.head, prep.loop, cfg, Path(cfg.out), **kw)  # the timed steps (from step 0 again)
@@ -238,8 +267,11 @@ def run_path(mode: str, args: argparse.Namespace, data: Path, cache: Path, work:
     if probes and done >= 8 and summary["seconds"] > probes[1]["seconds"]:
         per = (summary["seconds"] - probes[1]["seconds"]) / (done - 4)
         per_sample_step = summary["samples_per_s"] * summary["seconds"] / done  # samples a step
-        steady = {"steady_samples_per_s": per_sample_step / per, "steady_s_per_step": per,
-                  "fit_start_s": max(0.0, summary["seconds"] - done * per)}  # fmt: skip
+        steady = {
+            "steady_samples_per_s": per_sample_step / per,
+            "steady_s_per_step": per,
+            "fit_start_s": max(0.0, summary["seconds"] - done * per),
+        }
         waits = [x.get("data_wait_s") for x in (summary, probes[1])]
         if None not in waits:  # the data wait of the steps between, over their time (a fit's first batch left out)
             steady["steady_data_wait_share"] = max(0.0, waits[0] - waits[1]) / (per * (done - 4))
@@ -262,8 +294,10 @@ def run_path(mode: str, args: argparse.Namespace, data: Path, cache: Path, work:
     graphs: dict[str, Any] = {}  # the CUDA-graph parts (llm_graph_replay)
     if mode == "cache" and args.graph_replay:  # after the profile: a failed capture must not cost the profile
         until = max(deadline, profile_until or deadline)
-        for key, part, kwargs in (("graph_replay", graph_replay, {}), ("bucketed_graphs", bucketed_graphs,
-                                  {"placement": prep.run.get("features_placement")})):  # fmt: skip
+        for key, part, kwargs in (
+            ("graph_replay", graph_replay, {}),
+            ("bucketed_graphs", bucketed_graphs, {"placement": prep.run.get("features_placement")}),
+        ):
             try:
                 graphs[key] = part(prep.head, prep.loop, args.batch_size, device, dtype, until, **kwargs)
             except Exception as e:  # noqa: BLE001 - the part reports what stopped it; the next parts still run
@@ -292,7 +326,8 @@ def run_path(mode: str, args: argparse.Namespace, data: Path, cache: Path, work:
         "compile_cache": warm.get("compile_cache"),
         "warmup_compile_phases_s": phases,  # where the warm-up's compilation went (nested phases: no sum)
         # the warm-up fit call's seconds before its first step and after its last (wall = these + warmup_s)
-        "warmup_setup_s": _rounded(warm.get("setup_s")), "warmup_teardown_s": _rounded(warm.get("teardown_s")),
+        "warmup_setup_s": _rounded(warm.get("setup_s")),
+        "warmup_teardown_s": _rounded(warm.get("teardown_s")),
         "timed_window_checkpoints": 0,
         "num_workers": cfg.num_workers,
         "peak_mem_gb": torch.cuda.max_memory_allocated(device) / 1e9 if device.type == "cuda" else None,
@@ -314,37 +349,61 @@ def main() -> None:
         p.add_argument(f"--{key}")
     for key in ("samples", "batch_size", "steps", "warmup", "lora_r"):
         p.add_argument(f"--{key.replace('_', '-')}", type=int)
-    p.add_argument("--num-workers", type=int, help="the online path's DataLoader workers (they decode the images); "
-                   "preset: 8 on CUDA")  # fmt: skip
-    p.add_argument("--cache-workers", type=int, default=LLMHeadConfig.num_workers,
-                   help="the cached path's DataLoader workers (default: the head's own default, %(default)s: what "
-                   "`ava head train` runs)")  # fmt: skip
-    p.add_argument("--no-graph-replay", dest="graph_replay", action="store_false",
-                   help="skip the cached path's two CUDA-graph parts (one batch's forward + backward launched "
-                   "against replayed; training from graphs over length buckets: llm_graph_replay.py)")  # fmt: skip
-    p.add_argument("--profile-steps", type=int, help="the cached path: this many more steps under torch.profiler, "
-                   "summarized (kernels per step, device busy, time by kernel kind, top kernels); preset: 4 on CUDA, "
-                   "0 on a CPU")  # fmt: skip
+    p.add_argument(
+        "--num-workers",
+        type=int,
+        help="the online path's DataLoader workers (they decode the images); preset: 8 on CUDA",
+    )
+    p.add_argument(
+        "--cache-workers",
+        type=int,
+        default=LLMHeadConfig.num_workers,
+        help="the cached path's DataLoader workers (default: the head's own default, %(default)s: what "
+        "`ava head train` runs)",
+    )
+    p.add_argument(
+        "--no-graph-replay",
+        dest="graph_replay",
+        action="store_false",
+        help="skip the cached path's two CUDA-graph parts (one batch's forward + backward launched "
+        "against replayed; training from graphs over length buckets: llm_graph_replay.py)",
+    )
+    p.add_argument(
+        "--profile-steps",
+        type=int,
+        help="the cached path: this many more steps under torch.profiler, "
+        "summarized (kernels per step, device busy, time by kernel kind, top kernels); preset: 4 on CUDA, "
+        "0 on a CPU",
+    )
     p.add_argument("--compile", choices=("auto", "on", "off"), default="auto", help="torch.compile the decoder layers")
     p.add_argument("--pack", choices=("auto", "on", "off"), default="auto", help="packed sequences (no padding)")
     p.add_argument("--gradient-checkpointing", action="store_true")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     p.add_argument("--json", type=Path, help="also write the results here")
     p.add_argument("--modes", default="cache,online", help="the feature paths to time, in order (cache, online)")
-    p.add_argument("--budget", type=float, default=None,
-                   help="seconds for the whole run: each path its share (timed steps fitted to it), the JSON written "
-                   "after each")  # fmt: skip
-    p.add_argument("--warm-start", action="store_true",
-                   help="also the warm-up of a second run in a fresh process with empty inductor/Triton caches "
-                   "(what compiling made is loaded from $AVA_HOME, see ava.heads.llm.compiled)")  # fmt: skip
+    p.add_argument(
+        "--budget",
+        type=float,
+        default=None,
+        help="seconds for the whole run: each path its share (timed steps fitted to it), the JSON written after each",
+    )
+    p.add_argument(
+        "--warm-start",
+        action="store_true",
+        help="also the warm-up of a second run in a fresh process with empty inductor/Triton caches "
+        "(what compiling made is loaded from $AVA_HOME, see ava.heads.llm.compiled)",
+    )
     p.add_argument("--warm-start-child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--work", type=Path, default=None, help=argparse.SUPPRESS)
     p.add_argument("--proxies-only", action="store_true", help="only the CPU proxies at real shapes")
     p.add_argument("--no-proxies", action="store_true", help="skip the CPU proxies")
     p.add_argument("--data-path-only", action="store_true", help="proxies: only the host data path")
-    p.add_argument("--compiled-bytes", action="store_true",
-                   help="proxies: also eager vs torch.compile non-matmul bytes of one real-size decoder layer "
-                   "(inductor's counter; compiles on the CPU: minutes)")  # fmt: skip
+    p.add_argument(
+        "--compiled-bytes",
+        action="store_true",
+        help="proxies: also eager vs torch.compile non-matmul bytes of one real-size decoder layer "
+        "(inductor's counter; compiles on the CPU: minutes)",
+    )
     args = p.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -382,11 +441,26 @@ def main() -> None:
             )
         )
         if args.warm_start_child:  # (the --warm-start part's fresh process: its warm-up is the figure)
-            r = run_path(args.modes.split(",")[0], argparse.Namespace(**{**vars(args), "steps": 1}), data,
-                         work / "cache", work)  # fmt: skip
-            print("WARM " + json.dumps({k: r[k] for k in ("warmup_s", "warmup_wall_s", "compile_cache", "compiled",
-                                                          "warmup_compile_phases_s", "warmup_setup_s",
-                                                          "warmup_teardown_s")}))  # fmt: skip
+            r = run_path(
+                args.modes.split(",")[0], argparse.Namespace(**{**vars(args), "steps": 1}), data, work / "cache", work
+            )
+            print(
+                "WARM "
+                + json.dumps(
+                    {
+                        k: r[k]
+                        for k in (
+                            "warmup_s",
+                            "warmup_wall_s",
+                            "compile_cache",
+                            "compiled",
+                            "warmup_compile_phases_s",
+                            "warmup_setup_s",
+                            "warmup_teardown_s",
+                        )
+                    }
+                )
+            )
             return
         mm_dtype = torch.float32 if args.dtype == "fp32" else torch.bfloat16
         rate = matmul_rate(device, mm_dtype, 8192 if device.type == "cuda" else 1024)
@@ -424,17 +498,37 @@ def warm_start(args: argparse.Namespace, data: Path, work: Path, budget: Budget)
     import os
     import subprocess
 
-    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(work / "inductor-2"),
-           "TRITON_CACHE_DIR": str(work / "triton-2")}  # fmt: skip
-    argv = [sys.executable, __file__, "--warm-start-child", "--work", str(work), "--no-proxies", "--device",
-            args.device, "--modes", args.modes.split(",")[0], "--compile", args.compile,
-            "--pack", args.pack, "--profile-steps", "0", "--no-graph-replay"]  # fmt: skip
+    env = {
+        **os.environ,
+        "TORCHINDUCTOR_CACHE_DIR": str(work / "inductor-2"),
+        "TRITON_CACHE_DIR": str(work / "triton-2"),
+    }
+    argv = [
+        sys.executable,
+        __file__,
+        "--warm-start-child",
+        "--work",
+        str(work),
+        "--no-proxies",
+        "--device",
+        args.device,
+        "--modes",
+        args.modes.split(",")[0],
+        "--compile",
+        args.compile,
+        "--pack",
+        args.pack,
+        "--profile-steps",
+        "0",
+        "--no-graph-replay",
+    ]
     for key in ("vfm", "llm", "dtype", "samples", "batch_size", "warmup", "lora_r", "num_workers"):
         argv += [f"--{key.replace('_', '-')}", str(getattr(args, key))]
     try:
         left = budget.left()  # (no --budget: no limit)
-        done = subprocess.run(argv, env=env, capture_output=True, text=True,
-                              timeout=max(5.0, left) if left != float("inf") else None)  # fmt: skip
+        done = subprocess.run(
+            argv, env=env, capture_output=True, text=True, timeout=max(5.0, left) if left != float("inf") else None
+        )
     except subprocess.TimeoutExpired:
         return {"mode": "warm start", "error": f"not done in the {budget.left():.0f} s left"}
     line = next((ln for ln in done.stdout.splitlines() if ln.startswith("WARM ")), None)
@@ -461,12 +555,16 @@ def proxies(args: argparse.Namespace) -> dict[str, Any]:
         f"architecture (random weights), LoRA r 128 x 7 linears, {r.get('dtype', '-')} autocast, "
         f"{r.get('tokens_per_sample', 0):.0f} tokens/sample"
     )
-    print("| host data path ms / 16-sample step (wall) | (CPU time) | one-time resident read s (64 samples) | "
-          "features | non-matmul MB / token / layer (fwd+bwd) | host syncs / step |")  # fmt: skip
+    print(
+        "| host data path ms / 16-sample step (wall) | (CPU time) | one-time resident read s (64 samples) | "
+        "features | non-matmul MB / token / layer (fwd+bwd) | host syncs / step |"
+    )
     print("|---:|---:|---:|---|---:|---:|")
     bytes_, syncs = r.get("nonmatmul_mb_per_token_per_layer"), r.get("syncs_per_step", "-")
-    print(f"| {r['host_ms_per_step']:.1f} | {r['host_cpu_ms_per_step']:.1f} | {r['one_time_read_s']:.2f} | "
-          f"{r['feature_dtype']} | {'-' if bytes_ is None else f'{bytes_:.3f}'} | {syncs} |")  # fmt: skip
+    print(
+        f"| {r['host_ms_per_step']:.1f} | {r['host_cpu_ms_per_step']:.1f} | {r['one_time_read_s']:.2f} | "
+        f"{r['feature_dtype']} | {'-' if bytes_ is None else f'{bytes_:.3f}'} | {syncs} |"
+    )
     gather = r["featurize_cpu_ms_per_step"]
     print(
         f"of the CPU time: loader + collator {r['host_cpu_ms_per_step'] - gather:.1f} ms, featurize (read+decode, or "
@@ -482,16 +580,22 @@ def proxies(args: argparse.Namespace) -> dict[str, Any]:
 
         eager, compiled = cb.eager_bytes(), cb.compiled_bytes()
         r["one_layer_eager"], r["one_layer_compiled"] = eager, compiled
-        print("one Qwen2-0.5B decoder layer + LoRA r 128, bf16 autocast, 2 x 844 tokens, fwd + bwd: non-matmul MB / "
-              "token / layer")  # fmt: skip
-        print("| eager (dispatch counter) | torch.compile (inductor's num_bytes_accessed, extern matmul/attention "
-              "kernels apart) | compile + run s |")  # fmt: skip
+        print(
+            "one Qwen2-0.5B decoder layer + LoRA r 128, bf16 autocast, 2 x 844 tokens, fwd + bwd: non-matmul MB / "
+            "token / layer"
+        )
+        print(
+            "| eager (dispatch counter) | torch.compile (inductor's num_bytes_accessed, extern matmul/attention "
+            "kernels apart) | compile + run s |"
+        )
         print("|---:|---:|---:|")
         if "error" in compiled:
             print(f"| {eager['mb_per_token']:.3f} | not measured: {compiled['error']} | - |")
         else:
-            print(f"| {eager['mb_per_token']:.3f} | {compiled['mb_per_token']:.3f} | "
-                  f"{compiled['compile_and_run_s']:.0f} |")  # fmt: skip
+            print(
+                f"| {eager['mb_per_token']:.3f} | {compiled['mb_per_token']:.3f} | "
+                f"{compiled['compile_and_run_s']:.0f} |"
+            )
     if args.json:
         args.json.with_suffix(".proxies.json").write_text(json.dumps(r, indent=2))
     return r
@@ -501,20 +605,26 @@ def graph_line(g: dict[str, Any]) -> str:
     """One line for the CUDA-graph part (``llm_graph_replay.graph_replay``'s dict)."""
     if "launch_ms" not in g:
         return f"CUDA graph part: {g.get('error')}"
-    line = (f"{g['what']}, {g.get('tokens')} tokens (compiled {g['compiled']}, {g.get('attention')}): launched "
-            f"{g['launch_ms']:.1f} ms (the host's launching alone {g['host_ms']:.1f} ms)")  # fmt: skip
+    line = (
+        f"{g['what']}, {g.get('tokens')} tokens (compiled {g['compiled']}, {g.get('attention')}): launched "
+        f"{g['launch_ms']:.1f} ms (the host's launching alone {g['host_ms']:.1f} ms)"
+    )
     if "replay_ms" in g:
-        return line + (f", replayed from a CUDA graph {g['replay_ms']:.1f} ms ({g['replay_over_launch']:.2f} of "
-                       f"launched; captured in {g['capture_s']} s)")  # fmt: skip
+        return line + (
+            f", replayed from a CUDA graph {g['replay_ms']:.1f} ms ({g['replay_over_launch']:.2f} of "
+            f"launched; captured in {g['capture_s']} s)"
+        )
     return line + f"; capture {g.get('capture')}"
 
 
 def bucketed_line(b: dict[str, Any], loop_s: float | None) -> str:
     """One line for the bucketed-graphs part (``llm_graph_replay.bucketed_graphs``'s dict), beside the loop's own
     steady step (``loop_s``)."""
-    line = (f"training steps from CUDA graphs over length buckets ({b.get('graphs', 'graphs')}): {b.get('steps')} "
-            f"of {b.get('steps_asked')} steps, {b.get('captures')} captures in {b.get('capture_s')} s, padding "
-            f"{100 * (b.get('padding_share') or 0):.1f}% of the tokens")  # fmt: skip
+    line = (
+        f"training steps from CUDA graphs over length buckets ({b.get('graphs', 'graphs')}): {b.get('steps')} "
+        f"of {b.get('steps_asked')} steps, {b.get('captures')} captures in {b.get('capture_s')} s, padding "
+        f"{100 * (b.get('padding_share') or 0):.1f}% of the tokens"
+    )
     if "steady_ms_per_step" in b:
         line += f", steady {b['steady_ms_per_step']:.1f} ms/step over {b['steady_steps']}"
         if loop_s:
@@ -531,8 +641,9 @@ def report(args: argparse.Namespace, results: list[dict[str, Any]], rate: float,
         if args.json:
             from bench_cache import environment
 
-            args.json.write_text(json.dumps({"environment": environment(args.device), "results": results,
-                                             "partial": True}, indent=2))  # fmt: skip
+            args.json.write_text(
+                json.dumps({"environment": environment(args.device), "results": results, "partial": True}, indent=2)
+            )
         return
     device = torch.cuda.get_device_name(args.device) if args.device.startswith("cuda") else platform.processor()
     header = (
@@ -542,8 +653,10 @@ def report(args: argparse.Namespace, results: list[dict[str, Any]], rate: float,
         f"measured {args.dtype} matmul {rate / 1e12:.3f} TFLOP/s"
     )
     print(header)
-    print("| path | samples/s | tokens/s | mean tokens/sample | MFU (measured matmul) | MFU (datasheet) | "
-          "waiting for data s | computing s | peak GB | attention | compiled | features |")  # fmt: skip
+    print(
+        "| path | samples/s | tokens/s | mean tokens/sample | MFU (measured matmul) | MFU (datasheet) | "
+        "waiting for data s | computing s | peak GB | attention | compiled | features |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|")
     for r in results:
         if "samples_per_s" not in r:  # the warm start: a warm-up only
@@ -565,18 +678,24 @@ def report(args: argparse.Namespace, results: list[dict[str, Any]], rate: float,
     )
     for r in results:
         if "steady_samples_per_s" in r:
-            print(f"{r['mode']}: steady state (the window less the 4-step probe fit): "
-                  f"{r['steady_samples_per_s']:.2f} samples/s, {1e3 * r['steady_s_per_step']:.1f} ms/step, MFU "
-                  f"{100 * r['steady_mfu']:.1f}% (measured matmul), waiting for data "
-                  f"{100 * r.get('steady_data_wait_share', float('nan')):.1f}% of it; a fit's start cost "
-                  f"{r['fit_start_s']:.2f} s")
+            print(
+                f"{r['mode']}: steady state (the window less the 4-step probe fit): "
+                f"{r['steady_samples_per_s']:.2f} samples/s, {1e3 * r['steady_s_per_step']:.1f} ms/step, MFU "
+                f"{100 * r['steady_mfu']:.1f}% (measured matmul), waiting for data "
+                f"{100 * r.get('steady_data_wait_share', float('nan')):.1f}% of it; a fit's start cost "
+                f"{r['fit_start_s']:.2f} s"
+            )
     for r in results:
         if "warmup_s" in r and "samples_per_s" in r:
-            print(f"{r['mode']}: warm-up {r['warmup_wall_s']:.1f} s (compiled {r.get('compiled')}, compile cache "
-                  f"{r.get('compile_cache')})")  # fmt: skip
+            print(
+                f"{r['mode']}: warm-up {r['warmup_wall_s']:.1f} s (compiled {r.get('compiled')}, compile cache "
+                f"{r.get('compile_cache')})"
+            )
         elif r["mode"] == "warm start":
-            print(f"warm start (a fresh process, empty inductor/Triton caches, $AVA_HOME kept): "
-                  f"{r.get('warmup_wall_s', r.get('error'))} s, compile cache {r.get('compile_cache')}")  # fmt: skip
+            print(
+                f"warm start (a fresh process, empty inductor/Triton caches, $AVA_HOME kept): "
+                f"{r.get('warmup_wall_s', r.get('error'))} s, compile cache {r.get('compile_cache')}"
+            )
     for r in results:
         if "profile" in r:
             print(f"{r['mode']}: " + kernel_profile.table(r["profile"]))
@@ -591,8 +710,9 @@ def report(args: argparse.Namespace, results: list[dict[str, Any]], rate: float,
     if args.json:
         from bench_cache import environment
 
-        args.json.write_text(json.dumps({"header": header, "environment": environment(args.device),
-                                         "results": results}, indent=2))  # fmt: skip
+        args.json.write_text(
+            json.dumps({"header": header, "environment": environment(args.device), "results": results}, indent=2)
+        )
 
 
 if __name__ == "__main__":

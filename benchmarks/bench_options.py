@@ -31,17 +31,29 @@ def make_dataset(root: Path, n: int, classes: int, seed: int = 0) -> None:
     names = [f"species {i:03d}" for i in range(classes)]
     template = get_ability("fine_grained").question_templates[0]
     centres = rng.integers(0, 256, size=(classes, 3))
-    with DatasetWriter(root, info={"source": "bench_options", "synthetic": True,
-                                   "split": {"made_by": "synthetic", "seed": seed}}) as w:  # fmt: skip
+    with DatasetWriter(
+        root, info={"source": "bench_options", "synthetic": True, "split": {"made_by": "synthetic", "seed": seed}}
+    ) as w:
         for i in range(n):
             c = i % classes
             pixels = np.clip(centres[c] + rng.normal(0, 40, size=(16, 16, 3)), 0, 255).astype(np.uint8)
             rel = w.add_image(Image.fromarray(pixels))
             opts = [names[j] for j in rng.permutation(classes)]
             q = template.format(family="bird", options=format_options(opts))
-            w.add_sample(Sample(id=f"b{i:06d}", ava="fine_grained", image=rel, width=16, height=16, question=q,
-                                answer=names[c], truth={"index": opts.index(names[c]), "text": names[c]},
-                                options=opts, split="test" if i % 5 == 4 else "train"))  # fmt: skip
+            w.add_sample(
+                Sample(
+                    id=f"b{i:06d}",
+                    ava="fine_grained",
+                    image=rel,
+                    width=16,
+                    height=16,
+                    question=q,
+                    answer=names[c],
+                    truth={"index": opts.index(names[c]), "text": names[c]},
+                    options=opts,
+                    split="test" if i % 5 == 4 else "train",
+                )
+            )
 
 
 def main() -> None:
@@ -67,9 +79,11 @@ def main() -> None:
         result = ava.rewrite_options(data, work / "out", miner="cache:pixels#size=16", cache=cache, k=args.k)
         dt = time.perf_counter() - t0
         n = sum(result.rewritten.values())
-        print(f"ava data options, miner cache:pixels#size=16: {n} questions x {args.classes} classes -> k={args.k} "
-              f"in {dt:.1f} s ({n / dt:.0f} questions/s); setup {setup:.0f} s; load average before {load:.1f} on "
-              f"{os.cpu_count()} cpus")  # fmt: skip
+        print(
+            f"ava data options, miner cache:pixels#size=16: {n} questions x {args.classes} classes -> k={args.k} "
+            f"in {dt:.1f} s ({n / dt:.0f} questions/s); setup {setup:.0f} s; load average before {load:.1f} on "
+            f"{os.cpu_count()} cpus"
+        )
     finally:
         if not args.work:
             shutil.rmtree(work, ignore_errors=True)

@@ -30,9 +30,27 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 # metadata-only ops: no kernel on any device
-VIEWS = {"view", "_unsafe_view", "t", "transpose", "permute", "slice", "select", "unsqueeze", "squeeze", "expand",
-         "detach", "as_strided", "alias", "reshape", "unflatten", "flatten", "split", "unbind",
-         "lift_fresh"}  # fmt: skip
+VIEWS = {
+    "view",
+    "_unsafe_view",
+    "t",
+    "transpose",
+    "permute",
+    "slice",
+    "select",
+    "unsqueeze",
+    "squeeze",
+    "expand",
+    "detach",
+    "as_strided",
+    "alias",
+    "reshape",
+    "unflatten",
+    "flatten",
+    "split",
+    "unbind",
+    "lift_fresh",
+}
 
 
 class Count(TorchDispatchMode):
@@ -107,9 +125,13 @@ def run(kind: str, fused: bool, args: argparse.Namespace) -> dict[str, Any]:
         train.GridAdamW = made
     kernels = {k: v / per_epoch for k, v in count.ops.items() if k not in VIEWS}
     optimizer = sum(v for k, v in kernels.items() if "foreach" in k or "adam" in k)
-    return {"grid": kind, "update": "fused" if fused else "foreach",
-            "us_per_step": round(1e6 * seconds / (epochs * per_epoch)), "ops_per_step": round(sum(kernels.values()), 1),
-            "optimizer_ops_per_step": round(optimizer, 1)}  # fmt: skip
+    return {
+        "grid": kind,
+        "update": "fused" if fused else "foreach",
+        "us_per_step": round(1e6 * seconds / (epochs * per_epoch)),
+        "ops_per_step": round(sum(kernels.values()), 1),
+        "optimizer_ops_per_step": round(optimizer, 1),
+    }
 
 
 def compare_fingerprints(vfm: str, data: str, cache: str) -> None:
@@ -125,12 +147,25 @@ def compare_fingerprints(vfm: str, data: str, cache: str) -> None:
         for update in ("foreach", "fused"):
             train.GridAdamW = chosen(update == "fused")
             try:
-                res = fingerprint(FingerprintConfig(vfm=vfm, data=data, cache=cache, out=f"{tmp}/{update}",
-                                                    heads=["probe-linear", "probe-attn"], progress=False))  # fmt: skip
+                res = fingerprint(
+                    FingerprintConfig(
+                        vfm=vfm,
+                        data=data,
+                        cache=cache,
+                        out=f"{tmp}/{update}",
+                        heads=["probe-linear", "probe-attn"],
+                        progress=False,
+                    )
+                )
             finally:
                 train.GridAdamW = made
-            out[update] = {h: {a: (r["value"], r.get("extra", {}).get("pool"), r.get("extra", {}).get("lr"))
-                               for a, r in res.results[h]["abilities"].items()} for h in res.results}  # fmt: skip
+            out[update] = {
+                h: {
+                    a: (r["value"], r.get("extra", {}).get("pool"), r.get("extra", {}).get("lr"))
+                    for a, r in res.results[h]["abilities"].items()
+                }
+                for h in res.results
+            }
     print("| head | ability | score, foreach | score, fused | same pick |")
     print("|---|---|---:|---:|---|")
     for head, per in out["foreach"].items():
@@ -150,8 +185,12 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--json", default=None)
-    p.add_argument("--fingerprint", nargs=3, metavar=("VFM", "DATA", "CACHE"),
-                   help="the probes of a fingerprint on this cache with each update: scores and picks")  # fmt: skip
+    p.add_argument(
+        "--fingerprint",
+        nargs=3,
+        metavar=("VFM", "DATA", "CACHE"),
+        help="the probes of a fingerprint on this cache with each update: scores and picks",
+    )
     args = p.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -168,16 +207,20 @@ def main() -> None:
             for fused in (False, True):
                 rows.append({**run(kind, fused, args), "repeat": r})
                 print(json.dumps(rows[-1]), flush=True)
-    print(f"\n{args.device} ({platform.processor() or platform.machine()}), torch {torch.__version__}, threads "
-          f"{torch.get_num_threads()}, {dt.date.today()}; {args.tokens} x {args.dim} tokens, "
-          f"batch {args.batch_size}")  # fmt: skip
+    print(
+        f"\n{args.device} ({platform.processor() or platform.machine()}), torch {torch.__version__}, threads "
+        f"{torch.get_num_threads()}, {dt.date.today()}; {args.tokens} x {args.dim} tokens, "
+        f"batch {args.batch_size}"
+    )
     print("| grid | update | ops / step | of them the optimizer's | us / step (each repeat) |")
     print("|---|---|---:|---:|---|")
     for kind in ("linear", "attn"):
         for update in ("foreach", "fused"):
             mine = [x for x in rows if x["grid"] == kind and x["update"] == update]
-            print(f"| {kind} | {update} | {mine[0]['ops_per_step']} | {mine[0]['optimizer_ops_per_step']} | "
-                  f"{' / '.join(str(x['us_per_step']) for x in mine)} |")  # fmt: skip
+            print(
+                f"| {kind} | {update} | {mine[0]['ops_per_step']} | {mine[0]['optimizer_ops_per_step']} | "
+                f"{' / '.join(str(x['us_per_step']) for x in mine)} |"
+            )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=2)

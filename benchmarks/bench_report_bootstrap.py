@@ -48,8 +48,10 @@ def main() -> None:
     scores = (np.random.default_rng(0).random((a.vfms, a.n)) < 0.6).astype(float)
     t_gather, r_gather = best_of(lambda: gather(scores, a.boot, np.random.default_rng(1)), a.repeat)
     t_counts, r_counts = best_of(lambda: bs.replicate_means(scores, a.boot, np.random.default_rng(1)), a.repeat)
-    print(f"device: CPU {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-          f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, numpy {np.__version__}")  # fmt: skip
+    print(
+        f"device: CPU {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+        f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, numpy {np.__version__}"
+    )
     print(f"{a.vfms} VFMs x {a.n} samples x {a.boot} replicates, best of {a.repeat}")
     print(f"gather per replicate : {t_gather:8.3f} s")
     print(f"counts + matmul (ava): {t_counts:8.3f} s   ({t_gather / t_counts:.1f}x faster)")

@@ -43,8 +43,11 @@ def start_server() -> Any:
     from tests._cache_fixtures import free_port
 
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     endpoint = f"http://127.0.0.1:{port}"
     for _ in range(100):
         try:
@@ -69,9 +72,13 @@ def bench_read(data: Path, vfm: str, ability: str, root: Path, repeats: int) -> 
     extract_s = time.perf_counter() - t0
     pulled = copy_cache(url, root / "local")  # the same objects, byte for byte, on local disk
     shas = list(dict.fromkeys(s.image_sha256 for s in Dataset(data).samples(ability)))
-    rows: dict[str, Any] = {"vfm": vfm, "ability": ability, "images": len(shas),
-                            "extract_images_per_s_to_s3": round(summary["extracted"] / extract_s, 2),
-                            "pull_mb_per_s": pulled["mb_per_s"]}  # fmt: skip
+    rows: dict[str, Any] = {
+        "vfm": vfm,
+        "ability": ability,
+        "images": len(shas),
+        "extract_images_per_s_to_s3": round(summary["extracted"] / extract_s, 2),
+        "pull_mb_per_s": pulled["mb_per_s"],
+    }
     for name, where in (("s3", url), ("local", root / "local")):
         cache = open_cache(where, vfm)
         rows["shard_size"] = cache.group.shard_size
@@ -98,10 +105,22 @@ def bench_objects(shards: int) -> dict[str, Any]:
     t, d, grid = 729, 1152, (27, 27)
     url = "s3://bench/objects"
     size = default_shard_size(url, t, d)
-    spec = {"format": "ava-feature-cache", "format_version": 2, "vfm": "siglip-shapes", "requested": "siglip-shapes",
-            "identity": {"bench": "siglip shapes, Gaussian values"}, "codec": "fp16", "preprocess": "pad",
-            "layers": [-2], "dtype": "fp32", "num_tokens": t, "dim": d, "grid": list(grid), "random_weights": True,
-            "views": list(STORED_VIEWS)}  # fmt: skip
+    spec = {
+        "format": "ava-feature-cache",
+        "format_version": 2,
+        "vfm": "siglip-shapes",
+        "requested": "siglip-shapes",
+        "identity": {"bench": "siglip shapes, Gaussian values"},
+        "codec": "fp16",
+        "preprocess": "pad",
+        "layers": [-2],
+        "dtype": "fp32",
+        "num_tokens": t,
+        "dim": d,
+        "grid": list(grid),
+        "random_weights": True,
+        "views": list(STORED_VIEWS),
+    }
     group = create_group(url, spec, shard_size=size)
     add_rows(group, [f"{i:064x}" for i in range(shards * size)])
     rng = np.random.default_rng(0)
@@ -114,12 +133,18 @@ def bench_objects(shards: int) -> dict[str, Any]:
     data_objects = {k: v for k, v in files.items() if "/c/" in k}
     total = sum(files.values())
     token_shards = [v for k, v in data_objects.items() if k.startswith("features/")]
-    return {"shapes": f"{t} x {d} fp16, views {','.join(spec['views'])}", "shard_size": size, "shards": shards,
-            "objects": len(files), "data_objects": len(data_objects), "bytes": total,
-            "objects_per_gb": round(len(files) / (total / 1e9), 1),
-            "data_objects_per_gb": round(len(data_objects) / (total / 1e9), 1),
-            "token_shard_mb": round(statistics.mean(token_shards) / 1e6, 1) if token_shards else None,
-            "write_mb_per_s": round(total / 1e6 / seconds, 1)}  # fmt: skip
+    return {
+        "shapes": f"{t} x {d} fp16, views {','.join(spec['views'])}",
+        "shard_size": size,
+        "shards": shards,
+        "objects": len(files),
+        "data_objects": len(data_objects),
+        "bytes": total,
+        "objects_per_gb": round(len(files) / (total / 1e9), 1),
+        "data_objects_per_gb": round(len(data_objects) / (total / 1e9), 1),
+        "token_shard_mb": round(statistics.mean(token_shards) / 1e6, 1) if token_shards else None,
+        "write_mb_per_s": round(total / 1e6 / seconds, 1),
+    }
 
 
 def _done_rows(url: str) -> int:
@@ -137,8 +162,11 @@ def bench_kills(data: Path, kills: int, root: Path, seed: int) -> dict[str, Any]
     from tests._cache_fixtures import start_extract
 
     def run(cache: str | Path) -> dict:
-        return extract(ExtractConfig(vfm="pixels", data=str(data), cache=str(cache), batch_size=2, shard_size=4,
-                                     device="cpu", progress=False))  # fmt: skip
+        return extract(
+            ExtractConfig(
+                vfm="pixels", data=str(data), cache=str(cache), batch_size=2, shard_size=4, device="cpu", progress=False
+            )
+        )
 
     total = run(root / "ref")["extracted"]
     reference = content_digest(open_cache(root / "ref", "pixels").group)
@@ -159,10 +187,19 @@ def bench_kills(data: Path, kills: int, root: Path, seed: int) -> dict[str, Any]
         done = _done_rows(url)
         resumed = run(url)
         same = content_digest(open_cache(url, "pixels").group) == reference
-        rows.append({"kill_after_s": round(wait, 2), "rows_done_at_kill": done, "redone": resumed["extracted"],
-                     "digest_identical": same})  # fmt: skip
-        print(f"kill {i}: after {wait:.2f}s, {done}/{total} rows committed, {resumed['extracted']} redone, "
-              f"digest {'identical' if same else 'DIFFERENT'}", flush=True)  # fmt: skip
+        rows.append(
+            {
+                "kill_after_s": round(wait, 2),
+                "rows_done_at_kill": done,
+                "redone": resumed["extracted"],
+                "digest_identical": same,
+            }
+        )
+        print(
+            f"kill {i}: after {wait:.2f}s, {done}/{total} rows committed, {resumed['extracted']} redone, "
+            f"digest {'identical' if same else 'DIFFERENT'}",
+            flush=True,
+        )
     return {"images": total, "kills": rows, "identical": sum(r["digest_identical"] for r in rows)}
 
 
@@ -195,8 +232,10 @@ def main() -> None:
             only = args.only or ["read", "objects", "kill"]
             if "read" in only:
                 data = root / "synth"
-                generate(SynthConfig(out=str(data), per_ava=args.per_ava, ava=[args.ability, "color"], size=224,
-                                     seed=0), progress=False)  # fmt: skip
+                generate(
+                    SynthConfig(out=str(data), per_ava=args.per_ava, ava=[args.ability, "color"], size=224, seed=0),
+                    progress=False,
+                )
                 out["read"] = bench_read(data, args.vfm, args.ability, root, args.repeats)
                 print(json.dumps(out["read"]), flush=True)
             if "objects" in only:

@@ -33,8 +33,9 @@ def main() -> None:
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench_synth_"))
     try:
-        cfg = SynthConfig(out=str(tmp / "ds"), per_ava=args.per_ava, size=args.size, workers=args.workers,
-                          difficulty=args.difficulty)  # fmt: skip
+        cfg = SynthConfig(
+            out=str(tmp / "ds"), per_ava=args.per_ava, size=args.size, workers=args.workers, difficulty=args.difficulty
+        )
         load = os.getloadavg()[0]
         t0 = time.perf_counter()
         c0 = _cpu_seconds()

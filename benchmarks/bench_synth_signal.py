@@ -70,10 +70,17 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="bench_synth_signal_"))
     vfms = [v for v in args.vfms.split(",") if v] or demo_vfms(list(DEMO_VFMS), args.size)
-    config = CalibrateConfig(out=str(out), per_ava=args.per_ava, size=args.size, seed=args.seed,
-                             ava=[a for a in args.ava.split(",") if a] or None, difficulty=args.difficulty,
-                             vfms=_loadable(vfms), heads=[h for h in args.heads.split(",") if h],
-                             progress=False)  # fmt: skip
+    config = CalibrateConfig(
+        out=str(out),
+        per_ava=args.per_ava,
+        size=args.size,
+        seed=args.seed,
+        ava=[a for a in args.ava.split(",") if a] or None,
+        difficulty=args.difficulty,
+        vfms=_loadable(vfms),
+        heads=[h for h in args.heads.split(",") if h],
+        progress=False,
+    )
     device = f"CPU {platform.processor() or platform.machine()} ({os.cpu_count()} cores), torch threads {args.threads}"
     load = os.getloadavg()[0]
     t0, c0 = time.perf_counter(), _cpu_seconds()
@@ -84,14 +91,22 @@ def main() -> None:
             shutil.rmtree(out, ignore_errors=True)
     wall, cpu = time.perf_counter() - t0, _cpu_seconds() - c0
     print(f"{device}; load average before start {load:.1f}; {datetime.date.today()}")
-    print(f"{args.per_ava} samples per ability at {args.size} px ({args.difficulty}), heads {args.heads}; "
-          f"wall {wall:.0f} s, cpu {cpu:.0f} s")  # fmt: skip
+    print(
+        f"{args.per_ava} samples per ability at {args.size} px ({args.difficulty}), heads {args.heads}; "
+        f"wall {wall:.0f} s, cpu {cpu:.0f} s"
+    )
     print("\n".join(table_lines(rows)))
     print("\nThe opening `ava demo` writes from such runs:\n")
     print("\n".join(f"- {line}" for line in fingerprint_sentences(rows)))
     if args.json:
-        doc = {"device": device, "date": str(datetime.date.today()), "wall_s": wall, "cpu_s": cpu,
-               "config": vars(args), "rows": [r.to_dict() for r in rows]}  # fmt: skip
+        doc = {
+            "device": device,
+            "date": str(datetime.date.today()),
+            "wall_s": wall,
+            "cpu_s": cpu,
+            "config": vars(args),
+            "rows": [r.to_dict() for r in rows],
+        }
         Path(args.json).write_text(json.dumps(doc, indent=2) + "\n")
 
 

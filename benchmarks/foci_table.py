@@ -48,8 +48,10 @@ def main() -> None:
             fp = ava.fingerprint(vfm, work / name, work / "cache", work / "runs" / name, heads=HEADS, threads="auto")
             for head in HEADS:
                 scores[(name, vfm, head)] = fp.scores[head]
-    print(f"# {args.per_ava} samples per ability at {args.size} px, k = {args.k}, options mined with {miner}; "
-          f"{time.perf_counter() - t0:.0f} s")  # fmt: skip
+    print(
+        f"# {args.per_ava} samples per ability at {args.size} px, k = {args.k}, options mined with {miner}; "
+        f"{time.perf_counter() - t0:.0f} s"
+    )
     cols = [(vfm, head, name) for vfm in VFMS for head in HEADS for name in sets]
     print("| ability | " + " | ".join(f"{v.split('#')[0]} {h} {n}" for v, h, n in cols) + " |")
     print("|---|" + "---:|" * len(cols))

@@ -36,10 +36,30 @@ import torch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))  # bench_cache's environment()
 
-REAL = dict(hidden=896, intermediate=4864, heads=14, kv_heads=2, vocab=151_936, vfm_dim=1152, image_tokens=729,
-            text_tokens=121, samples=16, lora_r=128)  # fmt: skip
-SMALL = dict(hidden=64, intermediate=128, heads=4, kv_heads=2, vocab=300, vfm_dim=48, image_tokens=49,
-             text_tokens=21, samples=16, lora_r=8)  # fmt: skip
+REAL = dict(
+    hidden=896,
+    intermediate=4864,
+    heads=14,
+    kv_heads=2,
+    vocab=151_936,
+    vfm_dim=1152,
+    image_tokens=729,
+    text_tokens=121,
+    samples=16,
+    lora_r=128,
+)
+SMALL = dict(
+    hidden=64,
+    intermediate=128,
+    heads=4,
+    kv_heads=2,
+    vocab=300,
+    vfm_dim=48,
+    image_tokens=49,
+    text_tokens=21,
+    samples=16,
+    lora_r=8,
+)
 
 
 def _sync(device: torch.device) -> None:
@@ -58,8 +78,9 @@ def varlen_call(device: torch.device, shapes: dict[str, int]) -> dict[str, Any]:
     seq = shapes["image_tokens"] + shapes["text_tokens"]
     n, d = shapes["samples"] * seq, shapes["hidden"] // shapes["heads"]
     q = torch.randn(n, shapes["heads"], d, device=device, dtype=torch.bfloat16, requires_grad=True)
-    k, v = (torch.randn(n, shapes["kv_heads"], d, device=device, dtype=torch.bfloat16, requires_grad=True)
-            for _ in range(2))  # fmt: skip
+    k, v = (
+        torch.randn(n, shapes["kv_heads"], d, device=device, dtype=torch.bfloat16, requires_grad=True) for _ in range(2)
+    )
     cu = torch.arange(0, n + 1, seq, device=device, dtype=torch.int32)
     times = []
     for _ in range(3):  # the first call includes the kernel's setup
@@ -68,8 +89,12 @@ def varlen_call(device: torch.device, shapes: dict[str, int]) -> dict[str, Any]:
         way(q, k, v, cu, seq, d**-0.5).float().sum().backward()
         _sync(device)
         times.append(time.perf_counter() - t0)
-    return {**status, "tokens": n, "fwd_bwd_ms_first": round(1e3 * times[0], 2),
-            "fwd_bwd_ms": round(1e3 * min(times[1:]), 2)}  # fmt: skip
+    return {
+        **status,
+        "tokens": n,
+        "fwd_bwd_ms_first": round(1e3 * times[0], 2),
+        "fwd_bwd_ms": round(1e3 * min(times[1:]), 2),
+    }
 
 
 def layer_steps(device: torch.device, shapes: dict[str, int], dtype: str, compile_: bool) -> dict[str, Any]:
@@ -84,13 +109,20 @@ def layer_steps(device: torch.device, shapes: dict[str, int], dtype: str, compil
     from ava.heads.llm.train import fit
 
     torch.manual_seed(0)
-    cfg = Qwen2Config(hidden_size=shapes["hidden"], intermediate_size=shapes["intermediate"],
-                      num_attention_heads=shapes["heads"], num_key_value_heads=shapes["kv_heads"], num_hidden_layers=1,
-                      vocab_size=shapes["vocab"], attn_implementation="sdpa")  # fmt: skip
+    cfg = Qwen2Config(
+        hidden_size=shapes["hidden"],
+        intermediate_size=shapes["intermediate"],
+        num_attention_heads=shapes["heads"],
+        num_key_value_heads=shapes["kv_heads"],
+        num_hidden_layers=1,
+        vocab_size=shapes["vocab"],
+        attn_implementation="sdpa",
+    )
     amp = resolve_dtype(dtype, device)
     llm = Qwen2ForCausalLM(cfg).to(device, torch.bfloat16 if amp == torch.bfloat16 else torch.float32)
-    head = build_head(llm, shapes["vfm_dim"], lora_r=shapes["lora_r"], lora_alpha=2 * shapes["lora_r"],
-                      seed=0).to(device)  # fmt: skip
+    head = build_head(llm, shapes["vfm_dim"], lora_r=shapes["lora_r"], lora_alpha=2 * shapes["lora_r"], seed=0).to(
+        device
+    )
     head.connector.float()
     n, text = 3 * shapes["samples"], shapes["text_tokens"]
     encoded = [Encoded(list(range(1, 30)), list(range(30, 30 + text - 32)), [5, 6, 2]) for _ in range(n)]
@@ -98,16 +130,32 @@ def layer_steps(device: torch.device, shapes: dict[str, int], dtype: str, compil
     data = LoopData(IndexItems(n), encoded, shapes["image_tokens"], 0, lambda b: feats.index_select(0, b["index"]))
     loop = LLMHeadConfig(batch_size=shapes["samples"], epochs=1, progress=False, compile=compile_, pack=True)
     with tempfile.TemporaryDirectory() as tmp:
-        summary = fit(head, data, loop, Path(tmp), dist=Dist(), device=device, dtype=amp, epochs=1, lr=1e-4,
-                      batch_size=shapes["samples"], checkpoints=False)  # fmt: skip
+        summary = fit(
+            head,
+            data,
+            loop,
+            Path(tmp),
+            dist=Dist(),
+            device=device,
+            dtype=amp,
+            epochs=1,
+            lr=1e-4,
+            batch_size=shapes["samples"],
+            checkpoints=False,
+        )
         log = [json.loads(line) for line in (Path(tmp) / "train_log.jsonl").read_text().splitlines()]
     # per-step seconds from the log's cumulative rates (samples / samples_per_s = seconds since the loop began)
     ends = [rec["step"] * shapes["samples"] / rec["samples_per_s"] for rec in log if rec["samples_per_s"]]
     steps = [b - a for a, b in zip([0.0, *ends], ends, strict=False)]
-    return {"attention": summary["attention"], "compiled": summary["compiled"], "steps": summary["step"],
-            "tokens_per_sample": shapes["image_tokens"] + text, "first_step_s": round(steps[0], 3) if steps else None,
-            "later_step_s": round(min(steps[1:]), 4) if len(steps) > 1 else None,
-            "final_loss": summary["final_loss"]}  # fmt: skip
+    return {
+        "attention": summary["attention"],
+        "compiled": summary["compiled"],
+        "steps": summary["step"],
+        "tokens_per_sample": shapes["image_tokens"] + text,
+        "first_step_s": round(steps[0], 3) if steps else None,
+        "later_step_s": round(min(steps[1:]), 4) if len(steps) > 1 else None,
+        "final_loss": summary["final_loss"],
+    }
 
 
 GPU_MARK = "@pytest.mark.gpu"  # in a test file: it holds tests that only a GPU runs
@@ -124,8 +172,23 @@ def gpu_tests(seconds: float) -> dict[str, Any]:
     files = sorted(str(f.relative_to(root)) for f in (root / "tests").glob("test_*.py") if GPU_MARK in f.read_text())
     if seconds < 10:
         return {"error": f"skipped: {seconds:.0f} s left", "files": files}
-    cmd = [sys.executable, "-m", "pytest", "-m", "gpu", "-p", "no:cacheprovider", "-o", "addopts=", "-q", "-rfEs",
-           "--strict-markers", "--durations=40", "--durations-min=0.5", *files]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-m",
+        "gpu",
+        "-p",
+        "no:cacheprovider",
+        "-o",
+        "addopts=",
+        "-q",
+        "-rfEs",
+        "--strict-markers",
+        "--durations=40",
+        "--durations-min=0.5",
+        *files,
+    ]
     try:
         env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}  # (the image's plugins: startup, nothing used)
         done = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=seconds, env=env)
@@ -148,17 +211,24 @@ def main() -> None:
     ap.add_argument("--dry-run", action="store_true", help="this CPU at small shapes (the same code paths)")
     ap.add_argument("--compile", choices=("on", "off"), default="on")
     ap.add_argument("--json", type=Path, required=True)
-    ap.add_argument("--budget", type=float, default=None,
-                    help="seconds for the stage from its start: the gpu tests get what the varlen part leaves (at "
-                    "most 120 s), the decoder layer what they leave if that is LAYER_S or more")  # fmt: skip
+    ap.add_argument(
+        "--budget",
+        type=float,
+        default=None,
+        help="seconds for the stage from its start: the gpu tests get what the varlen part leaves (at "
+        "most 120 s), the decoder layer what they leave if that is LAYER_S or more",
+    )
     args = ap.parse_args()
     from bench_cache import environment
 
     device = torch.device("cpu" if args.dry_run else args.device)
     shapes = SMALL if args.dry_run else REAL
     t0 = time.perf_counter()
-    out: dict[str, Any] = {"environment": environment(str(device)), "shapes": "small (dry run)" if args.dry_run
-                           else "real (SigLIP-so400m features, Qwen2-0.5B layer)"}  # fmt: skip
+    out: dict[str, Any] = {
+        "environment": environment(str(device)),
+        "shapes": "small (dry run)" if args.dry_run else "real (SigLIP-so400m features, Qwen2-0.5B layer)",
+    }
+
     # the gpu tests before the decoder layer: the layer's steps are timed again, whole, by the llm stage
     def left() -> float:
         return float("inf") if args.budget is None else args.budget - (time.perf_counter() - STARTED)
@@ -168,9 +238,11 @@ def main() -> None:
             return {"error": f"skipped: {left():.0f} s left after the gpu tests (the llm stage times the model)"}
         return layer_steps(device, shapes, "auto", args.compile == "on")
 
-    stages = {"varlen": lambda: varlen_call(device, shapes),
-              "gpu_tests": lambda: gpu_tests(min(left() - 3, 120.0)),
-              "decoder_layer": layer}  # fmt: skip
+    stages = {
+        "varlen": lambda: varlen_call(device, shapes),
+        "gpu_tests": lambda: gpu_tests(min(left() - 3, 120.0)),
+        "decoder_layer": layer,
+    }
     for name, stage in stages.items():
         t = time.perf_counter()
         try:

@@ -33,8 +33,22 @@ import torch
 SHORT_US = 10.0  # a kernel shorter than this does launch-sized work
 CATEGORIES = (  # (kind, substrings of the kernel's name, lower case), first match wins
     ("attention", ("flash", "fmha", "attention", "attn")),
-    ("matmul", ("gemm", "xmma", "cutlass", "nvjet", "cublas", "aten::mm", "aten::bmm", "aten::addmm", "matmul",
-                "aten::linear", "mmbackward")),  # fmt: skip
+    (
+        "matmul",
+        (
+            "gemm",
+            "xmma",
+            "cutlass",
+            "nvjet",
+            "cublas",
+            "aten::mm",
+            "aten::bmm",
+            "aten::addmm",
+            "matmul",
+            "aten::linear",
+            "mmbackward",
+        ),
+    ),
     ("memcpy/memset", ("memcpy", "memset", "aten::copy_")),
     ("fused (inductor)", ("triton_", "cpp_fused", "compiledfxgraph")),
     ("optimizer", ("adam", "foreach", "multi_tensor")),
@@ -63,8 +77,9 @@ def idle_stretches(kernels: list[tuple[str, float, float]]) -> list[tuple[float,
     return found
 
 
-def gaps(kernels: list[tuple[str, float, float]], steps: int, found: list[tuple[float, float, str, str]],
-         longest: int = 6) -> dict[str, Any]:  # fmt: skip
+def gaps(
+    kernels: list[tuple[str, float, float]], steps: int, found: list[tuple[float, float, str, str]], longest: int = 6
+) -> dict[str, Any]:
     """The device's idle stretches (``found``: :func:`idle_stretches` of ``kernels``): per-step count and ms in each
     bin of :data:`GAP_BINS_US`, and the ``longest`` ones with their neighbours."""
     start0, span_end = min(a for _, a, _ in kernels), max(b for _, _, b in kernels)
@@ -78,9 +93,15 @@ def gaps(kernels: list[tuple[str, float, float]], steps: int, found: list[tuple[
     return {
         "idle_ms_per_step": round(sum(g for g, *_ in found) / steps / 1e3, 3),
         "by_length": bins,
-        "longest": [{"ms": round(g / 1e3, 3), "at": round((at - start0) / window, 3), "before": before[:60],
-                     "after": after[:60]}
-                    for g, at, before, after in sorted(found, reverse=True)[:longest]],  # fmt: skip
+        "longest": [
+            {
+                "ms": round(g / 1e3, 3),
+                "at": round((at - start0) / window, 3),
+                "before": before[:60],
+                "after": after[:60],
+            }
+            for g, at, before, after in sorted(found, reverse=True)[:longest]
+        ],
     }
 
 
@@ -93,8 +114,10 @@ def host_calls(events: Any, steps: int) -> dict[str, Any]:
         if e.device_type == torch.autograd.DeviceType.CPU and name.startswith("cu"):
             by[name].append(e.time_range.end - e.time_range.start)
     ranked = sorted(by.items(), key=lambda kv: -sum(kv[1]))[:8]
-    return {name: {"per_step": round(len(d) / steps, 1), "ms_per_step": round(sum(d) / steps / 1e3, 3)}
-            for name, d in ranked}  # fmt: skip
+    return {
+        name: {"per_step": round(len(d) / steps, 1), "ms_per_step": round(sum(d) / steps / 1e3, 3)}
+        for name, d in ranked
+    }
 
 
 def summarize(events: Any, steps: int, device_type: str, top: int = 12) -> dict[str, Any]:
@@ -104,8 +127,11 @@ def summarize(events: Any, steps: int, device_type: str, top: int = 12) -> dict[
         kernels = [(e.name, e.time_range.start, e.time_range.end) for e in events if e.device_type == kind]
         source = "device kernels"
     else:  # a CPU run: the top-level host ops stand in for kernels
-        kernels = [(e.name, e.time_range.start, e.time_range.end) for e in events
-                   if e.device_type == torch.autograd.DeviceType.CPU and e.cpu_parent is None]  # fmt: skip
+        kernels = [
+            (e.name, e.time_range.start, e.time_range.end)
+            for e in events
+            if e.device_type == torch.autograd.DeviceType.CPU and e.cpu_parent is None
+        ]
         source = "host ops at the top level (a CPU run: no device kernels)"
     if not kernels:
         return {"source": source, "steps": steps, "error": "the profiler saw no kernels"}
@@ -186,11 +212,17 @@ def table(summary: dict[str, Any]) -> str:
     lines += [f"| {t['name']} | {t['per_step']} | {t['mean_us']} | {t['share']} |" for t in s["top"]]
     g = s.get("gaps")
     if g:
-        lines.append(f"idle {g['idle_ms_per_step']} ms/step: " + ", ".join(
-            f"{k} {v['per_step']}/step ({v['ms_per_step']} ms)" for k, v in g["by_length"].items()))  # fmt: skip
-        lines += [f"  idle {x['ms']} ms at {x['at']:.0%} of the window, after {x['before']}, before {x['after']}"
-                  for x in g["longest"]]  # fmt: skip
+        lines.append(
+            f"idle {g['idle_ms_per_step']} ms/step: "
+            + ", ".join(f"{k} {v['per_step']}/step ({v['ms_per_step']} ms)" for k, v in g["by_length"].items())
+        )
+        lines += [
+            f"  idle {x['ms']} ms at {x['at']:.0%} of the window, after {x['before']}, before {x['after']}"
+            for x in g["longest"]
+        ]
     if s.get("host_calls"):
-        lines.append("host calls: " + ", ".join(
-            f"{k} {v['per_step']}/step ({v['ms_per_step']} ms)" for k, v in s["host_calls"].items()))  # fmt: skip
+        lines.append(
+            "host calls: "
+            + ", ".join(f"{k} {v['per_step']}/step ({v['ms_per_step']} ms)" for k, v in s["host_calls"].items())
+        )
     return "\n".join(lines)

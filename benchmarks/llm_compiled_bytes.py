@@ -30,8 +30,12 @@ import torch
 MATMUL_WORDS = ("mm", "addmm", "bmm", "matmul", "linear", "attention", "sdpa", "flash")
 
 
-def _layer_inputs(samples: int, seq: int, lora_r: int, lora_dropout: float = 0.05,
-                  ) -> tuple[Any, dict[str, Any], torch.Tensor]:  # fmt: skip
+def _layer_inputs(
+    samples: int,
+    seq: int,
+    lora_r: int,
+    lora_dropout: float = 0.05,
+) -> tuple[Any, dict[str, Any], torch.Tensor]:
     from llm_proxies import D, _model  # (a sibling module: benchmarks/ is on sys.path)
 
     del D
@@ -67,12 +71,20 @@ def eager_bytes(samples: int = 2, seq: int = 844, lora_r: int = 128, lora_dropou
     with OpCounter(fake_matmul=True) as count:
         _fwd_bwd(layer, kwargs, hidden, grad)
     tokens = samples * seq
-    return {"bytes": count.bytes, "tokens": tokens, "mb_per_token": count.bytes / tokens / 1e6,
-            "top": {k: round(v / tokens / 1e6, 4) for k, v in count.ops.most_common(8)}}  # fmt: skip
+    return {
+        "bytes": count.bytes,
+        "tokens": tokens,
+        "mb_per_token": count.bytes / tokens / 1e6,
+        "top": {k: round(v / tokens / 1e6, 4) for k, v in count.ops.most_common(8)},
+    }
 
 
-def compiled_bytes(samples: int = 2, seq: int = 844, lora_r: int = 128, lora_dropout: float = 0.05,
-                   ) -> dict[str, Any]:  # fmt: skip
+def compiled_bytes(
+    samples: int = 2,
+    seq: int = 844,
+    lora_r: int = 128,
+    lora_dropout: float = 0.05,
+) -> dict[str, Any]:
     """Compile the layer, run forward + backward once, and read inductor's byte counts of the kernels it made."""
     import shutil
 
@@ -108,8 +120,10 @@ def compiled_bytes(samples: int = 2, seq: int = 844, lora_r: int = 128, lora_dro
     from torch._functorch import config as functorch_config
     from torch._inductor import config as inductor_config
 
-    caches = (inductor_config.patch(fx_graph_cache=False, fx_graph_remote_cache=False),
-              functorch_config.patch(enable_autograd_cache=False))  # fmt: skip
+    caches = (
+        inductor_config.patch(fx_graph_cache=False, fx_graph_remote_cache=False),
+        functorch_config.patch(enable_autograd_cache=False),
+    )
     for c in caches:
         c.__enter__()
     try:
@@ -165,16 +179,21 @@ if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).parent))
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("seq", type=int, nargs="?", default=844)
-    p.add_argument("--variants", default="lora",
-                   help=f"comma-separated, of {', '.join(VARIANTS)}: LoRA r 128 with the head's dropout (0.05), "
-                   "without it, and the layer without LoRA; each compiled from scratch")  # fmt: skip
+    p.add_argument(
+        "--variants",
+        default="lora",
+        help=f"comma-separated, of {', '.join(VARIANTS)}: LoRA r 128 with the head's dropout (0.05), "
+        "without it, and the layer without LoRA; each compiled from scratch",
+    )
     args = p.parse_args()
     torch.set_num_threads(1)
     out = {}
     for name in args.variants.split(","):
         r, dropout = VARIANTS[name]
-        out[name] = {"eager": eager_bytes(seq=args.seq, lora_r=r, lora_dropout=dropout),
-                     "compiled": compiled_bytes(seq=args.seq, lora_r=r, lora_dropout=dropout)}  # fmt: skip
+        out[name] = {
+            "eager": eager_bytes(seq=args.seq, lora_r=r, lora_dropout=dropout),
+            "compiled": compiled_bytes(seq=args.seq, lora_r=r, lora_dropout=dropout),
+        }
         print(json.dumps({name: out[name]}), flush=True)
     print("| variant | eager non-matmul MB / token / layer | compiled | kernels | all kernels MB / token |")
     print("|---|---:|---:|---:|---:|")
@@ -183,5 +202,7 @@ if __name__ == "__main__":
         if "error" in c:
             print(f"| {name} | {r['eager']['mb_per_token']:.3f} | {c['error']} | | |")
             continue
-        print(f"| {name} | {r['eager']['mb_per_token']:.3f} | {c['mb_per_token']:.3f} | {c['kernels']} "
-              f"| {c['bytes_all_kernels'] / c['tokens'] / 1e6:.3f} |")  # fmt: skip
+        print(
+            f"| {name} | {r['eager']['mb_per_token']:.3f} | {c['mb_per_token']:.3f} | {c['kernels']} "
+            f"| {c['bytes_all_kernels'] / c['tokens'] / 1e6:.3f} |"
+        )

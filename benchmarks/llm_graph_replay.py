@@ -63,8 +63,13 @@ def first_batch(loop: Any, micro: int, device: torch.device) -> dict[str, Any]:
     return batch
 
 
-def forward_backward(head: Any, loop: Any, batch: dict[str, Any], device: torch.device, dtype: torch.dtype,
-                     ) -> torch.Tensor:  # fmt: skip
+def forward_backward(
+    head: Any,
+    loop: Any,
+    batch: dict[str, Any],
+    device: torch.device,
+    dtype: torch.dtype,
+) -> torch.Tensor:
     """One micro-batch's forward and backward as the loop's step runs them (autocast, the loop's features); the
     loss."""
     from ava.heads.llm.devices import autocast
@@ -106,8 +111,9 @@ def _timed(fn: Any, reps: int, device: torch.device) -> tuple[float, float]:
     return begin.elapsed_time(end) / reps, host_ms
 
 
-def graph_replay(head: Any, loop: Any, micro: int, device: torch.device, dtype: torch.dtype, deadline: float,
-                 reps: int = GRAPH_REPS) -> dict[str, Any]:  # fmt: skip
+def graph_replay(
+    head: Any, loop: Any, micro: int, device: torch.device, dtype: torch.dtype, deadline: float, reps: int = GRAPH_REPS
+) -> dict[str, Any]:
     """``launch_ms``, ``host_ms`` and (on a GPU) ``replay_ms`` of one micro-batch's forward + backward, with
     ``replay_over_launch``; stops early, saying so, where ``deadline`` (``time.monotonic``) would be passed."""
     from ava.heads.llm.train import compiling
@@ -115,8 +121,9 @@ def graph_replay(head: Any, loop: Any, micro: int, device: torch.device, dtype: 
     layers = head.base.get_decoder().layers
     out: dict[str, Any] = {
         "compiled": all(getattr(layer, "_compiled_call_impl", None) is not None for layer in layers),
-        "reps": reps, "what": "one micro-batch's forward + backward (no optimizer step)",
-    }  # fmt: skip
+        "reps": reps,
+        "what": "one micro-batch's forward + backward (no optimizer step)",
+    }
     packed = head.use_packing(device, dtype)
     out["attention"] = head.attention_path()
     try:
@@ -134,8 +141,7 @@ def graph_replay(head: Any, loop: Any, micro: int, device: torch.device, dtype: 
                 torch.cuda.synchronize(device)
             one = time.monotonic() - t
             if time.monotonic() + one * (3 * reps + 4) + 5 > deadline:
-                return {**out, "error": f"skipped: one step took {one:.2f} s, {deadline - time.monotonic():.0f} s "
-                        "left"}  # fmt: skip
+                return {**out, "error": f"skipped: one step took {one:.2f} s, {deadline - time.monotonic():.0f} s left"}
             out["launch_ms"], out["host_ms"] = _timed(step, reps, device)
             if device.type != "cuda":
                 return {**out, "capture": "skipped: CUDA graphs need a GPU"}
@@ -201,18 +207,32 @@ def pad_packed(batch: dict[str, Any], tokens: int, targets: int, longest: int, p
         return torch.cat([t, torch.full((*t.shape[:-1], k), value, dtype=t.dtype)], -1)
 
     out = dict(batch)
-    out.update(input_ids=cat("input_ids", pad_id, extra), labels=cat("labels", IGNORE, extra),
-               image_mask=cat("image_mask", False, extra), attention_mask=cat("attention_mask", 1, extra),
-               position_ids=torch.cat([batch["position_ids"], torch.arange(extra).unsqueeze(0)], -1),
-               cu_seqlens=cat("cu_seqlens", tokens, 1), sup_pos=cat("sup_pos", tokens - 1, targets - s),
-               sup_targets=cat("sup_targets", IGNORE, targets - s),
-               sup_rows=cat("sup_rows", len(batch["seq_lens"]), targets - s),
-               seq_lens=(*batch["seq_lens"], extra), max_len=longest)  # fmt: skip
+    out.update(
+        input_ids=cat("input_ids", pad_id, extra),
+        labels=cat("labels", IGNORE, extra),
+        image_mask=cat("image_mask", False, extra),
+        attention_mask=cat("attention_mask", 1, extra),
+        position_ids=torch.cat([batch["position_ids"], torch.arange(extra).unsqueeze(0)], -1),
+        cu_seqlens=cat("cu_seqlens", tokens, 1),
+        sup_pos=cat("sup_pos", tokens - 1, targets - s),
+        sup_targets=cat("sup_targets", IGNORE, targets - s),
+        sup_rows=cat("sup_rows", len(batch["seq_lens"]), targets - s),
+        seq_lens=(*batch["seq_lens"], extra),
+        max_len=longest,
+    )
     return out
 
 
-def bucketed_graphs(head: Any, loop: Any, micro: int, device: torch.device, dtype: torch.dtype, deadline: float,
-                    placement: str | None, steps: int = BUCKETED_STEPS) -> dict[str, Any]:  # fmt: skip
+def bucketed_graphs(
+    head: Any,
+    loop: Any,
+    micro: int,
+    device: torch.device,
+    dtype: torch.dtype,
+    deadline: float,
+    placement: str | None,
+    steps: int = BUCKETED_STEPS,
+) -> dict[str, Any]:
     """Training steps of the loop's first ``steps`` micro-batches, each padded to its bucket (:func:`bucket_of`) and
     its forward + backward replayed from that bucket's CUDA graph (captured the first time the bucket comes; all the
     graphs share one memory pool), then the clipping and the fused AdamW update as the loop launches them (a few
@@ -232,13 +252,19 @@ def bucketed_graphs(head: Any, loop: Any, micro: int, device: torch.device, dtyp
     packed = head.use_packing(device, dtype)
     attention = head.attention_path()
     graphs_on = cuda and placement == "on-device" and attention == "varlen"
-    out: dict[str, Any] = {"steps_asked": len(plan), "buckets_of": [TOKEN_STEP, TARGET_STEP, LEN_STEP],
-                           "attention": attention}  # fmt: skip
+    out: dict[str, Any] = {
+        "steps_asked": len(plan),
+        "buckets_of": [TOKEN_STEP, TARGET_STEP, LEN_STEP],
+        "attention": attention,
+    }
     if not cuda:
         out["graphs"] = "skipped: CUDA graphs need a GPU"
     elif not graphs_on:  # a graph would replay its capture's host gather, or its capture's sample lengths
-        out["graphs"] = (f"skipped: the features are held {placement}, not on the GPU" if placement != "on-device"
-                         else f"skipped: attention {attention} attends by host lengths, not the varlen kernel's")
+        out["graphs"] = (
+            f"skipped: the features are held {placement}, not on the GPU"
+            if placement != "on-device"
+            else f"skipped: attention {attention} attends by host lengths, not the varlen kernel's"
+        )
     head.train()
     graphs: dict[tuple[int, ...], tuple[Any, dict[str, Any], torch.Tensor]] = {}
     pool, losses, ends, real, padded, last_capture, captured, capture_s = None, [], [], 0, 0, -1, 0, 0.0
@@ -309,7 +335,11 @@ def bucketed_graphs(head: Any, loop: Any, micro: int, device: torch.device, dtyp
     if len(ends) - 1 - first >= 4:
         span = ends[first].elapsed_time(ends[-1]) if cuda else 1e3 * (ends[-1] - ends[first])
         out["steady_ms_per_step"], out["steady_steps"] = span / (len(ends) - 1 - first), len(ends) - 1 - first
-    out.update(steps=len(ends), captures=captured, capture_s=round(capture_s, 2),
-               padding_share=round(1 - real / padded, 4) if padded else None,
-               losses=[round(float(x), 5) for x in losses])  # fmt: skip
+    out.update(
+        steps=len(ends),
+        captures=captured,
+        capture_s=round(capture_s, 2),
+        padding_share=round(1 - real / padded, 4) if padded else None,
+        losses=[round(float(x), 5) for x in losses],
+    )
     return out

@@ -32,18 +32,50 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 T, D = 729, 1152  # SigLIP-so400m at 384 px: 27 x 27 patches
-QWEN2_05B = dict(hidden_size=896, intermediate_size=4864, num_attention_heads=14, num_key_value_heads=2,
-                 vocab_size=151936, max_position_embeddings=4096, rope_theta=1_000_000.0, tie_word_embeddings=True,
-                 rms_norm_eps=1e-6)  # fmt: skip
+QWEN2_05B = dict(
+    hidden_size=896,
+    intermediate_size=4864,
+    num_attention_heads=14,
+    num_key_value_heads=2,
+    vocab_size=151936,
+    max_position_embeddings=4096,
+    rope_theta=1_000_000.0,
+    tie_word_embeddings=True,
+    rms_norm_eps=1e-6,
+)
 FREE_OPS = {"_unsafe_view", "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"}  # no traffic
-SYNC_OPS = {"_local_scalar_dense", "item", "nonzero", "is_nonzero", "masked_select", "equal", "allclose",
-            "unique", "_unique", "_unique2", "unique_consecutive", "unique_dim"}  # fmt: skip
-MATMUL_OPS = {"mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "_scaled_dot_product_flash_attention_for_cpu",
-              "_scaled_dot_product_flash_attention_for_cpu_backward", "_scaled_dot_product_flash_attention",
-              "_scaled_dot_product_flash_attention_backward", "_scaled_dot_product_efficient_attention",
-              "_scaled_dot_product_efficient_attention_backward", "_scaled_dot_product_cudnn_attention",
-              "_scaled_dot_product_cudnn_attention_backward", "_flash_attention_forward",
-              "_flash_attention_backward"}  # fmt: skip
+SYNC_OPS = {
+    "_local_scalar_dense",
+    "item",
+    "nonzero",
+    "is_nonzero",
+    "masked_select",
+    "equal",
+    "allclose",
+    "unique",
+    "_unique",
+    "_unique2",
+    "unique_consecutive",
+    "unique_dim",
+}
+MATMUL_OPS = {
+    "mm",
+    "addmm",
+    "bmm",
+    "baddbmm",
+    "matmul",
+    "linear",
+    "_scaled_dot_product_flash_attention_for_cpu",
+    "_scaled_dot_product_flash_attention_for_cpu_backward",
+    "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_flash_attention_backward",
+    "_scaled_dot_product_efficient_attention",
+    "_scaled_dot_product_efficient_attention_backward",
+    "_scaled_dot_product_cudnn_attention",
+    "_scaled_dot_product_cudnn_attention_backward",
+    "_flash_attention_forward",
+    "_flash_attention_backward",
+}
 
 
 class OpCounter(TorchDispatchMode):
@@ -106,8 +138,19 @@ def make_dataset(root: Path, n: int) -> Path:
     with DatasetWriter(root, {"source": "bench", "split": {"made_by": "synthetic"}}) as w:
         for i in range(n):
             rel = w.add_image(Image.new("RGB", (32, 24), (i % 256, 7, 9)))
-            w.add_sample(Sample(f"b{i}", "rel_depth", rel, 32, 24, f"Which is nearer, object {i}?",
-                                REL_DEPTH_ANSWERS[i % 2], {"index": i % 2}, split="train"))  # fmt: skip
+            w.add_sample(
+                Sample(
+                    f"b{i}",
+                    "rel_depth",
+                    rel,
+                    32,
+                    24,
+                    f"Which is nearer, object {i}?",
+                    REL_DEPTH_ANSWERS[i % 2],
+                    {"index": i % 2},
+                    split="train",
+                )
+            )
     return root
 
 
@@ -118,10 +161,21 @@ def make_cache(data: Path, cache_dir: Path, seed: int = 0) -> str:
     from ava.data.format import Dataset
 
     name = "bench-siglip-shapes"
-    spec = {"format": "ava-feature-cache", "format_version": 2, "vfm": name, "requested": name,
-            "identity": {"vfm": name, "preprocess": "none", "bench": True}, "codec": "fp16", "preprocess": "none",
-            "layers": [-2], "dtype": "fp16", "num_tokens": T, "dim": D, "grid": [27, 27],
-            "random_weights": True}  # fmt: skip
+    spec = {
+        "format": "ava-feature-cache",
+        "format_version": 2,
+        "vfm": name,
+        "requested": name,
+        "identity": {"vfm": name, "preprocess": "none", "bench": True},
+        "codec": "fp16",
+        "preprocess": "none",
+        "layers": [-2],
+        "dtype": "fp16",
+        "num_tokens": T,
+        "dim": D,
+        "grid": [27, 27],
+        "random_weights": True,
+    }
     group = create_group(cache_dir, spec, shard_size=64)
     shas = sorted({s.image_sha256 for s in Dataset(data).samples()})
     add_rows(group, shas)
@@ -157,8 +211,15 @@ def data_path(work: Path, n: int = 64, batch: int = 16, steps: int = 8) -> dict[
     vfm = make_cache(data, work / "cache")
     dataset = Dataset(data)
     samples = dataset.samples("rel_depth")
-    cfg = LLMHeadConfig(ava=["rel_depth"], vfm=vfm, data=str(data), cache=str(work / "cache"), out=str(work / "o"),
-                        batch_size=batch, progress=False)  # fmt: skip
+    cfg = LLMHeadConfig(
+        ava=["rel_depth"],
+        vfm=vfm,
+        data=str(data),
+        cache=str(work / "cache"),
+        out=str(work / "o"),
+        batch_size=batch,
+        progress=False,
+    )
     device = torch.device("cpu")
     t0 = time.perf_counter()
     try:
@@ -260,8 +321,13 @@ def step_counts(layers: int, samples: int, lora_r: int, dtype: torch.dtype) -> d
         loss.backward()
     head.zero_grad(set_to_none=True)
     tokens = int(batch["attention_mask"].sum())
-    return {"syncs": dict(whole.syncs), "bytes": fwd_bwd.bytes, "tokens": tokens, "ops": fwd_bwd.ops,
-            "packed_syncs": packed_syncs}  # fmt: skip
+    return {
+        "syncs": dict(whole.syncs),
+        "bytes": fwd_bwd.bytes,
+        "tokens": tokens,
+        "ops": fwd_bwd.ops,
+        "packed_syncs": packed_syncs,
+    }
 
 
 def run(

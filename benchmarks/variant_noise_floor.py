@@ -50,8 +50,10 @@ def main() -> None:
     parser.add_argument("--cuts", type=int, default=6)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    print(f"rule: a tile's rotations must differ by >= {MIN_VARIANT_DIFF:g} (mean |a - b|, 0..255) as {SMOOTH} px "
-          f"averages; largest difference noise alone gives ({args.pictures} pictures x {args.cuts} cut-outs each):")
+    print(
+        f"rule: a tile's rotations must differ by >= {MIN_VARIANT_DIFF:g} (mean |a - b|, 0..255) as {SMOOTH} px "
+        f"averages; largest difference noise alone gives ({args.pictures} pictures x {args.cuts} cut-outs each):"
+    )
     print(f"{'grain sigma':>11}  {'JPEG q':>6}  {'full size':>9}  {f'{SMOOTH} px averages':>15}")
     for sigma, quality in itertools.product((2, 4, 8, 12, 16), (75, 95)):
         full, smooth = worst(sigma, quality, args.pictures, args.cuts, args.seed)

@@ -103,9 +103,11 @@ def plot(lines: list[dict], out: Path) -> Path:
     for ax in list(axes.flat)[len(abilities) :]:
         ax.axis("off")
     axes.flat[0].legend(fontsize=6)
-    fig.suptitle("Fingerprint during training: a RANDOM-INIT small ViT trained on a synthetic squares task (CPU), "
-                 "fingerprinted on the SYNTHETIC AVA suite every few steps (x: training step)",
-                 fontsize=10)  # fmt: skip
+    fig.suptitle(
+        "Fingerprint during training: a RANDOM-INIT small ViT trained on a synthetic squares task (CPU), "
+        "fingerprinted on the SYNTHETIC AVA suite every few steps (x: training step)",
+        fontsize=10,
+    )
     fig.tight_layout()
     path = out / "fingerprints.png"
     fig.savefig(path, dpi=110)
@@ -129,18 +131,28 @@ def main() -> None:
     started = time.perf_counter()
 
     model = make_model(args.seed)
-    vfm = vfm_from_module(model["vit"], name="small-vit-example", version="in-training", size=SIZE, mean=(0.5,) * 3,
-                          std=(0.5,) * 3, output="blocks.2", prefix_tokens=1)  # fmt: skip
+    vfm = vfm_from_module(
+        model["vit"],
+        name="small-vit-example",
+        version="in-training",
+        size=SIZE,
+        mean=(0.5,) * 3,
+        std=(0.5,) * 3,
+        output="blocks.2",
+        prefix_tokens=1,
+    )
 
     def log(metrics: dict[str, float], step: int) -> None:  # your logger here: SummaryWriter, wandb.log, ...
         rank = metrics.get("ava/probe-linear/avg_rank")
-        print(f"step {step:4d}  fingerprint: avg rank vs pixels (linear probe) {rank:.2f}  "
-              f"counting {metrics['ava/probe-linear/counting']:.3f}  color {metrics['ava/probe-linear/color']:.1f}  "
-              f"spatial {metrics['ava/probe-linear/spatial']:.3f}", flush=True)  # fmt: skip
+        print(
+            f"step {step:4d}  fingerprint: avg rank vs pixels (linear probe) {rank:.2f}  "
+            f"counting {metrics['ava/probe-linear/counting']:.3f}  color {metrics['ava/probe-linear/color']:.1f}  "
+            f"spatial {metrics['ava/probe-linear/spatial']:.3f}",
+            flush=True,
+        )
 
     suite = default_suite(per_ava=args.per_ava, size=SIZE, root=args.suite_root)
-    monitor = FingerprintMonitor(vfm, every=args.every, suite=suite, out=out, baselines=("pixels#size=64",),
-                                 log=log)  # fmt: skip
+    monitor = FingerprintMonitor(vfm, every=args.every, suite=suite, out=out, baselines=("pixels#size=64",), log=log)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.05)
     g = torch.Generator().manual_seed(args.seed)
     monitor.maybe_run(0)  # the random-init fingerprint
@@ -160,8 +172,10 @@ def main() -> None:
         line["baselines"] = {k.split("#")[0]: v for k, v in line["baselines"].items()}
     path = plot(lines, out)
     first, last = lines[0]["scores"]["probe-linear"], lines[-1]["scores"]["probe-linear"]
-    print(f"\n{len(lines)} fingerprints in {out / 'fingerprints.jsonl'}; plot: {path}; "
-          f"{time.perf_counter() - started:.0f} s in all")  # fmt: skip
+    print(
+        f"\n{len(lines)} fingerprints in {out / 'fingerprints.jsonl'}; plot: {path}; "
+        f"{time.perf_counter() - started:.0f} s in all"
+    )
     print("linear probe, step 0 -> step", lines[-1]["step"], "(random-init model, synthetic data):")
     for key in first:
         print(f"  {key:13s} {first[key]:8.3f} -> {last[key]:8.3f}")

@@ -53,8 +53,10 @@ def kill_when_held(child: subprocess.Popen, hold_file: Path, ready: Callable[[],
     deadline = time.monotonic() + timeout
     while not (hold_file.exists() and ready()):
         if child.poll() is not None or time.monotonic() > deadline:
-            raise AssertionError(f"the child ended or hung before its hold point (exit {child.poll()}): "
-                                 f"{child.stderr.read() if child.stderr else ''}")  # fmt: skip
+            raise AssertionError(
+                f"the child ended or hung before its hold point (exit {child.poll()}): "
+                f"{child.stderr.read() if child.stderr else ''}"
+            )
         time.sleep(0.05)
     os.kill(child.pid, signal.SIGKILL)
     child.wait()
@@ -108,8 +110,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_extract(data: Path, cache: Path, vfm: str, *, hold_after: int = 0, hold_file: Path | None = None,
-                  **env: str) -> subprocess.Popen:  # fmt: skip
+def start_extract(
+    data: Path, cache: Path, vfm: str, *, hold_after: int = 0, hold_file: Path | None = None, **env: str
+) -> subprocess.Popen:
     """Run EXTRACT_SCRIPT in a child python (single-threaded) with extra environment variables; ``hold_after`` N:
     its forward pass N + 1 creates ``hold_file`` and waits there to be killed (see :func:`kill_when_held`)."""
     full = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
@@ -129,8 +132,12 @@ def small_filesystem(where: Path, nbytes: int) -> Iterator[Path]:
 
     where.mkdir(parents=True, exist_ok=True)
     pages = -(-nbytes // PAGE) * PAGE
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={pages}", "tmpfs", str(where)], capture_output=True,
-                          text=True, check=False)  # fmt: skip
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={pages}", "tmpfs", str(where)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if done.returncode:
         pytest.skip(f"a small real filesystem needs `mount -t tmpfs` (root): {done.stderr.strip()}")
     try:

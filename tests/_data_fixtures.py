@@ -79,36 +79,87 @@ def release_rows() -> dict[str, list[dict[str, Any]]]:
     for i, (kind, data) in enumerate(imgs.items()):
         q = "How many apples are there in the image?"
         counting.append({"id": f"cnt/{kind}", "kind": kind, "data": data, "q": q, "a": str(i + 1)})
-    counting.append({"id": "cnt/shared", "kind": "jpeg", "data": imgs["jpeg"], "q": "How many pears are there in "
-                     "the image?", "a": "seven"})  # fmt: skip
+    counting.append(
+        {
+            "id": "cnt/shared",
+            "kind": "jpeg",
+            "data": imgs["jpeg"],
+            "q": "How many pears are there in the image?",
+            "a": "seven",
+        }
+    )
     counting.append({"id": "cnt/malformed", "kind": "png_rgb", "data": imgs["png_rgb"], "conv": [{"from": "human"}]})
     orientation = [
-        {"id": f"ori{i}", "kind": "png", "data": _save(_gradient(8, 8, 10 + i), "PNG"), "q": _orientation_q("car"),
-         "a": ORIENTATION_VIEWS[i % 3] if i % 2 else f"{i % 3 + 1}. {ORIENTATION_VIEWS[i % 3]}"}
+        {
+            "id": f"ori{i}",
+            "kind": "png",
+            "data": _save(_gradient(8, 8, 10 + i), "PNG"),
+            "q": _orientation_q("car"),
+            "a": ORIENTATION_VIEWS[i % 3] if i % 2 else f"{i % 3 + 1}. {ORIENTATION_VIEWS[i % 3]}",
+        }
         for i in range(6)
-    ]  # fmt: skip
+    ]
     depth = [
-        {"id": f"dep{i}", "kind": "png", "data": _save(_gradient(8, 8, 20 + i), "PNG"), "q": _depth_q("chair"),
-         "a": "B" if i % 2 else "2-3"}
+        {
+            "id": f"dep{i}",
+            "kind": "png",
+            "data": _save(_gradient(8, 8, 20 + i), "PNG"),
+            "q": _depth_q("chair"),
+            "a": "B" if i % 2 else "2-3",
+        }
         for i in range(4)
-    ]  # fmt: skip
+    ]
     localization = [
-        {"id": "loc_px", "kind": "png", "data": _save(_gradient(100, 50, 30), "PNG"),
-         "q": "Provide bounding box coordinate for dog.", "a": "[10, 5, 50, 25]"},
-        {"id": "loc_norm", "kind": "png", "data": _save(_gradient(20, 20, 31), "PNG"),
-         "q": "Provide bounding box coordinate for cat.", "a": "[0.6, 0.7, 0.1, 0.2]"},
-    ]  # fmt: skip
-    color = [{"id": "col0", "kind": "png", "data": _save(_gradient(8, 8, 40), "PNG"),
-              "q": "What color is shown within the red bounding box?", "a": "(12, 200, 3)"},
-             {"id": "col_bad", "kind": "png", "data": _save(_gradient(8, 8, 41), "PNG"),
-              "q": "What color is shown within the red bounding box?", "a": "reddish"}]  # fmt: skip
-    ocr = [{"id": "ocr0", "kind": "png", "data": _save(_gradient(8, 8, 50), "PNG"),
-            "q": "What is written in the red bounding box in the image?", "a": "STOP here"}]  # fmt: skip
+        {
+            "id": "loc_px",
+            "kind": "png",
+            "data": _save(_gradient(100, 50, 30), "PNG"),
+            "q": "Provide bounding box coordinate for dog.",
+            "a": "[10, 5, 50, 25]",
+        },
+        {
+            "id": "loc_norm",
+            "kind": "png",
+            "data": _save(_gradient(20, 20, 31), "PNG"),
+            "q": "Provide bounding box coordinate for cat.",
+            "a": "[0.6, 0.7, 0.1, 0.2]",
+        },
+    ]
+    color = [
+        {
+            "id": "col0",
+            "kind": "png",
+            "data": _save(_gradient(8, 8, 40), "PNG"),
+            "q": "What color is shown within the red bounding box?",
+            "a": "(12, 200, 3)",
+        },
+        {
+            "id": "col_bad",
+            "kind": "png",
+            "data": _save(_gradient(8, 8, 41), "PNG"),
+            "q": "What color is shown within the red bounding box?",
+            "a": "reddish",
+        },
+    ]
+    ocr = [
+        {
+            "id": "ocr0",
+            "kind": "png",
+            "data": _save(_gradient(8, 8, 50), "PNG"),
+            "q": "What is written in the red bounding box in the image?",
+            "a": "STOP here",
+        }
+    ]
     bogus = [{"id": "b0", "kind": "png", "data": imgs["png_rgb"], "q": "Why?", "a": "because"}]
     return {
-        "Counting": counting, "Orientation": orientation, "Absolute_depth": depth, "Localization": localization,
-        "Color": color, "OCR": ocr, "Bogus": bogus,
-    }  # fmt: skip
+        "Counting": counting,
+        "Orientation": orientation,
+        "Absolute_depth": depth,
+        "Localization": localization,
+        "Color": color,
+        "OCR": ocr,
+        "Bogus": bogus,
+    }
 
 
 def write_release(root: Path, *, split_column: bool = False) -> dict[str, list[dict[str, Any]]]:
@@ -118,14 +169,16 @@ def write_release(root: Path, *, split_column: bool = False) -> dict[str, list[d
 
     rows = release_rows()
     for config, items in rows.items():
-        table = pa.table({
-            "id": [r["id"] for r in items],
-            "image": [{"bytes": r["data"], "path": f"{r['id'].replace('/', '_')}.{r['kind']}"} for r in items],
-            "conversations": [r.get("conv") or conv(r["q"], r["a"]) for r in items],
-            "source": [f"src-{config.lower()}" for _ in items],
-            "difficulty": [i % 3 for i in range(len(items))],
-            **({"split": ["test" if i % 4 == 0 else "train" for i in range(len(items))]} if split_column else {}),
-        })  # fmt: skip
+        table = pa.table(
+            {
+                "id": [r["id"] for r in items],
+                "image": [{"bytes": r["data"], "path": f"{r['id'].replace('/', '_')}.{r['kind']}"} for r in items],
+                "conversations": [r.get("conv") or conv(r["q"], r["a"]) for r in items],
+                "source": [f"src-{config.lower()}" for _ in items],
+                "difficulty": [i % 3 for i in range(len(items))],
+                **({"split": ["test" if i % 4 == 0 else "train" for i in range(len(items))]} if split_column else {}),
+            }
+        )
         path = root / "train" / config / "train-00000-of-00001.parquet"
         path.parent.mkdir(parents=True, exist_ok=True)
         pq.write_table(table, path, row_group_size=4)

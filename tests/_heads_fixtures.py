@@ -19,8 +19,13 @@ CHARS = "abcde"
 class FakeCache:
     """The FeatureCache interface over a dict of arrays [L, T, D] keyed by image sha256."""
 
-    def __init__(self, rows: dict[str, np.ndarray], layers: tuple[int, ...] = (-1,), key: str = "fake0001",
-                 random_weights: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self,
+        rows: dict[str, np.ndarray],
+        layers: tuple[int, ...] = (-1,),
+        key: str = "fake0001",
+        random_weights: bool = False,
+    ) -> None:
         self.rows, self.layers, self.key, self.random_weights = rows, layers, key, random_weights
         first = next(iter(rows.values()))
         self.num_tokens, self.dim = first.shape[1], first.shape[2]
@@ -89,8 +94,16 @@ def distinct_image(n: int) -> Image.Image:
     return image
 
 
-def handmade(root: Path, abilities: tuple[str, ...] = ABILITY_KEYS, n: int | dict[str, int] = 60, tokens: int = 6,
-             dim: int = 16, noise: float = 0.3, seed: int = 0, layers: int = 1) -> tuple[Path, FakeCache]:  # fmt: skip
+def handmade(
+    root: Path,
+    abilities: tuple[str, ...] = ABILITY_KEYS,
+    n: int | dict[str, int] = 60,
+    tokens: int = 6,
+    dim: int = 16,
+    noise: float = 0.3,
+    seed: int = 0,
+    layers: int = 1,
+) -> tuple[Path, FakeCache]:
     """A dataset (80/20 split) whose features encode each sample's answer, and a FakeCache holding them; ``n``
     samples per ability (or per ability as given), every sample with an image of its own."""
     rng = np.random.default_rng(seed)
@@ -105,8 +118,20 @@ def handmade(root: Path, abilities: tuple[str, ...] = ABILITY_KEYS, n: int | dic
                 rows[sha] = np.stack([_tokens(signal, tokens, dim, rng, noise) for _ in range(layers)])
                 split = "train" if i < int(0.8 * count) else "test"
                 answer = str(truth.get("text", truth))
-                w.add_sample(Sample(id=f"{key}-{i}", ava=key, image=rel, width=4, height=4, question="q?",
-                                    answer=answer, truth=truth, options=options, split=split))  # fmt: skip
+                w.add_sample(
+                    Sample(
+                        id=f"{key}-{i}",
+                        ava=key,
+                        image=rel,
+                        width=4,
+                        height=4,
+                        question="q?",
+                        answer=answer,
+                        truth=truth,
+                        options=options,
+                        split=split,
+                    )
+                )
     layer_ids = tuple(range(-layers, 0))
     return root, FakeCache(rows, layers=layer_ids)
 
@@ -131,9 +156,20 @@ def positional(root: Path, n: int = 100, dim: int = 8, noise: float = 0.3, seed:
             x = x.reshape(16, dim)
             rel = w.add_image(Image.new("RGB", (4, 4), (i % 256, i // 256, 9)))
             rows[Path(rel).name.split(".")[0]] = x[None].astype(np.float32)
-            w.add_sample(Sample(id=f"pos-{i}", ava="spatial", image=rel, width=4, height=4, question="q?",
-                                answer=options[answer], truth={"index": answer, "text": options[answer]},
-                                options=options, split="train" if i < int(0.8 * n) else "test"))  # fmt: skip
+            w.add_sample(
+                Sample(
+                    id=f"pos-{i}",
+                    ava="spatial",
+                    image=rel,
+                    width=4,
+                    height=4,
+                    question="q?",
+                    answer=options[answer],
+                    truth={"index": answer, "text": options[answer]},
+                    options=options,
+                    split="train" if i < int(0.8 * n) else "test",
+                )
+            )
     return root, FakeCache(rows, key="fakepos1")
 
 
@@ -153,10 +189,12 @@ def synth_pixels(base: Path, per_ava: int = 200) -> tuple[Path, Path]:
         from ava.synth import SynthConfig, generate
 
         data, cache = base / "synth", base / "cache"
-        generate(SynthConfig(out=str(data), per_ava=per_ava, ava=list(PIXEL_ABILITIES), size=224, seed=0),
-                 progress=False)  # fmt: skip
-        extract(ExtractConfig(vfm="pixels", data=str(data), cache=str(cache), layers=(-1,), device="cpu",
-                              progress=False))  # fmt: skip
+        generate(
+            SynthConfig(out=str(data), per_ava=per_ava, ava=list(PIXEL_ABILITIES), size=224, seed=0), progress=False
+        )
+        extract(
+            ExtractConfig(vfm="pixels", data=str(data), cache=str(cache), layers=(-1,), device="cpu", progress=False)
+        )
         _SYNTH["pixels"] = (data, cache)
     return _SYNTH["pixels"]
 
@@ -174,8 +212,10 @@ def majority_baseline(data: Path, ava: str, split: str = "test") -> float:
     if kind == "option":
         texts = [option_text(ability, s) for s in train]
         top = max(sorted(set(texts)), key=texts.count)
-        replies = [format_reply(ability, question_options(ability, s).index(top), options=question_options(ability, s))
-                   for s in test]  # fmt: skip
+        replies = [
+            format_reply(ability, question_options(ability, s).index(top), options=question_options(ability, s))
+            for s in test
+        ]
     elif kind == "integer":
         replies = [format_reply(ability, int(np.median([s.truth["value"] for s in train])))] * len(test)
     elif kind == "rgb":

@@ -16,7 +16,7 @@ from ava.abilities import (
     SPATIAL_ANSWERS,
     format_options,
     get_ability,
-)  # fmt: skip
+)
 from ava.data.format import DatasetWriter, Sample
 
 WIDTH, HEIGHT = 20, 10  # non-square, so pixel boxes normalize x and y differently
@@ -40,9 +40,18 @@ _TRUTHS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "ocr": ({"text": "EXIT 12"}, {"text": "Welcome to the grand hotel"}),
     "color": ({"rgb": [12, 200, 3]}, {"rgb": [250, 250, 250]}),
 }
-_INDEX = {"fine_grained": (1, 0), "abs_depth": (2, 0), "rel_depth": (1, 0), "orientation": (1, 8),
-          "recognition": (2, 0), "action": (1, 2), "texture": (30, 0), "spatial": (1, 2), "scene": (0, 2),
-          "emotion": (4, 0)}  # fmt: skip
+_INDEX = {
+    "fine_grained": (1, 0),
+    "abs_depth": (2, 0),
+    "rel_depth": (1, 0),
+    "orientation": (1, 8),
+    "recognition": (2, 0),
+    "action": (1, 2),
+    "texture": (30, 0),
+    "spatial": (1, 2),
+    "scene": (0, 2),
+    "emotion": (4, 0),
+}
 
 
 def make_sample(key: str, variant: int = 0, *, image: str = "00/00.png", split: str | None = "test") -> Sample:
@@ -63,8 +72,19 @@ def make_sample(key: str, variant: int = 0, *, image: str = "00/00.png", split: 
     question = ability.question_templates[0].format(
         object="thing", a="cup", b="plate", family="bird", options=format_options(options or [], ability.option_style)
     )
-    return Sample(id=f"{key}-{variant}", ava=key, image=image, width=WIDTH, height=HEIGHT, question=question,
-                  answer=answer, truth=truth, options=options, split=split, meta=meta)  # fmt: skip
+    return Sample(
+        id=f"{key}-{variant}",
+        ava=key,
+        image=image,
+        width=WIDTH,
+        height=HEIGHT,
+        question=question,
+        answer=answer,
+        truth=truth,
+        options=options,
+        split=split,
+        meta=meta,
+    )
 
 
 def build_dataset(root: Path, keys: list[str], *, info: dict[str, Any] | None = None) -> Path:

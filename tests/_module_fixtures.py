@@ -18,15 +18,31 @@ def tiny_vit(seed: int = 0, drop: float = 0.0) -> torch.nn.Module:
 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        return timm.create_model("vit_tiny_patch16_224", pretrained=False, img_size=64, patch_size=8, embed_dim=64,
-                                 depth=2, num_heads=2, num_classes=4, drop_rate=drop)  # fmt: skip
+        return timm.create_model(
+            "vit_tiny_patch16_224",
+            pretrained=False,
+            img_size=64,
+            patch_size=8,
+            embed_dim=64,
+            depth=2,
+            num_heads=2,
+            num_classes=4,
+            drop_rate=drop,
+        )
 
 
 def tiny_vfm(model: torch.nn.Module, **kw):
     from ava.vfm.module import vfm_from_module
 
-    args = {"name": "tiny-vit", "size": 64, "mean": (0.5, 0.5, 0.5), "std": (0.5, 0.5, 0.5), "output": "blocks.1",
-            "prefix_tokens": 1, **kw}  # fmt: skip
+    args = {
+        "name": "tiny-vit",
+        "size": 64,
+        "mean": (0.5, 0.5, 0.5),
+        "std": (0.5, 0.5, 0.5),
+        "output": "blocks.1",
+        "prefix_tokens": 1,
+        **kw,
+    }
     return vfm_from_module(model, **args)
 
 

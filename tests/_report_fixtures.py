@@ -38,9 +38,17 @@ def _reply(ability, sample, right: bool, rng: np.random.Generator) -> str:
     return opts[int(rng.integers(len(opts)))]
 
 
-def write_scored_run(data: Path, root: Path, head: str, vfm: str, right: float | None, *, seed: int = 0,
-                     abilities: tuple[str, ...] = ABILITIES,
-                     extra: dict | None = None) -> Path:  # fmt: skip
+def write_scored_run(
+    data: Path,
+    root: Path,
+    head: str,
+    vfm: str,
+    right: float | None,
+    *,
+    seed: int = 0,
+    abilities: tuple[str, ...] = ABILITIES,
+    extra: dict | None = None,
+) -> Path:
     """A run directory as a head writes it: run.json, results_test.json, predictions_test.jsonl."""
     from ava.abilities import get_ability
     from ava.data.format import Dataset
@@ -57,12 +65,19 @@ def write_scored_run(data: Path, root: Path, head: str, vfm: str, right: float |
                 predictions[s.key] = "I cannot tell."
             else:
                 predictions[s.key] = _reply(ability, s, bool(rng.random() < right), rng)
-    run = {"head": head, "vfm": vfm, "abilities": list(abilities), "random_weights": vfm == "mute", "llm": None,
-           **(extra or {})}  # fmt: skip
+    run = {
+        "head": head,
+        "vfm": vfm,
+        "abilities": list(abilities),
+        "random_weights": vfm == "mute",
+        "llm": None,
+        **(extra or {}),
+    }
     out = root / f"{head}-{vfm}"
     out.mkdir(parents=True)
     (out / "run.json").write_text(json.dumps({**run, "split": dataset.split_info}))
-    report = score_predictions(dataset, predictions, abilities=list(abilities), split="test", run=run,
-                               config={"data": str(data)})  # fmt: skip
+    report = score_predictions(
+        dataset, predictions, abilities=list(abilities), split="test", run=run, config={"data": str(data)}
+    )
     write_results(report, out, "test")
     return out

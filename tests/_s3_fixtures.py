@@ -50,4 +50,3 @@ def s3_endpoint() -> Iterator[str]:
 def s3_url(s3_endpoint: str) -> str:
     """A fresh prefix in the test bucket: ``s3://ava-test/<random>``."""
     return f"s3://{BUCKET}/{uuid.uuid4().hex[:12]}"
-

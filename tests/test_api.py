@@ -73,17 +73,36 @@ def test_fingerprint_of_a_name_needs_a_cache() -> None:
 @pytest.mark.slow
 def test_fingerprint_matches_the_cli(suite: tuple[Path, Path], tmp_path: Path) -> None:
     data, cache = suite
-    result = ava.fingerprint("pixels#size=64", data, cache, tmp_path / "api", heads=["probe-linear", "knn"],
-                             device="cpu", threads=1)  # fmt: skip
+    result = ava.fingerprint(
+        "pixels#size=64", data, cache, tmp_path / "api", heads=["probe-linear", "knn"], device="cpu", threads=1
+    )
     assert isinstance(result, Fingerprint)
     assert set(result.scores) == {"probe-linear", "knn"}
     assert set(result.scores["knn"]) == set(ABILITIES)
     assert result.directions == {"color": False, "counting": False}  # CIEDE2000 and MAE: lower is better
     assert result.metrics["color"] == "ciede2000" and result.n["knn"]["color"] == 6
     assert all(p.is_dir() for p in result.run_dirs.values())
-    cli = CliRunner().invoke(app, ["fingerprint", "--vfm", "pixels#size=64", "--data", str(data), "--cache",
-                                   str(cache), "--out", str(tmp_path / "cli"), "--head", "probe-linear,knn",
-                                   "--device", "cpu", "--quiet", "--threads", "1"])  # fmt: skip
+    cli = CliRunner().invoke(
+        app,
+        [
+            "fingerprint",
+            "--vfm",
+            "pixels#size=64",
+            "--data",
+            str(data),
+            "--cache",
+            str(cache),
+            "--out",
+            str(tmp_path / "cli"),
+            "--head",
+            "probe-linear,knn",
+            "--device",
+            "cpu",
+            "--quiet",
+            "--threads",
+            "1",
+        ],
+    )
     assert cli.exit_code == 0, cli.output
     for head, scores in result.scores.items():
         saved = json.loads((tmp_path / "cli" / f"{head}-pixels_size_64" / "results_test.json").read_text())
@@ -92,8 +111,9 @@ def test_fingerprint_matches_the_cli(suite: tuple[Path, Path], tmp_path: Path) -
 
 def test_train_evaluate_score_report(suite: tuple[Path, Path], tmp_path: Path) -> None:
     data, cache = suite
-    run = ava.train_head("knn", vfm="pixels#size=64", data=data, cache=cache, out=tmp_path / "knn", ava="color",
-                         device="cpu", k=[1, 5])  # fmt: skip
+    run = ava.train_head(
+        "knn", vfm="pixels#size=64", data=data, cache=cache, out=tmp_path / "knn", ava="color", device="cpu", k=[1, 5]
+    )
     assert isinstance(run, HeadRun) and set(run.scores) == {"color"}
     again = ava.evaluate_head(run.run_dir, device="cpu")
     assert again.scores == run.scores
@@ -114,8 +134,25 @@ def test_api_errors_are_the_cli_lines(suite: tuple[Path, Path], tmp_path: Path) 
         ava.train_head("knn", vfm="pixels", data=data, cache=cache, out=tmp_path / "r", epochs=3)
     line = "head 'knn' does not use --epochs (it trains nothing); leave them out"
     assert str(info.value) == line
-    cli = CliRunner().invoke(app, ["head", "train", "--head", "knn", "--vfm", "pixels", "--data", str(data),
-                                   "--cache", str(cache), "--out", str(tmp_path / "r"), "--epochs", "3"])  # fmt: skip
+    cli = CliRunner().invoke(
+        app,
+        [
+            "head",
+            "train",
+            "--head",
+            "knn",
+            "--vfm",
+            "pixels",
+            "--data",
+            str(data),
+            "--cache",
+            str(cache),
+            "--out",
+            str(tmp_path / "r"),
+            "--epochs",
+            "3",
+        ],
+    )
     assert cli.exit_code == 1 and str(cli.exception) == line  # CliRunner: main()'s one-line printing is not in it
     with pytest.raises(AvaError, match="missing required option"):
         ava.train_head("knn", data=data)
@@ -157,8 +194,9 @@ def test_in_memory_vfm_without_cache_goes_to_the_in_memory_fingerprint(monkeypat
         ava.fingerprint(model, "data-dir", out="runs")
 
 
-def test_in_memory_vfm_with_cache_is_extracted_then_fingerprinted(suite: tuple[Path, Path], tmp_path: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_in_memory_vfm_with_cache_is_extracted_then_fingerprinted(
+    suite: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import ava.cache
 
     data, _ = suite
@@ -171,8 +209,9 @@ def test_in_memory_vfm_with_cache_is_extracted_then_fingerprinted(suite: tuple[P
 
     monkeypatch.setattr(ava.cache, "extract", extract_with_object)
     model = SimpleNamespace(spec=SimpleNamespace(key="pixels"))
-    result = ava.fingerprint(model, data, tmp_path / "cache", tmp_path / "runs", heads="knn", device="cpu",
-                             batch_size=8)  # fmt: skip
+    result = ava.fingerprint(
+        model, data, tmp_path / "cache", tmp_path / "runs", heads="knn", device="cpu", batch_size=8
+    )
     assert seen == [("pixels", model)]
     assert set(result.scores) == {"knn"} and set(result.scores["knn"]) == set(ABILITIES)
     # fingerprinted from the cache, under the name the extraction stored (the stand-in's: pixels at 64 px)

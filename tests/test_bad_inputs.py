@@ -59,8 +59,19 @@ def dataset_with_image(tmp: Path, image: str) -> Path:
     root = tmp / "data"
     with DatasetWriter(root, {"source": "test"}) as w:
         rel = w.add_image_bytes(png_bytes(), "png")
-        w.add_sample(Sample(id="s0", ava="color", image=rel, width=8, height=8, question="What color is shown?",
-                            answer="[200, 30, 30]", truth={"rgb": [200, 30, 30]}, split="train"))  # fmt: skip
+        w.add_sample(
+            Sample(
+                id="s0",
+                ava="color",
+                image=rel,
+                width=8,
+                height=8,
+                question="What color is shown?",
+                answer="[200, 30, 30]",
+                truth={"rgb": [200, 30, 30]},
+                split="train",
+            )
+        )
     path = root / "samples" / "color.jsonl"
     rec = json.loads(path.read_text())
     rec["image"] = image
@@ -77,8 +88,10 @@ def no_secret_under(root: Path) -> None:
 def llava_json(tmp: Path, image: str) -> Path:
     src = tmp / "src"
     src.mkdir(exist_ok=True)
-    conv = [{"from": "human", "value": "<image>\nWhat color is shown within the red bounding box?"},
-            {"from": "gpt", "value": "[1, 2, 3]"}]  # fmt: skip
+    conv = [
+        {"from": "human", "value": "<image>\nWhat color is shown within the red bounding box?"},
+        {"from": "gpt", "value": "[1, 2, 3]"},
+    ]
     (src / "data.json").write_text(json.dumps([{"id": "r0", "image": image, "ava": "color", "conversations": conv}]))
     return src
 
@@ -152,8 +165,12 @@ def import_hf_absolute(tmp: Path) -> list[str]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    conv = json.dumps([{"from": "human", "value": "<image>\nWhat color is shown within the red bounding box?"},
-                       {"from": "gpt", "value": "[1, 2, 3]"}])  # fmt: skip
+    conv = json.dumps(
+        [
+            {"from": "human", "value": "<image>\nWhat color is shown within the red bounding box?"},
+            {"from": "gpt", "value": "[1, 2, 3]"},
+        ]
+    )
     table = pa.table({"id": ["r0"], "image": [{"bytes": None, "path": str(secret_file(tmp))}], "conversations": [conv]})
     path = tmp / "hf" / "train" / "Color" / "train-00000-of-00001.parquet"
     path.parent.mkdir(parents=True)
@@ -173,8 +190,20 @@ def extract_ability_name(tmp: Path) -> list[str]:
     data = dataset_with_image(tmp, "x")
     (tmp / "outside").mkdir()
     (tmp / "outside" / "evil.jsonl").write_text("{}\n")
-    return ["cache", "extract", "--vfm", "tiny-siglip", "--data", str(data), "--cache", str(tmp / "c"),
-            "--ava", "../../outside/evil", "--device", "cpu"]  # fmt: skip
+    return [
+        "cache",
+        "extract",
+        "--vfm",
+        "tiny-siglip",
+        "--data",
+        str(data),
+        "--cache",
+        str(tmp / "c"),
+        "--ava",
+        "../../outside/evil",
+        "--device",
+        "cpu",
+    ]
 
 
 # -- item 4: --overwrite deletes only an ava dataset -----------------------------------------------
@@ -184,15 +213,41 @@ def synth_over_foreign(tmp: Path) -> list[str]:
     out = tmp / "mine"
     out.mkdir()
     (out / "thesis.tex").write_text("years of work")
-    return ["data", "synth", "--out", str(out), "--per-ava", "1", "--ava", "color", "--size", "64",
-            "--workers", "1", "--overwrite"]  # fmt: skip
+    return [
+        "data",
+        "synth",
+        "--out",
+        str(out),
+        "--per-ava",
+        "1",
+        "--ava",
+        "color",
+        "--size",
+        "64",
+        "--workers",
+        "1",
+        "--overwrite",
+    ]
 
 
 def synth_over_dataset_with_extra(tmp: Path) -> list[str]:
     out = dataset_with_image(tmp, "x")
     (out / "thesis.tex").write_text("years of work")
-    return ["data", "synth", "--out", str(out), "--per-ava", "1", "--ava", "color", "--size", "64",
-            "--workers", "1", "--overwrite"]  # fmt: skip
+    return [
+        "data",
+        "synth",
+        "--out",
+        str(out),
+        "--per-ava",
+        "1",
+        "--ava",
+        "color",
+        "--size",
+        "64",
+        "--workers",
+        "1",
+        "--overwrite",
+    ]
 
 
 def synth_over_file(tmp: Path) -> list[str]:
@@ -221,8 +276,20 @@ def killing_render(task: tuple) -> None:  # replaces render_sample in the worker
 def synth_worker_killed(tmp: Path) -> list[str]:
     gen = importlib.import_module("ava.synth.generate")  # the package's `generate` attribute is the function
     gen.render_sample = killing_render  # restored by the test's monkeypatch
-    return ["data", "synth", "--out", str(tmp / "s"), "--per-ava", "4", "--ava", "color", "--size", "64",
-            "--workers", "2"]  # fmt: skip
+    return [
+        "data",
+        "synth",
+        "--out",
+        str(tmp / "s"),
+        "--per-ava",
+        "4",
+        "--ava",
+        "color",
+        "--size",
+        "64",
+        "--workers",
+        "2",
+    ]
 
 
 def nothing_at(name: str) -> Callable[[Path], None]:
@@ -254,8 +321,11 @@ def knn_run(tmp: Path) -> tuple[Path, Path]:
 def tree_digest(root: Path) -> dict[str, str]:
     import hashlib
 
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file() and p.name != ".lock"}  # fmt: skip
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.name != ".lock"
+    }
 
 
 def run_untouched(tmp: Path) -> None:
@@ -263,8 +333,24 @@ def run_untouched(tmp: Path) -> None:
 
 
 def train_args(tmp: Path, data: Path, head: str = "knn", vfm: str = "fake", *extra: str) -> list[str]:
-    return ["head", "train", "--head", head, "--vfm", vfm, "--data", str(data), "--cache", str(tmp / "fake-cache"),
-            "--out", str(tmp / "run"), "--k", "1", "--no-eval-after", *extra]  # fmt: skip
+    return [
+        "head",
+        "train",
+        "--head",
+        head,
+        "--vfm",
+        vfm,
+        "--data",
+        str(data),
+        "--cache",
+        str(tmp / "fake-cache"),
+        "--out",
+        str(tmp / "run"),
+        "--k",
+        "1",
+        "--no-eval-after",
+        *extra,
+    ]
 
 
 def run_other_vfm(tmp: Path) -> list[str]:
@@ -413,8 +499,19 @@ def remote_code_checkpoint(tmp: Path) -> list[str]:
 
     ckpt = plant(tmp)
     data = make_dataset(tmp / "data", n_images=2)
-    return ["cache", "extract", "--vfm", f"hf:{ckpt}", "--data", str(data), "--cache", str(tmp / "cache"),
-            "--device", "cpu", "-q"]  # fmt: skip
+    return [
+        "cache",
+        "extract",
+        "--vfm",
+        f"hf:{ckpt}",
+        "--data",
+        str(data),
+        "--cache",
+        str(tmp / "cache"),
+        "--device",
+        "cpu",
+        "-q",
+    ]
 
 
 def payload_not_run(tmp: Path) -> None:
@@ -425,8 +522,21 @@ def payload_not_run(tmp: Path) -> None:
 
 
 def head_train(tmp: Path, head: str, *extra: str) -> list[str]:
-    return ["head", "train", "--head", head, "--vfm", "pixels", "--data", str(tmp / "x"), "--cache", str(tmp / "y"),
-            "--out", str(tmp / "z"), *extra]  # fmt: skip
+    return [
+        "head",
+        "train",
+        "--head",
+        head,
+        "--vfm",
+        "pixels",
+        "--data",
+        str(tmp / "x"),
+        "--cache",
+        str(tmp / "y"),
+        "--out",
+        str(tmp / "z"),
+        *extra,
+    ]
 
 
 def nothing_written(tmp: Path) -> None:
@@ -475,8 +585,14 @@ CASES = [
     Case("export-absolute-image", 3, export_absolute, 2, "is absolute", lambda t: no_secret_under(t / "exp")),
     Case("export-dotdot-image", 3, export_dotdot, 2, "leads outside", lambda t: no_secret_under(t / "exp")),
     Case("export-symlink-out", 3, export_symlink, 2, "leads outside", lambda t: no_secret_under(t / "exp")),
-    Case("export-dest-symlink", 3, export_planted_dest_symlink, 2, "leads outside",
-         lambda t: (t / "outside" / "victim.txt").read_text() == "keep me" or pytest.fail("victim overwritten")),
+    Case(
+        "export-dest-symlink",
+        3,
+        export_planted_dest_symlink,
+        2,
+        "leads outside",
+        lambda t: (t / "outside" / "victim.txt").read_text() == "keep me" or pytest.fail("victim overwritten"),
+    ),
     Case("import-absolute-path", 3, import_absolute, 1, "is absolute", lambda t: no_images_stored(t / "ds")),
     Case("import-dotdot-path", 3, import_dotdot, 1, "leads outside", lambda t: no_images_stored(t / "ds")),
     Case("import-symlink-out", 3, import_symlink, 1, "leads outside", lambda t: no_images_stored(t / "ds")),
@@ -495,8 +611,14 @@ CASES = [
     Case("run-locked", 5, run_locked, 2, "another training is writing", run_untouched),
     Case("run-not-a-run-force", 5, run_not_a_run, 2, "holds no ava run", run_untouched),
     Case("run-force-replaces", 5, run_forced, 0, "run directory", run_replaced),
-    Case("knn-nan-features", 11, knn_nan_features, 2, "hold NaN or inf", lambda t: not (t / "run" / "knn.json").exists()
-         or pytest.fail("a kNN run was written")),
+    Case(
+        "knn-nan-features",
+        11,
+        knn_nan_features,
+        2,
+        "hold NaN or inf",
+        lambda t: not (t / "run" / "knn.json").exists() or pytest.fail("a kNN run was written"),
+    ),
     Case("import-exif-box", 12, import_exif_box, 0, "imported", box_on_the_square),
     Case("import-16bit-dark", 12, import_dark_16bit, 0, "imported", stored_dark),
     Case("import-count-1e23", 12, import_absurd_count, 1, "not a count in 1..10000", only_sane_count),
@@ -517,9 +639,15 @@ CASES = [
     Case("run-json-bad-utf8", 13, run_json_bad_utf8, 1, "not valid utf-8", None),
     Case("truncated-safetensors", 13, truncated_weights, 1, "knn.safetensors", None),
     Case("corrupt-zarr-json", 13, corrupt_zarr_json, 1, "not valid JSON", None),
-    Case("captions-duplicate-id", 12, captions_duplicate_id, 2, "'p1' is used by pairs 0 and 1",
-         lambda t: not (t / "cap").exists() or pytest.fail("captions written")),
-]  # fmt: skip
+    Case(
+        "captions-duplicate-id",
+        12,
+        captions_duplicate_id,
+        2,
+        "'p1' is used by pairs 0 and 1",
+        lambda t: not (t / "cap").exists() or pytest.fail("captions written"),
+    ),
+]
 
 
 def run_cli(args: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> tuple[int, str]:

@@ -54,8 +54,11 @@ def clean(tmp_path_factory: pytest.TempPathFactory) -> Clean:
     root = tmp_path_factory.mktemp("cache27")
     data, cache = root / "data", root / "cache"
     generate(SynthConfig(out=str(data), per_ava=40, ava=["color", "counting"], size=224, seed=0), progress=False)
-    extract(ExtractConfig(vfm="pixels", data=str(data), cache=str(cache), layers=(-1,), device="cpu", progress=False,
-                          shard_size=SHARD))  # fmt: skip
+    extract(
+        ExtractConfig(
+            vfm="pixels", data=str(data), cache=str(cache), layers=(-1,), device="cpu", progress=False, shard_size=SHARD
+        )
+    )
     group = open_cache(cache, "pixels").group
     index = group.index()
     assert sorted(index[s.image_sha256] for s in Dataset(data).samples("counting")) == list(range(40))
@@ -97,8 +100,24 @@ def drop_chunk_from_index(path: Path, chunk: int) -> None:
 
 
 def fingerprint(data: Path, cache: Path, tmp: Path, head: str, ava: str = "counting") -> list[str]:
-    return ["fingerprint", "--vfm", "pixels", "--data", str(data), "--cache", str(cache), "--out", str(tmp / "runs"),
-            "--head", head, "--ava", ava, "--device", "cpu", "-q"]  # fmt: skip
+    return [
+        "fingerprint",
+        "--vfm",
+        "pixels",
+        "--data",
+        str(data),
+        "--cache",
+        str(cache),
+        "--out",
+        str(tmp / "runs"),
+        "--head",
+        head,
+        "--ava",
+        ava,
+        "--device",
+        "cpu",
+        "-q",
+    ]
 
 
 def nothing_scored(tmp: Path) -> None:
@@ -157,8 +176,11 @@ def metadata_deleted(which: str, command: str = "fingerprint") -> Setup:
     def setup(tmp: Path, clean: Clean, mp: pytest.MonkeyPatch) -> list[str]:
         data, cache, group = _copy(clean, tmp)
         (cache / which.replace("GROUP", clean[2]) / "zarr.json").unlink()
-        return fingerprint(data, cache, tmp, "probe-attn") if command == "fingerprint" else \
-            ["cache", command, str(cache), "-q"]  # fmt: skip
+        return (
+            fingerprint(data, cache, tmp, "probe-attn")
+            if command == "fingerprint"
+            else ["cache", command, str(cache), "-q"]
+        )
 
     return setup
 
@@ -190,8 +212,23 @@ def extract_keeping_missing_rows() -> Setup:
         data, cache, group = _copy(clean, tmp)
         shard_file(group, "features/-1", 1).unlink()
         zarr.open_array(str(group / "done"), mode="r+")[20] = False
-        return ["cache", "extract", "--vfm", "pixels", "--data", str(data), "--cache", str(cache), "--layers", "-1",
-                "--device", "cpu", "--shard-size", str(SHARD), "-q"]  # fmt: skip
+        return [
+            "cache",
+            "extract",
+            "--vfm",
+            "pixels",
+            "--data",
+            str(data),
+            "--cache",
+            str(cache),
+            "--layers",
+            "-1",
+            "--device",
+            "cpu",
+            "--shard-size",
+            str(SHARD),
+            "-q",
+        ]
 
     return setup
 
@@ -257,67 +294,170 @@ def disk_full(head: str, fragment: str) -> Setup:
 MARKED = "row(s) 16-31 are marked done but have no usable data"
 REPAIR = "`ava cache verify --repair {tmp}/cache`, then `ava cache extract --vfm pixels"
 CASES = [
-    Case("fingerprint-pooled-shard-deleted", pooled_shard_deleted(), 2,
-         ("array pooled/-1/", MARKED, "file c/1/0 is missing", REPAIR), nothing_scored),
-    Case("fingerprint-token-shard-deleted", token_shard(Path.unlink), 2,
-         ("array features/-1", MARKED, "file c/1/0/0 is missing", REPAIR), nothing_scored),
-    Case("fingerprint-token-shard-empty", token_shard(lambda p: p.write_bytes(b"")), 2,
-         ("array features/-1", MARKED, "file c/1/0/0 is truncated (0 bytes)", REPAIR), nothing_scored),
-    Case("fingerprint-token-shard-truncated", token_shard(truncate_half), 2,
-         ("array features/-1", MARKED, "fails its checksum (truncated or overwritten)", REPAIR), nothing_scored),
-    Case("fingerprint-token-shard-wrong-size", token_shard(pad), 2,
-         ("array features/-1", MARKED, "fails its checksum", REPAIR), nothing_scored),
-    Case("fingerprint-done-without-data", token_shard(lambda p: drop_chunk_from_index(p, 4)), 2,
-         ("array features/-1", "row(s) 20 are marked done but have no usable data",
-          "its index lists no chunk for row(s) 20", REPAIR), nothing_scored),
-    Case("fingerprint-flipped-byte", token_shard(lambda p: flip_byte(p, 40)), 2,
-         ("array features/-1", "row(s) 16 cannot be read, the data is damaged", "checksum", REPAIR),
-         nothing_scored),
-    Case("fingerprint-flipped-byte-view", view_flipped(), 2,
-         ("array pooled/-1/", "row(s) 16-31 cannot be read, the data is damaged", "checksum", REPAIR),
-         nothing_scored),
-    Case("fingerprint-done-garbage", done_garbage("fingerprint"), 2,
-         ("array done", "row(s) 0-15 cannot be read, the data is damaged", REPAIR), nothing_scored),
+    Case(
+        "fingerprint-pooled-shard-deleted",
+        pooled_shard_deleted(),
+        2,
+        ("array pooled/-1/", MARKED, "file c/1/0 is missing", REPAIR),
+        nothing_scored,
+    ),
+    Case(
+        "fingerprint-token-shard-deleted",
+        token_shard(Path.unlink),
+        2,
+        ("array features/-1", MARKED, "file c/1/0/0 is missing", REPAIR),
+        nothing_scored,
+    ),
+    Case(
+        "fingerprint-token-shard-empty",
+        token_shard(lambda p: p.write_bytes(b"")),
+        2,
+        ("array features/-1", MARKED, "file c/1/0/0 is truncated (0 bytes)", REPAIR),
+        nothing_scored,
+    ),
+    Case(
+        "fingerprint-token-shard-truncated",
+        token_shard(truncate_half),
+        2,
+        ("array features/-1", MARKED, "fails its checksum (truncated or overwritten)", REPAIR),
+        nothing_scored,
+    ),
+    Case(
+        "fingerprint-token-shard-wrong-size",
+        token_shard(pad),
+        2,
+        ("array features/-1", MARKED, "fails its checksum", REPAIR),
+        nothing_scored,
+    ),
+    Case(
+        "fingerprint-done-without-data",
+        token_shard(lambda p: drop_chunk_from_index(p, 4)),
+        2,
+        (
+            "array features/-1",
+            "row(s) 20 are marked done but have no usable data",
+            "its index lists no chunk for row(s) 20",
+            REPAIR,
+        ),
+        nothing_scored,
+    ),
+    Case(
+        "fingerprint-flipped-byte",
+        token_shard(lambda p: flip_byte(p, 40)),
+        2,
+        ("array features/-1", "row(s) 16 cannot be read, the data is damaged", "checksum", REPAIR),
+        nothing_scored,
+    ),
+    Case(
+        "fingerprint-flipped-byte-view",
+        view_flipped(),
+        2,
+        ("array pooled/-1/", "row(s) 16-31 cannot be read, the data is damaged", "checksum", REPAIR),
+        nothing_scored,
+    ),
+    Case(
+        "fingerprint-done-garbage",
+        done_garbage("fingerprint"),
+        2,
+        ("array done", "row(s) 0-15 cannot be read, the data is damaged", REPAIR),
+        nothing_scored,
+    ),
     Case("ls-done-garbage", done_garbage("ls"), 2, ("array done", "row(s) 0-15 cannot be read", REPAIR)),
-    Case("array-zarr-json-deleted", metadata_deleted("GROUP/features/-1"), 2,
-         ("features/-1: cache array is missing (no zarr.json)", "extract again"), nothing_scored),
-    Case("group-zarr-json-deleted", metadata_deleted("GROUP"), 2,
-         ("no features of vfm 'pixels' (groups: none); folder(s) {key} of",
-          "hold a cache group whose zarr.json is missing: `ava cache extract` of its VFM rebuilds it"),
-         nothing_scored),
-    Case("verify-group-zarr-json-deleted", metadata_deleted("GROUP", "verify"), 1,
-         ("{key}: folder of a cache group without its zarr.json",)),
+    Case(
+        "array-zarr-json-deleted",
+        metadata_deleted("GROUP/features/-1"),
+        2,
+        ("features/-1: cache array is missing (no zarr.json)", "extract again"),
+        nothing_scored,
+    ),
+    Case(
+        "group-zarr-json-deleted",
+        metadata_deleted("GROUP"),
+        2,
+        (
+            "no features of vfm 'pixels' (groups: none); folder(s) {key} of",
+            "hold a cache group whose zarr.json is missing: `ava cache extract` of its VFM rebuilds it",
+        ),
+        nothing_scored,
+    ),
+    Case(
+        "verify-group-zarr-json-deleted",
+        metadata_deleted("GROUP", "verify"),
+        1,
+        ("{key}: folder of a cache group without its zarr.json",),
+    ),
     Case("root-zarr-json-deleted", metadata_deleted("."), 2, ("holds no feature cache",), nothing_scored),
     Case("cache-is-a-file", cache_is_a_file(), 2, ("cache holds no feature cache",), nothing_scored),
-    Case("verify-pooled-shard-deleted", verify_after("pooled/-1/mean", Path.unlink), 1,
-         ("array pooled/-1/mean: shard 1 (rows 16-31) cannot be read: file c/1/0 is missing, though row(s) 16-31 "
-          "are marked done",)),
-    Case("verify-token-shard-deleted", verify_after("features/-1", Path.unlink), 1,
-         ("array features/-1: shard 1 (rows 16-31) cannot be read: file c/1/0/0 is missing, though row(s) 16-31 "
-          "are marked done",)),
-    Case("verify-token-shard-empty", verify_after("features/-1", lambda p: p.write_bytes(b"")), 1,
-         ("array features/-1: shard 1 (rows 16-31) cannot be read: file c/1/0/0 is truncated (0 bytes)",)),
-    Case("verify-done-without-data", verify_after("features/-1", lambda p: drop_chunk_from_index(p, 4)),
-         1, ("array features/-1: shard 1 (rows 16-31): its index lists no chunk for row(s) 20",)),
-    Case("info-token-shard-deleted", verify_after("features/-1", Path.unlink, "info"), 2,
-         ("array features/-1", MARKED, REPAIR)),
-    Case("extract-keeps-missing-rows", extract_keeping_missing_rows(), 2,
-         ("array features/-1", "row(s) 16-19, 21-31 are marked done but have no usable data", REPAIR)),
-    Case("disk-full-knn-index", disk_full("knn", ".faiss"), 2,
-         ("knn-pixels/knn/counting.faiss: no space left on device (ENOSPC)", "run the same command again"),
-         no_partial_files("knn-pixels", ".faiss")),
-    Case("disk-full-probe-weights", disk_full("probe-linear", "probe.safetensors"), 2,
-         ("probe-linear-pixels/probe.safetensors: no space left on device (ENOSPC)",),
-         no_partial_files("probe-linear-pixels", "probe.safetensors")),
-    Case("disk-full-ability-record", disk_full("probe-linear", "counting.safetensors"), 2,
-         ("abilities/counting.safetensors: no space left on device (ENOSPC)",),
-         no_partial_files("probe-linear-pixels", "counting.safetensors")),
-]  # fmt: skip
+    Case(
+        "verify-pooled-shard-deleted",
+        verify_after("pooled/-1/mean", Path.unlink),
+        1,
+        (
+            "array pooled/-1/mean: shard 1 (rows 16-31) cannot be read: file c/1/0 is missing, though row(s) 16-31 "
+            "are marked done",
+        ),
+    ),
+    Case(
+        "verify-token-shard-deleted",
+        verify_after("features/-1", Path.unlink),
+        1,
+        (
+            "array features/-1: shard 1 (rows 16-31) cannot be read: file c/1/0/0 is missing, though row(s) 16-31 "
+            "are marked done",
+        ),
+    ),
+    Case(
+        "verify-token-shard-empty",
+        verify_after("features/-1", lambda p: p.write_bytes(b"")),
+        1,
+        ("array features/-1: shard 1 (rows 16-31) cannot be read: file c/1/0/0 is truncated (0 bytes)",),
+    ),
+    Case(
+        "verify-done-without-data",
+        verify_after("features/-1", lambda p: drop_chunk_from_index(p, 4)),
+        1,
+        ("array features/-1: shard 1 (rows 16-31): its index lists no chunk for row(s) 20",),
+    ),
+    Case(
+        "info-token-shard-deleted",
+        verify_after("features/-1", Path.unlink, "info"),
+        2,
+        ("array features/-1", MARKED, REPAIR),
+    ),
+    Case(
+        "extract-keeps-missing-rows",
+        extract_keeping_missing_rows(),
+        2,
+        ("array features/-1", "row(s) 16-19, 21-31 are marked done but have no usable data", REPAIR),
+    ),
+    Case(
+        "disk-full-knn-index",
+        disk_full("knn", ".faiss"),
+        2,
+        ("knn-pixels/knn/counting.faiss: no space left on device (ENOSPC)", "run the same command again"),
+        no_partial_files("knn-pixels", ".faiss"),
+    ),
+    Case(
+        "disk-full-probe-weights",
+        disk_full("probe-linear", "probe.safetensors"),
+        2,
+        ("probe-linear-pixels/probe.safetensors: no space left on device (ENOSPC)",),
+        no_partial_files("probe-linear-pixels", "probe.safetensors"),
+    ),
+    Case(
+        "disk-full-ability-record",
+        disk_full("probe-linear", "counting.safetensors"),
+        2,
+        ("abilities/counting.safetensors: no space left on device (ENOSPC)",),
+        no_partial_files("probe-linear-pixels", "counting.safetensors"),
+    ),
+]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_bad_cache_input(case: Case, clean: Clean, tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                         monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_bad_cache_input(
+    case: Case, clean: Clean, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     args = case.setup(tmp_path, clean, monkeypatch)
     code, output = run_cli(args, capsys, monkeypatch)
     monkeypatch.undo()  # the full-disk stand-ins end with the command
@@ -334,14 +474,19 @@ def test_bad_cache_input(case: Case, clean: Clean, tmp_path: Path, capsys: pytes
 
 # -- the repair route, end to end ---------------------------------------------------------------------------------
 def _files(root: Path) -> dict[str, bytes]:
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file() and not p.name.startswith(".")}  # fmt: skip
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not p.name.startswith(".")
+    }
 
 
 def test_verify_repair_then_extract_gives_the_undamaged_cache_back(
-    clean: Clean, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    clean: Clean,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+) -> None:
     """Every kind of damage at once; verify names each with its rows, --repair marks exactly those rows, and extract
     recomputes only them: every file of the group is then byte-identical to the undamaged cache's."""
     data, cache, group = _copy(clean, tmp_path)
@@ -353,16 +498,36 @@ def test_verify_repair_then_extract_gives_the_undamaged_cache_back(
     flip_byte(shard_file(group, "features/-1", 4), 40)  # row 64
     code, output = run_cli(["cache", "verify", str(cache), "-q", "--repair"], capsys, monkeypatch)
     assert code == 1
-    for line in ("array pooled/-1/mean: shard 0 (rows 0-15) cannot be read: file c/0/0 is missing",
-                 "array features/-1: shard 1 (rows 16-31) cannot be read: file c/1/0/0 is missing",
-                 "array features/-1: shard 2 (rows 32-47) cannot be read: file c/2/0/0 is truncated (0 bytes)",
-                 "array features/-1: shard 3 (rows 48-63): its index lists no chunk for row(s) 50",
-                 "array features/-1: row(s) 64 fail their checksum",
-                 "50 row(s) marked for re-extraction"):  # fmt: skip
+    for line in (
+        "array pooled/-1/mean: shard 0 (rows 0-15) cannot be read: file c/0/0 is missing",
+        "array features/-1: shard 1 (rows 16-31) cannot be read: file c/1/0/0 is missing",
+        "array features/-1: shard 2 (rows 32-47) cannot be read: file c/2/0/0 is truncated (0 bytes)",
+        "array features/-1: shard 3 (rows 48-63): its index lists no chunk for row(s) 50",
+        "array features/-1: row(s) 64 fail their checksum",
+        "50 row(s) marked for re-extraction",
+    ):
         assert line in " ".join(output.split()), f"{line!r} not in: {output}"
-    code, output = run_cli(["cache", "extract", "--vfm", "pixels", "--data", str(data), "--cache", str(cache),
-                            "--layers", "-1", "--device", "cpu", "--shard-size", str(SHARD), "-q"], capsys,
-                           monkeypatch)  # fmt: skip
+    code, output = run_cli(
+        [
+            "cache",
+            "extract",
+            "--vfm",
+            "pixels",
+            "--data",
+            str(data),
+            "--cache",
+            str(cache),
+            "--layers",
+            "-1",
+            "--device",
+            "cpu",
+            "--shard-size",
+            str(SHARD),
+            "-q",
+        ],
+        capsys,
+        monkeypatch,
+    )
     assert code == 0 and "50 extracted" in output, output
     assert run_cli(["cache", "verify", str(cache), "-q"], capsys, monkeypatch)[0] == 0
     assert _files(cache) == _files(clean[1])
@@ -391,12 +556,32 @@ def _predictions(run: Path) -> dict[str, bytes]:
 
 @pytest.mark.slow
 def test_fingerprint_resumes_after_a_full_disk(
-    clean: Clean, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    clean: Clean,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+) -> None:
     data, cache = clean[0], clean[1]
-    args = ["fingerprint", "--vfm", "pixels", "--data", str(data), "--cache", str(cache), "--head", "knn",
-            "--head", "probe-linear", "--ava", "color,counting", "--device", "cpu", "-q", "--jobs", "1"]  # fmt: skip
+    args = [
+        "fingerprint",
+        "--vfm",
+        "pixels",
+        "--data",
+        str(data),
+        "--cache",
+        str(cache),
+        "--head",
+        "knn",
+        "--head",
+        "probe-linear",
+        "--ava",
+        "color,counting",
+        "--device",
+        "cpu",
+        "-q",
+        "--jobs",
+        "1",
+    ]
     assert run_cli([*args, "--out", str(tmp_path / "ref")], capsys, monkeypatch)[0] == 0
     with monkeypatch.context() as mp:
         full_disk_for(mp, "counting.faiss")  # colour is recorded, then the disk fills

@@ -40,8 +40,16 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     root = tmp_path_factory.mktemp("base")
     generate(SynthConfig(out=str(root / "data"), per_ava=10, ava=["color"], size=64, workers=1), progress=False)
-    extract(ExtractConfig(vfm="pixels", data=str(root / "data"), cache=str(root / "cache"), device="cpu",
-                          progress=False, num_workers=0))  # fmt: skip
+    extract(
+        ExtractConfig(
+            vfm="pixels",
+            data=str(root / "data"),
+            cache=str(root / "cache"),
+            device="cpu",
+            progress=False,
+            num_workers=0,
+        )
+    )
     return root
 
 
@@ -55,8 +63,29 @@ def knn_run_in(where: Path, mp: pytest.MonkeyPatch) -> Path:
     for name in ("data", "cache"):
         shutil.copytree(BASE["root"] / name, where / name)
     mp.chdir(where)
-    mp.setattr(sys, "argv", ["ava", "head", "train", "--head", "knn", "--vfm", "pixels", "--data", "data", "--cache",
-                             "cache", "--out", "run", "--k", "1", "--device", "cpu"])  # fmt: skip
+    mp.setattr(
+        sys,
+        "argv",
+        [
+            "ava",
+            "head",
+            "train",
+            "--head",
+            "knn",
+            "--vfm",
+            "pixels",
+            "--data",
+            "data",
+            "--cache",
+            "cache",
+            "--out",
+            "run",
+            "--k",
+            "1",
+            "--device",
+            "cpu",
+        ],
+    )
     with pytest.raises(SystemExit) as done:
         main()
     assert done.value.code in (0, None)
@@ -115,8 +144,10 @@ def eval_changed_data(tmp: Path, mp: pytest.MonkeyPatch) -> list[str]:
 def legacy_run(tmp: Path, mp: pytest.MonkeyPatch) -> Path:
     """A run as ava wrote it before identities: relative paths in config.json, no data_identity in run.json."""
     run = knn_run_in(tmp / "A", mp)
-    for name, edit in (("config.json", lambda c: c.update(data="data", cache="cache", out="run")),
-                       ("run.json", lambda r: r.pop("data_identity") and None)):  # fmt: skip
+    for name, edit in (
+        ("config.json", lambda c: c.update(data="data", cache="cache", out="run")),
+        ("run.json", lambda r: r.pop("data_identity") and None),
+    ):
         obj = json.loads((run / name).read_text())
         edit(obj)
         (run / name).write_text(json.dumps(obj))
@@ -146,8 +177,16 @@ def llm_run_online_remote(tmp: Path, mp: pytest.MonkeyPatch) -> list[str]:
     data = make_dataset(tmp / "data", n_images=4)
     run = tmp / "run"
     run.mkdir()
-    cfg = LLMHeadConfig(ava=["color"], vfm=f"hf:{ckpt}", data=str(data), out=str(run), features="online",
-                        trust_remote_code=True, device="cpu", llm="tiny-random-qwen2")  # fmt: skip
+    cfg = LLMHeadConfig(
+        ava=["color"],
+        vfm=f"hf:{ckpt}",
+        data=str(data),
+        out=str(run),
+        features="online",
+        trust_remote_code=True,
+        device="cpu",
+        llm="tiny-random-qwen2",
+    )
     (run / "config.json").write_text(json.dumps(cfg.__dict__))
     (run / "run.json").write_text(json.dumps({"head": "llm", "vfm": cfg.vfm, "abilities": ["color"]}))
     return ["head", "eval", "--run", str(run), "--device", "cpu"]
@@ -208,9 +247,17 @@ def pickled_cache(tmp: Path, mp: pytest.MonkeyPatch) -> list[str]:
             continue
         shape = json.loads(meta.read_text())["shape"]
         meta.unlink()
-        zarray = {"zarr_format": 2, "shape": shape, "chunks": shape, "dtype": "<f4", "fill_value": 0.0,
-                  "order": "C", "filters": None, "compressor": {"id": "pickle"},
-                  "dimension_separator": "."}  # fmt: skip
+        zarray = {
+            "zarr_format": 2,
+            "shape": shape,
+            "chunks": shape,
+            "dtype": "<f4",
+            "fill_value": 0.0,
+            "order": "C",
+            "filters": None,
+            "compressor": {"id": "pickle"},
+            "dimension_separator": ".",
+        }
         (meta.parent / ".zarray").write_text(json.dumps(zarray))
         (meta.parent / ".".join("0" * len(shape))).write_bytes(blob)
     return ["head", "eval", "--run", str(run)]
@@ -240,8 +287,21 @@ def dataset_eps_image(tmp: Path, mp: pytest.MonkeyPatch) -> list[str]:
     path = data / "samples" / "color.jsonl"
     rec = json.loads(path.read_text())
     path.write_text(json.dumps({**rec, "image": "ab/evil.png"}) + "\n")
-    return ["cache", "extract", "--vfm", "pixels", "--data", str(data), "--cache", str(tmp / "c"), "--device", "cpu",
-            "--num-workers", "0", "-q"]  # fmt: skip
+    return [
+        "cache",
+        "extract",
+        "--vfm",
+        "pixels",
+        "--data",
+        str(data),
+        "--cache",
+        str(tmp / "c"),
+        "--device",
+        "cpu",
+        "--num-workers",
+        "0",
+        "-q",
+    ]
 
 
 def import_eps_image(tmp: Path, mp: pytest.MonkeyPatch) -> list[str]:
@@ -305,12 +365,31 @@ def in_checkpoint_dir(vfm: str) -> Callable[[Path, pytest.MonkeyPatch], list[str
         from transformers import ViTConfig, ViTModel
 
         data = dataset_with_image(tmp, "x")
-        cfg = ViTConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-                        image_size=32, patch_size=16)  # fmt: skip
+        cfg = ViTConfig(
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=64,
+            image_size=32,
+            patch_size=16,
+        )
         ViTModel(cfg, add_pooling_layer=False).save_pretrained(tmp / "here")
         mp.chdir(tmp / "here")
-        return ["cache", "extract", "--vfm", vfm, "--data", str(data), "--cache", str(tmp / "c"), "--device", "cpu",
-                "--num-workers", "0", "-q"]  # fmt: skip
+        return [
+            "cache",
+            "extract",
+            "--vfm",
+            vfm,
+            "--data",
+            str(data),
+            "--cache",
+            str(tmp / "c"),
+            "--device",
+            "cpu",
+            "--num-workers",
+            "0",
+            "-q",
+        ]
 
     return setup
 
@@ -318,8 +397,21 @@ def in_checkpoint_dir(vfm: str) -> Callable[[Path, pytest.MonkeyPatch], list[str
 def extract_vfm(vfm: str) -> Callable[[Path, pytest.MonkeyPatch], list[str]]:
     def setup(tmp: Path, mp: pytest.MonkeyPatch) -> list[str]:
         data = dataset_with_image(tmp, "x")
-        return ["cache", "extract", "--vfm", vfm, "--data", str(data), "--cache", str(tmp / "c"), "--device", "cpu",
-                "--num-workers", "0", "-q"]  # fmt: skip
+        return [
+            "cache",
+            "extract",
+            "--vfm",
+            vfm,
+            "--data",
+            str(data),
+            "--cache",
+            str(tmp / "c"),
+            "--device",
+            "cpu",
+            "--num-workers",
+            "0",
+            "-q",
+        ]
 
     return setup
 
@@ -382,16 +474,26 @@ def _eval_questions(tmp: Path, lines: list[str]) -> list[str]:
     src = tmp / "src"
     src.mkdir()
     (src / "a.png").write_bytes(png_bytes())
-    good = {"question_id": "ok", "image": "a.png", "text": "What color is shown within the red bounding box?",
-            "answer": "[1, 2, 3]", "ava": "color"}  # fmt: skip
+    good = {
+        "question_id": "ok",
+        "image": "a.png",
+        "text": "What color is shown within the red bounding box?",
+        "answer": "[1, 2, 3]",
+        "ava": "color",
+    }
     (src / "q.jsonl").write_text("".join(line + "\n" for line in [json.dumps(good), *lines]))
     return ["data", "import", str(src), "--format", "eval", "--out", str(tmp / "ds"), "-q"]
 
 
 def eval_rows(rows: list[dict]) -> Callable[[Path, pytest.MonkeyPatch], list[str]]:
     def setup(tmp: Path, mp: pytest.MonkeyPatch) -> list[str]:
-        good = {"question_id": "ok", "image": "a.png", "text": "What color is shown within the red bounding box?",
-                "answer": "[1, 2, 3]", "ava": "color"}  # fmt: skip
+        good = {
+            "question_id": "ok",
+            "image": "a.png",
+            "text": "What color is shown within the red bounding box?",
+            "answer": "[1, 2, 3]",
+            "ava": "color",
+        }
         return _eval_questions(tmp, [json.dumps({**good, "question_id": f"bad{i}", **r}) for i, r in enumerate(rows)])
 
     return setup
@@ -409,47 +511,117 @@ IO_LINE = "images: Input/output error"  # the run stops on it; no sample is blam
 CASES = [
     # run directories are self-contained
     Case("eval-from-another-dir", eval_from_elsewhere, 0, "run directory", scored_on_a),
-    Case("eval-data-changed", eval_changed_data, 2,
-         "was trained on other data: the 'color' samples of data are not those recorded", untouched("run")),
+    Case(
+        "eval-data-changed",
+        eval_changed_data,
+        2,
+        "was trained on other data: the 'color' samples of data are not those recorded",
+        untouched("run"),
+    ),
     Case("eval-legacy-run-elsewhere", eval_legacy_from_elsewhere, 2, "was scored on", untouched("run")),
     # a run directory never decides that code runs
-    Case("eval-recorded-trust-remote-code", llm_run_online_remote, 2, "records trust_remote_code = true",
-         payload_not_run),
+    Case(
+        "eval-recorded-trust-remote-code", llm_run_online_remote, 2, "records trust_remote_code = true", payload_not_run
+    ),
     Case("eval-trust-flag-not-recorded", llm_flag_not_recorded, 2, "--trust-remote-code: ", payload_not_run),
     Case("eval-trust-flag-knn", knn_run_flag, 2, "--trust-remote-code apply to LLM-head runs only", untouched("run")),
-    Case("eval-config-not-object", run_file_edit("config.json", lambda c: [c]), 2, "config.json: a JSON list",
-         untouched("run")),
-    Case("eval-config-negative-lr", run_file_edit("config.json", lambda c: c.update(lr=-1.0)), 2,
-         "config.json: lr: must be a finite", untouched("run")),
-    Case("eval-config-unknown-field", run_file_edit("config.json", lambda c: c.update(evil=1)), 2,
-         "unknown field(s) ['evil']", untouched("run")),
-    Case("eval-config-data-number", run_file_edit("config.json", lambda c: c.update(data=5)), 2,
-         "data = 5: expected a string", untouched("run")),
-    Case("eval-run-json-no-head", run_file_edit("run.json", lambda r: r.pop("head") and None), 2,
-         "run.json: head None is not one of", untouched("run")),
-    Case("eval-run-json-head-list", run_file_edit("run.json", lambda r: r.update(head=["knn"])), 2,
-         "run.json: head ['knn'] is not one of", untouched("run")),
-    Case("eval-run-json-abilities-string", run_file_edit("run.json", lambda r: r.update(abilities="color")), 2,
-         "'abilities' is 'color', not a list", untouched("run")),
-    Case("eval-meta-list", run_file_edit("knn.json", lambda m: list(m)), 2, "knn.json: a JSON list",
-         untouched("run")),
+    Case(
+        "eval-config-not-object",
+        run_file_edit("config.json", lambda c: [c]),
+        2,
+        "config.json: a JSON list",
+        untouched("run"),
+    ),
+    Case(
+        "eval-config-negative-lr",
+        run_file_edit("config.json", lambda c: c.update(lr=-1.0)),
+        2,
+        "config.json: lr: must be a finite",
+        untouched("run"),
+    ),
+    Case(
+        "eval-config-unknown-field",
+        run_file_edit("config.json", lambda c: c.update(evil=1)),
+        2,
+        "unknown field(s) ['evil']",
+        untouched("run"),
+    ),
+    Case(
+        "eval-config-data-number",
+        run_file_edit("config.json", lambda c: c.update(data=5)),
+        2,
+        "data = 5: expected a string",
+        untouched("run"),
+    ),
+    Case(
+        "eval-run-json-no-head",
+        run_file_edit("run.json", lambda r: r.pop("head") and None),
+        2,
+        "run.json: head None is not one of",
+        untouched("run"),
+    ),
+    Case(
+        "eval-run-json-head-list",
+        run_file_edit("run.json", lambda r: r.update(head=["knn"])),
+        2,
+        "run.json: head ['knn'] is not one of",
+        untouched("run"),
+    ),
+    Case(
+        "eval-run-json-abilities-string",
+        run_file_edit("run.json", lambda r: r.update(abilities="color")),
+        2,
+        "'abilities' is 'color', not a list",
+        untouched("run"),
+    ),
+    Case("eval-meta-list", run_file_edit("knn.json", lambda m: list(m)), 2, "knn.json: a JSON list", untouched("run")),
     # caches and datasets hold no code
     Case("cache-pickle-codec", pickled_cache, 2, "cache array cannot be opened", payload_not_run),
     Case("dataset-eps-image", dataset_eps_image, 1, "cannot identify image file", payload_not_run),
-    Case("import-eps-image", import_eps_image, 1, "evil.eps: cannot decode image (not an image format ava reads",
-         payload_not_run),
+    Case(
+        "import-eps-image",
+        import_eps_image,
+        1,
+        "evil.eps: cannot decode image (not an image format ava reads",
+        payload_not_run,
+    ),
     # datasets are checked on read
-    Case("dataset-duplicate-id", dataset_lines(duplicate_test_sample), 2, "duplicate sample: ava 'color', id",
-         nothing_scored),
-    Case("dataset-image-number", dataset_lines(first_test("image", 5)), 2, "field 'image' is 5, not a string",
-         nothing_scored),
+    Case(
+        "dataset-duplicate-id",
+        dataset_lines(duplicate_test_sample),
+        2,
+        "duplicate sample: ava 'color', id",
+        nothing_scored,
+    ),
+    Case(
+        "dataset-image-number",
+        dataset_lines(first_test("image", 5)),
+        2,
+        "field 'image' is 5, not a string",
+        nothing_scored,
+    ),
     Case("dataset-id-number", dataset_lines(first_test("id", 7)), 2, "field 'id' is 7, not a string", nothing_scored),
-    Case("dataset-truth-list", dataset_lines(first_test("truth", [1])), 2, "field 'truth' is [1], not an object",
-         nothing_scored),
-    Case("dataset-line-not-object", dataset_lines(lambda ls: [*ls, "[1, 2]"]), 2, "not a JSON object but list",
-         nothing_scored),
-    Case("dataset-stray-ava", dataset_lines(first_test("ava", "counting")), 2, "says ava 'counting', but this file",
-         nothing_scored),
+    Case(
+        "dataset-truth-list",
+        dataset_lines(first_test("truth", [1])),
+        2,
+        "field 'truth' is [1], not an object",
+        nothing_scored,
+    ),
+    Case(
+        "dataset-line-not-object",
+        dataset_lines(lambda ls: [*ls, "[1, 2]"]),
+        2,
+        "not a JSON object but list",
+        nothing_scored,
+    ),
+    Case(
+        "dataset-stray-ava",
+        dataset_lines(first_test("ava", "counting")),
+        2,
+        "says ava 'counting', but this file",
+        nothing_scored,
+    ),
     Case("dataset-json-list", dataset_json_list, 2, "dataset.json: not an ava dataset (a JSON list", None),
     # --vfm names
     Case("vfm-hf-empty", in_checkpoint_dir("hf:"), 2, "no checkpoint after 'hf:'", no_cache),
@@ -459,18 +631,23 @@ CASES = [
     Case("vfm-size-100000", extract_vfm("pixels#size=100000"), 2, "size must be an integer in 1..4096", no_cache),
     Case("vfm-size-unicode-digit", extract_vfm("pixels#size=²"), 2, "bad option 'size=²'", no_cache),
     Case("vfm-size-5000-digits", extract_vfm("pixels#size=" + "9" * 5000), 2, "bad option 'size=9999999999", no_cache),
-    Case("vfm-hf-pool-huge", extract_vfm("hf:/nowhere#pool=100000"), 2, "pool must be an integer in 1..512",
-         no_cache),
+    Case("vfm-hf-pool-huge", extract_vfm("hf:/nowhere#pool=100000"), 2, "pool must be an integer in 1..512", no_cache),
     Case("extract-io-error", extract_io_error, 1, IO_LINE, None),
     # imports
-    Case("llava-ava-number", llava_rows([{"id": "n", "ava": 5}]), 1, "field 'ava' is 5, not a string",
-         only_ok_imported),
-    Case("llava-ava-list", llava_rows([{"id": "l", "ava": ["color"]}]), 1, 'field \'ava\' is ["color"], not a',
-         only_ok_imported),
+    Case(
+        "llava-ava-number", llava_rows([{"id": "n", "ava": 5}]), 1, "field 'ava' is 5, not a string", only_ok_imported
+    ),
+    Case(
+        "llava-ava-list",
+        llava_rows([{"id": "l", "ava": ["color"]}]),
+        1,
+        "field 'ava' is [\"color\"], not a",
+        only_ok_imported,
+    ),
     Case("llava-deep-json", deep_json, 2, "data.json: JSON nested too deeply", None),
     Case("eval-deep-jsonl-line", deep_jsonl_line, 1, "line 2: JSON nested too deeply", only_ok_question),
     Case("eval-text-number", eval_rows([{"text": 5}]), 1, "field 'text' is 5, not a string", only_ok_question),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])

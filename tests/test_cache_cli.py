@@ -132,21 +132,30 @@ def test_bad_options_are_user_errors(tmp_path: Path) -> None:
 
 
 # -- a credential written into a cache URL: refused, never echoed ----------------------------------------------------
-SECRET_URLS = ["s3://AKIAEXAMPLE:wJalr/XUtnFEMI+K7MDENG@bucket/features", "gs://AKIAEXAMPLE:wJalr@bucket/c",
-               "s3://wJalrXUtnFEMIK7MDENGtoken@bucket/c"]  # fmt: skip
+SECRET_URLS = [
+    "s3://AKIAEXAMPLE:wJalr/XUtnFEMI+K7MDENG@bucket/features",
+    "gs://AKIAEXAMPLE:wJalr@bucket/c",
+    "s3://wJalrXUtnFEMIK7MDENGtoken@bucket/c",
+]
 
 
 def _commands(url: str, tmp: Path) -> list[list[str]]:
     local = str(tmp / "local")
-    return [["cache", "ls", url], ["cache", "info", url], ["cache", "verify", url], ["cache", "push", local, url],
-            ["cache", "pull", url, local],
-            ["cache", "extract", "--vfm", "pixels", "--data", str(tmp / "data"), "--cache", url],
-            ["fingerprint", "--vfm", "pixels", "--data", str(tmp / "data"), "--cache", url, "--out", str(tmp / "r")]]
+    return [
+        ["cache", "ls", url],
+        ["cache", "info", url],
+        ["cache", "verify", url],
+        ["cache", "push", local, url],
+        ["cache", "pull", url, local],
+        ["cache", "extract", "--vfm", "pixels", "--data", str(tmp / "data"), "--cache", url],
+        ["fingerprint", "--vfm", "pixels", "--data", str(tmp / "data"), "--cache", url, "--out", str(tmp / "r")],
+    ]
 
 
 @pytest.mark.parametrize("url", SECRET_URLS)
-def test_a_credential_in_a_cache_url_is_refused_and_redacted_in_every_command(tmp_path: Path, url: str, capsys,
-                                                                               monkeypatch) -> None:  # fmt: skip
+def test_a_credential_in_a_cache_url_is_refused_and_redacted_in_every_command(
+    tmp_path: Path, url: str, capsys, monkeypatch
+) -> None:
     from tests.test_bad_inputs import run_cli
 
     make_dataset(tmp_path / "data", n_images=2)
@@ -158,15 +167,21 @@ def test_a_credential_in_a_cache_url_is_refused_and_redacted_in_every_command(tm
     assert not (tmp_path / "local").exists() and not (tmp_path / "r").exists()
 
 
-@pytest.mark.parametrize(("text", "shown"), [
-    ("s3://KEY:SECRET@bucket/c", "s3://***@bucket/c"),
-    ("--cache s3://AKIA:wJal/rXU+t@b/c: refused", "--cache s3://***@b/c: refused"),  # a '/' in the secret
-    ("s3://K:S/x@bucket/model@v1", "s3://***@bucket/model@v1"),
-    ("https://token@host/x", "https://***@host/x"),
-    ("https://h/x?X-Amz-Signature=abc&part=1&access_token=zz", "https://h/x?X-Amz-Signature=***&part=1&access_token=***"),
-    ("s3://bucket/model@v1", "s3://bucket/model@v1"),  # an '@' in a path is no credential
-    ("clip@/path/to/dir and hf:org/model and a@b.com", "clip@/path/to/dir and hf:org/model and a@b.com"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("s3://KEY:SECRET@bucket/c", "s3://***@bucket/c"),
+        ("--cache s3://AKIA:wJal/rXU+t@b/c: refused", "--cache s3://***@b/c: refused"),  # a '/' in the secret
+        ("s3://K:S/x@bucket/model@v1", "s3://***@bucket/model@v1"),
+        ("https://token@host/x", "https://***@host/x"),
+        (
+            "https://h/x?X-Amz-Signature=abc&part=1&access_token=zz",
+            "https://h/x?X-Amz-Signature=***&part=1&access_token=***",
+        ),
+        ("s3://bucket/model@v1", "s3://bucket/model@v1"),  # an '@' in a path is no credential
+        ("clip@/path/to/dir and hf:org/model and a@b.com", "clip@/path/to/dir and hf:org/model and a@b.com"),
+    ],
+)
 def test_redact(text: str, shown: str) -> None:
     from ava.errors import redact
 
@@ -176,8 +191,26 @@ def test_redact(text: str, shown: str) -> None:
 # -- push / pull: only what differs is sent; another dataset's cache is not replaced without --force -----------------
 def _pixels_cache(tmp: Path, name: str, seed: int) -> tuple[Path, Path]:
     data = make_dataset(tmp / f"data-{name}", n_images=6, seed=seed)
-    out = runner.invoke(app, ["cache", "extract", "--vfm", "pixels", "--data", str(data), "--cache", str(tmp / name),
-                              "--shard-size", "4", "--batch-size", "2", "--device", "cpu", "-q"])  # fmt: skip
+    out = runner.invoke(
+        app,
+        [
+            "cache",
+            "extract",
+            "--vfm",
+            "pixels",
+            "--data",
+            str(data),
+            "--cache",
+            str(tmp / name),
+            "--shard-size",
+            "4",
+            "--batch-size",
+            "2",
+            "--device",
+            "cpu",
+            "-q",
+        ],
+    )
     assert out.exit_code == 0, out.output
     return data, tmp / name
 
@@ -190,8 +223,11 @@ def _cli(args: list[str], capsys, monkeypatch) -> tuple[int, str]:
 
 def _files(root: Path) -> dict[str, bytes]:
     """Every file of a cache but its locks (hidden names), with its bytes."""
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file() and not p.name.startswith(".")}  # fmt: skip
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not p.name.startswith(".")
+    }
 
 
 def test_a_copy_sends_only_what_differs_by_size_and_checksum(tmp_path: Path, capsys, monkeypatch) -> None:

@@ -302,15 +302,19 @@ def test_int4_shards_are_the_files_zarr_writes(data: Path, tmp_path: Path, monke
             monkeypatch.setattr(CacheGroup, "encoder", lambda self, name: None)
         extract(_cfg(data, tmp_path / way, vfm="pixels#size=16", codec="int4", num_workers=0))
         root = tmp_path / way
-        files[way] = {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*")
-                      if p.is_file() and not p.name.startswith(".")}  # fmt: skip
+        files[way] = {
+            str(p.relative_to(root)): p.read_bytes()
+            for p in root.rglob("*")
+            if p.is_file() and not p.name.startswith(".")
+        }
     assert files["ours"].keys() == files["zarr"].keys() and any("scales" in k for k in files["ours"])
     assert [k for k in files["ours"] if files["ours"][k] != files["zarr"][k]] == []
 
 
 @pytest.mark.parametrize(("codec", "held"), [("int8", "float32"), ("int4", "codes")])
-def test_a_non_finite_scale_in_a_later_chunk_is_named(data: Path, tmp_path: Path, codec: str, held: str,
-                                                      monkeypatch) -> None:  # fmt: skip
+def test_a_non_finite_scale_in_a_later_chunk_is_named(
+    data: Path, tmp_path: Path, codec: str, held: str, monkeypatch
+) -> None:
     """An int8/int4 cache's rows are read a chunk per reader thread, decoded into float32 or held as codes: a NaN
     scale planted in the last chunk's row is refused from that thread, naming its sample, and the chunks before it
     are not blamed."""
@@ -346,8 +350,9 @@ def _codes_only_fit(monkeypatch: pytest.MonkeyPatch, n: int, cache: object) -> N
 
 
 @pytest.mark.parametrize("codec", ["int8", "int4"])
-def test_codes_held_where_float32_would_not_fit_give_the_same_rows(data: Path, tmp_path: Path, codec: str,
-                                                                   monkeypatch) -> None:  # fmt: skip
+def test_codes_held_where_float32_would_not_fit_give_the_same_rows(
+    data: Path, tmp_path: Path, codec: str, monkeypatch
+) -> None:
     """Where an ability's float32 rows would not fit but the stored codes do, the codes are held and decoded batch
     by batch: every read path gives the float32 values the cache gives (not streamed from the cache)."""
     from ava.cache.placement import HOST
@@ -435,8 +440,9 @@ def test_a_fingerprint_on_held_codes_scores_as_on_float32(tmp_path: Path, monkey
     from tests._module_fixtures import small_suite
 
     suite = small_suite(tmp_path / "suite")  # 20 images per ability
-    extract(ExtractConfig(vfm=VFM, data=str(suite), cache=str(tmp_path / "c"), device="cpu", codec="int4",
-                          progress=False))  # fmt: skip
+    extract(
+        ExtractConfig(vfm=VFM, data=str(suite), cache=str(tmp_path / "c"), device="cpu", codec="int4", progress=False)
+    )
     cache = open_cache(tmp_path / "c", VFM)
     row32, row = cache.num_tokens * cache.dim * 4, sum(cache.group.codec.row_bytes(cache.num_tokens, cache.dim))
     runs = {}
@@ -444,11 +450,23 @@ def test_a_fingerprint_on_held_codes_scores_as_on_float32(tmp_path: Path, monkey
         if held == "codes":  # room for 30 rows' codes (an ability has 20 images), under 8 rows of float32
             assert 30 * row < 8 * row32
             monkeypatch.setattr(placement, "host_free_bytes", lambda: int(30 * row / placement.SHARE))
-        res = fingerprint(FingerprintConfig(vfm=VFM, data=str(suite), cache=str(tmp_path / "c"),
-                                            out=str(tmp_path / held), device="cpu", progress=False))  # fmt: skip
-        runs[held] = {h: ((d / "predictions_test.jsonl").read_text(),
-                          {a: r["value"] for a, r in res.results[h]["abilities"].items()})
-                      for h, d in res.run_dirs.items()}  # fmt: skip
+        res = fingerprint(
+            FingerprintConfig(
+                vfm=VFM,
+                data=str(suite),
+                cache=str(tmp_path / "c"),
+                out=str(tmp_path / held),
+                device="cpu",
+                progress=False,
+            )
+        )
+        runs[held] = {
+            h: (
+                (d / "predictions_test.jsonl").read_text(),
+                {a: r["value"] for a, r in res.results[h]["abilities"].items()},
+            )
+            for h, d in res.run_dirs.items()
+        }
         for h in res.run_dirs:
             assert set(res.results[h]["run"]["features"].values()) == {placement.HOST}, res.results[h]["run"]
     assert runs["codes"] == runs["float32"] and len(runs["codes"]) == 3

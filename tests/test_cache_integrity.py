@@ -19,8 +19,11 @@ VFM = "tiny-siglip"
 
 
 def _extract(data: Path, cache: Path) -> dict:
-    return extract(ExtractConfig(vfm=VFM, data=str(data), cache=str(cache), batch_size=4, shard_size=4,
-                                 device="cpu", progress=False))  # fmt: skip
+    return extract(
+        ExtractConfig(
+            vfm=VFM, data=str(data), cache=str(cache), batch_size=4, shard_size=4, device="cpu", progress=False
+        )
+    )
 
 
 @pytest.fixture(scope="module")

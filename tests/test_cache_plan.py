@@ -45,10 +45,20 @@ def _disk_usage(folder: Path) -> int:
     return sum(p.stat().st_blocks * 512 for p in folder.rglob("*") if p.is_file())
 
 
-@pytest.mark.parametrize(("vfm", "codec"), [("pixels", "fp16"), ("pixels", "bf16"), ("pixels", "int8"),
-                                            ("pixels", "int4"), ("random-vit", "fp16"), ("random-vit", "int4")])
+@pytest.mark.parametrize(
+    ("vfm", "codec"),
+    [
+        ("pixels", "fp16"),
+        ("pixels", "bf16"),
+        ("pixels", "int8"),
+        ("pixels", "int4"),
+        ("random-vit", "fp16"),
+        ("random-vit", "int4"),
+    ],
+)
 def test_the_estimate_bounds_what_is_written_and_is_close_for_features_that_do_not_compress(
-        data: Path, tmp_path: Path, vfm: str, codec: str) -> None:  # fmt: skip
+    data: Path, tmp_path: Path, vfm: str, codec: str
+) -> None:
     summary = _extract(data, tmp_path / "c", vfm, codec=codec)
     plan = summary["plan"]
     assert plan["todo"] == 10 and not plan["exists"] and plan["codec"] == codec and plan["fits"]
@@ -66,7 +76,8 @@ def test_smaller_codecs_plan_fewer_bytes(data: Path, tmp_path: Path) -> None:
 
 
 def test_a_cache_that_does_not_fit_is_refused_before_its_first_byte_naming_the_codecs_that_fit(
-        data: Path, tmp_path: Path) -> None:  # fmt: skip
+    data: Path, tmp_path: Path
+) -> None:
     plans = {c: _plan(data, tmp_path, codec=c) for c in ("fp16", "int8", "int4")}
     need = {c: p["bytes"]["total"] for c, p in plans.items()}
     room = (need["int4"] + need["int8"]) // 2  # int4 fits, int8 and fp16 do not
@@ -106,8 +117,9 @@ def test_force_on_a_disk_that_fills_keeps_the_shards_written_and_resumes(data: P
         again = _extract(data, small / "cache")
         assert again["already_done"] + again["extracted"] == 10 and again["already_done"] > 0
         assert verify_cache(small / "cache")["ok"]
-        assert content_digest(open_cache(small / "cache", "random-vit").group) == \
-            content_digest(open_cache(tmp_path / "roomy", "random-vit").group)  # fmt: skip
+        assert content_digest(open_cache(small / "cache", "random-vit").group) == content_digest(
+            open_cache(tmp_path / "roomy", "random-vit").group
+        )
 
 
 def test_dry_run_prints_the_plan_and_writes_nothing_in_an_existing_cache(data: Path, tmp_path: Path) -> None:
@@ -117,9 +129,26 @@ def test_dry_run_prints_the_plan_and_writes_nothing_in_an_existing_cache(data: P
 
     _extract(data, tmp_path / "c", ava=["counting"])  # 5 of the 10 images
     before = {p: p.stat().st_mtime_ns for p in (tmp_path / "c").rglob("*")}
-    result = CliRunner().invoke(app, ["cache", "extract", "--vfm", "random-vit", "--data", str(data), "--cache",
-                                      str(tmp_path / "c"), "--codec", "fp16", "--device", "cpu", "--shard-size", "4",
-                                      "--dry-run"])  # fmt: skip
+    result = CliRunner().invoke(
+        app,
+        [
+            "cache",
+            "extract",
+            "--vfm",
+            "random-vit",
+            "--data",
+            str(data),
+            "--cache",
+            str(tmp_path / "c"),
+            "--codec",
+            "fp16",
+            "--device",
+            "cpu",
+            "--shard-size",
+            "4",
+            "--dry-run",
+        ],
+    )
     assert result.exit_code == 0, result.output
     out = result.output
     assert "existing group, 5 of 10 rows done" in out and "5 row(s) to write x 1 layer(s) x 196 tokens x 192 dim" in out

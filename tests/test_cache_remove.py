@@ -64,8 +64,13 @@ class _Holder:
     def __init__(self, cache: str | Path, key: str, tmp: Path) -> None:
         ready = tmp / f"held-{key}"
         env = {**os.environ, "PYTHONPATH": str(REPO)}
-        self.proc = subprocess.Popen([sys.executable, "-c", HOLD, str(cache), key, str(ready)], stdin=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, env=env, text=True)  # fmt: skip
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", HOLD, str(cache), key, str(ready)],
+            stdin=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            text=True,
+        )
         deadline = time.monotonic() + 120
         while not ready.exists():  # the child's own signal that it holds the claim
             if self.proc.poll() is not None:
@@ -92,11 +97,14 @@ def test_rm_asks_then_removes_only_the_named_group(data: Path, tmp_path: Path) -
     assert verify_cache(cache)["ok"] and left.read(left.group.rows()).shape[0] == 6
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["nope"], "no cache group 'nope'; groups: "),
-    (["{fp16}", "nope"], "no cache group 'nope'"),  # one unknown key: none removed, the known one neither
-    (["{fp16}", "{int4}", "also-not"], "no cache group 'also-not'"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["nope"], "no cache group 'nope'; groups: "),
+        (["{fp16}", "nope"], "no cache group 'nope'"),  # one unknown key: none removed, the known one neither
+        (["{fp16}", "{int4}", "also-not"], "no cache group 'also-not'"),
+    ],
+)
 def test_rm_of_an_unknown_key_removes_nothing(data: Path, tmp_path: Path, args: list[str], message: str) -> None:
     cache = tmp_path / "c"
     fp16, int4 = _two_groups(data, cache)
@@ -139,8 +147,11 @@ def test_rm_and_gc_never_remove_a_group_another_process_holds(data: Path, tmp_pa
     fp16, int4 = _two_groups(data, cache)
     holder = _Holder(cache, int4, tmp_path)
     try:
-        with pytest.raises(AvaError, match=rf"cache group {int4} is held by another job .*held by pid "
-                                           rf"{holder.proc.pid}\); nothing removed"):  # fmt: skip
+        with pytest.raises(
+            AvaError,
+            match=rf"cache group {int4} is held by another job .*held by pid "
+            rf"{holder.proc.pid}\); nothing removed",
+        ):
             remove_groups(cache, [fp16, int4])
         assert _keys(cache) == sorted([fp16, int4])  # all or none: fp16 is still there
         # neither group is referenced: fp16 goes, int4 is held
@@ -189,14 +200,23 @@ def test_gc_removes_cut_off_and_lost_groups_and_with_runs_the_unreferenced(data:
     assert _extract(data, cache, "fp16") == fp16 and verify_cache(cache)["ok"]  # the half-written group resumed
 
 
-@pytest.mark.parametrize(("make", "message"), [
-    (lambda tmp: tmp / "missing", "no such directory"),
-    (lambda tmp: (tmp / "empty").mkdir() or tmp / "empty", "no run directory (run.json) under it"),
-    (lambda tmp: (tmp / "bad").mkdir() or (tmp / "bad" / "run.json").write_text("[1, 2]") and tmp / "bad",
-     "a JSON list, not a run.json; nothing removed"),
-    (lambda tmp: (tmp / "torn").mkdir() or (tmp / "torn" / "run.json").write_text('{"cache_key": ') and tmp / "torn",
-     "not a readable run.json"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda tmp: tmp / "missing", "no such directory"),
+        (lambda tmp: (tmp / "empty").mkdir() or tmp / "empty", "no run directory (run.json) under it"),
+        (
+            lambda tmp: (tmp / "bad").mkdir() or (tmp / "bad" / "run.json").write_text("[1, 2]") and tmp / "bad",
+            "a JSON list, not a run.json; nothing removed",
+        ),
+        (
+            lambda tmp: (
+                (tmp / "torn").mkdir() or (tmp / "torn" / "run.json").write_text('{"cache_key": ') and tmp / "torn"
+            ),
+            "not a readable run.json",
+        ),
+    ],
+)
 def test_gc_refuses_runs_it_cannot_read_and_removes_nothing(data: Path, tmp_path: Path, make, message: str) -> None:
     cache = tmp_path / "c"
     keys = sorted(_two_groups(data, cache))

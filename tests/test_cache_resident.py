@@ -16,8 +16,11 @@ torch.set_num_threads(1)
 
 def test_gather_into_reused_buffers_equals_a_fresh_gather(tmp_path: Path) -> None:
     data = make_dataset(tmp_path / "data", n_images=5)
-    extract(ExtractConfig(vfm="tiny-dinov2", data=str(data), cache=str(tmp_path / "c"), batch_size=2, device="cpu",
-                          progress=False))  # fmt: skip
+    extract(
+        ExtractConfig(
+            vfm="tiny-dinov2", data=str(data), cache=str(tmp_path / "c"), batch_size=2, device="cpu", progress=False
+        )
+    )
     cache = open_cache(tmp_path / "c", "tiny-dinov2")
     shas = [s.image_sha256 for s in Dataset(data).samples()]  # (images shared by several samples, in any order)
     resident = ResidentFeatures(cache, shas)
@@ -51,8 +54,17 @@ def test_rows_are_read_straight_where_the_caller_holds_them(tmp_path: Path, monk
     assert reader_place(Placement(ON_DEVICE, "cuda:1"), "cuda:1") == {"device": "cuda:1", "held": ON_DEVICE}
     assert reader_place(Placement(HOST, "cpu"), "cpu") == {"device": "cpu", "held": HOST}
     data = make_dataset(tmp_path / "data", n_images=5)
-    extract(ExtractConfig(vfm="tiny-dinov2", data=str(data), cache=str(tmp_path / "c"), batch_size=2, device="cpu",
-                          codec="fp16", progress=False))  # fmt: skip
+    extract(
+        ExtractConfig(
+            vfm="tiny-dinov2",
+            data=str(data),
+            cache=str(tmp_path / "c"),
+            batch_size=2,
+            device="cpu",
+            codec="fp16",
+            progress=False,
+        )
+    )
     cache = open_cache(tmp_path / "c", "tiny-dinov2")
     samples = list(Dataset(data).samples())
     for bad in ("gpu", "pinned-host"):

@@ -54,8 +54,9 @@ def test_url_cache_has_the_local_key_digest_and_values(data: Path, tmp_path: Pat
     # a shard is one object per array (3 shards of 4 rows), its done chunk is the shard's commit marker
     keys = objects(s3_url)
     layer = r.layers[0]
-    assert sorted(k for k in keys if k.startswith(f"{r.key}/features/{layer}/c/")) == \
-        [f"{r.key}/features/{layer}/c/{s}/0/0" for s in range(3)]  # fmt: skip
+    assert sorted(k for k in keys if k.startswith(f"{r.key}/features/{layer}/c/")) == [
+        f"{r.key}/features/{layer}/c/{s}/0/0" for s in range(3)
+    ]
     assert sorted(k for k in keys if k.startswith(f"{r.key}/done/c/")) == [f"{r.key}/done/c/{s}" for s in range(3)]
     assert not any(".lease" in k for k in keys)  # the job's lease is gone once it ends
 
@@ -120,8 +121,9 @@ def test_push_pull_round_trip_resumes_and_verifies(data: Path, tmp_path: Path, s
 
 
 @pytest.mark.slow
-def test_copy_refuses_a_group_of_another_spec(data: Path, tmp_path: Path, s3_url: str, capsys: pytest.CaptureFixture,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_copy_refuses_a_group_of_another_spec(
+    data: Path, tmp_path: Path, s3_url: str, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _extract(data, tmp_path / "a", key="k")
     _extract(data, s3_url, key="k", codec="int8")
     before = objects(s3_url)
@@ -156,8 +158,23 @@ def test_a_dead_holders_lease_is_taken_over(data: Path, s3_url: str) -> None:
 @pytest.mark.slow
 def test_fingerprint_reads_a_url_cache(data: Path, tmp_path: Path, s3_url: str, capfd: pytest.CaptureFixture) -> None:
     _extract(data, s3_url)
-    result = CliRunner().invoke(app, ["fingerprint", "--vfm", PIXELS, "--data", str(data), "--cache", s3_url,
-                                      "--out", str(tmp_path / "runs"), "--head", "knn", "-q"])  # fmt: skip
+    result = CliRunner().invoke(
+        app,
+        [
+            "fingerprint",
+            "--vfm",
+            PIXELS,
+            "--data",
+            str(data),
+            "--cache",
+            s3_url,
+            "--out",
+            str(tmp_path / "runs"),
+            "--head",
+            "knn",
+            "-q",
+        ],
+    )
     assert result.exit_code == 0, result.output
     run = json.loads((tmp_path / "runs" / "knn-pixels" / "config.json").read_text())
     assert run["cache"] == s3_url  # a URL is kept as given, not made a local path
@@ -170,17 +187,24 @@ def test_missing_protocol_package_is_named(tmp_path: Path) -> None:
 
     if importlib.util.find_spec("gcsfs") is not None:
         pytest.skip("gcsfs is installed")
-    with pytest.raises(CacheLocationError, match=r"^--cache gs://b/p: the gs:// protocol needs the package gcsfs "
-                                                 r"\(pip install gcsfs\)$"):  # fmt: skip
+    with pytest.raises(
+        CacheLocationError,
+        match=r"^--cache gs://b/p: the gs:// protocol needs the package gcsfs "
+        r"\(pip install gcsfs\)$",
+    ):
         cache_path("gs://b/p")
     with pytest.raises(CacheLocationError, match="unknown protocol 'nosuch'"):
         cache_path("nosuch://b/p")
 
 
-def test_missing_bucket_and_unreachable_endpoint(data: Path, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch,
-                                                 capsys: pytest.CaptureFixture) -> None:  # fmt: skip
-    code, output = run_cli(["cache", "extract", "--vfm", PIXELS, "--data", str(data), "--cache", "s3://no-such-bucket/x",
-                            "-q"], capsys, monkeypatch)  # fmt: skip
+def test_missing_bucket_and_unreachable_endpoint(
+    data: Path, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    code, output = run_cli(
+        ["cache", "extract", "--vfm", PIXELS, "--data", str(data), "--cache", "s3://no-such-bucket/x", "-q"],
+        capsys,
+        monkeypatch,
+    )
     assert code == 2 and len(output.strip().splitlines()) == 1, output
     assert "error: --cache s3://no-such-bucket/x: bucket 'no-such-bucket' does not exist" in output, output
     from tests._cache_fixtures import free_port
@@ -190,8 +214,11 @@ def test_missing_bucket_and_unreachable_endpoint(data: Path, s3_endpoint: str, m
 
     s3fs.S3FileSystem.clear_instance_cache()  # a new client reads the new endpoint
     try:
-        with pytest.raises(CacheLocationError, match=r"^--cache s3://ava-test/y: the store cannot be reached \("
-                                                     r"EndpointConnectionError: .*check the endpoint"):  # fmt: skip
+        with pytest.raises(
+            CacheLocationError,
+            match=r"^--cache s3://ava-test/y: the store cannot be reached \("
+            r"EndpointConnectionError: .*check the endpoint",
+        ):
             _extract(data, "s3://ava-test/y")
     finally:
         s3fs.S3FileSystem.clear_instance_cache()
@@ -228,8 +255,9 @@ def test_kill_9_mid_run_then_resume_gives_the_local_digest(data: Path, tmp_path:
 
 
 @pytest.mark.slow
-def test_a_run_of_rows_is_read_in_few_range_requests(data: Path, s3_url: str, monkeypatch: pytest.MonkeyPatch,
-                                                     capfd: pytest.CaptureFixture) -> None:  # fmt: skip
+def test_a_run_of_rows_is_read_in_few_range_requests(
+    data: Path, s3_url: str, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture
+) -> None:
     """Zarr asks for each row's chunk by its own ranged GET; in object storage they are served from blocks."""
     import zarr.storage
 
@@ -274,8 +302,9 @@ def test_two_torchrun_ranks_split_the_shards_of_a_url_cache(data: Path, tmp_path
 
 
 @pytest.mark.slow
-def test_refused_credentials_are_said_before_any_work(data: Path, tmp_path: Path, capsys: pytest.CaptureFixture,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_refused_credentials_are_said_before_any_work(
+    data: Path, tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A second moto server that checks credentials (``INITIAL_NO_AUTH_ACTION_COUNT=0``): unknown keys get a 403."""
     import os
     import subprocess
@@ -289,8 +318,12 @@ def test_refused_credentials_are_said_before_any_work(data: Path, tmp_path: Path
 
     port = free_port()
     env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "0"}
-    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         for _ in range(150):
             try:
@@ -306,9 +339,11 @@ def test_refused_credentials_are_said_before_any_work(data: Path, tmp_path: Path
 
         gc.collect()  # earlier tests' dropped clients say "Unclosed client session" as they go: not this test's output
         capsys.readouterr()
-        for args in (["cache", "extract", "--vfm", PIXELS, "--data", str(data), "--cache", "s3://private/f", "-q"],
-                     ["cache", "ls", "s3://private/f"],
-                     ["cache", "pull", "s3://private/f", str(tmp_path / "local")]):  # fmt: skip
+        for args in (
+            ["cache", "extract", "--vfm", PIXELS, "--data", str(data), "--cache", "s3://private/f", "-q"],
+            ["cache", "ls", "s3://private/f"],
+            ["cache", "pull", "s3://private/f", str(tmp_path / "local")],
+        ):
             code, output = run_cli(args, capsys, monkeypatch)
             assert code == 2 and len(output.strip().splitlines()) == 1, output
             assert output.startswith("error: --cache s3://private/f: access denied (PermissionError: "), output

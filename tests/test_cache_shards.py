@@ -20,13 +20,26 @@ from tests._cache_fixtures import make_dataset
 
 
 def _files(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
-            and not p.name.endswith(".lock")}  # fmt: skip
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not p.name.endswith(".lock")
+    }
 
 
 def _spec(codec: str) -> dict:
-    return {"format": "ava-feature-cache", "format_version": 3, "vfm": "x", "identity": {"codec": codec},
-            "codec": codec, "layers": [-2], "num_tokens": 6, "dim": 5, "grid": [2, 3], "views": ["mean", "grid2"]}
+    return {
+        "format": "ava-feature-cache",
+        "format_version": 3,
+        "vfm": "x",
+        "identity": {"codec": codec},
+        "codec": codec,
+        "layers": [-2],
+        "num_tokens": 6,
+        "dim": 5,
+        "grid": [2, 3],
+        "views": ["mean", "grid2"],
+    }
 
 
 @pytest.mark.parametrize("codec", ["fp16", "bf16", "int8"])
@@ -67,12 +80,32 @@ def test_a_layout_it_does_not_know_is_left_to_zarr(tmp_path: Path) -> None:
     import zarr.codecs
 
     g = zarr.open_group(str(tmp_path), mode="a")
-    sharded = g.create_array("gzip", shape=(8, 3), dtype="float32", chunks=(1, 3), shards=(4, 3),
-                             compressors=zarr.codecs.GzipCodec(), fill_value=0)  # fmt: skip
-    start = g.create_array("start", shape=(8, 3), dtype="float32", chunks=(1, 3), shards=(4, 3),
-                           compressors=(zarr.codecs.ZstdCodec(), zarr.codecs.Crc32cCodec()), fill_value=0)  # fmt: skip
-    plain = g.create_array("plain", shape=(8, 3), dtype="float32", chunks=(4, 3),
-                           compressors=(zarr.codecs.ZstdCodec(), zarr.codecs.Crc32cCodec()), fill_value=0)  # fmt: skip
+    sharded = g.create_array(
+        "gzip",
+        shape=(8, 3),
+        dtype="float32",
+        chunks=(1, 3),
+        shards=(4, 3),
+        compressors=zarr.codecs.GzipCodec(),
+        fill_value=0,
+    )
+    start = g.create_array(
+        "start",
+        shape=(8, 3),
+        dtype="float32",
+        chunks=(1, 3),
+        shards=(4, 3),
+        compressors=(zarr.codecs.ZstdCodec(), zarr.codecs.Crc32cCodec()),
+        fill_value=0,
+    )
+    plain = g.create_array(
+        "plain",
+        shape=(8, 3),
+        dtype="float32",
+        chunks=(4, 3),
+        compressors=(zarr.codecs.ZstdCodec(), zarr.codecs.Crc32cCodec()),
+        fill_value=0,
+    )
     assert ArrayEncoder.of(sharded) is None
     assert ArrayEncoder.of(start) is not None and ArrayEncoder.of(plain) is not None
     big_endian = g.create_array("be", shape=(8,), dtype=">f4", chunks=(4,), fill_value=0)
@@ -80,13 +113,25 @@ def test_a_layout_it_does_not_know_is_left_to_zarr(tmp_path: Path) -> None:
 
 
 def _extract(data: Path, cache: Path, codec: str) -> dict:
-    return extract(ExtractConfig(vfm="pixels#size=16", data=str(data), cache=str(cache), codec=codec, batch_size=3,
-                                 shard_size=4, device="cpu", progress=False, num_workers=0))  # fmt: skip
+    return extract(
+        ExtractConfig(
+            vfm="pixels#size=16",
+            data=str(data),
+            cache=str(cache),
+            codec=codec,
+            batch_size=3,
+            shard_size=4,
+            device="cpu",
+            progress=False,
+            num_workers=0,
+        )
+    )
 
 
 @pytest.mark.parametrize("codec", ["fp16", "int8"])
-def test_extraction_writes_zarrs_bytes_and_a_resume_keeps_done_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                    codec: str) -> None:  # fmt: skip
+def test_extraction_writes_zarrs_bytes_and_a_resume_keeps_done_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, codec: str
+) -> None:
     """The same extraction twice: through the writer threads' encoder, and through Zarr's own writes (the encoder
     switched off). Each time a first run meets two unreadable images (their shards are written partly), then a
     second run finishes them (their shards are rewritten keeping the done rows). The caches are the same bytes."""

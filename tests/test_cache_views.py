@@ -62,16 +62,32 @@ def test_fingerprint_of_view_heads_reads_no_tokens(caches: tuple[Path, Path, Pat
     results = {}
     for name, cache in (("views", with_views), ("plain", plain)):
         out = tmp_path / name
-        config = FingerprintConfig(vfm="pixels", data=str(data), cache=str(cache), out=str(out),
-                                   heads=["probe-linear", "knn"], device="cpu", progress=False)  # fmt: skip
+        config = FingerprintConfig(
+            vfm="pixels",
+            data=str(data),
+            cache=str(cache),
+            out=str(out),
+            heads=["probe-linear", "knn"],
+            device="cpu",
+            progress=False,
+        )
         result = fingerprint(config)
         assert set(result.reads.values()) == ({0} if name == "views" else {1}), result.reads
         results[name] = {h: (d / "predictions_test.jsonl").read_text() for h, d in result.run_dirs.items()}
     assert results["views"] == results["plain"]
     # the attentive probe needs the tokens: one read per ability, whatever the cache stores
-    result = fingerprint(FingerprintConfig(vfm="pixels", data=str(data), cache=str(with_views), ava=["spatial"],
-                                           out=str(tmp_path / "attn"), heads=["probe-attn"], device="cpu",
-                                           progress=False))  # fmt: skip
+    result = fingerprint(
+        FingerprintConfig(
+            vfm="pixels",
+            data=str(data),
+            cache=str(with_views),
+            ava=["spatial"],
+            out=str(tmp_path / "attn"),
+            heads=["probe-attn"],
+            device="cpu",
+            progress=False,
+        )
+    )
     assert result.reads == {"spatial": 1}
 
 
@@ -85,8 +101,18 @@ def test_int4_views_are_pooled_from_the_features_before_encoding(tmp_path: Path)
     from tests.test_cache_extract import online
 
     data = make_dataset(tmp_path / "data", n_images=6, size=(64, 64))
-    extract(ExtractConfig(vfm="tiny-dinov2", data=str(data), cache=str(tmp_path / "c"), codec="int4", batch_size=3,
-                          shard_size=4, device="cpu", progress=False))  # fmt: skip
+    extract(
+        ExtractConfig(
+            vfm="tiny-dinov2",
+            data=str(data),
+            cache=str(tmp_path / "c"),
+            codec="int4",
+            batch_size=3,
+            shard_size=4,
+            device="cpu",
+            progress=False,
+        )
+    )
     cache = open_cache(tmp_path / "c", "tiny-dinov2")
     shas = sorted({s.image_sha256 for s in Dataset(data).samples()})
     exact = online("tiny-dinov2", data, shas, batch_size=3)
@@ -97,6 +123,7 @@ def test_int4_views_are_pooled_from_the_features_before_encoding(tmp_path: Path)
         from_decoded = pool_tokens(cache.read(shas), view, grid)
         np.testing.assert_allclose(stored, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
         assert np.abs(stored - want).max() * 10 < np.abs(from_decoded - want).max(), view
-        torch.testing.assert_close(pool_tokens_torch(torch.from_numpy(exact), view, grid), torch.from_numpy(want),
-                                   rtol=1e-5, atol=1e-6)  # fmt: skip
+        torch.testing.assert_close(
+            pool_tokens_torch(torch.from_numpy(exact), view, grid), torch.from_numpy(want), rtol=1e-5, atol=1e-6
+        )
     assert verify_cache(tmp_path / "c")["ok"]

@@ -66,8 +66,14 @@ def test_plain_loop_weights_byte_identical_and_jsonl(two, tmp_path, dtype):
     logged = []
 
     def monitor(model):
-        return FingerprintMonitor(tiny_vfm(model, version="live", dtype=dtype), every=2, suite=two, out=out,
-                                  baselines=(), log=lambda m, s: logged.append((s, m)))  # fmt: skip
+        return FingerprintMonitor(
+            tiny_vfm(model, version="live", dtype=dtype),
+            every=2,
+            suite=two,
+            out=out,
+            baselines=(),
+            log=lambda m, s: logged.append((s, m)),
+        )
 
     without, plain = _train(5)
     with_cb, seen = _train(5, monitor)
@@ -107,8 +113,9 @@ def test_baselines_are_stored_ranked_and_reused(two, tmp_path):
 def test_bad_interval_is_one_line(every):
     with pytest.raises(AvaError) as e:
         FingerprintMonitor(object(), every=every)
-    assert str(e.value) == (f"every={every!r}: the fingerprint interval must be a positive number of steps "
-                            "(e.g. every=500)")  # fmt: skip
+    assert str(e.value) == (
+        f"every={every!r}: the fingerprint interval must be a positive number of steps (e.g. every=500)"
+    )
 
 
 def test_preserved_training_state_restores_everything():
@@ -168,12 +175,22 @@ def test_lightning_callback(two, tmp_path):
         x, y = torch.randn(24, 3, 64, 64, generator=g), torch.randint(0, 4, (24,), generator=g)
         ds = torch.utils.data.TensorDataset(x, y)
         loader = torch.utils.data.DataLoader(ds, batch_size=4, shuffle=True)
-        cbs = [Fingerprint(lambda m: tiny_vfm(m.net, version="live"), every_n_steps=3, suite=two, out=out,
-                           baselines=())] if callback else []  # fmt: skip
+        cbs = (
+            [Fingerprint(lambda m: tiny_vfm(m.net, version="live"), every_n_steps=3, suite=two, out=out, baselines=())]
+            if callback
+            else []
+        )
         logger = pl.loggers.CSVLogger(out, name="csv")
-        trainer = pl.Trainer(max_steps=6, accelerator="cpu", devices=1, logger=logger, callbacks=cbs,
-                             enable_checkpointing=False, enable_progress_bar=False,
-                             enable_model_summary=False)  # fmt: skip
+        trainer = pl.Trainer(
+            max_steps=6,
+            accelerator="cpu",
+            devices=1,
+            logger=logger,
+            callbacks=cbs,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+        )
         module = Module()
         trainer.fit(module, loader)
         return {k: v.clone() for k, v in module.state_dict().items()}
@@ -272,10 +289,17 @@ def test_ddp_two_cpu_processes_gloo(data, tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(port),
-           str(script)]  # fmt: skip
-    proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"},
-                          timeout=400)  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node",
+        "2",
+        "--master-port",
+        str(port),
+        str(script),
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=400)
     assert proc.returncode == 0, proc.stderr[-3000:]
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
     total = len(EvalSuite(data).shas())
@@ -286,8 +310,10 @@ def test_ddp_two_cpu_processes_gloo(data, tmp_path):
     assert ranks[0]["failed"] == "RuntimeError: boom"
     assert ranks[1]["failed"] == "AvaError: the in-memory fingerprint failed on rank 0: RuntimeError: boom"
     assert ranks[1]["extract_failed"] == "RuntimeError: out of memory on rank 1"
-    assert ranks[0]["extract_failed"] == ("AvaError: the in-memory fingerprint failed on rank 1 while extracting "
-                                          "features: RuntimeError: out of memory on rank 1")  # fmt: skip
+    assert ranks[0]["extract_failed"] == (
+        "AvaError: the in-memory fingerprint failed on rank 1 while extracting "
+        "features: RuntimeError: out of memory on rank 1"
+    )
 
 
 def test_lightning_bad_interval_is_one_line():
@@ -296,8 +322,9 @@ def test_lightning_bad_interval_is_one_line():
 
     with pytest.raises(AvaError) as e:
         Fingerprint(object(), every_n_steps=0)
-    assert str(e.value) == ("every_n_steps=0: the fingerprint interval must be a positive number of steps "
-                            "(e.g. every_n_steps=500)")  # fmt: skip
+    assert str(e.value) == (
+        "every_n_steps=0: the fingerprint interval must be a positive number of steps (e.g. every_n_steps=500)"
+    )
 
 
 LIGHTNING_WORKER = """
@@ -364,8 +391,9 @@ def test_lightning_ddp_two_cpu_processes(two, tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MASTER_PORT": str(port), "PL_DISABLE_FORK": "1"}
-    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, cwd=tmp_path,
-                          timeout=600)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert ranks[0]["world"] == ranks[1]["world"] == 2
@@ -396,8 +424,13 @@ def test_a_gpu_training_loop_is_not_perturbed_by_the_monitor(two, tmp_path, monk
         torch.manual_seed(0)
         torch.cuda.manual_seed_all(0)
         model = tiny_vit(seed=0, drop=0.3).to(cuda).train()
-        monitor = FingerprintMonitor(tiny_vfm(model, version="live"), every=2, suite=two, out=tmp_path / "fp",
-                                     baselines=(), device="cuda") if monitored else None  # fmt: skip
+        monitor = (
+            FingerprintMonitor(
+                tiny_vfm(model, version="live"), every=2, suite=two, out=tmp_path / "fp", baselines=(), device="cuda"
+            )
+            if monitored
+            else None
+        )
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
         records = []
         with sdpa_kernel(SDPBackend.MATH):

@@ -199,12 +199,17 @@ def test_score_refuses_to_overwrite_its_input(tmp_path: Path) -> None:
     assert pred.read_text() == ""
 
 
-@pytest.mark.parametrize(("doc", "help_text"), [
-    ("One sentence cut\n    in two by the docstring.", "One sentence cut in two by the docstring."),
-    ("First.\n\n    Second paragraph,\n    two lines.\n    Example: ava x --y\n    z", "First.\n\nSecond paragraph, "
-     "two lines.\n\nExample: ava x --y z"),
-    ("Items:\n- one\n- two", "Items:\n\n- one\n\n- two"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("doc", "help_text"),
+    [
+        ("One sentence cut\n    in two by the docstring.", "One sentence cut in two by the docstring."),
+        (
+            "First.\n\n    Second paragraph,\n    two lines.\n    Example: ava x --y\n    z",
+            "First.\n\nSecond paragraph, two lines.\n\nExample: ava x --y z",
+        ),
+        ("Items:\n- one\n- two", "Items:\n\n- one\n\n- two"),
+    ],
+)
 def test_help_text_is_whole_sentences(doc: str, help_text: str) -> None:
     from ava.cli.options import whole_sentences
 

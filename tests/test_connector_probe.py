@@ -16,8 +16,19 @@ def llm_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]
     root = tmp_path_factory.mktemp("conn")
     data = make_rel_depth(root / "d", n=48)
     cache = make_cache(data, root / "c")
-    run = ava.train_head("llm", vfm=VFM, data=str(data), cache=str(cache), out=str(root / "llm"), llm=LLM,
-                         lora_r=4, epochs=1, batch_size=8, max_eval=4, progress=False).run_dir  # fmt: skip
+    run = ava.train_head(
+        "llm",
+        vfm=VFM,
+        data=str(data),
+        cache=str(cache),
+        out=str(root / "llm"),
+        llm=LLM,
+        lora_r=4,
+        epochs=1,
+        batch_size=8,
+        max_eval=4,
+        progress=False,
+    ).run_dir
     return run, data, cache
 
 

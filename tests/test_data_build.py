@@ -22,9 +22,16 @@ N_IMAGES = 24
 
 
 def _config(src: Path, out: Path, **kw: object) -> BuildConfig:
-    return BuildConfig(out=out, coco=src / "instances.json", images=src / "images", depth=src / "depth",
-                       classes=[str(src / "classes")], text=src / "text.json", attributes=src / "raters.csv",
-                       **kw)  # type: ignore[arg-type]  # fmt: skip
+    return BuildConfig(
+        out=out,
+        coco=src / "instances.json",
+        images=src / "images",
+        depth=src / "depth",
+        classes=[str(src / "classes")],
+        text=src / "text.json",
+        attributes=src / "raters.csv",
+        **kw,
+    )  # type: ignore[arg-type]
 
 
 @pytest.fixture(scope="module")
@@ -76,8 +83,12 @@ def _check(s: Sample, truth: dict, src: Path) -> bool:
         t = _inst(truth, s)
         want = _padded_box(t["box"], *_size(truth, src, image_id))
         shown = {v["class"] for v in truth["instances"].values() if str(v["image_id"]) == image_id}
-        return (a == t["class"] and s.options[s.truth["index"]] == a and np.allclose(s.meta["box"], want, atol=1e-3)
-                and set(s.meta["image_classes"]) == shown)  # fmt: skip
+        return (
+            a == t["class"]
+            and s.options[s.truth["index"]] == a
+            and np.allclose(s.meta["box"], want, atol=1e-3)
+            and set(s.meta["image_classes"]) == shown
+        )
     if ava in ("counting", "ta_count"):
         return s.truth["value"] == truth["counts"][image_id][s.meta["class"]]
     if ava == "spatial":
@@ -179,19 +190,30 @@ def _points_ok(s: Sample, truth: dict, src: Path) -> bool:
     v_red, v_blue = s.meta["values"]
     if s.ava == "ta_brighter_point":
         lum = np.asarray(_source(truth, src, s).convert("L"), np.float32)
-        return (s.answer == ("red" if lum[red[1], red[0]] > lum[blue[1], blue[0]] else "blue")
-                and abs(v_red - lum[red[1], red[0]]) <= 10 and abs(v_blue - lum[blue[1], blue[0]]) <= 10
-                and s.meta["values_of"] == "luminance")  # fmt: skip
+        return (
+            s.answer == ("red" if lum[red[1], red[0]] > lum[blue[1], blue[0]] else "blue")
+            and abs(v_red - lum[red[1], red[0]]) <= 10
+            and abs(v_blue - lum[blue[1], blue[0]]) <= 10
+            and s.meta["values_of"] == "luminance"
+        )
     depth = np.asarray(_source(truth, src, s, "depth"), np.float32) / 1000
-    return (s.answer == ("red" if depth[red[1], red[0]] < depth[blue[1], blue[0]] else "blue")
-            and abs(v_red - depth[red[1], red[0]]) <= 0.05 and abs(v_blue - depth[blue[1], blue[0]]) <= 0.05
-            and s.meta["values_of"] == "depth_m")  # fmt: skip
+    return (
+        s.answer == ("red" if depth[red[1], red[0]] < depth[blue[1], blue[0]] else "blue")
+        and abs(v_red - depth[red[1], red[0]]) <= 0.05
+        and abs(v_blue - depth[blue[1], blue[0]]) <= 0.05
+        and s.meta["values_of"] == "depth_m"
+    )
 
 
 def _tiles(stored: np.ndarray) -> list[np.ndarray]:
     off = stored.shape[1] - (2 * TILE + 4)
-    return [stored[(i // 2) * (TILE + 4):(i // 2) * (TILE + 4) + TILE, off + (i % 2) * (TILE + 4) + 14:
-                   off + (i % 2) * (TILE + 4) + TILE] for i in range(4)]  # fmt: skip
+    return [
+        stored[
+            (i // 2) * (TILE + 4) : (i // 2) * (TILE + 4) + TILE,
+            off + (i % 2) * (TILE + 4) + 14 : off + (i % 2) * (TILE + 4) + TILE,
+        ]
+        for i in range(4)
+    ]
 
 
 def _variant_ok(s: Sample, truth: dict, src: Path) -> bool:
@@ -340,8 +362,7 @@ def test_split_is_per_stratum_and_says_where_it_fell_back(built: tuple[Path, Dat
 def test_same_seed_same_bytes_other_seed_other_choices(built: tuple[Path, Dataset, dict], tmp_path: Path) -> None:
     root, _, _ = built
     again = build_dataset(_config(root / "src", tmp_path / "again", ava=["recognition", "spatial"], tasks=[]))
-    other = build_dataset(_config(root / "src", tmp_path / "other", ava=["recognition", "spatial"], tasks=[],
-                                  seed=1))  # fmt: skip
+    other = build_dataset(_config(root / "src", tmp_path / "other", ava=["recognition", "spatial"], tasks=[], seed=1))
     assert again.counts and other.counts
     for key in ("recognition", "spatial"):
         first = {s.id: s for s in Dataset(root / "out").samples(key)}
@@ -362,8 +383,9 @@ def test_workers_do_not_change_a_byte(tmp_path: Path) -> None:
     assert one.counts == two.counts and len(one.counts) > 30
     for d in ("samples", "images"):
         files = sorted(p.relative_to(tmp_path / "one") for p in (tmp_path / "one" / d).rglob("*") if p.is_file())
-        assert files == sorted(p.relative_to(tmp_path / "two") for p in (tmp_path / "two" / d).rglob("*")
-                               if p.is_file())  # fmt: skip
+        assert files == sorted(
+            p.relative_to(tmp_path / "two") for p in (tmp_path / "two" / d).rglob("*") if p.is_file()
+        )
         assert all((tmp_path / "one" / f).read_bytes() == (tmp_path / "two" / f).read_bytes() for f in files)
 
 
@@ -379,15 +401,17 @@ def test_marks_drawn_in_place_are_taken_off_exactly(tmp_path: Path, size: tuple[
     Image.fromarray(rng.integers(0, 256, (size[1], size[0], 3), dtype=np.uint8)).save(path)
     w, h = size
     boxes = [(0, 0, w - 1, h - 1), (3, 4, 5, 6), (-5, -5, 10, 12), (w - 8, h - 9, w + 3, h + 3), (10, 5, 30, 40)]
-    cases = [[box_mark(b, RED)] for b in boxes] + [[box_mark(boxes[4], RED), box_mark(boxes[1], BLUE)],
-                                                   [("point", (2.0, 3.0), RED), ("point", (w / 2, h / 2), BLUE)],
-                                                   [("frame", (), RED)]]  # fmt: skip
+    cases = [[box_mark(b, RED)] for b in boxes] + [
+        [box_mark(boxes[4], RED), box_mark(boxes[1], BLUE)],
+        [("point", (2.0, 3.0), RED), ("point", (w / 2, h / 2), BLUE)],
+        [("frame", (), RED)],
+    ]
     for pad in (False, True):
         for marks in cases:
             cached_image.cache_clear()
             cached_padded.cache_clear()
             before = np.asarray(cached_padded(path)[0] if pad else cached_image(path)).copy()
-            expected, (ox, oy) = (cached_padded(path) if pad else (cached_image(path), (0, 0)))
+            expected, (ox, oy) = cached_padded(path) if pad else (cached_image(path), (0, 0))
             expected = expected.copy()
             for kind, geometry, color in marks:
                 if kind == "point":

@@ -63,8 +63,14 @@ def _annotation(aid: int, mask: Image.Image, polygon: bool) -> dict:
     else:
         rle = mask_utils.encode(np.asfortranarray(a.astype(np.uint8)))
         seg = {"size": [int(v) for v in rle["size"]], "counts": rle["counts"].decode()}
-    return {"id": aid, "image_id": 1, "category_id": 1, "iscrowd": 0, "bbox": [x0, y0, x1 - x0, y1 - y0],
-            "segmentation": seg}
+    return {
+        "id": aid,
+        "image_id": 1,
+        "category_id": 1,
+        "iscrowd": 0,
+        "bbox": [x0, y0, x1 - x0, y1 - y0],
+        "segmentation": seg,
+    }
 
 
 BOXES = [((5, 3, 20, 15), True), ((30, 10, 55, 38), False), ((0, 20, 12, 40), True)]  # upright (x0, y0, x1, y1)
@@ -80,8 +86,9 @@ def test_annotations_are_read_in_the_upright_picture(orientation: int, frame: st
     file's own size, which differs from the upright one after a quarter turn) are turned with them. Either way
     each mask and box is the one drawn on the upright picture."""
     (tmp_path / "images").mkdir()
-    _save_tagged(_stored(Image.new("RGB", (W, H), (90, 90, 90)), orientation), tmp_path / "images" / "a.png",
-                 orientation)  # fmt: skip
+    _save_tagged(
+        _stored(Image.new("RGB", (W, H), (90, 90, 90)), orientation), tmp_path / "images" / "a.png", orientation
+    )
     masks = [_rect_mask(box, (W, H)) for box, _ in BOXES]
     if frame == "stored":
         masks_given = [_stored(m, orientation) for m in masks]
@@ -89,8 +96,11 @@ def test_annotations_are_read_in_the_upright_picture(orientation: int, frame: st
     else:
         masks_given, size = masks, (W, H)
     anns = [_annotation(i + 1, m, poly) for i, (m, (_, poly)) in enumerate(zip(masks_given, BOXES, strict=True))]
-    coco = {"images": [{"id": 1, "file_name": "a.png", "width": size[0], "height": size[1]}],
-            "categories": [{"id": 1, "name": "thing"}], "annotations": anns}  # fmt: skip
+    coco = {
+        "images": [{"id": 1, "file_name": "a.png", "width": size[0], "height": size[1]}],
+        "categories": [{"id": 1, "name": "thing"}],
+        "annotations": anns,
+    }
     (tmp_path / "ann.json").write_text(json.dumps(coco))
     source = read_coco(tmp_path / "ann.json", tmp_path / "images")
     im = source.images[1]
@@ -113,11 +123,13 @@ def test_annotations_are_read_in_the_upright_picture(orientation: int, frame: st
 def test_a_size_neither_frame_has_is_named_with_the_upright_size(tmp_path: Path) -> None:
     (tmp_path / "images").mkdir()
     _save_tagged(Image.new("RGB", (H, W)), tmp_path / "images" / "a.png", 6)
-    coco = {"images": [{"id": 1, "file_name": "a.png", "width": 50, "height": 50}], "annotations": [],
-            "categories": []}  # fmt: skip
+    coco = {"images": [{"id": 1, "file_name": "a.png", "width": 50, "height": 50}], "annotations": [], "categories": []}
     (tmp_path / "ann.json").write_text(json.dumps(coco))
-    with pytest.raises(Exception, match=r"a.png is 40x60 \(upright by its EXIF orientation: 60x40\) but the "
-                                        r"annotations say 50x50"):  # fmt: skip
+    with pytest.raises(
+        Exception,
+        match=r"a.png is 40x60 \(upright by its EXIF orientation: 60x40\) but the "
+        r"annotations say 50x50",
+    ):
         read_coco(tmp_path / "ann.json", tmp_path / "images")
 
 
@@ -158,8 +170,16 @@ def test_a_photo_stored_on_its_side_builds_the_upright_answers(tmp_path: Path) -
     built = {}
     for which in ("upright", "side", "side_stored"):
         src = tmp_path / which
-        build_dataset(BuildConfig(out=tmp_path / f"out_{which}", coco=src / "instances.json", images=src / "images",
-                                  ava=abilities, tasks=tasks, max_pairs=100))  # fmt: skip
+        build_dataset(
+            BuildConfig(
+                out=tmp_path / f"out_{which}",
+                coco=src / "instances.json",
+                images=src / "images",
+                ava=abilities,
+                tasks=tasks,
+                max_pairs=100,
+            )
+        )
         ds = Dataset(tmp_path / f"out_{which}")
         built[which] = (ds, {(s.ava, s.id): s for s in ds.samples() if s.meta["origin"]["file"] == name})
     ref_ds, ref = built["upright"]
@@ -168,8 +188,12 @@ def test_a_photo_stored_on_its_side_builds_the_upright_answers(tmp_path: Path) -
         ds, got = built[which]
         assert set(got) == set(ref), which
         for key, s in ref.items():
-            assert (got[key].answer, got[key].truth, got[key].width, got[key].height) == (s.answer, s.truth, s.width,
-                                                                                         s.height), (which, key)
+            assert (got[key].answer, got[key].truth, got[key].width, got[key].height) == (
+                s.answer,
+                s.truth,
+                s.width,
+                s.height,
+            ), (which, key)
             a = np.asarray(ref_ds.load_image(s), np.float32)
             b = np.asarray(ds.load_image(got[key]), np.float32)
             assert np.abs(a - b).mean() < 3, (which, key)  # the same picture and marks (two JPEG encodings apart)

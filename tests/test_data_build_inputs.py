@@ -78,8 +78,9 @@ def test_zero_area_box_is_a_counted_drop(src: Path, tmp_path: Path, capsys: pyte
         data["annotations"][0]["bbox"][2] = 0
 
     _edit_coco(src, edit)
-    code, _, out = _run([*_coco_args(src, tmp_path / "out"), "--ava", "localization", "--tasks", "none", "--json"],
-                        capsys)  # fmt: skip
+    code, _, out = _run(
+        [*_coco_args(src, tmp_path / "out"), "--ava", "localization", "--tasks", "none", "--json"], capsys
+    )
     assert code == 0
     rows = {r["ability"]: r for r in json.loads(out)["summary"]}
     reasons = {r["reason"]: r for r in rows["localization"]["reasons"]}
@@ -91,8 +92,10 @@ def test_zero_area_box_is_a_counted_drop(src: Path, tmp_path: Path, capsys: pyte
 def test_depth_map_of_another_size(src: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = src / "depth" / "scene_0002.png"
     Image.fromarray(np.full((10, 12), 1500, np.uint16)).save(bad)
-    code, err, _ = _run([*_coco_args(src, tmp_path / "out"), "--depth", str(src / "depth"), "--ava", "abs_depth",
-                         "--tasks", "none"], capsys)  # fmt: skip
+    code, err, _ = _run(
+        [*_coco_args(src, tmp_path / "out"), "--depth", str(src / "depth"), "--ava", "abs_depth", "--tasks", "none"],
+        capsys,
+    )
     assert code == 2 and f"{bad}: depth map is 12x10 but its image scene_0002.png is" in err
     _no_output(tmp_path / "out")
 
@@ -150,8 +153,9 @@ def test_an_ability_without_its_source_is_named(src: Path, tmp_path: Path, capsy
 
 def test_invalid_json_names_the_file(src: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (src / "text.json").write_text("{ nope")
-    code, err, _ = _run(["--text", str(src / "text.json"), "--images", str(src / "images"), "--out",
-                         str(tmp_path / "out")], capsys)  # fmt: skip
+    code, err, _ = _run(
+        ["--text", str(src / "text.json"), "--images", str(src / "images"), "--out", str(tmp_path / "out")], capsys
+    )
     assert code == 2 and f"{src / 'text.json'}: not valid JSON" in err
 
 
@@ -160,8 +164,18 @@ def test_cli_build_prints_the_summary_and_synth_sources_writes_them(tmp_path: Pa
         main(["data", "synth-sources", "--out", str(tmp_path / "s"), "--images", "8"])
     assert exc.value.code in (0, None)
     assert "wrote 8 scenes" in capsys.readouterr().out
-    code, err, out = _run([*_coco_args(tmp_path / "s", tmp_path / "out"), "--depth", str(tmp_path / "s" / "depth"),
-                           "--ava", "localization,rel_depth", "--tasks", "ta_presence"], capsys)  # fmt: skip
+    code, err, out = _run(
+        [
+            *_coco_args(tmp_path / "s", tmp_path / "out"),
+            "--depth",
+            str(tmp_path / "s" / "depth"),
+            "--ava",
+            "localization,rel_depth",
+            "--tasks",
+            "ta_presence",
+        ],
+        capsys,
+    )
     assert code == 0, err
     text = " ".join(out.split())
     assert "localization" in text and "class not unique in its image" in text and "ta_presence" in text
@@ -205,8 +219,13 @@ def test_source_pixels_are_read_as_rgb_whatever_the_file_mode(tmp_path: Path) ->
 
     rng = np.random.default_rng(0)
     rgb = Image.fromarray(rng.integers(0, 256, (30, 40, 3), dtype=np.uint8))
-    files = {"rgb.jpg": rgb, "grey.png": rgb.convert("L"), "palette.png": rgb.convert("P"),
-             "alpha.png": rgb.convert("RGBA"), "cmyk.jpg": rgb.convert("CMYK")}  # fmt: skip
+    files = {
+        "rgb.jpg": rgb,
+        "grey.png": rgb.convert("L"),
+        "palette.png": rgb.convert("P"),
+        "alpha.png": rgb.convert("RGBA"),
+        "cmyk.jpg": rgb.convert("CMYK"),
+    }
     for name, image in files.items():
         image.save(tmp_path / name)
         got = load_rgb(tmp_path / name)
@@ -244,33 +263,66 @@ def _refused(src: Path, tmp_path: Path, capsys, args: list[str], fragments: list
 
 TYPES = [  # a field of another type than its format says: each was a traceback
     ("annotation id a list", lambda d: d["annotations"][0].update(id=[1]), "annotations[0]: id [1] is not an integer"),
-    ("annotation id an object", lambda d: d["annotations"][2].update(id={"n": 3}),
-     "annotations[2]: id {'n': 3} is not an integer"),
+    (
+        "annotation id an object",
+        lambda d: d["annotations"][2].update(id={"n": 3}),
+        "annotations[2]: id {'n': 3} is not an integer",
+    ),
     ("image id a list", lambda d: d["images"][1].update(id=[2]), "images[1]: id [2] is not an integer or a string"),
-    ("image_id an object", lambda d: d["annotations"][0].update(image_id={"id": 1}),
-     "annotation 1: image_id {'id': 1} is not an integer or a string"),
+    (
+        "image_id an object",
+        lambda d: d["annotations"][0].update(image_id={"id": 1}),
+        "annotation 1: image_id {'id': 1} is not an integer or a string",
+    ),
     ("category id a list", lambda d: d["categories"][0].update(id=[1]), "categories[0]: id [1] is not an integer"),
-    ("category name a number", lambda d: d["categories"][1].update(name=7),
-     "categories[1]: name 7 is not a non-empty string"),
-    ("category_id a list", lambda d: d["annotations"][0].update(category_id=[1]),
-     "annotation 1 (image 1): category_id [1] is not declared"),
+    (
+        "category name a number",
+        lambda d: d["categories"][1].update(name=7),
+        "categories[1]: name 7 is not a non-empty string",
+    ),
+    (
+        "category_id a list",
+        lambda d: d["annotations"][0].update(category_id=[1]),
+        "annotation 1 (image 1): category_id [1] is not declared",
+    ),
     ("width a string", lambda d: d["images"][0].update(width="160"), "image 1: width '160' is not a positive integer"),
     ("file_name a number", lambda d: d["images"][0].update(file_name=5), "image 1: file_name 5 is not a non-empty"),
-    ("bbox of strings", lambda d: d["annotations"][0].update(bbox=["1", "2", "3", "4"]),
-     "annotation 1 (image 1): bbox ['1', '2', '3', '4'] is not [x, y, w, h] (4 numbers)"),
+    (
+        "bbox of strings",
+        lambda d: d["annotations"][0].update(bbox=["1", "2", "3", "4"]),
+        "annotation 1 (image 1): bbox ['1', '2', '3', '4'] is not [x, y, w, h] (4 numbers)",
+    ),
     ("bbox of bools", lambda d: d["annotations"][0].update(bbox=[True, 1, 2, 3]), "is not [x, y, w, h]"),
-    ("polygon of strings", lambda d: d["annotations"][0].update(segmentation=[["1", "2", "3", "4", "5", "6"]]),
-     "annotation 1 (image 1): a polygon needs an even number (>= 6) of coordinates, numbers, got ['1', '2'"),
-    ("polygon nested", lambda d: d["annotations"][0].update(segmentation=[[[1, 2], [3, 4], [5, 6]]]),
-     "a polygon needs an even number"),
-    ("segmentation a string", lambda d: d["annotations"][0].update(segmentation="mask"),
-     "segmentation 'mask' is neither polygons nor RLE"),
-    ("RLE counts a number", lambda d: _rle_ann(d)["segmentation"].update(counts=5),
-     "RLE counts 5 are neither a string nor a list of integers"),
-    ("RLE counts of floats", lambda d: _rle_ann(d)["segmentation"].update(counts=[1.5, 2.0]),
-     "are neither a string nor a list of integers"),
-    ("RLE size of strings", lambda d: _rle_ann(d)["segmentation"].update(size=["120", "160"]),
-     "RLE size ['120', '160'] is not the image's"),
+    (
+        "polygon of strings",
+        lambda d: d["annotations"][0].update(segmentation=[["1", "2", "3", "4", "5", "6"]]),
+        "annotation 1 (image 1): a polygon needs an even number (>= 6) of coordinates, numbers, got ['1', '2'",
+    ),
+    (
+        "polygon nested",
+        lambda d: d["annotations"][0].update(segmentation=[[[1, 2], [3, 4], [5, 6]]]),
+        "a polygon needs an even number",
+    ),
+    (
+        "segmentation a string",
+        lambda d: d["annotations"][0].update(segmentation="mask"),
+        "segmentation 'mask' is neither polygons nor RLE",
+    ),
+    (
+        "RLE counts a number",
+        lambda d: _rle_ann(d)["segmentation"].update(counts=5),
+        "RLE counts 5 are neither a string nor a list of integers",
+    ),
+    (
+        "RLE counts of floats",
+        lambda d: _rle_ann(d)["segmentation"].update(counts=[1.5, 2.0]),
+        "are neither a string nor a list of integers",
+    ),
+    (
+        "RLE size of strings",
+        lambda d: _rle_ann(d)["segmentation"].update(size=["120", "160"]),
+        "RLE size ['120', '160'] is not the image's",
+    ),
     ("annotation a string", lambda d: d["annotations"].insert(3, "oops"), "annotations[3]: 'oops' is not an object"),
     ("image a number", lambda d: d["images"].insert(0, 7), "images[0]: 7 is not an object"),
 ]
@@ -299,26 +351,46 @@ def _raters_extra_column(src: Path) -> Path:
 
 
 OTHER_TYPES = [  # the text and raters readers
-    ("text annotation a string", lambda s: ["--text", str(_text_edit(s, lambda d: d["anns"].update({"10": "STOP"})))],
-     "text.json: anns['10']: 'STOP' is not an object"),
-    ("text bbox of strings",
-     lambda s: ["--text", str(_text_edit(s, lambda d: d["anns"]["10"].update(bbox=["a", 1, 2, 3])))],
-     "text.json: anns['10']: bbox ['a', 1, 2, 3] is not [x, y, w, h]"),
-    ("text utf8_string a list",
-     lambda s: ["--text", str(_text_edit(s, lambda d: d["anns"]["10"].update(utf8_string=["S"])))],
-     "anns['10']: utf8_string ['S'] is not a string"),
-    ("text image record a list", lambda s: ["--text", str(_text_edit(s, lambda d: d["imgs"].update({"1": [1]})))],
-     "text.json: imgs['1']: [1] is not an object"),
-    ("raters row with extra columns", lambda s: ["--attributes", str(_raters_extra_column(s))],
-     "raters.csv: row 3: 9 fields, but the header names 7"),
-    ("raters JSON id a bool", lambda s: ["--attributes", str(_json_raters(s, [{"annotation_id": True, "x": "a"}]))],
-     "raters.json: record 0: annotation_id True is not an integer"),
-    ("raters JSON id a fraction",
-     lambda s: ["--attributes", str(_json_raters(s, [{"annotation_id": 2.5, "occluded": "no"}]))],
-     "annotation_id 2.5 is not an integer"),
-    ("raters JSON value an object",
-     lambda s: ["--attributes", str(_json_raters(s, [{"annotation_id": 2, "occluded": {"r1": "no"}}]))],
-     "raters.json: record 0: occluded: value {'r1': 'no'} is not a string or a number"),
+    (
+        "text annotation a string",
+        lambda s: ["--text", str(_text_edit(s, lambda d: d["anns"].update({"10": "STOP"})))],
+        "text.json: anns['10']: 'STOP' is not an object",
+    ),
+    (
+        "text bbox of strings",
+        lambda s: ["--text", str(_text_edit(s, lambda d: d["anns"]["10"].update(bbox=["a", 1, 2, 3])))],
+        "text.json: anns['10']: bbox ['a', 1, 2, 3] is not [x, y, w, h]",
+    ),
+    (
+        "text utf8_string a list",
+        lambda s: ["--text", str(_text_edit(s, lambda d: d["anns"]["10"].update(utf8_string=["S"])))],
+        "anns['10']: utf8_string ['S'] is not a string",
+    ),
+    (
+        "text image record a list",
+        lambda s: ["--text", str(_text_edit(s, lambda d: d["imgs"].update({"1": [1]})))],
+        "text.json: imgs['1']: [1] is not an object",
+    ),
+    (
+        "raters row with extra columns",
+        lambda s: ["--attributes", str(_raters_extra_column(s))],
+        "raters.csv: row 3: 9 fields, but the header names 7",
+    ),
+    (
+        "raters JSON id a bool",
+        lambda s: ["--attributes", str(_json_raters(s, [{"annotation_id": True, "x": "a"}]))],
+        "raters.json: record 0: annotation_id True is not an integer",
+    ),
+    (
+        "raters JSON id a fraction",
+        lambda s: ["--attributes", str(_json_raters(s, [{"annotation_id": 2.5, "occluded": "no"}]))],
+        "annotation_id 2.5 is not an integer",
+    ),
+    (
+        "raters JSON value an object",
+        lambda s: ["--attributes", str(_json_raters(s, [{"annotation_id": 2, "occluded": {"r1": "no"}}]))],
+        "raters.json: record 0: occluded: value {'r1': 'no'} is not a string or a number",
+    ),
 ]
 
 
@@ -334,28 +406,61 @@ def test_types_in_text_and_raters_files_are_checked(name, args, fragment, src: P
 
 
 NUMBERS = [  # numbers not finite or out of range: each was kept, counted or decoded past a mask's end
-    ("bbox NaN", ("edit", lambda d: d["annotations"][0]["bbox"].__setitem__(0, float("nan"))),
-     "annotation 1 (image 1): bbox [nan, "),
-    ("bbox infinite width", ("edit", lambda d: d["annotations"][0]["bbox"].__setitem__(2, float("inf"))),
-     "annotation 1 (image 1): bbox [", ),
+    (
+        "bbox NaN",
+        ("edit", lambda d: d["annotations"][0]["bbox"].__setitem__(0, float("nan"))),
+        "annotation 1 (image 1): bbox [nan, ",
+    ),
+    (
+        "bbox infinite width",
+        ("edit", lambda d: d["annotations"][0]["bbox"].__setitem__(2, float("inf"))),
+        "annotation 1 (image 1): bbox [",
+    ),
     ("width 1e999", ("raw", '"width": 160', '"width": 1e999'), "image 1: width inf is not a positive integer"),
     ("height 0", ("edit", lambda d: d["images"][0].update(height=0)), "image 1: height 0 is not a positive integer"),
-    ("bbox negative width", ("edit", lambda d: d["annotations"][0]["bbox"].__setitem__(2, -5)),
-     "has a negative width or height"),
-    ("bbox outside the image", ("edit", lambda d: d["annotations"][0].update(bbox=[500, 10, 5, 5])),
-     "bbox [500, 10, 5, 5] reaches x 500.0..505.0"),
-    ("polygon NaN", ("edit", lambda d: d["annotations"][0]["segmentation"][0].__setitem__(1, float("nan"))),
-     "annotation 1 (image 1): polygon [", ),
-    ("RLE runs short of the image", ("edit", lambda d: _rle_ann(d)["segmentation"].update(counts="0:"),),
-     "RLE runs cover 10 pixels, not the"),
-    ("RLE garbage characters", ("edit", lambda d: _rle_ann(d)["segmentation"].update(counts="\x7f\x7f~~")),
-     "cannot be decoded (character"),
-    ("RLE negative run in a string", ("edit", lambda d: _rle_ann(d)["segmentation"].update(counts="0@")),
-     "RLE counts hold a negative run"),
-    ("RLE negative run in a list", ("edit", lambda d: _rle_ann(d)["segmentation"].update(counts=[-3, 5])),
-     "RLE counts hold a negative run"),
-    ("RLE list too long", ("edit", lambda d: _rle_ann(d)["segmentation"].update(counts=[0, 10**9])),
-     "RLE runs cover 1000000000 pixels"),
+    (
+        "bbox negative width",
+        ("edit", lambda d: d["annotations"][0]["bbox"].__setitem__(2, -5)),
+        "has a negative width or height",
+    ),
+    (
+        "bbox outside the image",
+        ("edit", lambda d: d["annotations"][0].update(bbox=[500, 10, 5, 5])),
+        "bbox [500, 10, 5, 5] reaches x 500.0..505.0",
+    ),
+    (
+        "polygon NaN",
+        ("edit", lambda d: d["annotations"][0]["segmentation"][0].__setitem__(1, float("nan"))),
+        "annotation 1 (image 1): polygon [",
+    ),
+    (
+        "RLE runs short of the image",
+        (
+            "edit",
+            lambda d: _rle_ann(d)["segmentation"].update(counts="0:"),
+        ),
+        "RLE runs cover 10 pixels, not the",
+    ),
+    (
+        "RLE garbage characters",
+        ("edit", lambda d: _rle_ann(d)["segmentation"].update(counts="\x7f\x7f~~")),
+        "cannot be decoded (character",
+    ),
+    (
+        "RLE negative run in a string",
+        ("edit", lambda d: _rle_ann(d)["segmentation"].update(counts="0@")),
+        "RLE counts hold a negative run",
+    ),
+    (
+        "RLE negative run in a list",
+        ("edit", lambda d: _rle_ann(d)["segmentation"].update(counts=[-3, 5])),
+        "RLE counts hold a negative run",
+    ),
+    (
+        "RLE list too long",
+        ("edit", lambda d: _rle_ann(d)["segmentation"].update(counts=[0, 10**9])),
+        "RLE runs cover 1000000000 pixels",
+    ),
     ("--max-pairs -1", ("args", ["--max-pairs", "-1"]), "--max-pairs must be an integer >= 1, not -1"),
     ("--max-pairs 0", ("args", ["--max-pairs", "0"]), "--max-pairs must be an integer >= 1, not 0"),
     ("--max-per-task -3", ("args", ["--max-per-task", "-3"]), "--max-per-task must be an integer >= 1, not -3"),
@@ -416,12 +521,26 @@ def test_a_path_that_stays_inside_is_read(src: Path, tmp_path: Path, capsys) -> 
 
 def test_a_category_id_declared_twice_is_refused(src: Path, tmp_path: Path, capsys) -> None:
     _edit_coco(src, lambda d: d["categories"].append({"id": 1, "name": "wheel"}))
-    _refused(src, tmp_path, capsys, [], ["instances.json: categories[5]: category id 1 is declared twice ('disk', "
-                                         "then 'wheel')"])
+    _refused(
+        src,
+        tmp_path,
+        capsys,
+        [],
+        ["instances.json: categories[5]: category id 1 is declared twice ('disk', then 'wheel')"],
+    )
 
 
-CROWD = [("no", False), ("yes", False), (2, False), (None, False), ([1], False), (0, True), (1, True), (True, True),
-         (False, True)]  # fmt: skip
+CROWD = [
+    ("no", False),
+    ("yes", False),
+    (2, False),
+    (None, False),
+    ([1], False),
+    (0, True),
+    (1, True),
+    (True, True),
+    (False, True),
+]
 
 
 @pytest.mark.parametrize(("value", "ok"), CROWD, ids=[repr(c[0]) for c in CROWD])
@@ -449,13 +568,22 @@ def _rgb_png(src: Path) -> None:
 
 
 MISLEADING = [  # each said something untrue, or nothing, before
-    ("3-channel .npy", lambda s: _npy(s, np.ones((144, 144, 3), np.float32)),
-     "scene_0002.npy: a depth map is one channel (height x width); this one is 144x144x3"),
-    ("RGB depth PNG", _rgb_png, "scene_0002.png: a depth PNG is one channel of 16-bit millimetres; this one is mode "
-                                "RGB (3 channel(s))"),
+    (
+        "3-channel .npy",
+        lambda s: _npy(s, np.ones((144, 144, 3), np.float32)),
+        "scene_0002.npy: a depth map is one channel (height x width); this one is 144x144x3",
+    ),
+    (
+        "RGB depth PNG",
+        _rgb_png,
+        "scene_0002.png: a depth PNG is one channel of 16-bit millimetres; this one is mode RGB (3 channel(s))",
+    ),
     ("garbage .npy", _garbage_npy, "scene_0002.npy: not a .npy array file (no NUMPY header)"),
-    ("pickled .npy", lambda s: _npy(s, np.array([{"depth": 1}], dtype=object), allow_pickle=True),
-     "scene_0002.npy: holds Python objects (pickled), not a numeric array; refused"),
+    (
+        "pickled .npy",
+        lambda s: _npy(s, np.array([{"depth": 1}], dtype=object), allow_pickle=True),
+        "scene_0002.npy: holds Python objects (pickled), not a numeric array; refused",
+    ),
     ("text .npy", lambda s: _npy(s, np.array(["far", "near"])), "scene_0002.npy: holds <U4 values, not numbers"),
 ]
 
@@ -463,8 +591,9 @@ MISLEADING = [  # each said something untrue, or nothing, before
 @pytest.mark.parametrize(("name", "make", "fragment"), MISLEADING, ids=[m[0] for m in MISLEADING])
 def test_bad_depth_maps_are_named_for_what_they_are(name, make, fragment, src: Path, tmp_path: Path, capsys) -> None:
     make(src)
-    _refused(src, tmp_path, capsys, ["--depth", str(src / "depth"), "--ava", "abs_depth", "--tasks", "none"],
-             [fragment])
+    _refused(
+        src, tmp_path, capsys, ["--depth", str(src / "depth"), "--ava", "abs_depth", "--tasks", "none"], [fragment]
+    )
 
 
 def test_a_depth_directory_that_is_missing_or_holds_no_map_is_refused(src: Path, tmp_path: Path, capsys) -> None:
@@ -472,22 +601,39 @@ def test_a_depth_directory_that_is_missing_or_holds_no_map_is_refused(src: Path,
     _refused(src, tmp_path, capsys, ["--depth", str(nowhere)], [f"--depth {nowhere}: no such directory"])
     (src / "empty").mkdir()
     (src / "empty" / "other.png").write_bytes(b"")
-    _refused(src, tmp_path, capsys, ["--depth", str(src / "empty")],
-             [f"--depth {src / 'empty'}: no depth map for any of the 8 images", "e.g. scene_0000.png"])
+    _refused(
+        src,
+        tmp_path,
+        capsys,
+        ["--depth", str(src / "empty")],
+        [f"--depth {src / 'empty'}: no depth map for any of the 8 images", "e.g. scene_0000.png"],
+    )
 
 
 def test_a_raters_csv_with_a_spreadsheets_byte_order_mark_is_read(src: Path, tmp_path: Path, capsys) -> None:
     raters = src / "raters.csv"
     raters.write_bytes(b"\xef\xbb\xbf" + raters.read_bytes())
-    code, err, out = _run([*_coco_args(src, tmp_path / "out"), "--attributes", str(raters), "--ava", "counting",
-                           "--tasks", "ta_occluded", "--json"], capsys)  # fmt: skip
+    code, err, out = _run(
+        [
+            *_coco_args(src, tmp_path / "out"),
+            "--attributes",
+            str(raters),
+            "--ava",
+            "counting",
+            "--tasks",
+            "ta_occluded",
+            "--json",
+        ],
+        capsys,
+    )
     assert code == 0, err
     assert Dataset(tmp_path / "out").samples("ta_occluded")
 
 
 def test_images_that_is_not_a_directory_is_named(src: Path, tmp_path: Path, capsys) -> None:
-    code, err, _ = _run(["--coco", str(src / "instances.json"), "--images", str(src / "nope"), "--out",
-                         str(tmp_path / "out")], capsys)  # fmt: skip
+    code, err, _ = _run(
+        ["--coco", str(src / "instances.json"), "--images", str(src / "nope"), "--out", str(tmp_path / "out")], capsys
+    )
     assert code == 2 and f"--images {src / 'nope'}: no such directory" in err
 
 

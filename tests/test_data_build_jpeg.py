@@ -62,8 +62,13 @@ def test_rows_outside_the_marks_are_not_encoded_again(monkeypatch: pytest.Monkey
 
 def test_files_without_a_marker_per_row_are_not_split() -> None:
     picture = _photo(64, 48, seed=2)
-    for options in ({}, {"progressive": True}, {"restart_marker_blocks": 3}, {"restart_marker_blocks": 8},
-                    {"restart_marker_rows": 2}):  # fmt: skip
+    for options in (
+        {},
+        {"progressive": True},
+        {"restart_marker_blocks": 3},
+        {"restart_marker_blocks": 8},
+        {"restart_marker_rows": 2},
+    ):
         buf = io.BytesIO()
         picture.save(buf, format="JPEG", quality=95, **options)
         assert jpeg.RowCoded.parse(buf.getvalue()) is None, options
@@ -81,13 +86,16 @@ def test_a_build_writes_what_whole_encodings_give(tmp_path: Path, monkeypatch: p
     write_sources(tmp_path / "src", n_images=12, seed=4, scale=2, image_format="jpeg")
 
     def build(out: str) -> dict[str, bytes]:
-        config = BuildConfig(out=tmp_path / out, coco=tmp_path / "src" / "instances.json",
-                             images=tmp_path / "src" / "images", ava=["recognition", "spatial", "color"],
-                             tasks=["ta_truncated", "ta_brighter_point", "ta_blurred_object", "ta_noisy_object",
-                                    "ta_true_colour_tile"], workers=1)  # fmt: skip
+        config = BuildConfig(
+            out=tmp_path / out,
+            coco=tmp_path / "src" / "instances.json",
+            images=tmp_path / "src" / "images",
+            ava=["recognition", "spatial", "color"],
+            tasks=["ta_truncated", "ta_brighter_point", "ta_blurred_object", "ta_noisy_object", "ta_true_colour_tile"],
+            workers=1,
+        )
         build_dataset(config)
-        return {str(p.relative_to(tmp_path / out)): p.read_bytes() for p in (tmp_path / out).rglob("*")
-                if p.is_file()}  # fmt: skip
+        return {str(p.relative_to(tmp_path / out)): p.read_bytes() for p in (tmp_path / out).rglob("*") if p.is_file()}
 
     spliced = []
     real = jpeg.RowCoded.tobytes

@@ -26,16 +26,32 @@ def save_tiny_depth_anything(path: Path, kind: str = "relative", seed: int = 0) 
     import transformers as T
 
     torch.manual_seed(seed)
-    backbone = T.Dinov2Config(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-                              image_size=28, patch_size=14, out_features=["stage1", "stage2"],
-                              reshape_hidden_states=False)  # fmt: skip
-    config = T.DepthAnythingConfig(backbone_config=backbone, reassemble_hidden_size=32, neck_hidden_sizes=[16, 32],
-                                   fusion_hidden_size=16, reassemble_factors=[1, 0.5], head_hidden_size=8,
-                                   patch_size=14, depth_estimation_type=kind, max_depth=30)  # fmt: skip
+    backbone = T.Dinov2Config(
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        image_size=28,
+        patch_size=14,
+        out_features=["stage1", "stage2"],
+        reshape_hidden_states=False,
+    )
+    config = T.DepthAnythingConfig(
+        backbone_config=backbone,
+        reassemble_hidden_size=32,
+        neck_hidden_sizes=[16, 32],
+        fusion_hidden_size=16,
+        reassemble_factors=[1, 0.5],
+        head_hidden_size=8,
+        patch_size=14,
+        depth_estimation_type=kind,
+        max_depth=30,
+    )
     config.random_weights = True
     T.DepthAnythingForDepthEstimation(config).save_pretrained(path)
-    T.DPTImageProcessor(size={"height": 28, "width": 28}, keep_aspect_ratio=True,
-                        ensure_multiple_of=14).save_pretrained(path)  # fmt: skip
+    T.DPTImageProcessor(
+        size={"height": 28, "width": 28}, keep_aspect_ratio=True, ensure_multiple_of=14
+    ).save_pretrained(path)
     return path
 
 
@@ -57,8 +73,7 @@ def _run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]
 
 
 def _coco(src: Path, out: Path, **kw: object) -> BuildConfig:
-    return BuildConfig(out=out, coco=src / "src" / "instances.json", images=src / "src" / "images",
-                       **kw)  # type: ignore[arg-type]  # fmt: skip
+    return BuildConfig(out=out, coco=src / "src" / "instances.json", images=src / "src" / "images", **kw)  # type: ignore[arg-type]
 
 
 def test_metric_or_relative_comes_from_the_config(src: Path) -> None:
@@ -96,8 +111,9 @@ def test_relative_model_builds_nearer_farther_only_and_is_recorded(
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the model's maps go while the build runs
     out = tmp_path / "out"
-    result = build_dataset(_coco(src, out, depth_model=str(src / "relative"), ava=["rel_depth"],
-                                 tasks=["ta_nearer_object"]))  # fmt: skip
+    result = build_dataset(
+        _coco(src, out, depth_model=str(src / "relative"), ava=["rel_depth"], tasks=["ta_nearer_object"])
+    )
     record = json.loads((out / "dataset.json").read_text())["build"]["sources"]["depth"]
     assert record["model"] == str(src / "relative") and record["metric"] is False and record["random_weights"]
     assert record["sha256"] == dm.weights_digest(src / "relative")
@@ -129,23 +145,47 @@ def test_metric_model_builds_abs_depth(src: Path, tmp_path: Path) -> None:
         (["--miner", "nearest"], "unknown miner 'nearest'"),
     ],
 )
-def test_bad_inputs_are_one_line_and_write_nothing(args: list[str], fragment: str, src: Path, tmp_path: Path,
-                                                   capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_bad_inputs_are_one_line_and_write_nothing(
+    args: list[str], fragment: str, src: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     (tmp_path / "notmodel").mkdir()
-    names = {"NOTMODEL": tmp_path / "notmodel", "CLIP": src / "clip", "RELATIVE": src / "relative",
-             "DEPTH": src / "src" / "depth"}  # fmt: skip
+    names = {
+        "NOTMODEL": tmp_path / "notmodel",
+        "CLIP": src / "clip",
+        "RELATIVE": src / "relative",
+        "DEPTH": src / "src" / "depth",
+    }
     args = [str(names.get(a, a)) for a in args]
     out = tmp_path / "out"
-    code, message = _run(["data", "build", "--coco", str(src / "src" / "instances.json"), "--images",
-                          str(src / "src" / "images"), "--out", str(out), "-q", *args], capsys)  # fmt: skip
+    code, message = _run(
+        [
+            "data",
+            "build",
+            "--coco",
+            str(src / "src" / "instances.json"),
+            "--images",
+            str(src / "src" / "images"),
+            "--out",
+            str(out),
+            "-q",
+            *args,
+        ],
+        capsys,
+    )
     assert code == 2 and fragment in message and "Traceback" not in message, message
     assert not out.exists() and not list(tmp_path.glob(".out.*"))
 
 
 def test_clip_miner_offers_the_classes_the_checkpoint_ranks_first(src: Path, tmp_path: Path) -> None:
     miner = f"clip@{src / 'clip'}"
-    config = BuildConfig(out=tmp_path / "out", classes=[f"scene={src / 'src' / 'classes' / 'scene'}"], ava=["scene"],
-                         tasks=[], options=2, miner=miner)  # fmt: skip
+    config = BuildConfig(
+        out=tmp_path / "out",
+        classes=[f"scene={src / 'src' / 'classes' / 'scene'}"],
+        ava=["scene"],
+        tasks=[],
+        options=2,
+        miner=miner,
+    )
     result = build_dataset(config)
     assert result.sources["miner"]["miner"] == miner
     samples = list(Dataset(tmp_path / "out").samples("scene"))
@@ -168,8 +208,9 @@ def test_clip_miner_offers_the_classes_the_checkpoint_ranks_first(src: Path, tmp
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="the depth model on a GPU")
 @pytest.mark.parametrize("kind", ["relative", "metric"])
-def test_depth_maps_made_on_a_gpu_are_the_cpus(kind: str, src: Path, tmp_path: Path,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_depth_maps_made_on_a_gpu_are_the_cpus(
+    kind: str, src: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """``ava data build --depth-model DIR --device cuda``: the maps the model makes on the GPU are those it makes on
     the CPU, within float32 rounding, where one of them is a depth (a relative model's non-positive disparity is no
     depth on either). cuDNN's TF32 convolutions are off here: with them the maps differ by design."""

@@ -28,11 +28,13 @@ def test_image_scores_group_questions_by_source_image_and_ambiguity() -> None:
         "counting": [{"id": "z", "score": 0.0}],  # not a task-augmentation question: ignored
     }
     meta = {
-        ("ta_presence", "a"): {"origin": {"file": "x.png"}}, ("ta_presence", "b"): {"origin": {"file": "y.png"}},
-        ("ta_count", "c"): {"origin": {"file": "x.png"}}, ("ta_count", "d"): {"origin": {"file": "y.png"}},
+        ("ta_presence", "a"): {"origin": {"file": "x.png"}},
+        ("ta_presence", "b"): {"origin": {"file": "y.png"}},
+        ("ta_count", "c"): {"origin": {"file": "x.png"}},
+        ("ta_count", "d"): {"origin": {"file": "y.png"}},
         ("ta_occluded", "e"): {"origin": {"file": "x.png"}, "ambiguity": 0.0},
         ("ta_occluded", "f"): {"origin": {"file": "y.png"}, "ambiguity": 0.3333},
-    }  # fmt: skip
+    }
     fractions, ambiguity = image_scores(records, meta)
     assert fractions == {"x.png": 1.0, "y.png": 0.0}
     assert dict(ambiguity) == {"0 (raters agree)": [True], "(0.2, 0.34]": [False]}
@@ -42,16 +44,52 @@ def test_image_scores_group_questions_by_source_image_and_ambiguity() -> None:
 def test_a_built_dataset_goes_through_extract_fingerprint_and_report(tmp_path: Path) -> None:
     write_sources(tmp_path / "src", n_images=12, seed=2)
     src = tmp_path / "src"
-    build_dataset(BuildConfig(out=tmp_path / "data", coco=src / "instances.json", images=src / "images",
-                              attributes=src / "raters.csv", ava=["recognition"],
-                              tasks=["ta_presence", "ta_occluded", "ta_further_left"]))  # fmt: skip
+    build_dataset(
+        BuildConfig(
+            out=tmp_path / "data",
+            coco=src / "instances.json",
+            images=src / "images",
+            attributes=src / "raters.csv",
+            ava=["recognition"],
+            tasks=["ta_presence", "ta_occluded", "ta_further_left"],
+        )
+    )
     for args in (
-        ["cache", "extract", "--vfm", "pixels", "--data", str(tmp_path / "data"), "--cache", str(tmp_path / "c"),
-         "--device", "cpu", "--threads", "1", "-q"],
-        ["fingerprint", "--vfm", "pixels", "--data", str(tmp_path / "data"), "--cache", str(tmp_path / "c"),
-         "--out", str(tmp_path / "runs"), "--head", "knn", "--device", "cpu", "--threads", "1", "-q"],
+        [
+            "cache",
+            "extract",
+            "--vfm",
+            "pixels",
+            "--data",
+            str(tmp_path / "data"),
+            "--cache",
+            str(tmp_path / "c"),
+            "--device",
+            "cpu",
+            "--threads",
+            "1",
+            "-q",
+        ],
+        [
+            "fingerprint",
+            "--vfm",
+            "pixels",
+            "--data",
+            str(tmp_path / "data"),
+            "--cache",
+            str(tmp_path / "c"),
+            "--out",
+            str(tmp_path / "runs"),
+            "--head",
+            "knn",
+            "--device",
+            "cpu",
+            "--threads",
+            "1",
+            "-q",
+        ],
         ["report", str(tmp_path / "runs" / "knn-pixels"), "--out", str(tmp_path / "report")],
-    ):  # fmt: skip
+    ):
         with pytest.raises(SystemExit) as exc:
             main(args)
         assert exc.value.code in (0, None), args

@@ -19,8 +19,14 @@ from ava.data.format import Dataset
 
 # one 200 x 200 image: a column of eight boxes (they overlap horizontally, so no two of them make a spatial pair)
 # and a scatter of six boxes around it; every box is class "a" or "b"
-BOXES = [(10, 10 + 23 * k, 20, 20) for k in range(8)] + [(60, 5, 20, 20), (150, 30, 25, 20), (100, 90, 20, 25),
-                                                         (170, 120, 20, 20), (60, 170, 25, 20), (130, 175, 30, 20)]
+BOXES = [(10, 10 + 23 * k, 20, 20) for k in range(8)] + [
+    (60, 5, 20, 20),
+    (150, 30, 25, 20),
+    (100, 90, 20, 25),
+    (170, 120, 20, 20),
+    (60, 170, 25, 20),
+    (130, 175, 30, 20),
+]
 
 
 def _sources(tmp_path: Path, classes: list[str] | None = None) -> Path:
@@ -28,10 +34,14 @@ def _sources(tmp_path: Path, classes: list[str] | None = None) -> Path:
     (src / "images").mkdir(parents=True)
     Image.new("RGB", (200, 200), (90, 120, 60)).save(src / "images" / "a.png")
     names = classes or ["a", "b"]
-    coco = {"images": [{"id": 1, "file_name": "a.png", "width": 200, "height": 200}],
-            "categories": [{"id": i + 1, "name": n} for i, n in enumerate(names)],
-            "annotations": [{"id": i + 1, "image_id": 1, "category_id": 1 + i % len(names), "bbox": list(b),
-                             "iscrowd": 0} for i, b in enumerate(BOXES)]}  # fmt: skip
+    coco = {
+        "images": [{"id": 1, "file_name": "a.png", "width": 200, "height": 200}],
+        "categories": [{"id": i + 1, "name": n} for i, n in enumerate(names)],
+        "annotations": [
+            {"id": i + 1, "image_id": 1, "category_id": 1 + i % len(names), "bbox": list(b), "iscrowd": 0}
+            for i, b in enumerate(BOXES)
+        ],
+    }
     (src / "instances.json").write_text(json.dumps(coco))
     return src
 
@@ -54,8 +64,9 @@ def test_pairs_are_judged_by_every_rule_before_the_cap_picks(tmp_path: Path, max
     from ava.curate.build import read_sources
 
     src = _sources(tmp_path)
-    ctx, _ = read_sources(BuildConfig(out=tmp_path / "out", coco=src / "instances.json", images=src / "images",
-                                      max_pairs=max_pairs))  # fmt: skip
+    ctx, _ = read_sources(
+        BuildConfig(out=tmp_path / "out", coco=src / "instances.json", images=src / "images", max_pairs=max_pairs)
+    )
     kept = build_spatial(ctx)
     row = next(r for r in ctx.summary.rows() if r["ability"] == "spatial")
     reasons = {r["reason"]: r for r in row["reasons"]}
@@ -77,8 +88,24 @@ def test_a_build_that_keeps_nothing_says_why_in_one_line(tmp_path: Path, capsys:
     line with what became of every pair, nothing written."""
     src = _sources(tmp_path)
     with pytest.raises(SystemExit) as exc:
-        main(["data", "build", "--coco", str(src / "instances.json"), "--images", str(src / "images"), "--ava",
-              "spatial", "--tasks", "none", "--no-boxes", "--out", str(tmp_path / "out"), "-q"])  # fmt: skip
+        main(
+            [
+                "data",
+                "build",
+                "--coco",
+                str(src / "instances.json"),
+                "--images",
+                str(src / "images"),
+                "--ava",
+                "spatial",
+                "--tasks",
+                "none",
+                "--no-boxes",
+                "--out",
+                str(tmp_path / "out"),
+                "-q",
+            ]
+        )
     err = capsys.readouterr().err.strip()
     n = len(BOXES) * (len(BOXES) - 1) // 2
     assert exc.value.code == 2 and len(err.splitlines()) == 1, err
@@ -92,28 +119,54 @@ def test_no_boxes_builds_from_classes_unique_in_their_image(tmp_path: Path) -> N
     """With every class once in the image, the pairs the rules keep are asked without boxes (the paper's Figure
     8a), the cap picking among them."""
     src = _sources(tmp_path, classes=[f"c{i}" for i in range(len(BOXES))])
-    result = build_dataset(BuildConfig(out=tmp_path / "out", coco=src / "instances.json", images=src / "images",
-                                       ava=["spatial"], tasks=[], boxes=False, max_pairs=100))  # fmt: skip
+    result = build_dataset(
+        BuildConfig(
+            out=tmp_path / "out",
+            coco=src / "instances.json",
+            images=src / "images",
+            ava=["spatial"],
+            tasks=[],
+            boxes=False,
+            max_pairs=100,
+        )
+    )
     samples = Dataset(tmp_path / "out").samples("spatial")
     assert samples and all("box" not in s.question for s in samples)
     row = result.summary[0]
     assert row["kept"] == len(samples) and row["capped"] == 0
 
 
-@pytest.mark.parametrize(("name", "question"), [
-    ("oven", "Is there an oven in the image?"), ("orange", "Is there an orange in the image?"),
-    ("unicorn", "Is there a unicorn in the image?"), ("hour glass", "Is there an hour glass in the image?"),
-    ("umbrella", "Is there an umbrella in the image?"), ("cat", "Is there a cat in the image?"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("name", "question"),
+    [
+        ("oven", "Is there an oven in the image?"),
+        ("orange", "Is there an orange in the image?"),
+        ("unicorn", "Is there a unicorn in the image?"),
+        ("hour glass", "Is there an hour glass in the image?"),
+        ("umbrella", "Is there an umbrella in the image?"),
+        ("cat", "Is there a cat in the image?"),
+    ],
+)
 def test_articles_are_inflects(name: str, question: str) -> None:
     from ava.curate.core import ask
 
     assert ask("ta_presence", ["yes", "no"], object=name).startswith(question)
 
 
-@pytest.mark.parametrize(("name", "plural"), [("person", "people"), ("knife", "knives"), ("bus", "buses"),
-                                              ("skis", "skis"), ("sheep", "sheep"), ("wine glass", "wine glasses"),
-                                              ("mouse", "mice"), ("bench", "benches"), ("disk", "disks")])
+@pytest.mark.parametrize(
+    ("name", "plural"),
+    [
+        ("person", "people"),
+        ("knife", "knives"),
+        ("bus", "buses"),
+        ("skis", "skis"),
+        ("sheep", "sheep"),
+        ("wine glass", "wine glasses"),
+        ("mouse", "mice"),
+        ("bench", "benches"),
+        ("disk", "disks"),
+    ],
+)
 def test_plurals_are_inflects(name: str, plural: str) -> None:
     from ava.curate.core import plural as make
 
@@ -193,14 +246,31 @@ def test_real_style_photos_keep_spatial_questions(tmp_path: Path, capsys: pytest
 
     write_photo_sources(tmp_path / "src")
     src = tmp_path / "src"
-    result = build_dataset(BuildConfig(out=tmp_path / "out", coco=src / "instances.json", images=src / "images",
-                                       ava=["spatial"], tasks=[]))  # fmt: skip
+    result = build_dataset(
+        BuildConfig(out=tmp_path / "out", coco=src / "instances.json", images=src / "images", ava=["spatial"], tasks=[])
+    )
     row = result.summary[0]
     assert row["kept"] >= 8, row
     assert {r["kind"] for r in row["reasons"]} == {"rule", "cap"}
     with pytest.raises(SystemExit) as exc:
-        main(["data", "build", "--coco", str(src / "instances.json"), "--images", str(src / "images"), "--ava",
-              "spatial", "--tasks", "none", "--no-boxes", "--out", str(tmp_path / "nb"), "--json"])  # fmt: skip
+        main(
+            [
+                "data",
+                "build",
+                "--coco",
+                str(src / "instances.json"),
+                "--images",
+                str(src / "images"),
+                "--ava",
+                "spatial",
+                "--tasks",
+                "none",
+                "--no-boxes",
+                "--out",
+                str(tmp_path / "nb"),
+                "--json",
+            ]
+        )
     captured = capsys.readouterr()
     if exc.value.code in (0, None):
         samples = Dataset(tmp_path / "nb").samples("spatial")
@@ -232,8 +302,9 @@ def _mostly_flat_sources(tmp_path: Path, n: int = 40, photos: int = 8) -> Path:
 
 
 @pytest.mark.parametrize("top_up", [True, False])
-def test_a_per_image_task_samples_more_images_when_too_few_passed(tmp_path: Path, top_up: bool,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_per_image_task_samples_more_images_when_too_few_passed(
+    tmp_path: Path, top_up: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """--max-per-task 4 samples 6 of 40 images for a per-image task; when the rules keep too few of them (flat
     images have no tile to ask about), the next images of the seeded order are judged too, until the cap is
     reached, and the summary still adds up. Without topping up, fewer than the cap are kept."""
@@ -242,8 +313,16 @@ def test_a_per_image_task_samples_more_images_when_too_few_passed(tmp_path: Path
     if not top_up:
         monkeypatch.setattr(build_module, "top_up", lambda ctx, key, kept: [])
     src = _mostly_flat_sources(tmp_path)
-    result = build_dataset(BuildConfig(out=tmp_path / "out", coco=src / "instances.json", images=src / "images",
-                                       ava=["localization"], tasks=["ta_rotated_jigsaw"], max_per_task=4))  # fmt: skip
+    result = build_dataset(
+        BuildConfig(
+            out=tmp_path / "out",
+            coco=src / "instances.json",
+            images=src / "images",
+            ava=["localization"],
+            tasks=["ta_rotated_jigsaw"],
+            max_per_task=4,
+        )
+    )
     row = next(r for r in result.summary if r["ability"] == "ta_rotated_jigsaw")
     assert row["considered"] == 40 and row["considered"] == row["kept"] + row["dropped"] + row["capped"], row
     assert (row["kept"] == 4) if top_up else (row["kept"] < 4), row
@@ -258,8 +337,10 @@ def test_inflect_is_imported_without_typeguards_rewrite_and_typeguard_is_put_bac
     import subprocess
     import sys
 
-    code = ("from ava.curate.core import ask, plural; import typeguard, typeguard._decorators as d; "
-            "print(ask('ta_presence', ['yes', 'no'], object='oven'), plural('knife'), "
-            "typeguard.typechecked is d.typechecked)")  # fmt: skip
+    code = (
+        "from ava.curate.core import ask, plural; import typeguard, typeguard._decorators as d; "
+        "print(ask('ta_presence', ['yes', 'no'], object='oven'), plural('knife'), "
+        "typeguard.typechecked is d.typechecked)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split()[:4] == ["Is", "there", "an", "oven"] and out.split()[-2:] == ["knives", "True"], out

@@ -138,12 +138,16 @@ def _write_llava(root: Path) -> Path:
     (root / "Counting" / "images" / "a_1.png").write_bytes(kinds["palette"])
     (root / "Color" / "images" / "c1.jpg").write_bytes(kinds["jpeg"])
     records = [
-        {"id": "a/1", "image": "Counting/images/a_1.png", "conversations": conv("How many cats are there?", "3"),
-         "source": "coco"},
+        {
+            "id": "a/1",
+            "image": "Counting/images/a_1.png",
+            "conversations": conv("How many cats are there?", "3"),
+            "source": "coco",
+        },
         {"id": "c1", "image": "Color/images/c1.jpg", "conversations": conv("What color is it?", "[1, 2, 3]")},
         {"id": "missing", "image": "Color/images/nope.jpg", "conversations": conv("What color is it?", "(1, 2, 3)")},
         {"id": "badans", "image": "Color/images/c1.jpg", "conversations": conv("What color is it?", "reddish")},
-    ]  # fmt: skip
+    ]
     path = root / "ava.json"
     path.write_text(json.dumps(records))
     return path
@@ -165,9 +169,20 @@ def test_llava_json_import(tmp_path: Path) -> None:
 def test_llava_forced_ability_via_cli(tmp_path: Path) -> None:
     src = _write_llava(tmp_path / "llava")
     result = runner.invoke(
-        app, ["data", "import", str(src), "--out", str(tmp_path / "ds"), "--ava", "ocr", "--image-root",
-              str(tmp_path / "llava"), "-q"],
-    )  # fmt: skip
+        app,
+        [
+            "data",
+            "import",
+            str(src),
+            "--out",
+            str(tmp_path / "ds"),
+            "--ava",
+            "ocr",
+            "--image-root",
+            str(tmp_path / "llava"),
+            "-q",
+        ],
+    )
     assert result.exit_code == 1  # "missing" has no image file
     ds = Dataset(tmp_path / "ds")
     assert ds.abilities() == ["ocr"] and len(ds.samples()) == 3

@@ -36,8 +36,10 @@ def test_ranked_options_take_the_most_similar_wrong_classes():
         (lambda: random_options(4)("dog", CLASSES, np.random.default_rng(0)), "'dog' is not in"),
         (lambda: random_options(1)("c0", CLASSES, np.random.default_rng(0)), "at least 2"),
         (lambda: ranked_options(3, table_ranking({}))("c0", CLASSES, np.random.default_rng(0)), "no row for"),
-        (lambda: ranked_options(4, table_ranking({"c0": ["c1"]}))("c0", CLASSES, np.random.default_rng(0)),
-         "ranked only 1"),
+        (
+            lambda: ranked_options(4, table_ranking({"c0": ["c1"]}))("c0", CLASSES, np.random.default_rng(0)),
+            "ranked only 1",
+        ),
     ],
 )
 def test_bad_requests_name_what_is_wrong(call, words):

@@ -19,16 +19,24 @@ VIEWS = ["front", "back", "left", "right"]
 
 
 def _sample(ava: str, sid: str, truth: dict, meta: dict | None = None) -> Sample:
-    return Sample(id=sid, ava=ava, image="ab/ab.png", width=8, height=8, question="q", answer="a", truth=truth,
-                  meta=meta or {})  # fmt: skip
+    return Sample(
+        id=sid, ava=ava, image="ab/ab.png", width=8, height=8, question="q", answer="a", truth=truth, meta=meta or {}
+    )
 
 
 def _samples() -> list[Sample]:
     out = [_sample("orientation", f"o{i}", {"index": i % 4, "text": VIEWS[i % 4]}) for i in range(40)]
     out += [_sample("counting", f"c{i}", {"value": 1 + i % 5}) for i in range(27)]
     out += [_sample("counting", "lonely", {"value": 39})]
-    out += [_sample("rel_depth", f"r{i}", {"index": i % 2, "text": ["red", "blue"][i % 2]},
-                    {"class": ["cup", "dog"][i // 2 % 2]}) for i in range(20)]  # fmt: skip
+    out += [
+        _sample(
+            "rel_depth",
+            f"r{i}",
+            {"index": i % 2, "text": ["red", "blue"][i % 2]},
+            {"class": ["cup", "dog"][i // 2 % 2]},
+        )
+        for i in range(20)
+    ]
     return out
 
 
@@ -120,11 +128,14 @@ def test_small_abilities_still_get_their_test_fraction() -> None:
     assert sum(s.split == "test" for s in samples) == 1
 
 
-@pytest.mark.parametrize(("again", "said"), [
-    ({"seed": 0, "test_frac": 0.2}, None),  # the same split again: kept, nothing rewritten
-    ({"seed": 1, "test_frac": 0.2}, "--seed 0 there, 1 now"),
-    ({"seed": 0, "test_frac": 0.25}, "--test-frac 0.2 there, 0.25 now"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("again", "said"),
+    [
+        ({"seed": 0, "test_frac": 0.2}, None),  # the same split again: kept, nothing rewritten
+        ({"seed": 1, "test_frac": 0.2}, "--seed 0 there, 1 now"),
+        ({"seed": 0, "test_frac": 0.25}, "--test-frac 0.2 there, 0.25 now"),
+    ],
+)
 def test_a_second_split_keeps_the_same_split_or_names_the_setting_that_differs(tmp_path: Path, again, said) -> None:
     root = _dataset(tmp_path / "ds")
     first = split_dataset(root, test_frac=0.2, seed=0)

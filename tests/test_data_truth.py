@@ -54,23 +54,46 @@ def test_unusable_answers_raise(key: str, answer: str, match: str) -> None:
 @pytest.mark.parametrize(
     ("key", "question", "cls"),
     [
-        ("abs_depth", "Based on the image, estimate how far the closest part of the chair (highlighted in red) is "
-         "from the camera in meters. Select the best option: A. 1-2, B. 2-3, C. 3-4.", "chair"),
-        ("abs_depth", "Based on the image, estimate how far the closest point of the traffic light (highlighted by a "
-         "red box) is from the camera in meters. Select the best option: A. 1-2, B. 2-3, C. 3-4.", "traffic light"),
-        ("rel_depth", "Which object is closer to the camera, the mug (highlighted in red) or the lamp (highlighted in "
-         "blue)? Choose one: 1. red, 2. blue.", "mug"),
-        ("rel_depth", "Which object is closer to the camera, the dining table (red box) or the chair (blue box)? "
-         "Choose one: 1. red, 2. blue.", "dining table"),
-        ("rel_depth", "Considering the distance from the camera, which is closer: the lamp (highlighted in blue) or "
-         "the sofa (highlighted in red)? Choose one: 1. red, 2. blue.", "sofa"),  # the red one, wherever it stands
+        (
+            "abs_depth",
+            "Based on the image, estimate how far the closest part of the chair (highlighted in red) is "
+            "from the camera in meters. Select the best option: A. 1-2, B. 2-3, C. 3-4.",
+            "chair",
+        ),
+        (
+            "abs_depth",
+            "Based on the image, estimate how far the closest point of the traffic light (highlighted by a "
+            "red box) is from the camera in meters. Select the best option: A. 1-2, B. 2-3, C. 3-4.",
+            "traffic light",
+        ),
+        (
+            "rel_depth",
+            "Which object is closer to the camera, the mug (highlighted in red) or the lamp (highlighted in "
+            "blue)? Choose one: 1. red, 2. blue.",
+            "mug",
+        ),
+        (
+            "rel_depth",
+            "Which object is closer to the camera, the dining table (red box) or the chair (blue box)? "
+            "Choose one: 1. red, 2. blue.",
+            "dining table",
+        ),
+        (
+            "rel_depth",
+            "Considering the distance from the camera, which is closer: the lamp (highlighted in blue) or "
+            "the sofa (highlighted in red)? Choose one: 1. red, 2. blue.",
+            "sofa",
+        ),  # the red one, wherever it stands
         ("counting", "How many zebras are there in the image?", "zebras"),
         ("counting", "How many people are in the image?", "people"),
         ("localization", "Provide bounding box coordinate for person.", "person"),
-        ("localization", "Please provide the bounding box coordinate of the region this sentence describes: a man "
-         "in a hat.", "a man in a hat"),
+        (
+            "localization",
+            "Please provide the bounding box coordinate of the region this sentence describes: a man in a hat.",
+            "a man in a hat",
+        ),
     ],
-)  # fmt: skip
+)
 def test_class_from_the_papers_wordings(key: str, question: str, cls: str) -> None:
     ability = get_ability(key)
     answers = {"abs_depth": "B", "rel_depth": "1", "counting": "3", "localization": "[0.1, 0.2, 0.5, 0.6]"}
@@ -79,9 +102,11 @@ def test_class_from_the_papers_wordings(key: str, question: str, cls: str) -> No
 
 
 def test_spatial_supplement_wording_reads_its_class_from_the_answer() -> None:
-    q = ("Considering the relative positions of two objects in the image, where is the cup (highlighted in red) "
-         "located with respect to the plate (highlighted in blue)? Choose from A. Left above, B. Left below, "
-         "C. Right above, D. Right below.")  # fmt: skip
+    q = (
+        "Considering the relative positions of two objects in the image, where is the cup (highlighted in red) "
+        "located with respect to the plate (highlighted in blue)? Choose from A. Left above, B. Left below, "
+        "C. Right above, D. Right below."
+    )
     t = derive_truth(get_ability("spatial"), q, "B")
     assert t.truth == {"index": 1, "text": "Left below"} and t.meta["class"] == "Left below"
 

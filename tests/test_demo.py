@@ -44,9 +44,24 @@ def test_presets_fill_only_unset_fields():
 @pytest.mark.slow
 def test_reduced_demo(tmp_path):
     out = tmp_path / "demo"
-    args = ["demo", "--out", str(out), "--per-ava", "30", "--size", "96", "--device", "cpu",
-            *(x for a in ABILITIES for x in ("--ava", a)), "--head", "knn", "--head", "probe-linear",
-            "--llm-ava", "color"]  # fmt: skip
+    args = [
+        "demo",
+        "--out",
+        str(out),
+        "--per-ava",
+        "30",
+        "--size",
+        "96",
+        "--device",
+        "cpu",
+        *(x for a in ABILITIES for x in ("--ava", a)),
+        "--head",
+        "knn",
+        "--head",
+        "probe-linear",
+        "--llm-ava",
+        "color",
+    ]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, f"{result.output}\n{result.exception!r}"
     for sub in ("data/dataset.json", "report/report.md", "report/report.json", "report/plots/knn-ranks.png"):
@@ -109,8 +124,18 @@ def test_llm_head_only_on_the_abilities_the_demo_runs(tmp_path):
     from ava.demo import run_demo
 
     out = tmp_path / "demo"
-    run_demo(DemoConfig(out=str(out), per_ava=20, size=64, ava=["Counting"], vfms=["pixels"], heads=["knn"],
-                        device="cpu", progress=False))  # fmt: skip
+    run_demo(
+        DemoConfig(
+            out=str(out),
+            per_ava=20,
+            size=64,
+            ava=["Counting"],
+            vfms=["pixels"],
+            heads=["knn"],
+            device="cpu",
+            progress=False,
+        )
+    )
     assert sorted(p.name for p in (out / "runs").iterdir()) == ["knn-pixels_size_64"]  # pixels at the images' size
     report = json.loads((out / "report" / "report.json").read_text())
     assert set(report["heads"]) == {"knn"} and report["heads"]["knn"]["abilities"] == ["counting"]

@@ -23,20 +23,27 @@ from ava.vfm.preprocess import PAD_FILL
 
 def _photos() -> dict[str, np.ndarray]:
     skimage = pytest.importorskip("skimage.data")
-    return {"astronaut": skimage.astronaut(), "coffee": skimage.coffee(), "chelsea": skimage.chelsea(),
-            "portrait": np.ascontiguousarray(skimage.coffee().transpose(1, 0, 2))}  # fmt: skip
+    return {
+        "astronaut": skimage.astronaut(),
+        "coffee": skimage.coffee(),
+        "chelsea": skimage.chelsea(),
+        "portrait": np.ascontiguousarray(skimage.coffee().transpose(1, 0, 2)),
+    }
 
 
 @pytest.mark.parametrize("size", [61, 224, 384])
 def test_pad_resize_is_pillows_pad_within_rounding(size: int) -> None:
     for name, rgb in _photos().items():
-        want = np.array(ImageOps.pad(Image.fromarray(rgb), (size, size), method=Image.Resampling.BICUBIC,
-                                     color=PAD_FILL))  # fmt: skip
+        want = np.array(
+            ImageOps.pad(Image.fromarray(rgb), (size, size), method=Image.Resampling.BICUBIC, color=PAD_FILL)
+        )
         got = dd.pad_resize(torch.from_numpy(rgb).permute(2, 0, 1).contiguous(), size).permute(1, 2, 0).numpy()
         assert got.shape == want.shape == (size, size, 3) and got.dtype == np.uint8
         pad = (want == PAD_FILL).all(axis=2) & (got == PAD_FILL).all(axis=2)
         assert (pad.all(axis=1).sum(), pad.all(axis=0).sum()) == (
-            (want == PAD_FILL).all(axis=2).all(axis=1).sum(), (want == PAD_FILL).all(axis=2).all(axis=0).sum())
+            (want == PAD_FILL).all(axis=2).all(axis=1).sum(),
+            (want == PAD_FILL).all(axis=2).all(axis=0).sum(),
+        )
         diff = np.abs(got.astype(int) - want.astype(int))
         assert diff.max() <= 1 and (diff == 0).mean() >= 0.998, (name, size, diff.mean(), diff.max())
 
@@ -106,19 +113,32 @@ def photos_data(tmp_path: Path) -> Path:
         files.append(w.add_image(Image.fromarray(photos[1][::2, ::2])))  # a PNG: the workers decode it
         for i, rel in enumerate(files):
             img = Image.open(w.root / "images" / rel)
-            w.add_sample(Sample(f"s{i}", "scene", rel, img.width, img.height, "q", "a", {"index": 0, "text": "a"},
-                                split="test"))  # fmt: skip
+            w.add_sample(
+                Sample(f"s{i}", "scene", rel, img.width, img.height, "q", "a", {"index": 0, "text": "a"}, split="test")
+            )
     return tmp_path / "data"
 
 
 def _extract(data: Path, cache: Path, **kw: object) -> dict:
-    return extract(ExtractConfig(vfm="effnet-lite0#size=96", data=str(data), cache=str(cache), device="cpu",
-                                 batch_size=3, shard_size=4, num_workers=0, progress=False, **kw))  # type: ignore[arg-type]
+    return extract(
+        ExtractConfig(
+            vfm="effnet-lite0#size=96",
+            data=str(data),
+            cache=str(cache),
+            device="cpu",
+            batch_size=3,
+            shard_size=4,
+            num_workers=0,
+            progress=False,
+            **kw,
+        )
+    )  # type: ignore[arg-type]
 
 
 @pytest.mark.slow  # two extractions through a real CNN
 def test_device_decode_stores_the_workers_features_within_rounding(
-        photos_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    photos_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ref = _extract(photos_data, tmp_path / "workers", decode="workers")
     assert ref["decoder"] == "workers (--decode workers)"
     monkeypatch.setattr(extraction, "jpeg_decoder", lambda device: (_host_decoder, "nvjpeg"))
@@ -133,7 +153,8 @@ def test_device_decode_stores_the_workers_features_within_rounding(
 
 
 def test_an_unreadable_jpeg_fails_alone_and_decode_device_without_a_decoder_is_refused(
-        photos_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    photos_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ds = Dataset(photos_data)
     bad = ds.image_path(ds.samples()[1])
     bad.write_bytes(bad.read_bytes()[:200])  # cut short: neither nvJPEG nor Pillow decodes it

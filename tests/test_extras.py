@@ -18,8 +18,10 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_the_extras_table_matches_pyproject():
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     for extra, pairs in EXTRAS.items():
-        names = {r.split(";")[0].split("[")[0].split("=")[0].split(">")[0].split("<")[0].strip().lower()
-                 for r in declared[extra]}  # fmt: skip
+        names = {
+            r.split(";")[0].split("[")[0].split("=")[0].split(">")[0].split("<")[0].strip().lower()
+            for r in declared[extra]
+        }
         assert {dist.lower() for _, dist in pairs} == names, extra
 
 
@@ -43,16 +45,39 @@ def _data(tmp: Path) -> Path:
 # (what hides, the command, the extra named, the output that must not appear)
 CASES = [
     (("pycocotools",), lambda t: ["data", "synth-sources", "--out", str(t / "src")], "build", "src"),
-    (("skimage",), lambda t: ["data", "build", "--coco", str(t / "a.json"), "--images", str(t), "--out",
-                              str(t / "built")], "build", "built"),  # fmt: skip
-    (("submitit",), lambda t: ["sweep", "--vfm", "pixels", "--head", "knn", "--data", str(_data(t)), "--cache",
-                               str(t / "c"), "--out", str(t / "runs"), "--executor", "slurm"], "slurm", "runs"),
+    (
+        ("skimage",),
+        lambda t: ["data", "build", "--coco", str(t / "a.json"), "--images", str(t), "--out", str(t / "built")],
+        "build",
+        "built",
+    ),
+    (
+        ("submitit",),
+        lambda t: [
+            "sweep",
+            "--vfm",
+            "pixels",
+            "--head",
+            "knn",
+            "--data",
+            str(_data(t)),
+            "--cache",
+            str(t / "c"),
+            "--out",
+            str(t / "runs"),
+            "--executor",
+            "slurm",
+        ],
+        "slurm",
+        "runs",
+    ),
 ]
 
 
 @pytest.mark.parametrize(("hidden", "args", "extra", "output"), CASES, ids=["synth-sources", "build", "sweep-slurm"])
 def test_a_missing_optional_package_is_one_line_naming_its_extra_and_nothing_is_written(
-        tmp_path, monkeypatch, capsys, hidden, args, extra, output):  # fmt: skip
+    tmp_path, monkeypatch, capsys, hidden, args, extra, output
+):
     _hide(monkeypatch, *hidden)
     with pytest.raises(SystemExit) as e:
         main(args(tmp_path))
@@ -76,12 +101,15 @@ def test_a_late_import_of_an_extras_package_is_named_not_an_internal_error(tmp_p
     assert "needs s3fs, from the s3 extra" in err and "internal error" not in err
 
 
-@pytest.mark.parametrize(("error", "said"), [
-    (ModuleNotFoundError("x", name="pycocotools.mask"), "pycocotools, from the build extra"),
-    (ModuleNotFoundError("x", name="open_clip"), "open_clip_torch, from the openclip extra"),
-    (ModuleNotFoundError("x", name="numpy_not_an_extra"), None),  # not an extra's: a bug, keeps its traceback
-    (ImportError("x"), None),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("error", "said"),
+    [
+        (ModuleNotFoundError("x", name="pycocotools.mask"), "pycocotools, from the build extra"),
+        (ModuleNotFoundError("x", name="open_clip"), "open_clip_torch, from the openclip extra"),
+        (ModuleNotFoundError("x", name="numpy_not_an_extra"), None),  # not an extra's: a bug, keeps its traceback
+        (ImportError("x"), None),
+    ],
+)
 def test_missing_message(error, said):
     message = missing_message(error)
     assert (message is None) if said is None else (said in message)

@@ -174,8 +174,9 @@ def _fingerprint(root: Path, fake: FakeCache, out: Path, monkeypatch: pytest.Mon
     from ava.heads.fingerprint import FingerprintConfig, fingerprint
 
     monkeypatch.setattr("ava.cache.open_cache", lambda *a, **k: fake)
-    result = fingerprint(FingerprintConfig(vfm="fake", data=str(root), cache="x", out=str(out), progress=False,
-                                           device="cpu", jobs=1))  # fmt: skip
+    result = fingerprint(
+        FingerprintConfig(vfm="fake", data=str(root), cache="x", out=str(out), progress=False, device="cpu", jobs=1)
+    )
     return {head: json.loads((d / "results_test.json").read_text()) for head, d in result.run_dirs.items()}
 
 
@@ -231,8 +232,19 @@ def test_held_host_rows_of_every_dtype(dtype: torch.dtype) -> None:
     assert held_empty((0, 4, 6), dtype).shape == (0, 4, 6)
 
 
-@pytest.mark.parametrize("pinned", [False, pytest.param(True, marks=[pytest.mark.gpu, pytest.mark.skipif(
-    not torch.cuda.is_available(), reason="pinned memory needs CUDA")])])  # fmt: skip
+@pytest.mark.parametrize(
+    "pinned",
+    [
+        False,
+        pytest.param(
+            True,
+            marks=[
+                pytest.mark.gpu,
+                pytest.mark.skipif(not torch.cuda.is_available(), reason="pinned memory needs CUDA"),
+            ],
+        ),
+    ],
+)
 def test_staging_buffers_for_rows_on_their_way_to_a_gpu(pinned: bool) -> None:
     """A reader's reused host buffer (numpy, the stored arrays' types): the shape and type asked, writable, shared with
     torch without a copy; pinned (page-locked, for the GPU's DMA) where asked."""
@@ -271,8 +283,10 @@ def test_a_host_set_copied_to_the_gpu_in_pinned_chunks(dtype: torch.dtype) -> No
     got = placement.to_device(rows, "cuda", chunk_bytes=1000)
     want = rows.to("cuda")
     assert got.dtype == dtype and got.shape == rows.shape and got.device.type == "cuda"
-    assert torch.equal(got.view(torch.uint8 if dtype != torch.float32 else torch.int32).cpu(),
-                       want.view(torch.uint8 if dtype != torch.float32 else torch.int32).cpu())  # fmt: skip
+    assert torch.equal(
+        got.view(torch.uint8 if dtype != torch.float32 else torch.int32).cpu(),
+        want.view(torch.uint8 if dtype != torch.float32 else torch.int32).cpu(),
+    )
     small = rows[:1].contiguous()  # one chunk: a plain copy
     assert torch.equal(placement.to_device(small, "cuda", chunk_bytes=1 << 20).cpu(), small)
 
@@ -322,6 +336,7 @@ def test_a_read_ahead_goes_onto_the_gpu_only_beside_room_for_the_fits(tmp_path: 
     monkeypatch.setattr(features.AbilityFeatures, "_placement", staticmethod(lambda d, n: asked.append(n)))
     monkeypatch.setattr(features, "_hold", lambda tokens, where: tokens)
     shas = [s.image_sha256 for s in samples]
-    made = features.AbilityFeatures(fake, samples, [None], device="cuda",
-                                    reads=features.AheadReads(shas, {fake.layers[0]: Done()}))  # fmt: skip
+    made = features.AbilityFeatures(
+        fake, samples, [None], device="cuda", reads=features.AheadReads(shas, {fake.layers[0]: Done()})
+    )
     assert made.placement == placement.ON_DEVICE and made.device == "cuda" and not asked

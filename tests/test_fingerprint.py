@@ -68,12 +68,14 @@ def test_one_read_per_ability_and_same_scores_as_each_head_alone(
     result = fingerprint(_config(root, tmp_path / "fp", jobs=2))  # two heads fitted at once, on threads
     assert result.reads == dict.fromkeys(KINDS, 1) and cache.reads == len(KINDS)  # tokens read once, all heads
     alone = {
-        "probe-linear": probe_train(ProbeConfig(vfm="fake", data=str(root), cache="x", out=str(tmp_path / "lin"),
-                                                progress=False)),
-        "probe-attn": probe_train(AttnProbeConfig(vfm="fake", data=str(root), cache="x", out=str(tmp_path / "attn"),
-                                                  progress=False)),
+        "probe-linear": probe_train(
+            ProbeConfig(vfm="fake", data=str(root), cache="x", out=str(tmp_path / "lin"), progress=False)
+        ),
+        "probe-attn": probe_train(
+            AttnProbeConfig(vfm="fake", data=str(root), cache="x", out=str(tmp_path / "attn"), progress=False)
+        ),
         "knn": knn_train(KNNConfig(vfm="fake", data=str(root), cache="x", out=str(tmp_path / "knn"), progress=False)),
-    }  # fmt: skip
+    }
     for head in HEADS:
         run = result.run_dirs[head]
         assert run == tmp_path / "fp" / run_dir_name(head, "fake")
@@ -148,8 +150,9 @@ def test_interrupted_fingerprint_redoes_only_unfinished_abilities(
 
 
 @pytest.mark.slow
-def test_head_train_resumes_per_ability(data: tuple[Path, FakeCache], cache: CountingCache, tmp_path: Path,
-                                        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_head_train_resumes_per_ability(
+    data: tuple[Path, FakeCache], cache: CountingCache, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from ava.heads.knn.train import KNNRun
 
     config = KNNConfig(vfm="fake", data=str(data[0]), cache="x", out=str(tmp_path / "knn"), progress=False)
@@ -173,8 +176,9 @@ def test_head_train_resumes_per_ability(data: tuple[Path, FakeCache], cache: Cou
     assert set(_values(tmp_path / "knn")) == set(KINDS)
 
 
-def test_nan_features_are_refused_naming_the_samples(data: tuple[Path, FakeCache], tmp_path: Path,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_nan_features_are_refused_naming_the_samples(
+    data: tuple[Path, FakeCache], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from ava.data.format import Dataset
 
     root, fake = data
@@ -186,8 +190,9 @@ def test_nan_features_are_refused_naming_the_samples(data: tuple[Path, FakeCache
         fingerprint(_config(root, tmp_path / "nan", ava=["color"]))
     rows[bad.image_sha256][0, 2, 5] = np.inf
     with pytest.raises(AvaError, match=f"color/{bad.id}"):
-        probe_train(ProbeConfig(vfm="fake", data=str(root), cache="x", out=str(tmp_path / "p"), ava=["color"],
-                                progress=False))  # fmt: skip
+        probe_train(
+            ProbeConfig(vfm="fake", data=str(root), cache="x", out=str(tmp_path / "p"), ava=["color"], progress=False)
+        )
 
 
 def test_ability_features_hold_cache_precision_and_pool_once(data: tuple[Path, FakeCache]) -> None:
@@ -230,8 +235,9 @@ def test_held_rows_gather_what_read_returns(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("max_memory_gb", [4.0, 1e-9])  # held whole in float32, and gathered batch by batch
-def test_token_heads_gather_held_rows_not_host_copies(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                      max_memory_gb: float) -> None:  # fmt: skip
+def test_token_heads_gather_held_rows_not_host_copies(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, max_memory_gb: float
+) -> None:
     """The attentive probe and the CTC reader take an ability's tokens where they are held (on a GPU: on the GPU),
     never through AbilityFeatures.read, which copies rows to the host in float32."""
     root, fake = handmade(tmp_path / "data", abilities=("spatial", "ocr"), n=20)
@@ -241,8 +247,17 @@ def test_token_heads_gather_held_rows_not_host_copies(tmp_path: Path, monkeypatc
         raise AssertionError("token rows were copied to the host through AbilityFeatures.read")
 
     monkeypatch.setattr(AbilityFeatures, "read", no_host_copy)
-    run = probe_train(AttnProbeConfig(vfm="fake", data=str(root), cache="x", out=str(tmp_path / "attn"),
-                                      progress=False, epochs=2, max_memory_gb=max_memory_gb))  # fmt: skip
+    run = probe_train(
+        AttnProbeConfig(
+            vfm="fake",
+            data=str(root),
+            cache="x",
+            out=str(tmp_path / "attn"),
+            progress=False,
+            epochs=2,
+            max_memory_gb=max_memory_gb,
+        )
+    )
     assert set(_values(run)) == {"spatial", "ocr"}  # the attentive probe, and the CTC reader for OCR
 
 

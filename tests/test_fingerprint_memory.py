@@ -31,8 +31,17 @@ def test_in_memory_equals_the_cache_path(data, tmp_path):
 
     cache = tmp_path / "cache"
     extract(ExtractConfig(vfm="", data=str(data), cache=str(cache), progress=False, num_workers=0), vfm=vfm)
-    res = fingerprint(FingerprintConfig(vfm="tiny-vit", data=str(data), cache=str(cache), out=str(tmp_path / "runs"),
-                                        heads=["probe-linear", "knn"], device="cpu", progress=False))  # fmt: skip
+    res = fingerprint(
+        FingerprintConfig(
+            vfm="tiny-vit",
+            data=str(data),
+            cache=str(cache),
+            out=str(tmp_path / "runs"),
+            heads=["probe-linear", "knn"],
+            device="cpu",
+            progress=False,
+        )
+    )
     on_cache = {h: {a: r["abilities"][a]["value"] for a in SUITE_ABILITIES} for h, r in res.results.items()}
     assert on_cache == mem.scores
 
@@ -60,14 +69,17 @@ def test_a_frozen_vfm_works_too(data):
     assert out.vfm.startswith("pixels") and out.scores["knn"]["color"] < 60  # CIEDE2000: pixels see colour
 
 
-@pytest.mark.parametrize("kwargs, says", [
-    ({"heads": ["llm"]}, "head 'llm' cannot be part of a fingerprint"),
-    ({"heads": []}, "no heads given"),
-    ({"abilities": ["nope"]}, "nope"),
-    ({"batch_size": 0}, "batch_size must be >= 1"),
-    ({"split": "val"}, "no 'val' samples"),
-    ({"parallel": "both"}, "parallel='both'; use one of abilities, heads"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "kwargs, says",
+    [
+        ({"heads": ["llm"]}, "head 'llm' cannot be part of a fingerprint"),
+        ({"heads": []}, "no heads given"),
+        ({"abilities": ["nope"]}, "nope"),
+        ({"batch_size": 0}, "batch_size must be >= 1"),
+        ({"split": "val"}, "no 'val' samples"),
+        ({"parallel": "both"}, "parallel='both'; use one of abilities, heads"),
+    ],
+)
 def test_bad_inputs(data, kwargs, says):
     with pytest.raises(AvaError, match=says):
         fingerprint_in_memory(tiny_vfm(tiny_vit()), data, **kwargs)

@@ -7,8 +7,9 @@ from ava.data.format import Dataset, DatasetError, DatasetWriter, Sample
 
 
 def _sample(rel: str, sid: str = "s1", ava: str = "color") -> Sample:
-    return Sample(id=sid, ava=ava, image=rel, width=8, height=8, question="q", answer="(1, 2, 3)",
-                  truth={"rgb": [1, 2, 3]})  # fmt: skip
+    return Sample(
+        id=sid, ava=ava, image=rel, width=8, height=8, question="q", answer="(1, 2, 3)", truth={"rgb": [1, 2, 3]}
+    )
 
 
 def test_images_are_content_addressed_and_stored_once(tmp_path):

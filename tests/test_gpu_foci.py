@@ -21,8 +21,9 @@ def _predictions(path: Path) -> dict[tuple[str, str], str]:
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_GPU)
-def test_zero_shot_on_a_gpu_answers_as_on_the_cpu(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_zero_shot_on_a_gpu_answers_as_on_the_cpu(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The options ranked by the towers' cosine similarity on the GPU: every test sample answered and parsed, the
     same replies as the CPU's but where two options' similarities are within float32 rounding of each other (cuDNN's
     TF32 convolutions off: the patch embedding's would round further by design)."""
@@ -35,8 +36,23 @@ def test_zero_shot_on_a_gpu_answers_as_on_the_cpu(tmp_path: Path, capsys: pytest
     runs = {}
     for device in ("cpu", "cuda"):
         runs[device] = tmp_path / device
-        code, text = _run(["head", "train", "--head", "zero-shot", "--vfm", f"tiny-clip@{ckpt}", "--data", str(data),
-                           "--out", str(runs[device]), "--device", device], capsys)  # fmt: skip
+        code, text = _run(
+            [
+                "head",
+                "train",
+                "--head",
+                "zero-shot",
+                "--vfm",
+                f"tiny-clip@{ckpt}",
+                "--data",
+                str(data),
+                "--out",
+                str(runs[device]),
+                "--device",
+                device,
+            ],
+            capsys,
+        )
         assert code == 0, text
     res = json.loads((runs["cuda"] / "results_test.json").read_text())["abilities"]["recognition"]
     assert res["n"] == 8 and res["n_unparsed"] == 0, res
@@ -58,9 +74,29 @@ def test_vlm_answer_on_a_gpu(kind: str, tmp_path: Path, capsys: pytest.CaptureFi
     data = make_choice_data(tmp_path / "d")
     vlm = save_tiny_vlm(tmp_path / kind, kind)
     run = tmp_path / "run"
-    code, text = _run(["vlm", "answer", "--model", str(vlm), "--data", str(data), "--out", str(run),
-                       "--random-weights", "--batch-size", "3", "--max-new-tokens", "4", "--device", "cuda",
-                       "--dtype", "fp32", "-q"], capsys)  # fmt: skip
+    code, text = _run(
+        [
+            "vlm",
+            "answer",
+            "--model",
+            str(vlm),
+            "--data",
+            str(data),
+            "--out",
+            str(run),
+            "--random-weights",
+            "--batch-size",
+            "3",
+            "--max-new-tokens",
+            "4",
+            "--device",
+            "cuda",
+            "--dtype",
+            "fp32",
+            "-q",
+        ],
+        capsys,
+    )
     assert code == 0, text
     replies = [json.loads(x) for x in (run / "replies.jsonl").read_text().splitlines() if x.strip()]
     assert len(replies) == 16 and len({(r["ava"], r["id"]) for r in replies}) == 16
@@ -70,8 +106,9 @@ def test_vlm_answer_on_a_gpu(kind: str, tmp_path: Path, capsys: pytest.CaptureFi
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_GPU)
-def test_the_text_tower_miner_on_a_gpu_mines_the_cpus_options(tmp_path: Path,
-                                                             capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_the_text_tower_miner_on_a_gpu_mines_the_cpus_options(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """``ava data options --miner clip@DIR --device cuda``: the same hard negatives, in the same order, as on the CPU
     (the class names' text embeddings of a tiny random CLIP: no two within float32 rounding here)."""
     from ava.data.format import Dataset
@@ -81,8 +118,10 @@ def test_the_text_tower_miner_on_a_gpu_mines_the_cpus_options(tmp_path: Path,
     mined = {}
     for device in ("cpu", "cuda"):
         out = tmp_path / f"mined-{device}"
-        code, text = _run(["data", "options", "--data", str(data), "--miner", f"clip@{ckpt}", "--out", str(out),
-                           "--device", device], capsys)  # fmt: skip
+        code, text = _run(
+            ["data", "options", "--data", str(data), "--miner", f"clip@{ckpt}", "--out", str(out), "--device", device],
+            capsys,
+        )
         assert code == 0, text
         mined[device] = {s.id: (s.options, s.answer) for s in Dataset(out).samples("recognition")}
     assert len(mined["cuda"]) == 40 and mined["cuda"] == mined["cpu"]

@@ -27,9 +27,35 @@ def test_the_llm_head_trains_and_evaluates_on_a_gpu(tmp_path: Path, monkeypatch:
     data = make_rel_depth(tmp_path / "data", n=32)
     cache = make_cache(data, tmp_path / "cache")
     out = tmp_path / "run"
-    args = ["head", "train", "--head", "llm", "--ava", "rel_depth", "--vfm", VFM, "--data", str(data), "--cache",
-            str(cache), "--out", str(out), "--llm", LLM, "--epochs", "2", "--batch-size", "8", "--lora-r", "16",
-            "--device", "cuda", "--dtype", "bf16", "--no-compile"]  # fmt: skip
+    args = [
+        "head",
+        "train",
+        "--head",
+        "llm",
+        "--ava",
+        "rel_depth",
+        "--vfm",
+        VFM,
+        "--data",
+        str(data),
+        "--cache",
+        str(cache),
+        "--out",
+        str(out),
+        "--llm",
+        LLM,
+        "--epochs",
+        "2",
+        "--batch-size",
+        "8",
+        "--lora-r",
+        "16",
+        "--device",
+        "cuda",
+        "--dtype",
+        "bf16",
+        "--no-compile",
+    ]
     try:
         main(args)
     except SystemExit as e:

@@ -26,8 +26,17 @@ def test_shards_are_settled_on_writer_threads(tmp_path: Path, monkeypatch) -> No
         return real(self, codec)
 
     monkeypatch.setattr(extraction._ShardChecks, "settle", settle)
-    extract(ExtractConfig(vfm="pixels", data=str(data), cache=str(tmp_path / "cache"), device="cpu", progress=False,
-                          shard_size=4, batch_size=4))  # fmt: skip
+    extract(
+        ExtractConfig(
+            vfm="pixels",
+            data=str(data),
+            cache=str(tmp_path / "cache"),
+            device="cpu",
+            progress=False,
+            shard_size=4,
+            batch_size=4,
+        )
+    )
     assert len(seen) == 3 and all(name.startswith("ava-cache-writer") for name in seen), seen
 
 
@@ -91,11 +100,28 @@ def test_llm_benchmark_times_no_checkpoint(tmp_path: Path, monkeypatch) -> None:
     from ava.cache import ExtractConfig, extract
 
     data = bench.make_data(tmp_path / "data", 16)
-    extract(ExtractConfig(vfm="random-vit", data=str(data), cache=str(tmp_path / "cache"), device="cpu",
-                          codec="fp16", progress=False))  # fmt: skip
-    args = argparse.Namespace(device="cpu", dtype="fp32", vfm="random-vit", llm="tiny-random-qwen2", batch_size=8,
-                              lora_r=8, num_workers=3, cache_workers=0, gradient_checkpointing=False, warmup=1,
-                              steps=2, compile="off", pack="auto", profile_steps=1, graph_replay=True)  # fmt: skip
+    extract(
+        ExtractConfig(
+            vfm="random-vit", data=str(data), cache=str(tmp_path / "cache"), device="cpu", codec="fp16", progress=False
+        )
+    )
+    args = argparse.Namespace(
+        device="cpu",
+        dtype="fp32",
+        vfm="random-vit",
+        llm="tiny-random-qwen2",
+        batch_size=8,
+        lora_r=8,
+        num_workers=3,
+        cache_workers=0,
+        gradient_checkpointing=False,
+        warmup=1,
+        steps=2,
+        compile="off",
+        pack="auto",
+        profile_steps=1,
+        graph_replay=True,
+    )
     row = bench.run_path("cache", args, data, tmp_path / "cache", tmp_path)
     assert row["steps"] == 2 and row["timed_window_checkpoints"] == 0
     assert row["num_workers"] == 0  # the cached path runs the head's default, not the online path's decode workers
@@ -139,27 +165,45 @@ def test_kernel_profile_summary_of_device_kernels() -> None:
     cuda, cpu = torch.autograd.DeviceType.CUDA, torch.autograd.DeviceType.CPU
 
     def event(name, start, end, device=cuda):
-        return SimpleNamespace(name=name, device_type=device, time_range=SimpleNamespace(start=start, end=end),
-                               cpu_parent=None)  # fmt: skip
+        return SimpleNamespace(
+            name=name, device_type=device, time_range=SimpleNamespace(start=start, end=end), cpu_parent=None
+        )
 
-    events = [event("aten::mm", 0, 500, cpu), event("cudaStreamSynchronize", 140, 180, cpu),  # host: not kernels
-              event("sm90_xmma_gemm_bf16", 0, 60), event("triton_poi_fused_add_mul_0", 50, 70),  # overlap: 70 busy
-              event("flash_fwd_kernel", 100, 130), event("void at::native::vectorized_elementwise_kernel", 190, 195),
-              event("sm90_xmma_gemm_bf16", 200, 260)]  # fmt: skip
+    events = [
+        event("aten::mm", 0, 500, cpu),
+        event("cudaStreamSynchronize", 140, 180, cpu),  # host: not kernels
+        event("sm90_xmma_gemm_bf16", 0, 60),
+        event("triton_poi_fused_add_mul_0", 50, 70),  # overlap: 70 busy
+        event("flash_fwd_kernel", 100, 130),
+        event("void at::native::vectorized_elementwise_kernel", 190, 195),
+        event("sm90_xmma_gemm_bf16", 200, 260),
+    ]
     s = kp.summarize(events, 2, "cuda")
     assert s["kernels_per_step"] == 2.5 and s["span_ms_per_step"] == 0.13
     assert s["busy_fraction"] == round((70 + 30 + 5 + 60) / 260, 3)
-    assert s["by_category"] == {"matmul": round(120 / 175, 3), "attention": round(30 / 175, 3),
-                                "fused (inductor)": round(20 / 175, 3), "other": round(5 / 175, 3)}  # fmt: skip
+    assert s["by_category"] == {
+        "matmul": round(120 / 175, 3),
+        "attention": round(30 / 175, 3),
+        "fused (inductor)": round(20 / 175, 3),
+        "other": round(5 / 175, 3),
+    }
     assert s["short_kernels"]["per_step"] == 0.5 and s["top"][0] == {
-        "name": "sm90_xmma_gemm_bf16", "per_step": 1.0, "mean_us": 60.0, "share": round(120 / 175, 3)}  # fmt: skip
+        "name": "sm90_xmma_gemm_bf16",
+        "per_step": 1.0,
+        "mean_us": 60.0,
+        "share": round(120 / 175, 3),
+    }
     # the device's idle stretches: 70-100, 130-190 and 195-200 us; the longest first, with its neighbours
     g = s["gaps"]
     assert g["by_length"]["< 10 us"] == {"per_step": 0.5, "ms_per_step": 0.003}
     assert g["by_length"]["10-100 us"] == {"per_step": 1.0, "ms_per_step": 0.045}
     assert g["by_length"][">= 10 ms"] == {"per_step": 0.0, "ms_per_step": 0.0}
-    assert g["longest"][0] == {"ms": 0.06, "at": 0.5, "before": "flash_fwd_kernel",
-                               "after": "void at::native::vectorized_elementwise_kernel"}  # fmt: skip
+    assert g["longest"][0] == {
+        "ms": 0.06,
+        "at": 0.5,
+        "before": "flash_fwd_kernel",
+        "after": "void at::native::vectorized_elementwise_kernel",
+    }
     assert [x["ms"] for x in g["longest"]] == [0.06, 0.03, 0.005]
     assert s["host_calls"] == {"cudaStreamSynchronize": {"per_step": 0.5, "ms_per_step": 0.02}}
     text = kp.table(s)
@@ -191,8 +235,14 @@ def test_fingerprint_scaling_check_by_both_rules() -> None:
     real = bf.REAL_SIZES
 
     def run(scale, walls, steps_s, done=("color", "ocr")):
-        return {"mode": "fingerprint", "scale": scale, "abilities_done": list(done), "scaled_by_steps_s": steps_s,
-                "ability_s": walls, "samples": {a: round(scale * real[a]) for a in walls}}  # fmt: skip
+        return {
+            "mode": "fingerprint",
+            "scale": scale,
+            "abilities_done": list(done),
+            "scaled_by_steps_s": steps_s,
+            "ability_s": walls,
+            "samples": {a: round(scale * real[a]) for a in walls},
+        }
 
     warm = {"mode": "warm-up (untimed)", "wall_s": 9.0, "abilities_done": ["color", "ocr"]}
     a = run(0.01, {"color": 1.0, "ocr": 2.0}, 300.0)
@@ -201,8 +251,9 @@ def test_fingerprint_scaling_check_by_both_rules() -> None:
     assert check["scales"] == [0.01, 0.02] and check["abilities"] == ["color", "ocr"]
     lin = [sum(r["ability_s"][v] * real[v] / r["samples"][v] for v in ("color", "ocr")) for r in (a, b)]
     assert check["ratio"] == round(lin[1] / lin[0], 2) and check["holds"]
-    assert check["per_ability"]["ocr"]["ratio"] == round(4.4 / round(0.02 * real["ocr"]) * round(0.01 * real["ocr"])
-                                                         / 2.0, 2)  # fmt: skip
+    assert check["per_ability"]["ocr"]["ratio"] == round(
+        4.4 / round(0.02 * real["ocr"]) * round(0.01 * real["ocr"]) / 2.0, 2
+    )
     assert check["by_steps"] == {"scaled_total_s": [300.0, 330.0], "ratio": 1.1, "holds": True}
     slow = run(0.02, {"color": 2.0, "ocr": 4.4}, 600.0)
     assert bf.scaling_check([a, slow])["by_steps"]["holds"] is False
@@ -240,9 +291,27 @@ def test_cache_bench_writes_each_part_as_it_ends(tmp_path: Path, monkeypatch: py
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     bench = importlib.import_module("bench_cache")
-    argv = ["bench_cache.py", "--device", "cpu", "--models", "pixels", "--codecs", "fp16", "--images", "16",
-            "--batch-size", "8", "--shard-size", "16", "--error-images", "2", "--budget", "120",
-            "--workdir", str(tmp_path / "work")]  # fmt: skip
+    argv = [
+        "bench_cache.py",
+        "--device",
+        "cpu",
+        "--models",
+        "pixels",
+        "--codecs",
+        "fp16",
+        "--images",
+        "16",
+        "--batch-size",
+        "8",
+        "--shard-size",
+        "16",
+        "--error-images",
+        "2",
+        "--budget",
+        "120",
+        "--workdir",
+        str(tmp_path / "work"),
+    ]
 
     def cut(*a, **k):  # noqa: ANN002, ANN003, ANN202 - the stage's time limit, at a known point
         raise KeyboardInterrupt
@@ -311,8 +380,12 @@ def test_fingerprint_bench_zarr_estimate_scales_every_outside_part_by_the_read_a
     bf = importlib.import_module("bench_fingerprint")
     real = bf.REAL_SIZES
     fits = {"knn counting": 2.0, "probe-attn scene": 2.5, "knn scene": 0.5, "knn color": 4.5}
-    stand_in = {"ability_s": {"counting": 3.0, "scene": 4.0, "color": 5.0}, "scaled_by_steps_s": 400.0,
-                "samples": {"counting": 100, "scene": 200, "color": 50}, "detail": fits}
+    stand_in = {
+        "ability_s": {"counting": 3.0, "scene": 4.0, "color": 5.0},
+        "scaled_by_steps_s": 400.0,
+        "samples": {"counting": 100, "scene": 200, "color": 50},
+        "detail": fits,
+    }
     zarr = {"counting": 2.5, "scene": 3.25}
     detail = {"knn counting": 2.0, "probe-attn scene": 2.5, "knn scene": 0.5}
     got = bf.zarr_estimate(stand_in, zarr, detail, "counting")
@@ -335,19 +408,26 @@ def test_fingerprint_bench_reads_estimate_adds_what_the_fits_do_not_hide() -> No
     real = bf.REAL_SIZES
     a, b, c = "counting", "recognition", "scene"
     # by steps: fits of 10, 20 and 30 s at real size (nothing outside the fits in the stand-in's run)
-    stand_in = {"ability_s": {a: 1.0, b: 2.0, c: 3.0}, "by_steps_ability_s": {a: 10.0, b: 20.0, c: 30.0},
-                "samples": {a: 10, b: 10, c: 10}, "detail": {f"knn {a}": 1.0, f"knn {b}": 2.0, f"knn {c}": 3.0}}
+    stand_in = {
+        "ability_s": {a: 1.0, b: 2.0, c: 3.0},
+        "by_steps_ability_s": {a: 10.0, b: 20.0, c: 30.0},
+        "samples": {a: 10, b: 10, c: 10},
+        "detail": {f"knn {a}": 1.0, f"knn {b}": 2.0, f"knn {c}": 3.0},
+    }
     reads = {x: {"gb_s": 2.0, "held_on": ["cuda:0"]} for x in (a, b, c)}
     zarr_row = {"abilities": [a, b, c], "token_reads": reads, "two_jobs": {"over_one": 0.5}}
-    placement = [{"placement": "host", "way": "read where held", "gb": 1.0, "seconds": 0.25, "gb_s": 4.0},
-                 {"placement": "on-device", "way": "host, then moved whole (before)", "gb": 1.0, "seconds": 0.5}]
+    placement = [
+        {"placement": "host", "way": "read where held", "gb": 1.0, "seconds": 0.25, "gb_s": 4.0},
+        {"placement": "on-device", "way": "host, then moved whole (before)", "gb": 1.0, "seconds": 0.5},
+    ]
     row_gb = 1e-3  # a row's GB: counting 22.8, recognition 44.9, scene 23.8 at real size
     gb = {x: real[x] * row_gb for x in (a, b, c)}
     got = bf.reads_estimate(stand_in, zarr_row, placement, 1000.0, row_gb)  # room on the GPU for every read ahead
     want = gb[a] / 2.0 + max(0.0, gb[b] / 2.0 - 10.0) + max(0.0, gb[c] / 2.0 - 20.0)
     assert got["fits_s"] == 60.0 and got["scaled_s"] == round(60.0 + want, 1)
-    assert [w for w, _ in got["by_ability"].values()] == ["read first, nothing to hide it"] + \
-        ["read ahead onto the GPU"] * 2  # fmt: skip
+    assert [w for w, _ in got["by_ability"].values()] == ["read first, nothing to hide it"] + [
+        "read ahead onto the GPU"
+    ] * 2
     two = gb[a] / 2.0 + max(0.0, gb[b] / 2.0 - 5.0) + max(0.0, gb[c] / 2.0 - 10.0)
     assert got["scaled_s_two_jobs"] == round(30.0 + two, 1)
     small = bf.reads_estimate(stand_in, zarr_row, placement, 100.0, row_gb)  # recognition's 44.9 GB: through the host
@@ -391,8 +471,9 @@ def test_preflight_runs_the_tests_marked_gpu(tmp_path: Path) -> None:
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="the host's waits on a GPU")
 @pytest.mark.parametrize("decode", ["workers", "auto"])
-def test_an_extraction_batch_never_waits_for_the_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                     decode: str) -> None:  # fmt: skip
+def test_an_extraction_batch_never_waits_for_the_gpu(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, decode: str
+) -> None:
     """The main loop's work on a batch (the forward, the codec, the pooled views, the copies to the host) queues work
     on the GPU and never waits for it: under CUDA's sync debug mode ("warn"), no waiting call on the main thread
     after the first batch (the writer threads wait for their shards' copies: not counted). Two waiting copies of the
@@ -408,8 +489,17 @@ def test_an_extraction_batch_never_waits_for_the_gpu(tmp_path: Path, monkeypatch
     data = importlib.import_module("bench_cache").make_images(tmp_path / "images", 24)
     calls, waits = [], []
     monkeypatch.setattr(extraction, "_compute", waits_after_the_first(extraction._compute, calls, waits))
-    config = ExtractConfig(vfm="random-vit", data=str(data), cache=str(tmp_path / "cache"), device="cuda", batch_size=8,
-                           shard_size=8, num_workers=1, progress=False, decode=decode)  # fmt: skip
+    config = ExtractConfig(
+        vfm="random-vit",
+        data=str(data),
+        cache=str(tmp_path / "cache"),
+        device="cuda",
+        batch_size=8,
+        shard_size=8,
+        num_workers=1,
+        progress=False,
+        decode=decode,
+    )
     summary = extract(config)
     assert summary["extracted"] == 24 and not summary["failed"] and len(calls) == 3, summary
     assert not [w for w in waits if w[0] == calls[0]], waits
@@ -472,7 +562,7 @@ def test_a_packed_batch_padded_to_its_bucket_has_its_own_loss_and_gradients(
     padded = graphs.pad_packed(batch, tokens, targets, longest, pad_id=0)
     assert padded["input_ids"].shape == (1, tokens)
     assert padded["cu_seqlens"].tolist()[-2:] == [batch["n_tokens"], tokens]
-    assert padded["sup_targets"][batch["sup_pos"].numel():].eq(IGNORE).all() and padded["max_len"] == longest
+    assert padded["sup_targets"][batch["sup_pos"].numel() :].eq(IGNORE).all() and padded["max_len"] == longest
 
     def loss_and_grads(b):
         head.zero_grad(set_to_none=True)
@@ -521,4 +611,6 @@ def test_training_steps_replayed_from_bucket_graphs_are_the_eager_steps(monkeypa
     assert "error" not in replayed and "graphs" not in replayed and replayed["captures"] >= 2, replayed
     assert eager["graphs"].startswith("skipped: the features are held host") and eager["steps"] == 8
     assert torch.allclose(torch.tensor(replayed["losses"]), torch.tensor(eager["losses"]), rtol=2e-2, atol=2e-2), (
-        replayed["losses"], eager["losses"])
+        replayed["losses"],
+        eager["losses"],
+    )

@@ -17,8 +17,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _gpu_sh(out: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     env = {**os.environ, "OUT": str(out), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-    return subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu.sh"), "run", *args], env=env, capture_output=True,
-                          text=True, timeout=timeout)  # fmt: skip
+    return subprocess.run(
+        ["bash", str(ROOT / "benchmarks" / "gpu.sh"), "run", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.mark.parametrize(
@@ -65,25 +70,87 @@ def test_the_summary_gives_each_figure_against_its_target(tmp_path: Path) -> Non
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import gpu_summary
 
-    (tmp_path / "preflight.json").write_text(json.dumps({"gpu_tests": {
-        "passed": 17, "failed": 1, "skipped": 1, "not_passed": ["SKIPPED [1] x: y", "FAILED tests/t.py::test_z - E"]}}))
-    (tmp_path / "cache.json").write_text(json.dumps({"rows": [{
-        "extract_over_forward": 0.71, "steady_over_forward": 0.83, "decoder": "nvjpeg", "forward_img_s": 500.0,
-        "workers_extract_img_s": 400.0, "device_rows_off": 0.0, "device_vs_workers_rel_rms": "1.30e-02",
-        "decode_capacity_img_s": 1700.0, "decode_cpu_ms_per_img": 8.2}]}))  # fmt: skip
-    (tmp_path / "llm.json").write_text(json.dumps({"results": [
-        {"mode": "cache", "mfu": 0.3, "steady_mfu": 0.35, "steady_s_per_step": 0.1, "steady_data_wait_share": 0.001,
-         "warmup_s": 17.0, "warmup_wall_s": 20.5, "warmup_setup_s": 2.0, "warmup_teardown_s": 1.0,
-         "warmup_compile_phases_s": {"inductor": 9.0, "dynamo": 3.0},
-         "graph_replay": {"launch_ms": 100.0, "replay_ms": 85.0, "replay_over_launch": 0.85, "capture": "ok"},
-         "bucketed_graphs": {"steady_ms_per_step": 90.0, "padding_share": 0.02, "captures": 5,
-                             "error": "RuntimeError: boom"}},
-        {"mode": "online", "mfu": 0.2}, {"mode": "warm start", "warmup_wall_s": 9.0, "compile_cache": "loaded"}]}))
-    (tmp_path / "fingerprint.json").write_text(json.dumps({"rows": [
-        {"mode": "fingerprint", "scale": 0.02, "scaled_by_steps_s": 400.0},
-        {"mode": "fingerprint (zarr)", "scaled_by_steps_s_with_zarr_reads": 142.0, "scaled_by_steps_s_two_jobs": 107},
-        {"mode": "estimate with reads at real size", "scaled_s": 166.4, "scaled_s_two_jobs": 135.5}],
-        "scaling_check": {"holds": True, "ratio": 0.95}}))  # fmt: skip
+    (tmp_path / "preflight.json").write_text(
+        json.dumps(
+            {
+                "gpu_tests": {
+                    "passed": 17,
+                    "failed": 1,
+                    "skipped": 1,
+                    "not_passed": ["SKIPPED [1] x: y", "FAILED tests/t.py::test_z - E"],
+                }
+            }
+        )
+    )
+    (tmp_path / "cache.json").write_text(
+        json.dumps(
+            {
+                "rows": [
+                    {
+                        "extract_over_forward": 0.71,
+                        "steady_over_forward": 0.83,
+                        "decoder": "nvjpeg",
+                        "forward_img_s": 500.0,
+                        "workers_extract_img_s": 400.0,
+                        "device_rows_off": 0.0,
+                        "device_vs_workers_rel_rms": "1.30e-02",
+                        "decode_capacity_img_s": 1700.0,
+                        "decode_cpu_ms_per_img": 8.2,
+                    }
+                ]
+            }
+        )
+    )
+    (tmp_path / "llm.json").write_text(
+        json.dumps(
+            {
+                "results": [
+                    {
+                        "mode": "cache",
+                        "mfu": 0.3,
+                        "steady_mfu": 0.35,
+                        "steady_s_per_step": 0.1,
+                        "steady_data_wait_share": 0.001,
+                        "warmup_s": 17.0,
+                        "warmup_wall_s": 20.5,
+                        "warmup_setup_s": 2.0,
+                        "warmup_teardown_s": 1.0,
+                        "warmup_compile_phases_s": {"inductor": 9.0, "dynamo": 3.0},
+                        "graph_replay": {
+                            "launch_ms": 100.0,
+                            "replay_ms": 85.0,
+                            "replay_over_launch": 0.85,
+                            "capture": "ok",
+                        },
+                        "bucketed_graphs": {
+                            "steady_ms_per_step": 90.0,
+                            "padding_share": 0.02,
+                            "captures": 5,
+                            "error": "RuntimeError: boom",
+                        },
+                    },
+                    {"mode": "online", "mfu": 0.2},
+                    {"mode": "warm start", "warmup_wall_s": 9.0, "compile_cache": "loaded"},
+                ]
+            }
+        )
+    )
+    (tmp_path / "fingerprint.json").write_text(
+        json.dumps(
+            {
+                "rows": [
+                    {"mode": "fingerprint", "scale": 0.02, "scaled_by_steps_s": 400.0},
+                    {
+                        "mode": "fingerprint (zarr)",
+                        "scaled_by_steps_s_with_zarr_reads": 142.0,
+                        "scaled_by_steps_s_two_jobs": 107,
+                    },
+                    {"mode": "estimate with reads at real size", "scaled_s": 166.4, "scaled_s_two_jobs": 135.5},
+                ],
+                "scaling_check": {"holds": True, "ratio": 0.95},
+            }
+        )
+    )
     table = {figure: measured for figure, measured, _ in gpu_summary.rows(tmp_path)}
     assert table["tests marked gpu (preflight)"] == ("17 passed, 1 failed, 1 skipped; FAILED tests/t.py::test_z - E")
     assert table["extraction / forward"].startswith("0.71 (nvjpeg), steady 0.83; the workers' decode 0.8;")

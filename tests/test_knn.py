@@ -22,8 +22,17 @@ KINDS = ("localization", "counting", "abs_depth", "color", "spatial", "scene", "
 
 
 def _sample(ava: str, options: list[str] | None = None, **truth: object) -> Sample:
-    return Sample(id="q", ava=ava, image="00/00.png", width=10, height=10, question="?", answer="", truth=dict(truth),
-                  options=options)  # fmt: skip
+    return Sample(
+        id="q",
+        ava=ava,
+        image="00/00.png",
+        width=10,
+        height=10,
+        question="?",
+        answer="",
+        truth=dict(truth),
+        options=options,
+    )
 
 
 def _predictions(run_dir: Path, split: str = "test") -> list[dict]:
@@ -69,8 +78,18 @@ def test_batched_replies_equal_the_per_sample_rule() -> None:
         "localization": Memory(get_ability("localization"), targets=np.sort(rng.uniform(0, 1, (30, 4)), 1)),
     }
     for ava, memory in cases.items():
-        queries = [_sample(ava, options=list(rng.choice(scene, 3, replace=False)), index=0, text="beach",
-                           value=2, rgb=[1, 2, 3], box=[0, 0, 1, 1]) for _ in range(40)]  # fmt: skip
+        queries = [
+            _sample(
+                ava,
+                options=list(rng.choice(scene, 3, replace=False)),
+                index=0,
+                text="beach",
+                value=2,
+                rgb=[1, 2, 3],
+                box=[0, 0, 1, 1],
+            )
+            for _ in range(40)
+        ]
         ids = np.stack([rng.permutation(30)[:12] for _ in queries])
         sims = -np.sort(-np.round(rng.uniform(-1, 1, ids.shape), 1), axis=1).astype(np.float32)  # ties
         ids[::7, 9:] = -1  # fewer neighbours than asked for
@@ -79,8 +98,9 @@ def test_batched_replies_equal_the_per_sample_rule() -> None:
             batched = memory.replies(queries, sims, found, k)
             single = [memory.reply(q, sims[i], found[i], k) for i, q in enumerate(queries)]
             if ava == "localization":  # full-precision floats: equal up to the order of a sum of k terms
-                np.testing.assert_allclose([json.loads(r) for r in batched], [json.loads(r) for r in single],
-                                           rtol=1e-12)  # fmt: skip
+                np.testing.assert_allclose(
+                    [json.loads(r) for r in batched], [json.loads(r) for r in single], rtol=1e-12
+                )
             else:
                 assert batched == single, (ava, k)
 
@@ -180,8 +200,16 @@ def test_pixels_beat_majority(tmp_path_factory: pytest.TempPathFactory) -> None:
     test_probe's attentive probe), and spatial relations only marginally within its reach."""
     data, cache = synth_pixels(tmp_path_factory.getbasetemp() / "heads_synth")
     out = tmp_path_factory.mktemp("knn_pixels")
-    run = train(KNNConfig(data=str(data), cache=str(cache), vfm="pixels", out=str(out), progress=False,
-                          ava=["scene", "abs_depth", "counting"]))  # fmt: skip
+    run = train(
+        KNNConfig(
+            data=str(data),
+            cache=str(cache),
+            vfm="pixels",
+            out=str(out),
+            progress=False,
+            ava=["scene", "abs_depth", "counting"],
+        )
+    )
     results = json.loads((run / "results_test.json").read_text())["abilities"]
     values = {k: v["value"] for k, v in results.items()}
     base = {ava: majority_baseline(data, ava) for ava in values}
@@ -232,9 +260,20 @@ def test_mean_score_with_a_shared_memo_scores_each_pair_once(monkeypatch: pytest
     from ava.metrics import scoring
 
     scene = get_ability("scene")
-    samples = [Sample(id=str(i), ava="scene", image=f"00/{i:02d}.png", width=10, height=10, question="?",
-                      answer="beach", truth={"index": i % 3, "text": ["beach", "forest", "city"][i % 3]},
-                      options=["beach", "forest", "city"]) for i in range(12)]  # fmt: skip
+    samples = [
+        Sample(
+            id=str(i),
+            ava="scene",
+            image=f"00/{i:02d}.png",
+            width=10,
+            height=10,
+            question="?",
+            answer="beach",
+            truth={"index": i % 3, "text": ["beach", "forest", "city"][i % 3]},
+            options=["beach", "forest", "city"],
+        )
+        for i in range(12)
+    ]
     runs = [["beach"] * 12, ["forest" if i % 2 else "beach" for i in range(12)], ["city"] * 6 + ["beach"] * 6]
     scored: list[int] = []
     score_samples = scoring.score_samples
@@ -265,8 +304,10 @@ def test_own_rows_and_normalized_rows_search_as_before(monkeypatch: pytest.Monke
         assert np.array_equal(normalized(x, threads=threads), whole), threads
     assert normalized(x[:0], threads=4).shape == (0, 24)
     ref = search(build_index(x), x, 9)
-    for got in (search(build_index(unit, unit=True), unit, 9, unit=True), search(make_index(unit, "cpu"), unit, 9,
-                                                                               unit=True)):  # fmt: skip
+    for got in (
+        search(build_index(unit, unit=True), unit, 9, unit=True),
+        search(make_index(unit, "cpu"), unit, 9, unit=True),
+    ):
         np.testing.assert_array_equal(got[1], ref[1])
         np.testing.assert_array_equal(got[0], ref[0])
     own = TorchFlatIP(unit, "cpu", own=True)

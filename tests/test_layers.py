@@ -16,9 +16,21 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent / "ava"
 
 # shared pieces every layer may use: errors, the registry, progress, threads, locks, provenance, the record type ...
-BASE = {"ava", "ava.errors", "ava.registry", "ava.progress", "ava.threads", "ava.locking", "ava.provenance",
-        "ava.validate", "ava.torchvision_fix", "ava.training_state", "ava.sample", "ava.home",
-        "ava.extras"}  # fmt: skip
+BASE = {
+    "ava",
+    "ava.errors",
+    "ava.registry",
+    "ava.progress",
+    "ava.threads",
+    "ava.locking",
+    "ava.provenance",
+    "ava.validate",
+    "ava.torchvision_fix",
+    "ava.training_state",
+    "ava.sample",
+    "ava.home",
+    "ava.extras",
+}
 LAYERS = [
     "ava.abilities",  # what is measured: abilities, reply parsers, subgroups
     "ava.data",  # samples in: the dataset format, import, split, export
@@ -128,15 +140,21 @@ def test_no_private_name_crosses_modules() -> None:
     for mod, f in mods.items():
         for line, target, names in _imports(mod, f, set(mods)):
             if target != mod and not target.startswith(mod + "."):
-                found += [f"{f.relative_to(ROOT.parent)}:{line}: from {target} import {n}" for n in names
-                          if n.startswith("_") and not n.startswith("__")]  # fmt: skip
+                found += [
+                    f"{f.relative_to(ROOT.parent)}:{line}: from {target} import {n}"
+                    for n in names
+                    if n.startswith("_") and not n.startswith("__")
+                ]
     assert not found, "\n".join(found)
 
 
 @pytest.mark.parametrize("family", ["openclip", "open_clip", "timm_family", "families", "zoo"])
 def test_heads_know_no_vfm_family(family: str) -> None:
     """What a VFM offers reaches the heads through ava.vfm.capabilities, never by asking which family it is."""
-    hits = [f"{f.relative_to(ROOT.parent)}:{i}" for f in (ROOT / "heads").rglob("*.py")
-            for i, line in enumerate(f.read_text().splitlines(), 1)
-            if f"ava.vfm.{family}" in line or f"is_{family}" in line]  # fmt: skip
+    hits = [
+        f"{f.relative_to(ROOT.parent)}:{i}"
+        for f in (ROOT / "heads").rglob("*.py")
+        for i, line in enumerate(f.read_text().splitlines(), 1)
+        if f"ava.vfm.{family}" in line or f"is_{family}" in line
+    ]
     assert not hits, hits

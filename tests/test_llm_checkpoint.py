@@ -35,8 +35,13 @@ def _state(step: int) -> dict:
     opt = torch.optim.AdamW([torch.nn.Parameter(torch.randn(3, generator=g))], lr=1e-3, fused=True)
     opt.param_groups[0]["params"][0].grad = torch.ones(3)
     opt.step()
-    return {"model": {"a.weight": torch.randn(2, 2, generator=g)}, "optimizer": opt.state_dict(),
-            "rng": [{"torch": torch.random.get_rng_state()}], "step": step, "total_steps": 10}  # fmt: skip
+    return {
+        "model": {"a.weight": torch.randn(2, 2, generator=g)},
+        "optimizer": opt.state_dict(),
+        "rng": [{"torch": torch.random.get_rng_state()}],
+        "step": step,
+        "total_steps": 10,
+    }
 
 
 def test_state_round_trips_exactly(tmp_path):

@@ -25,8 +25,15 @@ def _head(layers: int = 2, dtype: torch.dtype = torch.float32):
     from ava.heads.llm.model import build_head
 
     torch.manual_seed(0)
-    cfg = Qwen2Config(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2,
-                      num_hidden_layers=layers, vocab_size=300, attn_implementation="sdpa")  # fmt: skip
+    cfg = Qwen2Config(
+        hidden_size=64,
+        intermediate_size=128,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        num_hidden_layers=layers,
+        vocab_size=300,
+        attn_implementation="sdpa",
+    )
     return build_head(Qwen2ForCausalLM(cfg).to(dtype), D, lora_r=8, seed=0)
 
 
@@ -37,19 +44,33 @@ def _fit(head, tmp_path: Path, name: str) -> dict:
     from ava.heads.llm.prompt import Encoded
 
     tr = importlib.import_module("ava.heads.llm.train")
-    encoded = [Encoded([1, 2], [3, 4, 5, 6], [7, 8, 2]), Encoded([1, 2], [3, 9], [10, 2]),
-               Encoded([1, 2], [3, 4, 5, 6, 11, 12, 13], [14, 15, 16, 2])]  # fmt: skip
+    encoded = [
+        Encoded([1, 2], [3, 4, 5, 6], [7, 8, 2]),
+        Encoded([1, 2], [3, 9], [10, 2]),
+        Encoded([1, 2], [3, 4, 5, 6, 11, 12, 13], [14, 15, 16, 2]),
+    ]
     feats = torch.randn(3, T, D, generator=torch.Generator().manual_seed(3)).half()
     data = LoopData(IndexItems(3), encoded, T, 0, lambda b: feats.index_select(0, b["index"]))
     cfg = LLMHeadConfig(batch_size=1, epochs=1, progress=False, compile=True)
-    return tr.fit(head, data, cfg, tmp_path / name, dist=Dist(), device=torch.device("cpu"), dtype=torch.float32,
-                  epochs=1, lr=1e-3, batch_size=1)  # fmt: skip
+    return tr.fit(
+        head,
+        data,
+        cfg,
+        tmp_path / name,
+        dist=Dist(),
+        device=torch.device("cpu"),
+        dtype=torch.float32,
+        epochs=1,
+        lr=1e-3,
+        batch_size=1,
+    )
 
 
 @pytest.mark.slow  # Dynamo's first trace in a process costs seconds
 @pytest.mark.parametrize("layers", [2, 5])
-def test_every_decoder_layer_runs_one_compiled_graph(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                      layers: int) -> None:  # fmt: skip
+def test_every_decoder_layer_runs_one_compiled_graph(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layers: int
+) -> None:
     """Compiling costs one layer's graph (forward and backward), whatever the depth: the layers are the same code
     with other weights, and Dynamo reuses the graph across them (no recompilation per layer). Nothing else is
     compiled (no probe of the toolchain), and the layer is traced once: Dynamo does not start its analysis over
@@ -91,9 +112,11 @@ def test_artifacts_are_named_by_what_they_depend_on(monkeypatch: pytest.MonkeyPa
     a = compiled.artifacts_path(_head(2), cpu, torch.float32, "sdpa-per-sample")
     assert a == compiled.artifacts_path(_head(2), cpu, torch.float32, "sdpa-per-sample")
     assert a.parent == tmp_path / "compile" and a.name.startswith(torch.__version__.replace("+", "_"))
-    others = {compiled.artifacts_path(_head(3), cpu, torch.float32, "sdpa-per-sample"),
-              compiled.artifacts_path(_head(2), cpu, torch.bfloat16, "sdpa-per-sample"),
-              compiled.artifacts_path(_head(2), cpu, torch.float32, "varlen")}  # fmt: skip
+    others = {
+        compiled.artifacts_path(_head(3), cpu, torch.float32, "sdpa-per-sample"),
+        compiled.artifacts_path(_head(2), cpu, torch.bfloat16, "sdpa-per-sample"),
+        compiled.artifacts_path(_head(2), cpu, torch.float32, "varlen"),
+    }
     assert len(others) == 3 and a not in others
 
 
@@ -129,8 +152,12 @@ def test_a_second_run_on_a_fresh_machine_loads_what_the_first_compiled(tmp_path:
     results = []
     for i in range(2):
         env = {**os.environ, "AVA_HOME": str(tmp_path / "home"), "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / f"ind{i}")}
-        done = subprocess.run([sys.executable, "-c", CHILD.format(tests=str(Path(__file__).parent)),
-                               str(tmp_path / f"run{i}")], env=env, capture_output=True, text=True)  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-c", CHILD.format(tests=str(Path(__file__).parent)), str(tmp_path / f"run{i}")],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
         assert done.returncode == 0, done.stderr[-3000:]
         results.append(json.loads(done.stdout.split("RESULT ", 1)[1]))
     first, second = results

@@ -38,30 +38,48 @@ def varlen_2_10(query, key, value, cu_seq_q, cu_seq_k, max_q, max_k, is_causal=F
     return _reference(query, key, value, cu_seq_q, is_causal, None)
 
 
-def varlen_2_11(query, key, value, cu_seq_q, cu_seq_k, max_q, max_k, *, return_aux=None, scale=None,
-                window_size=(-1, -1)):  # fmt: skip
+def varlen_2_11(
+    query, key, value, cu_seq_q, cu_seq_k, max_q, max_k, *, return_aux=None, scale=None, window_size=(-1, -1)
+):
     CALLS.append({"scale": scale, "window_size": window_size})
     return _reference(query, key, value, cu_seq_q, window_size == (-1, 0), scale)
 
 
-def varlen_2_13(query, key, value, cu_seq_q, cu_seq_k, max_q, max_k, *, return_aux=None, scale=None,
-                window_size=(-1, -1), enable_gqa=False, seqused_k=None, block_table=None, num_splits=None):  # fmt: skip
+def varlen_2_13(
+    query,
+    key,
+    value,
+    cu_seq_q,
+    cu_seq_k,
+    max_q,
+    max_k,
+    *,
+    return_aux=None,
+    scale=None,
+    window_size=(-1, -1),
+    enable_gqa=False,
+    seqused_k=None,
+    block_table=None,
+    num_splits=None,
+):
     CALLS.append({"scale": scale, "window_size": window_size, "enable_gqa": enable_gqa})
     if key.shape[1] != query.shape[1] and not enable_gqa:
         raise RuntimeError("grouped K/V heads need enable_gqa=True")
     return _reference(query, key, value, cu_seq_q, window_size == (-1, 0), scale)
 
 
-def varlen_no_groups(query, key, value, cu_seq_q, cu_seq_k, max_q, max_k, *, return_aux=None, scale=None,
-                     window_size=(-1, -1)):  # fmt: skip
+def varlen_no_groups(
+    query, key, value, cu_seq_q, cu_seq_k, max_q, max_k, *, return_aux=None, scale=None, window_size=(-1, -1)
+):
     """A kernel that refuses grouped K/V heads as they are (the probe then repeats them)."""
     if key.shape[1] != query.shape[1]:
         raise RuntimeError("number of heads in key/value must equal the query's")
     return _reference(query, key, value, cu_seq_q, window_size == (-1, 0), scale)
 
 
-def varlen_wrong(query, key, value, cu_seq_q, cu_seq_k, max_q, max_k, *, return_aux=None, scale=None,
-                 window_size=(-1, -1)):  # fmt: skip
+def varlen_wrong(
+    query, key, value, cu_seq_q, cu_seq_k, max_q, max_k, *, return_aux=None, scale=None, window_size=(-1, -1)
+):
     """Runs, but attends across samples: the probe must not take it."""
     whole = torch.tensor([0, query.shape[0]], dtype=torch.int32)
     return _reference(query, key, value, whole, window_size == (-1, 0), scale)
@@ -109,14 +127,24 @@ def _head():
     from ava.heads.llm.model import build_head
 
     torch.manual_seed(0)
-    cfg = Qwen2Config(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2,
-                      num_hidden_layers=2, vocab_size=300, attn_implementation="sdpa")  # fmt: skip
+    cfg = Qwen2Config(
+        hidden_size=64,
+        intermediate_size=128,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        num_hidden_layers=2,
+        vocab_size=300,
+        attn_implementation="sdpa",
+    )
     return build_head(Qwen2ForCausalLM(cfg), D, lora_r=8, seed=0)
 
 
 def _encoded() -> list[Encoded]:
-    return [Encoded([1, 2], [3, 4, 5, 6], [7, 8, 2]), Encoded([1, 2], [3, 9], [10, 2]),
-            Encoded([1, 2], [3, 4, 5, 6, 11, 12, 13], [14, 15, 16, 2])]  # fmt: skip
+    return [
+        Encoded([1, 2], [3, 4, 5, 6], [7, 8, 2]),
+        Encoded([1, 2], [3, 9], [10, 2]),
+        Encoded([1, 2], [3, 4, 5, 6, 11, 12, 13], [14, 15, 16, 2]),
+    ]
 
 
 def test_packed_batches_run_through_the_2_11_kernel(monkeypatch):
@@ -165,8 +193,18 @@ def _fit(tmp_path, name, compile_, monkeypatch=None):
     feats = torch.randn(3, T, D, generator=torch.Generator().manual_seed(3)).half()
     data = LoopData(IndexItems(3), _encoded(), T, 0, lambda b: feats.index_select(0, b["index"]))
     cfg = LLMHeadConfig(batch_size=1, epochs=2, progress=False, compile=compile_)
-    summary = tr.fit(head, data, cfg, tmp_path / name, dist=Dist(), device=torch.device("cpu"),
-                     dtype=torch.float32, epochs=2, lr=1e-3, batch_size=1)  # fmt: skip
+    summary = tr.fit(
+        head,
+        data,
+        cfg,
+        tmp_path / name,
+        dist=Dist(),
+        device=torch.device("cpu"),
+        dtype=torch.float32,
+        epochs=2,
+        lr=1e-3,
+        batch_size=1,
+    )
     return head, summary
 
 

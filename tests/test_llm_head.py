@@ -64,8 +64,9 @@ def test_label_mask_only_answer_and_eos(ability, llm):
 def test_left_padding_for_generation(llm):
     _, tok, _ = llm
     enc = PromptEncoder(tok)
-    batch = build_batch([enc.encode("a much longer question here?"), enc.encode("q?")], T, tok.pad_token_id,
-                        left_pad=True)  # fmt: skip
+    batch = build_batch(
+        [enc.encode("a much longer question here?"), enc.encode("q?")], T, tok.pad_token_id, left_pad=True
+    )
     assert (batch["labels"] == IGNORE).all()
     assert batch["attention_mask"][:, -1].all()  # every prompt ends at the last position
     assert batch["attention_mask"][1, 0] == 0
@@ -199,8 +200,10 @@ def test_batched_option_scoring_equals_one_sample_at_a_time(llm):
     feats = torch.randn(3, T, 32)
     encoded = [enc.encode(q) for q in questions]
     ids = [[enc.answer_ids(o) for o in opts] for opts in options]
-    one_by_one = [head.option_logprobs(build_batch([e], T, tok.pad_token_id), feats[i : i + 1], ids[i])
-                  for i, e in enumerate(encoded)]  # fmt: skip
+    one_by_one = [
+        head.option_logprobs(build_batch([e], T, tok.pad_token_id), feats[i : i + 1], ids[i])
+        for i, e in enumerate(encoded)
+    ]
     batch = Collator(encoded, T, tok.pad_token_id, left_pad=True)([{"index": i} for i in range(3)])
     assert len({int(n) for n in batch["attention_mask"].sum(1)}) > 1  # really left-padded
     for chunk in (64, 3):  # all rows at once, and rows split across chunks
@@ -214,8 +217,14 @@ def test_eval_batch_sized_to_memory():
 
     from ava.heads.llm.evaluate import auto_batch_size
 
-    cfg = SimpleNamespace(hidden_size=896, num_attention_heads=14, num_key_value_heads=2, num_hidden_layers=24,
-                          intermediate_size=4864, vocab_size=151936)  # fmt: skip
+    cfg = SimpleNamespace(
+        hidden_size=896,
+        num_attention_heads=14,
+        num_key_value_heads=2,
+        num_hidden_layers=24,
+        intermediate_size=4864,
+        vocab_size=151936,
+    )
     head = SimpleNamespace(base=SimpleNamespace(config=cfg))
     cpu = torch.device("cpu")
     small, large = (auto_batch_size(head, cpu, n, torch.float32) for n in (200_000, 900))

@@ -31,8 +31,19 @@ def suite(tmp_path_factory):
 
 def _cfg(suite, out, **kw):
     root, data, cache = suite
-    base = dict(ava=["rel_depth"], vfm=VFM, data=str(data), cache=str(cache), out=str(root / out), llm=LLM,
-                epochs=8, lr=3e-3, batch_size=8, lora_r=16, progress=False)  # fmt: skip
+    base = dict(
+        ava=["rel_depth"],
+        vfm=VFM,
+        data=str(data),
+        cache=str(cache),
+        out=str(root / out),
+        llm=LLM,
+        epochs=8,
+        lr=3e-3,
+        batch_size=8,
+        lora_r=16,
+        progress=False,
+    )
     return LLMHeadConfig(**{**base, **kw})
 
 
@@ -56,8 +67,15 @@ def test_beats_majority_baseline(trained):
     # what ran is recorded, in the results too: on a CPU, packed samples attend one by one; no compilation
     assert training["attention"] == run["training"]["attention"] == "sdpa-per-sample"
     assert training["compiled"] is False
-    for name in ("connector.safetensors", "adapter/adapter_model.safetensors", "config.json", "run.json",
-                 "train_log.jsonl", "checkpoint/latest", "predictions_test.jsonl"):  # fmt: skip
+    for name in (
+        "connector.safetensors",
+        "adapter/adapter_model.safetensors",
+        "config.json",
+        "run.json",
+        "train_log.jsonl",
+        "checkpoint/latest",
+        "predictions_test.jsonl",
+    ):
         assert (trained / name).is_file(), name
     log = [json.loads(line) for line in (trained / "train_log.jsonl").read_text().splitlines()]
     assert len(log) == 48 and log[-1]["loss"] < log[0]["loss"] / 5  # 6 steps x 8 epochs
@@ -196,9 +214,16 @@ def test_align_then_init(suite, tmp_path):
     pairs = []
     for i in range(4):
         Image.new("RGB", (40 + i, 30), (60 * i, 20, 200)).save(tmp_path / "img" / f"{i}.jpg")
-        pairs.append({"id": f"p{i}", "image": f"{i}.jpg", "conversations": [
-            {"from": "human", "value": "<image>\nGive a brief description of the image."},
-            {"from": "gpt", "value": f"a picture number {i}"}]})  # fmt: skip
+        pairs.append(
+            {
+                "id": f"p{i}",
+                "image": f"{i}.jpg",
+                "conversations": [
+                    {"from": "human", "value": "<image>\nGive a brief description of the image."},
+                    {"from": "gpt", "value": f"a picture number {i}"},
+                ],
+            }
+        )
     (tmp_path / "caps.json").write_text(json.dumps(pairs))
     assert import_captions(tmp_path / "caps.json", tmp_path / "img", tmp_path / "capdata") == 4
     from ava.cache import ExtractConfig, extract
@@ -213,8 +238,17 @@ def test_align_then_init(suite, tmp_path):
             progress=False,
         )
     )
-    run = align(AlignConfig(vfm=VFM, data=str(tmp_path / "capdata"), cache=str(tmp_path / "capcache"),
-                            out=str(tmp_path / "align"), llm=LLM, batch_size=2, progress=False))  # fmt: skip
+    run = align(
+        AlignConfig(
+            vfm=VFM,
+            data=str(tmp_path / "capdata"),
+            cache=str(tmp_path / "capcache"),
+            out=str(tmp_path / "align"),
+            llm=LLM,
+            batch_size=2,
+            progress=False,
+        )
+    )
     meta = json.loads((run / "run.json").read_text())
     assert meta["head"] == "align" and meta["training"]["step"] == 2 and meta["cache_key"]
     assert not (run / "adapter").exists()  # the LLM stayed frozen
@@ -236,9 +270,30 @@ def test_cli_train_eval_and_foreign_option(suite, tmp_path):
     assert bad.exit_code != 0 and "--k" in str(bad.exception or bad.output)
     toml = tmp_path / "c.toml"
     toml.write_text(f'llm = "{LLM}"\nlora_r = 4\nprogress = false\n')
-    ok = runner.invoke(app, ["head", "train", "--head", "llm", "--ava", "rel_depth", *common, "--out", str(out),
-                             "--config", str(toml), "--epochs", "1", "--max-train", "8", "--max-eval", "4",
-                             "--batch-size", "4"])  # fmt: skip
+    ok = runner.invoke(
+        app,
+        [
+            "head",
+            "train",
+            "--head",
+            "llm",
+            "--ava",
+            "rel_depth",
+            *common,
+            "--out",
+            str(out),
+            "--config",
+            str(toml),
+            "--epochs",
+            "1",
+            "--max-train",
+            "8",
+            "--max-eval",
+            "4",
+            "--batch-size",
+            "4",
+        ],
+    )
     assert ok.exit_code == 0, ok.output
     assert "rel_depth" in ok.output and "accuracy" in ok.output
     cfg = json.loads((out / "config.json").read_text())
@@ -260,10 +315,41 @@ def test_two_cpu_processes_ddp_gloo(suite, tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     out = tmp_path / "ddp"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(port),
-           "-m", "ava", "head", "train", "--head", "llm", "--ava", "rel_depth", "--vfm", VFM, "--data", str(data),
-           "--cache", str(cache), "--out", str(out), "--llm", LLM, "--epochs", "8", "--lr", "3e-3",
-           "--batch-size", "8", "--lora-r", "16"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node",
+        "2",
+        "--master-port",
+        str(port),
+        "-m",
+        "ava",
+        "head",
+        "train",
+        "--head",
+        "llm",
+        "--ava",
+        "rel_depth",
+        "--vfm",
+        VFM,
+        "--data",
+        str(data),
+        "--cache",
+        str(cache),
+        "--out",
+        str(out),
+        "--llm",
+        LLM,
+        "--epochs",
+        "8",
+        "--lr",
+        "3e-3",
+        "--batch-size",
+        "8",
+        "--lora-r",
+        "16",
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -285,9 +371,31 @@ def test_planted_pickle_checkpoint_is_refused_by_the_cli(suite, tmp_path):
 
     root, data, cache = suite
     out, marker = tmp_path / "received", tmp_path / "marker"
-    args = ["head", "train", "--head", "llm", "--ava", "rel_depth", "--vfm", VFM, "--data", str(data), "--cache",
-            str(cache), "--out", str(out), "--llm", LLM, "--epochs", "1", "--max-train", "8", "--batch-size", "4",
-            "--no-eval-after"]  # fmt: skip
+    args = [
+        "head",
+        "train",
+        "--head",
+        "llm",
+        "--ava",
+        "rel_depth",
+        "--vfm",
+        VFM,
+        "--data",
+        str(data),
+        "--cache",
+        str(cache),
+        "--out",
+        str(out),
+        "--llm",
+        LLM,
+        "--epochs",
+        "1",
+        "--max-train",
+        "8",
+        "--batch-size",
+        "4",
+        "--no-eval-after",
+    ]
     assert CliRunner().invoke(app, args).exit_code == 0  # a real run directory ...
     shutil.rmtree(out / "checkpoint")
     plant_pickle(out / "checkpoint" / "state.pt", marker)  # ... received with a pickle as its checkpoint
@@ -358,9 +466,31 @@ def test_non_finite_features_stop_training_naming_the_samples(suite, tmp_path):
         block[0, 3, 5] = value
         arr[row : row + 1] = block
     out = tmp_path / "nan_run"
-    res = CliRunner().invoke(app, ["head", "train", "--head", "llm", "--ava", "rel_depth", "--vfm", VFM, "--data",
-                                   str(data), "--cache", str(bad_cache), "--out", str(out), "--llm", LLM,
-                                   "--epochs", "1", "--batch-size", "8"])  # fmt: skip
+    res = CliRunner().invoke(
+        app,
+        [
+            "head",
+            "train",
+            "--head",
+            "llm",
+            "--ava",
+            "rel_depth",
+            "--vfm",
+            VFM,
+            "--data",
+            str(data),
+            "--cache",
+            str(bad_cache),
+            "--out",
+            str(out),
+            "--llm",
+            LLM,
+            "--epochs",
+            "1",
+            "--batch-size",
+            "8",
+        ],
+    )
     assert res.exit_code == 1 and isinstance(res.exception, AvaError), res.output
     msg = str(res.exception)
     assert "non-finite cached features" in msg and all(f"rel_depth/{s.id}" in msg for s in samples), msg

@@ -33,20 +33,51 @@ def suite(tmp_path_factory):
             split = "test" if i in (3, 6) else "train"
             q = rel.question_templates[0].format(a="cup", b="box", options=format_options(REL_DEPTH_ANSWERS))
             answer = REL_DEPTH_ANSWERS[i % 2]
-            w.add_sample(Sample(id=f"r{i}", ava="rel_depth", image=image, width=32, height=32, question=q,
-                                answer=answer, truth={"index": i % 2, "text": answer}, split=split))  # fmt: skip
+            w.add_sample(
+                Sample(
+                    id=f"r{i}",
+                    ava="rel_depth",
+                    image=image,
+                    width=32,
+                    height=32,
+                    question=q,
+                    answer=answer,
+                    truth={"index": i % 2, "text": answer},
+                    split=split,
+                )
+            )
             box = [0.1, 0.1, 0.4 + 0.05 * (i % 4), 0.6]
-            w.add_sample(Sample(id=f"l{i}", ava="localization", image=image, width=32, height=32,
-                                question=loc.question_templates[0].format(object="square"), answer=str(box),
-                                truth={"box": box}, split=split))  # fmt: skip
+            w.add_sample(
+                Sample(
+                    id=f"l{i}",
+                    ava="localization",
+                    image=image,
+                    width=32,
+                    height=32,
+                    question=loc.question_templates[0].format(object="square"),
+                    answer=str(box),
+                    truth={"box": box},
+                    split=split,
+                )
+            )
     cache = make_cache(root / "data", root / "cache")
     return root, root / "data", cache
 
 
 def _cfg(suite, out, **kw):
     root, data, cache = suite
-    base = dict(vfm=VFM, data=str(data), cache=str(cache), out=str(root / out), llm=LLM, lr=3e-3, batch_size=8,
-                lora_r=4, progress=False, max_eval=2)  # fmt: skip
+    base = dict(
+        vfm=VFM,
+        data=str(data),
+        cache=str(cache),
+        out=str(root / out),
+        llm=LLM,
+        lr=3e-3,
+        batch_size=8,
+        lora_r=4,
+        progress=False,
+        max_eval=2,
+    )
     return LLMHeadConfig(**{**base, **kw})
 
 
@@ -110,9 +141,28 @@ def test_cli_joint_flag(suite, tmp_path):
 
     root, data, cache = suite
     out = tmp_path / "cli"
-    args = ["head", "train", "--head", "llm", "--vfm", VFM, "--data", str(data), "--cache", str(cache),
-            "--out", str(out), "--llm", LLM, "--epochs", "1", "--lora-r", "4", "--no-eval-after",
-            "--joint"]  # fmt: skip
+    args = [
+        "head",
+        "train",
+        "--head",
+        "llm",
+        "--vfm",
+        VFM,
+        "--data",
+        str(data),
+        "--cache",
+        str(cache),
+        "--out",
+        str(out),
+        "--llm",
+        LLM,
+        "--epochs",
+        "1",
+        "--lora-r",
+        "4",
+        "--no-eval-after",
+        "--joint",
+    ]
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 0, res.output
     assert json.loads((out / "config.json").read_text())["joint"] is True

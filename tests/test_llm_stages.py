@@ -40,15 +40,35 @@ def chain(tmp_path_factory):
         colour = ("red", "green", "blue", "white")[i % 4]
         rgb = {"red": (220, 20, 20), "green": (20, 200, 20), "blue": (20, 20, 220), "white": (240, 240, 240)}[colour]
         Image.new("RGB", (32 + i, 32), rgb).save(root / "img" / f"{i}.png")
-        caps.append({"id": f"c{i}", "image": f"{i}.png", "conversations": [
-            {"from": "human", "value": "<image>\nGive a brief description of the image."},
-            {"from": "gpt", "value": f"a {colour} square"}]})  # fmt: skip
-        convs.append({"id": f"v{i}", "image": f"{i}.png", "conversations": [
-            {"from": "human", "value": "What colour is it?\n<image>"}, {"from": "gpt", "value": colour},
-            {"from": "human", "value": "Is it a square?"}, {"from": "gpt", "value": "yes"}]})  # fmt: skip
+        caps.append(
+            {
+                "id": f"c{i}",
+                "image": f"{i}.png",
+                "conversations": [
+                    {"from": "human", "value": "<image>\nGive a brief description of the image."},
+                    {"from": "gpt", "value": f"a {colour} square"},
+                ],
+            }
+        )
+        convs.append(
+            {
+                "id": f"v{i}",
+                "image": f"{i}.png",
+                "conversations": [
+                    {"from": "human", "value": "What colour is it?\n<image>"},
+                    {"from": "gpt", "value": colour},
+                    {"from": "human", "value": "Is it a square?"},
+                    {"from": "gpt", "value": "yes"},
+                ],
+            }
+        )
     for i in range(4):  # conversations without an image (LLaVA-665K has ~40K)
-        convs.append({"id": f"t{i}", "conversations": [{"from": "human", "value": f"Say {i}."},
-                                                       {"from": "gpt", "value": f"{i}"}]})  # fmt: skip
+        convs.append(
+            {
+                "id": f"t{i}",
+                "conversations": [{"from": "human", "value": f"Say {i}."}, {"from": "gpt", "value": f"{i}"}],
+            }
+        )
     (root / "caps.json").write_text(json.dumps(caps))
     (root / "convs.json").write_text(json.dumps(convs))
     import_captions(root / "caps.json", root / "img", root / "capdata")
@@ -70,17 +90,52 @@ def test_stage_1_2_3_from_one_cache(chain):
     from ava.heads.llm.stage2 import instruct
 
     root, data, cache = chain
-    s1 = align(AlignConfig(vfm=VFM, data=str(root / "capdata"), cache=str(cache), out=str(root / "s1"), llm=LLM,
-                           batch_size=4, epochs=6, lr=1e-2, progress=False))  # fmt: skip
+    s1 = align(
+        AlignConfig(
+            vfm=VFM,
+            data=str(root / "capdata"),
+            cache=str(cache),
+            out=str(root / "s1"),
+            llm=LLM,
+            batch_size=4,
+            epochs=6,
+            lr=1e-2,
+            progress=False,
+        )
+    )
     assert _falls(_losses(s1))
-    s2 = instruct(InstructConfig(vfm=VFM, data=str(root / "insdata"), cache=str(cache), out=str(root / "s2"),
-                                 init=str(s1), llm=LLM, batch_size=4, epochs=6, lr=1e-3, progress=False))  # fmt: skip
+    s2 = instruct(
+        InstructConfig(
+            vfm=VFM,
+            data=str(root / "insdata"),
+            cache=str(cache),
+            out=str(root / "s2"),
+            init=str(s1),
+            llm=LLM,
+            batch_size=4,
+            epochs=6,
+            lr=1e-3,
+            progress=False,
+        )
+    )
     meta = json.loads((s2 / "training" / "run.json").read_text())
     assert meta["n_conversations"] == 8 and meta["n_text_only"] == 4 and meta["training"]["done"]
     assert _falls(_losses(s2 / "training"))
-    s3cfg = LLMHeadConfig(ava=["rel_depth"], vfm=VFM, data=str(data), cache=str(cache), out=str(root / "s3"),
-                          llm=LLM, init=str(s2), epochs=4, lr=3e-3, batch_size=4, lora_r=4, progress=False,
-                          max_eval=2)  # fmt: skip
+    s3cfg = LLMHeadConfig(
+        ava=["rel_depth"],
+        vfm=VFM,
+        data=str(data),
+        cache=str(cache),
+        out=str(root / "s3"),
+        llm=LLM,
+        init=str(s2),
+        epochs=4,
+        lr=3e-3,
+        batch_size=4,
+        lora_r=4,
+        progress=False,
+        max_eval=2,
+    )
     prep = prepare_training(s3cfg, device=torch.device("cpu"), dtype=torch.float32)
     want_conn = load_file(s2 / "connector.safetensors")
     assert all(torch.equal(prep.head.connector.state_dict()[k], want_conn[k]) for k in want_conn)
@@ -111,8 +166,16 @@ def test_bad_conversations_are_named(chain, tmp_path):
     (tmp_path / "bad.json").write_text(json.dumps(bad))
     with pytest.raises(AvaError, match=r"bad\.json.*'x1'.*alternate"):
         import_instructions(tmp_path / "bad.json", root / "img", tmp_path / "out")
-    odd = [{"id": "x2", "conversations": [{"from": "human", "value": "a"}, {"from": "gpt", "value": "b"},
-                                          {"from": "human", "value": "c"}]}]  # fmt: skip
+    odd = [
+        {
+            "id": "x2",
+            "conversations": [
+                {"from": "human", "value": "a"},
+                {"from": "gpt", "value": "b"},
+                {"from": "human", "value": "c"},
+            ],
+        }
+    ]
     (tmp_path / "odd.json").write_text(json.dumps(odd))
     with pytest.raises(AvaError, match="'x2'.*no gpt reply"):
         import_instructions(tmp_path / "odd.json", root / "img", tmp_path / "out2")
@@ -152,8 +215,16 @@ def test_instruct_owns_its_out(chain, tmp_path):
     foreign = tmp_path / "foreign"
     foreign.mkdir()
     (foreign / "notes.txt").write_text("mine")
-    cfg = InstructConfig(vfm=VFM, data=str(root / "insdata"), cache=str(cache), out=str(foreign), llm=LLM,
-                         batch_size=4, epochs=1, progress=False)  # fmt: skip
+    cfg = InstructConfig(
+        vfm=VFM,
+        data=str(root / "insdata"),
+        cache=str(cache),
+        out=str(foreign),
+        llm=LLM,
+        batch_size=4,
+        epochs=1,
+        progress=False,
+    )
     with pytest.raises(RunDirError, match="no stage-2 run"):
         instruct(cfg)
     assert sorted(p.name for p in foreign.iterdir()) == ["notes.txt"]

@@ -10,8 +10,20 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from ava.heads.llm.data import Collator, LoopData
 from ava.heads.llm.prompt import Encoded, build_batch
 
-SYNCS = {"_local_scalar_dense", "item", "nonzero", "is_nonzero", "masked_select", "equal", "allclose", "unique",
-         "_unique", "_unique2", "unique_consecutive", "repeat_interleave"}  # fmt: skip
+SYNCS = {
+    "_local_scalar_dense",
+    "item",
+    "nonzero",
+    "is_nonzero",
+    "masked_select",
+    "equal",
+    "allclose",
+    "unique",
+    "_unique",
+    "_unique2",
+    "unique_consecutive",
+    "repeat_interleave",
+}
 T, D = 5, 12
 
 
@@ -33,14 +45,24 @@ def _head():
     from ava.heads.llm.model import build_head
 
     torch.manual_seed(0)
-    cfg = Qwen2Config(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2,
-                      num_hidden_layers=2, vocab_size=300, attn_implementation="sdpa")  # fmt: skip
+    cfg = Qwen2Config(
+        hidden_size=64,
+        intermediate_size=128,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        num_hidden_layers=2,
+        vocab_size=300,
+        attn_implementation="sdpa",
+    )
     return build_head(Qwen2ForCausalLM(cfg), D, lora_r=8, seed=0)
 
 
 def _encoded() -> list[Encoded]:  # three lengths: the batch is right-padded
-    return [Encoded([1, 2], [3, 4, 5, 6], [7, 8, 2]), Encoded([1, 2], [3, 9], [10, 2]),
-            Encoded([1, 2], [3, 4, 5, 6, 11, 12, 13], [14, 15, 16, 2])]  # fmt: skip
+    return [
+        Encoded([1, 2], [3, 4, 5, 6], [7, 8, 2]),
+        Encoded([1, 2], [3, 9], [10, 2]),
+        Encoded([1, 2], [3, 4, 5, 6, 11, 12, 13], [14, 15, 16, 2]),
+    ]
 
 
 def test_training_step_has_no_host_sync():

@@ -42,8 +42,13 @@ def test_ciede2000_sharma2005(pair: dict[str, float]) -> None:
 def test_srgb_to_lab_reference_colours() -> None:
     """sRGB -> Lab (D65) of well-known colours (Lindbloom's calculator, to 0.05)."""
     lab = srgb_to_lab([[255, 0, 0], [255, 255, 255], [0, 0, 0], [0, 255, 0], [0, 0, 255]])
-    expected = [[53.24, 80.09, 67.20], [100.0, 0.0, 0.0], [0.0, 0.0, 0.0], [87.73, -86.18, 83.18],
-                [32.30, 79.19, -107.86]]  # fmt: skip
+    expected = [
+        [53.24, 80.09, 67.20],
+        [100.0, 0.0, 0.0],
+        [0.0, 0.0, 0.0],
+        [87.73, -86.18, 83.18],
+        [32.30, 79.19, -107.86],
+    ]
     np.testing.assert_allclose(lab, expected, atol=0.05)
 
 
@@ -89,13 +94,21 @@ def test_giou_degenerate_boxes() -> None:
 @pytest.mark.parametrize(
     ("pred", "truth", "expected"),
     [
-        ("Hello", "hello", 1.0), ("  Hello   World ", "hello world", 1.0), ("abcd", "abce", 0.75),
+        ("Hello", "hello", 1.0),
+        ("  Hello   World ", "hello world", 1.0),
+        ("abcd", "abce", 0.75),
         ("abcd", "abxy", 0.0),  # a distance of exactly 0.5 is not < tau: 0 (Biten et al. 2019, the release)
-        ("abcdefg", "abcdxyz", 4 / 7), ("abcde", "abxyz", 0.0),  # 0.4 < 0.5 -> 0
-        ("abc", "abcdef", 0.0), ("ab", "abcdef", 0.0), ("V.", "V", 0.0), ("abc", "abcd", 0.75),
-        ("", "", 1.0), ("", "abc", 0.0), ("EXIT 12", "exit12", 6 / 7),
+        ("abcdefg", "abcdxyz", 4 / 7),
+        ("abcde", "abxyz", 0.0),  # 0.4 < 0.5 -> 0
+        ("abc", "abcdef", 0.0),
+        ("ab", "abcdef", 0.0),
+        ("V.", "V", 0.0),
+        ("abc", "abcd", 0.75),
+        ("", "", 1.0),
+        ("", "abc", 0.0),
+        ("EXIT 12", "exit12", 6 / 7),
     ],
-)  # fmt: skip
+)
 def test_anls_threshold(pred: str, truth: str, expected: float) -> None:
     assert nls(pred, truth) == pytest.approx(expected)
 

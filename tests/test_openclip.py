@@ -25,7 +25,6 @@ TINY = {
 }
 
 
-
 @pytest.fixture(scope="module")
 def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_choice_data(tmp_path_factory.mktemp("oc") / "d")
@@ -66,12 +65,14 @@ def _reference(ckpt: Path, dataset: Dataset, sample, texts: list[str]) -> int:  
     return int(torch.argmax(txt @ img))
 
 
-def test_zero_shot_head_runs_an_open_clip_local_dir(tiny: Path, data: Path, tmp_path: Path,
-                                                    capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_zero_shot_head_runs_an_open_clip_local_dir(
+    tiny: Path, data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "run"
     vfm = f"open_clip:local-dir:{tiny}"
-    code, text = _run(["head", "train", "--head", "zero-shot", "--vfm", vfm, "--data", str(data), "--out", str(out)],
-                      capsys)  # fmt: skip
+    code, text = _run(
+        ["head", "train", "--head", "zero-shot", "--vfm", vfm, "--data", str(data), "--out", str(out)], capsys
+    )
     assert code == 0, text
     run = json.loads((out / "run.json").read_text())
     meta = json.loads((out / "zero_shot.json").read_text())
@@ -117,15 +118,31 @@ def test_named_config_with_a_weights_file_matches_the_local_dir(tiny: Path, tmp_
     assert emb.shape == (2, 16) and np.allclose(np.linalg.norm(emb, axis=1), 1, atol=1e-5)
 
 
-def test_random_form_is_seeded_and_labelled_random(tiny: Path, data: Path, tmp_path: Path,
-                                                   capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_random_form_is_seeded_and_labelled_random(
+    tiny: Path, data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from ava.vfm.image_text import load_image_text
 
     a, b = (load_image_text(f"open_clip:{TINY_NAME}:random").texts(["a photo of a red."]) for _ in range(2))
     np.testing.assert_array_equal(a, b)
     out = tmp_path / "run"
-    code, text = _run(["fingerprint", "--head", "zero-shot", "--vfm", f"open_clip:{TINY_NAME}:random", "--data",
-                       str(data), "--cache", str(tmp_path / "unused"), "--out", str(out), "-q"], capsys)  # fmt: skip
+    code, text = _run(
+        [
+            "fingerprint",
+            "--head",
+            "zero-shot",
+            "--vfm",
+            f"open_clip:{TINY_NAME}:random",
+            "--data",
+            str(data),
+            "--cache",
+            str(tmp_path / "unused"),
+            "--out",
+            str(out),
+            "-q",
+        ],
+        capsys,
+    )
     assert code == 0, text
     (run_dir,) = [p for p in out.iterdir() if p.name.startswith("zero-shot-")]
     run = json.loads((run_dir / "run.json").read_text())
@@ -133,8 +150,9 @@ def test_random_form_is_seeded_and_labelled_random(tiny: Path, data: Path, tmp_p
     assert json.loads((run_dir / "zero_shot.json").read_text())["weights"] == f"random:open_clip:{TINY_NAME}:seed0"
 
 
-def test_clip_miner_takes_an_open_clip_model(tiny: Path, data: Path, tmp_path: Path,
-                                             capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_clip_miner_takes_an_open_clip_model(
+    tiny: Path, data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "mined"
     miner = f"clip@open_clip:local-dir:{tiny}"
     code, text = _run(["data", "options", "--data", str(data), "--miner", miner, "--out", str(out)], capsys)
@@ -194,8 +212,9 @@ def test_pe_core_random_runs_through_the_route_on_cpu() -> None:
         ("open_clip:PE-Core-T-16-384@TINY", "open_clip could not load it (AssertionError: text pos_embed width"),
     ],
 )
-def test_bad_open_clip_names_are_one_line(vfm: str, fragment: str, tiny: Path, data: Path, tmp_path: Path,
-                                          capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_bad_open_clip_names_are_one_line(
+    vfm: str, fragment: str, tiny: Path, data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     (tmp_path / "NOCONFIG").mkdir()
     (tmp_path / "NOWEIGHTS").mkdir()
     (tmp_path / "NOWEIGHTS" / "open_clip_config.json").write_text((tiny / "open_clip_config.json").read_text())
@@ -204,8 +223,10 @@ def test_bad_open_clip_names_are_one_line(vfm: str, fragment: str, tiny: Path, d
         "TINY", str(tiny / "open_clip_model.safetensors")
     )
     fragment = fragment.replace("MISSING", str(tmp_path / "MISSING")).replace("NOCONFIG", str(tmp_path / "NOCONFIG"))
-    code, text = _run(["head", "train", "--head", "zero-shot", "--vfm", vfm, "--data", str(data), "--out",
-                       str(tmp_path / "run")], capsys)  # fmt: skip
+    code, text = _run(
+        ["head", "train", "--head", "zero-shot", "--vfm", vfm, "--data", str(data), "--out", str(tmp_path / "run")],
+        capsys,
+    )
     assert code == 2 and fragment in text and "Traceback" not in text, text
     assert not (tmp_path / "run" / "results_test.json").exists()
 
@@ -213,8 +234,19 @@ def test_bad_open_clip_names_are_one_line(vfm: str, fragment: str, tiny: Path, d
 def test_cache_extract_refuses_an_open_clip_name(
     data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, text = _run(["cache", "extract", "--vfm", "open_clip:PE-Core-B-16:random", "--data", str(data), "--cache",
-                       str(tmp_path / "c")], capsys)  # fmt: skip
+    code, text = _run(
+        [
+            "cache",
+            "extract",
+            "--vfm",
+            "open_clip:PE-Core-B-16:random",
+            "--data",
+            str(data),
+            "--cache",
+            str(tmp_path / "c"),
+        ],
+        capsys,
+    )
     assert code == 2 and "open_clip models serve the zero-shot head and the clip@ miner only" in text, text
 
 

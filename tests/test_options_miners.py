@@ -48,8 +48,22 @@ def test_cache_miner_offers_the_classes_nearest_to_each_image(data: Path, cache:
     from ava.heads.features import read_pooled_views
 
     out = tmp_path / "hard"
-    code = main_ok(["data", "options", "--data", str(data), "--miner", "cache:pixels#size=32", "--cache", str(cache),
-                    "--k", "4", "--out", str(out)])  # fmt: skip
+    code = main_ok(
+        [
+            "data",
+            "options",
+            "--data",
+            str(data),
+            "--miner",
+            "cache:pixels#size=32",
+            "--cache",
+            str(cache),
+            "--k",
+            "4",
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0
     before, after = Dataset(data), Dataset(out)
     samples = after.samples("recognition")
@@ -83,8 +97,12 @@ def main_ok(args: list[str]) -> int:
 
 def test_random_options_depend_on_the_seed_only(data: Path, tmp_path: Path) -> None:
     for name, seed in (("a", 0), ("b", 0), ("c", 1)):
-        assert main_ok(["data", "options", "--data", str(data), "--k", "3", "--seed", str(seed), "--out",
-                        str(tmp_path / name)]) == 0  # fmt: skip
+        assert (
+            main_ok(
+                ["data", "options", "--data", str(data), "--k", "3", "--seed", str(seed), "--out", str(tmp_path / name)]
+            )
+            == 0
+        )
     text = {n: (tmp_path / n / "samples" / "recognition.jsonl").read_text() for n in "abc"}
     assert text["a"] == text["b"] != text["c"]
     for s in Dataset(tmp_path / "a").samples("recognition"):
@@ -95,8 +113,12 @@ def test_foci_template_asks_for_the_letter_and_scores_with_the_existing_parsers(
     import ava
 
     out = tmp_path / "foci"
-    assert main_ok(["data", "options", "--data", str(data), "--template", "foci", "--domain", "colours",
-                    "--out", str(out)]) == 0  # fmt: skip
+    assert (
+        main_ok(
+            ["data", "options", "--data", str(data), "--template", "foci", "--domain", "colours", "--out", str(out)]
+        )
+        == 0
+    )
     samples = Dataset(out).samples("recognition", split="test")
     s = samples[0]
     assert s.question.startswith("Which of these colours is shown in the image?\nChoices:\nA. ")
@@ -105,8 +127,9 @@ def test_foci_template_asks_for_the_letter_and_scores_with_the_existing_parsers(
     _consistent(s, 4)
     # a reply that begins with the right letter is right; another letter is wrong
     pred = tmp_path / "pred.jsonl"
-    lines = [{"ava": x.ava, "id": x.id, "prediction": f"{'ABCD'[x.truth['index']]}. {x.truth['text']}"}
-             for x in samples]  # fmt: skip
+    lines = [
+        {"ava": x.ava, "id": x.id, "prediction": f"{'ABCD'[x.truth['index']]}. {x.truth['text']}"} for x in samples
+    ]
     lines[0]["prediction"] = "ABCD"[(s.truth["index"] + 1) % 4]
     pred.write_text("".join(json.dumps(line) + "\n" for line in lines))
     result = ava.score(out, pred, ava="recognition", out=tmp_path / "scored")
@@ -118,8 +141,14 @@ def test_foci_template_asks_for_the_letter_and_scores_with_the_existing_parsers(
     # begins with a word, or names the option only later, is not a choice
     assert all(x.meta["reply_rule"] == "foci" for x in samples)
     right = "ABCD"[s.truth["index"]]
-    for reply, ok in [(f"{right} is the answer", True), (f"({right})", True), (f" {right}", True),
-                      (f"The answer is {right}", False), (f"{right}ird", False), ("E", False)]:  # fmt: skip
+    for reply, ok in [
+        (f"{right} is the answer", True),
+        (f"({right})", True),
+        (f" {right}", True),
+        (f"The answer is {right}", False),
+        (f"{right}ird", False),
+        ("E", False),
+    ]:
         assert score_sample(get_ability("recognition"), s, reply).value == (1.0 if ok else 0.0), reply
 
 
@@ -153,8 +182,9 @@ def _vision_only(tmp_path: Path) -> Path:
         (["--template", "mmlu"], "unknown question template 'mmlu'"),
     ],
 )
-def test_bad_inputs_are_one_line_and_write_nothing(args: list[str], fragment: str, data: Path, tmp_path: Path,
-                                                   capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_bad_inputs_are_one_line_and_write_nothing(
+    args: list[str], fragment: str, data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     if "clip@VISION" in args:
         args = [a.replace("VISION", str(_vision_only(tmp_path))) for a in args]
         capsys.readouterr()  # transformers' own load report of the vision-only copy
@@ -208,8 +238,12 @@ def test_the_cache_miner_reads_the_tokens_under_each_objects_box(photos: Path, t
     tokens = open_cache(photos / "cache", "pixels#size=64").read([s.image_sha256 for s in samples])
     grid = tokens.reshape(len(samples), 4, 4, -1)
     left = [s.id.endswith("-0") for s in samples]
-    x = np.stack([grid[i, 1:3, 0:2].mean((0, 1)) if is_left else grid[i, 1:3, 2:4].mean((0, 1))
-                  for i, is_left in enumerate(left)])  # fmt: skip
+    x = np.stack(
+        [
+            grid[i, 1:3, 0:2].mean((0, 1)) if is_left else grid[i, 1:3, 2:4].mean((0, 1))
+            for i, is_left in enumerate(left)
+        ]
+    )
     x /= np.linalg.norm(x, axis=1, keepdims=True)
     classes = sorted({s.truth["text"] for s in samples})
     cent = np.stack([x[[i for i, s in enumerate(samples) if s.truth["text"] == c]].mean(0) for c in classes])
@@ -223,14 +257,18 @@ def test_the_cache_miner_reads_the_tokens_under_each_objects_box(photos: Path, t
     assert info["unplaced"] == {}
 
 
-def test_distractors_are_the_objects_kind_not_the_photos_other_objects(photos: Path, tmp_path: Path,
-                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_distractors_are_the_objects_kind_not_the_photos_other_objects(
+    photos: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The share of distractors that are the other object of the question's photo: the cache miner reading the
     object stays within 10 points of random options; reading the whole photo (the same data without boxes) it
     offers the photo's other object far more often. The command says the share."""
     shares = {}
-    for name, data, miner in (("object", "boxed", "cache:pixels#size=64"), ("photo", "whole", "cache:pixels#size=64"),
-                              ("random", "boxed", "random")):  # fmt: skip
+    for name, data, miner in (
+        ("object", "boxed", "cache:pixels#size=64"),
+        ("photo", "whole", "cache:pixels#size=64"),
+        ("random", "boxed", "random"),
+    ):
         _, info = _options(photos, data, miner, tmp_path / name)
         shares[name] = info["same_photo"]["recognition"]["share"]
         assert info["same_photo"]["recognition"]["questions"] == 80
@@ -240,8 +278,9 @@ def test_distractors_are_the_objects_kind_not_the_photos_other_objects(photos: P
     assert f"{shares['random']:.0%} of the distractors are other objects of the question's photo (over 80" in out
 
 
-def test_declared_classes_no_object_shows_are_ranked_last_and_said(photos: Path, tmp_path: Path,
-                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_declared_classes_no_object_shows_are_ranked_last_and_said(
+    photos: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A class the build declares (build.classes) that no question has as its answer cannot be placed in the
     VFM's space: it follows every placed class, so it is offered only where the placed ones are too few."""
     data = tmp_path / "declared"
@@ -292,12 +331,15 @@ def test_the_text_tower_sees_the_object_not_the_photo(photos: Path) -> None:
     assert _object_picture(Dataset(photos / "whole"), whole).size == (64, 32)
 
 
-def test_an_unreachable_clip_checkpoint_names_the_miners_own_local_form(data: Path, tmp_path: Path, capsys,
-                                                                        monkeypatch) -> None:  # fmt: skip
+def test_an_unreachable_clip_checkpoint_names_the_miners_own_local_form(
+    data: Path, tmp_path: Path, capsys, monkeypatch
+) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # an empty Hugging Face cache
     out = tmp_path / "out"
-    code, message = _run(["data", "options", "--data", str(data), "--out", str(out), "--miner",
-                          "clip@openai/clip-vit-base-patch32"], capsys)  # fmt: skip
+    code, message = _run(
+        ["data", "options", "--data", str(data), "--out", str(out), "--miner", "clip@openai/clip-vit-base-patch32"],
+        capsys,
+    )
     assert code == 2 and "point ava at the directory: '--miner clip@/path/to/dir'" in message, message
     assert "--vfm" not in message and not out.exists()

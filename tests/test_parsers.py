@@ -14,7 +14,7 @@ from ava.abilities.parsers import (
     parse_reply,
     truth_value,
     words_to_digits,
-)  # fmt: skip
+)
 from ava.errors import AvaError
 
 ORIENT, SPATIAL, COUNT, DEPTH = (get_ability(k) for k in ("orientation", "spatial", "counting", "abs_depth"))
@@ -24,16 +24,37 @@ BOX, COLOR, OCR, REC = (get_ability(k) for k in ("localization", "color", "ocr",
 @pytest.mark.parametrize(
     ("reply", "expected"),
     [
-        ("2", 1), ("front right", 1), ("Front Right", 1), ("front-right", 1), ("2. front right", 1),
-        ("(2)", 1), ("Option 2", 1), ("option 2.", 1), ("The answer is 2", 1), ("Answer: 2. front right", 1),
-        ("**front right**", 1), ('"front right"', 1), ("It is facing front right.", 1),
-        ("the answer is (b)", 1), ("B. front right", 1), ("2) front right", 1),
-        ("front", 0), ("top", 8), ("9", 8), ("The car faces back left.", 5), ("left", 6),
-        ("10", None), ("0", None), ("2. left", None),  # out of range; label and text disagree
-        ("It could be front or back", None), ("upright", None), ("I don't know", None), ("", None),
+        ("2", 1),
+        ("front right", 1),
+        ("Front Right", 1),
+        ("front-right", 1),
+        ("2. front right", 1),
+        ("(2)", 1),
+        ("Option 2", 1),
+        ("option 2.", 1),
+        ("The answer is 2", 1),
+        ("Answer: 2. front right", 1),
+        ("**front right**", 1),
+        ('"front right"', 1),
+        ("It is facing front right.", 1),
+        ("the answer is (b)", 1),
+        ("B. front right", 1),
+        ("2) front right", 1),
+        ("front", 0),
+        ("top", 8),
+        ("9", 8),
+        ("The car faces back left.", 5),
+        ("left", 6),
+        ("10", None),
+        ("0", None),
+        ("2. left", None),  # out of range; label and text disagree
+        ("It could be front or back", None),
+        ("upright", None),
+        ("I don't know", None),
+        ("", None),
         ("The answer is a dog", None),
     ],
-)  # fmt: skip
+)
 def test_orientation_replies(reply: str, expected: int | None) -> None:
     assert parse_reply(ORIENT, reply) == expected
 
@@ -41,14 +62,32 @@ def test_orientation_replies(reply: str, expected: int | None) -> None:
 @pytest.mark.parametrize(
     ("reply", "expected"),
     [
-        ("C", 2), ("c", 2), ("(C)", 2), ("C.", 2), ("C. Right above", 2), ("Right above", 2), ("right above", 2),
-        ("3", 2), ("3. Right above", 2), ("The answer is C.", 2), ("the answer is (c)", 2), ("Option C", 2),
-        ("A. Left above", 0), ("Left below", 1), ("B", 1), ("D. Right below", 3), ("Right below.", 3),
+        ("C", 2),
+        ("c", 2),
+        ("(C)", 2),
+        ("C.", 2),
+        ("C. Right above", 2),
+        ("Right above", 2),
+        ("right above", 2),
+        ("3", 2),
+        ("3. Right above", 2),
+        ("The answer is C.", 2),
+        ("the answer is (c)", 2),
+        ("Option C", 2),
+        ("A. Left above", 0),
+        ("Left below", 1),
+        ("B", 1),
+        ("D. Right below", 3),
+        ("Right below.", 3),
         ("The cup is left below the plate.", 1),
         ("A. Left below", None),  # label and text disagree
-        ("left", None), ("above", None), ("Left above or left below", None), ("E", None), ("below left", None),
+        ("left", None),
+        ("above", None),
+        ("Left above or left below", None),
+        ("E", None),
+        ("below left", None),
     ],
-)  # fmt: skip
+)
 def test_spatial_replies(reply: str, expected: int | None) -> None:
     assert parse_reply(SPATIAL, reply) == expected
 
@@ -77,13 +116,28 @@ def test_option_texts_from_question_options() -> None:
 @pytest.mark.parametrize(
     ("reply", "expected"),
     [
-        ("7", 7), ("seven", 7), ("Seven.", 7), ("There are 7 birds.", 7), ("twenty-one", 21), ("twenty one", 21),
-        ("forty", 40), ("eighteen", 18), ("thirty-nine", 39), ("The answer is 12.", 12), ("12 (twelve)", 12),
-        ("2.5", 2.5), ("about 2.5 birds", 2.5), ("I see 3 dogs and 2 cats", None),
-        ("There are 3 cats and 2 dogs, so the total is 5", 5), ("none", 0), ("many", None),
-        ("", None), ("-3", None), ("3-4", None),
+        ("7", 7),
+        ("seven", 7),
+        ("Seven.", 7),
+        ("There are 7 birds.", 7),
+        ("twenty-one", 21),
+        ("twenty one", 21),
+        ("forty", 40),
+        ("eighteen", 18),
+        ("thirty-nine", 39),
+        ("The answer is 12.", 12),
+        ("12 (twelve)", 12),
+        ("2.5", 2.5),
+        ("about 2.5 birds", 2.5),
+        ("I see 3 dogs and 2 cats", None),
+        ("There are 3 cats and 2 dogs, so the total is 5", 5),
+        ("none", 0),
+        ("many", None),
+        ("", None),
+        ("-3", None),
+        ("3-4", None),
     ],
-)  # fmt: skip
+)
 def test_counting_replies(reply: str, expected: int | float | None) -> None:
     got = parse_reply(COUNT, reply)
     assert got == expected and type(got) is type(expected)
@@ -98,13 +152,30 @@ def test_decimal_is_one_number() -> None:
 @pytest.mark.parametrize(
     ("reply", "expected"),
     [
-        ("2-3", 2.5), ("2 - 3 m", 2.5), ("2 to 3 meters", 2.5), ("between 2 and 3 metres", 2.5), ("B", 2.5),
-        ("(b)", 2.5), ("B. 2-3", 2.5), ("The answer is B", 2.5), ("about 2.5 m", 2.5), ("2.5 meters", 2.5),
-        ("2.7", 2.7), ("3", 3.0), ("three meters", 3.0), ("250 cm", 2.5), ("F. 6-7", 6.5), ("6 - 7", 6.5),
-        ("B. 3-4", None), ("3-4 m, so the answer is B", None), ("3-4 m, the answer is C", 3.5), ("Z", None),
-        ("far away", None), ("2 or 3 meters, maybe 4", None),
+        ("2-3", 2.5),
+        ("2 - 3 m", 2.5),
+        ("2 to 3 meters", 2.5),
+        ("between 2 and 3 metres", 2.5),
+        ("B", 2.5),
+        ("(b)", 2.5),
+        ("B. 2-3", 2.5),
+        ("The answer is B", 2.5),
+        ("about 2.5 m", 2.5),
+        ("2.5 meters", 2.5),
+        ("2.7", 2.7),
+        ("3", 3.0),
+        ("three meters", 3.0),
+        ("250 cm", 2.5),
+        ("F. 6-7", 6.5),
+        ("6 - 7", 6.5),
+        ("B. 3-4", None),
+        ("3-4 m, so the answer is B", None),
+        ("3-4 m, the answer is C", 3.5),
+        ("Z", None),
+        ("far away", None),
+        ("2 or 3 meters, maybe 4", None),
     ],
-)  # fmt: skip
+)
 def test_depth_replies(reply: str, expected: float | None) -> None:
     assert parse_reply(DEPTH, reply, options=list(INDOOR_DEPTH_BINS)) == expected
 
@@ -112,16 +183,22 @@ def test_depth_replies(reply: str, expected: float | None) -> None:
 @pytest.mark.parametrize(
     ("reply", "expected"),
     [
-        ("[0.1, 0.2, 0.5, 0.6]", (0.1, 0.2, 0.5, 0.6)), ("(0.1,0.2,0.5,0.6)", (0.1, 0.2, 0.5, 0.6)),
-        ("0.1 0.2 0.5 0.6", (0.1, 0.2, 0.5, 0.6)), ("[0.5, 0.6, 0.1, 0.2]", (0.1, 0.2, 0.5, 0.6)),
-        ("[0.5, 0.2, 0.1, 0.6]", (0.1, 0.2, 0.5, 0.6)), ("x1=0.1, y1=0.2, x2=0.5, y2=0.6", (0.1, 0.2, 0.5, 0.6)),
+        ("[0.1, 0.2, 0.5, 0.6]", (0.1, 0.2, 0.5, 0.6)),
+        ("(0.1,0.2,0.5,0.6)", (0.1, 0.2, 0.5, 0.6)),
+        ("0.1 0.2 0.5 0.6", (0.1, 0.2, 0.5, 0.6)),
+        ("[0.5, 0.6, 0.1, 0.2]", (0.1, 0.2, 0.5, 0.6)),
+        ("[0.5, 0.2, 0.1, 0.6]", (0.1, 0.2, 0.5, 0.6)),
+        ("x1=0.1, y1=0.2, x2=0.5, y2=0.6", (0.1, 0.2, 0.5, 0.6)),
         ("xmin: 0.1, ymin: 0.2, xmax: 0.5, ymax: 0.6", (0.1, 0.2, 0.5, 0.6)),
-        ("[2, 2, 10, 6]", (0.1, 0.2, 0.5, 0.6)), ("(10, 6, 2, 2)", (0.1, 0.2, 0.5, 0.6)),
+        ("[2, 2, 10, 6]", (0.1, 0.2, 0.5, 0.6)),
+        ("(10, 6, 2, 2)", (0.1, 0.2, 0.5, 0.6)),
         ("[0, 0.2, 10, 1]", (0.0, 0.02, 0.5, 0.1)),  # one value > 1: the whole box is in pixels
-        ("The box is [0.1, 0.2, 0.5, 0.6].", (0.1, 0.2, 0.5, 0.6)), ("[0.1, 0.2, 0.5]", None),
-        ("[0.1, 0.2, 0.5, 0.6, 0.7]", None), ("top left", None),
+        ("The box is [0.1, 0.2, 0.5, 0.6].", (0.1, 0.2, 0.5, 0.6)),
+        ("[0.1, 0.2, 0.5]", None),
+        ("[0.1, 0.2, 0.5, 0.6, 0.7]", None),
+        ("top left", None),
     ],
-)  # fmt: skip
+)
 def test_box_replies(reply: str, expected: tuple[float, ...] | None) -> None:
     got = parse_reply(BOX, reply, image_size=(WIDTH, HEIGHT))
     assert got == (pytest.approx(expected) if expected else None)
@@ -154,8 +231,17 @@ def test_labelled_boxes_read_as_before() -> None:
     rng = random.Random(0)
     families = [["x1", "y1", "x2", "y2"], ["xmin", "ymin", "xmax", "ymax"], ["left", "top", "right", "bottom"]]
     others = ["X1", "TOP", "ax1", "x1_", "width", "Xmax"]
-    replies = ["[0.1, 0.2, 0.5, 0.6]", "x1=0.1, y1=0.2, x2=0.5, y2=0.6", "Left: 3, Top: 4, Right: 9, Bottom: 8",
-               "xmin=1 ymin=2 xmax=3", "x1 = \u22120.5, y1: 2, x2=3, y2 =4", "ratio 1:2", "", "=", ":"]  # fmt: skip
+    replies = [
+        "[0.1, 0.2, 0.5, 0.6]",
+        "x1=0.1, y1=0.2, x2=0.5, y2=0.6",
+        "Left: 3, Top: 4, Right: 9, Bottom: 8",
+        "xmin=1 ymin=2 xmax=3",
+        "x1 = \u22120.5, y1: 2, x2=3, y2 =4",
+        "ratio 1:2",
+        "",
+        "=",
+        ":",
+    ]
     for _ in range(3000):
         keys = [*rng.choice(families)]
         rng.shuffle(keys)
@@ -188,8 +274,10 @@ def _rgb_as_before(reply: str) -> tuple[int, int, int] | None:
         return (int(h[0:2], 16), int(h[2:4], 16), int(h[4:6], 16))
     if hexes:
         return None
-    labelled = [re.search(rf"\b(?:{c}|{name})\s*[=:]\s*({_SIGNED})", reply, re.I)
-                for c, name in (("r", "red"), ("g", "green"), ("b", "blue"))]  # fmt: skip
+    labelled = [
+        re.search(rf"\b(?:{c}|{name})\s*[=:]\s*({_SIGNED})", reply, re.I)
+        for c, name in (("r", "red"), ("g", "green"), ("b", "blue"))
+    ]
     found = [m.group(1) for m in labelled if m] if all(labelled) else numbers(reply, signed=True)
     if len(found) != 3:
         return None
@@ -209,8 +297,17 @@ def test_colour_replies_read_as_before() -> None:
     from ava.abilities.parsers import _parse_rgb
 
     rng = random.Random(1)
-    replies = ["(12, 34, 56)", "#1a2b3c", "0xFFF and #000", "R=10, G: 20, b = 30", "red: 0.5, green: 0.25, blue: 1.0",
-               "rgb(300, 1, 2)", "", ":", "ratio 1:2:3"]  # fmt: skip
+    replies = [
+        "(12, 34, 56)",
+        "#1a2b3c",
+        "0xFFF and #000",
+        "R=10, G: 20, b = 30",
+        "red: 0.5, green: 0.25, blue: 1.0",
+        "rgb(300, 1, 2)",
+        "",
+        ":",
+        "ratio 1:2:3",
+    ]
     for _ in range(3000):
         parts = []
         for label in rng.sample(["r", "g", "b", "Red", "GREEN", "blue", "x", ""], rng.randint(0, 4)):
@@ -232,23 +329,38 @@ def test_pixel_box_needs_image_size() -> None:
 @pytest.mark.parametrize(
     ("reply", "expected"),
     [
-        ("(12, 200, 3)", (12, 200, 3)), ("[12,200,3]", (12, 200, 3)), ("12 200 3", (12, 200, 3)),
-        ("#0cc803", (12, 200, 3)), ("#0CC803", (12, 200, 3)), ("rgb(12,200,3)", (12, 200, 3)),
-        ("RGB: (12, 200, 3)", (12, 200, 3)), ("R: 12, G: 200, B: 3", (12, 200, 3)),
-        ("red=12 green=200 blue=3", (12, 200, 3)), ("The colour is (12, 200, 3).", (12, 200, 3)),
-        ("#fff", (255, 255, 255)), ("(0.0, 0.5, 1.0)", (0, 128, 255)), ("(300, 2, 3)", None), ("(12, 200)", None),
+        ("(12, 200, 3)", (12, 200, 3)),
+        ("[12,200,3]", (12, 200, 3)),
+        ("12 200 3", (12, 200, 3)),
+        ("#0cc803", (12, 200, 3)),
+        ("#0CC803", (12, 200, 3)),
+        ("rgb(12,200,3)", (12, 200, 3)),
+        ("RGB: (12, 200, 3)", (12, 200, 3)),
+        ("R: 12, G: 200, B: 3", (12, 200, 3)),
+        ("red=12 green=200 blue=3", (12, 200, 3)),
+        ("The colour is (12, 200, 3).", (12, 200, 3)),
+        ("#fff", (255, 255, 255)),
+        ("(0.0, 0.5, 1.0)", (0, 128, 255)),
+        ("(300, 2, 3)", None),
+        ("(12, 200)", None),
         ("green", None),
     ],
-)  # fmt: skip
+)
 def test_color_replies(reply: str, expected: tuple[int, int, int] | None) -> None:
     assert parse_reply(COLOR, reply) == expected
 
 
 @pytest.mark.parametrize(
     ("reply", "expected"),
-    [("EXIT", "EXIT"), ("  EXIT 12 ", "EXIT 12"), ('"EXIT"', "EXIT"), ("\u201cEXIT\u201d", "EXIT"), ("", None),
-     ("   ", None)],
-)  # fmt: skip
+    [
+        ("EXIT", "EXIT"),
+        ("  EXIT 12 ", "EXIT 12"),
+        ('"EXIT"', "EXIT"),
+        ("\u201cEXIT\u201d", "EXIT"),
+        ("", None),
+        ("   ", None),
+    ],
+)
 def test_ocr_replies(reply: str, expected: str | None) -> None:
     assert parse_reply(OCR, reply) == expected
 
@@ -265,12 +377,18 @@ def test_format_reply_round_trips_the_truth(key: str, variant: int) -> None:
 
 @pytest.mark.parametrize(
     ("key", "value", "reply", "parsed"),
-    [("counting", 12, "12", 12), ("counting", 2.5, "2.5", 2.5),
-     ("localization", (0.12, 0.3, 0.55, 0.8), "[0.120, 0.300, 0.550, 0.800]", (0.12, 0.3, 0.55, 0.8)),
-     ("color", (12, 200, 3), "(12, 200, 3)", (12, 200, 3)), ("abs_depth", 1, "2-3", 2.5),
-     ("abs_depth", 2.5, "2-3", 2.5), ("abs_depth", 2.7, "2.7 m", 2.7), ("orientation", 1, "front right", 1),
-     ("ocr", "EXIT", "EXIT", "EXIT")],
-)  # fmt: skip
+    [
+        ("counting", 12, "12", 12),
+        ("counting", 2.5, "2.5", 2.5),
+        ("localization", (0.12, 0.3, 0.55, 0.8), "[0.120, 0.300, 0.550, 0.800]", (0.12, 0.3, 0.55, 0.8)),
+        ("color", (12, 200, 3), "(12, 200, 3)", (12, 200, 3)),
+        ("abs_depth", 1, "2-3", 2.5),
+        ("abs_depth", 2.5, "2-3", 2.5),
+        ("abs_depth", 2.7, "2.7 m", 2.7),
+        ("orientation", 1, "front right", 1),
+        ("ocr", "EXIT", "EXIT", "EXIT"),
+    ],
+)
 def test_format_reply_canonical_forms(key: str, value: object, reply: str, parsed: object) -> None:
     ability = get_ability(key)
     options = list(INDOOR_DEPTH_BINS) if key == "abs_depth" else None
@@ -329,13 +447,14 @@ def test_a_slightly_overshooting_normalized_box_is_not_read_as_pixels():
 @pytest.mark.parametrize(
     ("reply", "expected"),
     [
-        ("[-0.05, 0.2, 0.5, 0.6]", (-0.05, 0.2, 0.5, 0.6)), ("[0.1,-0.05,0.5,0.6]", (0.1, -0.05, 0.5, 0.6)),
+        ("[-0.05, 0.2, 0.5, 0.6]", (-0.05, 0.2, 0.5, 0.6)),
+        ("[0.1,-0.05,0.5,0.6]", (0.1, -0.05, 0.5, 0.6)),
         ("x1=-0.05, y1=0.2, x2=0.5, y2=0.6", (-0.05, 0.2, 0.5, 0.6)),
         ("[0.1, 0.2, 0.5, \u22120.05]", (0.1, -0.05, 0.5, 0.2)),  # the Unicode minus, corners reordered
         ("[-2, 2, 10, 6]", (-0.1, 0.2, 0.5, 0.6)),  # pixels: -2 px is -0.1 of a 20 px wide image
         ("[-100, 2, 10, 6]", None),  # -5 image widths: outside BOX_RANGE, unparsed
     ],
-)  # fmt: skip
+)
 def test_negative_box_coordinates_stay_negative(reply: str, expected: tuple[float, ...] | None) -> None:
     got = parse_reply(BOX, reply, image_size=(WIDTH, HEIGHT))
     assert got == (pytest.approx(expected) if expected else None)
@@ -364,13 +483,20 @@ def test_depth_bins_still_read_with_dashes() -> None:
 @pytest.mark.parametrize(
     ("key", "reply"),
     [
-        ("rel_depth", "not red"), ("rel_depth", "It is not the red one."), ("rel_depth", "Not red"),
-        ("orientation", "it is not the left one"), ("orientation", "It isn't facing left"),
-        ("orientation", "never left"), ("spatial", "The answer is not B"), ("spatial", "Not left above"),
-        ("emotion", "neither happy nor sad"), ("counting", "not 5"), ("abs_depth", "not 2-3"),
+        ("rel_depth", "not red"),
+        ("rel_depth", "It is not the red one."),
+        ("rel_depth", "Not red"),
+        ("orientation", "it is not the left one"),
+        ("orientation", "It isn't facing left"),
+        ("orientation", "never left"),
+        ("spatial", "The answer is not B"),
+        ("spatial", "Not left above"),
+        ("emotion", "neither happy nor sad"),
+        ("counting", "not 5"),
+        ("abs_depth", "not 2-3"),
         ("abs_depth", "It is not B"),
     ],
-)  # fmt: skip
+)
 def test_negated_answers_are_unparsed(key: str, reply: str) -> None:
     ability = get_ability(key)
     options = list(INDOOR_DEPTH_BINS) if key == "abs_depth" else None
@@ -397,7 +523,7 @@ def test_a_negation_inside_an_option_text_does_not_count() -> None:
         ("normalized", "[193,315,630,576]", (640, 480), None),  # not 0..1: outside BOX_RANGE, unparsed
         ("auto", "[193,315,630,576]", (640, 480), (193 / 640, 315 / 480, 630 / 640, 576 / 480)),
     ],
-)  # fmt: skip
+)
 def test_box_formats(fmt: str, reply: str, size: tuple[int, int] | None, expected: tuple | None) -> None:
     got = parse_reply(BOX, reply, image_size=size, box_format=fmt)
     assert got == (pytest.approx(expected) if expected else None)

@@ -48,19 +48,28 @@ def ability():
 '''
 PLUGINS = {
     # distribution name: (module source, entry_points.txt)
-    "ava-good-plugin": (GOOD, "[ava.vfms]\nplugin-pixels = ava_good_plugin:vfms\n\n[ava.heads]\nplugin-knn = "
-                              "ava_good_plugin:heads\n\n[ava.abilities]\nplugin-color = ava_good_plugin:ability\n"),
-    "ava-broken-plugin": ("raise RuntimeError('cannot find my weights')\n",
-                          "[ava.vfms]\nbroken-vfm = ava_broken_plugin:SPEC\n"),
-    "ava-dup-plugin": ("from dataclasses import replace\nfrom ava.vfm import VFMS\n"
-                       "SPEC = replace(VFMS.get('random-vit'), key='pixels', aliases=())\n",
-                       "[ava.vfms]\ndup = ava_dup_plugin:SPEC\n"),
+    "ava-good-plugin": (
+        GOOD,
+        "[ava.vfms]\nplugin-pixels = ava_good_plugin:vfms\n\n[ava.heads]\nplugin-knn = "
+        "ava_good_plugin:heads\n\n[ava.abilities]\nplugin-color = ava_good_plugin:ability\n",
+    ),
+    "ava-broken-plugin": (
+        "raise RuntimeError('cannot find my weights')\n",
+        "[ava.vfms]\nbroken-vfm = ava_broken_plugin:SPEC\n",
+    ),
+    "ava-dup-plugin": (
+        "from dataclasses import replace\nfrom ava.vfm import VFMS\n"
+        "SPEC = replace(VFMS.get('random-vit'), key='pixels', aliases=())\n",
+        "[ava.vfms]\ndup = ava_dup_plugin:SPEC\n",
+    ),
     "ava-wrong-plugin": ("SPEC = {'key': 'not-a-spec'}\n", "[ava.vfms]\nwrong = ava_wrong_plugin:SPEC\n"),
     # a plugin that ends the process as it is imported, or when its entry point is called
     "ava-exit-plugin": ("import sys\nsys.exit(3)\n", "[ava.vfms]\nexits = ava_exit_plugin:SPEC\n"),
-    "ava-exitcall-plugin": ("def vfms():\n    raise SystemExit('no GPU here')\n",
-                            "[ava.vfms]\nexits-later = ava_exitcall_plugin:vfms\n"),
-}  # fmt: skip
+    "ava-exitcall-plugin": (
+        "def vfms():\n    raise SystemExit('no GPU here')\n",
+        "[ava.vfms]\nexits-later = ava_exitcall_plugin:vfms\n",
+    ),
+}
 
 
 def install(site: Path, name: str, module: str, entry_points: str) -> None:
@@ -103,14 +112,20 @@ def test_vfm_list_shows_plugins_with_their_package_and_reports_broken_ones(plugi
     warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
     assert len(warnings) == 5, result.stderr
     text = "\n".join(warnings)
-    assert "plugin 'broken-vfm' (package ava-broken-plugin 0.1): failed to load (ava_broken_plugin:SPEC): " \
-           "RuntimeError: cannot find my weights" in text  # fmt: skip
-    assert "plugin 'dup' (package ava-dup-plugin 0.1): VFM 'pixels' is already registered (built in), so the " \
-           "plugin's is ignored" in text  # fmt: skip
+    assert (
+        "plugin 'broken-vfm' (package ava-broken-plugin 0.1): failed to load (ava_broken_plugin:SPEC): "
+        "RuntimeError: cannot find my weights" in text
+    )
+    assert (
+        "plugin 'dup' (package ava-dup-plugin 0.1): VFM 'pixels' is already registered (built in), so the "
+        "plugin's is ignored" in text
+    )
     assert "plugin 'wrong' (package ava-wrong-plugin 0.1): gave a dict, not a VFMSpec" in text
     assert "plugin 'exits' (package ava-exit-plugin 0.1): failed to load (ava_exit_plugin:SPEC): SystemExit: 3" in text
-    assert "plugin 'exits-later' (package ava-exitcall-plugin 0.1): failed to load (ava_exitcall_plugin:vfms): " \
-           "SystemExit: no GPU here" in text  # fmt: skip
+    assert (
+        "plugin 'exits-later' (package ava-exitcall-plugin 0.1): failed to load (ava_exitcall_plugin:vfms): "
+        "SystemExit: no GPU here" in text
+    )
     assert VFMS.get("pixels").model_class == "pixels"  # the duplicate did not replace the built-in
 
 
@@ -128,24 +143,40 @@ def test_asking_for_a_broken_plugin_names_it(plugins: Path) -> None:
     assert result.exit_code != 0
     assert isinstance(result.exception, RegistryError)
     message = str(result.exception)
-    assert message.startswith("VFM 'broken-vfm' is not available: plugin 'broken-vfm' (package ava-broken-plugin "
-                              "0.1): failed to load (ava_broken_plugin:SPEC)")  # fmt: skip
+    assert message.startswith(
+        "VFM 'broken-vfm' is not available: plugin 'broken-vfm' (package ava-broken-plugin "
+        "0.1): failed to load (ava_broken_plugin:SPEC)"
+    )
     assert "RuntimeError: cannot find my weights" in message and "\n" not in message
 
 
 def test_an_unknown_name_mentions_the_plugins_that_failed(plugins: Path) -> None:
     with pytest.raises(RegistryError) as info:
         VFMS.get("no-such-vfm")
-    assert str(info.value).endswith("(5 plugin(s) failed: 'broken-vfm', 'dup', 'exits', 'exits-later', 'wrong'; see "
-                                    "`ava vfm list`)")  # fmt: skip
+    assert str(info.value).endswith(
+        "(5 plugin(s) failed: 'broken-vfm', 'dup', 'exits', 'exits-later', 'wrong'; see `ava vfm list`)"
+    )
 
 
 def test_plugin_vfm_is_found_by_name_and_alias_and_extracts(plugins: Path, tmp_path: Path) -> None:
     assert VFMS.get("pp").key == "plugin-pixels"
     assert VFMS.package_of("plugin-pixels") == "ava-good-plugin 0.1" and VFMS.package_of("pixels") is None
     data = make_dataset(tmp_path / "data", n_images=6)
-    args = ["cache", "extract", "--vfm", "plugin-pixels-32", "--data", str(data), "--cache", str(tmp_path / "cache"),
-            "--device", "cpu", "--quiet", "--threads", "1"]  # fmt: skip
+    args = [
+        "cache",
+        "extract",
+        "--vfm",
+        "plugin-pixels-32",
+        "--data",
+        str(data),
+        "--cache",
+        str(tmp_path / "cache"),
+        "--device",
+        "cpu",
+        "--quiet",
+        "--threads",
+        "1",
+    ]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "plugin-pixels-32 ->" in result.stdout and "6 extracted" in result.stdout
@@ -190,8 +221,12 @@ def test_a_registry_without_plugins_never_looks(monkeypatch: pytest.MonkeyPatch)
 def test_a_plugin_registry_takes_lists_and_callables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     site = tmp_path / "site2"
     site.mkdir()
-    install(site, "ava-numbers", "ONE = 1\ndef many():\n    return [2, 3]\n",
-            "[ava.test-numbers]\none = ava_numbers:ONE\nmany = ava_numbers:many\n")  # fmt: skip
+    install(
+        site,
+        "ava-numbers",
+        "ONE = 1\ndef many():\n    return [2, 3]\n",
+        "[ava.test-numbers]\none = ava_numbers:ONE\nmany = ava_numbers:many\n",
+    )
     monkeypatch.syspath_prepend(str(site))
     reg: Registry[int] = Registry("number", Plugins("ava.test-numbers", int, name=lambda n: f"n{n}"))
     assert sorted(reg.names()) == ["n1", "n2", "n3"]
@@ -211,7 +246,8 @@ def test_a_package_in_the_working_directory_is_not_loaded(tmp_path: Path, monkey
     try:
         assert "stowaway" not in VFMS.names() and "ava_stowaway" not in sys.modules
         (problem,) = [e for e in VFMS.plugin_errors if e.entry_point == "stowaway"]
-        assert str(problem).startswith("plugin 'stowaway' (package ava-stowaway 0.1): not loaded: its package lies "
-                                       "in the current directory")  # fmt: skip
+        assert str(problem).startswith(
+            "plugin 'stowaway' (package ava-stowaway 0.1): not loaded: its package lies in the current directory"
+        )
     finally:
         _forget()

@@ -127,8 +127,11 @@ def test_linear_every_kind_run_dir_and_reevaluation(fake_cache: tuple[Path, Fake
     assert results["run"]["head"] == "probe-linear" and results["abilities"]["counting"]["extra"]["grid"]
     values = _values(run)
     for ava in ("counting", "abs_depth", "color", "spatial", "scene"):  # features carry the answer
-        assert values[ava] < 0.5 * majority_baseline(data, ava) if ava in ("counting", "abs_depth", "color") \
-            else values[ava] >= 0.9, (ava, values[ava])  # fmt: skip
+        assert (
+            values[ava] < 0.5 * majority_baseline(data, ava)
+            if ava in ("counting", "abs_depth", "color")
+            else values[ava] >= 0.9
+        ), (ava, values[ava])
     assert values["localization"] > 0.3 and values["ocr"] > 0.5
     assert all(p["ok"] for p in _predictions(run))
     before = _predictions(run)
@@ -303,8 +306,7 @@ def test_grid_adamw_is_torch_adamw_per_member(fused: bool | None) -> None:
     ours = GridAdamW([(stacked, torch.tensor(lrs))], weight_decay=1e-2, fused=fused)
     assert ours.fused == (fused is None)  # (this torch has the fused kernel on the CPU)
     members = [torch.nn.Parameter(start[g].clone()) for g in range(4)]
-    ref = torch.optim.AdamW([{"params": [m], "lr": lr} for m, lr in zip(members, lrs, strict=True)],
-                            weight_decay=1e-2)  # fmt: skip
+    ref = torch.optim.AdamW([{"params": [m], "lr": lr} for m, lr in zip(members, lrs, strict=True)], weight_decay=1e-2)
     for grad, factor in zip(grads, factors, strict=True):
         stacked.grad = grad.clone()
         ours.step(factor)
@@ -363,8 +365,9 @@ def test_a_views_transforms_go_to_the_gpu_only_where_they_fit(monkeypatch: pytes
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="the host's waits on a GPU")
 @pytest.mark.parametrize("config_cls", [ProbeConfig, AttnProbeConfig])
-def test_a_probes_steps_never_wait_for_the_gpu(fake_cache: tuple[Path, FakeCache], tmp_path: Path,
-                                               monkeypatch: pytest.MonkeyPatch, config_cls: type) -> None:  # fmt: skip
+def test_a_probes_steps_never_wait_for_the_gpu(
+    fake_cache: tuple[Path, FakeCache], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, config_cls: type
+) -> None:
     """A probe's training loop on a GPU (a batch's rows gathered there, the stacked members' forward and backward,
     the grid's update) queues its steps without waiting for them: fewer waiting calls than epochs (the loop's setup
     copies a few things to the device), where a wait per step would make one per step (CUDA's sync debug mode, on

@@ -30,9 +30,19 @@ def cached(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 
 def _fingerprint(data: Path, cache: Path, out: Path, heads: list[str]) -> dict[str, str]:
-    result = fingerprint(FingerprintConfig(vfm="pixels#size=64", data=str(data), cache=str(cache), out=str(out),
-                                           heads=heads, device="cpu", progress=False, jobs=1,
-                                           max_train=6))  # fmt: skip
+    result = fingerprint(
+        FingerprintConfig(
+            vfm="pixels#size=64",
+            data=str(data),
+            cache=str(cache),
+            out=str(out),
+            heads=heads,
+            device="cpu",
+            progress=False,
+            jobs=1,
+            max_train=6,
+        )
+    )
     return {h: (d / "predictions_test.jsonl").read_text() for h, d in result.run_dirs.items()}
 
 

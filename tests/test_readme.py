@@ -43,7 +43,7 @@ SMALL = {
         "4",
         "--batch-size",
         "2",
-    ],  # fmt: skip
+    ],
 }
 
 
@@ -202,10 +202,19 @@ def slow_tests() -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
     for f in sorted(README.parent.glob("tests/test_*.py")):
         tree = ast.parse(f.read_text())
-        module_slow = any(isinstance(n, ast.Assign) and any(getattr(t, "id", "") == "pytestmark" for t in n.targets)
-                          and is_slow(n.value) for n in tree.body)  # fmt: skip
-        names = [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")
-                 and (module_slow or any(is_slow(d) for d in n.decorator_list))]  # fmt: skip
+        module_slow = any(
+            isinstance(n, ast.Assign)
+            and any(getattr(t, "id", "") == "pytestmark" for t in n.targets)
+            and is_slow(n.value)
+            for n in tree.body
+        )
+        names = [
+            n.name
+            for n in tree.body
+            if isinstance(n, ast.FunctionDef)
+            and n.name.startswith("test_")
+            and (module_slow or any(is_slow(d) for d in n.decorator_list))
+        ]
         if names:
             found[f.name] = sorted(names)
     return found

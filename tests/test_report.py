@@ -59,26 +59,59 @@ def write_records(run: Path, abilities: dict[str, dict], *, n: int = N, id_prefi
     records = []
     for ab, block in abilities.items():
         for i, score in enumerate(sample_scores(block["metric"], block["value"], n, seed=zlib.crc32(ab.encode()))):
-            records.append({"id": f"{id_prefix}{i:02d}", "ava": ab, "split": "test", "prediction": str(score),
-                            "parsed": None, "truth": {"k": i}, "score": score, "ok": True})  # fmt: skip
+            records.append(
+                {
+                    "id": f"{id_prefix}{i:02d}",
+                    "ava": ab,
+                    "split": "test",
+                    "prediction": str(score),
+                    "parsed": None,
+                    "truth": {"k": i},
+                    "score": score,
+                    "ok": True,
+                }
+            )
     (run / "predictions_test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     return records
 
 
-def write_run(root: Path, head: str, vfm: str, values: dict[str, float], *, random_weights: bool = False,
-              extra: dict | None = None, n: int = N, id_prefix: str = "s", fingerprint: bool = True,
-              records: bool = True) -> Path:  # fmt: skip
+def write_run(
+    root: Path,
+    head: str,
+    vfm: str,
+    values: dict[str, float],
+    *,
+    random_weights: bool = False,
+    extra: dict | None = None,
+    n: int = N,
+    id_prefix: str = "s",
+    fingerprint: bool = True,
+    records: bool = True,
+) -> Path:
     run = root / f"{head}-{vfm}"
     run.mkdir(parents=True)
-    block = {"head": head, "vfm": vfm, "abilities": sorted(values), "random_weights": random_weights,
-             "llm": None, "cache_key": f"key-{vfm}", **(extra or {})}  # fmt: skip
+    block = {
+        "head": head,
+        "vfm": vfm,
+        "abilities": sorted(values),
+        "random_weights": random_weights,
+        "llm": None,
+        "cache_key": f"key-{vfm}",
+        **(extra or {}),
+    }
     split = {"name": "test", "made_by": "synthetic", "test_frac": 0.2, "seed": 0}
     (run / "run.json").write_text(json.dumps({**block, "split": split}))
     abilities = {}
     for ab, value in values.items():
         metric, hib = ABILITIES[ab]
-        abilities[ab] = {"metric": metric, "value": value, "higher_is_better": hib, "n": n, "n_unparsed": 0,
-                         "subgroups": {}}  # fmt: skip
+        abilities[ab] = {
+            "metric": metric,
+            "value": value,
+            "higher_is_better": hib,
+            "n": n,
+            "n_unparsed": 0,
+            "subgroups": {},
+        }
     abilities["counting"]["subgroups"] = {
         "count_range": {
             "<=5": {"value": values["counting"] / 2, "n": 25},
@@ -87,8 +120,16 @@ def write_run(root: Path, head: str, vfm: str, values: dict[str, float], *, rand
     }
     abilities["ocr"]["subgroups"] = {"text_length": {"1-5": {"value": values["ocr"], "n": 40}}}
     abilities["ocr"]["n_unparsed"] = 3 if vfm == "random" else 0
-    results = {"schema_version": 1, "ava_version": "0.1.0", "abilities": abilities, "split": split,
-               "synthetic": True, "run": block, "config": {}, "provenance": {}}  # fmt: skip
+    results = {
+        "schema_version": 1,
+        "ava_version": "0.1.0",
+        "abilities": abilities,
+        "split": split,
+        "synthetic": True,
+        "run": block,
+        "config": {},
+        "provenance": {},
+    }
     recs = write_records(run, abilities, n=n, id_prefix=id_prefix) if records else []
     if fingerprint:
         from ava.metrics.fingerprint import fingerprints
@@ -202,8 +243,9 @@ def test_missing_and_malformed_files_name_the_run(run_dirs, tmp_path):
     (bad / "results_test.json").write_text("{not json")
     with pytest.raises(AvaError, match=r"bad-run.*not valid JSON"):
         build_report([bad])
-    (bad / "results_test.json").write_text(json.dumps({"abilities": {"ocr": {"metric": "anls", "value": "high",
-                                                                              "higher_is_better": True}}}))  # fmt: skip
+    (bad / "results_test.json").write_text(
+        json.dumps({"abilities": {"ocr": {"metric": "anls", "value": "high", "higher_is_better": True}}})
+    )
     with pytest.raises(AvaError, match=r"bad-run.*abilities.ocr.value"):
         build_report([bad])
     with pytest.raises(AvaError, match="both head 'knn' on VFM 'big'"):
@@ -256,9 +298,11 @@ def test_weights_of_a_vfm_at_another_size_are_its_base_vfms(tmp_path):
     names = ("pixels#size=96", "siglip#size=224", "effnet-lite0#size=160")
     runs = [write_run(tmp_path, "knn", v, VALUES["knn"]["big"]) for v in names]
     weights = {r["vfm"]: r["weights"] for r in build_report(runs, n_boot=0)["runs"]}
-    assert weights == {"pixels#size=96": "none (raw pixels)",
-                       "siglip#size=224": "real: google/siglip-so400m-patch14-384",
-                       "effnet-lite0#size=160": "real: an installed package"}  # fmt: skip
+    assert weights == {
+        "pixels#size=96": "none (raw pixels)",
+        "siglip#size=224": "real: google/siglip-so400m-patch14-384",
+        "effnet-lite0#size=160": "real: an installed package",
+    }
 
 
 def test_opening_hook_opens_the_report(run_dirs):
@@ -270,28 +314,41 @@ def test_opening_hook_opens_the_report(run_dirs):
 
 
 # -- a results file's numbers are checked where it is read ---------------------------------------------------------
-GOOD_ABILITY = {"metric": "accuracy", "value": 0.5, "higher_is_better": True, "n": 10, "n_unparsed": 1,
-                "subgroups": {"count": {"<=5": {"value": 0.5, "n": 4}}}}  # fmt: skip
+GOOD_ABILITY = {
+    "metric": "accuracy",
+    "value": 0.5,
+    "higher_is_better": True,
+    "n": 10,
+    "n_unparsed": 1,
+    "subgroups": {"count": {"<=5": {"value": 0.5, "n": 4}}},
+}
 
 
-@pytest.mark.parametrize(("change", "fragment"), [
-    ({"n": -5}, r"abilities.color.n must be a count \(an integer >= 0\), not -5"),
-    ({"n": "ten"}, r"abilities.color.n must be a count .*not 'ten'"),
-    ({"n": 2.5}, r"abilities.color.n must be a count .*not 2.5"),
-    ({"n": True}, r"abilities.color.n must be a count .*not True"),
-    ({"n": 1e999}, r"abilities.color.n must be a count .*not inf"),
-    ({"n_unparsed": -1}, r"abilities.color.n_unparsed must be a count"),
-    ({"n_unparsed": 11}, r"abilities.color: n_unparsed 11 is more than n 10"),
-    ({"value": float("nan")}, r"abilities.color.value must be finite for 10 scored samples, not nan"),
-    ({"value": float("inf")}, r"abilities.color.value must be finite for 10 scored samples, not inf"),
-    ({"value": [0.5]}, r"abilities.color.value must be a number or null, not \[0.5\]"),
-    ({"metric": ["accuracy"]}, r"abilities.color.metric must be the metric's name"),
-    ({"subgroups": {"count": {"<=5": {"value": 0.5, "n": -4}}}},
-     r"abilities.color.subgroups.count.<=5.n must be a count"),
-    ({"subgroups": {"count": {"<=5": {"value": "high", "n": 4}}}},
-     r"abilities.color.subgroups.count.<=5.value must be a finite"),
-    ({"subgroups": {"count": {"<=5": 0.5}}}, r"abilities.color.subgroups.count.<=5 must be an object"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("change", "fragment"),
+    [
+        ({"n": -5}, r"abilities.color.n must be a count \(an integer >= 0\), not -5"),
+        ({"n": "ten"}, r"abilities.color.n must be a count .*not 'ten'"),
+        ({"n": 2.5}, r"abilities.color.n must be a count .*not 2.5"),
+        ({"n": True}, r"abilities.color.n must be a count .*not True"),
+        ({"n": 1e999}, r"abilities.color.n must be a count .*not inf"),
+        ({"n_unparsed": -1}, r"abilities.color.n_unparsed must be a count"),
+        ({"n_unparsed": 11}, r"abilities.color: n_unparsed 11 is more than n 10"),
+        ({"value": float("nan")}, r"abilities.color.value must be finite for 10 scored samples, not nan"),
+        ({"value": float("inf")}, r"abilities.color.value must be finite for 10 scored samples, not inf"),
+        ({"value": [0.5]}, r"abilities.color.value must be a number or null, not \[0.5\]"),
+        ({"metric": ["accuracy"]}, r"abilities.color.metric must be the metric's name"),
+        (
+            {"subgroups": {"count": {"<=5": {"value": 0.5, "n": -4}}}},
+            r"abilities.color.subgroups.count.<=5.n must be a count",
+        ),
+        (
+            {"subgroups": {"count": {"<=5": {"value": "high", "n": 4}}}},
+            r"abilities.color.subgroups.count.<=5.value must be a finite",
+        ),
+        ({"subgroups": {"count": {"<=5": 0.5}}}, r"abilities.color.subgroups.count.<=5 must be an object"),
+    ],
+)
 def test_a_results_number_out_of_range_is_named_with_the_run_file_and_field(tmp_path, change, fragment):
     from ava.report.load import load_run
 
@@ -331,14 +388,17 @@ def test_report_md_and_html_open_with_a_table_of_contents_whose_links_all_land(r
     assert targets and set(targets) == set(ids) and len(ids) == len(set(ids))  # every heading listed, ids unique
 
 
-@pytest.mark.parametrize(("value", "ci", "sig", "shown"), [
-    (1.1428, [1.1431, 1.4642], 3, "1.14 [1.14, 1.46]"),  # the rank: no longer outside its interval
-    (0.5, [0.4213, 0.5875], 4, "0.5000 [0.4213, 0.5875]"),  # a round value keeps the interval's decimals
-    (12.3456, [9.8765, 15.1234], 4, "12.35 [9.88, 15.12]"),
-    (0.0, [0.0, 0.01234], 4, "0.000 [0.000, 0.012]"),
-    (12345.6, [12000.4, 13000.6], 4, "12346 [12000, 13001]"),
-    (float("nan"), None, 4, "nan"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("value", "ci", "sig", "shown"),
+    [
+        (1.1428, [1.1431, 1.4642], 3, "1.14 [1.14, 1.46]"),  # the rank: no longer outside its interval
+        (0.5, [0.4213, 0.5875], 4, "0.5000 [0.4213, 0.5875]"),  # a round value keeps the interval's decimals
+        (12.3456, [9.8765, 15.1234], 4, "12.35 [9.88, 15.12]"),
+        (0.0, [0.0, 0.01234], 4, "0.000 [0.000, 0.012]"),
+        (12345.6, [12000.4, 13000.6], 4, "12346 [12000, 13001]"),
+        (float("nan"), None, 4, "nan"),
+    ],
+)
 def test_an_interval_is_rounded_as_its_value(value, ci, sig, shown):
     from ava.report.render import fmt_with_ci
 

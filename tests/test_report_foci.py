@@ -22,8 +22,9 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     clip = save_tiny_image_text(root / "clip", "clip")
     vlm = save_tiny_vlm(root / "llava", "llava")
     out = {}
-    out["zs"] = ava.train_head("zero-shot", vfm=f"tiny-clip@{clip}", data=str(data), out=str(root / "zs"),
-                               progress=False).run_dir  # fmt: skip
+    out["zs"] = ava.train_head(
+        "zero-shot", vfm=f"tiny-clip@{clip}", data=str(data), out=str(root / "zs"), progress=False
+    ).run_dir
     out["vlm"] = ava.vlm_answer(vlm, data, root / "vlm", max_new_tokens=3, random_weights=True).run_dir
     for vfm in ("pixels#size=32", "pixels#size=16"):
         ava.extract(vfm=vfm, data=data, cache=root / "cache")
@@ -41,15 +42,19 @@ def test_vlm_is_split_by_the_zero_shot_heads_correctness(runs: dict[str, Path], 
     rec = gap["abilities"]["recognition"]
     assert gap["run_head"].startswith("vlm") and gap["reference_head"] == "zero-shot"
     assert rec["n"] == 8 and rec["n_reference_right"] + rec["n_reference_wrong"] == 8
-    zs = {r["id"]: r["score"] for r in map(json.loads, (runs["zs"] / "predictions_test.jsonl").read_text().splitlines())
-          if r["ava"] == "recognition"}  # fmt: skip
+    zs = {
+        r["id"]: r["score"]
+        for r in map(json.loads, (runs["zs"] / "predictions_test.jsonl").read_text().splitlines())
+        if r["ava"] == "recognition"
+    }
     assert rec["n_reference_right"] == sum(v >= 1 for v in zs.values())
     assert rec["gap"] == pytest.approx(rec["reference"] - rec["run"])
     assert "## Alignment gap" in (tmp_path / "r" / "report.md").read_text()
     assert re.search(r"<h2 id=\"[^\"]+\">Alignment gap", (tmp_path / "r" / "report.html").read_text())
     # a run against itself: always right where the reference is right, never where it is wrong
-    (self_gap,) = ava.make_report([runs["zs"]], tmp_path / "s", n_boot=100,
-                                  gaps=[(runs["zs"], runs["zs"])]).data["alignment"]  # fmt: skip
+    (self_gap,) = ava.make_report([runs["zs"]], tmp_path / "s", n_boot=100, gaps=[(runs["zs"], runs["zs"])]).data[
+        "alignment"
+    ]
     rec = self_gap["abilities"]["recognition"]
     assert rec["run_where_reference_right"] in (None, 1.0) and rec["run_where_reference_wrong"] in (None, 0.0)
     assert rec["gap"] == 0.0
@@ -58,8 +63,9 @@ def test_vlm_is_split_by_the_zero_shot_heads_correctness(runs: dict[str, Path], 
 def test_scores_relative_to_a_reference_vfm(runs: dict[str, Path], tmp_path: Path) -> None:
     import ava
 
-    report = ava.make_report([runs["pixels#size=32"], runs["pixels#size=16"]], tmp_path / "r", n_boot=100,
-                             reference="pixels#size=16").data  # fmt: skip
+    report = ava.make_report(
+        [runs["pixels#size=32"], runs["pixels#size=16"]], tmp_path / "r", n_boot=100, reference="pixels#size=16"
+    ).data
     block = report["relative"]["knn"]
     table = report["heads"]["knn"]
     for ab, row in block["values"].items():

@@ -21,8 +21,11 @@ from tests._report_fixtures import VFMS, make_dataset, write_scored_run
 def scored(tmp_path_factory) -> tuple[dict, Path, list[Path]]:
     root = tmp_path_factory.mktemp("scored")
     data = make_dataset(root)
-    runs = [write_scored_run(data, root / "runs", head, vfm, right, seed=i)
-            for i, head in enumerate(("knn", "probe-linear")) for vfm, right in VFMS.items()]  # fmt: skip
+    runs = [
+        write_scored_run(data, root / "runs", head, vfm, right, seed=i)
+        for i, head in enumerate(("knn", "probe-linear"))
+        for vfm, right in VFMS.items()
+    ]
     out = root / "report"
     return make_report(runs, out, n_boot=300), out, runs
 
@@ -127,14 +130,25 @@ def test_html_renders_in_a_headless_browser(scored, tmp_path):
     _, out, _ = scored
     page = tmp_path / "probe.html"
     page.write_text((out / "report.html").read_text().replace("</body>", _PROBE))
-    args = [BROWSER, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-            f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000"]  # fmt: skip
+    args = [
+        BROWSER,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        "--virtual-time-budget=5000",
+    ]
     dom = subprocess.run([*args, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
     assert dom.returncode == 0, dom.stderr[-2000:]
     probe = dom.stdout.split('data-probe="', 1)[1].split('"', 1)[0]
     images, gallery, rows, height = map(int, probe.split(","))
     assert images >= 5 and gallery >= 1 and rows >= 8 and height > 0, probe
     shot = tmp_path / "shot.png"
-    run = subprocess.run([*args, "--window-size=1280,2000", f"--screenshot={shot}", (out / "report.html").as_uri()],
-                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    run = subprocess.run(
+        [*args, "--window-size=1280,2000", f"--screenshot={shot}", (out / "report.html").as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 0 and shot.stat().st_size > 10_000, run.stderr[-2000:]

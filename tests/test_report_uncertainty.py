@@ -78,8 +78,9 @@ def test_same_data_refused_unless_allow_mixed(tmp_path):
     result = CliRunner().invoke(app, ["report", *map(str, [*full, small]), "--out", str(out), "--n-boot", "200"])
     assert result.exit_code == 1 and "refused" in result.output
     assert "**Refused:**" in (out / "report.md").read_text()
-    result = CliRunner().invoke(app, ["report", *map(str, [*full, small]), "--out", str(out), "--n-boot", "200",
-                                      "--allow-mixed"])  # fmt: skip
+    result = CliRunner().invoke(
+        app, ["report", *map(str, [*full, small]), "--out", str(out), "--n-boot", "200", "--allow-mixed"]
+    )
     assert result.exit_code == 0, result.output
     md = (out / "report.md").read_text()
     assert "--allow-mixed: runs of this table were NOT all scored on the same samples" in md
@@ -102,8 +103,10 @@ def test_old_results_fingerprinted_from_predictions_or_unverified(tmp_path):
     assert rep["heads"]["knn"]["refused"] is None
     assert {r["fingerprint_source"] for r in rep["runs"]} == {"predictions"}
     # neither fingerprint nor per-sample records: cannot be checked, so refused unless --allow-mixed
-    bare = [write_run(tmp_path / "b", "knn", v, VALUES["knn"][v], fingerprint=False, records=False)
-            for v in ("big", "small")]  # fmt: skip
+    bare = [
+        write_run(tmp_path / "b", "knn", v, VALUES["knn"][v], fingerprint=False, records=False)
+        for v in ("big", "small")
+    ]
     rep = build_report(bare, n_boot=200)
     assert "cannot be checked" in rep["heads"]["knn"]["refused"]
     rep = build_report(bare, n_boot=200, allow_mixed=True)
@@ -132,8 +135,10 @@ def test_agreement_needs_three_vfms(tmp_path):
 
 
 def test_decodes_of_one_head_are_two_heads(tmp_path):
-    runs = [write_run(tmp_path / d, "llm", "big", VALUES["knn"]["big"], extra={"llm": "tiny", "decode": d})
-            for d in ("generate", "score")]  # fmt: skip
+    runs = [
+        write_run(tmp_path / d, "llm", "big", VALUES["knn"]["big"], extra={"llm": "tiny", "decode": d})
+        for d in ("generate", "score")
+    ]
     rep = build_report(runs, n_boot=100)
     assert list(rep["heads"]) == ["llm:tiny:generate", "llm:tiny:score"]
     assert rep["heads"]["llm:tiny:score"]["head"] == "llm (tiny, score)"

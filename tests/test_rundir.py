@@ -21,8 +21,11 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def tree_digest(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file() and p.name != ".lock"}  # fmt: skip
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.name != ".lock"
+    }
 
 
 @pytest.fixture(scope="module")
@@ -97,8 +100,20 @@ def test_a_training_that_fails_before_writing_leaves_no_directory(
     from ava.cli.main import main
 
     out = tmp_path / "runs" / "knn-x"
-    args = ["head", "train", "--head", "knn", "--vfm", "pixels", "--data", str(tmp_path / "nodata"), "--cache",
-            str(tmp_path / "cache"), "--out", str(out)]  # fmt: skip
+    args = [
+        "head",
+        "train",
+        "--head",
+        "knn",
+        "--vfm",
+        "pixels",
+        "--data",
+        str(tmp_path / "nodata"),
+        "--cache",
+        str(tmp_path / "cache"),
+        "--out",
+        str(out),
+    ]
     with pytest.raises(SystemExit) as exit_:
         main(args)
     assert exit_.value.code == 2 and "dataset.json is missing" in capsys.readouterr().err
@@ -184,13 +199,32 @@ def test_kill_during_forced_retrain_leaves_the_old_run(pixels_run: tuple[Path, P
     data, cache, run = pixels_run
     before = tree_digest(run)
     stage = run.with_name(f".{run.name}.new")
-    args = ["head", "train", "--head", "probe-linear", "--vfm", "pixels", "--data", str(data), "--cache", str(cache),
-            "--out", str(run), "--device", "cpu", "--force"]  # fmt: skip
+    args = [
+        "head",
+        "train",
+        "--head",
+        "probe-linear",
+        "--vfm",
+        "pixels",
+        "--data",
+        str(data),
+        "--cache",
+        str(cache),
+        "--out",
+        str(run),
+        "--device",
+        "cpu",
+        "--force",
+    ]
     ready = run.with_name("child-is-training")
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     # the child stops at a known point: its first ability's fit, with the new run staged beside the old one
-    proc = subprocess.Popen([sys.executable, "-c", HOLD_AT_FIT, str(ready), *args], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLD_AT_FIT, str(ready), *args],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     while not ready.exists() and proc.poll() is None:
         time.sleep(0.005)
     killed_mid_run = proc.poll() is None

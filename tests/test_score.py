@@ -98,8 +98,23 @@ def test_cli_free_form_replies_and_unparsed(data_dir: Path, tmp_path: Path) -> N
     ]
     pred = _write_preds(tmp_path / "pred.jsonl", rows)
     per_sample = tmp_path / "scored" / "predictions_test.jsonl"
-    args = ["score", "--data", str(data_dir), "--pred", str(pred), "-o", str(tmp_path / "scored"),
-            "--ava", "counting,Spatial", "--ava", "abs_depth", "--ava", "localization", "--ava", "color"]  # fmt: skip
+    args = [
+        "score",
+        "--data",
+        str(data_dir),
+        "--pred",
+        str(pred),
+        "-o",
+        str(tmp_path / "scored"),
+        "--ava",
+        "counting,Spatial",
+        "--ava",
+        "abs_depth",
+        "--ava",
+        "localization",
+        "--ava",
+        "color",
+    ]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     res = json.loads((tmp_path / "scored" / "results_test.json").read_text())["abilities"]
@@ -126,8 +141,21 @@ def test_unknown_ids_and_split_all(data_dir: Path, tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     # the train prediction and the unknown id match no scored sample
     assert "2 predictions match no scored sample" in result.output and "nope" in result.output
-    result = runner.invoke(app, ["score", "--data", str(data_dir), "--pred", str(pred), "--split", "all",
-                                 "--json", "--out", str(tmp_path / "all")])  # fmt: skip
+    result = runner.invoke(
+        app,
+        [
+            "score",
+            "--data",
+            str(data_dir),
+            "--pred",
+            str(pred),
+            "--split",
+            "all",
+            "--json",
+            "--out",
+            str(tmp_path / "all"),
+        ],
+    )
     assert result.exit_code == 0, result.output
     res = json.loads(result.stdout)
     assert res == json.loads((tmp_path / "all" / "results_all.json").read_text())
@@ -211,8 +239,10 @@ def test_box_format_1000_reads_qwen_vl_boxes_and_results_count_the_rules(tmp_pat
     data = build_dataset(tmp_path / "data", ["localization"])  # images 20 x 10 px
     # localization-0's truth is [0.1, 0.2, 0.55, 0.8]: on Qwen-VL's 0..1000 grid, 100,200,550,800;
     # localization-1's is [0.5, 0.5, 0.9, 0.7]: in pixels of the 20 x 10 image, 10,5,18,7
-    rows = [{"id": "localization-0", "prediction": "<box>[100,200,550,800]</box>"},
-            {"id": "localization-1", "prediction": "[10, 5, 18, 7]"}]  # fmt: skip
+    rows = [
+        {"id": "localization-0", "prediction": "<box>[100,200,550,800]</box>"},
+        {"id": "localization-1", "prediction": "[10, 5, 18, 7]"},
+    ]
     pred = _write_preds(tmp_path / "p.jsonl", rows)
     auto = tmp_path / "auto" / "results_test.json"
     res = runner.invoke(app, ["score", "--data", str(data), "--pred", str(pred), "-o", str(auto.parent)])
@@ -221,8 +251,9 @@ def test_box_format_1000_reads_qwen_vl_boxes_and_results_count_the_rules(tmp_pat
     assert loc["box_format"] == "auto" and loc["box_rules"] == {"normalized": 0, "pixels": 1, "1000": 0}
     assert loc["n_unparsed"] == 1  # the 0..1000 box read as pixels lies 80 image heights away: no box
     out = tmp_path / "k" / "results_test.json"
-    res = runner.invoke(app, ["score", "--data", str(data), "--pred", str(pred), "-o", str(out.parent),
-                              "--box-format", "1000"])  # fmt: skip
+    res = runner.invoke(
+        app, ["score", "--data", str(data), "--pred", str(pred), "-o", str(out.parent), "--box-format", "1000"]
+    )
     assert res.exit_code == 0, res.output
     loc = json.loads(out.read_text())["abilities"]["localization"]
     assert loc["box_rules"] == {"normalized": 0, "pixels": 0, "1000": 2} and loc["n_unparsed"] == 0
@@ -234,8 +265,10 @@ def test_box_format_1000_reads_qwen_vl_boxes_and_results_count_the_rules(tmp_pat
 
 def test_auto_box_rule_mix_is_noted(tmp_path: Path) -> None:
     data = build_dataset(tmp_path / "data", ["localization"])
-    rows = [{"id": "localization-0", "prediction": "[0.1, 0.2, 0.55, 0.8]"},
-            {"id": "localization-1", "prediction": "[10, 5, 18, 7]"}]  # fmt: skip
+    rows = [
+        {"id": "localization-0", "prediction": "[0.1, 0.2, 0.55, 0.8]"},
+        {"id": "localization-1", "prediction": "[10, 5, 18, 7]"},
+    ]
     pred = _write_preds(tmp_path / "p.jsonl", rows)
     res = runner.invoke(app, ["score", "--data", str(data), "--pred", str(pred)])
     assert res.exit_code == 0, res.output

@@ -26,13 +26,21 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _fields(data: Path, tmp: Path, **kw: object) -> dict:
-    return {"vfm": "pixels", "head": "knn", "data": str(data), "cache": str(tmp / "cache"), "out": str(tmp / "runs"),
-            "device": "cpu", **kw}  # fmt: skip
+    return {
+        "vfm": "pixels",
+        "head": "knn",
+        "data": str(data),
+        "cache": str(tmp / "cache"),
+        "out": str(tmp / "runs"),
+        "device": "cpu",
+        **kw,
+    }
 
 
 def test_plan_round_trips_through_toml_and_makes_one_job_per_cell(data: Path, tmp_path: Path) -> None:
-    plan = make_plan(_fields(data, tmp_path, vfm="pixels,random-vit", head=["knn", "linear"],
-                             ava=[["color", "counting"], ["color"]]))  # fmt: skip
+    plan = make_plan(
+        _fields(data, tmp_path, vfm="pixels,random-vit", head=["knn", "linear"], ava=[["color", "counting"], ["color"]])
+    )
     assert plan.head == ["knn", "probe-linear"] and plan.ava == [["color", "counting"], ["color"]]  # "linear": an alias
     assert load_plan(write_plan(plan)) == plan
     assert "[slurm]" in plan_toml(plan)
@@ -40,9 +48,26 @@ def test_plan_round_trips_through_toml_and_makes_one_job_per_cell(data: Path, tm
     assert names[:2] == ["extract-pixels", "extract-random-vit"] and len(names) == 2 + 2 * 2 * 2
     assert "probe-linear-random-vit-color+counting" in names
     job = next(j for j in plan_jobs(plan) if j.name == "knn-pixels-color")
-    assert job.argv[1:] == ["-m", "ava", "head", "train", "--head", "knn", "--vfm", "pixels", "--data", str(data),
-                            "--cache", str(tmp_path / "cache"), "--out", str(tmp_path / "runs" / "knn-pixels-color"),
-                            "--device", "cpu", "--ava", "color"]  # fmt: skip
+    assert job.argv[1:] == [
+        "-m",
+        "ava",
+        "head",
+        "train",
+        "--head",
+        "knn",
+        "--vfm",
+        "pixels",
+        "--data",
+        str(data),
+        "--cache",
+        str(tmp_path / "cache"),
+        "--out",
+        str(tmp_path / "runs" / "knn-pixels-color"),
+        "--device",
+        "cpu",
+        "--ava",
+        "color",
+    ]
 
 
 def test_the_zero_shot_head_needs_no_cache_nor_extraction(data: Path, tmp_path: Path) -> None:
@@ -55,15 +80,21 @@ def test_the_zero_shot_head_needs_no_cache_nor_extraction(data: Path, tmp_path: 
     assert [j.kind for j in plan_jobs(make_plan(_fields(data, tmp_path, head="zero-shot")))] == ["train"]
 
 
-@pytest.mark.parametrize(("change", "message"), [
-    ({"vfm": "no-such-vfm"}, r"--vfm 'no-such-vfm'"),
-    ({"head": "knm"}, r"unknown head 'knm'"),
-    ({"ava": "colr,counting"}, r"colr"),
-    ({"executor": "k8s"}, r"--executor 'k8s': use one of local, slurm"),
-    ({"jobs": 0}, r"--jobs must be >= 1"),
-    ({"bogus": 1}, r"unknown field\(s\) bogus"),
-    ({"vfm": "open_clip:PE-Core-B-16:random", "head": "zero-shot,knn"}, r"open_clip models serve the zero-shot head"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"vfm": "no-such-vfm"}, r"--vfm 'no-such-vfm'"),
+        ({"head": "knm"}, r"unknown head 'knm'"),
+        ({"ava": "colr,counting"}, r"colr"),
+        ({"executor": "k8s"}, r"--executor 'k8s': use one of local, slurm"),
+        ({"jobs": 0}, r"--jobs must be >= 1"),
+        ({"bogus": 1}, r"unknown field\(s\) bogus"),
+        (
+            {"vfm": "open_clip:PE-Core-B-16:random", "head": "zero-shot,knn"},
+            r"open_clip models serve the zero-shot head",
+        ),
+    ],
+)
 def test_bad_plans_are_refused_before_any_job(data: Path, tmp_path: Path, change: dict, message: str) -> None:
     with pytest.raises(SweepError, match=message):
         make_plan(_fields(data, tmp_path, **change))
@@ -77,18 +108,22 @@ def test_a_plan_file_that_is_not_toml_is_named(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_local_sweep_runs_each_job_once_and_reruns_only_the_failed(data: Path, tmp_path: Path, capsys,
-                                                                   monkeypatch) -> None:  # fmt: skip
+def test_local_sweep_runs_each_job_once_and_reruns_only_the_failed(
+    data: Path, tmp_path: Path, capsys, monkeypatch
+) -> None:
     plan_file = tmp_path / "grid.toml"
-    plan_file.write_text(f'vfm = ["pixels"]\nhead = ["knn"]\nava = [["color", "counting"], ["ocr"]]\n'
-                         f'data = "{data}"\ncache = "{tmp_path / "cache"}"\nout = "{tmp_path / "runs"}"\n'
-                         f'device = "cpu"\njobs = 2\n')  # fmt: skip
+    plan_file.write_text(
+        f'vfm = ["pixels"]\nhead = ["knn"]\nava = [["color", "counting"], ["ocr"]]\n'
+        f'data = "{data}"\ncache = "{tmp_path / "cache"}"\nout = "{tmp_path / "runs"}"\n'
+        f'device = "cpu"\njobs = 2\n'
+    )
     code, output = run_cli(["sweep", "--plan", str(plan_file)], capsys, monkeypatch)
     assert code == 1, output  # the ocr job fails: the data has no ocr samples
     rows = {r["job"]: r for r in status(load_plan(tmp_path / "runs"))["jobs"]}
     assert rows["extract-pixels"]["state"] == rows["knn-pixels-color+counting"]["state"] == "done"
-    assert rows["knn-pixels-color+counting"]["results"] == [str(tmp_path / "runs/knn-pixels-color+counting/"
-                                                                "results_test.json")]  # fmt: skip
+    assert rows["knn-pixels-color+counting"]["results"] == [
+        str(tmp_path / "runs/knn-pixels-color+counting/results_test.json")
+    ]
     failed = rows["knn-pixels-ocr"]
     log = str(tmp_path / "runs/sweep/logs/knn-pixels-ocr.log")
     assert failed["state"] == "failed" and failed["log"] == log
@@ -113,8 +148,12 @@ def test_local_executor_logs_each_job_and_blocks_those_whose_extraction_failed(t
     bad = [sys.executable, "-c", "import sys; print('error: no such image'); sys.exit(2)"]
     marker = tmp_path / "ran"
     touch = [sys.executable, "-c", f"open({str(marker)!r}, 'w').close()"]
-    todo = [Job("extract-a", "extract", "a", ok), Job("extract-b", "extract", "b", bad),
-            Job("knn-a", "train", "a", ok, needs="extract-a"), Job("knn-b", "train", "b", touch, needs="extract-b")]
+    todo = [
+        Job("extract-a", "extract", "a", ok),
+        Job("extract-b", "extract", "b", bad),
+        Job("knn-a", "train", "a", ok, needs="extract-a"),
+        Job("knn-b", "train", "b", touch, needs="extract-b"),
+    ]
     state = JobState(tmp_path / "sweep")
     outcome = run_local(todo, state, jobs=2, finished={})
     assert outcome == {"extract-a": DONE, "extract-b": FAILED, "knn-a": DONE, "knn-b": BLOCKED}
@@ -138,8 +177,9 @@ def test_slurm_states_come_from_the_queue_then_from_the_result_file(tmp_path: Pa
 
     def submitted(name: str, job_id: str) -> tuple[Job, dict]:
         job = Job(name, "train", "pixels", ["ava"])
-        return job, state.write(job, state=SUBMITTED, job_id=job_id, log=str(log),
-                                result_file=str(tmp_path / f"{job_id}_result.pkl"))  # fmt: skip
+        return job, state.write(
+            job, state=SUBMITTED, job_id=job_id, log=str(log), result_file=str(tmp_path / f"{job_id}_result.pkl")
+        )
 
     job, record = submitted("queued", "7")
     assert refresh_slurm(job, record, state, {"7": "PENDING"})["state"] == SUBMITTED
@@ -173,8 +213,23 @@ slurm = pytest.mark.skipif(not _slurm_up(), reason="no SLURM cluster answers her
 @slurm
 def test_a_missing_partition_is_refused_before_any_job(data: Path, tmp_path: Path, capsys, monkeypatch) -> None:
     pytest.importorskip("submitit")
-    args = ["sweep", "--vfm", "pixels", "--head", "knn", "--data", str(data), "--cache", str(tmp_path / "c"),
-            "--out", str(tmp_path / "runs"), "--executor", "slurm", "--partition", "no-such-partition"]  # fmt: skip
+    args = [
+        "sweep",
+        "--vfm",
+        "pixels",
+        "--head",
+        "knn",
+        "--data",
+        str(data),
+        "--cache",
+        str(tmp_path / "c"),
+        "--out",
+        str(tmp_path / "runs"),
+        "--executor",
+        "slurm",
+        "--partition",
+        "no-such-partition",
+    ]
     code, output = run_cli(args, capsys, monkeypatch)
     assert code == 2 and len(output.strip().splitlines()) == 1, output
     assert output.startswith("error: --partition 'no-such-partition': no such SLURM partition (partitions: ")
@@ -186,8 +241,15 @@ def test_a_missing_partition_is_refused_before_any_job(data: Path, tmp_path: Pat
 def test_slurm_sweep_runs_through_submitit_and_a_rerun_submits_nothing(data: Path, tmp_path: Path) -> None:
     pytest.importorskip("submitit")
     partition = subprocess.run(["sinfo", "-h", "-o", "%P"], capture_output=True, text=True).stdout.split()[0]
-    plan = make_plan(_fields(data, tmp_path, executor="slurm", ava="color,counting",
-                             slurm={"partition": partition.rstrip("*"), "time_min": 10}))  # fmt: skip
+    plan = make_plan(
+        _fields(
+            data,
+            tmp_path,
+            executor="slurm",
+            ava="color,counting",
+            slurm={"partition": partition.rstrip("*"), "time_min": 10},
+        )
+    )
     first = sweep(plan)
     assert first["submitted"] == ["extract-pixels", "knn-pixels"]
     assert all(r["slurm_id"] for r in first["jobs"])
@@ -201,8 +263,11 @@ def test_slurm_sweep_runs_through_submitit_and_a_rerun_submits_nothing(data: Pat
     assert rows[1]["results"] == [str(tmp_path / "runs/knn-pixels/results_test.json")]
     assert Path(rows[1]["log"]).is_file()
     assert sweep(plan)["submitted"] == []  # idempotent
-    report = subprocess.run([sys.executable, "-m", "ava", "report", str(tmp_path / "runs/knn-pixels"), "--out",
-                             str(tmp_path / "report")], capture_output=True, text=True)  # fmt: skip
+    report = subprocess.run(
+        [sys.executable, "-m", "ava", "report", str(tmp_path / "runs/knn-pixels"), "--out", str(tmp_path / "report")],
+        capture_output=True,
+        text=True,
+    )
     assert report.returncode == 0, report.stderr
 
 
@@ -210,43 +275,63 @@ def test_slurm_sweep_runs_through_submitit_and_a_rerun_submits_nothing(data: Pat
 GOOD = 'vfm = ["pixels"]\nhead = ["knn"]\ndata = "{data}"\ncache = "{cache}"\nout = "{out}"\n'
 
 
-@pytest.mark.parametrize(("extra", "message"), [
-    ('jobs = "two"', r"grid.toml: jobs must be an integer, not 'two'"),
-    ("jobs = true", r"grid.toml: jobs must be an integer, not True"),
-    ("slurm = 5", r"grid.toml: slurm must be a table \(\[slurm\] with partition, gpus_per_job ...\), not 5"),
-    ('executor = ["local"]', r"grid.toml: executor must be a string \(local or slurm\), not \['local'\]"),
-    ('device = 0', r"grid.toml: device must be a string \(auto, cpu, cuda ...\), not 0"),
-    ("[slurm]\ntime_min = \"an hour\"", r"grid.toml: \[slurm\] time_min must be an integer, not 'an hour'"),
-    ("[slurm]\npartition = 3", r"grid.toml: \[slurm\] partition must be a string, not 3"),
-])  # fmt: skip
-def test_a_plan_field_of_the_wrong_type_is_named_with_its_file(data: Path, tmp_path: Path, extra: str,
-                                                               message: str) -> None:  # fmt: skip
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ('jobs = "two"', r"grid.toml: jobs must be an integer, not 'two'"),
+        ("jobs = true", r"grid.toml: jobs must be an integer, not True"),
+        ("slurm = 5", r"grid.toml: slurm must be a table \(\[slurm\] with partition, gpus_per_job ...\), not 5"),
+        ('executor = ["local"]', r"grid.toml: executor must be a string \(local or slurm\), not \['local'\]"),
+        ("device = 0", r"grid.toml: device must be a string \(auto, cpu, cuda ...\), not 0"),
+        ('[slurm]\ntime_min = "an hour"', r"grid.toml: \[slurm\] time_min must be an integer, not 'an hour'"),
+        ("[slurm]\npartition = 3", r"grid.toml: \[slurm\] partition must be a string, not 3"),
+    ],
+)
+def test_a_plan_field_of_the_wrong_type_is_named_with_its_file(
+    data: Path, tmp_path: Path, extra: str, message: str
+) -> None:
     text = GOOD.format(data=data, cache=tmp_path / "c", out=tmp_path / "runs")
     (tmp_path / "grid.toml").write_text(text + extra + "\n")
     with pytest.raises(SweepError, match=message):
         load_plan(tmp_path / "grid.toml")
 
 
-@pytest.mark.parametrize(("field", "value", "message"), [
-    ("vfm", ["pixels", "pixels"], r"vfm 'pixels' is listed twice"),
-    ("head", ["knn", "knn"], r"head 'knn' is listed twice"),
-    ("head", ["knn", "kNN"], r"head 'knn' is listed twice"),  # one head by two spellings
-    ("ava", [["color"], ["color"]], r"ava 'color' is listed twice"),
-    ("ava", [["color", "Color"]], r"ability 'color' is listed twice in the set"),
-    ("vfm", ["hf:org/model", "hf:org_model"], r"--vfm 'hf:org/model' and --vfm 'hf:org_model' would share"),
-    ("vfm", ["timm:a.b/c", "timm:a.b_c"], r"'timm:a.b/c' and --vfm 'timm:a.b_c' would share"),
-])  # fmt: skip
-def test_names_that_would_collide_are_refused_naming_both(data: Path, tmp_path: Path, field: str, value: list,
-                                                          message: str) -> None:  # fmt: skip
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("vfm", ["pixels", "pixels"], r"vfm 'pixels' is listed twice"),
+        ("head", ["knn", "knn"], r"head 'knn' is listed twice"),
+        ("head", ["knn", "kNN"], r"head 'knn' is listed twice"),  # one head by two spellings
+        ("ava", [["color"], ["color"]], r"ava 'color' is listed twice"),
+        ("ava", [["color", "Color"]], r"ability 'color' is listed twice in the set"),
+        ("vfm", ["hf:org/model", "hf:org_model"], r"--vfm 'hf:org/model' and --vfm 'hf:org_model' would share"),
+        ("vfm", ["timm:a.b/c", "timm:a.b_c"], r"'timm:a.b/c' and --vfm 'timm:a.b_c' would share"),
+    ],
+)
+def test_names_that_would_collide_are_refused_naming_both(
+    data: Path, tmp_path: Path, field: str, value: list, message: str
+) -> None:
     with pytest.raises(SweepError, match=message):
         make_plan(_fields(data, tmp_path, **{field: value}))
     assert not (tmp_path / "runs").exists()
 
 
-def test_a_credential_in_the_cache_url_is_refused_and_never_echoed(data: Path, tmp_path: Path, capsys,
-                                                                   monkeypatch) -> None:  # fmt: skip
-    args = ["sweep", "--vfm", "pixels", "--head", "knn", "--data", str(data), "--cache",
-            "s3://AKIAEXAMPLE:wJalr/XUtnFEMI+K7MDENG@bucket/features", "--out", str(tmp_path / "runs")]  # fmt: skip
+def test_a_credential_in_the_cache_url_is_refused_and_never_echoed(
+    data: Path, tmp_path: Path, capsys, monkeypatch
+) -> None:
+    args = [
+        "sweep",
+        "--vfm",
+        "pixels",
+        "--head",
+        "knn",
+        "--data",
+        str(data),
+        "--cache",
+        "s3://AKIAEXAMPLE:wJalr/XUtnFEMI+K7MDENG@bucket/features",
+        "--out",
+        str(tmp_path / "runs"),
+    ]
     code, output = run_cli(args, capsys, monkeypatch)
     assert code == 2 and "s3://***@bucket/features" in output and "a credential written into the URL" in output
     assert "wJalr" not in output and "AKIAEXAMPLE" not in output
@@ -262,8 +347,9 @@ def _ran_before(plan, name: str, argv: list[str]) -> None:
     Path(plan.out, name).mkdir(parents=True, exist_ok=True)
 
 
-def test_a_second_sweep_with_other_settings_names_them_and_force_replaces(data: Path, tmp_path: Path, capsys,
-                                                                          monkeypatch) -> None:  # fmt: skip
+def test_a_second_sweep_with_other_settings_names_them_and_force_replaces(
+    data: Path, tmp_path: Path, capsys, monkeypatch
+) -> None:
     """`ava sweep --ava color` then `--ava ocr` into one --out: the same run directory with another command."""
     import ava.sweep.local
 
@@ -274,8 +360,23 @@ def test_a_second_sweep_with_other_settings_names_them_and_force_replaces(data: 
     write_plan(first)
     _ran_before(first, "knn-pixels", old)
     _ran_before(first, "extract-pixels", [])
-    args = ["sweep", "--vfm", "pixels", "--head", "knn", "--ava", "ocr", "--data", str(data), "--cache",
-            str(tmp_path / "cache"), "--out", str(tmp_path / "runs"), "--device", "cpu"]  # fmt: skip
+    args = [
+        "sweep",
+        "--vfm",
+        "pixels",
+        "--head",
+        "knn",
+        "--ava",
+        "ocr",
+        "--data",
+        str(data),
+        "--cache",
+        str(tmp_path / "cache"),
+        "--out",
+        str(tmp_path / "runs"),
+        "--device",
+        "cpu",
+    ]
     code, output = run_cli(args, capsys, monkeypatch)
     assert code == 2 and not ran, output
     assert "job knn-pixels ran before with other settings (--ava color there, ocr now)" in output
@@ -297,8 +398,11 @@ def test_the_local_executor_says_when_each_job_starts_and_ends(tmp_path: Path, c
 
     ok = [sys.executable, "-c", "print('extracted')"]
     bad = [sys.executable, "-c", "import sys; print('error: no such image'); sys.exit(2)"]
-    todo = [Job("extract-a", "extract", "a", ok), Job("extract-b", "extract", "b", bad),
-            Job("knn-b", "train", "b", ok, needs="extract-b")]  # fmt: skip
+    todo = [
+        Job("extract-a", "extract", "a", ok),
+        Job("extract-b", "extract", "b", bad),
+        Job("knn-b", "train", "b", ok, needs="extract-b"),
+    ]
     state = JobState(tmp_path / "sweep")
     run_local(todo, state, jobs=1, finished={}, progress=True)
     err = " ".join(capsys.readouterr().err.split())

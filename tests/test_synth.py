@@ -19,8 +19,18 @@ from ava.synth import SynthConfig, generate
 RED_BOX = ("abs_depth", "rel_depth", "ocr", "recognition", "spatial", "emotion", "color")
 BLUE_BOX = ("rel_depth", "spatial")
 # Minimum number of distinct answers per choice ability (issue 3).
-MIN_CLASSES = {"texture": 12, "emotion": 5, "action": 8, "fine_grained": 20, "recognition": 20, "scene": 30,
-               "orientation": 9, "spatial": 4, "rel_depth": 2, "abs_depth": 29}  # fmt: skip
+MIN_CLASSES = {
+    "texture": 12,
+    "emotion": 5,
+    "action": 8,
+    "fine_grained": 20,
+    "recognition": 20,
+    "scene": 30,
+    "orientation": 9,
+    "spatial": 4,
+    "rel_depth": 2,
+    "abs_depth": 29,
+}
 
 
 def _tree_digest(root: Path) -> dict[str, str]:
@@ -277,8 +287,25 @@ def test_cli_synth_and_preview(tmp_path: Path) -> None:
 
     runner = CliRunner()
     out = tmp_path / "cli"
-    res = runner.invoke(app, ["data", "synth", "--out", str(out), "--per-ava", "6", "--ava", "localization",
-                              "--ava", "emotion", "--size", "96", "--workers", "1"])  # fmt: skip
+    res = runner.invoke(
+        app,
+        [
+            "data",
+            "synth",
+            "--out",
+            str(out),
+            "--per-ava",
+            "6",
+            "--ava",
+            "localization",
+            "--ava",
+            "emotion",
+            "--size",
+            "96",
+            "--workers",
+            "1",
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert Dataset(out).abilities() == ["localization", "emotion"]
     sheet = tmp_path / "sheet.png"
@@ -296,12 +323,15 @@ def test_cli_synth_and_preview(tmp_path: Path) -> None:
     assert info["synth_config"]["seed"] == 6 and info["synth_config"]["per_ava"] == 2  # CLI beats the file
 
 
-@pytest.mark.parametrize(("again", "said"), [
-    ({}, None),  # the same settings: kept as it is, nothing rewritten
-    ({"per_ava": 3}, "--per-ava 2 there, 3 now"),
-    ({"size": 96}, "--size 64 there, 96 now"),
-    ({"ava": ["ocr"]}, "--ava color there, ocr now"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("again", "said"),
+    [
+        ({}, None),  # the same settings: kept as it is, nothing rewritten
+        ({"per_ava": 3}, "--per-ava 2 there, 3 now"),
+        ({"size": 96}, "--size 64 there, 96 now"),
+        ({"ava": ["ocr"]}, "--ava color there, ocr now"),
+    ],
+)
 def test_a_second_synth_into_its_folder_keeps_it_or_names_the_setting_that_differs(tmp_path, again, said):
     from ava.api import synthesize
     from ava.errors import AvaError

@@ -30,8 +30,15 @@ def test_verdict_rules() -> None:
 def test_calibration_table_small(tmp_path: Path) -> None:
     """Scene (30 options) and colour at a small size through the real synth -> cache -> heads path: the table is
     produced, chance is the majority answer's score, and scene is no longer solved perfectly by raw pixels."""
-    config = CalibrateConfig(out=str(tmp_path / "cal"), per_ava=90, size=96, ava=["scene", "color"],
-                             vfms=["pixels", "random-vit"], workers=1, progress=False)  # fmt: skip
+    config = CalibrateConfig(
+        out=str(tmp_path / "cal"),
+        per_ava=90,
+        size=96,
+        ava=["scene", "color"],
+        vfms=["pixels", "random-vit"],
+        workers=1,
+        progress=False,
+    )
     rows = calibrate(config)
     by = {r.ava: r for r in rows}
     assert set(by) == {"scene", "color"}
@@ -59,14 +66,25 @@ def test_fingerprint_sentences() -> None:
     from ava.synth.calibrate import Row, fingerprint_sentences
 
     def row(ava: str, verdict: str, leader: str, above: dict[str, bool]) -> Row:
-        return Row(ava=ava, metric="accuracy", higher_is_better=True, chance=0.1,
-                   scores={"pixels": 0.5, "random-vit": 0.4}, heads={"pixels": "knn", "random-vit": "knn"},
-                   verdict=verdict, leader=leader, n_test=40, above_chance=above)  # fmt: skip
+        return Row(
+            ava=ava,
+            metric="accuracy",
+            higher_is_better=True,
+            chance=0.1,
+            scores={"pixels": 0.5, "random-vit": 0.4},
+            heads={"pixels": "knn", "random-vit": "knn"},
+            verdict=verdict,
+            leader=leader,
+            n_test=40,
+            above_chance=above,
+        )
 
-    rows = [row("color", "separates", "pixels", {"pixels": True, "random-vit": True}),
-            row("texture", "separates", "random-vit", {"pixels": False, "random-vit": True}),
-            row("ocr", "chance", "pixels", {"pixels": False, "random-vit": False}),
-            row("scene", "ties", "pixels", {"pixels": True, "random-vit": True})]  # fmt: skip
+    rows = [
+        row("color", "separates", "pixels", {"pixels": True, "random-vit": True}),
+        row("texture", "separates", "random-vit", {"pixels": False, "random-vit": True}),
+        row("ocr", "chance", "pixels", {"pixels": False, "random-vit": False}),
+        row("scene", "ties", "pixels", {"pixels": True, "random-vit": True}),
+    ]
     rows[1].flat_heads = ["probe-linear", "probe-attn"]
     rows[2].flat_heads = ["knn"]  # already said: no VFM beats chance on ocr at all
     first, second, dead, flat = fingerprint_sentences(rows)

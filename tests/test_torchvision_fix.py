@@ -27,8 +27,9 @@ loaded = True
 """
 
 
-def _run(code: str, fake_message: str | None, tmp_path: Path, version: str = "0.0.1",
-         requires: str | None = None) -> subprocess.CompletedProcess:  # fmt: skip
+def _run(
+    code: str, fake_message: str | None, tmp_path: Path, version: str = "0.0.1", requires: str | None = None
+) -> subprocess.CompletedProcess:
     """``code`` in a child python; ``fake_message``: a fake torchvision failing like the CUDA wheel, of ``version``,
     with a dist-info requiring ``requires`` (e.g. ``torch (==2.13.0)``) when given."""
     paths = [str(ROOT)]
@@ -38,12 +39,14 @@ def _run(code: str, fake_message: str | None, tmp_path: Path, version: str = "0.
         if requires is not None:
             info = tmp_path / f"torchvision-{version}.dist-info"
             info.mkdir()
-            (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: torchvision\nVersion: {version}\n"
-                                           f"Requires-Dist: {requires}\n")  # fmt: skip
+            (info / "METADATA").write_text(
+                f"Metadata-Version: 2.1\nName: torchvision\nVersion: {version}\nRequires-Dist: {requires}\n"
+            )
         paths.insert(0, str(tmp_path))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths), "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-W", "default", "-c", code], capture_output=True, text=True, env=env,
-                          timeout=300)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-W", "default", "-c", code], capture_output=True, text=True, env=env, timeout=300
+    )
 
 
 def test_broken_torchvision_imports_after_the_fix_with_one_warning(tmp_path):
@@ -60,20 +63,28 @@ def _torch_version() -> str:
     return torch.__version__.split("+")[0]
 
 
-@pytest.mark.parametrize(("version", "requires", "warns"), [
-    ("0.28.0+cu130", "torch (=={torch})", False),  # the release made for this torch, a CUDA build: complete for ava
-    ("0.28.0+cu130", "torch (==1.0.0)", True),  # made for another torch
-    ("0.28.0", "torch (=={torch})", True),  # not a CUDA build: something else broke its operators
-    ("0.99.0+cu130", None, True),  # no metadata of its own to tell
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("version", "requires", "warns"),
+    [
+        ("0.28.0+cu130", "torch (=={torch})", False),  # the release made for this torch, a CUDA build: complete for ava
+        ("0.28.0+cu130", "torch (==1.0.0)", True),  # made for another torch
+        ("0.28.0", "torch (=={torch})", True),  # not a CUDA build: something else broke its operators
+        ("0.99.0+cu130", None, True),  # no metadata of its own to tell
+    ],
+)
 def test_the_readmes_pairing_imports_without_a_warning_any_other_warns(tmp_path, version, requires, warns):
     import torch
 
     if torch.version.cuda is not None:
         pytest.skip("a CUDA torch: every pairing that needs the fix warns")
     code = "import ava, torchvision, ava.torchvision_fix as f; print(torchvision.loaded, f.applied)"
-    result = _run(code, "operator torchvision::nms does not exist", tmp_path, version,
-                  requires and requires.format(torch=_torch_version()))  # fmt: skip
+    result = _run(
+        code,
+        "operator torchvision::nms does not exist",
+        tmp_path,
+        version,
+        requires and requires.format(torch=_torch_version()),
+    )
     assert result.returncode == 0 and result.stdout.split() == ["True", "True"], result.stderr
     assert result.stderr.count("pytorch/vision#9085") == (1 if warns else 0), result.stderr
 

@@ -23,18 +23,31 @@ torch.set_num_threads(1)
 
 # spec section 5: patch tokens x dim of the nine paper VFMs (plus radio-h, ViT-H/16 at 432)
 PAPER = {
-    "siglip2": (729, 1152), "siglip": (729, 1152), "aimv2": (576, 1536), "clip": (576, 1024),
-    "internvit": (1024, 1024), "radio": (729, 1024), "radio-h": (729, 1280), "dinov2": (729, 1024),
-    "sam": (576, 1024), "midas": (576, 768),
-}  # fmt: skip
+    "siglip2": (729, 1152),
+    "siglip": (729, 1152),
+    "aimv2": (576, 1536),
+    "clip": (576, 1024),
+    "internvit": (1024, 1024),
+    "radio": (729, 1024),
+    "radio-h": (729, 1280),
+    "dinov2": (729, 1024),
+    "sam": (576, 1024),
+    "midas": (576, 768),
+}
 PAPER_PREFIX = {"siglip2": 0, "siglip": 0, "aimv2": 0, "clip": 1, "internvit": 1, "dinov2": 1, "sam": 0, "midas": 1}
 # the 2026 additions: patch tokens, dim, prefix tokens (DINOv3: CLS + 4 registers; TIPSv2: CLS + 1 register)
 NEW_FACTS = {
-    "dinov3-l": (576, 1024, 5), "siglip2-naflex": (576, 1152, 0), "sam2.1-l": (576, 1152, 0),
-    "tipsv2-b": (1024, 768, 2), "metaclip2-h": (256, 1280, 1), "webssl-dino1b": (256, 1536, 1),
-    "pe-core-l": (576, 1024, 1), "pe-spatial-l": (1024, 1024, 1), "aimv2-timm": (576, 1536, 0),
+    "dinov3-l": (576, 1024, 5),
+    "siglip2-naflex": (576, 1152, 0),
+    "sam2.1-l": (576, 1152, 0),
+    "tipsv2-b": (1024, 768, 2),
+    "metaclip2-h": (256, 1280, 1),
+    "webssl-dino1b": (256, 1536, 1),
+    "pe-core-l": (576, 1024, 1),
+    "pe-spatial-l": (1024, 1024, 1),
+    "aimv2-timm": (576, 1536, 0),
     "sam3": (576, 1024, 0),
-}  # fmt: skip
+}
 # published parameter counts of the vision towers (millions)
 PUBLISHED_PARAMS_M = {"siglip": 428.2, "aimv2": 681, "clip": 303.5, "internvit": 304, "dinov2": 304.4, "sam": 308.3}
 TINY = [k for k in VFMS.names() if k.startswith("tiny-")]
@@ -245,8 +258,9 @@ def test_local_dir_errors(tmp_path):
 def test_hf_unknown_class_needs_the_prefix_count(tmp_path):
     from transformers import DeiTConfig, DeiTModel
 
-    config = DeiTConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-                        image_size=32, patch_size=16)  # fmt: skip
+    config = DeiTConfig(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, image_size=32, patch_size=16
+    )
     model = DeiTModel(config)
     model.save_pretrained(tmp_path)
     with pytest.raises(AvaError, match="prefix=N"):
@@ -281,8 +295,15 @@ def test_cli_list_and_show():
 
 
 def _tiny_text():
-    return {"vocab_size": 100, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
-            "num_attention_heads": 2, "eos_token_id": 1, "bos_token_id": 0}  # fmt: skip
+    return {
+        "vocab_size": 100,
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "eos_token_id": 1,
+        "bos_token_id": 0,
+    }
 
 
 def _tiny_sam3(tiny):
@@ -291,9 +312,14 @@ def _tiny_sam3(tiny):
 
     small = {"hidden_size": 32, "num_layers": 1, "num_attention_heads": 2, "intermediate_size": 64}
     text = {"model_type": "clip_text_model", **_tiny_text(), "projection_dim": 32, "max_position_embeddings": 32}
-    cfg = T.Sam3Config(vision_config={**tiny, "fpn_hidden_size": 32}, text_config=text, geometry_encoder_config=small,
-                       detr_encoder_config=small, detr_decoder_config={**small, "num_queries": 4},
-                       mask_decoder_config={"hidden_size": 32, "num_attention_heads": 2})  # fmt: skip
+    cfg = T.Sam3Config(
+        vision_config={**tiny, "fpn_hidden_size": 32},
+        text_config=text,
+        geometry_encoder_config=small,
+        detr_encoder_config=small,
+        detr_decoder_config={**small, "num_queries": 4},
+        mask_decoder_config={"hidden_size": 32, "num_attention_heads": 2},
+    )
     full = T.Sam3Model(cfg).eval()
     return full, full.vision_encoder
 
@@ -395,8 +421,11 @@ def test_normalized_pixels_are_the_preprocess_values_bit_for_bit():
 
     rng = np.random.default_rng(0)
     rgb = rng.integers(0, 256, (2, 24, 31, 3), dtype=np.uint8)
-    for mean, std in (((0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711)),
-                      ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5)), ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))):
+    for mean, std in (
+        ((0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711)),
+        ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5)),
+        ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225)),
+    ):
         want = torch.stack([pp.to_normalized_tensor(Image.fromarray(a), mean, std) for a in rgb])
         got = pp.normalize_pixels(torch.from_numpy(rgb).permute(0, 3, 1, 2).contiguous(), mean, std)
         assert got.dtype == torch.float32 and torch.equal(got, want), mean
@@ -445,8 +474,11 @@ def test_size_option_runs_a_model_at_another_input_size():
     vit = load_vfm("random-vit#size=160")
     with pytest.raises(AvaError, match=r"'random-vit#size=160' \(ViTModel\) cannot run on 160x160 images"):
         vit(torch.zeros(1, 3, 160, 160))
-    bad_names = [("pixels#size=100", "not a multiple of pixels's patch size"),
-                 ("pixels#pool=4", "takes only '#size=S'"), ("pixels#size=0", "bad option 'size=0'")]  # fmt: skip
+    bad_names = [
+        ("pixels#size=100", "not a multiple of pixels's patch size"),
+        ("pixels#pool=4", "takes only '#size=S'"),
+        ("pixels#size=0", "bad option 'size=0'"),
+    ]
     for bad, match in bad_names:
         with pytest.raises(AvaError, match=match):
             resolve_vfm(bad)

@@ -27,13 +27,24 @@ TEACHERS = [{"name": "clip"}, {"name": "siglip"}, {"name": "dino_v2"}, {"name": 
 def published_config(teachers=TEACHERS, register_multiple=8, model="vit_large_patch16_224", **extra):
     """config.json as NVlabs' hf_hub.py writes it (the args of the training run, the adaptors, auto_map)."""
     return {
-        "architectures": ["RADIOModel"], "auto_map": {"AutoConfig": "hf_model.RADIOConfig",
-                                                      "AutoModel": "hf_model.RADIOModel"},
-        "args": {"model": model, "teachers": teachers, "cls_token_per_teacher": True,
-                 "register_multiple": register_multiple, "cpe_max_size": 2048, "model_kwargs": {}},
-        "version": "radio_v2.5-l", "patch_size": 16, "max_resolution": 2048, "preferred_resolution": [768, 768],
-        "adaptor_names": ["clip"], "vitdet_window_size": None, **extra,
-    }  # fmt: skip
+        "architectures": ["RADIOModel"],
+        "auto_map": {"AutoConfig": "hf_model.RADIOConfig", "AutoModel": "hf_model.RADIOModel"},
+        "args": {
+            "model": model,
+            "teachers": teachers,
+            "cls_token_per_teacher": True,
+            "register_multiple": register_multiple,
+            "cpe_max_size": 2048,
+            "model_kwargs": {},
+        },
+        "version": "radio_v2.5-l",
+        "patch_size": 16,
+        "max_resolution": 2048,
+        "preferred_resolution": [768, 768],
+        "adaptor_names": ["clip"],
+        "vitdet_window_size": None,
+        **extra,
+    }
 
 
 def published_state(dim, depth, table, tokens, *, patch=16, mlp=4, device="cpu", seed=0, summary=(0, 1, 2)):
@@ -55,10 +66,20 @@ def published_state(dim, depth, table, tokens, *, patch=16, mlp=4, device="cpu",
         RADIO + "adaptors.clip.head_mlp.fc1.weight": t(32, dim),  # a teacher head: dropped by rule
         RADIO + "adaptors.clip.feat_mlp.fc1.weight": t(32, dim),
     }
-    parts = {"norm1.weight": (dim,), "norm1.bias": (dim,), "attn.qkv.weight": (3 * dim, dim),
-             "attn.qkv.bias": (3 * dim,), "attn.proj.weight": (dim, dim), "attn.proj.bias": (dim,),
-             "norm2.weight": (dim,), "norm2.bias": (dim,), "mlp.fc1.weight": (mlp * dim, dim),
-             "mlp.fc1.bias": (mlp * dim,), "mlp.fc2.weight": (dim, mlp * dim), "mlp.fc2.bias": (dim,)}  # fmt: skip
+    parts = {
+        "norm1.weight": (dim,),
+        "norm1.bias": (dim,),
+        "attn.qkv.weight": (3 * dim, dim),
+        "attn.qkv.bias": (3 * dim,),
+        "attn.proj.weight": (dim, dim),
+        "attn.proj.bias": (dim,),
+        "norm2.weight": (dim,),
+        "norm2.bias": (dim,),
+        "mlp.fc1.weight": (mlp * dim, dim),
+        "mlp.fc1.bias": (mlp * dim,),
+        "mlp.fc2.weight": (dim, mlp * dim),
+        "mlp.fc2.bias": (dim,),
+    }
     for i in range(depth):
         for part, shape in parts.items():
             sd[f"{P}blocks.{i}.{part}"] = t(*shape, base=1.0 if part.startswith("norm") and "weight" in part else 0.0)
@@ -112,12 +133,20 @@ def test_full_size_radio_l_names_round_trip_into_radio_model_on_meta():
     assert sorted(dropped) == [RADIO + "adaptors.clip.feat_mlp.fc1.weight", RADIO + "adaptors.clip.head_mlp.fc1.weight"]
     cfg = radio_config(published_config(), {k: tuple(v.shape) for k, v in sd.items()}, "RADIO-L")
     assert (cfg["hidden_size"], cfg["num_hidden_layers"], cfg["num_attention_heads"], cfg["max_img_size"]) == (
-        1024, 24, 16, 2048)  # fmt: skip
+        1024,
+        24,
+        16,
+        2048,
+    )
     assert (cfg["num_cls_tokens"], cfg["num_registers"], cfg["patch_size"], cfg["mlp_ratio"]) == (4, 4, 16, 4.0)
     model = radio_from_state(sd, published_config(), torch.float32, "RADIO-L")
     # the installed transformers' attention names, back to map_radio's (q/k/v/o_proj; before the rename, ViT's)
-    older = {"attention.attention.query": "attention.q_proj", "attention.attention.key": "attention.k_proj",
-             "attention.attention.value": "attention.v_proj", "attention.output.dense": "attention.o_proj"}
+    older = {
+        "attention.attention.query": "attention.q_proj",
+        "attention.attention.key": "attention.k_proj",
+        "attention.attention.value": "attention.v_proj",
+        "attention.output.dense": "attention.o_proj",
+    }
     native = {re.sub("|".join(map(re.escape, older)), lambda m: older[m[0]], k) for k in model.state_dict()}
     lambdas = {k for k in native if k.endswith("lambda1")}  # the publisher's blocks have none: identity scale
     assert native - lambdas == set(mapped)

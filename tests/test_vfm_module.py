@@ -74,12 +74,20 @@ def test_bf16_dtype_runs_on_a_cast_copy_and_leaves_the_weights_alone():
 
 def test_module_returning_tokens_callable_and_bound_method():
     model = tiny_vit()
-    whole = vfm_from_module(model.forward_features, name="ff", size=64, mean=(0.5,) * 3, std=(0.5,) * 3,
-                            prefix_tokens=1)  # fmt: skip
+    whole = vfm_from_module(
+        model.forward_features, name="ff", size=64, mean=(0.5,) * 3, std=(0.5,) * 3, prefix_tokens=1
+    )
     assert whole.identity()["weights"].startswith("sha256:")  # a bound method: its module's weights are hashed
     assert (whole.num_tokens, whole.dim) == (64, 64)
-    fn = vfm_from_module(lambda x: model.forward_features(x), name="fn", version="v1", size=64, mean=(0.5,) * 3,
-                         std=(0.5,) * 3, prefix_tokens=1)  # fmt: skip
+    fn = vfm_from_module(
+        lambda x: model.forward_features(x),
+        name="fn",
+        version="v1",
+        size=64,
+        mean=(0.5,) * 3,
+        std=(0.5,) * 3,
+        prefix_tokens=1,
+    )
     x = torch.randn(2, 3, 64, 64)
     assert torch.equal(whole(x), fn(x))
     assert fn.identity()["weights"] is None and fn.identity()["version"] == "v1"
@@ -116,19 +124,22 @@ def test_output_not_batch_tokens_dim_is_one_clear_error(shape, seen):
     assert "\n" not in msg and f"has shape {seen}" in msg and "[batch, tokens, dim]" in msg
 
 
-@pytest.mark.parametrize("kwargs, says", [
-    ({"name": ""}, "name= is required"),
-    ({"name": None}, "name= is required"),
-    ({"name": "x", "weights_hash": False}, "no identity"),
-    ({"name": "x", "version": ""}, "must be a non-empty string"),
-    ({"name": "x", "output": "blocks.9"}, "no sub-module 'blocks.9'"),
-    ({"name": "x", "size": 0}, "size=0"),
-    ({"name": "x", "mean": (0.5, 0.5)}, "must be 3 numbers"),
-    ({"name": "x", "prefix_tokens": 65}, "drops them all"),
-    ({"name": "x", "autocast": "int8"}, "autocast='int8'"),
-    ({"name": "x", "dtype": "int8"}, "dtype='int8'; use None, 'bf16' or 'fp16'"),
-    ({"name": "x", "dtype": "bf16", "autocast": "bf16"}, "autocast='bf16' and dtype='bf16': give one"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "kwargs, says",
+    [
+        ({"name": ""}, "name= is required"),
+        ({"name": None}, "name= is required"),
+        ({"name": "x", "weights_hash": False}, "no identity"),
+        ({"name": "x", "version": ""}, "must be a non-empty string"),
+        ({"name": "x", "output": "blocks.9"}, "no sub-module 'blocks.9'"),
+        ({"name": "x", "size": 0}, "size=0"),
+        ({"name": "x", "mean": (0.5, 0.5)}, "must be 3 numbers"),
+        ({"name": "x", "prefix_tokens": 65}, "drops them all"),
+        ({"name": "x", "autocast": "int8"}, "autocast='int8'"),
+        ({"name": "x", "dtype": "int8"}, "dtype='int8'; use None, 'bf16' or 'fp16'"),
+        ({"name": "x", "dtype": "bf16", "autocast": "bf16"}, "autocast='bf16' and dtype='bf16': give one"),
+    ],
+)
 def test_bad_arguments_are_named(kwargs, says):
     args = {"size": 64, "mean": (0.5,) * 3, "std": (0.5,) * 3, "output": "blocks.1", **kwargs}
     with pytest.raises(AvaError, match=says.replace("(", r"\(").replace(")", r"\)")):
@@ -201,12 +212,15 @@ class _Broken(torch.nn.Module):
         return bad
 
 
-@pytest.mark.parametrize(("kind", "says"), [
-    ("nan", "returned NaN or infinite features for 1 of "),
-    ("inf", "returned NaN or infinite features for 1 of "),
-    ("-inf", "returned NaN or infinite features for 1 of "),
-    ("complex", "returned complex features (complex64)"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("kind", "says"),
+    [
+        ("nan", "returned NaN or infinite features for 1 of "),
+        ("inf", "returned NaN or infinite features for 1 of "),
+        ("-inf", "returned NaN or infinite features for 1 of "),
+        ("complex", "returned complex features (complex64)"),
+    ],
+)
 @pytest.mark.parametrize("path", ["extract", "in-memory"])
 def test_unusable_features_are_refused_where_they_are_made(tmp_path, kind, says, path):
     import ava
@@ -235,7 +249,10 @@ def test_on_a_device_the_finiteness_flags_are_read_later_with_the_shard():
     flags = check_features(torch.empty(4, 1, 3, 2, device="meta"), "gpu-vfm", images)
     assert flags is not None and flags.device.type == "meta" and flags.shape == (4,)  # returned, never read
     checks = _ShardChecks(nonfinite=[("gpu-vfm", torch.tensor([False, True, False, True]), images)])
-    with pytest.raises(AvaError, match=r"VFM 'gpu-vfm' returned NaN or infinite features for 2 of 4 image\(s\) of "
-                                       r"a batch \(image 1, image 3\)"):  # fmt: skip
+    with pytest.raises(
+        AvaError,
+        match=r"VFM 'gpu-vfm' returned NaN or infinite features for 2 of 4 image\(s\) of "
+        r"a batch \(image 1, image 3\)",
+    ):
         checks.settle(None)
     _ShardChecks(nonfinite=[("gpu-vfm", torch.zeros(4, dtype=torch.bool), images)]).settle(None)  # all finite

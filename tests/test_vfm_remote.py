@@ -51,8 +51,9 @@ def plant(root: Path) -> Path:
 
     marker = root / "payload_ran"
     ckpt = root / "ckpt"
-    cfg = ViTConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, image_size=32,
-                    patch_size=16)  # fmt: skip
+    cfg = ViTConfig(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, image_size=32, patch_size=16
+    )
     ViTModel(cfg, add_pooling_layer=False).save_pretrained(ckpt)
     config = json.loads((ckpt / "config.json").read_text())
     config.update(
@@ -71,11 +72,23 @@ def test_yes_on_stdin_runs_no_planted_code(tmp_path):
     """The issue's repro: `yes | ava cache extract --vfm hf:DIR` ran the planted code; now a one-line refusal."""
     ckpt = plant(tmp_path)
     data = make_dataset(tmp_path / "data", n_images=2)
-    args = ["cache", "extract", "--vfm", f"hf:{ckpt}", "--data", str(data), "--cache", str(tmp_path / "cache"),
-            "--device", "cpu", "-q"]  # fmt: skip
+    args = [
+        "cache",
+        "extract",
+        "--vfm",
+        f"hf:{ckpt}",
+        "--data",
+        str(data),
+        "--cache",
+        str(tmp_path / "cache"),
+        "--device",
+        "cpu",
+        "-q",
+    ]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "COLUMNS": "200"}
-    result = subprocess.run([sys.executable, "-m", "ava", *args], input="yes\n" * 50, capture_output=True, text=True,
-                            env=env, timeout=300)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "ava", *args], input="yes\n" * 50, capture_output=True, text=True, env=env, timeout=300
+    )
     assert not (tmp_path / "payload_ran").exists()
     assert result.returncode == 2, result.stderr
     message = " ".join(result.stderr.split())
@@ -110,8 +123,20 @@ def test_trust_remote_code_runs_it_when_asked_and_is_recorded(tmp_path):
 def test_trust_remote_code_goes_into_the_cache_spec(tmp_path):
     ckpt = plant(tmp_path)
     data = make_dataset(tmp_path / "data", n_images=2)
-    args = ["cache", "extract", "--vfm", f"hf:{ckpt}#prefix=1", "--data", str(data), "--cache",
-            str(tmp_path / "cache"), "--device", "cpu", "-q", "--trust-remote-code"]  # fmt: skip
+    args = [
+        "cache",
+        "extract",
+        "--vfm",
+        f"hf:{ckpt}#prefix=1",
+        "--data",
+        str(data),
+        "--cache",
+        str(tmp_path / "cache"),
+        "--device",
+        "cpu",
+        "-q",
+        "--trust-remote-code",
+    ]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     specs = [json.loads(p.read_text()) for p in (tmp_path / "cache").rglob("*.json")]
@@ -135,8 +160,9 @@ def test_llm_head_online_vfm_runs_remote_code_only_when_asked(tmp_path):
     with pytest.raises(AvaError, match="its own Python code.*--trust-remote-code"):
         _online_source(cfg, dataset, samples, torch.device("cpu"))
     assert not (tmp_path / "payload_ran").exists()
-    source = _online_source(SimpleNamespace(**{**vars(cfg), "trust_remote_code": True}), dataset, samples,
-                            torch.device("cpu"))  # fmt: skip
+    source = _online_source(
+        SimpleNamespace(**{**vars(cfg), "trust_remote_code": True}), dataset, samples, torch.device("cpu")
+    )
     assert (tmp_path / "payload_ran").exists() and source.info["vfm_trust_remote_code"] is True
     assert source.featurize.vfm.identity()["trust_remote_code"] is True
     help_text = CliRunner().invoke(app, ["head", "train", "--help"], terminal_width=200).output

@@ -49,12 +49,23 @@ def _tiny_vit(tmp_path, reg_tokens=2):
     """A 2-block, 64-wide timm ViT with CLS + registers, saved the way timm's hub repositories are."""
     import timm
 
-    args = {"img_size": 32, "patch_size": 16, "embed_dim": 64, "depth": 3, "num_heads": 4, "reg_tokens": reg_tokens,
-            "num_classes": 0}  # fmt: skip
+    args = {
+        "img_size": 32,
+        "patch_size": 16,
+        "embed_dim": 64,
+        "depth": 3,
+        "num_heads": 4,
+        "reg_tokens": reg_tokens,
+        "num_classes": 0,
+    }
     torch.manual_seed(0)
     model = timm.create_model("vit_small_patch16_224", pretrained=False, **args).eval()
-    model.pretrained_cfg = {**model.pretrained_cfg, "input_size": (3, 32, 32), "mean": (0.1, 0.2, 0.3),
-                            "std": (0.5, 0.6, 0.7)}  # fmt: skip
+    model.pretrained_cfg = {
+        **model.pretrained_cfg,
+        "input_size": (3, 32, 32),
+        "mean": (0.1, 0.2, 0.3),
+        "std": (0.5, 0.6, 0.7),
+    }
     timm.models.save_for_hf(model, tmp_path, model_args=args, safe_serialization=True)
     return model
 
@@ -108,8 +119,9 @@ def test_effnet_features_differ_from_random_vit_on_the_synthetic_suite(effnet, t
 
     from ava.synth import SynthConfig, generate
 
-    data = generate(SynthConfig(out=str(tmp_path / "d"), per_ava=8, ava=["color", "counting"], size=96, workers=1),
-                    progress=False)  # fmt: skip
+    data = generate(
+        SynthConfig(out=str(tmp_path / "d"), per_ava=8, ava=["color", "counting"], size=96, workers=1), progress=False
+    )
     images = sorted(p for p in data.rglob("*.png"))[:16]
     random_vit = load_vfm("random-vit")
 
@@ -171,7 +183,11 @@ def test_timm_cnn_layers_and_strict_loading(tmp_path):
 def test_timm_names_resolve_offline_and_fail_clearly(monkeypatch, tmp_path):
     spec = resolve_vfm("timm:vit_pe_spatial_large_patch14_448.fb")  # timm's own pretrained config; no download
     assert (spec.hub_id, spec.image_size, spec.num_tokens, spec.dim) == (
-        "timm/vit_pe_spatial_large_patch14_448.fb", 448, 1024, 1024)  # fmt: skip
+        "timm/vit_pe_spatial_large_patch14_448.fb",
+        448,
+        1024,
+        1024,
+    )
     with pytest.raises(AvaError, match="timm has no model"):
         resolve_vfm("timm:no_such_model_xyz")
     with pytest.raises(AvaError, match="does not exist"):

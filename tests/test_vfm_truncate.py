@@ -13,15 +13,32 @@ from ava.vfm import preprocess as pp
 from ava.vfm.model import TRUNCATED_CLASSES
 
 torch.set_num_threads(1)
-TINY = ["random-vit", "tiny-siglip", "tiny-siglip2", "tiny-siglip2-naflex", "tiny-aimv2", "tiny-clip", "tiny-dinov2",
-        "tiny-dinov3-l", "tiny-internvit", "tiny-radio", "tiny-metaclip2-h", "tiny-tipsv2-b", "tiny-midas", "tiny-sam"]
+TINY = [
+    "random-vit",
+    "tiny-siglip",
+    "tiny-siglip2",
+    "tiny-siglip2-naflex",
+    "tiny-aimv2",
+    "tiny-clip",
+    "tiny-dinov2",
+    "tiny-dinov3-l",
+    "tiny-internvit",
+    "tiny-radio",
+    "tiny-metaclip2-h",
+    "tiny-tipsv2-b",
+    "tiny-midas",
+    "tiny-sam",
+]
 
 
 def _calls(model: torch.nn.Module, run: object) -> list[str]:
     """Names of the leaf modules ``model`` called during ``run()``, in order."""
     order: list[str] = []
-    handles = [m.register_forward_hook(lambda _m, _a, _o, name=name: order.append(name))
-               for name, m in model.named_modules() if not list(m.children())]  # fmt: skip
+    handles = [
+        m.register_forward_hook(lambda _m, _a, _o, name=name: order.append(name))
+        for name, m in model.named_modules()
+        if not list(m.children())
+    ]
     try:
         run()  # type: ignore[operator]
     finally:

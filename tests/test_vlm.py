@@ -26,13 +26,28 @@ def _replies(run: Path) -> list[dict]:
     return [json.loads(line) for line in (run / "replies.jsonl").read_text().splitlines() if line.strip()]
 
 
-def test_vlm_answers_resumes_and_is_reported_as_a_head(vlm: Path, data: Path, tmp_path: Path,
-                                                       capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_vlm_answers_resumes_and_is_reported_as_a_head(
+    vlm: Path, data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     import ava
 
     run = tmp_path / "run"
-    base = ["vlm", "answer", "--model", str(vlm), "--data", str(data), "--out", str(run), "--random-weights",
-            "--batch-size", "3", "--max-new-tokens", "4", "-q"]  # fmt: skip
+    base = [
+        "vlm",
+        "answer",
+        "--model",
+        str(vlm),
+        "--data",
+        str(data),
+        "--out",
+        str(run),
+        "--random-weights",
+        "--batch-size",
+        "3",
+        "--max-new-tokens",
+        "4",
+        "-q",
+    ]
     code, text = _run([*base, "--max-samples", "2"], capsys)
     assert code == 0, text
     assert len(_replies(run)) == 4  # 2 per ability
@@ -46,8 +61,9 @@ def test_vlm_answers_resumes_and_is_reported_as_a_head(vlm: Path, data: Path, tm
     assert results["abilities"]["recognition"]["n"] == 8 and results["abilities"]["counting"]["n"] == 8
     # greedy decoding: the same model gives the same replies again
     again = ava.vlm_answer(vlm, data, tmp_path / "again", max_new_tokens=4, batch_size=5)
-    assert {(r["ava"], r["id"]): r["prediction"] for r in _replies(tmp_path / "again")} == \
-        {(r["ava"], r["id"]): r["prediction"] for r in replies}  # fmt: skip
+    assert {(r["ava"], r["id"]): r["prediction"] for r in _replies(tmp_path / "again")} == {
+        (r["ava"], r["id"]): r["prediction"] for r in replies
+    }
     assert again.answered == 16
     # ava score of the replies gives the run's results; ava report shows the run as head vlm:<model>
     scored = ava.score(data, run / "replies.jsonl", out=tmp_path / "scored")
@@ -57,16 +73,48 @@ def test_vlm_answers_resumes_and_is_reported_as_a_head(vlm: Path, data: Path, tm
     assert head["id"] == f"vlm:{vlm.name}" and head["head_random_weights"] and "random weights" in head["head"]
 
 
-def test_vlm_replies_for_other_data_are_refused(vlm: Path, data: Path, tmp_path: Path,
-                                               capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_vlm_replies_for_other_data_are_refused(
+    vlm: Path, data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     run = tmp_path / "run"
-    assert _run(["vlm", "answer", "--model", str(vlm), "--data", str(data), "--out", str(run), "--ava", "recognition",
-                 "--max-new-tokens", "2", "-q"], capsys)[0] == 0  # fmt: skip
+    assert (
+        _run(
+            [
+                "vlm",
+                "answer",
+                "--model",
+                str(vlm),
+                "--data",
+                str(data),
+                "--out",
+                str(run),
+                "--ava",
+                "recognition",
+                "--max-new-tokens",
+                "2",
+                "-q",
+            ],
+            capsys,
+        )[0]
+        == 0
+    )
     other = make_choice_data(tmp_path / "other", seed=1)
     code, text = _run(["vlm", "answer", "--model", str(vlm), "--data", str(other), "--out", str(run), "-q"], capsys)
     assert code == 2 and "holds replies for other data" in text, text
-    code, text = _run(["score", "--data", str(other), "--pred", str(run / "replies.jsonl"), "--ava", "recognition",
-                       "--out", str(tmp_path / "s")], capsys)  # fmt: skip
+    code, text = _run(
+        [
+            "score",
+            "--data",
+            str(other),
+            "--pred",
+            str(run / "replies.jsonl"),
+            "--ava",
+            "recognition",
+            "--out",
+            str(tmp_path / "s"),
+        ],
+        capsys,
+    )
     assert code == 2 and f"holds replies of VLM {vlm}" in text and "abilities recognition differ" in text, text
     assert not (tmp_path / "s").exists()
 
@@ -75,7 +123,8 @@ def test_a_checkpoint_whose_processor_takes_no_images_is_refused(
     data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     llm = save_tiny_text_llm(tmp_path / "llm")
-    code, text = _run(["vlm", "answer", "--model", str(llm), "--data", str(data), "--out", str(tmp_path / "run")],
-                      capsys)  # fmt: skip
+    code, text = _run(
+        ["vlm", "answer", "--model", str(llm), "--data", str(data), "--out", str(tmp_path / "run")], capsys
+    )
     assert code == 2 and "cannot take images and text" in text and "Traceback" not in text, text
     assert not (tmp_path / "run").exists()

@@ -19,16 +19,19 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.parametrize("kind", ["clip", "siglip", "tipsv2"])
-def test_zero_shot_answers_with_the_most_similar_option(kind: str, data: Path, tmp_path: Path,
-                                                        capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_zero_shot_answers_with_the_most_similar_option(
+    kind: str, data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from ava.data.format import Dataset
     from ava.vfm.image_text import load_image_text
 
     ckpt = save_tiny_image_text(tmp_path / kind, kind)
     out = tmp_path / "run"
     key = {"tipsv2": "tipsv2-b"}.get(kind, kind)
-    code, text = _run(["head", "train", "--head", "zero-shot", "--vfm", f"tiny-{key}@{ckpt}", "--data", str(data),
-                       "--out", str(out)], capsys)  # fmt: skip
+    code, text = _run(
+        ["head", "train", "--head", "zero-shot", "--vfm", f"tiny-{key}@{ckpt}", "--data", str(data), "--out", str(out)],
+        capsys,
+    )
     assert code == 0, text
     run = json.loads((out / "run.json").read_text())
     results = json.loads((out / "results_test.json").read_text())
@@ -54,8 +57,23 @@ def test_fingerprint_runs_zero_shot_beside_knn_and_report_ranks_it(
     ckpt = save_tiny_image_text(tmp_path / "clip", "clip")
     vfm = f"tiny-clip@{ckpt}"
     ava.extract(vfm=vfm, data=data, cache=tmp_path / "cache")
-    code, text = _run(["fingerprint", "--vfm", vfm, "--data", str(data), "--cache", str(tmp_path / "cache"),
-                       "--out", str(tmp_path / "runs"), "--head", "knn,zero-shot", "-q"], capsys)  # fmt: skip
+    code, text = _run(
+        [
+            "fingerprint",
+            "--vfm",
+            vfm,
+            "--data",
+            str(data),
+            "--cache",
+            str(tmp_path / "cache"),
+            "--out",
+            str(tmp_path / "runs"),
+            "--head",
+            "knn,zero-shot",
+            "-q",
+        ],
+        capsys,
+    )
     assert code == 0, text
     runs = sorted(p.name for p in (tmp_path / "runs").iterdir())
     assert len(runs) == 2 and any(r.startswith("zero-shot-") for r in runs)
@@ -73,8 +91,9 @@ def test_fingerprint_runs_zero_shot_beside_knn_and_report_ranks_it(
         ("clip@VISION", "has no text tower: a CLIP-like checkpoint with both towers is needed"),
     ],
 )
-def test_vfms_without_a_text_tower_are_refused_by_name(vfm: str, fragment: str, data: Path, tmp_path: Path,
-                                                       capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_vfms_without_a_text_tower_are_refused_by_name(
+    vfm: str, fragment: str, data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     if "VISION" in vfm:
         import transformers as T
 
@@ -82,24 +101,56 @@ def test_vfms_without_a_text_tower_are_refused_by_name(vfm: str, fragment: str, 
         T.CLIPVisionModel.from_pretrained(full).save_pretrained(tmp_path / "vision")
         vfm = vfm.replace("VISION", str(tmp_path / "vision"))
         capsys.readouterr()  # transformers' own load report of the vision-only copy
-    code, text = _run(["head", "train", "--head", "zero-shot", "--vfm", vfm, "--data", str(data), "--out",
-                       str(tmp_path / "run")], capsys)  # fmt: skip
+    code, text = _run(
+        ["head", "train", "--head", "zero-shot", "--vfm", vfm, "--data", str(data), "--out", str(tmp_path / "run")],
+        capsys,
+    )
     assert code == 2 and fragment in text and "Traceback" not in text, text
     assert not (tmp_path / "run" / "results_test.json").exists()
 
 
 def test_only_non_choice_abilities_is_an_error(data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     ckpt = save_tiny_image_text(tmp_path / "clip", "clip")
-    code, text = _run(["head", "train", "--head", "zero-shot", "--vfm", f"clip@{ckpt}", "--data", str(data),
-                       "--ava", "counting", "--out", str(tmp_path / "run")], capsys)  # fmt: skip
+    code, text = _run(
+        [
+            "head",
+            "train",
+            "--head",
+            "zero-shot",
+            "--vfm",
+            f"clip@{ckpt}",
+            "--data",
+            str(data),
+            "--ava",
+            "counting",
+            "--out",
+            str(tmp_path / "run"),
+        ],
+        capsys,
+    )
     assert code == 2 and "answers choice questions only" in text
 
 
 def test_fingerprint_refuses_zero_shot_for_a_vfm_without_text_tower_before_training(
     data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, text = _run(["fingerprint", "--vfm", "pixels", "--data", str(data), "--cache", str(tmp_path / "c"),
-                       "--out", str(tmp_path / "runs"), "--head", "knn,zero-shot", "-q"], capsys)  # fmt: skip
+    code, text = _run(
+        [
+            "fingerprint",
+            "--vfm",
+            "pixels",
+            "--data",
+            str(data),
+            "--cache",
+            str(tmp_path / "c"),
+            "--out",
+            str(tmp_path / "runs"),
+            "--head",
+            "knn,zero-shot",
+            "-q",
+        ],
+        capsys,
+    )
     assert code == 2 and "VFM 'pixels' (pixels) has no text tower" in text, text
     assert not (tmp_path / "runs").exists()  # the kNN head did not train first
 

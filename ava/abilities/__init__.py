@@ -16,20 +16,69 @@ ABILITIES: Registry[Ability] = Registry(
 )
 
 ORIENTATION_VIEWS = (
-    "front", "front right", "right", "back right", "back", "back left", "left", "front left", "top",
-)  # fmt: skip
+    "front",
+    "front right",
+    "right",
+    "back right",
+    "back",
+    "back left",
+    "left",
+    "front left",
+    "top",
+)
 EMOTIONS = ("happy", "sad", "angry", "fear", "surprise", "neutral", "disgust")
 SPATIAL_ANSWERS = ("Left above", "Left below", "Right above", "Right below")
 REL_DEPTH_ANSWERS = ("red", "blue")
 # The 47 classes of the Describable Textures Dataset, which the release's texture questions list.
 DTD_TEXTURES = (
-    "banded", "blotchy", "braided", "bubbly", "bumpy", "chequered", "cobwebbed", "cracked", "crosshatched",
-    "crystalline", "dotted", "fibrous", "flecked", "freckled", "frilly", "gauzy", "grid", "grooved",
-    "honeycombed", "interlaced", "knitted", "lacelike", "lined", "marbled", "matted", "meshed", "paisley",
-    "perforated", "pitted", "pleated", "polka-dotted", "porous", "potholed", "scaly", "smeared", "spiralled",
-    "sprinkled", "stained", "stratified", "striped", "studded", "swirly", "veined", "waffled", "woven",
-    "wrinkled", "zigzagged",
-)  # fmt: skip
+    "banded",
+    "blotchy",
+    "braided",
+    "bubbly",
+    "bumpy",
+    "chequered",
+    "cobwebbed",
+    "cracked",
+    "crosshatched",
+    "crystalline",
+    "dotted",
+    "fibrous",
+    "flecked",
+    "freckled",
+    "frilly",
+    "gauzy",
+    "grid",
+    "grooved",
+    "honeycombed",
+    "interlaced",
+    "knitted",
+    "lacelike",
+    "lined",
+    "marbled",
+    "matted",
+    "meshed",
+    "paisley",
+    "perforated",
+    "pitted",
+    "pleated",
+    "polka-dotted",
+    "porous",
+    "potholed",
+    "scaly",
+    "smeared",
+    "spiralled",
+    "sprinkled",
+    "stained",
+    "stratified",
+    "striped",
+    "studded",
+    "swirly",
+    "veined",
+    "waffled",
+    "woven",
+    "wrinkled",
+    "zigzagged",
+)
 INDOOR_DEPTH_BINS = tuple(f"{d}-{d + 1}" for d in range(1, 7))  # 1-2 ... 6-7 m
 OUTDOOR_DEPTH_BINS = tuple(f"{d}-{d + 1}" for d in range(8, 31))  # 8-9 ... 30-31 m
 
@@ -223,8 +272,20 @@ def get_ability(name: str) -> Ability:
 
 
 __all__ = [
-    "ABILITIES", "ABILITY_KEYS", "Ability", "BUILTIN_KEYS", "TASK_KEYS", "AnswerKind",
-    "DTD_TEXTURES", "EMOTIONS", "INDOOR_DEPTH_BINS",
-    "ORIENTATION_VIEWS", "OUTDOOR_DEPTH_BINS", "REL_DEPTH_ANSWERS", "SPATIAL_ANSWERS", "format_options",
-    "get_ability", "option_label",
-]  # fmt: skip
+    "ABILITIES",
+    "ABILITY_KEYS",
+    "Ability",
+    "BUILTIN_KEYS",
+    "TASK_KEYS",
+    "AnswerKind",
+    "DTD_TEXTURES",
+    "EMOTIONS",
+    "INDOOR_DEPTH_BINS",
+    "ORIENTATION_VIEWS",
+    "OUTDOOR_DEPTH_BINS",
+    "REL_DEPTH_ANSWERS",
+    "SPATIAL_ANSWERS",
+    "format_options",
+    "get_ability",
+    "option_label",
+]

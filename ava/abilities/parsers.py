@@ -49,9 +49,27 @@ from ava.sample import Sample
 # -- shared lexical helpers --------------------------------------------------------------------------------------
 
 _UNITS = [
-    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
-    "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen",
-]  # fmt: skip
+    "zero",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+    "thirteen",
+    "fourteen",
+    "fifteen",
+    "sixteen",
+    "seventeen",
+    "eighteen",
+    "nineteen",
+]
 _TENS = ["twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
 _WORD_NUMBER = re.compile(
     rf"\b(?:({'|'.join(_TENS)})(?:[\s-]+({'|'.join(_UNITS[1:10])}))?|({'|'.join(_UNITS)}|none))\b", re.I
@@ -413,8 +431,10 @@ def _labelled_box(reply: str) -> list[float] | None:
 
 
 _HEX_COLOUR = re.compile(r"(?:#|\b0x)([0-9a-fA-F]{6}|[0-9a-fA-F]{3})\b")
-_RGB_LABELS = tuple(re.compile(rf"\b(?:{c}|{name})\s*[=:]\s*({_SIGNED})", re.I)
-                    for c, name in (("r", "red"), ("g", "green"), ("b", "blue")))  # fmt: skip
+_RGB_LABELS = tuple(
+    re.compile(rf"\b(?:{c}|{name})\s*[=:]\s*({_SIGNED})", re.I)
+    for c, name in (("r", "red"), ("g", "green"), ("b", "blue"))
+)
 
 
 def _parse_rgb(reply: str) -> tuple[int, int, int] | None:

@@ -21,11 +21,29 @@ UNKNOWN = "unknown"  # the bin of a sample whose subgroup (or class) cannot be r
 # Text domains of well-known OCR source datasets (lowercased, punctuation dropped), for ``text_domain`` when a
 # sample does not carry ``meta["text_domain"]``. ava's own table of the datasets' published descriptions.
 OCR_TEXT_DOMAINS = {
-    "scene text": ("icdar", "icdar2013", "icdar2015", "totaltext", "textocr", "cocotext", "svt", "iiit5k",
-                   "hiertext", "mlt", "art", "lsvt", "rects", "ctw", "ctw1500", "textvqa", "stvqa", "uber"),
+    "scene text": (
+        "icdar",
+        "icdar2013",
+        "icdar2015",
+        "totaltext",
+        "textocr",
+        "cocotext",
+        "svt",
+        "iiit5k",
+        "hiertext",
+        "mlt",
+        "art",
+        "lsvt",
+        "rects",
+        "ctw",
+        "ctw1500",
+        "textvqa",
+        "stvqa",
+        "uber",
+    ),
     "document": ("docvqa", "funsd", "sroie", "cord", "rvlcdip", "infographicvqa", "chartqa", "xfund"),
     "handwriting": ("iam", "rimes", "cvl", "hkr", "imgur5k"),
-}  # fmt: skip
+}
 
 
 def _bin(value: float, edges: tuple[tuple[float, str], ...], last: str) -> str:

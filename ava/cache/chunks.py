@@ -222,16 +222,19 @@ def row_spans(rows: list[int]) -> str:
 
 def repair_hint(group: CacheGroup) -> str:
     cache, vfm = group.path.parent, group.spec.get("vfm", "VFM")
-    return (f"run `ava cache verify --repair {cache}`, then `ava cache extract --vfm {vfm} --data DIR "
-            f"--cache {cache}` to recompute them")  # fmt: skip
+    return (
+        f"run `ava cache verify --repair {cache}`, then `ava cache extract --vfm {vfm} --data DIR "
+        f"--cache {cache}` to recompute them"
+    )
 
 
 def _where(group: CacheGroup, name: str) -> str:
     return f"cache {group.path.parent}: array {name} of group {group.key} (vfm {group.spec.get('vfm')})"
 
 
-def read_rows(group: CacheGroup, name: str, lo: int, hi: int, need: np.ndarray | None = None,
-              out: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
+def read_rows(
+    group: CacheGroup, name: str, lo: int, hi: int, need: np.ndarray | None = None, out: np.ndarray | None = None
+) -> np.ndarray:
     """Rows ``lo:hi`` of array ``name``, after checking that the rows in ``need`` (all of them by default; a
     boolean mask over ``lo:hi``) are on disk. Raises :class:`CacheDataError` naming the cache, array and rows
     when some are missing or do not decode. ``out``: a C-contiguous array of the rows' shape and the array's dtype,

@@ -136,8 +136,10 @@ class Codec:
         import zarr.codecs
 
         itemsize = np.dtype(self.storage_dtype).itemsize
-        return (zarr.codecs.BloscCodec(cname="lz4", clevel=5, shuffle="shuffle", typesize=itemsize),
-                zarr.codecs.Crc32cCodec())  # fmt: skip
+        return (
+            zarr.codecs.BloscCodec(cname="lz4", clevel=5, shuffle="shuffle", typesize=itemsize),
+            zarr.codecs.Crc32cCodec(),
+        )
 
 
 def finite_peak(x: torch.Tensor) -> torch.Tensor:
@@ -225,8 +227,10 @@ class Int4Codec(Int8Codec):
         if dim % 2:
             from ava.cache.errors import CacheError
 
-            raise CacheError(f"the {self.name} codec stores two values per byte and needs an even feature dim; this "
-                             f"VFM's is {dim}: use --codec int8")  # fmt: skip
+            raise CacheError(
+                f"the {self.name} codec stores two values per byte and needs an even feature dim; this "
+                f"VFM's is {dim}: use --codec int8"
+            )
         return (num_tokens, dim // 2)
 
     def scale_shape(self, num_tokens: int, dim: int) -> tuple[int, ...]:
@@ -247,8 +251,10 @@ class Int4Codec(Int8Codec):
         return True
 
     def range_error(self, peak: float) -> AvaError:
-        return AvaError(f"features reach {peak:.4g}: the {self.name} codec's fp16 scales (max|x| / 7) cannot hold "
-                        "them; use --codec int8")  # fmt: skip
+        return AvaError(
+            f"features reach {peak:.4g}: the {self.name} codec's fp16 scales (max|x| / 7) cannot hold "
+            "them; use --codec int8"
+        )
 
     def encode_device(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         import torch
@@ -281,8 +287,12 @@ class Int4Codec(Int8Codec):
 
 
 # byte -> its two int4 values (low nibble first, stored as q + 8) as two float32, read as one float64 table entry
-_NIBBLE_PAIRS = np.stack([(np.arange(256) & 15) - 8, (np.arange(256) >> 4) - 8], axis=-1).astype(np.float32) \
-    .view(np.float64).ravel()  # fmt: skip
+_NIBBLE_PAIRS = (
+    np.stack([(np.arange(256) & 15) - 8, (np.arange(256) >> 4) - 8], axis=-1)
+    .astype(np.float32)
+    .view(np.float64)
+    .ravel()
+)
 
 
 def _scaled(q: Any, scale: Any, group: int) -> Any:
@@ -306,8 +316,10 @@ CODECS: Registry[Codec] = Registry("codec")
 CODECS.register("fp16", Fp16Codec("fp16", "float16", False, "IEEE half precision, Blosc lz4 + byte shuffle (default)"))
 CODECS.register("bf16", Bf16Codec("bf16", "uint16", False, "bfloat16 as raw uint16 bits, Blosc lz4 + byte shuffle"))
 CODECS.register("int8", Int8Codec("int8", "int8", True, "per-token symmetric int8 + fp32 scale per token, zstd"))
-CODECS.register("int4", Int4Codec("int4", "uint8", True,
-                                  f"symmetric 4-bit, two per byte + fp16 scale per {INT4_GROUP} values, zstd"))
+CODECS.register(
+    "int4",
+    Int4Codec("int4", "uint8", True, f"symmetric 4-bit, two per byte + fp16 scale per {INT4_GROUP} values, zstd"),
+)
 
 
 def get_codec(name: str) -> Codec:

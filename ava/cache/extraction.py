@@ -159,8 +159,7 @@ def collect_images(data: str | os.PathLike[str], ava: list[str] | None, split: s
         from ava.abilities import ABILITIES
 
         # a sample file that is not an ability (``captions``, see ava/heads/llm/align.py) is taken as named
-        ava = [a if a not in ABILITIES and ds.has_samples(a) else ABILITIES.canonical(a)
-               for a in ava]  # fmt: skip
+        ava = [a if a not in ABILITIES and ds.has_samples(a) else ABILITIES.canonical(a) for a in ava]
     images: dict[str, _Image] = {}
     for s in ds.samples(ava, split):
         images.setdefault(s.image_sha256, _Image(s.image)).sample_ids.append(f"{s.ava}/{s.id}")
@@ -197,8 +196,9 @@ class _ImageSet(torch.utils.data.Dataset):
     None). With ``jpeg_bytes`` a JPEG is not decoded here: its bytes go to the device decoder
     (:mod:`ava.vfm.device_decode`); other files are decoded as always."""
 
-    def __init__(self, data: Dataset, items: list[tuple[int, _Image]], preprocess: Any,
-                 jpeg_bytes: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self, data: Dataset, items: list[tuple[int, _Image]], preprocess: Any, jpeg_bytes: bool = False
+    ) -> None:
         self.data, self.items, self.preprocess, self.jpeg_bytes = data, items, preprocess, jpeg_bytes
 
     def __len__(self) -> int:
@@ -264,8 +264,9 @@ class _Writers:
         self.error: BaseException | None = None
         self.busy_s = self.wait_s = 0.0
         self._lock = threading.Lock()
-        self.threads = [threading.Thread(target=self._run, daemon=True, name=f"ava-cache-writer-{i}")
-                        for i in range(self.n)]  # fmt: skip
+        self.threads = [
+            threading.Thread(target=self._run, daemon=True, name=f"ava-cache-writer-{i}") for i in range(self.n)
+        ]
 
     def start(self) -> None:
         for t in self.threads:
@@ -345,8 +346,9 @@ def write_shard(group: CacheGroup, shard: int, results: dict[int, list[tuple[Any
         if group.codec.has_scale:
             _store_rows(group, f"scales/{layer}", shard, keep, {r: per[li][1] for r, per in results.items()})
         for view in group.views:
-            _store_rows(group, f"pooled/{layer}/{view}", shard, keep,
-                        {r: per[li][2][view] for r, per in results.items()})  # fmt: skip
+            _store_rows(
+                group, f"pooled/{layer}/{view}", shard, keep, {r: per[li][2][view] for r, per in results.items()}
+            )
     if new.any():
         marks = {lo + int(i): True for i in np.flatnonzero(done | new)}
         _store_rows(group, "done", shard, np.zeros(hi - lo, bool), marks)
@@ -406,8 +408,10 @@ def _lock_group(group: CacheGroup) -> Any:
 
     In object storage (no ``flock``) the lock is a lease object (:mod:`ava.cache.lease`, which also names a local
     holder's pid)."""
-    busy = (f"another `ava cache extract` is writing cache group {group.key} ({group.path}); "
-            "wait for it to finish, then run this again (it resumes)")  # fmt: skip
+    busy = (
+        f"another `ava cache extract` is writing cache group {group.key} ({group.path}); "
+        "wait for it to finish, then run this again (it resumes)"
+    )
     from ava.cache.lease import claim_group
 
     return claim_group(group.path, busy)
@@ -496,17 +500,30 @@ def extract(config: ExtractConfig, *, vfm: Any = None) -> dict[str, Any]:
         dist.close()
 
 
-def _extract_with(config: ExtractConfig, vfm: Any, images: dict[str, _Image], device: torch.device,
-                  dist: _Dist) -> dict[str, Any]:  # fmt: skip
+def _extract_with(
+    config: ExtractConfig, vfm: Any, images: dict[str, _Image], device: torch.device, dist: _Dist
+) -> dict[str, Any]:
     """Say what will be written and whether it fits (refused when it does not, unless forced; a dry run stops
     there), then open (or create) the VFM's group, lock it on rank 0, and extract the pending rows of ``images``."""
     name = _vfm_name(vfm, config.vfm)
     plan = _plan(config, vfm, name, list(images), dist)
     if config.dry_run:
-        return {"key": plan["key"], "cache": str(config.cache), "vfm": plan["vfm"], "codec": plan["codec"],
-                "images": len(images), "already_done": plan["done"], "extracted": 0, "failed": [], "seconds": 0.0,
-                "images_per_s": None, "dry_run": True, "plan": plan, "rank": dist.rank,
-                "world_size": dist.world}  # fmt: skip
+        return {
+            "key": plan["key"],
+            "cache": str(config.cache),
+            "vfm": plan["vfm"],
+            "codec": plan["codec"],
+            "images": len(images),
+            "already_done": plan["done"],
+            "extracted": 0,
+            "failed": [],
+            "seconds": 0.0,
+            "images_per_s": None,
+            "dry_run": True,
+            "plan": plan,
+            "rank": dist.rank,
+            "world_size": dist.world,
+        }
     group, lock = _prepare(config, vfm, name, list(images), dist)
     try:
         summary = _run(config, vfm, group, images, device, dist, None if lock is None else lock.fileno())
@@ -526,8 +543,9 @@ def _plan(config: ExtractConfig, vfm: Any, name: str, shas: list[str], dist: _Di
     if dist.rank == 0:
         try:
             shard_size = config.shard_size or default_shard_size(config.cache, int(vfm.num_tokens), int(vfm.dim))
-            found = plan_extract(config.cache, build_spec(vfm, name, config), shas, key=config.key,
-                                 shard_size=shard_size)  # fmt: skip
+            found = plan_extract(
+                config.cache, build_spec(vfm, name, config), shas, key=config.key, shard_size=shard_size
+            )
             if config.progress and not config.dry_run:  # (a dry run's plan is its result: the caller shows it)
                 from rich.console import Console
 
@@ -546,8 +564,9 @@ def _plan(config: ExtractConfig, vfm: Any, name: str, shas: list[str], dist: _Di
 def _extract_given(config: ExtractConfig, vfm: Any) -> dict[str, Any]:
     """:func:`extract` with a VFM object given by the caller (nothing is loaded)."""
     if not hasattr(vfm, "identity") or not hasattr(vfm, "preprocess_fn"):
-        raise AvaError(f"extract(vfm=...): a {type(vfm).__name__} is not a VFM; make one with "
-                       "ava.vfm.module.vfm_from_module")  # fmt: skip
+        raise AvaError(
+            f"extract(vfm=...): a {type(vfm).__name__} is not a VFM; make one with ava.vfm.module.vfm_from_module"
+        )
     get_codec(config.codec)
     if config.batch_size < 1:
         raise AvaError(f"--batch-size must be >= 1, got {config.batch_size}")
@@ -556,8 +575,13 @@ def _extract_given(config: ExtractConfig, vfm: Any) -> dict[str, Any]:
     dist = _init_dist(device.type == "cuda")
     try:
         dtype = str(getattr(vfm, "dtype", torch.float32)).removeprefix("torch.")
-        config = replace(config, vfm=config.vfm or _vfm_name(vfm, "module"), dtype=dtype, device=str(device),
-                         num_workers=default_workers(device) if config.num_workers is None else config.num_workers)
+        config = replace(
+            config,
+            vfm=config.vfm or _vfm_name(vfm, "module"),
+            dtype=dtype,
+            device=str(device),
+            num_workers=default_workers(device) if config.num_workers is None else config.num_workers,
+        )
         return _extract_with(config, vfm, images, device, dist)
     finally:
         dist.close()
@@ -580,15 +604,17 @@ def _decoder(config: ExtractConfig, vfm: Any, device: torch.device) -> tuple[Any
     if config.decode == "workers":
         return None, 0, "workers (--decode workers)"
     size = raw_pad_size(_worker_preprocess(vfm))
-    decode, note = (None, "workers (this VFM's preprocessing is not the plain pad one)") if size is None else \
-        jpeg_decoder(device)  # fmt: skip
+    decode, note = (
+        (None, "workers (this VFM's preprocessing is not the plain pad one)") if size is None else jpeg_decoder(device)
+    )
     if decode is None and config.decode == "device":
         raise AvaError(f"--decode device: JPEGs cannot be decoded on the device here: {note}; use --decode auto")
     return decode, size or 0, note
 
 
-def _device_pixels(batch: dict[str, Any], decode: Any, size: int, images: dict[int, _Image],
-                   device: torch.device) -> None:  # fmt: skip
+def _device_pixels(
+    batch: dict[str, Any], decode: Any, size: int, images: dict[int, _Image], device: torch.device
+) -> None:
     """Decode the batch's JPEG bytes on the device and put them beside the pixels the workers made (rows after
     theirs, in the same order as ``batch["rows"]``); a file neither decoder reads joins ``batch["failed"]``."""
     if not batch["jpegs"]:
@@ -606,9 +632,16 @@ def _device_pixels(batch: dict[str, Any], decode: Any, size: int, images: dict[i
     batch["pixels"] = pixels
 
 
-def _loader(config: ExtractConfig, vfm: Any, group: CacheGroup, images: dict[str, _Image], todo: list[int],
-            device: torch.device, lock_fd: int | None = None,
-            jpeg_bytes: bool = False) -> torch.utils.data.DataLoader:  # fmt: skip
+def _loader(
+    config: ExtractConfig,
+    vfm: Any,
+    group: CacheGroup,
+    images: dict[str, _Image],
+    todo: list[int],
+    device: torch.device,
+    lock_fd: int | None = None,
+    jpeg_bytes: bool = False,
+) -> torch.utils.data.DataLoader:
     rows_sha = group.rows()
     items = [(r, images[rows_sha[r]]) for r in todo]
     return torch.utils.data.DataLoader(
@@ -622,8 +655,15 @@ def _loader(config: ExtractConfig, vfm: Any, group: CacheGroup, images: dict[str
     )
 
 
-def _run(config: ExtractConfig, vfm: Any, group: CacheGroup, images: dict[str, _Image], device: torch.device,
-         dist: _Dist, lock_fd: int | None = None) -> dict[str, Any]:  # fmt: skip
+def _run(
+    config: ExtractConfig,
+    vfm: Any,
+    group: CacheGroup,
+    images: dict[str, _Image],
+    device: torch.device,
+    dist: _Dist,
+    lock_fd: int | None = None,
+) -> dict[str, Any]:
     todo, already = _pending(group, images, dist)
     decode, size, decoder = _decoder(config, vfm, device)
     by_row = {group.index()[sha]: img for sha, img in images.items()}
@@ -671,11 +711,17 @@ def _run(config: ExtractConfig, vfm: Any, group: CacheGroup, images: dict[str, _
     steady = None
     if steady_from is not None and rate.n > steady_from[1]:
         steady = round((rate.n - steady_from[1]) / max(time.perf_counter() - steady_from[0], 1e-9), 2)
-    timing = {"loader_wait_s": round(wait_s, 3), "device_decode_s": round(device_decode_s, 3),
-              "compute_s": round(compute_s, 3),
-              "writer_busy_s": round(writer.busy_s, 3), "writer_backlog_wait_s": round(writer.wait_s, 3),
-              "writers": writer.n, "num_workers": config.num_workers, "dtype": config.dtype,
-              "decoder": decoder}  # fmt: skip
+    timing = {
+        "loader_wait_s": round(wait_s, 3),
+        "device_decode_s": round(device_decode_s, 3),
+        "compute_s": round(compute_s, 3),
+        "writer_busy_s": round(writer.busy_s, 3),
+        "writer_backlog_wait_s": round(writer.wait_s, 3),
+        "writers": writer.n,
+        "num_workers": config.num_workers,
+        "dtype": config.dtype,
+        "decoder": decoder,
+    }
     return {
         "key": group.key,
         "cache": str(config.cache),
@@ -770,19 +816,27 @@ def _compute(
         # except where the codec pools its input (int4), which only this thread holds
         here = device.type != "cpu" or group.codec.pools_input
         views = _views(group, values, scale, device, out[:, li]) if here else None
-        encoded.append((_to_host(values, device), None if scale is None else _to_host(scale, device),
-                        None if views is None else {v: _to_host(t, device) for v, t in views.items()}))  # fmt: skip
+        encoded.append(
+            (
+                _to_host(values, device),
+                None if scale is None else _to_host(scale, device),
+                None if views is None else {v: _to_host(t, device) for v, t in views.items()},
+            )
+        )
     if device.type == "cuda":
         event = torch.cuda.Event()
         event.record()
         check.events.append(event)
     for i, row in enumerate(batch["rows"]):
-        results[row] = [(v[i], None if s is None else s[i], None if p is None else {k: t[i] for k, t in p.items()})
-                        for v, s, p in encoded]  # fmt: skip
+        results[row] = [
+            (v[i], None if s is None else s[i], None if p is None else {k: t[i] for k, t in p.items()})
+            for v, s, p in encoded
+        ]
 
 
-def _views(group: CacheGroup, values: torch.Tensor, scale: torch.Tensor | None,
-           device: torch.device, features: torch.Tensor) -> dict[str, Any]:  # fmt: skip
+def _views(
+    group: CacheGroup, values: torch.Tensor, scale: torch.Tensor | None, device: torch.device, features: torch.Tensor
+) -> dict[str, Any]:
     """A batch's pooled views, pooled from its tokens as stored (decoded by the codec), so a view read from the cache
     equals the view a head pools from the tokens it reads. On a GPU they are pooled there, before the copy to the
     host (torch: equal to a reader's numpy pooling to float32 rounding); on the CPU with numpy, as readers pool,
@@ -801,8 +855,9 @@ def _views(group: CacheGroup, values: torch.Tensor, scale: torch.Tensor | None,
 def _row_images(group: CacheGroup, rows: list[int], positions: list[int]) -> str:
     """The batch's items at ``positions``, as the cache knows them: row and image sha256."""
     shas = group.rows()
-    return ", ".join(f"row {rows[i]}, image {shas[rows[i]][:12]}" for i in positions[:5]) + \
-        (" ..." if len(positions) > 5 else "")  # fmt: skip
+    return ", ".join(f"row {rows[i]}, image {shas[rows[i]][:12]}" for i in positions[:5]) + (
+        " ..." if len(positions) > 5 else ""
+    )
 
 
 def _shard_job(group: CacheGroup, shard: int, results: dict[int, list], checks: dict[int, _ShardChecks]) -> tuple:
@@ -823,9 +878,13 @@ def _settled(group: CacheGroup, shard: int, rows: dict[int, list], check: _Shard
         todo = [q for q, per in views.items() if per[li] is None]  # views left to this thread (a CPU run)
         for q, pooled in zip(todo, _host_views(group, [rows[q][li] for q in todo]) if todo else [], strict=True):
             views[q][li] = pooled
-    return shard, {q: [(codec.host(v), None if s is None else codec.host(s), {k: np.asarray(t) for k, t in p.items()})
-                       for (v, s, _), p in zip(pending, views[q], strict=True)]
-                   for q, pending in rows.items()}  # fmt: skip
+    return shard, {
+        q: [
+            (codec.host(v), None if s is None else codec.host(s), {k: np.asarray(t) for k, t in p.items()})
+            for (v, s, _), p in zip(pending, views[q], strict=True)
+        ]
+        for q, pending in rows.items()
+    }
 
 
 def _host_views(group: CacheGroup, rows: list[tuple[Any, Any, Any]]) -> list[dict[str, np.ndarray]]:

@@ -53,8 +53,11 @@ def _stored(group: CacheGroup, rows: range, done: np.ndarray) -> list[np.ndarray
     """The stored arrays of a run of rows, layer by layer (values, then scales); refused, naming them, when a done
     row is not on disk or does not decode (a digest of fill values would pass for a cache's content)."""
     names = [f"features/{la}" for la in group.layers]
-    names = [n for la, f in zip(group.layers, names, strict=True) for n in (f, f"scales/{la}")] \
-        if group.codec.has_scale else names  # fmt: skip
+    names = (
+        [n for la, f in zip(group.layers, names, strict=True) for n in (f, f"scales/{la}")]
+        if group.codec.has_scale
+        else names
+    )
     return [read_rows(group, name, rows.start, rows.stop, need=done[rows.start : rows.stop]) for name in names]
 
 
@@ -207,8 +210,11 @@ def verify_cache(
         groups = _groups(cache_dir)
     except AvaError as e:
         return {**report, "ok": False, "problems": [str(e)]}
-    lost = [f"{name}: folder of a cache group without its zarr.json (Zarr cannot see it); `ava cache extract` of "
-            "its VFM rebuilds it (every row recomputed)" for name in lost_groups(cache_dir)]  # fmt: skip
+    lost = [
+        f"{name}: folder of a cache group without its zarr.json (Zarr cannot see it); `ava cache extract` of "
+        "its VFM rebuilds it (every row recomputed)"
+        for name in lost_groups(cache_dir)
+    ]
     if not groups and not group_keys(cache_dir, incomplete=True):
         return {**report, "ok": False, "problems": lost or [f"{cache_dir} holds no cache group"]}
     for key in group_keys(cache_dir, incomplete=True):

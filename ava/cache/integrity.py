@@ -86,8 +86,15 @@ def scan_shards(
             if name != "done" and "done" in good:  # done rows whose data is not on disk (read as zeros)
                 done_rows = np.asarray(rng)[np.asarray(good["done"], dtype=bool)]
                 absent = gaps(group, name, done_rows) if len(done_rows) else []
-                damage += [Damage(name, g.rows, [shard] if g.whole else [], f"{g.reason}, though row(s) "
-                                  f"{row_spans(g.rows)} are marked done") for g in absent]  # fmt: skip
+                damage += [
+                    Damage(
+                        name,
+                        g.rows,
+                        [shard] if g.whole else [],
+                        f"{g.reason}, though row(s) {row_spans(g.rows)} are marked done",
+                    )
+                    for g in absent
+                ]
                 if any(g.whole for g in absent):
                     continue
             values, error = _read(arr, rng.start, rng.stop)
@@ -100,8 +107,11 @@ def scan_shards(
                 continue
             bad = [r for r in rng if _read(arr, r, r + 1)[1] is not None]
             whole = len(bad) == len(rng)
-            reason = (f"shard {shard} (rows {rng.start}-{rng.stop - 1}) cannot be read ({error})" if whole
-                      else f"row(s) {', '.join(map(str, bad[:8]))} fail their checksum ({error})")  # fmt: skip
+            reason = (
+                f"shard {shard} (rows {rng.start}-{rng.stop - 1}) cannot be read ({error})"
+                if whole
+                else f"row(s) {', '.join(map(str, bad[:8]))} fail their checksum ({error})"
+            )
             damage.append(Damage(name, bad, [shard] if whole else [], reason))
         yield rng, good, damage
 
@@ -146,8 +156,9 @@ def repair_group(group: CacheGroup, damage: list[Damage]) -> int:
     if not damage:
         return 0
     writable = CacheGroup(group.path, group.key, group.attrs, writable=True)
-    with group_lock(group, f"an `ava cache extract` is writing cache group {group.key}; "
-                    "repair it once that has finished"):  # fmt: skip
+    with group_lock(
+        group, f"an `ava cache extract` is writing cache group {group.key}; repair it once that has finished"
+    ):
         if any(d.array == ROWS_FILE for d in damage):
             n = writable.done.shape[0]
             writable.done[:] = False  # first: no row stays done without its image

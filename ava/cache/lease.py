@@ -97,8 +97,10 @@ class Lease:
                 stale = time.time() - float(holder.get("renewed", 0) or 0) > TTL_S
                 if not (stale or _alive_here(holder) is False):
                     since = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(float(holder.get("taken", 0) or 0)))
-                    raise LeaseBusyError(f"{busy} (lease {self.path} held by pid {holder.get('pid')} on "
-                                         f"{holder.get('host')} since {since} UTC)")  # fmt: skip
+                    raise LeaseBusyError(
+                        f"{busy} (lease {self.path} held by pid {holder.get('pid')} on "
+                        f"{holder.get('host')} since {since} UTC)"
+                    )
                 self.path.unlink(missing_ok=True)  # the holder is gone: take it over
             if self._put(create=True):
                 return

@@ -143,8 +143,10 @@ def _filesystem(protocol: str, url: str) -> Any:
     try:
         cls = fsspec.get_filesystem_class(protocol)
     except ValueError:
-        raise CacheLocationError(f"--cache {url}: unknown protocol {protocol!r} (fsspec knows "
-                                 f"{', '.join(sorted(known_implementations)[:12])}, ...)") from None  # fmt: skip
+        raise CacheLocationError(
+            f"--cache {url}: unknown protocol {protocol!r} (fsspec knows "
+            f"{', '.join(sorted(known_implementations)[:12])}, ...)"
+        ) from None
     except ImportError as e:
         hint = known_implementations.get(protocol, {}).get("err") or str(e)
         package = _package(known_implementations.get(protocol, {}).get("class", ""), hint)
@@ -152,8 +154,9 @@ def _filesystem(protocol: str, url: str) -> Any:
 
         found = extra_of(package)
         how = f"the {found[0]} extra: {install_line(found[0])}" if found else f"pip install {package}"
-        raise CacheLocationError(f"--cache {url}: the {protocol}:// protocol needs the package {package} "
-                                 f"({how})") from None  # fmt: skip
+        raise CacheLocationError(
+            f"--cache {url}: the {protocol}:// protocol needs the package {package} ({how})"
+        ) from None
     return cls(**_options(protocol))
 
 
@@ -181,10 +184,12 @@ def cache_path(cache: str | os.PathLike[str] | RemotePath) -> CachePath:
     if "://" not in text:
         return Path(text)
     if redact(text) != text:
-        raise CacheLocationError(f"--cache {redact(text)}: a credential written into the URL is not read (it would be "
-                                 "echoed in logs and saved in run files); give it to the client library instead "
-                                 "(for s3://: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, AWS_PROFILE or "
-                                 "~/.aws/credentials)")  # fmt: skip
+        raise CacheLocationError(
+            f"--cache {redact(text)}: a credential written into the URL is not read (it would be "
+            "echoed in logs and saved in run files); give it to the client library instead "
+            "(for s3://: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, AWS_PROFILE or "
+            "~/.aws/credentials)"
+        )
     protocol, rest = text.split("://", 1)
     protocol = protocol.lower()
     if protocol in LOCAL_PROTOCOLS:
@@ -323,7 +328,7 @@ def list_sizes(folder: CachePath) -> dict[str, int]:
     out: dict[str, int] = {}
     prefix = folder.path.rstrip("/") + "/"
     for name, info in found.items():
-        rel = name[len(prefix):] if name.startswith(prefix) else None  # fmt: skip
+        rel = name[len(prefix) :] if name.startswith(prefix) else None
         if not rel or info.get("type") == "directory":
             continue
         last = rel.rsplit("/", 1)[-1]
@@ -390,18 +395,25 @@ def probe(path: CachePath, *, write: bool) -> None:
             fs.pipe_file(token, b"")
             fs.rm_file(token)
     except FileNotFoundError:
-        raise CacheLocationError(f"--cache {path}: bucket {bucket!r} does not exist (or is not visible to these "
-                                 "credentials)") from None  # fmt: skip
+        raise CacheLocationError(
+            f"--cache {path}: bucket {bucket!r} does not exist (or is not visible to these credentials)"
+        ) from None
     except PermissionError as e:
-        raise CacheLocationError(f"--cache {path}: access denied ({_short(e)}); check the credentials "
-                                 "(AWS_ACCESS_KEY_ID, AWS_PROFILE, ~/.aws) and the bucket policy") from None
+        raise CacheLocationError(
+            f"--cache {path}: access denied ({_short(e)}); check the credentials "
+            "(AWS_ACCESS_KEY_ID, AWS_PROFILE, ~/.aws) and the bucket policy"
+        ) from None
     except Exception as e:  # connection refused, DNS, TLS, timeouts: every client library raises its own type
         if "Credential" in type(e).__name__:  # botocore's NoCredentialsError, PartialCredentialsError...
-            raise CacheLocationError(f"--cache {path}: no usable credentials ({_short(e)}); set them the way the "
-                                     "client library reads them (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE, "
-                                     "~/.aws)") from None  # fmt: skip
-        raise CacheLocationError(f"--cache {path}: the store cannot be reached ({_short(e)}); check the "
-                                 "endpoint (AWS_ENDPOINT_URL) and the network") from None  # fmt: skip
+            raise CacheLocationError(
+                f"--cache {path}: no usable credentials ({_short(e)}); set them the way the "
+                "client library reads them (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE, "
+                "~/.aws)"
+            ) from None
+        raise CacheLocationError(
+            f"--cache {path}: the store cannot be reached ({_short(e)}); check the "
+            "endpoint (AWS_ENDPOINT_URL) and the network"
+        ) from None
 
 
 def _quick(path: RemotePath) -> Any:
@@ -410,8 +422,11 @@ def _quick(path: RemotePath) -> Any:
     if path.protocol not in ("s3", "s3a"):
         return path.fs
     try:
-        fs = type(path.fs)(skip_instance_cache=True, **_options(path.protocol),
-                           config_kwargs={"connect_timeout": 5, "retries": {"max_attempts": 1}})  # fmt: skip
+        fs = type(path.fs)(
+            skip_instance_cache=True,
+            **_options(path.protocol),
+            config_kwargs={"connect_timeout": 5, "retries": {"max_attempts": 1}},
+        )
     except TypeError:
         return path.fs
     fs.retries = 1  # s3fs's own retries of connection errors (a class attribute)

@@ -42,14 +42,26 @@ def row_bytes(codec: str, num_tokens: int, dim: int, layers: int = 1, views: tup
     c = get_codec(codec)
     values, scales = c.row_bytes(num_tokens, dim)
     chunks = layers * (2 if c.has_scale else 1)
-    return {"tokens": layers * values, "scales": layers * scales,
-            "views": layers * sum(4 * pool_dim(dim, v) for v in views),
-            "index": ROWS_JSON_BYTES + 1 + chunks * CHUNK_OVERHEAD}  # fmt: skip
+    return {
+        "tokens": layers * values,
+        "scales": layers * scales,
+        "views": layers * sum(4 * pool_dim(dim, v) for v in views),
+        "index": ROWS_JSON_BYTES + 1 + chunks * CHUNK_OVERHEAD,
+    }
 
 
-def group_bytes(codec: str, rows: int, num_tokens: int, dim: int, layers: int = 1,
-                views: tuple[str, ...] | list[str] = (), *, new_group: bool = True, shard_size: int = 64,
-                block: int = 0) -> dict[str, int]:  # fmt: skip
+def group_bytes(
+    codec: str,
+    rows: int,
+    num_tokens: int,
+    dim: int,
+    layers: int = 1,
+    views: tuple[str, ...] | list[str] = (),
+    *,
+    new_group: bool = True,
+    shard_size: int = 64,
+    block: int = 0,
+) -> dict[str, int]:
     """Raw bytes ``rows`` images add (with the group's metadata when the group is new), by part, and ``total``.
 
     ``block``: the filesystem's allocation unit; every file (a shard of each array, a metadata file) is counted as
@@ -117,11 +129,26 @@ class ExtractPlan:
         return [c for c, n in ranked if self.free is None or n <= self.free]
 
     def as_dict(self) -> dict[str, Any]:
-        return {"cache": self.cache, "key": self.key, "vfm": self.vfm, "codec": self.codec, "exists": self.exists,
-                "rows": self.rows, "done": self.done, "todo": self.todo, "num_tokens": self.num_tokens,
-                "dim": self.dim, "layers": self.layers, "views": self.views, "bytes": self.bytes, "free": self.free,
-                "free_at": self.free_at, "fits": self.fits, "by_codec": self.by_codec,
-                "text": self.lines()}  # fmt: skip
+        return {
+            "cache": self.cache,
+            "key": self.key,
+            "vfm": self.vfm,
+            "codec": self.codec,
+            "exists": self.exists,
+            "rows": self.rows,
+            "done": self.done,
+            "todo": self.todo,
+            "num_tokens": self.num_tokens,
+            "dim": self.dim,
+            "layers": self.layers,
+            "views": self.views,
+            "bytes": self.bytes,
+            "free": self.free,
+            "free_at": self.free_at,
+            "fits": self.fits,
+            "by_codec": self.by_codec,
+            "text": self.lines(),
+        }
 
     def lines(self) -> list[str]:
         """The plan in words: the group, its rows, the bytes by part, the free space."""
@@ -129,11 +156,13 @@ class ExtractPlan:
         state = f"existing group, {self.done} of {self.rows} rows done" if self.exists else "new group"
         shape = f"{len(self.layers)} layer(s) x {self.num_tokens} tokens x {self.dim} dim"
         per_value = (b["tokens"] + b["scales"]) / max(1, self.todo * len(self.layers) * self.num_tokens * self.dim)
-        out = [f"{self.cache}: group {self.key} ({self.vfm}, {self.codec}; {state})",
-               f"  {self.todo} row(s) to write x {shape} x {per_value:.3g} byte/value = "
-               f"{size(b['tokens'] + b['scales'])} (tokens {size(b['tokens'])}, scales {size(b['scales'])})",
-               f"  + pooled views ({', '.join(self.views) or 'none'}) {size(b['views'])} + index {size(b['index'])} "
-               f"= up to {size(b['total'])} (raw; compression only makes it smaller)"]  # fmt: skip
+        out = [
+            f"{self.cache}: group {self.key} ({self.vfm}, {self.codec}; {state})",
+            f"  {self.todo} row(s) to write x {shape} x {per_value:.3g} byte/value = "
+            f"{size(b['tokens'] + b['scales'])} (tokens {size(b['tokens'])}, scales {size(b['scales'])})",
+            f"  + pooled views ({', '.join(self.views) or 'none'}) {size(b['views'])} + index {size(b['index'])} "
+            f"= up to {size(b['total'])} (raw; compression only makes it smaller)",
+        ]
         if self.free is None:
             out.append("  free space: not known for object storage (the size alone)")
         else:
@@ -144,13 +173,16 @@ class ExtractPlan:
         """One line: both figures and the codecs that would fit."""
         fit = [f"{c} ({size(self.by_codec[c])})" for c in self.fitting_codecs() if c != self.codec]
         others = f"codecs that would fit: {', '.join(fit)}" if fit else "no codec fits"
-        return (f"{self.cache}: extracting {self.vfm} ({self.codec}, {self.todo} rows) writes up to "
-                f"{size(self.bytes['total'])} but {self.free_at} has {size(self.free or 0)} free; {others}; "
-                "--force writes anyway (the figure is before compression)")  # fmt: skip
+        return (
+            f"{self.cache}: extracting {self.vfm} ({self.codec}, {self.todo} rows) writes up to "
+            f"{size(self.bytes['total'])} but {self.free_at} has {size(self.free or 0)} free; {others}; "
+            "--force writes anyway (the figure is before compression)"
+        )
 
 
-def plan_extract(cache: str | os.PathLike[str], spec: dict[str, Any], shas: list[str], key: str | None = None,
-                 shard_size: int = 64) -> ExtractPlan:  # fmt: skip
+def plan_extract(
+    cache: str | os.PathLike[str], spec: dict[str, Any], shas: list[str], key: str | None = None, shard_size: int = 64
+) -> ExtractPlan:
     """The plan of extracting the images ``shas`` (sha256, as indexed) with ``spec`` (the group's resolved spec)
     into ``cache`` in shards of ``shard_size`` images: an existing group of the same key counts its done rows (and
     keeps its own shard size); nothing is written."""
@@ -175,8 +207,9 @@ def plan_extract(cache: str | os.PathLike[str], spec: dict[str, Any], shas: list
     block = _block_size(free[1]) if free is not None else 0
 
     def total(codec: str) -> dict[str, int]:
-        return group_bytes(codec, todo, t, d, len(layers), views, new_group=not exists, shard_size=shard_size,
-                           block=block)  # fmt: skip
+        return group_bytes(
+            codec, todo, t, d, len(layers), views, new_group=not exists, shard_size=shard_size, block=block
+        )
 
     by_codec = {}
     for name in CODECS.names():
@@ -184,10 +217,23 @@ def plan_extract(cache: str | os.PathLike[str], spec: dict[str, Any], shas: list
             by_codec[name] = total(name)["total"]
         except AvaError:  # a codec these shapes cannot take (int4 and an odd dim)
             continue
-    return ExtractPlan(cache=str(cache), key=key, vfm=str(spec.get("vfm")), codec=spec["codec"], exists=exists,
-                       rows=len(selected), done=done, num_tokens=t, dim=d, layers=layers, views=views,
-                       bytes=total(spec["codec"]), free=None if free is None else free[0],
-                       free_at=None if free is None else free[1], by_codec=by_codec)  # fmt: skip
+    return ExtractPlan(
+        cache=str(cache),
+        key=key,
+        vfm=str(spec.get("vfm")),
+        codec=spec["codec"],
+        exists=exists,
+        rows=len(selected),
+        done=done,
+        num_tokens=t,
+        dim=d,
+        layers=layers,
+        views=views,
+        bytes=total(spec["codec"]),
+        free=None if free is None else free[0],
+        free_at=None if free is None else free[1],
+        by_codec=by_codec,
+    )
 
 
 def _block_size(directory: str) -> int:
@@ -204,8 +250,11 @@ def check_space(plan: ExtractPlan, force: bool) -> None:
         raise AvaError(plan.refusal())
 
 
-def benchmark_sizes(images: int = OFFICIAL_IMAGES, vfms: tuple[str, ...] = PAPER_VFMS,
-                    views: tuple[str, ...] = ("mean", "grid2", "grid4")) -> list[dict[str, Any]]:  # fmt: skip
+def benchmark_sizes(
+    images: int = OFFICIAL_IMAGES,
+    vfms: tuple[str, ...] = PAPER_VFMS,
+    views: tuple[str, ...] = ("mean", "grid2", "grid4"),
+) -> list[dict[str, Any]]:
     """The cache of ``images`` images per VFM (its registered token count and dim, one layer) and codec: raw bytes
     of the tokens with their scales, and of the whole group (pooled views and index included)."""
     from ava.vfm import VFMS
@@ -233,7 +282,6 @@ def size_table(images: int = OFFICIAL_IMAGES) -> str:
     for r in rows:
         cells = [f"{size(r[c]['tokens'])} ({size(r[c]['total'])})" for c in codecs]
         lines.append(f"| `{r['vfm']}` | {r['num_tokens']} x {r['dim']} | " + " | ".join(cells) + " |")
-    sums = [f"**{size(sum(r[c]['tokens'] for r in rows))}** ({size(sum(r[c]['total'] for r in rows))})"
-            for c in codecs]  # fmt: skip
+    sums = [f"**{size(sum(r[c]['tokens'] for r in rows))}** ({size(sum(r[c]['total'] for r in rows))})" for c in codecs]
     lines.append(f"| all {len(rows)} | | " + " | ".join(sums) + " |")
     return "\n".join(lines) + "\n"

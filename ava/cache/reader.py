@@ -185,8 +185,9 @@ def open_cache(cache_dir: str | os.PathLike[str] | CachePath, vfm: str, *, key: 
     chosen = [g for g in groups if _matches(g, vfm)]
     if not chosen:
         known = ", ".join(map(_describe, groups)) or "none"
-        raise CacheError(f"{cache_dir}: no features of vfm {vfm!r} (groups: {known}){lost_groups_note(cache_dir)}; "
-                         f"run {hint}")  # fmt: skip
+        raise CacheError(
+            f"{cache_dir}: no features of vfm {vfm!r} (groups: {known}){lost_groups_note(cache_dir)}; run {hint}"
+        )
     if len(chosen) > 1:
         raise CacheError(
             f"{cache_dir}: several cache groups hold vfm {vfm!r}: "
@@ -276,9 +277,11 @@ def _print_throughput(group: CacheGroup, name: str, rows: int, nbytes: int, seco
     rate = nbytes / 1e6 / max(seconds, 1e-9)
     from ava.cache.location import READ_AHEAD, READ_BLOCK
 
-    print(f"read {rows} rows of {name} from {group.path} in {seconds:.2f} s ({rate:.1f} MB/s decoded; "
-          f"{REMOTE_READ_THREADS} runs at once, {READ_BLOCK >> 20} MB range reads, {READ_AHEAD} ahead)",
-          file=sys.stderr)  # fmt: skip
+    print(
+        f"read {rows} rows of {name} from {group.path} in {seconds:.2f} s ({rate:.1f} MB/s decoded; "
+        f"{REMOTE_READ_THREADS} runs at once, {READ_BLOCK >> 20} MB range reads, {READ_AHEAD} ahead)",
+        file=sys.stderr,
+    )
 
 
 class ResidentFeatures:
@@ -375,8 +378,10 @@ class ResidentFeatures:
         bad: list[tuple[int, str]] = []
         spans: list[tuple[float, float, float]] = []  # each run's (read, check, copy) seconds: :attr:`phases`
         staged: dict[tuple[int, str], np.ndarray] = {}  # (reader thread, array): a run's stored rows, reused
-        rows_of = {name: (group.array(name).shape[1:], group.array(name).dtype)
-                   for name in filter(None, (values_name, scales_name))}  # fmt: skip
+        rows_of = {
+            name: (group.array(name).shape[1:], group.array(name).dtype)
+            for name in filter(None, (values_name, scales_name))
+        }
 
         def staging(name: str, lo: int, hi: int) -> np.ndarray:
             """This thread's buffer for rows ``lo:hi`` of array ``name`` on the host, reused run after run (a
@@ -417,11 +422,13 @@ class ResidentFeatures:
             else:  # decoded where the rows are held (on the GPU: the host only reads the compressed bytes)
                 # refuses rows not on disk or damaged, naming them
                 raw = read_rows(group, values_name, lo, hi, out=staging(values_name, lo, hi))
-                scales = read_rows(group, scales_name, lo, hi, out=staging(scales_name, lo, hi)) if scales_name \
-                    else None  # fmt: skip
+                scales = (
+                    read_rows(group, scales_name, lo, hi, out=staging(scales_name, lo, hi)) if scales_name else None
+                )
                 spans.append((time.perf_counter() - t0, 0.0, 0.0))
-                values = codec.decode_device(as_tensor(raw, self.where), None if scales is None else
-                                             as_tensor(scales, self.where))  # fmt: skip
+                values = codec.decode_device(
+                    as_tensor(raw, self.where), None if scales is None else as_tensor(scales, self.where)
+                )
                 finite = _finite_rows(values)
                 half = values.to(self.dtype)
                 fits = _finite_rows(half)
@@ -509,8 +516,13 @@ class ResidentFeatures:
             slots = []
             for _ in range(self.ring):
                 if pin:
-                    slots.append([torch.empty(shape, dtype=self.dtype, pin_memory=True),
-                                  torch.empty(shape, dtype=self.dtype, device=self.device), None])  # fmt: skip
+                    slots.append(
+                        [
+                            torch.empty(shape, dtype=self.dtype, pin_memory=True),
+                            torch.empty(shape, dtype=self.dtype, device=self.device),
+                            None,
+                        ]
+                    )
                 else:
                     slots.append([torch.empty(shape, dtype=self.dtype, device=device or self.where), None, None])
             self._rings[b] = (slots, [0])

@@ -74,11 +74,17 @@ def _found(cache: str | os.PathLike[str]) -> dict[str, Removal]:
     for g in open_groups(cache):
         out[g.key] = Removal(g.key, str(g.path), g.spec.get("vfm"), total_bytes(g.path), "")
     for key in group_keys(cache, incomplete=True):
-        out[key] = Removal(key, str(root / key), None, total_bytes(root / key),
-                           "cut off while being made (no spec; `ava cache extract` rebuilds it)")  # fmt: skip
+        out[key] = Removal(
+            key,
+            str(root / key),
+            None,
+            total_bytes(root / key),
+            "cut off while being made (no spec; `ava cache extract` rebuilds it)",
+        )
     for key in lost_groups(cache):
-        out[key] = Removal(key, str(root / key), None, total_bytes(root / key),
-                           "lost its zarr.json (Zarr no longer sees it)")  # fmt: skip
+        out[key] = Removal(
+            key, str(root / key), None, total_bytes(root / key), "lost its zarr.json (Zarr no longer sees it)"
+        )
     return out
 
 
@@ -117,8 +123,9 @@ def _delete(root: CachePath, key: str) -> None:
         claim.close()  # a lease deletes its object when it still holds it
 
 
-def _remove(cache: str | os.PathLike[str], planned: list[Removal], confirm: Confirm | None,
-            result: RemoveResult) -> RemoveResult:  # fmt: skip
+def _remove(
+    cache: str | os.PathLike[str], planned: list[Removal], confirm: Confirm | None, result: RemoveResult
+) -> RemoveResult:
     result.planned = planned
     if not planned:
         return result
@@ -168,8 +175,10 @@ def referenced_keys(runs: list[str | os.PathLike[str]]) -> set[str]:
             raise AvaError(f"--runs {given}: no such directory")
         files = [path / "run.json"] if (path / "run.json").is_file() else sorted(path.rglob("run.json"))
         if not files:
-            raise AvaError(f"--runs {given}: no run directory (run.json) under it; give the --out of `ava fingerprint` "
-                           "or `ava head train`, or a run directory")  # fmt: skip
+            raise AvaError(
+                f"--runs {given}: no run directory (run.json) under it; give the --out of `ava fingerprint` "
+                "or `ava head train`, or a run directory"
+            )
         for f in files:
             keys |= {k for k in _cache_keys(f) if k}
     return keys
@@ -190,8 +199,9 @@ def _cache_keys(run_json: Path) -> list[str]:
     return [str(k) for k in found if isinstance(k, str)]
 
 
-def collect_garbage(cache: str | os.PathLike[str], runs: list[str | os.PathLike[str]] | None = None, *,
-                    confirm: Confirm | None = None) -> RemoveResult:  # fmt: skip
+def collect_garbage(
+    cache: str | os.PathLike[str], runs: list[str | os.PathLike[str]] | None = None, *, confirm: Confirm | None = None
+) -> RemoveResult:
     """Remove the groups of ``cache`` that no one can use (``ava cache gc``): those cut off while being made or
     lost, and with ``runs`` the complete groups that no run under those paths refers to. Groups held by another
     job are kept (``held``). ``confirm`` gets the list first; no removal without a yes (None: no question)."""

@@ -46,8 +46,13 @@ def _compressor(codec: dict[str, Any]) -> Any | None:
         shuffle = {"noshuffle": Blosc.NOSHUFFLE, "shuffle": Blosc.SHUFFLE, "bitshuffle": Blosc.BITSHUFFLE}
         if config.get("shuffle") not in shuffle:
             return None
-        return Blosc(cname=config["cname"], clevel=int(config["clevel"]), shuffle=shuffle[config["shuffle"]],
-                     blocksize=int(config.get("blocksize", 0)), typesize=int(config["typesize"]))  # fmt: skip
+        return Blosc(
+            cname=config["cname"],
+            clevel=int(config["clevel"]),
+            shuffle=shuffle[config["shuffle"]],
+            blocksize=int(config.get("blocksize", 0)),
+            typesize=int(config["typesize"]),
+        )
     if name == "zstd":
         from numcodecs import Zstd
 
@@ -95,17 +100,28 @@ class ArrayEncoder:
             index = config.get("index_codecs") or []
             chunk = tuple(int(c) for c in config.get("chunk_shape") or ())
             shard = tuple(int(c) for c in meta.chunk_grid.chunk_shape)
-            if ([c.get("name") for c in index] != ["bytes", "crc32c"] or config.get("index_location") != "end"
-                    or (index[0].get("configuration") or {}).get("endian", "little") != "little"
-                    or len(chunk) != len(shard) or chunk[0] != 1 or chunk[1:] != shard[1:]):  # fmt: skip
+            if (
+                [c.get("name") for c in index] != ["bytes", "crc32c"]
+                or config.get("index_location") != "end"
+                or (index[0].get("configuration") or {}).get("endian", "little") != "little"
+                or len(chunk) != len(shard)
+                or chunk[0] != 1
+                or chunk[1:] != shard[1:]
+            ):
                 return None  # one row per chunk, the whole row: the layout ava.cache.store creates
             compressor = _chunk_codecs(config.get("codecs") or [])
-            return None if compressor is None else cls(compressor, dtype, shard[0], chunk, True,
-                                                       meta.encode_chunk_key, len(shard))  # fmt: skip
+            return (
+                None
+                if compressor is None
+                else cls(compressor, dtype, shard[0], chunk, True, meta.encode_chunk_key, len(shard))
+            )
         compressor = _chunk_codecs(codecs)
         shape = tuple(int(c) for c in meta.chunk_grid.chunk_shape)
-        return None if compressor is None else cls(compressor, dtype, shape[0], shape, False, meta.encode_chunk_key,
-                                                   len(shape))  # fmt: skip
+        return (
+            None
+            if compressor is None
+            else cls(compressor, dtype, shape[0], shape, False, meta.encode_chunk_key, len(shape))
+        )
 
     def chunk_bytes(self, values: np.ndarray) -> bytes:
         """One chunk's stored bytes: its values as raw little-endian bytes in C order (Zarr's ``bytes`` codec),

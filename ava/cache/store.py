@@ -67,8 +67,9 @@ KEY_FIELDS = ("identity", "codec", "format_version")
 _KEY_FIELDS_V1 = ("identity", "preprocess", "layers", "prefix_policy", "dtype", "codec", "format_version")
 
 
-def default_shard_size(cache_dir: str | os.PathLike[str] | CachePath, num_tokens: int, dim: int,
-                       itemsize: int = 2) -> int:  # fmt: skip
+def default_shard_size(
+    cache_dir: str | os.PathLike[str] | CachePath, num_tokens: int, dim: int, itemsize: int = 2
+) -> int:
     """Images per shard when none is asked for: :data:`DEFAULT_SHARD_SIZE` on a local disk; in object storage enough
     images that a token shard holds about :data:`OBJECT_SHARD_BYTES` raw (a power of two, at least 64): each object
     costs a request, and stores are slow with many small objects. At SigLIP shapes (729 x 1152 fp16, 1.7 MB an
@@ -165,8 +166,9 @@ def lost_groups(cache_dir: str | os.PathLike[str]) -> list[str]:
     path = cache_path(cache_dir)
     if not path.is_dir():
         return []
-    return sorted(d.name for d in path.iterdir()
-                  if d.is_dir() and not (d / "zarr.json").exists() and (d / ROWS_FILE).is_file())  # fmt: skip
+    return sorted(
+        d.name for d in path.iterdir() if d.is_dir() and not (d / "zarr.json").exists() and (d / ROWS_FILE).is_file()
+    )
 
 
 def lost_groups_note(cache_dir: str | os.PathLike[str]) -> str:
@@ -174,8 +176,10 @@ def lost_groups_note(cache_dir: str | os.PathLike[str]) -> str:
     lost = lost_groups(cache_dir)
     if not lost:
         return ""
-    return (f"; folder(s) {', '.join(lost)} of {cache_dir} hold a cache group whose zarr.json is missing: "
-            "`ava cache extract` of its VFM rebuilds it (every row recomputed)")  # fmt: skip
+    return (
+        f"; folder(s) {', '.join(lost)} of {cache_dir} hold a cache group whose zarr.json is missing: "
+        "`ava cache extract` of its VFM rebuilds it (every row recomputed)"
+    )
 
 
 @dataclass
@@ -272,9 +276,11 @@ class CacheGroup:
             try:
                 # in object storage zarr_format=3: Zarr would also look for v2 metadata (.zarray, .zattrs), a
                 # request each (on a local disk it does, so that a v2 array planted in a cache is named as such)
-                arr = zarr.open_array(zarr_store(self.path / name, read_only=not self.writable),
-                                      mode="r+" if self.writable else "r",
-                                      zarr_format=3 if is_remote(self.path) else None)  # fmt: skip
+                arr = zarr.open_array(
+                    zarr_store(self.path / name, read_only=not self.writable),
+                    mode="r+" if self.writable else "r",
+                    zarr_format=3 if is_remote(self.path) else None,
+                )
             except FileNotFoundError as e:
                 raise CacheError(
                     f"{self.path / name}: cache array is missing (no zarr.json); the group is damaged "
@@ -342,8 +348,11 @@ class CacheGroup:
         from ava.cache.chunks import read_rows
 
         n = len(self.rows())
-        return np.asarray(read_rows(self, "done", 0, n, need=np.zeros(n, bool)), dtype=bool) if n else \
-            np.zeros(0, dtype=bool)  # fmt: skip
+        return (
+            np.asarray(read_rows(self, "done", 0, n, need=np.zeros(n, bool)), dtype=bool)
+            if n
+            else np.zeros(0, dtype=bool)
+        )
 
     def reload(self) -> None:
         self._rows = self._index = None
@@ -370,8 +379,11 @@ def create_group(
     if not _KEY.match(key):
         raise CacheError(f"--key {key!r}: use letters, digits, '.', '_' and '-' only (it names a directory)")
     path = cache_path(cache_dir) / key
-    existing = dict(zarr.open_group(zarr_store(path, read_only=True), mode="r").attrs) \
-        if (path / "zarr.json").is_file() else {}  # fmt: skip
+    existing = (
+        dict(zarr.open_group(zarr_store(path, read_only=True), mode="r").attrs)
+        if (path / "zarr.json").is_file()
+        else {}
+    )
     if "spec" in existing:  # a group without a spec was cut off while being made
         group = CacheGroup(path, key, existing, writable=True)
         diff = spec_diff(group.spec, spec)
@@ -416,8 +428,15 @@ def _create_arrays(g: Any, spec: dict[str, Any], shard_size: int) -> None:
     t, d = int(spec["num_tokens"]), int(spec["dim"])
     import zarr.codecs
 
-    g.create_array("done", shape=(0,), dtype="bool", chunks=(shard_size,), fill_value=False, overwrite=True,
-                   compressors=(zarr.codecs.ZstdCodec(), zarr.codecs.Crc32cCodec()))  # fmt: skip
+    g.create_array(
+        "done",
+        shape=(0,),
+        dtype="bool",
+        chunks=(shard_size,),
+        fill_value=False,
+        overwrite=True,
+        compressors=(zarr.codecs.ZstdCodec(), zarr.codecs.Crc32cCodec()),
+    )
     row, scale_row = codec.value_shape(t, d), codec.scale_shape(t, d)  # what one image's row holds, per codec
     for layer in spec["layers"]:
         g.create_array(
@@ -443,8 +462,15 @@ def _create_arrays(g: Any, spec: dict[str, Any], shard_size: int) -> None:
             )
         for view in spec.get("views") or ():
             width = pool_dim(d, view)
-            g.create_array(f"pooled/{layer}/{view}", shape=(0, width), dtype="float32", chunks=(shard_size, width),
-                           compressors=_float32_compressors(), fill_value=0, overwrite=True)  # fmt: skip
+            g.create_array(
+                f"pooled/{layer}/{view}",
+                shape=(0, width),
+                dtype="float32",
+                chunks=(shard_size, width),
+                compressors=_float32_compressors(),
+                fill_value=0,
+                overwrite=True,
+            )
 
 
 def _float32_compressors() -> Any:

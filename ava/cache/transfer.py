@@ -45,8 +45,11 @@ def _all_files(root: CachePath) -> dict[str, tuple[int, str | None]]:
         except FileNotFoundError:
             return {}
         prefix = root.path.rstrip("/") + "/"
-        items = ((name[len(prefix):], (int(i.get("size") or 0), _listed_md5(i))) for name, i in found.items()
-                 if name.startswith(prefix) and i.get("type") != "directory")  # fmt: skip
+        items = (
+            (name[len(prefix) :], (int(i.get("size") or 0), _listed_md5(i)))
+            for name, i in found.items()
+            if name.startswith(prefix) and i.get("type") != "directory"
+        )
     else:
         items = ((p.relative_to(root).as_posix(), (p.stat().st_size, None)) for p in root.rglob("*") if p.is_file())
     return {rel: info for rel, info in items if not any(part.startswith(".") for part in rel.split("/"))}
@@ -76,8 +79,9 @@ def _md5(root: CachePath, rel: str, listed: str | None) -> str:
         return hashlib.file_digest(f, lambda: hashlib.md5(usedforsecurity=False)).hexdigest()
 
 
-def _differs(src: CachePath, dst: CachePath, rel: str, here: tuple[int, str | None],
-             there: tuple[int, str | None] | None) -> bool:  # fmt: skip
+def _differs(
+    src: CachePath, dst: CachePath, rel: str, here: tuple[int, str | None], there: tuple[int, str | None] | None
+) -> bool:
     """Whether ``rel`` must be sent: missing at the destination, or another size or MD5 there."""
     if there is None or here[0] != there[0]:
         return True
@@ -123,13 +127,17 @@ def _check_specs(src: CachePath, dst: CachePath, force: bool) -> tuple[list[Any]
             continue
         if spec_diff(other.spec, g.spec):
             diff = "; ".join(spec_diff(other.spec, g.spec)[:3])
-            raise CacheError(f"{dst}: cache group {g.key!r} holds features of another spec than {src}'s ({diff}); "
-                             "copy into another location")  # fmt: skip
+            raise CacheError(
+                f"{dst}: cache group {g.key!r} holds features of another spec than {src}'s ({diff}); "
+                "copy into another location"
+            )
         if (why := _other_images(g.rows(), other.rows())) is not None:
             if not force:
-                raise CacheError(f"{dst}: cache group {g.key!r} ({g.spec.get('vfm')}) holds features of other images "
-                                 f"than {src}'s ({why}): another dataset's cache, which the copy would replace; give "
-                                 "--force to replace it, or copy into another location")  # fmt: skip
+                raise CacheError(
+                    f"{dst}: cache group {g.key!r} ({g.spec.get('vfm')}) holds features of other images "
+                    f"than {src}'s ({why}): another dataset's cache, which the copy would replace; give "
+                    "--force to replace it, or copy into another location"
+                )
             replaced.append(g.key)
     return groups, replaced
 
@@ -159,16 +167,24 @@ def _locks(dst: CachePath, keys: list[str]) -> contextlib.ExitStack:
     try:
         for key in keys:
             stub = CacheGroup(dst / key, key, {})
-            stack.enter_context(group_lock(stub, f"another job is writing cache group {key} of {dst}; copy once "
-                                                 "it has finished"))  # fmt: skip
+            stack.enter_context(
+                group_lock(stub, f"another job is writing cache group {key} of {dst}; copy once it has finished")
+            )
     except BaseException:
         stack.close()
         raise
     return stack
 
 
-def copy_cache(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, threads: int = 8,
-               verify: bool = True, progress: bool = False, force: bool = False) -> dict[str, Any]:  # fmt: skip
+def copy_cache(
+    src: str | os.PathLike[str],
+    dst: str | os.PathLike[str],
+    *,
+    threads: int = 8,
+    verify: bool = True,
+    progress: bool = False,
+    force: bool = False,
+) -> dict[str, Any]:
     """Copy cache ``src`` to ``dst`` (resumable, only what differs; see the module docstring). ``force`` replaces a
     destination group that holds another dataset's features. Returns what was copied, skipped (identical there),
     the bytes, seconds and throughput, the groups replaced, and each group's digest on both sides."""
@@ -207,11 +223,18 @@ def copy_cache(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, thre
                 for _ in pool.map(one, [item for item in todo if _phase(item[0]) == phase]):
                     bar.advance(task)
     seconds = time.perf_counter() - t0
-    report: dict[str, Any] = {"src": str(s), "dst": str(d), "files": len(files), "copied": copied["files"],
-                              "skipped": len(files) - len(todo), "bytes": copied["bytes"],
-                              "seconds": round(seconds, 3),
-                              "mb_per_s": round(copied["bytes"] / 1e6 / seconds, 1) if seconds > 0 else None,
-                              "replaced": replaced, "groups": {}}  # fmt: skip
+    report: dict[str, Any] = {
+        "src": str(s),
+        "dst": str(d),
+        "files": len(files),
+        "copied": copied["files"],
+        "skipped": len(files) - len(todo),
+        "bytes": copied["bytes"],
+        "seconds": round(seconds, 3),
+        "mb_per_s": round(copied["bytes"] / 1e6 / seconds, 1) if seconds > 0 else None,
+        "replaced": replaced,
+        "groups": {},
+    }
     if verify:
         report["groups"] = verify_copy(s, d, [g.key for g in groups], progress=progress)
     return report
@@ -227,7 +250,9 @@ def verify_copy(src: CachePath, dst: CachePath, keys: list[str], *, progress: bo
         a = content_digest(CacheGroup.open(src, key), progress=progress)
         b = content_digest(CacheGroup.open(dst, key), progress=progress)
         if a != b:
-            raise CacheError(f"{dst}: group {key} does not match {src} after the copy (digest {b[:16]} != "
-                             f"{a[:16]}); run the copy again (it resumes)")  # fmt: skip
+            raise CacheError(
+                f"{dst}: group {key} does not match {src} after the copy (digest {b[:16]} != "
+                f"{a[:16]}); run the copy again (it resumes)"
+            )
         digests[key] = a
     return digests

@@ -17,8 +17,10 @@ except ImportError:
     except ImportError:
         from ava.extras import install_line
 
-        raise AvaError("ava.callbacks.Fingerprint needs PyTorch Lightning, from the lightning extra, which is not "
-                       f"installed: {install_line('lightning')}") from None  # fmt: skip
+        raise AvaError(
+            "ava.callbacks.Fingerprint needs PyTorch Lightning, from the lightning extra, which is not "
+            f"installed: {install_line('lightning')}"
+        ) from None
 
 
 class Fingerprint(Callback):

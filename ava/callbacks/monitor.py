@@ -22,8 +22,13 @@ JSONL = "fingerprints.jsonl"
 BASELINES = "fingerprint_baselines.json"
 
 
-def default_suite(per_ava: int = 150, size: int = 224, seed: int = 0, root: str | os.PathLike[str] | None = None,
-                  progress: bool = False) -> Path:  # fmt: skip
+def default_suite(
+    per_ava: int = 150,
+    size: int = 224,
+    seed: int = 0,
+    root: str | os.PathLike[str] | None = None,
+    progress: bool = False,
+) -> Path:
     """The built-in synthetic suite (14 abilities x ``per_ava`` samples at ``size`` px, split 80/20), generated once
     under ``root`` (default ``$AVA_HOME/suites``, ``~/.cache/ava/suites``) and reused: its bytes depend only on the
     arguments. Under ``torch.distributed`` rank 0 generates it while the others wait."""
@@ -36,8 +41,9 @@ def default_suite(per_ava: int = 150, size: int = 224, seed: int = 0, root: str 
         from ava.synth import SynthConfig, generate
 
         try:
-            generate(SynthConfig(out=str(path), per_ava=per_ava, size=size, seed=seed, overwrite=True),
-                     progress=progress)  # fmt: skip
+            generate(
+                SynthConfig(out=str(path), per_ava=per_ava, size=size, seed=seed, overwrite=True), progress=progress
+            )
         except Exception as e:
             if world == 1:
                 raise
@@ -50,8 +56,9 @@ def default_suite(per_ava: int = 150, size: int = 224, seed: int = 0, root: str 
 def check_every(every: Any, what: str = "every") -> int:
     """``every`` as a positive int; else one AvaError saying so."""
     if isinstance(every, bool) or not isinstance(every, int) or every < 1:
-        raise AvaError(f"{what}={every!r}: the fingerprint interval must be a positive number of steps (e.g. "
-                       f"{what}=500)")  # fmt: skip
+        raise AvaError(
+            f"{what}={every!r}: the fingerprint interval must be a positive number of steps (e.g. {what}=500)"
+        )
     return every
 
 
@@ -77,12 +84,23 @@ class FingerprintMonitor:
     copy of the weights; ~2x faster than fp32 or ``autocast="bf16"`` on AMX), see ``benchmarks/README.md``.
     """
 
-    def __init__(self, vfm: Any, *, every: int, suite: str | os.PathLike[str] | EvalSuite | None = None,
-                 out: str | os.PathLike[str] | None = None, heads: Sequence[str] = ("probe-linear", "knn"),
-                 baselines: Sequence[str | FingerprintScores] = ("pixels",), device: str = "cpu",
-                 log: Callable[[dict[str, float], int], None] | None = None, per_ava: int = 150,
-                 suite_size: int = 224, max_train: int | None = None, seed: int = 0,
-                 progress: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self,
+        vfm: Any,
+        *,
+        every: int,
+        suite: str | os.PathLike[str] | EvalSuite | None = None,
+        out: str | os.PathLike[str] | None = None,
+        heads: Sequence[str] = ("probe-linear", "knn"),
+        baselines: Sequence[str | FingerprintScores] = ("pixels",),
+        device: str = "cpu",
+        log: Callable[[dict[str, float], int], None] | None = None,
+        per_ava: int = 150,
+        suite_size: int = 224,
+        max_train: int | None = None,
+        seed: int = 0,
+        progress: bool = False,
+    ) -> None:
         from ava.heads.memory import check_heads
 
         self.every = check_every(every)
@@ -134,8 +152,9 @@ class FingerprintMonitor:
         vfm = self.vfm()
         with preserved_training_state(getattr(vfm, "module", None)):
             baselines = self.baselines()
-            scores = fingerprint_in_memory(vfm, self.suite, heads=self.heads, device=self.device,
-                                           progress=self.progress)  # fmt: skip
+            scores = fingerprint_in_memory(
+                vfm, self.suite, heads=self.heads, device=self.device, progress=self.progress
+            )
         record = self._record(step, scores, baselines, started)
         self.last_step = step
         self.history.append(record)
@@ -151,8 +170,9 @@ class FingerprintMonitor:
         out.update({f"ava/{h}/avg_rank": r for h, r in record["avg_rank"].items() if r is not None})
         return out
 
-    def _record(self, step: int, scores: FingerprintScores, baselines: dict[str, FingerprintScores],
-                started: float) -> dict[str, Any]:  # fmt: skip
+    def _record(
+        self, step: int, scores: FingerprintScores, baselines: dict[str, FingerprintScores], started: float
+    ) -> dict[str, Any]:
         from ava.report.ranks import rank_values
 
         ranks: dict[str, dict[str, float]] = {}
@@ -162,16 +182,29 @@ class FingerprintMonitor:
             if not others:
                 avg[head] = None
                 continue
-            ranks[head] = {a: rank_values({"model": v, **{n: o[a] for n, o in others.items()}},
-                                          scores.higher_is_better[a])["model"] for a, v in per.items()}  # fmt: skip
+            ranks[head] = {
+                a: rank_values({"model": v, **{n: o[a] for n, o in others.items()}}, scores.higher_is_better[a])[
+                    "model"
+                ]
+                for a, v in per.items()
+            }
             avg[head] = sum(ranks[head].values()) / len(ranks[head])
         return {
-            "step": step, "time": round(started, 3), "vfm": scores.vfm, "scores": scores.scores,
-            "avg_rank": avg, "ranks": ranks, "baselines": {n: b.scores for n, b in baselines.items()},
-            "n": scores.n, "higher_is_better": scores.higher_is_better, "metrics": scores.metrics,
-            "split": scores.split, "synthetic": scores.synthetic, "random_weights": scores.random_weights,
+            "step": step,
+            "time": round(started, 3),
+            "vfm": scores.vfm,
+            "scores": scores.scores,
+            "avg_rank": avg,
+            "ranks": ranks,
+            "baselines": {n: b.scores for n, b in baselines.items()},
+            "n": scores.n,
+            "higher_is_better": scores.higher_is_better,
+            "metrics": scores.metrics,
+            "split": scores.split,
+            "synthetic": scores.synthetic,
+            "random_weights": scores.random_weights,
             "seconds": {**scores.seconds, "with_baselines": round(time.time() - started, 3)},
-        }  # fmt: skip
+        }
 
     def _write(self, record: dict[str, Any]) -> None:
         if self.out is None:
@@ -185,8 +218,13 @@ class FingerprintMonitor:
         from ava.heads.run_identity import data_identity
 
         suite = self.suite
-        ident = {"data": data_identity(suite.dataset, suite.abilities), "split": suite.split,
-                 "max_train": suite.max_train, "seed": suite.seed, "heads": self.heads}  # fmt: skip
+        ident = {
+            "data": data_identity(suite.dataset, suite.abilities),
+            "split": suite.split,
+            "max_train": suite.max_train,
+            "seed": suite.seed,
+            "heads": self.heads,
+        }
         return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]
 
     def baselines(self) -> dict[str, FingerprintScores]:
@@ -210,8 +248,13 @@ class FingerprintMonitor:
             if name not in stored:
                 from ava.vfm import load_vfm
 
-                stored[name] = fingerprint_in_memory(load_vfm(name, device="cpu"), self.suite, heads=self.heads,
-                                                     device=self.device, progress=self.progress)  # fmt: skip
+                stored[name] = fingerprint_in_memory(
+                    load_vfm(name, device="cpu"),
+                    self.suite,
+                    heads=self.heads,
+                    device=self.device,
+                    progress=self.progress,
+                )
         if names and rank == 0 and self.out is not None:
             self.out.mkdir(parents=True, exist_ok=True)
             doc = {"suite_key": self._suite_key(), "baselines": {n: stored[n].to_dict() for n in names}}

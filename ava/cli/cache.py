@@ -36,15 +36,19 @@ def extract_cmd(
     data: Annotated[Path | None, typer.Option(help="Dataset directory.")] = None,
     cache: Annotated[
         str | None,
-        typer.Option(help="Cache: a directory or an fsspec URL (s3://bucket/prefix, gs://..., file://DIR); a Zarr "
-                     "store, created if absent."),
+        typer.Option(
+            help="Cache: a directory or an fsspec URL (s3://bucket/prefix, gs://..., file://DIR); a Zarr "
+            "store, created if absent."
+        ),
     ] = None,
     ava: AvaOpt = None,
     split: Annotated[str | None, typer.Option(help="Only images of this split: train or test (default both).")] = None,
     codec: Annotated[
         str | None,
-        typer.Option(help="fp16 (default, 2 bytes per value), bf16 (2), int8 (1 + a scale per token) or int4 (0.5 + a "
-                     "scale per 64 values)."),
+        typer.Option(
+            help="fp16 (default, 2 bytes per value), bf16 (2), int8 (1 + a scale per token) or int4 (0.5 + a "
+            "scale per 64 values)."
+        ),
     ] = None,
     layers: Annotated[str | None, typer.Option(help="Hidden layer(s), comma-separated; default -2.")] = None,
     batch_size: Annotated[
@@ -64,8 +68,10 @@ def extract_cmd(
     preprocess: Annotated[str | None, typer.Option(help="pad (pad to square, default) or processor.")] = None,
     decode: Annotated[
         str | None,
-        typer.Option(help="Where JPEGs are decoded: auto (default: on the VFM's GPU where torchvision can, with "
-                     "nvJPEG; else the DataLoader workers), workers or device. The summary says which ran."),
+        typer.Option(
+            help="Where JPEGs are decoded: auto (default: on the VFM's GPU where torchvision can, with "
+            "nvJPEG; else the DataLoader workers), workers or device. The summary says which ran."
+        ),
     ] = None,
     shard_size: Annotated[
         int | None, typer.Option(help="Images per shard (default 64).", callback=checked("shard_size"))
@@ -102,17 +108,35 @@ def extract_cmd(
     from ava.api import extract
 
     result = extract(
-        vfm, data, cache, ava=split_list(ava), split=split, codec=codec, layers=_parse_layers(layers),
-        batch_size=batch_size, device=device, dtype=dtype, num_workers=num_workers, preprocess=preprocess,
-        shard_size=shard_size, key=key, config=config, progress=False if quiet else None,
-        trust_remote_code=trust_remote_code, threads=threads or "auto", decode=decode, dry_run=dry_run, force=force,
-    )  # fmt: skip
+        vfm,
+        data,
+        cache,
+        ava=split_list(ava),
+        split=split,
+        codec=codec,
+        layers=_parse_layers(layers),
+        batch_size=batch_size,
+        device=device,
+        dtype=dtype,
+        num_workers=num_workers,
+        preprocess=preprocess,
+        shard_size=shard_size,
+        key=key,
+        config=config,
+        progress=False if quiet else None,
+        trust_remote_code=trust_remote_code,
+        threads=threads or "auto",
+        decode=decode,
+        dry_run=dry_run,
+        force=force,
+    )
     summary = result.summary
     console, err = Console(), Console(stderr=True)
     if summary.get("dry_run"):
         if summary["rank"] == 0:
-            console.print("\n".join(summary["plan"]["text"]) + "\ndry run: nothing written", highlight=False,
-                          soft_wrap=True)  # fmt: skip
+            console.print(
+                "\n".join(summary["plan"]["text"]) + "\ndry run: nothing written", highlight=False, soft_wrap=True
+            )
         return
     if summary["rank"] == 0:
         who = f" by rank 0 of {summary['world_size']}" if summary["world_size"] > 1 else ""
@@ -229,8 +253,11 @@ def verify(
         console.print(f"[yellow]note[/] {note}", highlight=False)
     for key, n in report.get("repaired", {}).items():
         vfm = report["groups"][key]["vfm"]
-        console.print(f"repaired {key}: {n} row(s) marked for re-extraction; run `ava cache extract --vfm {vfm} "
-                      f"--cache {cache} --data <the dataset>` to recompute only them", highlight=False)  # fmt: skip
+        console.print(
+            f"repaired {key}: {n} row(s) marked for re-extraction; run `ava cache extract --vfm {vfm} "
+            f"--cache {cache} --data <the dataset>` to recompute only them",
+            highlight=False,
+        )
     if not report["ok"]:
         raise typer.Exit(1)
 
@@ -242,8 +269,10 @@ def _copy(src: str, dst: str, threads: int, verify: bool, quiet: bool, force: bo
 
     r = copy_cache(src, dst, threads=threads, verify=verify, progress=not quiet, force=force)
     rate = f", {r['mb_per_s']} MB/s" if r["copied"] else ""
-    line = (f"{r['src']} -> {r['dst']}: {r['copied']} object(s) copied ({_size(r['bytes'])}{rate}), "
-            f"{r['skipped']} already there and identical (size and MD5), skipped")  # fmt: skip
+    line = (
+        f"{r['src']} -> {r['dst']}: {r['copied']} object(s) copied ({_size(r['bytes'])}{rate}), "
+        f"{r['skipped']} already there and identical (size and MD5), skipped"
+    )
     if r["replaced"]:
         line += f"; replaced group(s) {', '.join(r['replaced'])} (--force)"
     Console().print(line, highlight=False, soft_wrap=True)
@@ -254,8 +283,12 @@ def _copy(src: str, dst: str, threads: int, verify: bool, quiet: bool, force: bo
 ThreadsCopyOpt = Annotated[int, typer.Option("--parallel", help="Objects copied at once.", min=1)]
 VerifyOpt = Annotated[bool, typer.Option(help="Compare every group's content digest on both sides afterwards.")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]
-CopyForceOpt = Annotated[bool, typer.Option("--force", help="Replace a destination group that holds features of "
-                                                             "other images (another dataset's cache).")]
+CopyForceOpt = Annotated[
+    bool,
+    typer.Option(
+        "--force", help="Replace a destination group that holds features of other images (another dataset's cache)."
+    ),
+]
 
 
 @app.command("push")
@@ -315,8 +348,10 @@ def _removed(result: Any) -> None:
     if not result.confirmed:
         typer.echo("nothing removed")
         raise typer.Exit(1)
-    typer.echo(f"removed {len(result.removed)} group(s) from {result.cache} ({size(result.bytes)}): "
-               f"{', '.join(result.removed)}")  # fmt: skip
+    typer.echo(
+        f"removed {len(result.removed)} group(s) from {result.cache} ({size(result.bytes)}): "
+        f"{', '.join(result.removed)}"
+    )
 
 
 @app.command("rm")
@@ -337,8 +372,11 @@ def gc(
     cache: Annotated[str, typer.Argument(help=CACHE_HELP)],
     runs: Annotated[
         list[str] | None,
-        typer.Option("--runs", help="Run directories (or folders of them, e.g. a fingerprint's --out); groups that "
-                     "none of them was trained on are removed too. Repeat for several."),
+        typer.Option(
+            "--runs",
+            help="Run directories (or folders of them, e.g. a fingerprint's --out); groups that "
+            "none of them was trained on are removed too. Repeat for several.",
+        ),
     ] = None,
     yes: YesOpt = False,
 ) -> None:

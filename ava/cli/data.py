@@ -161,15 +161,26 @@ def options(
     k: Annotated[int, typer.Option("--k", help="Options per question: the truth and k-1 wrong classes.")] = 4,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Dataset directory to write. Required.")] = None,
     cache: Annotated[str | None, typer.Option(help="Feature cache a cache:VFM miner reads (directory or URL).")] = None,
-    ava: Annotated[list[str] | None, typer.Option("--ava", help="Abilities (default: every choice ability with "
-                                                  "more than k classes).", callback=list_callback)] = None,
+    ava: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--ava", help="Abilities (default: every choice ability with more than k classes).", callback=list_callback
+        ),
+    ] = None,
     seed: Annotated[int, typer.Option(help="Seed of the option order (per sample).")] = 0,
-    template: Annotated[str, typer.Option(help="keep: the question keeps its wording, its list replaced; foci: "
-                                          "FOCI's prompt (A.-D. choices, answer with the letter).")] = "keep",
+    template: Annotated[
+        str,
+        typer.Option(
+            help="keep: the question keeps its wording, its list replaced; foci: "
+            "FOCI's prompt (A.-D. choices, answer with the letter)."
+        ),
+    ] = "keep",
     domain: Annotated[str, typer.Option(help="The foci template's noun: 'Which of these DOMAIN is shown ...'.")] = (
-        "choices"),
-    label_template: Annotated[str | None, typer.Option(help="clip@ miner: prompt around each label "
-                                                       "(default 'a photo of a {}.').")] = None,
+        "choices"
+    ),
+    label_template: Annotated[
+        str | None, typer.Option(help="clip@ miner: prompt around each label (default 'a photo of a {}.').")
+    ] = None,
     device: Annotated[str, typer.Option(help="clip@ miner: device of the model.")] = "cpu",
     force: ForceOpt = False,
 ) -> None:
@@ -185,18 +196,35 @@ def options(
         raise typer.BadParameter("an output directory is required", param_hint="'--out'")
     from ava.api import rewrite_options
 
-    result = rewrite_options(data, out, miner=miner, k=k, seed=seed, ava=ava, cache=cache, template=template,
-                             domain=domain, label_template=label_template, device=device, force=force)  # fmt: skip
+    result = rewrite_options(
+        data,
+        out,
+        miner=miner,
+        k=k,
+        seed=seed,
+        ava=ava,
+        cache=cache,
+        template=template,
+        domain=domain,
+        label_template=label_template,
+        device=device,
+        force=force,
+    )
     for key, n in result.rewritten.items():
         line = f"{key}: {n} questions, {result.classes[key]} classes -> {k} options ({result.miner})"
         if key in result.same_photo:
             same = result.same_photo[key]
-            line += (f"; {same['share']:.0%} of the distractors are other objects of the question's photo (over "
-                     f"{same['questions']} questions on photos of several classes)")  # fmt: skip
+            line += (
+                f"; {same['share']:.0%} of the distractors are other objects of the question's photo (over "
+                f"{same['questions']} questions on photos of several classes)"
+            )
         typer.echo(line)
         if result.unplaced.get(key):
-            typer.echo(f"{key}: {len(result.unplaced[key])} classes no object shows, ranked last: "
-                       + ", ".join(result.unplaced[key][:8]) + (" ..." if len(result.unplaced[key]) > 8 else ""))
+            typer.echo(
+                f"{key}: {len(result.unplaced[key])} classes no object shows, ranked last: "
+                + ", ".join(result.unplaced[key][:8])
+                + (" ..." if len(result.unplaced[key]) > 8 else "")
+            )
     for key, why in result.skipped.items():
         typer.echo(f"{key}: left as it was ({why})")
     typer.echo(f"wrote {result.out}")
@@ -208,9 +236,13 @@ def build(
     coco: Annotated[Path | None, typer.Option(help="COCO-style instances JSON (boxes, polygons or RLE masks).")] = None,
     images: Annotated[Path | None, typer.Option(help="Directory the COCO / text files' file names are in.")] = None,
     depth: Annotated[Path | None, typer.Option(help="Depth maps by image stem: 16-bit PNG (mm) or .npy (m).")] = None,
-    depth_model: Annotated[str | None, typer.Option(
-        help="A transformers depth-estimation checkpoint (hub id or dir) run once over the images; a relative-depth "
-             "model gives only nearer/farther questions.")] = None,
+    depth_model: Annotated[
+        str | None,
+        typer.Option(
+            help="A transformers depth-estimation checkpoint (hub id or dir) run once over the images; "
+            "a relative-depth model gives only nearer/farther questions."
+        ),
+    ] = None,
     classes: Annotated[
         list[str] | None,
         typer.Option(help="Class folders: DIR with ability-named subfolders, or ABILITY=DIR (repeatable)."),
@@ -222,8 +254,10 @@ def build(
     ava: AvaOpt = None,
     tasks: Annotated[
         list[str] | None,
-        typer.Option(help="Task-augmentation tasks (ta_...), comma-separated; 'none' for none; default: all.",
-                     callback=list_callback),
+        typer.Option(
+            help="Task-augmentation tasks (ta_...), comma-separated; 'none' for none; default: all.",
+            callback=list_callback,
+        ),
     ] = None,
     seed: Annotated[int, typer.Option(help="Seed of every choice the build makes.")] = 0,
     options: Annotated[
@@ -237,14 +271,22 @@ def build(
     image_format: Annotated[
         str, typer.Option(help="Drawn images: auto (JPEG q95 from JPEG sources, else PNG), png or jpeg.")
     ] = "auto",
-    miner: Annotated[str, typer.Option(help="Options of choice abilities: random or clip@<hub-id-or-dir> (FOCI hard "
-                                             "negatives; cache:VFM only after extraction, with `ava data options`).")
-                     ] = "random",
+    miner: Annotated[
+        str,
+        typer.Option(
+            help="Options of choice abilities: random or clip@<hub-id-or-dir> (FOCI hard "
+            "negatives; cache:VFM only after extraction, with `ava data options`)."
+        ),
+    ] = "random",
     device: Annotated[str, typer.Option(help="Device of --depth-model and a clip@ --miner.")] = "cpu",
     workers: Annotated[
-        int, typer.Option(help="Processes that read the images for the rules (superpixels, checks, masks) and draw "
-                               "and encode the questions; one per core is fastest, and the dataset is the same with "
-                               "any number.", callback=checked("workers"))
+        int,
+        typer.Option(
+            help="Processes that read the images for the rules (superpixels, checks, masks) and draw "
+            "and encode the questions; one per core is fastest, and the dataset is the same with "
+            "any number.",
+            callback=checked("workers"),
+        ),
     ] = 1,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing ava dataset at --out.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
@@ -258,16 +300,44 @@ def build(
     from ava.api import build_data
 
     result = build_data(
-        out, coco=coco, images=images, depth=depth, depth_model=depth_model, miner=miner, device=device,
-        classes=classes or [], text=text, attributes=attributes,
-        ava=ava, tasks=[] if tasks == ["none"] else tasks, seed=seed, options=options, boxes=boxes,
-        test_frac=test_frac, family=family, max_pairs=max_pairs, max_per_task=max_per_task or None,
-        image_format=image_format, workers=workers, force=force, progress=not (quiet or as_json),
-    )  # fmt: skip
+        out,
+        coco=coco,
+        images=images,
+        depth=depth,
+        depth_model=depth_model,
+        miner=miner,
+        device=device,
+        classes=classes or [],
+        text=text,
+        attributes=attributes,
+        ava=ava,
+        tasks=[] if tasks == ["none"] else tasks,
+        seed=seed,
+        options=options,
+        boxes=boxes,
+        test_frac=test_frac,
+        family=family,
+        max_pairs=max_pairs,
+        max_per_task=max_per_task or None,
+        image_format=image_format,
+        workers=workers,
+        force=force,
+        progress=not (quiet or as_json),
+    )
     if as_json:
-        typer.echo(json.dumps({"out": str(result.out), "counts": result.counts, "summary": result.summary,
-                               "skipped": result.skipped, "seconds": round(result.seconds, 2),
-                               "models": _models_used(result.sources)}, indent=2))  # fmt: skip
+        typer.echo(
+            json.dumps(
+                {
+                    "out": str(result.out),
+                    "counts": result.counts,
+                    "summary": result.summary,
+                    "skipped": result.skipped,
+                    "seconds": round(result.seconds, 2),
+                    "models": _models_used(result.sources),
+                },
+                indent=2,
+            )
+        )
         return
     _print_build(result)
 
@@ -281,8 +351,15 @@ def _print_build(result: Any) -> None:
         table.add_column(col, justify="left" if col == "ability" else "right")
     for row in result.summary:
         counts = result.counts.get(row["ability"], {"train": 0, "test": 0})
-        table.add_row(row["ability"], str(row["considered"]), str(row["kept"]), str(counts["train"]),
-                      str(counts["test"]), str(row["dropped"]), str(row.get("capped", 0)))  # fmt: skip
+        table.add_row(
+            row["ability"],
+            str(row["considered"]),
+            str(row["kept"]),
+            str(counts["train"]),
+            str(counts["test"]),
+            str(row["dropped"]),
+            str(row.get("capped", 0)),
+        )
     console = Console()
     console.print(table)
     console.print("[bold]dropped, by rule, and capped[/] (n; an example record):")
@@ -290,8 +367,9 @@ def _print_build(result: Any) -> None:
         for r in row["reasons"]:
             example = f"; e.g. {r['example']}" if r["example"] else ""
             cap = "capped: " if r.get("kind") == "cap" else ""
-            console.print(f"  {row['ability']}: {cap}{r['reason']} ({r['n']}{example})", highlight=False,
-                          soft_wrap=True)  # fmt: skip
+            console.print(
+                f"  {row['ability']}: {cap}{r['reason']} ({r['n']}{example})", highlight=False, soft_wrap=True
+            )
     for key, why in result.skipped.items():
         console.print(f"not built: {key} ({why})", highlight=False, soft_wrap=True)
     for line in _models_used(result.sources):
@@ -315,9 +393,15 @@ def synth_sources(
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory to write the source files to.")],
     n_images: Annotated[int, typer.Option("--images", help="Scenes to draw.", callback=checked("n"))] = 24,
     seed: Annotated[int, typer.Option(help="Seed; the same seed writes the same files.")] = 0,
-    photos: Annotated[bool, typer.Option("--photos", help="Real-style sources instead: objects cut from the "
-                                         "photographs scikit-image and matplotlib ship, pasted on real textures "
-                                         "(COCO JSON and JPEGs, one stored on its side with an EXIF tag).")] = False,
+    photos: Annotated[
+        bool,
+        typer.Option(
+            "--photos",
+            help="Real-style sources instead: objects cut from the "
+            "photographs scikit-image and matplotlib ship, pasted on real textures "
+            "(COCO JSON and JPEGs, one stored on its side with an EXIF tag).",
+        ),
+    ] = False,
 ) -> None:
     """Write synthetic scenes as the source formats `ava data build` reads (COCO JSON with masks, depth PNGs,
     class folders, text boxes, a raters' CSV) with their exact truth in truth.json; or, with --photos, real-style
@@ -329,5 +413,7 @@ def synth_sources(
         n = sum(len(r["instances"]) for r in truth["images"])
         typer.echo(f"wrote {len(truth['images'])} real-style photos with {n} instances to {out}")
         return
-    typer.echo(f"wrote {len(truth['images'])} scenes, {len(truth['instances'])} instances, {len(truth['words'])} "
-               f"words and {sum(len(v) for v in truth['classes'].values())} class-folder images to {out}")
+    typer.echo(
+        f"wrote {len(truth['images'])} scenes, {len(truth['instances'])} instances, {len(truth['words'])} "
+        f"words and {sum(len(v) for v in truth['classes'].values())} class-folder images to {out}"
+    )

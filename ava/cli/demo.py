@@ -57,5 +57,17 @@ def demo(
 
     threads_setup(threads)
 
-    run_demo(DemoConfig(out=str(out), per_ava=per_ava, size=size, ava=ava or None, heads=head or None, llm=llm or None,
-                        llm_ava=llm_ava or None, quick=quick, device=device, seed=seed))  # fmt: skip
+    run_demo(
+        DemoConfig(
+            out=str(out),
+            per_ava=per_ava,
+            size=size,
+            ava=ava or None,
+            heads=head or None,
+            llm=llm or None,
+            llm_ava=llm_ava or None,
+            quick=quick,
+            device=device,
+            seed=seed,
+        )
+    )

@@ -26,7 +26,7 @@ def fingerprint(
             callback=list_callback,
             show_default=False,
         ),
-    ] = None,  # fmt: skip
+    ] = None,
     seed: Annotated[int, _O(help="Random seed.")] = 0,
     device: Annotated[str, _O(help="auto, cpu, cuda, cuda:1 ...")] = "auto",
     max_train: Annotated[
@@ -37,9 +37,11 @@ def fingerprint(
     threads: ThreadsOpt = None,
     jobs: Annotated[
         int | None,
-        _O(help="Heads fitted at once per ability (threads); default: 2 on a GPU or a CPU with 2+ cores, else 1.",
-           show_default=False),
-    ] = None,  # fmt: skip
+        _O(
+            help="Heads fitted at once per ability (threads); default: 2 on a GPU or a CPU with 2+ cores, else 1.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """The quick re-ranking: linear probe, attentive probe and kNN on every ability, each ability's features read
     once and shared by the three heads; one run directory per head (what `ava report` reads).
@@ -49,9 +51,21 @@ def fingerprint(
     """
     from ava.api import fingerprint as run_fingerprint
 
-    result = run_fingerprint(vfm, data, cache, out, ava=ava or None, heads=head or None, seed=seed, device=device,
-                             max_train=max_train, split=split, progress=not quiet, jobs=jobs,
-                             threads=threads or "auto")  # fmt: skip
+    result = run_fingerprint(
+        vfm,
+        data,
+        cache,
+        out,
+        ava=ava or None,
+        heads=head or None,
+        seed=seed,
+        device=device,
+        max_train=max_train,
+        split=split,
+        progress=not quiet,
+        jobs=jobs,
+        threads=threads or "auto",
+    )
     print_fingerprint(result.source)
 
 

@@ -96,8 +96,10 @@ def train(
     ] = None,
     cache: Annotated[
         str | None,
-        _O(help="Feature cache: a directory or a URL, s3://bucket/prefix (`ava cache extract`). Required.",
-           rich_help_panel=P_COMMON),
+        _O(
+            help="Feature cache: a directory or a URL, s3://bucket/prefix (`ava cache extract`). Required.",
+            rich_help_panel=P_COMMON,
+        ),
     ] = None,
     out: Annotated[
         str | None,
@@ -256,13 +258,41 @@ def train(
     from ava.api import train_head
 
     result = train_head(
-        head, config=config, threads=threads or "auto", ava=ava, vfm=vfm, data=data, cache=cache, out=out, seed=seed,
-        device=device, epochs=epochs, lr=lr, batch_size=batch_size, layer=layer, split=split, eval_after=eval_after,
-        max_train=max_train, llm=llm, joint=joint, grad_accum=grad_accum, lora_r=lora_r, features=features, init=init,
-        dtype=dtype, max_eval=max_eval, decode=decode, gradient_checkpointing=gradient_checkpointing,
-        num_workers=num_workers, k=k, pools=pools, compile=compile_, pack=pack, trust_remote_code=trust_remote_code,
+        head,
+        config=config,
+        threads=threads or "auto",
+        ava=ava,
+        vfm=vfm,
+        data=data,
+        cache=cache,
+        out=out,
+        seed=seed,
+        device=device,
+        epochs=epochs,
+        lr=lr,
+        batch_size=batch_size,
+        layer=layer,
+        split=split,
+        eval_after=eval_after,
+        max_train=max_train,
+        llm=llm,
+        joint=joint,
+        grad_accum=grad_accum,
+        lora_r=lora_r,
+        features=features,
+        init=init,
+        dtype=dtype,
+        max_eval=max_eval,
+        decode=decode,
+        gradient_checkpointing=gradient_checkpointing,
+        num_workers=num_workers,
+        k=k,
+        pools=pools,
+        compile=compile_,
+        pack=pack,
+        trust_remote_code=trust_remote_code,
         force=force,
-    )  # fmt: skip
+    )
     print_results(result.results, result.run_dir)
 
 
@@ -298,8 +328,16 @@ def evaluate(
     The run's data and cache must be those it was trained on (recorded in run.json); otherwise nothing is written."""
     from ava.api import evaluate_head
 
-    result = evaluate_head(run, split=split, decode=decode, max_eval=max_eval, batch_size=batch_size, device=device,
-                           trust_remote_code=trust_remote_code, threads=threads or "auto")  # fmt: skip
+    result = evaluate_head(
+        run,
+        split=split,
+        decode=decode,
+        max_eval=max_eval,
+        batch_size=batch_size,
+        device=device,
+        trust_remote_code=trust_remote_code,
+        threads=threads or "auto",
+    )
     print_results(result.results, run)
 
 
@@ -396,9 +434,24 @@ def instruct(
     from ava.heads.llm import InstructConfig
     from ava.heads.llm import instruct as run_instruct
 
-    given = _set_options(dict(vfm=vfm, data=data, cache=cache, out=out, init=init, llm=llm, epochs=epochs, lr=lr,
-                              batch_size=batch_size, grad_accum=grad_accum, max_train=max_train, seed=seed,
-                              device=device, dtype=dtype))  # fmt: skip
+    given = _set_options(
+        dict(
+            vfm=vfm,
+            data=data,
+            cache=cache,
+            out=out,
+            init=init,
+            llm=llm,
+            epochs=epochs,
+            lr=lr,
+            batch_size=batch_size,
+            grad_accum=grad_accum,
+            max_train=max_train,
+            seed=seed,
+            device=device,
+            dtype=dtype,
+        )
+    )
     cfg = load_config(InstructConfig, config, **given)
     _check_required(cfg, config)
     threads_setup(threads, cfg.num_workers)
@@ -477,8 +530,10 @@ def list_heads() -> None:
 @app.command("probe-connector")
 def probe_connector(
     run: Annotated[Path, typer.Option("--run", help="A finished LLM-head run directory (with connector.safetensors).")],
-    head: Annotated[list[str] | None, typer.Option("--head", help="Probes: probe-linear (default), knn.",
-                                                   callback=list_callback, show_default=False)] = None,  # fmt: skip
+    head: Annotated[
+        list[str] | None,
+        typer.Option("--head", help="Probes: probe-linear (default), knn.", callback=list_callback, show_default=False),
+    ] = None,
     device: Annotated[str, typer.Option(help="Where the probes train: auto, cpu, cuda ...")] = "auto",
     threads: ThreadsOpt = None,
 ) -> None:
@@ -492,8 +547,10 @@ def probe_connector(
     from ava.report.connector import probe_connector as run_probe
 
     result = run_probe(run, heads=tuple(head or DEFAULT_HEADS), device=device)
-    table = Table(title=f"connector probe of {run} (VFM {result.vfm}; raw {result.dims['raw']}-d, connector "
-                        f"{result.dims['connector']}-d)")  # fmt: skip
+    table = Table(
+        title=f"connector probe of {run} (VFM {result.vfm}; raw {result.dims['raw']}-d, connector "
+        f"{result.dims['connector']}-d)"
+    )
     for col in ("ability", "probe", "metric", "raw features", "connector outputs", "change"):
         table.add_column(col, justify="left" if col in ("ability", "probe", "metric") else "right")
     for row in result.rows():

@@ -19,11 +19,22 @@ def report(
     seed: Annotated[int, typer.Option(help="Seed of the bootstrap (reports are reproducible).")] = 0,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not print the tables nor the progress.")] = False,
     detail: Annotated[bool, typer.Option(help="Also print the rank agreement per ability.")] = False,
-    reference: Annotated[str | None, typer.Option(help="Also show every score relative to this VFM (a table and a "
-                                                  "plot per head), e.g. dinov2.", show_default=False)] = None,
-    gap: Annotated[list[str] | None, typer.Option(help="RUN=REF: RUN's accuracy split by whether REF got each "
-                                                  "question right (repeatable; default: each vlm run against each "
-                                                  "zero-shot run).", show_default=False)] = None,
+    reference: Annotated[
+        str | None,
+        typer.Option(
+            help="Also show every score relative to this VFM (a table and a plot per head), e.g. dinov2.",
+            show_default=False,
+        ),
+    ] = None,
+    gap: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="RUN=REF: RUN's accuracy split by whether REF got each "
+            "question right (repeatable; default: each vlm run against each "
+            "zero-shot run).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Tables (the paper's Table 5 per head) with 95% bootstrap intervals, chance and majority baselines, rank
     agreement between heads, subgroups, plots, and report.html with a gallery of failures.
@@ -44,8 +55,17 @@ def report(
         if not eq or not a or not b:
             raise typer.BadParameter(f"{item!r}: give RUN=REF (two run directories)", param_hint="'--gap'")
         pairs.append((a, b))
-    made = make_report(runs, out, split=split, allow_mixed=allow_mixed, n_boot=n_boot, seed=seed,
-                       reference=reference, gaps=pairs or None, progress=not quiet)  # fmt: skip
+    made = make_report(
+        runs,
+        out,
+        split=split,
+        allow_mixed=allow_mixed,
+        n_boot=n_boot,
+        seed=seed,
+        reference=reference,
+        gaps=pairs or None,
+        progress=not quiet,
+    )
     result = made.data
     console = Console()
     if not quiet:
@@ -60,6 +80,8 @@ def report(
             console.print("\n".join(lines), highlight=False, markup=False)
     console.print(f"report: {out / 'report.md'}  (also report.html, report.json, report.tex, plots/)", highlight=False)
     if result["refused"]:
-        Console(stderr=True).print(f"[red]{len(result['refused'])} table(s) refused[/] (see above; --allow-mixed "
-                                   "shows them marked)", highlight=False)  # fmt: skip
+        Console(stderr=True).print(
+            f"[red]{len(result['refused'])} table(s) refused[/] (see above; --allow-mixed shows them marked)",
+            highlight=False,
+        )
         raise typer.Exit(1)

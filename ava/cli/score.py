@@ -108,8 +108,14 @@ def score_table(report: ScoreReport) -> Table:
     if report.results.get("synthetic"):
         title += ", synthetic data"
     table = Table(title=title)
-    for col, justify in (("ability", "left"), ("metric", "left"), ("value", "right"), ("dir", "center"),
-                         ("n", "right"), ("unparsed", "right")):  # fmt: skip
+    for col, justify in (
+        ("ability", "left"),
+        ("metric", "left"),
+        ("value", "right"),
+        ("dir", "center"),
+        ("n", "right"),
+        ("unparsed", "right"),
+    ):
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
     for key, res in report.results["abilities"].items():
         arrow = METRICS.get(res["metric"]).arrow

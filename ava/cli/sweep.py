@@ -14,10 +14,22 @@ app = typer.Typer(invoke_without_command=True, no_args_is_help=False)
 _O = typer.Option
 
 
-def _slurm(partition: str | None, gpus: int | None, time_min: int | None, array: int | None, account: str | None,
-           cpus: int | None) -> dict[str, Any]:  # fmt: skip
-    fields = {"partition": partition, "gpus_per_job": gpus, "time_min": time_min, "array_parallelism": array,
-              "account": account, "cpus_per_job": cpus}  # fmt: skip
+def _slurm(
+    partition: str | None,
+    gpus: int | None,
+    time_min: int | None,
+    array: int | None,
+    account: str | None,
+    cpus: int | None,
+) -> dict[str, Any]:
+    fields = {
+        "partition": partition,
+        "gpus_per_job": gpus,
+        "time_min": time_min,
+        "array_parallelism": array,
+        "account": account,
+        "cpus_per_job": cpus,
+    }
     return {k: v for k, v in fields.items() if v is not None}
 
 
@@ -43,9 +55,15 @@ def sweep(
     array_parallelism: Annotated[int | None, _O(help="slurm: array tasks running at once.", min=1)] = None,
     account: Annotated[str | None, _O(help="slurm: account to charge.")] = None,
     cpus_per_job: Annotated[int | None, _O(help="slurm: CPUs per job.", min=1)] = None,
-    force: Annotated[bool, _O("--force", help="Train again the jobs whose command changed since they ran (another "
-                                              "ability set, device or cache for the same run directory), replacing "
-                                              "their runs.")] = False,
+    force: Annotated[
+        bool,
+        _O(
+            "--force",
+            help="Train again the jobs whose command changed since they ran (another "
+            "ability set, device or cache for the same run directory), replacing "
+            "their runs.",
+        ),
+    ] = False,
     as_json: Annotated[bool, _O("--json", help="Print JSON.")] = False,
 ) -> None:
     """Plan the grid (VFM x head x ability set), extract each VFM's cache once, then run every cell as its own job
@@ -60,16 +78,27 @@ def sweep(
     from ava.sweep.plan import load_plan, make_plan
     from ava.sweep.run import sweep as run_sweep
 
-    fields = {"vfm": vfm, "head": head, "ava": [",".join(ava)] if ava else None, "data": data, "cache": cache,
-              "out": out, "executor": executor, "jobs": jobs, "device": device}  # fmt: skip
+    fields = {
+        "vfm": vfm,
+        "head": head,
+        "ava": [",".join(ava)] if ava else None,
+        "data": data,
+        "cache": cache,
+        "out": out,
+        "executor": executor,
+        "jobs": jobs,
+        "device": device,
+    }
     slurm = _slurm(partition, gpus_per_job, time_min, array_parallelism, account, cpus_per_job)
     the_plan = load_plan(plan, **fields, slurm=slurm) if plan else make_plan({**fields, "slurm": slurm})
     result = run_sweep(the_plan, force=force, progress=not as_json)
     if as_json:
         typer.echo(json.dumps(result, indent=2))
         return
-    typer.echo(f"plan {result['plan']}: {len(result['submitted'])} job(s) run or submitted, "
-               f"{len(result['skipped'])} already done or in flight")  # fmt: skip
+    typer.echo(
+        f"plan {result['plan']}: {len(result['submitted'])} job(s) run or submitted, "
+        f"{len(result['skipped'])} already done or in flight"
+    )
     _print(result["jobs"])
     if any(r["state"] in ("failed", "blocked") for r in result["jobs"]):
         raise typer.Exit(1)
@@ -83,8 +112,9 @@ def _print(rows: list[dict[str, Any]]) -> None:
         where = f" [slurm {r['slurm_id']}]" if r.get("slurm_id") else ""
         earlier = "" if r.get("current", True) else " (an earlier plan's)"
         tail = (f" -> {', '.join(r['results'])}" if r["results"] else "") + (f": {r['error']}" if r["error"] else "")
-        console.print(f"{r['state']:<9} {r['job']}{earlier}{where} log {r['log'] or '-'}{tail}", highlight=False,
-                      markup=False)  # fmt: skip
+        console.print(
+            f"{r['state']:<9} {r['job']}{earlier}{where} log {r['log'] or '-'}{tail}", highlight=False, markup=False
+        )
 
 
 @app.command("status")

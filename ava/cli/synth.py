@@ -40,9 +40,19 @@ def synth(
 
     from ava.api import synthesize
 
-    result = synthesize(out, per_ava=per_ava, ava=ava or None, seed=seed, size=size, difficulty=difficulty,
-                        test_frac=test_frac, workers=workers, force=force or overwrite, config=config,
-                        progress=True)  # fmt: skip
+    result = synthesize(
+        out,
+        per_ava=per_ava,
+        ava=ava or None,
+        seed=seed,
+        size=size,
+        difficulty=difficulty,
+        test_frac=test_frac,
+        workers=workers,
+        force=force or overwrite,
+        config=config,
+        progress=True,
+    )
     if result.reused:
         Console().print(f"{result.path} already holds this synthetic set (same settings): nothing to do")
     else:

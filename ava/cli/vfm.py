@@ -47,8 +47,10 @@ def list_(as_json: JsonOpt = False) -> None:
     for r in rows:
         loads = r["loader"] + (", gated" if r["gated"] else "")
         tokens = f"{r['num_tokens']} x {r['dim']}"
-        console.print(f"[bold]{r['key']:<16}[/]{r['image_size']:>5}  {tokens:<13}{r['prefix_tokens']:>6}"
-                      f"{_params(r['params']):>8}  {loads}")  # fmt: skip
+        console.print(
+            f"[bold]{r['key']:<16}[/]{r['image_size']:>5}  {tokens:<13}{r['prefix_tokens']:>6}"
+            f"{_params(r['params']):>8}  {loads}"
+        )
         plugin = f" (plugin from {escape(r['package'])})" if r.get("package") else ""
         console.print(f"  [dim]{_weights(r)}[/]{plugin}")
     console.print("[dim]'random' = random weights (a control); details: ava vfm show KEY[/]")

@@ -21,8 +21,9 @@ def answer(
     split: Annotated[str, typer.Option(help="Split to answer.")] = "test",
     batch_size: Annotated[int, typer.Option(help="Samples per generate call.")] = 8,
     max_new_tokens: Annotated[int, typer.Option(help="Longest reply, in tokens.")] = 32,
-    max_samples: Annotated[int | None, typer.Option(help="Per ability, only the first N samples (smoke runs).",
-                                                    show_default=False)] = None,  # fmt: skip
+    max_samples: Annotated[
+        int | None, typer.Option(help="Per ability, only the first N samples (smoke runs).", show_default=False)
+    ] = None,
     device: Annotated[str, typer.Option(help="auto, cpu, cuda, cuda:1 ...")] = "auto",
     dtype: Annotated[str, typer.Option(help="auto (the checkpoint's), fp32, bf16 or fp16.")] = "auto",
     trust_remote_code: Annotated[
@@ -43,10 +44,21 @@ def answer(
     from ava.api import vlm_answer
     from ava.cli.score import score_table  # the same table as `ava score`
 
-    result = vlm_answer(model=model, data=data, out=out, ava=ava, split=split, batch_size=batch_size,
-                        max_new_tokens=max_new_tokens, max_samples=max_samples, device=device, dtype=dtype,
-                        trust_remote_code=trust_remote_code, random_weights=random_weights,
-                        progress=not quiet)  # fmt: skip
+    result = vlm_answer(
+        model=model,
+        data=data,
+        out=out,
+        ava=ava,
+        split=split,
+        batch_size=batch_size,
+        max_new_tokens=max_new_tokens,
+        max_samples=max_samples,
+        device=device,
+        dtype=dtype,
+        trust_remote_code=trust_remote_code,
+        random_weights=random_weights,
+        progress=not quiet,
+    )
     from types import SimpleNamespace
 
     from rich.console import Console
@@ -55,5 +67,6 @@ def answer(
     console.print(score_table(SimpleNamespace(results=result.results)))  # type: ignore[arg-type]
     if random_weights:
         console.print("[yellow]random weights[/]: a control or a test, not a real result")
-    console.print(f"{result.answered} answered, {result.resumed} already there; run directory: {result.run_dir}",
-                  highlight=False)  # fmt: skip
+    console.print(
+        f"{result.answered} answered, {result.resumed} already there; run directory: {result.run_dir}", highlight=False
+    )

@@ -36,7 +36,7 @@ from ava.curate.core import (
     padded,
     plain,
     plural,
-)  # fmt: skip
+)
 from ava.curate.sources import Instance, SourceError, SourceImage
 
 AREA_RANGE = (0.002, 0.5)  # normalized box area kept for localization and recognition (spec section 2)
@@ -103,11 +103,20 @@ def build_localization(ctx: Context) -> list[Question]:
                 continue
             box = padded_box(im, a)
             area_bin = _area_bin((box[2] - box[0]) * (box[3] - box[1]))
-            out.append(Question(
-                "localization", f"{im.id}-{a.id}", ask("localization", object=f"the {a.category}"), fmt_box(box),
-                {"box": box}, None, _meta(ctx, im, a, **{"class": a.category}),
-                padded(im.path), f"{a.category}|{area_bin}", area_bin,
-            ))  # fmt: skip
+            out.append(
+                Question(
+                    "localization",
+                    f"{im.id}-{a.id}",
+                    ask("localization", object=f"the {a.category}"),
+                    fmt_box(box),
+                    {"box": box},
+                    None,
+                    _meta(ctx, im, a, **{"class": a.category}),
+                    padded(im.path),
+                    f"{a.category}|{area_bin}",
+                    area_bin,
+                )
+            )
     return out
 
 
@@ -117,17 +126,29 @@ def padded_box(im: SourceImage, a: Instance) -> list[float]:
     side = max(im.width, im.height)
     ox, oy = (side - im.width) // 2, (side - im.height) // 2
     x1, y1, x2, y2 = a.xyxy
-    return [round((x1 + ox) / side, 4), round((y1 + oy) / side, 4), round((x2 + ox) / side, 4),
-            round((y2 + oy) / side, 4)]  # fmt: skip
+    return [
+        round((x1 + ox) / side, 4),
+        round((y1 + oy) / side, 4),
+        round((x2 + ox) / side, 4),
+        round((y2 + oy) / side, 4),
+    ]
 
 
 def _area_bin(area: float) -> str:
-    return next(label for upper, label in ((0.1, "0-0.1"), (0.2, "0.1-0.2"), (0.3, "0.2-0.3"), (0.5, "0.3-0.5"),
-                                           (9.0, ">0.5")) if area <= upper)  # fmt: skip
+    return next(
+        label
+        for upper, label in ((0.1, "0-0.1"), (0.2, "0.1-0.2"), (0.3, "0.2-0.3"), (0.5, "0.3-0.5"), (9.0, ">0.5"))
+        if area <= upper
+    )
 
 
-def boxed(im: SourceImage, red: Instance | None = None, blue: Instance | None = None, pad: bool = False,
-           edit: Change | None = None) -> Callable[[], Image.Image]:  # fmt: skip
+def boxed(
+    im: SourceImage,
+    red: Instance | None = None,
+    blue: Instance | None = None,
+    pad: bool = False,
+    edit: Change | None = None,
+) -> Callable[[], Image.Image]:
     """The source image (``edit``-ed, padded where asked) with a red box around ``red``, a blue one around
     ``blue``."""
     marks = [box_mark(a.xyxy, c) for a, c in ((red, RED), (blue, BLUE)) if a is not None]
@@ -148,16 +169,35 @@ def build_recognition(ctx: Context) -> list[Question]:
             if not AREA_RANGE[0] < _area(a, im) < AREA_RANGE[1]:
                 ctx.summary.drop("recognition", "box area outside (0.002, 0.5) of the image", f"annotation {a.id}")
                 continue
-            options = ctx.options_for("recognition", a.category, classes, a.id,
-                                      image=(f"{im.file_name}#{a.id}", _crop(im, a)))
+            options = ctx.options_for(
+                "recognition", a.category, classes, a.id, image=(f"{im.file_name}#{a.id}", _crop(im, a))
+            )
             # box: where the object is in the question's image, so a miner reads the object, not the photo;
             # image_classes: the photo's other objects, which ava data options reports a distractor share of
-            meta = _meta(ctx, im, a, **{"class": a.category, "box": padded_box(im, a),
-                                        "image_classes": sorted({o.category for o in im.instances})})
-            out.append(Question(
-                "recognition", f"{im.id}-{a.id}", ask("recognition", options), a.category,
-                option_truth(options, a.category), options, meta, boxed(im, a, pad=True), a.category, a.category,
-            ))  # fmt: skip
+            meta = _meta(
+                ctx,
+                im,
+                a,
+                **{
+                    "class": a.category,
+                    "box": padded_box(im, a),
+                    "image_classes": sorted({o.category for o in im.instances}),
+                },
+            )
+            out.append(
+                Question(
+                    "recognition",
+                    f"{im.id}-{a.id}",
+                    ask("recognition", options),
+                    a.category,
+                    option_truth(options, a.category),
+                    options,
+                    meta,
+                    boxed(im, a, pad=True),
+                    a.category,
+                    a.category,
+                )
+            )
     return out
 
 
@@ -172,11 +212,20 @@ def build_counting(ctx: Context) -> list[Question]:
             elif not 1 <= n <= MAX_COUNT:
                 ctx.summary.drop("counting", "count outside 1..40", f"image {im.id} {cls}")
             else:
-                per_class[cls].append(Question(
-                    "counting", f"{im.id}-{cls}", ask("counting", object=plural(cls)), str(n), {"value": n}, None,
-                    _meta(ctx, im, *anns, **{"class": cls, "count": n}), plain(im.path),
-                    f"{cls}|{n}", str(n),
-                ))  # fmt: skip
+                per_class[cls].append(
+                    Question(
+                        "counting",
+                        f"{im.id}-{cls}",
+                        ask("counting", object=plural(cls)),
+                        str(n),
+                        {"value": n},
+                        None,
+                        _meta(ctx, im, *anns, **{"class": cls, "count": n}),
+                        plain(im.path),
+                        f"{cls}|{n}",
+                        str(n),
+                    )
+                )
     out = []
     for _cls, qs in sorted(per_class.items()):
         freq = defaultdict(int)
@@ -187,15 +236,17 @@ def build_counting(ctx: Context) -> list[Question]:
             if q.truth["value"] not in chosen:
                 ctx.summary.drop("counting", f"count not among its class's {COUNTS_PER_CLASS} most frequent", q.id)
         out += [q for q in qs if q.truth["value"] in chosen]
-    return balance(out, lambda q: q.truth["value"], ctx.summary, "count balance per class",
-                   groups=lambda q: q.meta["class"])  # fmt: skip
+    return balance(
+        out, lambda q: q.truth["value"], ctx.summary, "count balance per class", groups=lambda q: q.meta["class"]
+    )
 
 
 Judge = Callable[[Instance, Instance], Any]  # a pair's verdict, or a Drop naming the rule it breaks
 
 
-def judged_pairs(ctx: Context, ava: str, im: SourceImage, anns: list[Instance],
-                 judge: Judge) -> list[tuple[Instance, Instance, Any]]:  # fmt: skip
+def judged_pairs(
+    ctx: Context, ava: str, im: SourceImage, anns: list[Instance], judge: Judge
+) -> list[tuple[Instance, Instance, Any]]:
     """Every unordered pair of an image's instances judged by ``judge(a, b)``; of the pairs that pass every rule,
     at most ``ctx.max_pairs`` (a seeded choice among them, so a crowded image does not dominate the ability), with
     their verdicts. The rest are counted: by the rule a pair broke, or as capped. Filters first, the cap after:
@@ -237,8 +288,9 @@ def build_spatial(ctx: Context) -> list[Question]:
                 return Drop("a box under 0.002 of the image")
             if _spatial_answer(a, b) is None:
                 return Drop("boxes overlap horizontally or vertically")
-            if not ctx.boxes and (a.category == b.category or names.count(a.category) > 1
-                                  or names.count(b.category) > 1):  # fmt: skip
+            if not ctx.boxes and (
+                a.category == b.category or names.count(a.category) > 1 or names.count(b.category) > 1
+            ):
                 return Drop("no boxes drawn: a class not unique in its image")
             return None
 
@@ -258,10 +310,17 @@ def _spatial_question(ctx: Context, im: SourceImage, red: Instance, blue: Instan
         text = text.replace(" (annotated by the red box)", "").replace(" (annotated by the blue box)", "")
     render = boxed(im, red, blue) if ctx.boxes else plain(im.path)
     return Question(
-        "spatial", f"{im.id}-{red.id}-{blue.id}", text, answer, option_truth(options, answer), options,
+        "spatial",
+        f"{im.id}-{red.id}-{blue.id}",
+        text,
+        answer,
+        option_truth(options, answer),
+        options,
         _meta(ctx, im, red, blue, **{"class": red.category, "reference": blue.category, "boxes": ctx.boxes}),
-        render, f"{answer}|{red.category}-{blue.category}", answer,
-    )  # fmt: skip
+        render,
+        f"{answer}|{red.category}-{blue.category}",
+        answer,
+    )
 
 
 # -- from depth -----------------------------------------------------------------------------------------------------
@@ -315,12 +374,20 @@ def build_abs_depth(ctx: Context) -> list[Question]:
             options = list(bins)
             lo, hi = (float(v) for v in label.split("-"))
             scene = "indoor" if bins is INDOOR_DEPTH_BINS else "outdoor"
-            out.append(Question(
-                "abs_depth", f"{im.id}-{a.id}", ask("abs_depth", options, object=a.category), label,
-                {"index": options.index(label), "bin": [lo, hi]}, options,
-                _meta(ctx, im, a, **{"class": a.category, "scene_type": scene, "depth_m": round(closest, 3)}),
-                boxed(im, a), f"{a.category}|{label}", label,
-            ))  # fmt: skip
+            out.append(
+                Question(
+                    "abs_depth",
+                    f"{im.id}-{a.id}",
+                    ask("abs_depth", options, object=a.category),
+                    label,
+                    {"index": options.index(label), "bin": [lo, hi]},
+                    options,
+                    _meta(ctx, im, a, **{"class": a.category, "scene_type": scene, "depth_m": round(closest, 3)}),
+                    boxed(im, a),
+                    f"{a.category}|{label}",
+                    label,
+                )
+            )
     return balance(out, lambda q: q.answer, ctx.summary, "depth-bin balance")
 
 
@@ -344,8 +411,11 @@ def build_rel_depth(ctx: Context) -> list[Question]:
             if a.id not in depths or b.id not in depths:
                 return Drop("an object without depth")
             if abs(depths[a.id][1] - depths[b.id][1]) < _min_diff(ctx, depths[a.id][1], depths[b.id][1]):
-                return Drop("depths differ by less than 0.5 m" if ctx.depth.metric  # type: ignore[union-attr]
-                            else "relative depths differ by less than 10%")  # fmt: skip
+                return Drop(
+                    "depths differ by less than 0.5 m"
+                    if ctx.depth.metric  # type: ignore[union-attr]
+                    else "relative depths differ by less than 10%"
+                )
             return None
 
         for a, b, _ in judged_pairs(ctx, "rel_depth", im, anns, judge):
@@ -357,24 +427,47 @@ def build_rel_depth(ctx: Context) -> list[Question]:
     out = []
     for im, near, far, zn, zf in pairs:
         if near.category != far.category and (side[near.category] > 0 or side[far.category] < 0):
-            ctx.summary.drop("rel_depth", "class balance: would make a class nearer more often than farther",
-                             f"annotations {near.id},{far.id}")  # fmt: skip
+            ctx.summary.drop(
+                "rel_depth",
+                "class balance: would make a class nearer more often than farther",
+                f"annotations {near.id},{far.id}",
+            )
             continue
         if near.category != far.category:
             side[near.category] += 1
             side[far.category] -= 1
-        red_near = answers[near.category] <= -answers[far.category] if near.category != far.category else (
-            answers[near.category] <= 0)
+        red_near = (
+            answers[near.category] <= -answers[far.category]
+            if near.category != far.category
+            else (answers[near.category] <= 0)
+        )
         red, blue, answer = (near, far, "red") if red_near else (far, near, "blue")
         answers[red.category] += 1 if answer == "red" else -1
         options = ["red", "blue"]
-        out.append(Question(
-            "rel_depth", f"{im.id}-{red.id}-{blue.id}", ask("rel_depth", options, a=red.category, b=blue.category),
-            answer, option_truth(options, answer), options,
-            _meta(ctx, im, red, blue, **{"class": red.category, f"depth_red{unit}": round(zn if red is near else zf, 3),
-                                         f"depth_blue{unit}": round(zf if red is near else zn, 3)}),
-            boxed(im, red, blue), f"{red.category}|{answer}", answer,
-        ))  # fmt: skip
+        out.append(
+            Question(
+                "rel_depth",
+                f"{im.id}-{red.id}-{blue.id}",
+                ask("rel_depth", options, a=red.category, b=blue.category),
+                answer,
+                option_truth(options, answer),
+                options,
+                _meta(
+                    ctx,
+                    im,
+                    red,
+                    blue,
+                    **{
+                        "class": red.category,
+                        f"depth_red{unit}": round(zn if red is near else zf, 3),
+                        f"depth_blue{unit}": round(zf if red is near else zn, 3),
+                    },
+                ),
+                boxed(im, red, blue),
+                f"{red.category}|{answer}",
+                answer,
+            )
+        )
     return balance(out, lambda q: q.answer, ctx.summary, "answer balance", expect=("red", "blue"))
 
 
@@ -398,12 +491,23 @@ def build_ocr(ctx: Context) -> list[Question]:
 
             x, y, bw, bh = w.bbox
             render = marked(w.image.path, [box_mark((x, y, x + bw, y + bh), RED)])
-            out.append(Question(
-                "ocr", f"{w.image.id}-{w.id}", ask("ocr"), w.text, {"text": w.text}, None,
-                {"source": "text",
-                 "origin": {"file": w.image.file_name, "image_id": w.image.id, "annotations": [w.id]}},
-                render, f"len {length}", f"len {length}",
-            ))  # fmt: skip
+            out.append(
+                Question(
+                    "ocr",
+                    f"{w.image.id}-{w.id}",
+                    ask("ocr"),
+                    w.text,
+                    {"text": w.text},
+                    None,
+                    {
+                        "source": "text",
+                        "origin": {"file": w.image.file_name, "image_id": w.image.id, "annotations": [w.id]},
+                    },
+                    render,
+                    f"len {length}",
+                    f"len {length}",
+                )
+            )
     return out
 
 
@@ -427,10 +531,14 @@ def color_regions(image: Image.Image) -> list[tuple[tuple[int, int, int, int], n
     scale = min(1.0, SLIC_SIDE / max(w, h))
     # reducing_gap 1: averaged by whole factors first (as a box filter), then resampled: a quarter of a bilinear
     # resize's time at these sizes
-    small = image.resize((max(1, round(w * scale)), max(1, round(h * scale))), Image.Resampling.BILINEAR,
-                         reducing_gap=1.0) if scale < 1 else image  # fmt: skip
-    labels = slic(np.asarray(small), n_segments=SLIC_SEGMENTS, compactness=10, start_label=1,
-                  max_num_iter=SLIC_ITERATIONS)  # fmt: skip
+    small = (
+        image.resize((max(1, round(w * scale)), max(1, round(h * scale))), Image.Resampling.BILINEAR, reducing_gap=1.0)
+        if scale < 1
+        else image
+    )
+    labels = slic(
+        np.asarray(small), n_segments=SLIC_SEGMENTS, compactness=10, start_label=1, max_num_iter=SLIC_ITERATIONS
+    )
     flat = labels.ravel()
     pixels = np.asarray(small, dtype=np.float64).reshape(-1, 3)
     n = np.bincount(flat)
@@ -444,8 +552,12 @@ def color_regions(image: Image.Image) -> list[tuple[tuple[int, int, int, int], n
     for label, sl in enumerate(find_objects(labels), 1):
         if sl is None:
             continue
-        box = (int(sl[1].start * sx), int(sl[0].start * sy), int(math.ceil(sl[1].stop * sx)),
-               int(math.ceil(sl[0].stop * sy)))  # fmt: skip
+        box = (
+            int(sl[1].start * sx),
+            int(sl[0].start * sy),
+            int(math.ceil(sl[1].stop * sx)),
+            int(math.ceil(sl[0].stop * sy)),
+        )
         fill = n[label] / ((sl[1].stop - sl[1].start) * (sl[0].stop - sl[0].start))
         out.append((box, means[label], float(stds[label]), float(fill), float(n[label] / flat.size), label))
     _LABELS[0] = labels
@@ -486,8 +598,11 @@ def colour_of(path: Path) -> tuple[str, Any, Any]:
     regions = color_regions(image)
     ok = [r for r in regions if r[2] <= MAX_COLOR_STD and r[3] >= MIN_FILL and r[4] >= MIN_REGION]
     if not ok:
-        reason = ("no superpixel of one colour" if all(r[2] > MAX_COLOR_STD for r in regions)
-                  else "no one-colour superpixel filling its box and large enough")  # fmt: skip
+        reason = (
+            "no superpixel of one colour"
+            if all(r[2] > MAX_COLOR_STD for r in regions)
+            else "no one-colour superpixel filling its box and large enough"
+        )
         return "drop", reason, None
     for box, *_, label in sorted(ok, key=lambda r: (-r[4], r[0])):  # the largest first
         measured = region_colour(image, label)
@@ -510,10 +625,14 @@ def build_color(ctx: Context) -> list[Question]:
         cell = "rgb " + "".join(str(min(c, 255) * 3 // 256) for c in rgb)
 
         render = marked(im.path, [box_mark(box, RED)])
-        meta = {"source": ctx.coco.path.stem, "origin": {"file": im.file_name, "image_id": im.id, "annotations": []},  # type: ignore[union-attr]
-                "region_box": list(box)}  # fmt: skip
-        out.append(Question("color", f"{im.id}", ask("color"), fmt_rgb(rgb), {"rgb": rgb}, None, meta, render,
-                            cell, cell))  # fmt: skip
+        meta = {
+            "source": ctx.coco.path.stem,
+            "origin": {"file": im.file_name, "image_id": im.id, "annotations": []},  # type: ignore[union-attr]
+            "region_box": list(box),
+        }
+        out.append(
+            Question("color", f"{im.id}", ask("color"), fmt_rgb(rgb), {"rgb": rgb}, None, meta, render, cell, cell)
+        )
     return out
 
 
@@ -544,11 +663,20 @@ def build_from_folders(ctx: Context, ava: str) -> list[Question]:
             fields = {"object": "object", "family": ctx.family}
             text = ask(ava, options, **fields)
             render = _framed(path) if ava == "emotion" else plain(path)
-            out.append(Question(
-                ava, rel.replace("/", "_"), text, cls, option_truth(options, cls), options,
-                {"source": folders.root.name, "class": cls, "origin": {"file": rel, "annotations": []}},
-                render, cls, cls,
-            ))  # fmt: skip
+            out.append(
+                Question(
+                    ava,
+                    rel.replace("/", "_"),
+                    text,
+                    cls,
+                    option_truth(options, cls),
+                    options,
+                    {"source": folders.root.name, "class": cls, "origin": {"file": rel, "annotations": []}},
+                    render,
+                    cls,
+                    cls,
+                )
+            )
     return out
 
 

@@ -78,8 +78,15 @@ class BuildResult:
 
 def read_sources(config: BuildConfig) -> tuple[Context, dict[str, dict[str, Any]]]:
     """The build context and each source's provenance (path and sha256)."""
-    ctx = Context(seed=config.seed, options_k=config.options, boxes=config.boxes, family=config.family,
-                  max_pairs=config.max_pairs, max_per_task=config.max_per_task, workers=config.workers)  # fmt: skip
+    ctx = Context(
+        seed=config.seed,
+        options_k=config.options,
+        boxes=config.boxes,
+        family=config.family,
+        max_pairs=config.max_pairs,
+        max_per_task=config.max_per_task,
+        workers=config.workers,
+    )
     prov: dict[str, dict[str, Any]] = {}
     from ava.curate.mining import sampler_factory
 
@@ -92,9 +99,13 @@ def read_sources(config: BuildConfig) -> tuple[Context, dict[str, dict[str, Any]
         raise BuildError(f"--images {config.images}: no such directory")
     if config.coco:
         ctx.coco = src.read_coco(Path(config.coco), Path(config.images))  # type: ignore[arg-type]
-        prov["coco"] = {"path": str(config.coco), "sha256": src.sha256_file(Path(config.coco)),
-                        "images": len(ctx.coco.images), "annotations": ctx.coco.n_annotations,
-                        "classes": ctx.coco.class_names}  # fmt: skip
+        prov["coco"] = {
+            "path": str(config.coco),
+            "sha256": src.sha256_file(Path(config.coco)),
+            "images": len(ctx.coco.images),
+            "annotations": ctx.coco.n_annotations,
+            "classes": ctx.coco.class_names,
+        }
         if ctx.coco.exif:
             prov["coco"]["exif_rotated"] = ctx.coco.exif
     if config.depth and config.depth_model:
@@ -106,8 +117,9 @@ def read_sources(config: BuildConfig) -> tuple[Context, dict[str, dict[str, Any]
 
         ctx.scratch = Path(tempfile.mkdtemp(prefix="ava-depth-"))
         try:
-            ctx.depth, prov["depth"] = depth_model.run(config.depth_model, list(ctx.coco.images.values()),
-                                                       ctx.scratch, device=config.device)  # fmt: skip
+            ctx.depth, prov["depth"] = depth_model.run(
+                config.depth_model, list(ctx.coco.images.values()), ctx.scratch, device=config.device
+            )
         except BaseException:
             shutil.rmtree(ctx.scratch, ignore_errors=True)
             raise
@@ -116,15 +128,22 @@ def read_sources(config: BuildConfig) -> tuple[Context, dict[str, dict[str, Any]
             raise BuildError("--depth needs --coco (depth questions are about annotated objects)")
         src.check_depth_root(Path(config.depth), list(ctx.coco.images.values()))
         ctx.depth = src.DepthSource(Path(config.depth))
-        prov["depth"] = {"path": str(config.depth), "kind": "maps (16-bit PNG mm or .npy m)", "metric": True,
-                         "sha256": _maps_digest(ctx)}  # fmt: skip
+        prov["depth"] = {
+            "path": str(config.depth),
+            "kind": "maps (16-bit PNG mm or .npy m)",
+            "metric": True,
+            "sha256": _maps_digest(ctx),
+        }
     for spec in config.classes:
         for ava, root in _class_roots(spec).items():
             if ava in ctx.classes:
                 raise BuildError(f"--classes names {ava} twice ({ctx.classes[ava].root} and {root})")
             ctx.classes[ava] = src.read_class_folders(root)
-            prov[f"classes:{ava}"] = {"path": str(root), "classes": len(ctx.classes[ava].classes),
-                                      "sha256": _listing_digest(ctx.classes[ava])}  # fmt: skip
+            prov[f"classes:{ava}"] = {
+                "path": str(root),
+                "classes": len(ctx.classes[ava].classes),
+                "sha256": _listing_digest(ctx.classes[ava]),
+            }
     if config.text:
         ctx.words = src.read_text(Path(config.text), Path(config.images))  # type: ignore[arg-type]
         prov["text"] = {"path": str(config.text), "sha256": src.sha256_file(Path(config.text))}
@@ -133,8 +152,11 @@ def read_sources(config: BuildConfig) -> tuple[Context, dict[str, dict[str, Any]
             raise BuildError("--attributes needs --coco (attributes are keyed by COCO annotation id)")
         known = {a.id for im in ctx.coco.images.values() for a in im.instances}
         ctx.attributes = src.read_attributes(Path(config.attributes), known)
-        prov["attributes"] = {"path": str(config.attributes), "sha256": src.sha256_file(Path(config.attributes)),
-                              "attributes": ctx.attributes.names}  # fmt: skip
+        prov["attributes"] = {
+            "path": str(config.attributes),
+            "sha256": src.sha256_file(Path(config.attributes)),
+            "attributes": ctx.attributes.names,
+        }
     if config.images and ctx.coco:
         prov["images"] = {"path": str(config.images), "sha256": _images_digest(ctx)}
     return ctx, prov
@@ -153,8 +175,10 @@ def _class_roots(spec: str) -> dict[str, Path]:
     root = Path(spec)
     found = {a: root / a for a in FOLDER_ABILITIES if (root / a).is_dir()}
     if not found:
-        raise BuildError(f"--classes {root}: no subfolder named after a class-folder ability "
-                         f"({', '.join(FOLDER_ABILITIES)}); or pass ABILITY=DIR")  # fmt: skip
+        raise BuildError(
+            f"--classes {root}: no subfolder named after a class-folder ability "
+            f"({', '.join(FOLDER_ABILITIES)}); or pass ABILITY=DIR"
+        )
     return found
 
 
@@ -177,8 +201,9 @@ def _maps_digest(ctx: Context) -> str:
 
 
 def _listing_digest(folders: src.ClassFolders) -> str:
-    return _digest([(str(p.relative_to(folders.root)), src.sha256_file(p)) for ps in folders.classes.values()
-                    for p in ps])  # fmt: skip
+    return _digest(
+        [(str(p.relative_to(folders.root)), src.sha256_file(p)) for ps in folders.classes.values() for p in ps]
+    )
 
 
 def _have(ctx: Context) -> set[str]:
@@ -213,14 +238,18 @@ def plan(ctx: Context, ava: list[str] | None, tasks: list[str] | None) -> tuple[
         for name in names:
             key = ABILITIES.canonical(name) if name not in pool else name
             if key not in pool:
-                raise BuildError(f"{name!r} is not one of the {'tasks' if pool is TASKS else 'abilities'} a build "
-                                 f"makes ({', '.join(pool)})")  # fmt: skip
+                raise BuildError(
+                    f"{name!r} is not one of the {'tasks' if pool is TASKS else 'abilities'} a build "
+                    f"makes ({', '.join(pool)})"
+                )
             missing = [s for s in pool[key][0] if s not in have]
             if missing:
                 raise BuildError(f"{key} needs {', '.join(_option(s) for s in missing)}")
             if key in METRIC_ONLY and not ctx.depth.metric:  # type: ignore[union-attr]
-                raise BuildError(f"{key} asks for metres, and the --depth-model predicts relative depth; use a "
-                                 "metric depth model or --depth maps, or only nearer/farther questions")  # fmt: skip
+                raise BuildError(
+                    f"{key} asks for metres, and the --depth-model predicts relative depth; use a "
+                    "metric depth model or --depth maps, or only nearer/farther questions"
+                )
             wanted.add(key)
     chosen, skipped = [], {}
     for key in BUILTIN_KEYS:
@@ -409,8 +438,15 @@ _SOURCE_PATHS: dict[str, Path] = {}  # origin file name -> path, set by build_da
 _FORMATS: dict[Path, str] = {}
 
 
-def _write(tmp: Path, questions: list[Question], splits: dict[str, str], info: dict[str, Any], fmt: str,
-           workers: int, progress: bool) -> dict[str, dict[str, int]]:  # fmt: skip
+def _write(
+    tmp: Path,
+    questions: list[Question],
+    splits: dict[str, str],
+    info: dict[str, Any],
+    fmt: str,
+    workers: int,
+    progress: bool,
+) -> dict[str, dict[str, int]]:
     """Draw and store every question's image (source image by source image, so each is decoded once; by
     ``workers`` forked processes), then write the sample lists and ``dataset.json``."""
     counts: dict[str, dict[str, int]] = {}
@@ -428,9 +464,19 @@ def _write(tmp: Path, questions: list[Question], splits: dict[str, str], info: d
             bar.advance(job)
             q = questions[i]
             split = splits[f"{q.ava}\0{q.id}"]
-            samples[i] = Sample(id=q.id, ava=q.ava, image=rel, width=w, height=h, question=q.question,
-                                answer=q.answer, truth=q.truth, options=q.options, split=split,
-                                meta=q.meta)  # fmt: skip
+            samples[i] = Sample(
+                id=q.id,
+                ava=q.ava,
+                image=rel,
+                width=w,
+                height=h,
+                question=q.question,
+                answer=q.answer,
+                truth=q.truth,
+                options=q.options,
+                split=split,
+                meta=q.meta,
+            )
             counts.setdefault(q.ava, {"train": 0, "test": 0})[split] += 1
         for sample in samples:  # in the builders' order, whatever order the images were drawn in
             writer.add_sample(sample)  # type: ignore[arg-type]
@@ -449,8 +495,9 @@ def build_dataset(config: BuildConfig, progress: bool = False) -> BuildResult:
     _check_numbers(config)
     if os.path.lexists(out) and (not out.is_dir() or any(out.iterdir())):
         if not config.force:
-            raise BuildError(f"{out} exists and is not empty; pass --force to replace it (only an ava dataset is "
-                             "ever replaced)")  # fmt: skip
+            raise BuildError(
+                f"{out} exists and is not empty; pass --force to replace it (only an ava dataset is ever replaced)"
+            )
         check_replaceable(out, option="--force")
     ctx, prov = read_sources(config)
     try:
@@ -465,9 +512,13 @@ def _check_numbers(config: BuildConfig) -> None:
     a list from its end)."""
     from ava.validate import check, int_at_least
 
-    rules = {"test_frac": check, "max_pairs": check, "workers": check,
-             "max_per_task": lambda _, v: int_at_least(1)(v),  # None: no cap (the CLI's 0)
-             "options": lambda _, v: int_at_least(2)(v)}  # fmt: skip
+    rules = {
+        "test_frac": check,
+        "max_pairs": check,
+        "workers": check,
+        "max_per_task": lambda _, v: int_at_least(1)(v),  # None: no cap (the CLI's 0)
+        "options": lambda _, v: int_at_least(2)(v),
+    }
     for name, rule in rules.items():
         value = getattr(config, name)
         if value is None:
@@ -478,23 +529,42 @@ def _check_numbers(config: BuildConfig) -> None:
             raise BuildError(f"--{name.replace('_', '-')} {e}") from None
 
 
-def _build(config: BuildConfig, ctx: Context, prov: dict[str, dict[str, Any]], out: Path, start: float,
-           progress: bool) -> BuildResult:  # fmt: skip
+def _build(
+    config: BuildConfig, ctx: Context, prov: dict[str, dict[str, Any]], out: Path, start: float, progress: bool
+) -> BuildResult:
     keys, skipped = plan(ctx, config.ava, config.tasks)
     if not keys:
-        raise BuildError("nothing to build: " + ("; ".join(f"{k}: {v}" for k, v in skipped.items()) or
-                                                 "no abilities or tasks chosen"))  # fmt: skip
+        raise BuildError(
+            "nothing to build: "
+            + ("; ".join(f"{k}: {v}" for k, v in skipped.items()) or "no abilities or tasks chosen")
+        )
     questions = make_questions(ctx, keys, config.max_per_task, progress)
     if not questions:
         raise BuildError("every question was dropped by the rules: " + "; ".join(ctx.summary.line(k) for k in keys))
     splits, split_report = assign(questions, config.test_frac, config.seed)
-    split_info = {"made_by": "ava data build", "test_frac": config.test_frac, "seed": config.seed,
-                  "stratified_by": "class x answer bin (fine); the answer bin alone where a class x bin stratum has "
-                                   f"under {MIN_STRATUM} questions (coarse)", "strata": split_report}  # fmt: skip
-    info = {"source": "ava data build", "synthetic": _synthetic(ctx), "split": split_info,
-            "build": {"rule_version": RULE_VERSION, "seed": config.seed, "sources": prov, "built": keys,
-                      "skipped": skipped, "options": _options(config), "classes": _classes(ctx, keys),
-                      "summary": ctx.summary.rows()}}  # fmt: skip
+    split_info = {
+        "made_by": "ava data build",
+        "test_frac": config.test_frac,
+        "seed": config.seed,
+        "stratified_by": "class x answer bin (fine); the answer bin alone where a class x bin stratum has "
+        f"under {MIN_STRATUM} questions (coarse)",
+        "strata": split_report,
+    }
+    info = {
+        "source": "ava data build",
+        "synthetic": _synthetic(ctx),
+        "split": split_info,
+        "build": {
+            "rule_version": RULE_VERSION,
+            "seed": config.seed,
+            "sources": prov,
+            "built": keys,
+            "skipped": skipped,
+            "options": _options(config),
+            "classes": _classes(ctx, keys),
+            "summary": ctx.summary.rows(),
+        },
+    }
     _SOURCE_PATHS.clear()
     _FORMATS.clear()
     if ctx.coco:
@@ -541,7 +611,13 @@ def _synthetic(ctx: Context) -> bool:
 
 
 def _options(config: BuildConfig) -> dict[str, Any]:
-    return {"options": config.options, "boxes": config.boxes, "test_frac": config.test_frac, "family": config.family,
-            "max_pairs": config.max_pairs, "max_per_task": config.max_per_task,
-            "image_format": config.image_format,
-            **({"miner": config.miner} if config.miner != "random" else {})}  # the paper's random: as before
+    return {
+        "options": config.options,
+        "boxes": config.boxes,
+        "test_frac": config.test_frac,
+        "family": config.family,
+        "max_pairs": config.max_pairs,
+        "max_per_task": config.max_per_task,
+        "image_format": config.image_format,
+        **({"miner": config.miner} if config.miner != "random" else {}),
+    }  # the paper's random: as before

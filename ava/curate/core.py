@@ -101,11 +101,24 @@ class Summary:
         for ava in sorted(set(self.considered) | set(self.kept)):
             reasons = {r: n for (a, r), n in sorted(self.dropped.items()) if a == ava}
             capped = sum(n for r, n in reasons.items() if (ava, r) in self.caps)
-            out.append({"ability": ava, "considered": self.considered[ava], "kept": self.kept[ava],
-                        "dropped": sum(reasons.values()) - capped, "capped": capped,
-                        "reasons": [{"reason": r, "n": n, "example": self.example[(ava, r)],
-                                     "kind": "cap" if (ava, r) in self.caps else "rule"}
-                                    for r, n in reasons.items()]})  # fmt: skip
+            out.append(
+                {
+                    "ability": ava,
+                    "considered": self.considered[ava],
+                    "kept": self.kept[ava],
+                    "dropped": sum(reasons.values()) - capped,
+                    "capped": capped,
+                    "reasons": [
+                        {
+                            "reason": r,
+                            "n": n,
+                            "example": self.example[(ava, r)],
+                            "kind": "cap" if (ava, r) in self.caps else "rule",
+                        }
+                        for r, n in reasons.items()
+                    ],
+                }
+            )
         return out
 
     def line(self, ava: str) -> str:
@@ -114,8 +127,7 @@ class Summary:
         if row is None:
             return f"{ava}: nothing to consider"
         reasons = sorted(row["reasons"], key=lambda r: -r["n"])
-        why = "; ".join(f"{r['reason']} ({r['n']}{', e.g. ' + r['example'] if r['example'] else ''})"
-                        for r in reasons)  # fmt: skip
+        why = "; ".join(f"{r['reason']} ({r['n']}{', e.g. ' + r['example'] if r['example'] else ''})" for r in reasons)
         return f"{ava}: {row['considered']} considered, {row['kept']} kept" + (f": {why}" if why else "")
 
 
@@ -152,16 +164,23 @@ class Context:
         digest = hashlib.sha256(repr((self.seed, *keys)).encode()).digest()
         return np.random.default_rng(int.from_bytes(digest[:8], "little"))
 
-    def options_for(self, ava: str, truth: str, classes: Sequence[str], key: object,
-                    image: tuple[str, Callable[[], Image.Image]] | None = None) -> list[str]:  # fmt: skip
+    def options_for(
+        self,
+        ava: str,
+        truth: str,
+        classes: Sequence[str],
+        key: object,
+        image: tuple[str, Callable[[], Image.Image]] | None = None,
+    ) -> list[str]:
         """Sampled options (the paper's count, or ``--options``), through the one :class:`OptionSampler` seam;
         ``image`` (a key and its picture) is what a ``--miner`` ranks the classes for."""
         k = self.options_k if self.options_k is not None else PAPER_OPTIONS.get(ava)
         k = None if k is None else min(k, len(classes))
         if image is not None and self.miner is not None:
             self.miner.images[image[0]] = image[1]
-        return self.sampler(ava, k)(truth, classes, self.rng(ava, "options", key),
-                                    image=None if image is None else image[0])
+        return self.sampler(ava, k)(
+            truth, classes, self.rng(ava, "options", key), image=None if image is None else image[0]
+        )
 
 
 def ask(ava: str, options: Sequence[str] | None = None, **fields: str) -> str:
@@ -253,8 +272,12 @@ def box_width(size: int) -> int:
     return max(2, round(size / 128))
 
 
-def draw_box(image: Image.Image, box: Sequence[float], color: tuple[int, int, int],
-             picture: tuple[int, int, int, int] | None = None) -> None:  # fmt: skip
+def draw_box(
+    image: Image.Image,
+    box: Sequence[float],
+    color: tuple[int, int, int],
+    picture: tuple[int, int, int, int] | None = None,
+) -> None:
     """Outline ``box`` (x1, y1, x2, y2 px), grown by a margin so the outline does not cover the object and kept
     inside the picture. ``picture`` (x, y, width, height): where the picture ``box`` is about lies in ``image``
     (a square padding of it, as :func:`pad_square` makes), which is then drawn on exactly as the picture itself
@@ -262,8 +285,13 @@ def draw_box(image: Image.Image, box: Sequence[float], color: tuple[int, int, in
     _box_outline(image, box, color, picture, draw=True)
 
 
-def _box_outline(image: Image.Image, box: Sequence[float], color: tuple[int, int, int],
-                 picture: tuple[int, int, int, int] | None, draw: bool) -> list[tuple[int, int, int, int]]:  # fmt: skip
+def _box_outline(
+    image: Image.Image,
+    box: Sequence[float],
+    color: tuple[int, int, int],
+    picture: tuple[int, int, int, int] | None,
+    draw: bool,
+) -> list[tuple[int, int, int, int]]:
     px, py, pw, ph = picture if picture is not None else (0, 0, image.width, image.height)
     w = box_width(max(pw, ph))
     m = w + 1
@@ -273,12 +301,17 @@ def _box_outline(image: Image.Image, box: Sequence[float], color: tuple[int, int
     if draw:
         ImageDraw.Draw(image).rectangle([a, b, c, d], outline=color, width=w)
     # the outline is ``w`` px wide inside [a, c] x [b, d]; a pixel more each way, in case the rasteriser strays
-    return [(a - 1, b - 1, c + 2, b + w + 1), (a - 1, d - w, c + 2, d + 2), (a - 1, b - 1, a + w + 1, d + 2),
-            (c - w, b - 1, c + 2, d + 2)]  # fmt: skip
+    return [
+        (a - 1, b - 1, c + 2, b + w + 1),
+        (a - 1, d - w, c + 2, d + 2),
+        (a - 1, b - 1, a + w + 1, d + 2),
+        (c - w, b - 1, c + 2, d + 2),
+    ]
 
 
-def draw_point(image: Image.Image, xy: tuple[float, float], color: tuple[int, int, int],
-               draw: bool = True) -> list[tuple[int, int, int, int]]:  # fmt: skip
+def draw_point(
+    image: Image.Image, xy: tuple[float, float], color: tuple[int, int, int], draw: bool = True
+) -> list[tuple[int, int, int, int]]:
     """A ring around the point (the point itself stays visible); returns the square of ``image`` it lies in."""
     r = max(4, round(max(image.size) / 60))
     x, y = xy
@@ -299,8 +332,9 @@ def point_mark(xy: Sequence[float], color: tuple[int, int, int]) -> Mark:
     return ("point", tuple(map(float, xy)), color)
 
 
-def _draw_mark(image: Image.Image, mark: Mark, picture: tuple[int, int, int, int] | None,
-               draw: bool = True) -> list[tuple[int, int, int, int]]:  # fmt: skip
+def _draw_mark(
+    image: Image.Image, mark: Mark, picture: tuple[int, int, int, int] | None, draw: bool = True
+) -> list[tuple[int, int, int, int]]:
     """Draw ``mark`` on ``image`` (``picture`` as for :func:`draw_box`) where ``draw``; the strips it lies in."""
     kind, geometry, color = mark
     if kind == "point":
@@ -314,8 +348,9 @@ Region = tuple[tuple[int, int, int, int], Image.Image]  # a box (px) of a pictur
 Change = Callable[[Image.Image], Region]  # from a picture (only read), the region a corruption changes
 
 
-def marked(path: Path, marks: Sequence[Mark], pad: bool = False,
-           edit: Change | None = None) -> Callable[[], Image.Image]:  # fmt: skip
+def marked(
+    path: Path, marks: Sequence[Mark], pad: bool = False, edit: Change | None = None
+) -> Callable[[], Image.Image]:
     """The source image, changed by ``edit`` where given (a corruption of the picture before it is padded), padded
     to a square where ``pad`` (the marks are drawn as on the picture before it is padded), with boxes and rings
     drawn on it.
@@ -392,8 +427,9 @@ def fmt_rgb(rgb: Sequence[int]) -> str:
 
 
 # Names that are plural already (inflect, asked for their plural, adds another "s": "skiss").
-PLURAL_ALREADY = frozenset({"skis", "scissors", "glasses", "sunglasses", "binoculars", "pants", "jeans", "shorts",
-                            "trousers"})  # fmt: skip
+PLURAL_ALREADY = frozenset(
+    {"skis", "scissors", "glasses", "sunglasses", "binoculars", "pants", "jeans", "shorts", "trousers"}
+)
 
 
 @lru_cache(maxsize=4096)
@@ -405,9 +441,14 @@ def plural(name: str) -> str:
 # -- balance --------------------------------------------------------------------------------------------------------
 
 
-def balance(questions: list[Question], key: Callable[[Question], Hashable], summary: Summary, rule: str,
-            groups: Callable[[Question], Hashable] = lambda q: None,
-            expect: Sequence[Hashable] = ()) -> list[Question]:  # fmt: skip
+def balance(
+    questions: list[Question],
+    key: Callable[[Question], Hashable],
+    summary: Summary,
+    rule: str,
+    groups: Callable[[Question], Hashable] = lambda q: None,
+    expect: Sequence[Hashable] = (),
+) -> list[Question]:
     """Keep equally many questions per ``key`` value (the smallest group's size) within each ``groups`` value;
     which ones is decided by a hash of the question id, so the choice does not depend on input order. With
     ``expect`` (every answer a question can have), an answer that never occurs keeps nothing: a yes/no task
@@ -419,8 +460,11 @@ def balance(questions: list[Question], key: Callable[[Question], Hashable], summ
     for members in by.values():
         cap = min(len(members.get(k, ())) for k in expect) if expect else min(len(m) for m in members.values())
         missing = [str(k) for k in expect if not members.get(k)]
-        reason = f"{rule}: no question answers {', '.join(missing)}" if missing else \
-            f"{rule}: over the smallest group's {cap}"  # fmt: skip
+        reason = (
+            f"{rule}: no question answers {', '.join(missing)}"
+            if missing
+            else f"{rule}: over the smallest group's {cap}"
+        )
         for qs in members.values():
             qs.sort(key=lambda q: stable_hash(q.ava, q.id))
             kept_ids.update(q.id for q in qs[:cap])

@@ -72,17 +72,24 @@ def load(source: str, device: str = "cpu") -> tuple[Any, Any, dict[str, Any]]:
     from transformers.models.auto.modeling_auto import MODEL_FOR_DEPTH_ESTIMATION_MAPPING_NAMES
 
     if config.model_type not in MODEL_FOR_DEPTH_ESTIMATION_MAPPING_NAMES:
-        raise DepthModelError(f"--depth-model {source}: a {config.model_type!r} checkpoint is not a depth-estimation "
-                              f"model ({', '.join(sorted(MODEL_FOR_DEPTH_ESTIMATION_MAPPING_NAMES))})")  # fmt: skip
+        raise DepthModelError(
+            f"--depth-model {source}: a {config.model_type!r} checkpoint is not a depth-estimation "
+            f"model ({', '.join(sorted(MODEL_FOR_DEPTH_ESTIMATION_MAPPING_NAMES))})"
+        )
     try:
         model = AutoModelForDepthEstimation.from_pretrained(root, trust_remote_code=False).to(device).eval()
         processor = AutoImageProcessor.from_pretrained(root, trust_remote_code=False)
     except Exception as e:  # noqa: BLE001
         raise DepthModelError(f"--depth-model {source}: cannot load it ({str(e).splitlines()[0]})") from None
     metric = is_metric(config)
-    prov = {"model": source, "model_type": config.model_type, "sha256": weights_digest(root), "metric": metric,
-            "kind": "metres" if metric else "relative (1 / predicted disparity)",
-            "random_weights": bool(getattr(config, "random_weights", False))}  # fmt: skip
+    prov = {
+        "model": source,
+        "model_type": config.model_type,
+        "sha256": weights_digest(root),
+        "metric": metric,
+        "kind": "metres" if metric else "relative (1 / predicted disparity)",
+        "random_weights": bool(getattr(config, "random_weights", False)),
+    }
     return model, processor, prov
 
 

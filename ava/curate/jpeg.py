@@ -101,8 +101,9 @@ class RowCoded:
 def _bands(changed: Sequence[tuple[int, int, int, int]], mcu_height: int, n_rows: int) -> list[tuple[int, int]]:
     """The MCU rows (first, stop) the boxes reach, merged where fewer than three rows lie between (one strip
     encoded costs about as much as three rows)."""
-    spans = sorted((max(0, y0) // mcu_height, min(n_rows, -(-y1 // mcu_height))) for _, y0, _, y1 in changed
-                   if y1 > max(0, y0))  # fmt: skip
+    spans = sorted(
+        (max(0, y0) // mcu_height, min(n_rows, -(-y1 // mcu_height))) for _, y0, _, y1 in changed if y1 > max(0, y0)
+    )
     out: list[tuple[int, int]] = []
     for first, stop in spans:
         if first >= stop:

@@ -23,9 +23,11 @@ def check_miner(spec: str) -> str:
     """``spec`` if a build can mine with it; a one-line error otherwise."""
     spec = (spec or "").strip()
     if spec.startswith("cache:"):
-        raise OptionsError(f"--miner {spec} reads a feature cache, which does not exist before the dataset is built; "
-                           f"build with --miner random (or clip@DIR), extract, then run `ava data options --miner "
-                           f"{spec} --cache DIR` on the built dataset")  # fmt: skip
+        raise OptionsError(
+            f"--miner {spec} reads a feature cache, which does not exist before the dataset is built; "
+            f"build with --miner random (or clip@DIR), extract, then run `ava data options --miner "
+            f"{spec} --cache DIR` on the built dataset"
+        )
     if spec != "random" and not spec.startswith("clip@"):
         raise OptionsError(f"unknown miner {spec!r}; a build takes random or clip@<hub-id-or-dir>")
     if spec == "clip@":
@@ -48,8 +50,7 @@ class BuildMiner:
 
     def record(self) -> dict[str, Any]:
         model = self.tower.load()
-        return {"miner": self.spec, "template": self.tower.template,
-                "model_type": getattr(model, "model_type", None)}  # fmt: skip
+        return {"miner": self.spec, "template": self.tower.template, "model_type": getattr(model, "model_type", None)}
 
     def ranking(self, truth: str, classes: Sequence[str], image: str | None = None) -> Sequence[str]:
         if image is None or image not in self.images:
@@ -70,8 +71,9 @@ class BuildMiner:
         return random_options(None) if k is None else ranked_options(k, self.ranking)
 
 
-def sampler_factory(spec: str, device: str = "cpu") -> tuple[Callable[[str, int | None], OptionSampler],
-                                                             BuildMiner | None]:  # fmt: skip
+def sampler_factory(
+    spec: str, device: str = "cpu"
+) -> tuple[Callable[[str, int | None], OptionSampler], BuildMiner | None]:
     """The build's ``Context.sampler`` for ``--miner spec`` and the miner behind it (None for random)."""
     if check_miner(spec) == "random":
         return (lambda ava, k: random_options(k)), None

@@ -30,24 +30,50 @@ from ava.data.format import atomic_write_text
 
 # class -> pieces of the photographs: (photo, box x0, y0, x1, y1 in it, mask shape)
 PIECES: dict[str, list[tuple[str, tuple[int, int, int, int], str]]] = {
-    "person": [("astronaut", (40, 0, 370, 512), "ellipse"), ("hopper", (110, 15, 420, 600), "ellipse"),
-               ("camera", (0, 60, 335, 512), "ellipse")],
+    "person": [
+        ("astronaut", (40, 0, 370, 512), "ellipse"),
+        ("hopper", (110, 15, 420, 600), "ellipse"),
+        ("camera", (0, 60, 335, 512), "ellipse"),
+    ],
     "cup": [("coffee", (75, 15, 485, 392), "ellipse")],
     "spoon": [("coffee", (322, 62, 425, 330), "ellipse")],
     "cat": [("chelsea", (15, 0, 435, 300), "ellipse")],
     "rocket": [("rocket", (298, 118, 346, 412), "rect")],
     "space shuttle": [("astronaut", (352, 0, 476, 286), "rect")],
     "motorcycle": [("motorcycle", (88, 95, 702, 455), "ellipse")],
-    "coin": [("coins", box, "ellipse") for box in (
-        (10, 30, 70, 90), (77, 33, 125, 88), (128, 25, 185, 85), (187, 27, 245, 85), (250, 32, 300, 85),
-        (296, 10, 370, 92), (6, 95, 66, 150), (80, 97, 127, 148), (130, 100, 180, 148), (185, 100, 236, 150),
-        (242, 90, 300, 150), (312, 100, 360, 145), (20, 152, 70, 205), (77, 150, 130, 205), (132, 152, 177, 203),
-        (190, 150, 247, 210), (248, 147, 300, 205), (312, 150, 382, 230), (15, 228, 75, 290), (90, 232, 140, 285),
-        (142, 230, 205, 290), (215, 232, 270, 290), (272, 232, 322, 290), (332, 240, 384, 290))],
+    "coin": [
+        ("coins", box, "ellipse")
+        for box in (
+            (10, 30, 70, 90),
+            (77, 33, 125, 88),
+            (128, 25, 185, 85),
+            (187, 27, 245, 85),
+            (250, 32, 300, 85),
+            (296, 10, 370, 92),
+            (6, 95, 66, 150),
+            (80, 97, 127, 148),
+            (130, 100, 180, 148),
+            (185, 100, 236, 150),
+            (242, 90, 300, 150),
+            (312, 100, 360, 145),
+            (20, 152, 70, 205),
+            (77, 150, 130, 205),
+            (132, 152, 177, 203),
+            (190, 150, 247, 210),
+            (248, 147, 300, 205),
+            (312, 150, 382, 230),
+            (15, 228, 75, 290),
+            (90, 232, 140, 285),
+            (142, 230, 205, 290),
+            (215, 232, 270, 290),
+            (272, 232, 322, 290),
+            (332, 240, 384, 290),
+        )
+    ],
     "flag": [("astronaut", (0, 0, 96, 330), "rect"), ("hopper", (0, 0, 152, 395), "rect")],
     "helmet": [("astronaut", (276, 340, 512, 512), "ellipse")],
     "clock": [("clock", (138, 88, 272, 218), "ellipse")],
-}  # fmt: skip
+}
 GROUNDS = ("grass", "gravel", "brick")
 SIZE = (640, 480)
 # objects pasted per image, from a couple to a dozen (those left mostly hidden are not annotated)
@@ -131,8 +157,9 @@ def _scene(rng: np.random.Generator, n: int) -> tuple[Image.Image, list[tuple[st
         sub = mask[sy0:sy1, sx0:sx1]
         region = owner[y0 + sy0 : y0 + sy1, x0 + sx0 : x0 + sx1]
         region[sub] = len(objects)
-        image.paste(crop.crop((sx0, sy0, sx1, sy1)), (x0 + sx0, y0 + sy0),
-                    Image.fromarray((sub * 255).astype(np.uint8)))  # fmt: skip
+        image.paste(
+            crop.crop((sx0, sy0, sx1, sy1)), (x0 + sx0, y0 + sy0), Image.fromarray((sub * 255).astype(np.uint8))
+        )
         objects.append((cls, int(sub.sum())))
     return image, [(cls, owner == i, full) for i, (cls, full) in enumerate(objects)]
 
@@ -167,8 +194,9 @@ def _box(mask: np.ndarray) -> list[float]:
     return [float(xs.min()), float(ys.min()), float(xs.max() + 1 - xs.min()), float(ys.max() + 1 - ys.min())]
 
 
-def write_photo_sources(out: str | Path, n_images: int = 10, seed: int = 0,
-                        rotated: int | None = ROTATED) -> dict[str, Any]:  # fmt: skip
+def write_photo_sources(
+    out: str | Path, n_images: int = 10, seed: int = 0, rotated: int | None = ROTATED
+) -> dict[str, Any]:
     """Write the real-style sources to ``out`` (see the module docstring): ``images/`` and ``instances.json``;
     image ``rotated`` (None: none) is stored on its side with an EXIF orientation tag. Returns what was written:
     per image its file, whether it is stored on its side, its instances."""
@@ -177,10 +205,16 @@ def write_photo_sources(out: str | Path, n_images: int = 10, seed: int = 0,
     rng = np.random.default_rng(seed)
     categories = [{"id": i + 1, "name": c, "supercategory": "object"} for i, c in enumerate(PIECES)]
     cat_id = {c["name"]: c["id"] for c in categories}
-    coco: dict[str, Any] = {"info": {"description": "ava real-style sources: objects cut from the photographs "
-                                                    "scikit-image and matplotlib ship, pasted on real textures",
-                                     "seed": seed},
-                            "images": [], "annotations": [], "categories": categories}  # fmt: skip
+    coco: dict[str, Any] = {
+        "info": {
+            "description": "ava real-style sources: objects cut from the photographs "
+            "scikit-image and matplotlib ship, pasted on real textures",
+            "seed": seed,
+        },
+        "images": [],
+        "annotations": [],
+        "categories": categories,
+    }
     written: dict[str, Any] = {"images": []}
     ann_id = 1
     for i in range(n_images):
@@ -194,9 +228,17 @@ def write_photo_sources(out: str | Path, n_images: int = 10, seed: int = 0,
             if area < 0.3 * full or area < 30:  # mostly hidden: not annotated, as COCO leaves such objects
                 continue
             poly = _polygon(mask)
-            coco["annotations"].append({"id": ann_id, "image_id": i + 1, "category_id": cat_id[cls], "iscrowd": 0,
-                                        "bbox": _box(mask), "area": area,
-                                        "segmentation": poly if poly is not None else _rle(mask)})  # fmt: skip
+            coco["annotations"].append(
+                {
+                    "id": ann_id,
+                    "image_id": i + 1,
+                    "category_id": cat_id[cls],
+                    "iscrowd": 0,
+                    "bbox": _box(mask),
+                    "area": area,
+                    "segmentation": poly if poly is not None else _rle(mask),
+                }
+            )
             record["instances"].append({"id": ann_id, "class": cls})
             ann_id += 1
         written["images"].append(record)

@@ -23,8 +23,12 @@ Select = Callable[[Context], list[SourceImage]] | None
 Compute = Callable[[Context, SourceImage], Any]
 
 
-def run_pass(ctx: Context, rules: dict[str, tuple[Select, Compute]], progress: bool = False,
-             meanwhile: Callable[[], None] | None = None) -> None:  # fmt: skip
+def run_pass(
+    ctx: Context,
+    rules: dict[str, tuple[Select, Compute]],
+    progress: bool = False,
+    meanwhile: Callable[[], None] | None = None,
+) -> None:
     """Fill ``ctx.pixels[key][image id]`` for every rule in ``rules`` (those of the abilities and tasks being
     built), decoding each image once; ``meanwhile`` (the builders that read no pixels) runs in this process while
     the workers read the images, or after them when there are no workers."""

@@ -46,9 +46,15 @@ POLYGON_SLACK = 1.0  # px: COCO polygons and boxes may touch the far edge (x = w
 EXIF_ORIENTATION = 0x0112
 # The transpose that turns a stored picture upright, per EXIF orientation: the one ImageOps.exif_transpose applies
 # (a test checks the two agree); kept here because the annotations drawn on stored pixels are turned with it too.
-UPRIGHT = {2: Image.Transpose.FLIP_LEFT_RIGHT, 3: Image.Transpose.ROTATE_180, 4: Image.Transpose.FLIP_TOP_BOTTOM,
-           5: Image.Transpose.TRANSPOSE, 6: Image.Transpose.ROTATE_270, 7: Image.Transpose.TRANSVERSE,
-           8: Image.Transpose.ROTATE_90}  # fmt: skip
+UPRIGHT = {
+    2: Image.Transpose.FLIP_LEFT_RIGHT,
+    3: Image.Transpose.ROTATE_180,
+    4: Image.Transpose.FLIP_TOP_BOTTOM,
+    5: Image.Transpose.TRANSPOSE,
+    6: Image.Transpose.ROTATE_270,
+    7: Image.Transpose.TRANSVERSE,
+    8: Image.Transpose.ROTATE_90,
+}
 _SWAPS = (Image.Transpose.TRANSPOSE, Image.Transpose.ROTATE_270, Image.Transpose.TRANSVERSE, Image.Transpose.ROTATE_90)
 
 
@@ -154,8 +160,11 @@ def _file(path: Path, where: str, name: Any, root: Path, option: str) -> Path:
     name = _text(path, where, "file_name", name)
     full = inside(root, name)
     if full is None:
-        _fail(path, where, f"file_name {name!r} is not inside {option} {root} (an absolute path, or '..' climbing "
-                           "out of it); refused")  # fmt: skip
+        _fail(
+            path,
+            where,
+            f"file_name {name!r} is not inside {option} {root} (an absolute path, or '..' climbing out of it); refused",
+        )
     if not full.is_file():
         _fail(path, where, f"file {full} not found (under {option} {root})")
     return full
@@ -172,8 +181,11 @@ def _box(path: Path, where: str, value: Any, w: int, h: int) -> tuple[float, flo
         _fail(path, where, f"bbox {_show(value)} has a negative width or height")
     s = POLYGON_SLACK
     if x < -s or y < -s or x + bw > w + s or y + bh > h + s:
-        _fail(path, where, f"bbox {_show(value)} reaches x {x:.1f}..{x + bw:.1f}, y {y:.1f}..{y + bh:.1f}, outside "
-                           f"its {w}x{h} image")  # fmt: skip
+        _fail(
+            path,
+            where,
+            f"bbox {_show(value)} reaches x {x:.1f}..{x + bw:.1f}, y {y:.1f}..{y + bh:.1f}, outside its {w}x{h} image",
+        )
     return (x, y, bw, bh)
 
 
@@ -190,8 +202,12 @@ def _polygons(path: Path, where: str, seg: list, w: int, h: int) -> None:
         xs, ys = a[0::2], a[1::2]
         s = POLYGON_SLACK
         if xs.min() < -s or ys.min() < -s or xs.max() > w + s or ys.max() > h + s:
-            _fail(path, where, f"polygon reaches x {xs.min():.1f}..{xs.max():.1f}, y {ys.min():.1f}..{ys.max():.1f}, "
-                               f"outside its {w}x{h} image")  # fmt: skip
+            _fail(
+                path,
+                where,
+                f"polygon reaches x {xs.min():.1f}..{xs.max():.1f}, y {ys.min():.1f}..{ys.max():.1f}, "
+                f"outside its {w}x{h} image",
+            )
 
 
 def rle_runs(counts: str) -> np.ndarray:
@@ -254,9 +270,15 @@ def _crowd(path: Path, where: str, value: Any) -> bool:
 def _turn_xy(xs: np.ndarray, ys: np.ndarray, turn: Image.Transpose, w: int, h: int) -> tuple[np.ndarray, np.ndarray]:
     """Points of a ``w`` x ``h`` stored picture (pixel-edge coordinates) where ``turn`` puts them."""
     T = Image.Transpose
-    return {T.FLIP_LEFT_RIGHT: (w - xs, ys), T.FLIP_TOP_BOTTOM: (xs, h - ys), T.ROTATE_180: (w - xs, h - ys),
-            T.ROTATE_90: (ys, w - xs), T.ROTATE_270: (h - ys, xs), T.TRANSPOSE: (ys, xs),
-            T.TRANSVERSE: (h - ys, w - xs)}[turn]  # fmt: skip
+    return {
+        T.FLIP_LEFT_RIGHT: (w - xs, ys),
+        T.FLIP_TOP_BOTTOM: (xs, h - ys),
+        T.ROTATE_180: (w - xs, h - ys),
+        T.ROTATE_90: (ys, w - xs),
+        T.ROTATE_270: (h - ys, xs),
+        T.TRANSPOSE: (ys, xs),
+        T.TRANSVERSE: (h - ys, w - xs),
+    }[turn]
 
 
 def turn_box(box: tuple[float, float, float, float], turn: Image.Transpose, w: int, h: int) -> tuple[float, ...]:
@@ -285,10 +307,17 @@ def turn_segmentation(seg: Any, turn: Image.Transpose, w: int, h: int) -> Any:
 def turn_map(depth: np.ndarray, turn: Image.Transpose) -> np.ndarray:
     """A map (H x W) drawn on stored pixels, turned upright (numpy's rotations are the same transposes)."""
     T = Image.Transpose
-    return np.ascontiguousarray({T.FLIP_LEFT_RIGHT: depth[:, ::-1], T.FLIP_TOP_BOTTOM: depth[::-1],
-                                 T.ROTATE_180: depth[::-1, ::-1], T.ROTATE_90: np.rot90(depth, 1),
-                                 T.ROTATE_270: np.rot90(depth, -1), T.TRANSPOSE: depth.T,
-                                 T.TRANSVERSE: depth[::-1, ::-1].T}[turn])  # fmt: skip
+    return np.ascontiguousarray(
+        {
+            T.FLIP_LEFT_RIGHT: depth[:, ::-1],
+            T.FLIP_TOP_BOTTOM: depth[::-1],
+            T.ROTATE_180: depth[::-1, ::-1],
+            T.ROTATE_90: np.rot90(depth, 1),
+            T.ROTATE_270: np.rot90(depth, -1),
+            T.TRANSPOSE: depth.T,
+            T.TRANSVERSE: depth[::-1, ::-1].T,
+        }[turn]
+    )
 
 
 # -- COCO instances -------------------------------------------------------------------------------------------------
@@ -337,7 +366,7 @@ class Instance:
         if rle is None:
             out = np.zeros((self.height, self.width), dtype=bool)
             x1, y1, x2, y2 = (round(v) for v in self.xyxy)
-            out[max(0, y1):y2, max(0, x1):x2] = True
+            out[max(0, y1) : y2, max(0, x1) : x2] = True
             return out
         return mask_utils.decode(rle).astype(bool)
 
@@ -435,8 +464,7 @@ def read_coco(path: Path, images_dir: Path) -> CocoSource:
         inst = _instance(path, i, ann, images, categories, seen)
         images[inst.image_id].instances.append(inst)
     info = data.get("info") if isinstance(data.get("info"), dict) else {}
-    return CocoSource(path, images, categories, len(data["annotations"]), bool(info.get("ava_synthetic")),
-                      dict(exif))  # fmt: skip
+    return CocoSource(path, images, categories, len(data["annotations"]), bool(info.get("ava_synthetic")), dict(exif))
 
 
 def _coco_image(path: Path, i: int, rec: Any, images_dir: Path, images: dict) -> SourceImage:
@@ -471,12 +499,16 @@ def _frame(path: Path, where: str, im: SourceImage) -> Image.Transpose | None:
         im.width, im.height = upright
         return turn
     turned = f" (upright by its EXIF orientation: {upright[0]}x{upright[1]})" if turn is not None else ""
-    _fail(path, where, f"{im.file_name} is {stored[0]}x{stored[1]}{turned} but the annotations say "
-                       f"{declared[0]}x{declared[1]}")  # fmt: skip
+    _fail(
+        path,
+        where,
+        f"{im.file_name} is {stored[0]}x{stored[1]}{turned} but the annotations say {declared[0]}x{declared[1]}",
+    )
 
 
-def _instance(path: Path, i: int, ann: Any, images: dict[int | str, SourceImage], categories: dict[int | str, str],
-              seen: set[int]) -> Instance:  # fmt: skip
+def _instance(
+    path: Path, i: int, ann: Any, images: dict[int | str, SourceImage], categories: dict[int | str, str], seen: set[int]
+) -> Instance:
     if not isinstance(ann, dict):
         _fail(path, f"annotations[{i}]", f"{_show(ann)} is not an object")
     aid = _key(path, f"annotations[{i}]", "id", ann.get("id"), text=False)
@@ -538,14 +570,17 @@ class DepthSource:
         if depth.ndim == 3 and depth.shape[-1] == 1:
             depth = depth[..., 0]
         if depth.ndim != 2:
-            raise SourceError(f"{p}: a depth map is one channel (height x width); this one is "
-                              f"{'x'.join(str(v) for v in depth.shape)}")  # fmt: skip
+            raise SourceError(
+                f"{p}: a depth map is one channel (height x width); this one is {'x'.join(str(v) for v in depth.shape)}"
+            )
         turn = None if self.upright else image.turn
         if turn is not None:
             depth = turn_map(depth, turn)
         if depth.shape != (image.height, image.width):
-            raise SourceError(f"{p}: depth map is {depth.shape[1]}x{depth.shape[0]} but its image {image.file_name} "
-                              f"is {image.width}x{image.height}")  # fmt: skip
+            raise SourceError(
+                f"{p}: depth map is {depth.shape[1]}x{depth.shape[0]} but its image {image.file_name} "
+                f"is {image.width}x{image.height}"
+            )
         depth = np.array(depth, dtype=np.float32)
         depth[~np.isfinite(depth) | (depth <= 0)] = np.nan
         return depth
@@ -576,8 +611,10 @@ def _read_depth_png(p: Path) -> np.ndarray:
     try:
         with Image.open(p) as im:
             if im.mode not in ("I;16", "I;16B", "I", "I;16L"):
-                raise SourceError(f"{p}: a depth PNG is one channel of 16-bit millimetres; this one is mode "
-                                  f"{im.mode} ({len(im.getbands())} channel(s))")  # fmt: skip
+                raise SourceError(
+                    f"{p}: a depth PNG is one channel of 16-bit millimetres; this one is mode "
+                    f"{im.mode} ({len(im.getbands())} channel(s))"
+                )
             return np.asarray(im, dtype=np.float32) / 1000.0
     except (OSError, Image.DecompressionBombError) as e:
         raise SourceError(f"{p}: cannot be read as an image ({e})") from None
@@ -591,8 +628,10 @@ def check_depth_root(root: Path, images: list[SourceImage]) -> None:
     source = DepthSource(root)
     if images and not any(source.find(im.file_name) for im in images):
         stem = Path(images[0].file_name).with_suffix("")
-        raise SourceError(f"--depth {root}: no depth map for any of the {len(images)} images (looked for each "
-                          f"image's stem with .png or .npy, e.g. {stem}.png)")  # fmt: skip
+        raise SourceError(
+            f"--depth {root}: no depth map for any of the {len(images)} images (looked for each "
+            f"image's stem with .png or .npy, e.g. {stem}.png)"
+        )
 
 
 # -- class folders --------------------------------------------------------------------------------------------------
@@ -613,8 +652,10 @@ def read_class_folders(root: Path) -> ClassFolders:
     for d in sorted(p for p in root.iterdir() if p.is_dir()):
         files = sorted(p for p in d.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
         if len(files) < 2:
-            raise SourceError(f"{d}: class {d.name!r} has {len(files)} image(s); a class needs at least 2 so that "
-                              "both train and test hold it (80/20 per class)")  # fmt: skip
+            raise SourceError(
+                f"{d}: class {d.name!r} has {len(files)} image(s); a class needs at least 2 so that "
+                "both train and test hold it (80/20 per class)"
+            )
         classes[d.name.replace("_", " ")] = files
     if len(classes) < 2:
         raise SourceError(f"{root}: {len(classes)} class folder(s); a choice question needs at least 2 classes")
@@ -721,13 +762,17 @@ def _attribute_rows(path: Path) -> list[tuple[str, dict[str, Any]]]:
             with path.open(newline="", encoding="utf-8-sig") as f:  # -sig: a spreadsheet's byte-order mark
                 reader = csv.DictReader(f)
                 if not reader.fieldnames or "annotation_id" not in reader.fieldnames:
-                    raise SourceError(f"{path}: a CSV of attributes needs an 'annotation_id' column (header: "
-                                      f"{_show(reader.fieldnames)})")  # fmt: skip
+                    raise SourceError(
+                        f"{path}: a CSV of attributes needs an 'annotation_id' column (header: "
+                        f"{_show(reader.fieldnames)})"
+                    )
                 rows = []
                 for i, r in enumerate(reader, 2):
                     if None in r:  # DictReader's key for the fields beyond the header's
-                        raise SourceError(f"{path}: row {i}: {len(reader.fieldnames) + len(r[None])} fields, but "
-                                          f"the header names {len(reader.fieldnames)}")  # fmt: skip
+                        raise SourceError(
+                            f"{path}: row {i}: {len(reader.fieldnames) + len(r[None])} fields, but "
+                            f"the header names {len(reader.fieldnames)}"
+                        )
                     rows.append((f"row {i}", dict(r)))
                 return rows
         except FileNotFoundError:

@@ -54,7 +54,11 @@ def assign(questions: list[Question], test_frac: float, seed: int) -> tuple[dict
             n_test = math.floor(len(members) * test_frac + 0.5) if len(members) > 1 else 0
             for i, q in enumerate(members):
                 splits[f"{q.ava}\0{q.id}"] = "test" if i < n_test else "train"
-        report[ava] = {"strata": len(strata), "fine_strata": len(fine) - len(fell_back),
-                       "fell_back_to_coarse": sorted(fell_back)[:20], "n_fell_back": len(fell_back),
-                       "fell_back_to_ability": sorted(to_ability)[:20]}  # fmt: skip
+        report[ava] = {
+            "strata": len(strata),
+            "fine_strata": len(fine) - len(fell_back),
+            "fell_back_to_coarse": sorted(fell_back)[:20],
+            "n_fell_back": len(fell_back),
+            "fell_back_to_ability": sorted(to_ability)[:20],
+        }
     return splits, report

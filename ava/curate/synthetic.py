@@ -33,18 +33,28 @@ SHAPES = ("disk", "square", "triangle", "diamond", "hexagon")
 SIZES = ((160, 120), (128, 160), (144, 144))
 WORDS = ("STOP", "exit", "Hotel", "OPEN", "cafe", "Main St", "2024", "push", "SALE", "taxi", "north", "Bakery")
 FOLDER_CLASSES = {
-    "texture": ("striped", "dotted", "chequered"), "fine_grained": ("sparrow", "robin", "finch"),
-    "scene": ("beach", "forest", "kitchen"), "action": ("running", "jumping", "sitting"),
-    "emotion": ("happy", "sad", "angry"), "orientation": ("front", "back", "left"),
-}  # fmt: skip
+    "texture": ("striped", "dotted", "chequered"),
+    "fine_grained": ("sparrow", "robin", "finch"),
+    "scene": ("beach", "forest", "kitchen"),
+    "action": ("running", "jumping", "sitting"),
+    "emotion": ("happy", "sad", "angry"),
+    "orientation": ("front", "back", "left"),
+}
 RATER_VALUES = {"occluded": ("no", "partly", "mostly"), "facing_camera": ("yes", "no")}
 
 
 def _polygon(shape: str, cx: float, cy: float, r: float) -> list[tuple[float, float]]:
-    n, phase = {"disk": (24, 0.0), "square": (4, math.pi / 4), "triangle": (3, -math.pi / 2),
-                "diamond": (4, 0.0), "hexagon": (6, 0.0)}[shape]  # fmt: skip
-    return [(cx + r * math.cos(phase + 2 * math.pi * k / n), cy + r * math.sin(phase + 2 * math.pi * k / n))
-            for k in range(n)]  # fmt: skip
+    n, phase = {
+        "disk": (24, 0.0),
+        "square": (4, math.pi / 4),
+        "triangle": (3, -math.pi / 2),
+        "diamond": (4, 0.0),
+        "hexagon": (6, 0.0),
+    }[shape]
+    return [
+        (cx + r * math.cos(phase + 2 * math.pi * k / n), cy + r * math.sin(phase + 2 * math.pi * k / n))
+        for k in range(n)
+    ]
 
 
 def _colour(rng: np.random.Generator, avoid: list[tuple[int, int, int]]) -> tuple[int, int, int]:
@@ -79,8 +89,10 @@ def _scene(rng: np.random.Generator, index: int, scale: int = 1) -> dict[str, An
         r = 8.0
         cx, cy = o["c"][0] + o["r"] + r, o["c"][1]
         box = (cx - r, cy - r, cx + r, cy + r)
-        if o["shape"] == "square" and box[2] < w - 4 and all(
-            abs(cx - p["c"][0]) >= r + p["r"] + 3 or abs(cy - p["c"][1]) >= r + p["r"] + 3 for p in objects[1:]
+        if (
+            o["shape"] == "square"
+            and box[2] < w - 4
+            and all(abs(cx - p["c"][0]) >= r + p["r"] + 3 or abs(cy - p["c"][1]) >= r + p["r"] + 3 for p in objects[1:])
         ):
             objects.append({"shape": "square", "c": (cx, cy), "r": r, "cut": False, "touches": 0, "axis": True})
     used = [bg]
@@ -119,8 +131,9 @@ def _rle(mask: np.ndarray) -> dict[str, Any]:
     return {"size": [int(v) for v in rle["size"]], "counts": rle["counts"].decode("ascii")}
 
 
-def write_sources(out: str | Path, n_images: int = 24, seed: int = 0, *, scale: int = 1,
-                  image_format: str = "png") -> dict[str, Any]:  # fmt: skip
+def write_sources(
+    out: str | Path, n_images: int = 24, seed: int = 0, *, scale: int = 1, image_format: str = "png"
+) -> dict[str, Any]:
     """Write the synthetic sources to ``out`` (see the module docstring); returns the truth also written to
     ``truth.json``. ``scale`` multiplies the scene sizes (4: COCO-like 640x480 images, for benchmarks);
     ``image_format`` "jpeg" stores the scenes as JPEG as COCO does (their colours are then no longer exact)."""
@@ -130,10 +143,21 @@ def write_sources(out: str | Path, n_images: int = 24, seed: int = 0, *, scale: 
         (out / sub).mkdir(parents=True, exist_ok=True)
     categories = [{"id": i + 1, "name": s} for i, s in enumerate(SHAPES)]
     cat_id = {s: i + 1 for i, s in enumerate(SHAPES)}
-    coco: dict[str, Any] = {"info": {"description": "ava synthetic sources", "ava_synthetic": True, "seed": seed},
-                            "images": [], "annotations": [], "categories": categories}  # fmt: skip
-    truth: dict[str, Any] = {"instances": {}, "counts": {}, "images": {}, "touching": [], "attributes": {},
-                             "words": {}, "classes": {}}  # fmt: skip
+    coco: dict[str, Any] = {
+        "info": {"description": "ava synthetic sources", "ava_synthetic": True, "seed": seed},
+        "images": [],
+        "annotations": [],
+        "categories": categories,
+    }
+    truth: dict[str, Any] = {
+        "instances": {},
+        "counts": {},
+        "images": {},
+        "touching": [],
+        "attributes": {},
+        "words": {},
+        "classes": {},
+    }
     ann_id = 1
     for i in range(n_images):
         scene = _scene(rng, i, scale)
@@ -144,22 +168,36 @@ def write_sources(out: str | Path, n_images: int = 24, seed: int = 0, *, scale: 
             Image.fromarray(depth).save(out / "depth" / f"scene_{i:04d}.png")
         w, h = scene["size"]
         coco["images"].append({"id": i + 1, "file_name": name, "width": w, "height": h})
-        truth["images"][str(i + 1)] = {"file": name, "bg": list(scene["bg"]), "indoor": scene["indoor"],
-                                       "has_depth": i % 6 != 5}  # fmt: skip
+        truth["images"][str(i + 1)] = {
+            "file": name,
+            "bg": list(scene["bg"]),
+            "indoor": scene["indoor"],
+            "has_depth": i % 6 != 5,
+        }
         counts: dict[str, int] = {}
         ids = []
         for o in scene["objects"]:
             xs, ys = [p[0] for p in o["poly"]], [p[1] for p in o["poly"]]
             box = [min(xs), min(ys), max(xs), max(ys)]
-            coco["annotations"].append({
-                "id": ann_id, "image_id": i + 1, "category_id": cat_id[o["shape"]], "iscrowd": 0,
-                "bbox": [box[0], box[1], box[2] - box[0], box[3] - box[1]],
-                "area": (box[2] - box[0]) * (box[3] - box[1]),
-                "segmentation": [[round(v, 2) for p in o["poly"] for v in p]],
-            })  # fmt: skip
-            truth["instances"][str(ann_id)] = {"image_id": i + 1, "class": o["shape"], "box": box,
-                                               "depth_m": o["depth"], "truncated": o["cut"],
-                                               "colour": list(o["colour"])}  # fmt: skip
+            coco["annotations"].append(
+                {
+                    "id": ann_id,
+                    "image_id": i + 1,
+                    "category_id": cat_id[o["shape"]],
+                    "iscrowd": 0,
+                    "bbox": [box[0], box[1], box[2] - box[0], box[3] - box[1]],
+                    "area": (box[2] - box[0]) * (box[3] - box[1]),
+                    "segmentation": [[round(v, 2) for p in o["poly"] for v in p]],
+                }
+            )
+            truth["instances"][str(ann_id)] = {
+                "image_id": i + 1,
+                "class": o["shape"],
+                "box": box,
+                "depth_m": o["depth"],
+                "truncated": o["cut"],
+                "colour": list(o["colour"]),
+            }
             counts[o["shape"]] = counts.get(o["shape"], 0) + 1
             ids.append(ann_id)
             if "touches" in o:
@@ -168,11 +206,23 @@ def write_sources(out: str | Path, n_images: int = 24, seed: int = 0, *, scale: 
         if i % 8 == 7:  # a crowd region (RLE) of a class not otherwise present: its count is unknown
             mask = np.zeros((h, w), dtype=bool)
             mask[: h // 8, : w // 8] = True
-            coco["annotations"].append({"id": ann_id, "image_id": i + 1, "category_id": cat_id["hexagon"],
-                                        "iscrowd": 1, "bbox": [0, 0, w // 8, h // 8], "area": int(mask.sum()),
-                                        "segmentation": _rle(mask)})  # fmt: skip
-            truth["instances"][str(ann_id)] = {"image_id": i + 1, "class": "hexagon", "crowd": True,
-                                               "box": [0, 0, w // 8, h // 8]}  # fmt: skip
+            coco["annotations"].append(
+                {
+                    "id": ann_id,
+                    "image_id": i + 1,
+                    "category_id": cat_id["hexagon"],
+                    "iscrowd": 1,
+                    "bbox": [0, 0, w // 8, h // 8],
+                    "area": int(mask.sum()),
+                    "segmentation": _rle(mask),
+                }
+            )
+            truth["instances"][str(ann_id)] = {
+                "image_id": i + 1,
+                "class": "hexagon",
+                "crowd": True,
+                "box": [0, 0, w // 8, h // 8],
+            }
             counts["hexagon"] = -1  # unknown
             ann_id += 1
         truth["counts"][str(i + 1)] = counts
@@ -235,9 +285,13 @@ def _write_text(out: Path, rng: np.random.Generator, truth: dict[str, Any]) -> N
             draw.text((x, y), word, fill=(0, 0, 0), font=font)
             wid = f"{i + 1}{j}"
             legible = j != 2 or i % 3 != 0  # some words are marked illegible, as COCO-Text does
-            anns[wid] = {"id": int(wid), "image_id": i + 1,
-                         "bbox": [left - 2, top - 2, right - left + 4, bottom - top + 4], "utf8_string": word,
-                         "legibility": "legible" if legible else "illegible"}  # fmt: skip
+            anns[wid] = {
+                "id": int(wid),
+                "image_id": i + 1,
+                "bbox": [left - 2, top - 2, right - left + 4, bottom - top + 4],
+                "utf8_string": word,
+                "legibility": "legible" if legible else "illegible",
+            }
             if legible:
                 truth["words"][wid] = word
         image.save(out / "images" / name)

@@ -43,7 +43,7 @@ from ava.curate.core import (
     plain,
     plural,
     point_mark,
-)  # fmt: skip
+)
 from ava.curate.sources import Instance, SourceImage, majority
 
 MIN_AREA_RATIO = 1.5  # "which is larger": the larger mask at least 1.5x the smaller
@@ -61,12 +61,25 @@ def _key(name: str) -> str:
     return TASK_PREFIX + name
 
 
-def _q(ctx: Context, name: str, qid: str, answer: str, options: list[str] | None, im: SourceImage | None,
-       anns: tuple[Instance, ...], render: Callable[[], Image.Image], fine: str, extra: dict | None = None,
-       **fields: str) -> Question:  # fmt: skip
+def _q(
+    ctx: Context,
+    name: str,
+    qid: str,
+    answer: str,
+    options: list[str] | None,
+    im: SourceImage | None,
+    anns: tuple[Instance, ...],
+    render: Callable[[], Image.Image],
+    fine: str,
+    extra: dict | None = None,
+    **fields: str,
+) -> Question:
     key = _key(name)
-    origin = {"file": im.file_name if im else "", "image_id": im.id if im else None,
-              "annotations": [a.id for a in anns]}  # fmt: skip
+    origin = {
+        "file": im.file_name if im else "",
+        "image_id": im.id if im else None,
+        "annotations": [a.id for a in anns],
+    }
     meta = {"source": ctx.source_name, "origin": origin, **(extra or {})}
     truth = option_truth(options, answer) if options else {"value": int(answer)}
     return Question(key, qid, ask(key, options, **fields), answer, truth, options, meta, render, fine, answer)
@@ -100,8 +113,21 @@ def presence(ctx: Context) -> list[Question]:
         rng = ctx.rng("presence", im.id)
         for answer, cls in (("yes", present[rng.integers(len(present))]), ("no", absent[rng.integers(len(absent))])):
             ids = tuple(a for a in im.instances if a.category == cls)
-            out.append(_q(ctx, "presence", f"{im.id}-{answer}", answer, list(YES_NO), im, ids,
-                          _plain(im), f"{cls}|{answer}", {"class": cls}, object=cls))  # fmt: skip
+            out.append(
+                _q(
+                    ctx,
+                    "presence",
+                    f"{im.id}-{answer}",
+                    answer,
+                    list(YES_NO),
+                    im,
+                    ids,
+                    _plain(im),
+                    f"{cls}|{answer}",
+                    {"class": cls},
+                    object=cls,
+                )
+            )
     return _yes_no(ctx, "presence", out)
 
 
@@ -113,9 +139,21 @@ def count(ctx: Context) -> list[Question]:
             if any(a.iscrowd for a in anns) or len(anns) > 40:
                 ctx.summary.drop(_key("count"), "a crowd region of the class, or over 40", f"image {im.id} {cls}")
                 continue
-            out.append(_q(ctx, "count", f"{im.id}-{cls}", str(len(anns)), None, im, tuple(anns),
-                          _plain(im), f"{cls}|{len(anns)}", {"class": cls},
-                          object=plural(cls)))  # fmt: skip
+            out.append(
+                _q(
+                    ctx,
+                    "count",
+                    f"{im.id}-{cls}",
+                    str(len(anns)),
+                    None,
+                    im,
+                    tuple(anns),
+                    _plain(im),
+                    f"{cls}|{len(anns)}",
+                    {"class": cls},
+                    object=plural(cls),
+                )
+            )
     return out
 
 
@@ -128,8 +166,21 @@ def more_than_one(ctx: Context) -> list[Question]:
                 ctx.summary.drop(_key("more_than_one"), "a crowd region of the class", f"image {im.id} {cls}")
                 continue
             answer = "yes" if len(anns) > 1 else "no"
-            out.append(_q(ctx, "more_than_one", f"{im.id}-{cls}", answer, list(YES_NO), im, tuple(anns),
-                          _plain(im), f"{cls}|{answer}", {"class": cls}, object=cls))  # fmt: skip
+            out.append(
+                _q(
+                    ctx,
+                    "more_than_one",
+                    f"{im.id}-{cls}",
+                    answer,
+                    list(YES_NO),
+                    im,
+                    tuple(anns),
+                    _plain(im),
+                    f"{cls}|{answer}",
+                    {"class": cls},
+                    object=cls,
+                )
+            )
     return _yes_no(ctx, "more_than_one", out)
 
 
@@ -154,9 +205,21 @@ def _rated(ctx: Context, name: str, attribute: str) -> list[Question]:
             ctx.summary.drop(_key(name), "raters tied: no majority", f"annotation {aid}")
             continue
         im = ctx.coco.images[a.image_id]  # type: ignore[union-attr]
-        out.append(_q(ctx, name, f"{im.id}-{aid}", answer, options, im, (a,), boxed(im, a), f"{a.category}|{answer}",
-                      {"class": a.category, "ambiguity": ambiguity, "raters": len(votes), "votes": votes},
-                      object=a.category))  # fmt: skip
+        out.append(
+            _q(
+                ctx,
+                name,
+                f"{im.id}-{aid}",
+                answer,
+                options,
+                im,
+                (a,),
+                boxed(im, a),
+                f"{a.category}|{answer}",
+                {"class": a.category, "ambiguity": ambiguity, "raters": len(votes), "votes": votes},
+                object=a.category,
+            )
+        )
     return balance(out, lambda q: q.answer, ctx.summary, "answer balance", expect=options)
 
 
@@ -177,12 +240,26 @@ def truncated(ctx: Context) -> list[Question]:
             x1, y1, x2, y2 = a.xyxy
             inside = x1 >= 2 and y1 >= 2 and x2 <= im.width - 2 and y2 <= im.height - 2
             if not touches and not inside:
-                ctx.summary.drop(_key("truncated"), "mask within 2 px of the frame without touching it",
-                                 f"annotation {a.id}")  # fmt: skip
+                ctx.summary.drop(
+                    _key("truncated"), "mask within 2 px of the frame without touching it", f"annotation {a.id}"
+                )
                 continue
             answer = "yes" if touches else "no"
-            out.append(_q(ctx, "truncated", f"{im.id}-{a.id}", answer, list(YES_NO), im, (a,), boxed(im, a),
-                          f"{a.category}|{answer}", {"class": a.category}, object=a.category))  # fmt: skip
+            out.append(
+                _q(
+                    ctx,
+                    "truncated",
+                    f"{im.id}-{a.id}",
+                    answer,
+                    list(YES_NO),
+                    im,
+                    (a,),
+                    boxed(im, a),
+                    f"{a.category}|{answer}",
+                    {"class": a.category},
+                    object=a.category,
+                )
+            )
     return _yes_no(ctx, "truncated", out)
 
 
@@ -252,11 +329,25 @@ def _corrupted_object(ctx: Context, name: str) -> list[Question]:
         answer = YES_NO[len(out) % 2]
         edit = _corrupted(name, a) if answer == "yes" else None
         if edit is not None and changes is not None and changes[im.id] < MIN_CHANGE:
-            ctx.summary.drop(_key(name), f"the change is invisible (mean under {MIN_CHANGE:g} inside the box)",
-                             f"annotation {a.id}")  # fmt: skip
+            ctx.summary.drop(
+                _key(name), f"the change is invisible (mean under {MIN_CHANGE:g} inside the box)", f"annotation {a.id}"
+            )
             continue
-        out.append(_q(ctx, name, f"{im.id}-{a.id}", answer, list(YES_NO), im, (a,), boxed(im, a, edit=edit),
-                      f"{a.category}|{answer}", {"class": a.category}, object=a.category))  # fmt: skip
+        out.append(
+            _q(
+                ctx,
+                name,
+                f"{im.id}-{a.id}",
+                answer,
+                list(YES_NO),
+                im,
+                (a,),
+                boxed(im, a, edit=edit),
+                f"{a.category}|{answer}",
+                {"class": a.category},
+                object=a.category,
+            )
+        )
     return _yes_no(ctx, name, out)
 
 
@@ -449,8 +540,9 @@ def _alike(variants: list[Image.Image], right: int, what: str) -> str | None:
     return None
 
 
-def _distinct(make: Callable[[Image.Image, np.random.Generator], tuple[list[Image.Image], int]],
-              what: str) -> Callable[[Image.Image, np.random.Generator], str | None]:  # fmt: skip
+def _distinct(
+    make: Callable[[Image.Image, np.random.Generator], tuple[list[Image.Image], int]], what: str
+) -> Callable[[Image.Image, np.random.Generator], str | None]:
     """The check that ``make``'s right variant differs enough from the others."""
     return lambda base, rng: _alike(*make(base, rng), what)
 
@@ -593,22 +685,32 @@ VARIANTS: dict[str, Variant] = {
     "not_colour_corrupted": Variant(_colour_variants, _distinct(_colour_variants, "the colour variants")),
     "second_brightest": Variant(_brightness_variants, _brightness_apart),
     "unrotated": Variant(_rotations, _distinct(_rotations, "the rotations")),
-    "true_colour_tile": Variant(_tile_colours, _distinct(_tile_colours, "the tile's colour variants"),
-                                left=lambda base, rng: _with_hole(base, _cut(base, rng), True), side=2 * TILE,
-                                shown=lambda base, rng: _tile_colours(base, rng, TILE)),
-    "rotated_jigsaw": Variant(_tile_rotations, _distinct(_tile_rotations, "the tile's rotations"),
-                              left=lambda base, rng: _with_hole(base, _cut(base, rng)), side=2 * TILE,
-                              shown=lambda base, rng: _tile_rotations(base, rng, TILE)),
-    "jigsaw": Variant(_jigsaw_tiles, _jigsaw_check, left=lambda base, rng: _with_hole(base, _cut(base, rng)),
-                      side=2 * TILE),
-}  # fmt: skip
+    "true_colour_tile": Variant(
+        _tile_colours,
+        _distinct(_tile_colours, "the tile's colour variants"),
+        left=lambda base, rng: _with_hole(base, _cut(base, rng), True),
+        side=2 * TILE,
+        shown=lambda base, rng: _tile_colours(base, rng, TILE),
+    ),
+    "rotated_jigsaw": Variant(
+        _tile_rotations,
+        _distinct(_tile_rotations, "the tile's rotations"),
+        left=lambda base, rng: _with_hole(base, _cut(base, rng)),
+        side=2 * TILE,
+        shown=lambda base, rng: _tile_rotations(base, rng, TILE),
+    ),
+    "jigsaw": Variant(
+        _jigsaw_tiles, _jigsaw_check, left=lambda base, rng: _with_hole(base, _cut(base, rng)), side=2 * TILE
+    ),
+}
 
 
 # -- T3 / T4 / T6: pairs of objects ---------------------------------------------------------------------------------
 
 
-def _pair_task(ctx: Context, name: str, judge: Callable[[SourceImage, Instance, Instance], bool | Drop],
-               needs_depth: bool = False) -> list[Question]:  # fmt: skip
+def _pair_task(
+    ctx: Context, name: str, judge: Callable[[SourceImage, Instance, Instance], bool | Drop], needs_depth: bool = False
+) -> list[Question]:
     """Pairs of objects; ``judge(im, a, b)`` is True when a is the answer ("red" if a is red), False when b is,
     a :class:`Drop` naming the rule the pair breaks. Red is chosen so "red" and "blue" stay level."""
     out = []
@@ -619,9 +721,22 @@ def _pair_task(ctx: Context, name: str, judge: Callable[[SourceImage, Instance, 
             winner, loser = (a, b) if verdict else (b, a)
             answer = RED_BLUE[len(out) % 2]
             red, blue = (winner, loser) if answer == "red" else (loser, winner)
-            out.append(_q(ctx, name, f"{im.id}-{red.id}-{blue.id}", answer, list(RED_BLUE), im, (red, blue),
-                          boxed(im, red, blue), f"{red.category}|{answer}", {"class": red.category},
-                          a=red.category, b=blue.category))  # fmt: skip
+            out.append(
+                _q(
+                    ctx,
+                    name,
+                    f"{im.id}-{red.id}-{blue.id}",
+                    answer,
+                    list(RED_BLUE),
+                    im,
+                    (red, blue),
+                    boxed(im, red, blue),
+                    f"{red.category}|{answer}",
+                    {"class": red.category},
+                    a=red.category,
+                    b=blue.category,
+                )
+            )
     return _red_blue(ctx, name, out)
 
 
@@ -643,8 +758,11 @@ def _centre(a: Instance) -> tuple[float, float]:
 def further_left(ctx: Context) -> list[Question]:
     def judge(im, a, b):
         da = _centre(b)[0] - _centre(a)[0]
-        return Drop(f"box centres under {MIN_SHIFT:.0%} of the width apart") if abs(da) < MIN_SHIFT * im.width else (
-            da > 0)
+        return (
+            Drop(f"box centres under {MIN_SHIFT:.0%} of the width apart")
+            if abs(da) < MIN_SHIFT * im.width
+            else (da > 0)
+        )
 
     return _pair_task(ctx, "further_left", judge)
 
@@ -652,8 +770,11 @@ def further_left(ctx: Context) -> list[Question]:
 def further_down(ctx: Context) -> list[Question]:
     def judge(im, a, b):
         dy = _centre(a)[1] - _centre(b)[1]
-        return Drop(f"box centres under {MIN_SHIFT:.0%} of the height apart") if abs(dy) < MIN_SHIFT * im.height else (
-            dy > 0)
+        return (
+            Drop(f"box centres under {MIN_SHIFT:.0%} of the height apart")
+            if abs(dy) < MIN_SHIFT * im.height
+            else (dy > 0)
+        )
 
     return _pair_task(ctx, "further_down", judge)
 
@@ -727,9 +848,22 @@ def touching(ctx: Context) -> list[Question]:
             return Drop(f"masks apart but closer than {gap} px") if answer is None else answer
 
         for a, b, answer in judged_pairs(ctx, _key("touching"), im, anns, judge):
-            out.append(_q(ctx, "touching", f"{im.id}-{a.id}-{b.id}", answer, list(YES_NO), im, (a, b),
-                          boxed(im, a, b), f"{a.category}|{answer}", {"class": a.category},
-                          a=a.category, b=b.category))  # fmt: skip
+            out.append(
+                _q(
+                    ctx,
+                    "touching",
+                    f"{im.id}-{a.id}-{b.id}",
+                    answer,
+                    list(YES_NO),
+                    im,
+                    (a, b),
+                    boxed(im, a, b),
+                    f"{a.category}|{answer}",
+                    {"class": a.category},
+                    a=a.category,
+                    b=b.category,
+                )
+            )
     return _yes_no(ctx, "touching", out)
 
 
@@ -759,8 +893,21 @@ def _another(ctx: Context, name: str, axis: str) -> list[Question]:
                 ctx.summary.drop(_key(name), "another object only partly beyond it", f"annotation {a.id}")
                 continue
             answer = "yes" if wholly else "no"
-            out.append(_q(ctx, name, f"{im.id}-{a.id}", answer, list(YES_NO), im, (a,), boxed(im, a),
-                          f"{a.category}|{answer}", {"class": a.category}, object=a.category))  # fmt: skip
+            out.append(
+                _q(
+                    ctx,
+                    name,
+                    f"{im.id}-{a.id}",
+                    answer,
+                    list(YES_NO),
+                    im,
+                    (a,),
+                    boxed(im, a),
+                    f"{a.category}|{answer}",
+                    {"class": a.category},
+                    object=a.category,
+                )
+            )
     return _yes_no(ctx, name, out)
 
 
@@ -777,8 +924,14 @@ def another_below(ctx: Context) -> list[Question]:
 PATCH = 2  # a point's value is the mean over a (2*PATCH+1)^2 patch, which must be flat
 
 
-def _find_points(ctx: Context, name: str, im: SourceImage, field: np.ndarray | None, flat: float,
-                 need: Callable[[float, float], float]) -> tuple[list[list[int]], list[float]] | None:  # fmt: skip
+def _find_points(
+    ctx: Context,
+    name: str,
+    im: SourceImage,
+    field: np.ndarray | None,
+    flat: float,
+    need: Callable[[float, float], float],
+) -> tuple[list[list[int]], list[float]] | None:
     """The first of 64 seeded point pairs whose patches are flat and whose values differ by ``need``."""
     if field is None:
         return None
@@ -789,7 +942,7 @@ def _find_points(ctx: Context, name: str, im: SourceImage, field: np.ndarray | N
         pts = rng.integers([margin, margin], [w - margin, h - margin], size=(2, 2))
         if np.hypot(*(pts[0] - pts[1])) < 0.2 * max(w, h):
             continue
-        patches = [field[y - PATCH:y + PATCH + 1, x - PATCH:x + PATCH + 1] for x, y in pts]
+        patches = [field[y - PATCH : y + PATCH + 1, x - PATCH : x + PATCH + 1] for x, y in pts]
         if any(not np.isfinite(p).all() or np.ptp(p) > flat for p in patches):
             continue
         v = [float(p.mean()) for p in patches]
@@ -810,8 +963,7 @@ def _point_task(ctx: Context, name: str, what: str) -> list[Question]:
             ctx.summary.drop(_key(name), found, im.file_name)
             continue
         if found is None:
-            ctx.summary.drop(_key(name), f"no two flat points whose {what.split('_')[0]} differs enough",
-                             im.file_name)  # fmt: skip
+            ctx.summary.drop(_key(name), f"no two flat points whose {what.split('_')[0]} differs enough", im.file_name)
             continue
         (p0, p1), (v0, v1) = found
         answer = RED_BLUE[len(out) % 2]
@@ -819,10 +971,25 @@ def _point_task(ctx: Context, name: str, what: str) -> list[Question]:
         (red, v_red), (blue, v_blue) = (hi, lo) if answer == "red" else (lo, hi)
         shown = -1.0 if name == "nearer_point" else 1.0  # the nearer point's field is minus its depth
         render = marked(im.path, [point_mark(red, RED), point_mark(blue, BLUE)])
-        out.append(_q(ctx, name, str(im.id), answer, list(RED_BLUE), im, (), render, answer,
-                      {"points": {"red": [int(v) for v in red], "blue": [int(v) for v in blue]},
-                       # red's then blue's, as every pair task gives them: luminance, or depth
-                       "values": [round(shown * v_red, 3), round(shown * v_blue, 3)], "values_of": what}))  # fmt: skip
+        out.append(
+            _q(
+                ctx,
+                name,
+                str(im.id),
+                answer,
+                list(RED_BLUE),
+                im,
+                (),
+                render,
+                answer,
+                {
+                    "points": {"red": [int(v) for v in red], "blue": [int(v) for v in blue]},
+                    # red's then blue's, as every pair task gives them: luminance, or depth
+                    "values": [round(shown * v_red, 3), round(shown * v_blue, 3)],
+                    "values_of": what,
+                },
+            )
+        )
     return _red_blue(ctx, name, out)
 
 

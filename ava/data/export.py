@@ -47,9 +47,12 @@ def export_dataset(
     for name, records in by_file.items():
         atomic_write_text(out_path / name, json.dumps(records, ensure_ascii=False, indent=1) + "\n")
     sidecar = {
-        "exported_from": str(ds.root.resolve()), "format": fmt, "files": {k: len(v) for k, v in by_file.items()},
-        "split": ds.split_info, "synthetic": ds.is_synthetic,
-    }  # fmt: skip
+        "exported_from": str(ds.root.resolve()),
+        "format": fmt,
+        "files": {k: len(v) for k, v in by_file.items()},
+        "split": ds.split_info,
+        "synthetic": ds.is_synthetic,
+    }
     atomic_write_text(out_path / "ava_export.json", json.dumps(sidecar, indent=2) + "\n")
     return out_path
 
@@ -63,10 +66,12 @@ def _record(ds: Dataset, s: Sample, out: Path, names: dict[str, set[str]]) -> di
     # a rename over the name, never a write through whatever (a symlink, say) already sits there
     atomic_write_bytes(dest, read_confined(src.parent, src.name, what="image"))
     record = {
-        "id": s.id, "image": rel,
+        "id": s.id,
+        "image": rel,
         "conversations": [{"from": "human", "value": f"<image>\n{s.question}"}, {"from": "gpt", "value": s.answer}],
-        "ava": s.ava, "split": s.split,
-    }  # fmt: skip
+        "ava": s.ava,
+        "split": s.split,
+    }
     record.update({k: v for k, v in s.meta.items() if k not in _RESERVED})
     return record
 

@@ -42,10 +42,18 @@ class DatasetError(AvaError, ValueError):
 # The JSON type of each Sample field (None allowed where the field is optional): a record is checked on read,
 # so a number where a path belongs, or a list where the ability belongs, names its line instead of failing later.
 _FIELD_TYPES: dict[str, tuple[type, ...]] = {
-    "id": (str,), "ava": (str,), "image": (str,), "width": (int,), "height": (int,), "question": (str,),
-    "answer": (str,), "truth": (dict,), "options": (list, type(None)), "split": (str, type(None)),
+    "id": (str,),
+    "ava": (str,),
+    "image": (str,),
+    "width": (int,),
+    "height": (int,),
+    "question": (str,),
+    "answer": (str,),
+    "truth": (dict,),
+    "options": (list, type(None)),
+    "split": (str, type(None)),
     "meta": (dict,),
-}  # fmt: skip
+}
 
 
 def _sample_from_line(line: str) -> Sample:
@@ -57,8 +65,9 @@ def _sample_from_line(line: str) -> Sample:
     if not isinstance(record, dict):
         raise ValueError(f"not a JSON object but {type(record).__name__}")
     unknown = sorted(set(record) - set(_FIELD_TYPES))
-    missing = sorted(k for k in ("id", "ava", "image", "width", "height", "question", "answer", "truth")
-                     if k not in record)  # fmt: skip
+    missing = sorted(
+        k for k in ("id", "ava", "image", "width", "height", "question", "answer", "truth") if k not in record
+    )
     if unknown or missing:
         raise ValueError(f"unknown field(s) {unknown}" if unknown else f"missing field(s) {missing}")
     for key, value in record.items():
@@ -178,8 +187,9 @@ class Dataset:
             samples = read_samples(path)
             stray = next((s for s in samples if s.ava != ava), None)
             if stray is not None:  # it would be scored under another ability than the file's
-                raise DatasetError(f"{path}: sample {stray.id!r} says ava {stray.ava!r}, but this file holds "
-                                   f"ability {ava!r}")  # fmt: skip
+                raise DatasetError(
+                    f"{path}: sample {stray.id!r} says ava {stray.ava!r}, but this file holds ability {ava!r}"
+                )
             self._samples[ava] = samples
         return self._samples[ava]
 
@@ -313,12 +323,16 @@ def check_replaceable(root: str | os.PathLike[str], *, option: str = "--overwrit
     except (OSError, ValueError):
         info = None
     if not isinstance(info, dict) or info.get("format") != FORMAT_NAME:
-        raise DatasetError(f"{path} is not empty and is not an ava dataset (no dataset.json of format "
-                           f"{FORMAT_NAME!r}); {option} deletes only ava datasets: choose another --out")  # fmt: skip
+        raise DatasetError(
+            f"{path} is not empty and is not an ava dataset (no dataset.json of format "
+            f"{FORMAT_NAME!r}); {option} deletes only ava datasets: choose another --out"
+        )
     foreign = [e for e in entries if e not in DATASET_ENTRIES]
     if foreign:
-        raise DatasetError(f"{path} holds {', '.join(foreign[:5])}, which is not part of an ava dataset; "
-                           f"{option} will not delete it: move it away or choose another --out")  # fmt: skip
+        raise DatasetError(
+            f"{path} holds {', '.join(foreign[:5])}, which is not part of an ava dataset; "
+            f"{option} will not delete it: move it away or choose another --out"
+        )
 
 
 def write_samples(root: str | os.PathLike[str], ava: str, samples: list[Sample]) -> None:

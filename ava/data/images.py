@@ -106,8 +106,10 @@ def normalize_image(data: bytes, *, source: str = "image") -> NormalizedImage:
         Exception
     ) as e:  # Pillow's plugins raise many types on malformed data (OSError, SyntaxError, struct.error...)
         if isinstance(e, UnidentifiedImageError):  # its message names the BytesIO, not the file
-            raise ImageError(f"{source}: cannot decode image (not an image format ava reads; EPS is refused, since "
-                             "Pillow would run Ghostscript on it)") from e  # fmt: skip
+            raise ImageError(
+                f"{source}: cannot decode image (not an image format ava reads; EPS is refused, since "
+                "Pillow would run Ghostscript on it)"
+            ) from e
         raise ImageError(f"{source}: cannot decode image ({type(e).__name__}: {e})") from e
     return NormalizedImage(encode_png(rgb), "png", rgb.width, rgb.height, orientation if orientation in _ORIENT else 1)
 

@@ -101,10 +101,17 @@ class ImportReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "out": str(self.out), "format": self.fmt, "source": self.source, "imported": self.imported,
-            "skipped": self.skipped, "n_imported": self.n_imported, "n_skipped": self.n_skipped,
-            "n_images": self.n_images, "split": self.split, "errors": [asdict(e) for e in self.errors],
-        }  # fmt: skip
+            "out": str(self.out),
+            "format": self.fmt,
+            "source": self.source,
+            "imported": self.imported,
+            "skipped": self.skipped,
+            "n_imported": self.n_imported,
+            "n_skipped": self.n_skipped,
+            "n_images": self.n_images,
+            "split": self.split,
+            "errors": [asdict(e) for e in self.errors],
+        }
 
 
 @dataclass
@@ -289,9 +296,18 @@ class _Context:
         for key, value in truth.meta.items():
             meta.setdefault(key, value)
         return Sample(
-            id=sid, ava=ability.key, image=rel, width=width, height=height, question=raw.question,
-            answer=raw.answer or "", truth=truth.truth, options=truth.options, split=raw.split, meta=meta,
-        )  # fmt: skip
+            id=sid,
+            ava=ability.key,
+            image=rel,
+            width=width,
+            height=height,
+            question=raw.question,
+            answer=raw.answer or "",
+            truth=truth.truth,
+            options=truth.options,
+            split=raw.split,
+            meta=meta,
+        )
 
     def _image(self, raw: RawRow) -> tuple[str, int, int, int]:
         """(sha256 of the source bytes, width, height, EXIF orientation applied) of the row's normalized image."""

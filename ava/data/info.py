@@ -36,7 +36,11 @@ def dataset_info(root: str | os.PathLike[str]) -> dict[str, Any]:
             "classes": {k: {name: c.get(name, 0) for name in SPLIT_COLUMNS} for k, c in sorted(classes.items())},
         }
     return {
-        "root": str(ds.root), "source": ds.info.get("source"), "synthetic": ds.is_synthetic,
-        "split": ds.split_info, "n_samples": sum(a["total"] for a in abilities.values()),
-        "n_images": len(images), "abilities": abilities,
-    }  # fmt: skip
+        "root": str(ds.root),
+        "source": ds.info.get("source"),
+        "synthetic": ds.is_synthetic,
+        "split": ds.split_info,
+        "n_samples": sum(a["total"] for a in abilities.values()),
+        "n_images": len(images),
+        "abilities": abilities,
+    }

@@ -56,9 +56,7 @@ def random_options(k: int | None = None) -> OptionSampler:
     return sample
 
 
-def ranked_options(
-    k: int, ranking: Callable[[str, Sequence[str], str | None], Sequence[str]]
-) -> OptionSampler:
+def ranked_options(k: int, ranking: Callable[[str, Sequence[str], str | None], Sequence[str]]) -> OptionSampler:
     """The truth plus the ``k - 1`` wrong classes that ``ranking(truth, classes, image)`` puts first (most similar
     first: a miner's hard negatives), shuffled."""
 

@@ -127,14 +127,21 @@ def split_dataset(
     current = ds.split_info
     if current and not force:
         if current.get("made_by") == "ava":
-            differ = [f"{o} {current.get(k)} there, {v} now" for k, o, v in (("seed", "--seed", seed),
-                      ("test_frac", "--test-frac", test_frac)) if current.get(k) != v]  # fmt: skip
+            differ = [
+                f"{o} {current.get(k)} there, {v} now"
+                for k, o, v in (("seed", "--seed", seed), ("test_frac", "--test-frac", test_frac))
+                if current.get(k) != v
+            ]
             if not differ:
-                counts = {ava: {name: sum(s.split == name for s in ds.samples(ava)) for name in ("train", "test")}
-                          for ava in ds.abilities()}  # fmt: skip
+                counts = {
+                    ava: {name: sum(s.split == name for s in ds.samples(ava)) for name in ("train", "test")}
+                    for ava in ds.abilities()
+                }
                 return {"split": current, "counts": counts, "unchanged": True}
-            raise AvaError(f"{Path(root)} is already split by ava with other settings ({'; '.join(differ)}); give "
-                           "the same options to keep it, or --force to split it again")  # fmt: skip
+            raise AvaError(
+                f"{Path(root)} is already split by ava with other settings ({'; '.join(differ)}); give "
+                "the same options to keep it, or --force to split it again"
+            )
         raise AvaError(
             f"{Path(root)} is already split (made_by={current.get('made_by')!r}); pass --force to replace that split"
         )
@@ -150,9 +157,11 @@ def split_dataset(
         write_samples(root, ava, samples)
         counts[ava] = {name: sum(s.split == name for s in samples) for name in ("train", "test")}
     info = {
-        "made_by": "ava", "test_frac": test_frac, "seed": seed,
+        "made_by": "ava",
+        "test_frac": test_frac,
+        "seed": seed,
         "stratified_by": {ava: STRATIFIED_BY.get(ava, OPTION_STRATUM) for ava in abilities},
-    }  # fmt: skip
+    }
     if current and current.get("made_by") != "ava":
         info["replaced"] = current.get("made_by")
     update_info(root, split=info)

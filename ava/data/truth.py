@@ -46,7 +46,7 @@ _CLASS_PATTERNS: dict[str, tuple[re.Pattern[str], ...]] = {
             r"\b(?:closest|nearest)\s+(?:point|part|surface|region)\s+of\s+(?:the\s+)?([^,()?.]+?)"
             r"\s+(?:is|to|from|\()",
             re.I,
-        ),  # fmt: skip
+        ),
         re.compile(rf"\b{_OBJECT}\s*{_RED}", re.I),
     ),
     "localization": (

@@ -94,8 +94,12 @@ class AbilityRun(abc.ABC):
 
     # -- one ability ---------------------------------------------------------------------------------------
     @abc.abstractmethod
-    def fit_ability(self, ava: str, features: AbilityFeatures, on_step: Callable[[], None] | None,
-                    ) -> tuple[dict[str, Any], dict[str, Any], list[str], dict]:  # fmt: skip
+    def fit_ability(
+        self,
+        ava: str,
+        features: AbilityFeatures,
+        on_step: Callable[[], None] | None,
+    ) -> tuple[dict[str, Any], dict[str, Any], list[str], dict]:
         """Train on one ability and predict its evaluated split: (metadata, tensors, replies in the order of
         :meth:`eval_samples`, the results' extra for the ability)."""
 
@@ -103,9 +107,15 @@ class AbilityRun(abc.ABC):
         """Fit one ability and record it in the run directory (tensors first, then the JSON that makes it count)."""
         meta, tensors, replies, extra = self.fit_ability(ava, features, on_step)
         samples = self.eval_samples(ava)
-        record = {"resume_key": self.key, "head": self.head, "meta": meta, "split": self.config.split,
-                  "replies": [[s.id, r] for s, r in zip(samples, replies, strict=True)], "extra": extra,
-                  "features": getattr(features, "placement", None)}  # where they were held (ava.cache.placement)
+        record = {
+            "resume_key": self.key,
+            "head": self.head,
+            "meta": meta,
+            "split": self.config.split,
+            "replies": [[s.id, r] for s, r in zip(samples, replies, strict=True)],
+            "extra": extra,
+            "features": getattr(features, "placement", None),
+        }  # where they were held (ava.cache.placement)
         self._write_record(ava, record, tensors)
         self.records[ava] = record
 
@@ -168,8 +178,16 @@ class AbilityRun(abc.ABC):
         extra = {ava: self.records[ava]["extra"] for ava in self.abilities}
         from ava.config import to_jsonable
 
-        return score_and_write(self.dataset, predictions, self.abilities, self.config.split, self.run,
-                               to_jsonable(self.config), self.run_dir, extra)  # fmt: skip
+        return score_and_write(
+            self.dataset,
+            predictions,
+            self.abilities,
+            self.config.split,
+            self.run,
+            to_jsonable(self.config),
+            self.run_dir,
+            extra,
+        )
 
 
 def save_tensors(path: Path, tensors: dict[str, Any], metadata: dict[str, str] | None = None) -> None:
@@ -180,8 +198,10 @@ def save_tensors(path: Path, tensors: dict[str, Any], metadata: dict[str, str] |
 
     from ava.heads.run_files import write_file
 
-    out = {k: (torch.from_numpy(np.ascontiguousarray(v)) if isinstance(v, np.ndarray) else v.detach().cpu())
-           .contiguous() for k, v in tensors.items()}  # fmt: skip
+    out = {
+        k: (torch.from_numpy(np.ascontiguousarray(v)) if isinstance(v, np.ndarray) else v.detach().cpu()).contiguous()
+        for k, v in tensors.items()
+    }
     write_file(path, save(out, metadata=metadata))
 
 
@@ -230,8 +250,16 @@ def _fit_all(todo: Sequence[AbilityRun], ava: str, jobs: int, fit_one: Callable[
         f.result()
 
 
-def train_abilities(runs: Sequence[AbilityRun], cache: Any, abilities: Sequence[str], *, device: str = "cpu",
-                    progress: bool = True, label: str = "", jobs: int = 1) -> dict[str, int]:  # fmt: skip
+def train_abilities(
+    runs: Sequence[AbilityRun],
+    cache: Any,
+    abilities: Sequence[str],
+    *,
+    device: str = "cpu",
+    progress: bool = True,
+    label: str = "",
+    jobs: int = 1,
+) -> dict[str, int]:
     """Fit every run on every ability it has not recorded yet, each ability's features read once for all runs
     (``jobs`` runs at a time, see :func:`_fit_all`), and released before the next ability's are placed.
 
@@ -258,8 +286,9 @@ def train_abilities(runs: Sequence[AbilityRun], cache: Any, abilities: Sequence[
             if not todo:
                 reads[ava] = 0
                 continue
-            reads[ava], ahead, released = _train_ability(todo, cache, ava, device, jobs, bar, total, label, ahead,
-                                                         start_next)  # fmt: skip
+            reads[ava], ahead, released = _train_ability(
+                todo, cache, ava, device, jobs, bar, total, label, ahead, start_next
+            )
             # this ability's features are unreachable now and must be freed before the next ability is placed, so
             # that its placement sees the memory they held (on a GPU: reserved by the caching allocator, counted as
             # free). Reference counting has freed them unless a reference cycle holds them: only then a full
@@ -293,9 +322,18 @@ def _needs(todo: Sequence[AbilityRun], ava: str) -> tuple[list[Sample], list[int
     return list(samples.values()), layers, views, tokens
 
 
-def _train_ability(todo: Sequence[AbilityRun], cache: Any, ava: str, device: str, jobs: int, bar: Any, total: Any,
-                   label: str, reads: Any = None,
-                   start_next: Callable[[], Any] | None = None) -> tuple[int, Any, Callable[[], bool]]:  # fmt: skip
+def _train_ability(
+    todo: Sequence[AbilityRun],
+    cache: Any,
+    ava: str,
+    device: str,
+    jobs: int,
+    bar: Any,
+    total: Any,
+    label: str,
+    reads: Any = None,
+    start_next: Callable[[], Any] | None = None,
+) -> tuple[int, Any, Callable[[], bool]]:
     """Read one ability's features once (waiting for ``reads`` when they were started ahead), start the next
     ability's reads (``start_next``: they run while the heads fit), fit every run of ``todo``; returns the token
     reads, the next ability's reads and whether the features have been freed (``AbilityFeatures.released``).

@@ -18,9 +18,24 @@ from ava.cache.placement import HOST, ON_DEVICE, STAGED, STREAMED, Placement, pl
 from ava.cache.pooling import pool_candidates, pool_cells, pool_dim, pool_tokens, token_grid
 from ava.errors import AvaError
 
-__all__ = ["AbilityFeatures", "CacheRows", "HeldRows", "TokenRows", "check_finite", "layer_sets", "pool_candidates",
-           "pool_cells", "pool_dim", "pool_tokens", "read_layers", "read_pooled_views", "read_rows", "require_cached",
-           "resolve_device", "token_grid"]
+__all__ = [
+    "AbilityFeatures",
+    "CacheRows",
+    "HeldRows",
+    "TokenRows",
+    "check_finite",
+    "layer_sets",
+    "pool_candidates",
+    "pool_cells",
+    "pool_dim",
+    "pool_tokens",
+    "read_layers",
+    "read_pooled_views",
+    "read_rows",
+    "require_cached",
+    "resolve_device",
+    "token_grid",
+]
 
 if TYPE_CHECKING:
     import torch
@@ -117,8 +132,9 @@ def read_layers(cache: Any, samples: Sequence[Sample], layers: Sequence[int | No
 
 
 # -- pooled views: the global mean, optionally with coarse cells of the token grid (ava.cache.pooling) ------------
-def read_pooled_views(cache: Any, samples: Sequence[Sample], layers: Sequence[int | None], pools: Sequence[str],
-                      chunk: int = 256) -> dict[str, np.ndarray]:  # fmt: skip
+def read_pooled_views(
+    cache: Any, samples: Sequence[Sample], layers: Sequence[int | None], pools: Sequence[str], chunk: int = 256
+) -> dict[str, np.ndarray]:
     """Every pooled view in ``pools`` of ``samples`` ([N, D'] each, layers concatenated per view).
 
     Tokens are read once per chunk of samples and pooled into every view, so memory stays at one chunk of
@@ -208,8 +224,9 @@ def _code_bytes(cache: Any, codec: Any, rows: int, layers: int) -> int:
     return rows * sum(codec.row_bytes(int(cache.num_tokens), int(cache.dim))) * layers
 
 
-def _stored(cache: Any, shas: list[str], layer: int | None, start: int, end: int,
-            codes: AheadCodes | None) -> tuple[np.ndarray, np.ndarray | None]:  # fmt: skip
+def _stored(
+    cache: Any, shas: list[str], layer: int | None, start: int, end: int, codes: AheadCodes | None
+) -> tuple[np.ndarray, np.ndarray | None]:
     """The stored codes (values, scales) of rows ``start:end`` of ``shas``: read from the cache, or taken from
     ``codes`` (:func:`read_ahead`'s read of them, in the same order)."""
     if codes is not None:
@@ -226,8 +243,16 @@ def _decoded(codec: Any, values: np.ndarray, scale: np.ndarray | None, device: A
     return codec.decode_device(as_tensor(values, device), None if scale is None else as_tensor(scale, device))
 
 
-def _read_scaled(cache: Any, codec: Any, shas: list[str], samples: list[Sample], layer: int | None,
-                 tokens: torch.Tensor, chunk: int, codes: AheadCodes | None = None) -> None:  # fmt: skip
+def _read_scaled(
+    cache: Any,
+    codec: Any,
+    shas: list[str],
+    samples: list[Sample],
+    layer: int | None,
+    tokens: torch.Tensor,
+    chunk: int,
+    codes: AheadCodes | None = None,
+) -> None:
     """Every row of ``shas`` read from an int8/int4 cache, decoded where ``tokens`` is held and written into it, a
     chunk per task on the reader threads (:func:`ava.cache.reader.read_threads`): the host's part, reading and
     decompressing the codes, was one thread's (0.6-1.9 ms per SigLIP-sized int4 row here). The first chunk is read
@@ -258,8 +283,17 @@ def _by_chunks(n: int, chunk: int, load: Callable[[int], None]) -> None:
             pass
 
 
-def _read_codes(cache: Any, codec: Any, shas: list[str], samples: list[Sample], layer: int | None, where: Placement,
-                device: str, chunk: int, codes: AheadCodes | None = None) -> CodedTokens:  # fmt: skip
+def _read_codes(
+    cache: Any,
+    codec: Any,
+    shas: list[str],
+    samples: list[Sample],
+    layer: int | None,
+    where: Placement,
+    device: str,
+    chunk: int,
+    codes: AheadCodes | None = None,
+) -> CodedTokens:
     """Every row of ``shas`` read from an int8/int4 cache and held as stored (codes and scales) where ``where`` says,
     a chunk per task on the reader threads; each chunk is decoded once on the heads' ``device`` to refuse non-finite
     rows (naming the samples of the first chunk that has one), as :func:`_read_scaled` does. ``codes``: the codes
@@ -402,8 +436,9 @@ class AheadCodes:
         return self._values, self._scales
 
 
-def _views_ahead(cache: Any, first: dict[str, Sample], order: list[str], layers: Sequence[int | None],
-                 views: Sequence[str]) -> dict[tuple[int | None, str], tuple[list[str], Any]]:  # fmt: skip
+def _views_ahead(
+    cache: Any, first: dict[str, Sample], order: list[str], layers: Sequence[int | None], views: Sequence[str]
+) -> dict[tuple[int | None, str], tuple[list[str], Any]]:
     """Start reading the stored ``views`` of the images ``order`` (rows in that order, as
     :meth:`AbilityFeatures._read_stored` reads them) on a thread of their own, one after another."""
     if not views:
@@ -413,8 +448,9 @@ def _views_ahead(cache: Any, first: dict[str, Sample], order: list[str], layers:
     samples = [first[sha] for sha in order]
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ava-views-ahead")
     try:
-        return {(la, v): (order, pool.submit(read_stored_view, cache, samples, [la], v))
-                for la in layers for v in views}  # fmt: skip
+        return {
+            (la, v): (order, pool.submit(read_stored_view, cache, samples, [la], v)) for la in layers for v in views
+        }
     finally:
         pool.shutdown(wait=False)  # (its thread ends after the last read)
 
@@ -422,8 +458,14 @@ def _views_ahead(cache: Any, first: dict[str, Sample], order: list[str], layers:
 AHEAD_SHARE = 0.35  # of the GPU's free memory, rows read ahead onto it may take while the heads fit beside them
 
 
-def read_ahead(cache: Any, samples: Sequence[Sample], layers: Sequence[int | None], device: str = "cpu",
-               views: Sequence[str] = (), tokens: bool = True) -> AheadReads | None:  # fmt: skip
+def read_ahead(
+    cache: Any,
+    samples: Sequence[Sample],
+    layers: Sequence[int | None],
+    device: str = "cpu",
+    views: Sequence[str] = (),
+    tokens: bool = True,
+) -> AheadReads | None:
     """Start reading what :class:`AbilityFeatures` will hold for ``samples``, on other threads, and return at once;
     None where nothing would be gained or it would not fit: a cache that is not a Zarr feature cache (and stores no
     view the heads need alone), or rows that do not fit in the host memory left now (the features being fitted hold
@@ -461,8 +503,9 @@ def read_ahead(cache: Any, samples: Sequence[Sample], layers: Sequence[int | Non
         if nbytes > SHARE * host_free_bytes():
             return None
         # (held in the order of the images, as AbilityFeatures holds an int8/int4 cache's rows)
-        return AheadReads(shas, {la: AheadCodes(cache, shas, la) for la in wanted},
-                          _views_ahead(cache, first, shas, wanted, stored))  # fmt: skip
+        return AheadReads(
+            shas, {la: AheadCodes(cache, shas, la) for la in wanted}, _views_ahead(cache, first, shas, wanted, stored)
+        )
     nbytes = len(shas) * int(cache.num_tokens) * int(cache.dim) * 2 * max(1, len(wanted))
     if nbytes > SHARE * host_free_bytes() or place(device, nbytes).kind == STREAMED:
         return None  # (rows that would be streamed: nothing is held)
@@ -471,8 +514,7 @@ def read_ahead(cache: Any, samples: Sequence[Sample], layers: Sequence[int | Non
     names = [f"{first[sha].ava}/{first[sha].id} (image {first[sha].image})" for sha in shas]
     import torch
 
-    gpu = device.startswith("cuda") and torch.cuda.is_available() and \
-        nbytes <= AHEAD_SHARE * device_free_bytes(device)  # fmt: skip
+    gpu = device.startswith("cuda") and torch.cuda.is_available() and nbytes <= AHEAD_SHARE * device_free_bytes(device)
     where = {"device": device, "held": ON_DEVICE} if gpu else {"device": "cpu", "held": HOST}
     reads = {la: ResidentFeatures(cache, shas, la, names=names, **where) for la in wanted}
     # the rows' order where they are held (the cache's row order: ResidentFeatures.rows), which the views follow
@@ -505,9 +547,17 @@ class AbilityFeatures:
     refused at load, naming the samples.
     """
 
-    def __init__(self, cache: Any, samples: Sequence[Sample], layers: Sequence[int | None], device: str = "cpu",
-                 chunk: int = 256, views: Sequence[str] = (), tokens: bool = True,
-                 reads: AheadReads | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        cache: Any,
+        samples: Sequence[Sample],
+        layers: Sequence[int | None],
+        device: str = "cpu",
+        chunk: int = 256,
+        views: Sequence[str] = (),
+        tokens: bool = True,
+        reads: AheadReads | None = None,
+    ) -> None:
         """``reads``: this ability's token reads, started earlier by :func:`read_ahead` (while the previous
         ability's heads fitted) for the same samples and layers; they are waited for here instead of started."""
         import torch
@@ -544,8 +594,11 @@ class AbilityFeatures:
         started = {la: r for la, r in started.items() if not isinstance(r, AheadCodes)}
         # rows read ahead onto the GPU already (read_ahead): held there (a placement now would count their own bytes
         # as taken); else placed as any rows
-        where = Placement(ON_DEVICE, device) if started and all(r.where.type == "cuda" for r in started.values()) \
-            else self._placement(device, nbytes)  # fmt: skip
+        where = (
+            Placement(ON_DEVICE, device)
+            if started and all(r.where.type == "cuda" for r in started.values())
+            else self._placement(device, nbytes)
+        )
         scaled = _scaled_codec(cache)
         coded = False
         if scaled is not None and where.kind in (STAGED, STREAMED):  # float32 would not fit where the heads compute
@@ -569,8 +622,9 @@ class AbilityFeatures:
                 # read straight where the rows are held (rows for the GPU were staged whole in host memory; host rows
                 # for a GPU were then pinned whole: twice the rows at the peak, and PyTorch's pinned blocks are
                 # powers of two, so recognition's 75 GB asked for 128 GiB more)
-                resident = started.get(layer) or ResidentFeatures(cache, shas, layer, names=names,
-                                                                  **reader_place(where, device))  # fmt: skip
+                resident = started.get(layer) or ResidentFeatures(
+                    cache, shas, layer, names=names, **reader_place(where, device)
+                )
                 tokens = resident.wait()  # [U, T, D], rows in the cache's row order
                 self._row = {sha: int(slot) for sha, slot in zip(shas, resident.rows.tolist(), strict=True)}
                 self.reads += 1
@@ -578,15 +632,25 @@ class AbilityFeatures:
             return
         for layer in wanted:  # each chunk straight into the held tensor, where it is held (no whole copy on the host)
             if coded:
-                self._tokens[layer] = _read_codes(cache, scaled, shas, [first[sha] for sha in shas], layer, where,
-                                                  device, chunk, ahead_codes.get(layer))  # fmt: skip
+                self._tokens[layer] = _read_codes(
+                    cache,
+                    scaled,
+                    shas,
+                    [first[sha] for sha in shas],
+                    layer,
+                    where,
+                    device,
+                    chunk,
+                    ahead_codes.get(layer),
+                )
                 self.reads += 1
                 continue
             shape = (len(shas), int(cache.num_tokens), int(cache.dim))
             tokens = _empty(shape, dtype, where)
             if scaled is not None:  # int8, int4: the stored codes go where the rows are held, decoded there
-                _read_scaled(cache, scaled, shas, [first[sha] for sha in shas], layer, tokens, chunk,
-                             ahead_codes.get(layer))  # fmt: skip
+                _read_scaled(
+                    cache, scaled, shas, [first[sha] for sha in shas], layer, tokens, chunk, ahead_codes.get(layer)
+                )
                 self.reads += 1
                 self._tokens[layer] = tokens
                 continue
@@ -644,11 +708,16 @@ class AbilityFeatures:
         and scales of an int8/int4 cache (:class:`CodedTokens`)."""
         layer = self._layer(layer)
         if self.placement == STREAMED:
-            raise AvaError(f"the tokens of layer {layer} are streamed from the cache, not held (they do not fit in "
-                           "memory): read them with held_rows() or read()")  # fmt: skip
+            raise AvaError(
+                f"the tokens of layer {layer} are streamed from the cache, not held (they do not fit in "
+                "memory): read them with held_rows() or read()"
+            )
         if layer not in self._tokens:
-            loaded = f"pooled views {sorted({v for _, v in self._pooled})} only" if not self._tokens else \
-                f"layers {list(self._tokens)}"  # fmt: skip
+            loaded = (
+                f"pooled views {sorted({v for _, v in self._pooled})} only"
+                if not self._tokens
+                else f"layers {list(self._tokens)}"
+            )
             raise AvaError(f"the tokens of layer {layer} were not loaded with this ability's features ({loaded})")
         return self._tokens[layer]
 
@@ -686,8 +755,10 @@ class AbilityFeatures:
             self._pooled[(layer, pool)] = read_pooled_views(self.cache, samples, [layer], [pool], chunk)[pool]
         if (layer, pool) not in self._pooled:
             grid, tokens = token_grid(self.cache), self.tokens(layer)
-            views = [pool_tokens(_float_span(tokens, i, i + chunk).cpu().numpy(), pool, grid)
-                     for i in range(0, len(tokens), chunk)]  # fmt: skip
+            views = [
+                pool_tokens(_float_span(tokens, i, i + chunk).cpu().numpy(), pool, grid)
+                for i in range(0, len(tokens), chunk)
+            ]
             dim = pool_dim(int(self.cache.dim), pool)
             self._pooled[(layer, pool)] = np.concatenate(views) if views else np.zeros((0, dim), np.float32)
         return self._pooled[(layer, pool)][self._index(sha256s)]
@@ -701,8 +772,7 @@ class AbilityFeatures:
         if ahead is not None and order == by_slot:
             self._pooled[(layer, view)] = ahead.result()
         else:
-            self._pooled[(layer, view)] = read_stored_view(self.cache, [self._first[s] for s in by_slot], [layer],
-                                                           view)  # fmt: skip
+            self._pooled[(layer, view)] = read_stored_view(self.cache, [self._first[s] for s in by_slot], [layer], view)
         self.view_reads += 1
 
     def read_pooled(self, sha256s: Sequence[str], layer: int | None = None) -> np.ndarray:
@@ -789,8 +859,9 @@ class HeldRows(TokenRows):
 
         parts = []
         for t in held:  # (held codes: the codes move, and are decoded on ``device``)
-            parts.append(t.codec.decode_device(take(t.values), take(t.scales)) if isinstance(t, CodedTokens)
-                         else take(t).float())  # fmt: skip
+            parts.append(
+                t.codec.decode_device(take(t.values), take(t.scales)) if isinstance(t, CodedTokens) else take(t).float()
+            )
         return parts[0] if len(parts) == 1 else torch.cat(parts, -1)
 
 

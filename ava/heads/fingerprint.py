@@ -17,8 +17,15 @@ from ava.heads.ability_runs import AbilityRun, default_jobs, train_abilities
 if TYPE_CHECKING:
     from ava.data.format import Dataset
 
-__all__ = ["FINGERPRINT_HEADS", "FingerprintConfig", "FingerprintResult", "fingerprint", "head_config", "make_run",
-           "run_dir_name"]
+__all__ = [
+    "FINGERPRINT_HEADS",
+    "FingerprintConfig",
+    "FingerprintResult",
+    "fingerprint",
+    "head_config",
+    "make_run",
+    "run_dir_name",
+]
 
 
 # -- ava fingerprint ---------------------------------------------------------------------------------------------
@@ -57,9 +64,18 @@ def head_config(head: str, config: FingerprintConfig, out: Path, abilities: list
     from ava.heads import HEADS
 
     spec = HEADS.get(head)
-    values = {"ava": list(abilities), "vfm": config.vfm, "data": config.data, "cache": config.cache,
-              "out": str(out / run_dir_name(spec.name, config.vfm)), "seed": config.seed, "device": config.device,
-              "max_train": config.max_train, "split": config.split, "progress": False}  # fmt: skip
+    values = {
+        "ava": list(abilities),
+        "vfm": config.vfm,
+        "data": config.data,
+        "cache": config.cache,
+        "out": str(out / run_dir_name(spec.name, config.vfm)),
+        "seed": config.seed,
+        "device": config.device,
+        "max_train": config.max_train,
+        "split": config.split,
+        "progress": False,
+    }
     names = {f.name for f in dataclasses.fields(spec.config_cls)}
     return spec.config_cls(**{k: v for k, v in values.items() if k in names})
 
@@ -124,15 +140,17 @@ def fingerprint(config: FingerprintConfig) -> FingerprintResult:
             claims.enter_context(claim_run(hc.out, HEADS.get(h).name, hc))
         runs = [make_run(h, hc, dataset, cache, abilities, device) for h, hc in configs.items()]
         jobs = config.jobs or default_jobs(device, len(runs))
-        reads = train_abilities(runs, cache, abilities, device=device, progress=config.progress, label=config.vfm,
-                                jobs=jobs)  # fmt: skip
+        reads = train_abilities(
+            runs, cache, abilities, device=device, progress=config.progress, label=config.vfm, jobs=jobs
+        )
         results = {run.head: run.finish() for run in runs}
     result = FingerprintResult({r.head: r.run_dir for r in runs}, results, reads, {r.head: r.resumed for r in runs})
     return _standalone(config, standalone, out, abilities, result)
 
 
-def _standalone(config: FingerprintConfig, heads: list[str], out: Path, abilities: list[str],
-                result: FingerprintResult) -> FingerprintResult:  # fmt: skip
+def _standalone(
+    config: FingerprintConfig, heads: list[str], out: Path, abilities: list[str], result: FingerprintResult
+) -> FingerprintResult:
     """Heads that read no cached features (the zero-shot head embeds images with its own towers), run after the
     feature heads, each into its own run directory; their results join ``result``."""
     import json

@@ -37,8 +37,15 @@ from ava.errors import AvaError
 if TYPE_CHECKING:
     from ava.data.format import Dataset, Sample
 
-__all__ = ["DEFAULT_HEADS", "EvalSuite", "FingerprintScores", "MemoryFeatures", "extract_in_memory",
-           "fingerprint_in_memory", "train_heads"]  # fmt: skip
+__all__ = [
+    "DEFAULT_HEADS",
+    "EvalSuite",
+    "FingerprintScores",
+    "MemoryFeatures",
+    "extract_in_memory",
+    "fingerprint_in_memory",
+    "train_heads",
+]
 
 DEFAULT_HEADS = ("probe-linear", "knn")
 PARALLEL_MODES = ("abilities", "heads")
@@ -107,8 +114,10 @@ class MemoryFeatures:
         self._check_layer(layer)
         missing = [s for s in sha256s if s not in self._token_row]
         if missing:
-            raise AvaError(f"in-memory features of {self.vfm!r}: no tokens held for image {missing[0]} (only pooled "
-                           "views were kept for it)")  # fmt: skip
+            raise AvaError(
+                f"in-memory features of {self.vfm!r}: no tokens held for image {missing[0]} (only pooled "
+                "views were kept for it)"
+            )
         index = np.fromiter((self._token_row[s] for s in sha256s), np.int64, len(sha256s))
         return self._tokens[index].astype(np.float32)
 
@@ -130,9 +139,16 @@ class EvalSuite:
     after the first evaluation: later ones decode nothing. Normalizing the kept pixels gives the same floats as the
     VFM's own preprocessing (the same float32 operations), so features do not depend on it."""
 
-    def __init__(self, data: str | os.PathLike[str] | Dataset, abilities: Sequence[str] | None = None, *,
-                 split: str = "test", max_train: int | None = None, seed: int = 0,
-                 keep_pixels: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self,
+        data: str | os.PathLike[str] | Dataset,
+        abilities: Sequence[str] | None = None,
+        *,
+        split: str = "test",
+        max_train: int | None = None,
+        seed: int = 0,
+        keep_pixels: bool = False,
+    ) -> None:
         from ava.data.format import Dataset
         from ava.heads.targets import select_abilities, train_samples
 
@@ -210,8 +226,9 @@ def rank_and_world() -> tuple[int, int]:
     return 0, 1
 
 
-def extract_in_memory(vfm: Any, suite: EvalSuite, features: MemoryFeatures, token_shas: set[str], *,
-                      batch_size: int = 32) -> None:  # fmt: skip
+def extract_in_memory(
+    vfm: Any, suite: EvalSuite, features: MemoryFeatures, token_shas: set[str], *, batch_size: int = 32
+) -> None:
     """Fill ``features`` with the pooled views of every image of ``suite`` (tokens of ``token_shas`` too). Under
     ``torch.distributed`` each rank computes every world-th image and rank 0 gathers them (the others keep none).
     Before the gather every rank tells whether its share succeeded (:func:`all_ranks_ok`): when one failed, every
@@ -263,8 +280,9 @@ def _first_line(e: BaseException) -> str:
     return text.splitlines()[0] if text else ""
 
 
-def _extract_part(vfm: Any, suite: EvalSuite, features: MemoryFeatures, token_shas: set[str], mine: list[str],
-                  batch_size: int) -> tuple:  # fmt: skip
+def _extract_part(
+    vfm: Any, suite: EvalSuite, features: MemoryFeatures, token_shas: set[str], mine: list[str], batch_size: int
+) -> tuple:
     """This rank's share of the images through the VFM: (shas, pooled views, shas with tokens, tokens)."""
     from ava.cache.codecs import get_codec
 
@@ -291,8 +309,12 @@ def _extract_part(vfm: Any, suite: EvalSuite, features: MemoryFeatures, token_sh
                 if sha in token_shas:
                     kept.append(sha)
                     tokens.append(values[j])
-    return (mine, {v: _cat(rows, features, v) for v, rows in views.items()}, kept,
-            np.stack(tokens) if tokens else np.zeros((0, features.num_tokens, features.dim), np.float16))  # fmt: skip
+    return (
+        mine,
+        {v: _cat(rows, features, v) for v, rows in views.items()},
+        kept,
+        np.stack(tokens) if tokens else np.zeros((0, features.num_tokens, features.dim), np.float16),
+    )
 
 
 def _refuse_unusable(vfm: Any, out: torch.Tensor, shas: list[str]) -> None:
@@ -323,19 +345,39 @@ def _merge(parts: list[Any], features: MemoryFeatures) -> tuple:
     return shas, views, kept, tokens
 
 
-def make_runs(vfm_name: str, suite: EvalSuite, features: MemoryFeatures, heads: Sequence[str], out: Path,
-          device: str, seed: int) -> list[Any]:  # fmt: skip
+def make_runs(
+    vfm_name: str, suite: EvalSuite, features: MemoryFeatures, heads: Sequence[str], out: Path, device: str, seed: int
+) -> list[Any]:
     from ava.heads.fingerprint import FingerprintConfig, head_config, make_run
 
-    config = FingerprintConfig(vfm=vfm_name, data=str(suite.dataset.root), cache="", out=str(out), ava=suite.abilities,
-                               heads=list(heads), seed=seed, device=device, max_train=suite.max_train,
-                               split=suite.split, progress=False)  # fmt: skip
+    config = FingerprintConfig(
+        vfm=vfm_name,
+        data=str(suite.dataset.root),
+        cache="",
+        out=str(out),
+        ava=suite.abilities,
+        heads=list(heads),
+        seed=seed,
+        device=device,
+        max_train=suite.max_train,
+        split=suite.split,
+        progress=False,
+    )
     configs = {h: head_config(h, config, out, suite.abilities) for h in heads}
     return [make_run(h, hc, suite.dataset, features, suite.abilities, device) for h, hc in configs.items()]
 
 
-def train_heads(runs: Sequence[Any], features: MemoryFeatures, abilities: Sequence[str], *, device: str,
-                progress: bool, label: str, jobs: int, parallel: str = "abilities") -> None:  # fmt: skip
+def train_heads(
+    runs: Sequence[Any],
+    features: MemoryFeatures,
+    abilities: Sequence[str],
+    *,
+    device: str,
+    progress: bool,
+    label: str,
+    jobs: int,
+    parallel: str = "abilities",
+) -> None:
     """Fit every run on every ability, ``jobs`` fits at once.
 
     ``parallel="heads"`` is ``ava fingerprint``'s way (:func:`~ava.heads.ability_runs.train_abilities`): the heads
@@ -370,8 +412,9 @@ def train_heads(runs: Sequence[Any], features: MemoryFeatures, abilities: Sequen
             torch.set_num_threads(threads)
 
 
-def _abilities_at_once(runs: Sequence[Any], features: MemoryFeatures, abilities: Sequence[str], device: str,
-                       jobs: int) -> None:  # fmt: skip
+def _abilities_at_once(
+    runs: Sequence[Any], features: MemoryFeatures, abilities: Sequence[str], device: str, jobs: int
+) -> None:
     """``jobs`` threads fitting whole abilities (see :func:`train_heads`); the first error is raised once every
     thread has stopped (none takes a new ability after an error)."""
     import threading
@@ -423,11 +466,21 @@ def check_heads(heads: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def fingerprint_in_memory(vfm: Any, data: str | os.PathLike[str] | Dataset | EvalSuite, *,
-                          abilities: Sequence[str] | None = None, heads: Sequence[str] = DEFAULT_HEADS,
-                          device: str = "cpu", split: str = "test", seed: int = 0, max_train: int | None = None,
-                          progress: bool = False, batch_size: int = 32, jobs: int | None = None,
-                          parallel: str | None = None) -> FingerprintScores:  # fmt: skip
+def fingerprint_in_memory(
+    vfm: Any,
+    data: str | os.PathLike[str] | Dataset | EvalSuite,
+    *,
+    abilities: Sequence[str] | None = None,
+    heads: Sequence[str] = DEFAULT_HEADS,
+    device: str = "cpu",
+    split: str = "test",
+    seed: int = 0,
+    max_train: int | None = None,
+    progress: bool = False,
+    batch_size: int = 32,
+    jobs: int | None = None,
+    parallel: str | None = None,
+) -> FingerprintScores:
     """The fingerprint of ``vfm`` (a :func:`~ava.vfm.module.vfm_from_module` VFM, or a ``FrozenVFM``) on ``data``
     with features held in memory: no cache is read or written.
 
@@ -450,8 +503,9 @@ def fingerprint_in_memory(vfm: Any, data: str | os.PathLike[str] | Dataset | Eva
         raise AvaError(f"batch_size must be >= 1, got {batch_size}")
     if parallel not in (None, *PARALLEL_MODES):
         raise AvaError(f"parallel={parallel!r}; use one of {', '.join(PARALLEL_MODES)}")
-    suite = data if isinstance(data, EvalSuite) else EvalSuite(data, abilities, split=split, max_train=max_train,
-                                                              seed=seed)  # fmt: skip
+    suite = (
+        data if isinstance(data, EvalSuite) else EvalSuite(data, abilities, split=split, max_train=max_train, seed=seed)
+    )
     device = resolve_device(device)
     name = str(getattr(vfm.spec, "key", "vfm"))
     rank, world = rank_and_world()
@@ -466,8 +520,16 @@ def fingerprint_in_memory(vfm: Any, data: str | os.PathLike[str] | Dataset | Eva
         if rank == 0:
             try:
                 jobs = jobs or default_jobs(device, len(runs))
-                train_heads(runs, features, suite.abilities, device=device, progress=progress, label=name, jobs=jobs,
-                            parallel=parallel or PARALLEL)  # fmt: skip
+                train_heads(
+                    runs,
+                    features,
+                    suite.abilities,
+                    device=device,
+                    progress=progress,
+                    label=name,
+                    jobs=jobs,
+                    parallel=parallel or PARALLEL,
+                )
                 results = {run.head: run.finish() for run in runs}
                 outcome = (_scores(name, suite, features, results), None)
             except Exception as e:  # told to the waiting ranks (no deadlock), then raised here
@@ -483,8 +545,11 @@ def fingerprint_in_memory(vfm: Any, data: str | os.PathLike[str] | Dataset | Eva
     scores, message = outcome
     if scores is None:
         raise AvaError(f"the in-memory fingerprint failed on {message}")
-    scores.seconds = {"extract": round(extracted - started, 3), "heads": round(time.perf_counter() - extracted, 3),
-                      "total": round(time.perf_counter() - started, 3)}  # fmt: skip
+    scores.seconds = {
+        "extract": round(extracted - started, 3),
+        "heads": round(time.perf_counter() - extracted, 3),
+        "total": round(time.perf_counter() - started, 3),
+    }
     return scores
 
 

@@ -61,8 +61,15 @@ class SavedRun:
     device: str
 
 
-def open_saved_run(run_dir: str | os.PathLike[str], meta_file: str, *, data: str | None = None,
-                   cache: str | None = None, device: str | None = None, split: str = "test") -> SavedRun:  # fmt: skip
+def open_saved_run(
+    run_dir: str | os.PathLike[str],
+    meta_file: str,
+    *,
+    data: str | None = None,
+    cache: str | None = None,
+    device: str | None = None,
+    split: str = "test",
+) -> SavedRun:
     """Read config.json, run.json and the head's ``meta_file``; open the data and the run's own cache group
     (``data``/``cache``/``device`` override what the run recorded). The recorded config is checked like a config
     file, and the data like :func:`ava.heads.run_identity.check_eval_target` says, before anything is read."""
@@ -77,15 +84,26 @@ def open_saved_run(run_dir: str | os.PathLike[str], meta_file: str, *, data: str
     dataset = Dataset(data or config["data"])
     check_eval_target(path, run, dataset, list(metas), [f"results_{split}.json"])
     return SavedRun(
-        path=path, config=config, run=run, metas=metas, dataset=dataset,
+        path=path,
+        config=config,
+        run=run,
+        metas=metas,
+        dataset=dataset,
         cache=open_cache(cache or config["cache"], config["vfm"], key=run.get("cache_key")),
         device=_resolve_device(device or config.get("device", "auto")),
-    )  # fmt: skip
+    )
 
 
-def evaluate_run(run_dir: str | os.PathLike[str], split: str = "test", *, decode: str | None = None,
-                 max_eval: int | None = None, batch_size: int | None = None, device: str | None = None,
-                 trust_remote_code: bool = False) -> dict[str, Any]:  # fmt: skip
+def evaluate_run(
+    run_dir: str | os.PathLike[str],
+    split: str = "test",
+    *,
+    decode: str | None = None,
+    max_eval: int | None = None,
+    batch_size: int | None = None,
+    device: str | None = None,
+    trust_remote_code: bool = False,
+) -> dict[str, Any]:
     """``ava head eval``: evaluate any head's run on ``split`` (the head is read from its run.json). The options
     are the command line's; LLM-only ones are refused on other heads, and a recorded ``trust_remote_code`` must
     equal ``trust_remote_code`` (:mod:`ava.heads.run_identity`)."""

@@ -35,10 +35,23 @@ from ava.errors import AvaError
 from ava.locking import JobLock
 
 # Config fields that do not change what training computes: two trainings of one run may differ in these.
-NON_TRAINING_FIELDS = frozenset({
-    "split", "eval_after", "max_eval", "decode", "eval_batch_size", "progress", "num_workers", "checkpoint_every",
-    "stop_after_steps", "device", "out", "force", "threads",
-})  # fmt: skip
+NON_TRAINING_FIELDS = frozenset(
+    {
+        "split",
+        "eval_after",
+        "max_eval",
+        "decode",
+        "eval_batch_size",
+        "progress",
+        "num_workers",
+        "checkpoint_every",
+        "stop_after_steps",
+        "device",
+        "out",
+        "force",
+        "threads",
+    }
+)
 
 
 LOCK_FILE = ".lock"
@@ -80,8 +93,10 @@ def differing_fields(run_dir: Path, head: str, config: Any) -> list[str] | None:
     try:
         old = json.loads(cfg_path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise RunDirError(f"--out {run_dir} is not empty and holds no ava run (no config.json); it is never "
-                          "replaced: choose another --out") from None  # fmt: skip
+        raise RunDirError(
+            f"--out {run_dir} is not empty and holds no ava run (no config.json); it is never "
+            "replaced: choose another --out"
+        ) from None
     except (OSError, ValueError) as e:
         raise RunDirError(f"{cfg_path} cannot be read ({e}); pass --force to replace the run, or another --out") from e
     old_head = None

@@ -199,8 +199,9 @@ def regression_reply(ability: Ability, sample: Sample, value: np.ndarray) -> str
 
 
 # -- model selection ------------------------------------------------------------------------------------
-def mean_score(ability: Ability, samples: Sequence[Sample], replies: Sequence[str],
-               memo: dict[Any, float] | None = None) -> float:  # fmt: skip
+def mean_score(
+    ability: Ability, samples: Sequence[Sample], replies: Sequence[str], memo: dict[Any, float] | None = None
+) -> float:
     """The ability's metric over ``samples`` (scored by ``ava.metrics``, exactly as ``ava score`` does).
 
     ``memo`` (a dict kept by the caller across calls) holds the score of every (sample id, reply) already scored:

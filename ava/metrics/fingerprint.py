@@ -51,8 +51,12 @@ def fingerprints(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
 
 def _block(per: dict[str, str], n: dict[str, int]) -> dict[str, Any]:
     h = hashlib.sha256("".join(f"{a}\t{v}\n" for a, v in sorted(per.items())).encode("utf-8"))
-    return {"algorithm": ALGORITHM, "value": h.hexdigest(), "per_ability": dict(sorted(per.items())),
-            "n": dict(sorted(n.items()))}  # fmt: skip
+    return {
+        "algorithm": ALGORITHM,
+        "value": h.hexdigest(),
+        "per_ability": dict(sorted(per.items())),
+        "n": dict(sorted(n.items())),
+    }
 
 
 def merge(blocks: Iterable[dict[str, Any] | None]) -> dict[str, Any] | None:

@@ -76,8 +76,9 @@ def score_sample(ability: Ability, sample: Sample, reply: str | None, *, box_for
     return score_samples(ability, [sample], [reply], box_format=box_format)[0]
 
 
-def score_samples(ability: Ability, samples: Sequence[Sample], replies: Sequence[str | None], *,
-                  box_format: str = "auto") -> list[SampleScore]:  # fmt: skip
+def score_samples(
+    ability: Ability, samples: Sequence[Sample], replies: Sequence[str | None], *, box_format: str = "auto"
+) -> list[SampleScore]:
     """:func:`score_sample` of every (sample, reply) pair; a metric with ``compute_many`` scores the parsed replies
     in one vectorized call."""
     metric = METRICS.get(ability.metric)
@@ -133,8 +134,10 @@ def _subgroups(ability: Ability, samples: list[Sample], values: list[float]) -> 
             label = fn(sample)  # a bin that cannot be read is counted and shown as "unknown", never dropped
             bins.setdefault(UNKNOWN if label is None else label, []).append(value)
         if bins:
-            out[group] = {b: {"value": sum(v) / len(v), "n": len(v)} for b, v in sorted(bins.items(),
-                          key=lambda kv: _bin_order(kv[0]))}  # fmt: skip
+            out[group] = {
+                b: {"value": sum(v) / len(v), "n": len(v)}
+                for b, v in sorted(bins.items(), key=lambda kv: _bin_order(kv[0]))
+            }
     return out
 
 
@@ -149,16 +152,24 @@ def _score_ability(
     rules: dict[str, int] = {}
     replies = [predictions.get(sample.key) for sample in samples]
     missing = [sample.key for sample in samples if sample.key not in predictions]
-    for sample, reply, result in zip(samples, replies, score_samples(ability, samples, replies, box_format=box_format),
-                                     strict=True):  # fmt: skip
+    for sample, reply, result in zip(
+        samples, replies, score_samples(ability, samples, replies, box_format=box_format), strict=True
+    ):
         if result.rule:
             rules[result.rule] = rules.get(result.rule, 0) + 1
         values.append(result.value)
-        records.append({
-            "id": sample.id, "ava": sample.ava, "split": sample.split, "prediction": reply,
-            "parsed": _jsonable(result.parsed), "truth": _jsonable(result.truth),
-            "score": result.value, "ok": result.ok,
-        })  # fmt: skip
+        records.append(
+            {
+                "id": sample.id,
+                "ava": sample.ava,
+                "split": sample.split,
+                "prediction": reply,
+                "parsed": _jsonable(result.parsed),
+                "truth": _jsonable(result.truth),
+                "score": result.value,
+                "ok": result.ok,
+            }
+        )
     summary = {
         "metric": metric.key,
         "value": sum(values) / len(values),

@@ -18,5 +18,14 @@ from ava.options.miners import (
 )
 from ava.options.rewrite import OptionsResult, rewrite_options
 
-__all__ = ["MINER_FORMS", "CacheMiner", "Miner", "OptionsResult", "RandomMiner", "TextTowerMiner", "mined_options",
-           "parse_miner", "rewrite_options"]
+__all__ = [
+    "MINER_FORMS",
+    "CacheMiner",
+    "Miner",
+    "OptionsResult",
+    "RandomMiner",
+    "TextTowerMiner",
+    "mined_options",
+    "parse_miner",
+    "rewrite_options",
+]

@@ -40,8 +40,9 @@ MINER_FORMS = "random, cache:VFM (with --cache) or clip@<hub-id-or-dir>"
 class Miner(Protocol):
     name: str
 
-    def prepare(self, dataset: Dataset, ava: str, classes: Sequence[str], samples: Sequence[Sample],
-                depth: int) -> Ranking | None:  # fmt: skip
+    def prepare(
+        self, dataset: Dataset, ava: str, classes: Sequence[str], samples: Sequence[Sample], depth: int
+    ) -> Ranking | None:
         """The ranking of ``classes`` for every image of ``samples`` (at least ``depth`` deep); None: random."""
         ...
 
@@ -87,8 +88,15 @@ def _lookup(name: str, table: dict[str, list[str]]) -> Ranking:
     return ranking
 
 
-def _rank(name: str, classes: Sequence[str], centres: np.ndarray, keys: Sequence[str], x: np.ndarray,
-          depth: int, last: Sequence[str] = ()) -> Ranking:  # fmt: skip
+def _rank(
+    name: str,
+    classes: Sequence[str],
+    centres: np.ndarray,
+    keys: Sequence[str],
+    x: np.ndarray,
+    depth: int,
+    last: Sequence[str] = (),
+) -> Ranking:
     """Rank ``classes`` (rows of ``centres``) for every row of ``x`` by inner product (faiss, exact); ``last``
     (classes without a row) follow every ranked class."""
     import faiss
@@ -109,8 +117,12 @@ def box_weights(box: Sequence[float], grid: tuple[int, int], size: tuple[int, in
     w, h = size
     side = max(w, h) if preprocess == "pad" else min(w, h)
     ox, oy = (side - w) / 2, (side - h) / 2
-    x1, y1, x2, y2 = ((box[0] * w + ox) / side, (box[1] * h + oy) / side, (box[2] * w + ox) / side,
-                      (box[3] * h + oy) / side)  # fmt: skip
+    x1, y1, x2, y2 = (
+        (box[0] * w + ox) / side,
+        (box[1] * h + oy) / side,
+        (box[2] * w + ox) / side,
+        (box[3] * h + oy) / side,
+    )
     rows, cols = grid
     edges_x, edges_y = np.arange(cols + 1) / cols, np.arange(rows + 1) / rows
     wx = np.clip(np.minimum(x2, edges_x[1:]) - np.maximum(x1, edges_x[:-1]), 0, None)
@@ -123,8 +135,9 @@ def box_weights(box: Sequence[float], grid: tuple[int, int], size: tuple[int, in
     return weights / weights.sum()
 
 
-def object_features(cache: Any, samples: Sequence[Sample], layer: int | None,
-                    chunk: int = 256) -> dict[str, np.ndarray]:  # fmt: skip
+def object_features(
+    cache: Any, samples: Sequence[Sample], layer: int | None, chunk: int = 256
+) -> dict[str, np.ndarray]:
     """Per :func:`object_key` of ``samples``: the cached tokens under the object's box, averaged by
     :func:`box_weights`, or the image's mean token where there is no box; L2-normalized, float32."""
     from ava.heads.features import read_pooled_views, require_cached, token_grid
@@ -140,8 +153,10 @@ def object_features(cache: Any, samples: Sequence[Sample], layer: int | None,
     if boxed:
         grid = token_grid(cache)
         if grid is None:
-            raise OptionsError(f"cache {getattr(cache, 'key', '?')}: its {cache.num_tokens} tokens have no grid "
-                               "layout, so the tokens under an object's box cannot be found")  # fmt: skip
+            raise OptionsError(
+                f"cache {getattr(cache, 'key', '?')}: its {cache.num_tokens} tokens have no grid "
+                "layout, so the tokens under an object's box cannot be found"
+            )
         mode = str((getattr(cache, "spec", None) or {}).get("preprocess") or "pad")
         boxed.sort(key=lambda s: s.image_sha256)  # the questions of one image read its tokens once
         for start in range(0, len(boxed), chunk):
@@ -163,8 +178,9 @@ def object_features(cache: Any, samples: Sequence[Sample], layer: int | None,
 class RandomMiner:
     name = "random"
 
-    def prepare(self, dataset: Dataset, ava: str, classes: Sequence[str], samples: Sequence[Sample],
-                depth: int) -> Ranking | None:  # fmt: skip
+    def prepare(
+        self, dataset: Dataset, ava: str, classes: Sequence[str], samples: Sequence[Sample], depth: int
+    ) -> Ranking | None:
         return None
 
 
@@ -189,8 +205,9 @@ class CacheMiner:
             self._cache = open_cache(self.cache, self.vfm)
         return self._cache
 
-    def prepare(self, dataset: Dataset, ava: str, classes: Sequence[str], samples: Sequence[Sample],
-                depth: int) -> Ranking:  # fmt: skip
+    def prepare(
+        self, dataset: Dataset, ava: str, classes: Sequence[str], samples: Sequence[Sample], depth: int
+    ) -> Ranking:
         cache = self._open()
         labelled = list(dataset.samples(ava))  # every split: a class seen only in test has a prototype too
         features = object_features(cache, [*samples, *labelled], self.layer)
@@ -200,8 +217,10 @@ class CacheMiner:
         placed = [c for c in classes if c in members]
         self.unplaced[ava] = [c for c in classes if c not in members]
         if not placed:
-            raise OptionsError(f"miner {self.name}: no question of {ava!r} names one of its classes as its answer; "
-                               "no prototype can be made")  # fmt: skip
+            raise OptionsError(
+                f"miner {self.name}: no question of {ava!r} names one of its classes as its answer; "
+                "no prototype can be made"
+            )
         centres = np.stack([np.mean(members[c], axis=0) for c in placed])
         centres /= np.maximum(np.linalg.norm(centres, axis=1, keepdims=True), 1e-12)
         keys = list(dict.fromkeys(object_key(s) for s in samples))
@@ -228,13 +247,18 @@ class TextTowerMiner:
         if self._model is None:
             from ava.vfm.image_text import load_image_text
 
-            self._model = load_image_text(self.source, device=self.device, batch_size=self.batch_size,
-                                          what=f"miner {self.name}",
-                                          local_form="--miner clip@/path/to/dir")  # fmt: skip
+            self._model = load_image_text(
+                self.source,
+                device=self.device,
+                batch_size=self.batch_size,
+                what=f"miner {self.name}",
+                local_form="--miner clip@/path/to/dir",
+            )
         return self._model
 
-    def prepare(self, dataset: Dataset, ava: str, classes: Sequence[str], samples: Sequence[Sample],
-                depth: int) -> Ranking:  # fmt: skip
+    def prepare(
+        self, dataset: Dataset, ava: str, classes: Sequence[str], samples: Sequence[Sample], depth: int
+    ) -> Ranking:
         model = self.load()
         labels = model.texts([self.template.format(c) for c in classes])
         unique = {object_key(s): s for s in samples}
@@ -267,8 +291,9 @@ def truth_text(sample: Sample) -> str:
     raise OptionsError(f"sample {sample.ava}/{sample.id}: its truth {truth!r} names no option text")
 
 
-def parse_miner(spec: str, *, cache: str | None = None, template: str | None = None, device: str = "cpu",
-                batch_size: int = 32) -> Miner:  # fmt: skip
+def parse_miner(
+    spec: str, *, cache: str | None = None, template: str | None = None, device: str = "cpu", batch_size: int = 32
+) -> Miner:
     """A miner from its command-line form (:data:`MINER_FORMS`); a wrong form is a one-line error."""
     spec = (spec or "").strip()
     if spec == "random":
@@ -278,8 +303,10 @@ def parse_miner(spec: str, *, cache: str | None = None, template: str | None = N
         if not vfm:
             raise OptionsError("--miner 'cache:' names no VFM; use cache:VFM, e.g. cache:effnet-lite0")
         if not cache:
-            raise OptionsError(f"--miner {spec} reads a feature cache: give it with --cache DIR (where "
-                               f"`ava cache extract --vfm {vfm}` wrote its features)")  # fmt: skip
+            raise OptionsError(
+                f"--miner {spec} reads a feature cache: give it with --cache DIR (where "
+                f"`ava cache extract --vfm {vfm}` wrote its features)"
+            )
         return CacheMiner(vfm, str(cache))
     if spec.startswith("clip@"):
         source = spec[len("clip@") :].strip()
@@ -291,8 +318,9 @@ def parse_miner(spec: str, *, cache: str | None = None, template: str | None = N
     raise OptionsError(f"unknown miner {spec!r}; use {MINER_FORMS}")
 
 
-def mined_options(miner: Miner, dataset: Dataset, ava: str, classes: Sequence[str], samples: Sequence[Sample],
-                  k: int) -> OptionSampler:  # fmt: skip
+def mined_options(
+    miner: Miner, dataset: Dataset, ava: str, classes: Sequence[str], samples: Sequence[Sample], k: int
+) -> OptionSampler:
     """The :class:`~ava.data.options.OptionSampler` of ``miner`` for one ability (what ``ava data build`` asks for a
     mined option list): ``sampler(truth, classes, rng, image=object_key(sample))`` for each of ``samples``."""
     ranking = miner.prepare(dataset, ava, classes, samples, depth=k)

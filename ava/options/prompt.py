@@ -42,8 +42,9 @@ def replace_option_list(question: str, old: list[str], new: list[str], style: Op
         return question.replace(written, format_options(new, style), 1)
     start = _first_label(question, style)
     last = re.escape(old[-1])
-    end = re.search(rf"{re.escape(option_label(len(old) - 1, style))}[.)]\s+{last}", question[start:] if start is
-                    not None else "")  # fmt: skip
+    end = re.search(
+        rf"{re.escape(option_label(len(old) - 1, style))}[.)]\s+{last}", question[start:] if start is not None else ""
+    )
     if start is None or end is None:
         raise OptionsError(f"cannot find the option list {written[:60]!r}... in the question {question[:80]!r}")
     return question[:start] + format_options(new, style) + question[start + end.end() :]

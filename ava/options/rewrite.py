@@ -120,8 +120,10 @@ def _choice_abilities(dataset: Any, ava: list[str] | None, k: int) -> tuple[list
         raise OptionsError(f"dataset {dataset.root} has no samples for {', '.join(missing)}; present: {present}")
     choice = [a for a in keys if get_ability(a).answer_kind == "option"]
     if not choice:
-        raise OptionsError(f"dataset {dataset.root} has no choice questions to rewrite (abilities {', '.join(keys)} "
-                           "do not answer with an option)")  # fmt: skip
+        raise OptionsError(
+            f"dataset {dataset.root} has no choice questions to rewrite (abilities {', '.join(keys)} "
+            "do not answer with an option)"
+        )
     chosen, skipped = [], {}
     for a in keys:
         if a not in choice:
@@ -135,15 +137,28 @@ def _choice_abilities(dataset: Any, ava: list[str] | None, k: int) -> tuple[list
             continue
         chosen.append(a)
     if not chosen:
-        raise OptionsError(f"k = {k} options asked, but no choice ability of {dataset.root} has more than {k} "
-                           f"classes ({'; '.join(f'{a}: {w}' for a, w in skipped.items())})")  # fmt: skip
+        raise OptionsError(
+            f"k = {k} options asked, but no choice ability of {dataset.root} has more than {k} "
+            f"classes ({'; '.join(f'{a}: {w}' for a, w in skipped.items())})"
+        )
     return chosen, skipped
 
 
-def rewrite_options(data: str | os.PathLike[str], out: str | os.PathLike[str], *, miner: str | Miner,
-                    k: int = 4, seed: int = 0, ava: list[str] | None = None, cache: str | None = None,
-                    template: str = "keep", domain: str = "choices", label_template: str | None = None,
-                    device: str = "cpu", force: bool = False) -> OptionsResult:  # fmt: skip
+def rewrite_options(
+    data: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    *,
+    miner: str | Miner,
+    k: int = 4,
+    seed: int = 0,
+    ava: list[str] | None = None,
+    cache: str | None = None,
+    template: str = "keep",
+    domain: str = "choices",
+    label_template: str | None = None,
+    device: str = "cpu",
+    force: bool = False,
+) -> OptionsResult:
     """Write ``out``: ``data`` with every choice question's options rewritten (see the module docstring)."""
     from ava.abilities import get_ability
     from ava.data.format import Dataset, check_replaceable
@@ -159,8 +174,9 @@ def rewrite_options(data: str | os.PathLike[str], out: str | os.PathLike[str], *
         if not force:
             raise OptionsError(f"{out} exists; pass --force to replace it (only an ava dataset is replaced)")
         check_replaceable(out, option="--force")
-    found = miner if not isinstance(miner, str) else parse_miner(miner, cache=cache, template=label_template,
-                                                                  device=device)  # fmt: skip
+    found = (
+        miner if not isinstance(miner, str) else parse_miner(miner, cache=cache, template=label_template, device=device)
+    )
     dataset = Dataset(data)
     chosen, skipped = _choice_abilities(dataset, ava, k)
     if isinstance(found, TextTowerMiner):
@@ -172,16 +188,37 @@ def rewrite_options(data: str | os.PathLike[str], out: str | os.PathLike[str], *
         if key in chosen:
             samples = _rewrite_ability(dataset, get_ability(key), samples, found, k, seed, template, domain, result)
         files[key] = "".join(s.to_json() + "\n" for s in samples)
-    info = {**dataset.info, "options": {"miner": found.name, "k": k, "seed": seed, "template": template,
-            "domain": domain if template == "foci" else None, "label_template": getattr(found, "template", None),
-            "source": str(data.resolve()), "abilities": result.rewritten, "skipped": skipped,
-            "same_photo": result.same_photo, "unplaced": result.unplaced}}  # fmt: skip
+    info = {
+        **dataset.info,
+        "options": {
+            "miner": found.name,
+            "k": k,
+            "seed": seed,
+            "template": template,
+            "domain": domain if template == "foci" else None,
+            "label_template": getattr(found, "template", None),
+            "source": str(data.resolve()),
+            "abilities": result.rewritten,
+            "skipped": skipped,
+            "same_photo": result.same_photo,
+            "unplaced": result.unplaced,
+        },
+    }
     _write(dataset.root, out, info, files)
     return result
 
 
-def _rewrite_ability(dataset: Any, ability: Any, samples: list[Any], miner: Miner, k: int, seed: int,
-                     template: str, domain: str, result: OptionsResult) -> list[Any]:  # fmt: skip
+def _rewrite_ability(
+    dataset: Any,
+    ability: Any,
+    samples: list[Any],
+    miner: Miner,
+    k: int,
+    seed: int,
+    template: str,
+    domain: str,
+    result: OptionsResult,
+) -> list[Any]:
     import dataclasses
 
     classes = ability_classes(samples, declared_classes(dataset, ability.key))
@@ -193,14 +230,25 @@ def _rewrite_ability(dataset: Any, ability: Any, samples: list[Any], miner: Mine
         index = options.index(truth)
         old = list(s.options or ability.fixed_options)
         style = ability.option_style
-        question = foci_question(options, domain) if template == "foci" else \
-            replace_option_list(s.question, old, options, style)  # fmt: skip
+        question = (
+            foci_question(options, domain)
+            if template == "foci"
+            else replace_option_list(s.question, old, options, style)
+        )
         answer = rewritten_answer(s.answer, truth, index, style, template)
         meta = {**s.meta, "options_miner": miner.name}
         if template == "foci":  # scored by FOCI's rule: right when the reply begins with the right letter
             meta["reply_rule"] = FOCI_RULE
-        out.append(dataclasses.replace(s, question=question, answer=answer, options=options,
-                                       truth={**s.truth, "index": index, "text": truth}, meta=meta))  # fmt: skip
+        out.append(
+            dataclasses.replace(
+                s,
+                question=question,
+                answer=answer,
+                options=options,
+                truth={**s.truth, "index": index, "text": truth},
+                meta=meta,
+            )
+        )
     result.rewritten[ability.key] = len(out)
     result.classes[ability.key] = len(classes)
     share = same_photo_share(out)

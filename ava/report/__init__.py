@@ -59,18 +59,30 @@ class _Sections:
         self.bar.advance(self.task)
 
 
-def build_report(run_dirs: list[str | Path], split: str = "test", *, allow_mixed: bool = False,
-                 n_boot: int | None = None, seed: int = 0, opening: list[str] | None = None,
-                 reference: str | None = None,
-                 gaps: list[tuple[str, str]] | None = None) -> dict[str, Any]:  # fmt: skip
+def build_report(
+    run_dirs: list[str | Path],
+    split: str = "test",
+    *,
+    allow_mixed: bool = False,
+    n_boot: int | None = None,
+    seed: int = 0,
+    opening: list[str] | None = None,
+    reference: str | None = None,
+    gaps: list[tuple[str, str]] | None = None,
+) -> dict[str, Any]:
     """The report as a JSON-able dict (no files written, no plots yet); arguments as :func:`make_report`."""
     report, tables, runs = _build(run_dirs, split, allow_mixed=allow_mixed, n_boot=n_boot, seed=seed, opening=opening)
     _analyses(report, tables, runs, reference, gaps)
     return report
 
 
-def _analyses(report: dict[str, Any], tables: dict[str, Any], runs: list[Any], reference: str | None,
-              gaps: list[tuple[str, str]] | None) -> None:  # fmt: skip
+def _analyses(
+    report: dict[str, Any],
+    tables: dict[str, Any],
+    runs: list[Any],
+    reference: str | None,
+    gaps: list[tuple[str, str]] | None,
+) -> None:
     """FOCI's and the paper's analyses: scores relative to a reference VFM (``relative``, with ``reference``) and
     the alignment gap of VLM runs against zero-shot runs or named pairs (``alignment``)."""
     from ava.report.alignment import alignment_gap, pairs
@@ -96,9 +108,16 @@ def _analysis_markdown(report: dict[str, Any]) -> str:
     return "\n".join(md)
 
 
-def _build(run_dirs: list[str | Path], split: str, *, allow_mixed: bool, n_boot: int | None, seed: int,
-           opening: list[str] | None,
-           sections: _Sections | None = None) -> tuple[dict[str, Any], dict[str, Any], list[Any]]:  # fmt: skip
+def _build(
+    run_dirs: list[str | Path],
+    split: str,
+    *,
+    allow_mixed: bool,
+    n_boot: int | None,
+    seed: int,
+    opening: list[str] | None,
+    sections: _Sections | None = None,
+) -> tuple[dict[str, Any], dict[str, Any], list[Any]]:
     """The report dict, the live tables (with bootstrap replicates) and the loaded runs.
 
     ``opening`` is the hook for opening sentences (``ava demo`` uses it), shown at the top of report.md,
@@ -144,7 +163,7 @@ def _build(run_dirs: list[str | Path], split: str, *, allow_mixed: bool, n_boot:
                 "decode": r.decode,
                 "fingerprint_source": r.fingerprint_source,
                 "run": r.run,
-            }  # fmt: skip
+            }
             for r in runs
         ],
         "heads": {h: t.to_dict() for h, t in tables.items()},
@@ -161,10 +180,20 @@ def _build(run_dirs: list[str | Path], split: str, *, allow_mixed: bool, n_boot:
     return report, tables, runs
 
 
-def make_report(run_dirs: list[str | Path], out: str | Path, split: str = "test", *, allow_mixed: bool = False,
-                n_boot: int | None = None, seed: int = 0, opening: list[str] | None = None,
-                html: bool = True, reference: str | None = None,
-                gaps: list[tuple[str, str]] | None = None, progress: bool = False) -> dict[str, Any]:  # fmt: skip
+def make_report(
+    run_dirs: list[str | Path],
+    out: str | Path,
+    split: str = "test",
+    *,
+    allow_mixed: bool = False,
+    n_boot: int | None = None,
+    seed: int = 0,
+    opening: list[str] | None = None,
+    html: bool = True,
+    reference: str | None = None,
+    gaps: list[tuple[str, str]] | None = None,
+    progress: bool = False,
+) -> dict[str, Any]:
     """Read the runs' ``results_<split>.json`` (and ``predictions_<split>.jsonl``) and write, under ``out``:
     report.md, report.json (strict JSON), report.tex, report.html (self-contained) and ``plots/`` (PNG and SVG
     per head). Returns the report dict (as in report.json). Each file is written whole through a temporary
@@ -185,16 +214,27 @@ def make_report(run_dirs: list[str | Path], out: str | Path, split: str = "test"
         return _make(run_dirs, Path(out), split, allow_mixed, n_boot, seed, opening, html, reference, gaps, sections)
 
 
-def _make(run_dirs: list[str | Path], out: Path, split: str, allow_mixed: bool, n_boot: int | None, seed: int,
-          opening: list[str] | None, html: bool, reference: str | None, gaps: list[tuple[str, str]] | None,
-          sections: _Sections) -> dict[str, Any]:  # fmt: skip
+def _make(
+    run_dirs: list[str | Path],
+    out: Path,
+    split: str,
+    allow_mixed: bool,
+    n_boot: int | None,
+    seed: int,
+    opening: list[str] | None,
+    html: bool,
+    reference: str | None,
+    gaps: list[tuple[str, str]] | None,
+    sections: _Sections,
+) -> dict[str, Any]:
     from ava.data.format import atomic_write_text
     from ava.report.plots import write_plots
     from ava.report.render import latex, markdown, with_markdown_contents
     from ava.report.strict_json import dumps
 
-    report, tables, runs = _build(run_dirs, split, allow_mixed=allow_mixed, n_boot=n_boot, seed=seed, opening=opening,
-                                  sections=sections)  # fmt: skip
+    report, tables, runs = _build(
+        run_dirs, split, allow_mixed=allow_mixed, n_boot=n_boot, seed=seed, opening=opening, sections=sections
+    )
     sections.grow(sum(not t.refused for t in tables.values()))
     with sections("relative scores and alignment gaps"):
         _analyses(report, tables, runs, reference, gaps)

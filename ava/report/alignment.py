@@ -37,19 +37,34 @@ def alignment_gap(run: RunResult, ref: RunResult) -> dict[str, Any]:
         pairs = [(r, by_id[str(r["id"])]) for r in mine[ab] if str(r["id"]) in by_id]
         clash = next((a["id"] for a, b in pairs if a.get("truth") != b.get("truth")), None)
         if clash is not None:
-            raise AvaError(f"runs {run.path} and {ref.path} give question {ab}/{clash} different truths: they were "
-                           "not scored on the same questions (other options?)")  # fmt: skip
+            raise AvaError(
+                f"runs {run.path} and {ref.path} give question {ab}/{clash} different truths: they were "
+                "not scored on the same questions (other options?)"
+            )
         right = [a for a, b in pairs if float(b["score"]) >= 1.0]
         wrong = [a for a, b in pairs if float(b["score"]) < 1.0]
         ref_acc, run_acc = _accuracy([b for _, b in pairs]), _accuracy([a for a, _ in pairs])
-        abilities[ab] = {"n": len(pairs), "reference": ref_acc, "run": run_acc,
-                         "gap": None if ref_acc is None or run_acc is None else ref_acc - run_acc,
-                         "run_where_reference_right": _accuracy(right), "n_reference_right": len(right),
-                         "run_where_reference_wrong": _accuracy(wrong), "n_reference_wrong": len(wrong)}  # fmt: skip
+        abilities[ab] = {
+            "n": len(pairs),
+            "reference": ref_acc,
+            "run": run_acc,
+            "gap": None if ref_acc is None or run_acc is None else ref_acc - run_acc,
+            "run_where_reference_right": _accuracy(right),
+            "n_reference_right": len(right),
+            "run_where_reference_wrong": _accuracy(wrong),
+            "n_reference_wrong": len(wrong),
+        }
     if not abilities:
         raise AvaError(f"runs {run.path} and {ref.path} share no accuracy-scored ability")
-    return {"run": str(run.path), "run_head": run.head, "run_vfm": run.vfm, "reference": str(ref.path),
-            "reference_head": ref.head, "reference_vfm": ref.vfm, "abilities": abilities}  # fmt: skip
+    return {
+        "run": str(run.path),
+        "run_head": run.head,
+        "run_vfm": run.vfm,
+        "reference": str(ref.path),
+        "reference_head": ref.head,
+        "reference_vfm": ref.vfm,
+        "abilities": abilities,
+    }
 
 
 def pairs(runs: list[RunResult], named: list[tuple[str, str]] | None) -> list[tuple[RunResult, RunResult]]:
@@ -86,9 +101,17 @@ def rows(g: dict[str, Any]) -> list[list[str]]:
     """Header and rows of one pair's table (accuracies in %)."""
     out = [["ability", "n", "reference", "run", "gap", "run where ref right (n)", "run where ref wrong (n)"]]
     for ab, a in g["abilities"].items():
-        out.append([ab, str(a["n"]), _pct(a["reference"]), _pct(a["run"]), _pct(a["gap"]),
-                    f"{_pct(a['run_where_reference_right'])} ({a['n_reference_right']})",
-                    f"{_pct(a['run_where_reference_wrong'])} ({a['n_reference_wrong']})"])  # fmt: skip
+        out.append(
+            [
+                ab,
+                str(a["n"]),
+                _pct(a["reference"]),
+                _pct(a["run"]),
+                _pct(a["gap"]),
+                f"{_pct(a['run_where_reference_right'])} ({a['n_reference_right']})",
+                f"{_pct(a['run_where_reference_wrong'])} ({a['n_reference_wrong']})",
+            ]
+        )
     return out
 
 

@@ -41,8 +41,9 @@ def curve(per_image: list[float], thresholds: tuple[float, ...] = THRESHOLDS) ->
     return [(t, 100.0 * sum(f >= t - 1e-12 for f in per_image) / n if n else 0.0) for t in thresholds]
 
 
-def image_scores(records: dict[str, list[dict[str, Any]]], meta: dict[tuple[str, str], dict[str, Any]]
-                 ) -> tuple[dict[str, float], dict[str, list[bool]]]:  # fmt: skip
+def image_scores(
+    records: dict[str, list[dict[str, Any]]], meta: dict[tuple[str, str], dict[str, Any]]
+) -> tuple[dict[str, float], dict[str, list[bool]]]:
     """Per source image, the fraction of its task questions right; and right/wrong per ambiguity bin."""
     per_image: dict[str, list[bool]] = defaultdict(list)
     by_ambiguity: dict[str, list[bool]] = defaultdict(list)
@@ -83,15 +84,26 @@ def task_augmentation(runs: list[Any]) -> dict[str, Any] | None:
             continue
         fractions, ambiguity = image_scores(records, meta)
         points = curve(list(fractions.values()))
-        rows.append({
-            "run": str(r.path), "vfm": r.vfm, "head": r.head, "n_images": len(fractions),
-            "n_questions": sum(len(v) for v in records.values()),
-            "curve": [[t, round(p, 2)] for t, p in points],
-            "accuracy_at_0.75": round(dict(points)[HEADLINE], 2),
-            "ambiguity": [{"bin": label, "n": len(ambiguity[label]),
-                           "accuracy": round(100.0 * sum(ambiguity[label]) / len(ambiguity[label]), 2)}
-                          for _, label in AMBIGUITY_BINS if ambiguity.get(label)],
-        })  # fmt: skip
+        rows.append(
+            {
+                "run": str(r.path),
+                "vfm": r.vfm,
+                "head": r.head,
+                "n_images": len(fractions),
+                "n_questions": sum(len(v) for v in records.values()),
+                "curve": [[t, round(p, 2)] for t, p in points],
+                "accuracy_at_0.75": round(dict(points)[HEADLINE], 2),
+                "ambiguity": [
+                    {
+                        "bin": label,
+                        "n": len(ambiguity[label]),
+                        "accuracy": round(100.0 * sum(ambiguity[label]) / len(ambiguity[label]), 2),
+                    }
+                    for _, label in AMBIGUITY_BINS
+                    if ambiguity.get(label)
+                ],
+            }
+        )
     if not rows and not missing:
         return None
     return {"thresholds": list(THRESHOLDS), "headline": HEADLINE, "runs": rows, "runs_without_dataset": missing}
@@ -101,22 +113,36 @@ def markdown_lines(section: dict[str, Any]) -> list[str]:
     """The report.md section: Accuracy%(t) at five thresholds per run (the full curve is in report.json and the
     plot), then accuracy per ambiguity bin."""
     shown = (0.25, 0.5, 0.75, 0.9, 1.0)
-    md = ["## Task augmentation", "",
-          "Per source image, the fraction of its task-augmentation questions (`ta_*`) answered right; "
-          "Accuracy%(t) is the percentage of images at or above t (the full curve over t is in report.json).", "",
-          "| VFM | head | images | questions | " + " | ".join(f"Acc%({t:g})" for t in shown) + " |",
-          "|---|---|---:|---:|" + "---:|" * len(shown)]  # fmt: skip
+    md = [
+        "## Task augmentation",
+        "",
+        "Per source image, the fraction of its task-augmentation questions (`ta_*`) answered right; "
+        "Accuracy%(t) is the percentage of images at or above t (the full curve over t is in report.json).",
+        "",
+        "| VFM | head | images | questions | " + " | ".join(f"Acc%({t:g})" for t in shown) + " |",
+        "|---|---|---:|---:|" + "---:|" * len(shown),
+    ]
     for row in section["runs"]:
         at = {t: p for t, p in row["curve"]}
-        md.append(f"| {row['vfm']} | {row['head']} | {row['n_images']} | {row['n_questions']} | "
-                  + " | ".join(f"{at[t]:.1f}" for t in shown) + " |")  # fmt: skip
+        md.append(
+            f"| {row['vfm']} | {row['head']} | {row['n_images']} | {row['n_questions']} | "
+            + " | ".join(f"{at[t]:.1f}" for t in shown)
+            + " |"
+        )
     amb = [row for row in section["runs"] if row["ambiguity"]]
     if amb:
-        md += ["", "Accuracy (%) by the raters' ambiguity (share disagreeing with the majority):", "",
-               "| VFM | head | ambiguity | n | accuracy |", "|---|---|---|---:|---:|"]  # fmt: skip
+        md += [
+            "",
+            "Accuracy (%) by the raters' ambiguity (share disagreeing with the majority):",
+            "",
+            "| VFM | head | ambiguity | n | accuracy |",
+            "|---|---|---|---:|---:|",
+        ]
         for row in amb:
-            md += [f"| {row['vfm']} | {row['head']} | {a['bin']} | {a['n']} | {a['accuracy']:.1f} |"
-                   for a in row["ambiguity"]]  # fmt: skip
+            md += [
+                f"| {row['vfm']} | {row['head']} | {a['bin']} | {a['n']} | {a['accuracy']:.1f} |"
+                for a in row["ambiguity"]
+            ]
     if section.get("plot"):
         md += ["", f"![Accuracy%(t) per run]({section['plot']})"]
     if section["runs_without_dataset"]:

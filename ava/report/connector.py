@@ -68,13 +68,20 @@ def _fill(side: str, vfm: str, grid: tuple[int, int], layer: int, tokens_dim: in
     from ava.cache.pooling import STORED_VIEWS
     from ava.heads.memory import MemoryFeatures
 
-    spec = SimpleNamespace(spec=SimpleNamespace(key=f"{vfm} ({side})"), random_weights=random_weights,
-                           num_tokens=grid[0] * grid[1], dim=tokens_dim, grid=grid, layers=(layer,))  # fmt: skip
+    spec = SimpleNamespace(
+        spec=SimpleNamespace(key=f"{vfm} ({side})"),
+        random_weights=random_weights,
+        num_tokens=grid[0] * grid[1],
+        dim=tokens_dim,
+        grid=grid,
+        layers=(layer,),
+    )
     return MemoryFeatures(spec, STORED_VIEWS)
 
 
-def probe_connector(run_dir: str | os.PathLike[str], *, heads: tuple[str, ...] = DEFAULT_HEADS, device: str = "cpu",
-                    chunk: int = 128) -> ConnectorProbe:  # fmt: skip
+def probe_connector(
+    run_dir: str | os.PathLike[str], *, heads: tuple[str, ...] = DEFAULT_HEADS, device: str = "cpu", chunk: int = 128
+) -> ConnectorProbe:
     """The same probes on an LLM-head run's raw features and on its connector's outputs (module docstring)."""
     import torch
 
@@ -88,15 +95,21 @@ def probe_connector(run_dir: str | os.PathLike[str], *, heads: tuple[str, ...] =
     config, run = read_run(path, "llm")
     connector = _load_connector(path)
     cache = open_cache(config["cache"], config["vfm"], key=run.get("cache_key"))
-    suite = EvalSuite(config["data"], run["abilities"], split=config.get("split", "test"),
-                      max_train=config.get("max_train"), seed=int(config.get("seed", 0)))  # fmt: skip
+    suite = EvalSuite(
+        config["data"],
+        run["abilities"],
+        split=config.get("split", "test"),
+        max_train=config.get("max_train"),
+        seed=int(config.get("seed", 0)),
+    )
     grid = tuple(int(g) for g in cache.grid)
     layer = config.get("layer")
     layer_index = int(layer if layer is not None else cache.layers[0])
     random = bool(getattr(cache, "random_weights", False))
-    sides = {"raw": _fill("raw", config["vfm"], grid, layer_index, int(cache.dim), random),
-             "connector": _fill("connector", config["vfm"], grid, layer_index, int(connector[0].out_features),
-                                random)}  # fmt: skip
+    sides = {
+        "raw": _fill("raw", config["vfm"], grid, layer_index, int(cache.dim), random),
+        "connector": _fill("connector", config["vfm"], grid, layer_index, int(connector[0].out_features), random),
+    }
     shas = suite.shas()
     views: dict[str, dict[str, list[np.ndarray]]] = {s: {v: [] for v in f.views} for s, f in sides.items()}
     for start in range(0, len(shas), chunk):
@@ -108,13 +121,18 @@ def probe_connector(run_dir: str | os.PathLike[str], *, heads: tuple[str, ...] =
             for v in sides[side].views:
                 views[side][v].append(pool_tokens(tokens, v, grid))
     for side, feats in sides.items():
-        feats.fill(shas, {v: np.concatenate(rows) for v, rows in views[side].items()}, [],
-                   np.zeros((0, feats.num_tokens, feats.dim), np.float16))  # fmt: skip
+        feats.fill(
+            shas,
+            {v: np.concatenate(rows) for v, rows in views[side].items()},
+            [],
+            np.zeros((0, feats.num_tokens, feats.dim), np.float16),
+        )
     return _fingerprints(path, config["vfm"], suite, sides, heads, device)
 
 
-def _fingerprints(path: Path, vfm: str, suite: Any, sides: dict[str, Any], heads: tuple[str, ...],
-                  device: str) -> ConnectorProbe:  # fmt: skip
+def _fingerprints(
+    path: Path, vfm: str, suite: Any, sides: dict[str, Any], heads: tuple[str, ...], device: str
+) -> ConnectorProbe:
     from ava.heads.ability_runs import train_abilities
     from ava.heads.features import resolve_device
     from ava.heads.memory import check_heads, make_runs

@@ -182,8 +182,10 @@ def _ability_gallery(table: Any, ab: str, by_vfm: dict[str, Any], dataset: Any, 
             f'<div class="vfms">{"".join(vcards)}</div></div></div>'
         )
     head = f"{escape(ab)} ({escape(metric)}): {len(picked)} shown; {escape(summary)}"
-    return (f"<details{' open' if open_ else ''}><summary>{head}</summary>"
-            f'<div class="gallery">{"".join(cards)}</div></details>')  # fmt: skip
+    return (
+        f"<details{' open' if open_ else ''}><summary>{head}</summary>"
+        f'<div class="gallery">{"".join(cards)}</div></details>'
+    )
 
 
 def _gallery(table: Any, runs: list[Any], datasets: dict[str, Any]) -> str:
@@ -197,10 +199,12 @@ def _gallery(table: Any, runs: list[Any], datasets: dict[str, Any]) -> str:
     if str(path) not in datasets:
         datasets[str(path)] = open_dataset(path)
     dataset, reason = datasets[str(path)]
-    parts = [f"<h3>Failures: {escape(table.head)}</h3>",
-             f'<p class="note">Wrong means: {escape(WRONG_RULE)}. Up to {GALLERY_PER_ABILITY} samples per ability, '
-             "those most VFMs got wrong first. Localization: white-on-black = truth box, coloured = each VFM's box."
-             "</p>"]  # fmt: skip
+    parts = [
+        f"<h3>Failures: {escape(table.head)}</h3>",
+        f'<p class="note">Wrong means: {escape(WRONG_RULE)}. Up to {GALLERY_PER_ABILITY} samples per ability, '
+        "those most VFMs got wrong first. Localization: white-on-black = truth box, coloured = each VFM's box."
+        "</p>",
+    ]
     if dataset is None:
         parts.append(f'<p class="warn">Images not shown: {escape(reason)}</p>')
     for i, ab in enumerate(table.abilities):  # the first ability open, the others a click away
@@ -216,37 +220,49 @@ def html_page(report: dict[str, Any], tables: dict[str, Any], runs: list[Any], o
         items = "".join(f"<li>{escape(line).replace('`', '')}</li>" for line in lines)
         body.append(f"<h2>{escape(render.OPENING_TITLE)}</h2><ul>{items}</ul>")
     if any(r["random_weights"] for r in report["runs"]):
-        body.append(f'<p class="warn">A VFM or LLM marked <i>{render.RANDOM}</i> is a control with untrained '
-                    "weights, not a trained model.</p>")  # fmt: skip
+        body.append(
+            f'<p class="warn">A VFM or LLM marked <i>{render.RANDOM}</i> is a control with untrained '
+            "weights, not a trained model.</p>"
+        )
     if any(r["synthetic"] for r in report["runs"]):
         body.append('<p class="warn">Scored on <i>synthetic</i> data: only relative behaviour is meaningful.</p>')
     note = escape(render.TABLE_NOTE.replace("`", ""))
-    body += ["<h2>Runs</h2>", table_html(render.runs_rows(report, out)), "<h2>Scores and ranks per head</h2>",
-             f'<p class="note">{note} Click a column header to sort.</p>']  # fmt: skip
+    body += [
+        "<h2>Runs</h2>",
+        table_html(render.runs_rows(report, out)),
+        "<h2>Scores and ranks per head</h2>",
+        f'<p class="note">{note} Click a column header to sort.</p>',
+    ]
     for hid, t in report["heads"].items():
         body.append(f'<h3 id="head-{escape(hid)}">Head: {escape(t["head"])}</h3>')
         if t.get("refused"):
             body.append(f'<p class="refused"><b>Refused:</b> {escape(t["refused"])}</p>')
             continue
-        body += [f'<p class="caption">{escape(render.table_caption(t))}</p>',
-                 table_html(render.table_rows(t), last_row_total=True),
-                 f'<p class="note">{escape(render.average_over_line(t))}</p>']  # fmt: skip
+        body += [
+            f'<p class="caption">{escape(render.table_caption(t))}</p>',
+            table_html(render.table_rows(t), last_row_total=True),
+            f'<p class="note">{escape(render.average_over_line(t))}</p>',
+        ]
         body += [f'<p class="warn">{escape(n)}</p>' for n in t["notes"]]
         body += _plots(report, hid, out)
     body += ["<h2>Rank agreement between heads</h2>", f'<p class="note">{escape(render.AGREEMENT_NOTE)}</p>']
     if not report["agreement"]:
         body.append("<p>n/a: the report has a single head.</p>")
     for agr in report["agreement"]:
-        body += [f"<h3>{escape(' vs '.join(agr['heads']))}</h3>",
-                 f'<p class="caption">{escape(render.agreement_caption(report, agr))}</p>',
-                 table_html(render.agreement_rows(agr), last_row_total=True)]  # fmt: skip
+        body += [
+            f"<h3>{escape(' vs '.join(agr['heads']))}</h3>",
+            f'<p class="caption">{escape(render.agreement_caption(report, agr))}</p>',
+            table_html(render.agreement_rows(agr), last_row_total=True),
+        ]
     sub_tables, folded = render.fold_subgroups(report)
     if sub_tables or folded:
         body.append("<h2>Subgroups</h2>")
     for head, ab, name, group in sub_tables:
         t = report["heads"][head]
-        body += [f"<h3>{escape(t['head'])} · {escape(ab)} by {escape(name)}</h3>",
-                 table_html(render.subgroup_rows(t, group))]  # fmt: skip
+        body += [
+            f"<h3>{escape(t['head'])} · {escape(ab)} by {escape(name)}</h3>",
+            table_html(render.subgroup_rows(t, group)),
+        ]
     if folded:
         body.append("<p>Single-bin subgroups:</p><ul>" + "".join(f"<li>{escape(x)}</li>" for x in folded) + "</ul>")
     body += _analyses(report, out)
@@ -256,10 +272,13 @@ def html_page(report: dict[str, Any], tables: dict[str, Any], runs: list[Any], o
         if not t.refused:
             body.append(_gallery(t, runs, datasets))
     body += ["<h2>Notes</h2>", f'<p class="note">{escape(render.RADAR_NOTE)}</p>']
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-            f"<title>AVA-Bench report</title><style>{_CSS}</style></head><body>\n" + with_contents("\n".join(body))
-            + f"\n<script>{_JS}</script>\n</body></html>\n")  # fmt: skip
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>AVA-Bench report</title><style>{_CSS}</style></head><body>\n"
+        + with_contents("\n".join(body))
+        + f"\n<script>{_JS}</script>\n</body></html>\n"
+    )
 
 
 def _analyses(report: dict[str, Any], out: Path) -> list[str]:

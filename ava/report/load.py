@@ -200,8 +200,12 @@ def _fingerprints(results: dict[str, Any], records_file: Path | None) -> tuple[d
 def _dataset_candidates(results: dict[str, Any], run: dict[str, Any]) -> list[str]:
     fp = results.get("data_fingerprint")
     config = results.get("config") if isinstance(results.get("config"), dict) else {}
-    found = [fp.get("dataset") if isinstance(fp, dict) else None, results.get("dataset"), run.get("data"),
-             config.get("data")]  # fmt: skip
+    found = [
+        fp.get("dataset") if isinstance(fp, dict) else None,
+        results.get("dataset"),
+        run.get("data"),
+        config.get("data"),
+    ]
     return [str(c) for c in dict.fromkeys(found) if isinstance(c, str) and c]
 
 

@@ -52,7 +52,7 @@ def with_contents(page: str, title: str = "Contents") -> str:
         found = re.search(r'\bid="([^"]+)"', attrs)
         ident = found.group(1) if found else anchor(text, used)
         entries.append((level, ident, text))
-        return f'<h{level}{attrs if found else f"{attrs} id={chr(34)}{ident}{chr(34)}"}>{inner}</h{level}>'
+        return f"<h{level}{attrs if found else f'{attrs} id={chr(34)}{ident}{chr(34)}'}>{inner}</h{level}>"
 
     page = re.sub(r"<h([23])((?:\s[^>]*)?)>(.*?)</h\1>", named, page, flags=re.S)
     if not entries:

@@ -135,8 +135,9 @@ def radar(table: HeadTable) -> Figure | None:
     ax.set_yticks([0.0, 0.5, 1.0], ["baseline", "0.5", "best"], fontsize=8, color="0.35")
     ax.set_rlabel_position(90 / len(abilities))
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.08), ncol=min(3, len(table.vfms)), fontsize=9)
-    fig.suptitle(f"Normalized scores: 0 = chance/majority baseline, 1 = best possible\n{_caption(table)}",
-                 fontsize=9, y=0.995)  # fmt: skip
+    fig.suptitle(
+        f"Normalized scores: 0 = chance/majority baseline, 1 = best possible\n{_caption(table)}", fontsize=9, y=0.995
+    )
     return fig
 
 
@@ -196,11 +197,14 @@ def bars(table: HeadTable) -> Figure:
     for i, ab in enumerate(table.abilities):
         ax = fig.add_subplot(rows, cols, i + 1)
         _bar_panel(ax, table, ab, colors)
-    handles = [Line2D([], [], color="0.2", linestyle="--", label="chance"),
-               Line2D([], [], color="0.2", linestyle=":", label="majority (train)")]  # fmt: skip
+    handles = [
+        Line2D([], [], color="0.2", linestyle="--", label="chance"),
+        Line2D([], [], color="0.2", linestyle=":", label="majority (train)"),
+    ]
     fig.legend(handles=handles, loc="lower center", ncol=2, fontsize=8, frameon=False)
-    fig.suptitle(f"Per-ability scores with 95% bootstrap intervals (hatched: random weights)\n{_caption(table)}",
-                 fontsize=9)  # fmt: skip
+    fig.suptitle(
+        f"Per-ability scores with 95% bootstrap intervals (hatched: random weights)\n{_caption(table)}", fontsize=9
+    )
     fig.tight_layout(rect=(0, 0.03, 1, 1))
     return fig
 
@@ -209,10 +213,15 @@ def _bar_panel(ax: Any, table: HeadTable, ab: str, colors: list) -> None:
     ys = [table.values[ab].get(v) for v in table.vfms]
     heights = [y if y is not None else 0.0 for y in ys]
     cis = table.intervals.get(ab, {})
-    err = np.array([[y - cis[v][0], cis[v][1] - y] if (y is not None and cis.get(v)) else [0, 0]
-                    for v, y in zip(table.vfms, heights, strict=True)]).T  # fmt: skip
-    container = ax.bar(range(len(table.vfms)), heights, color=colors, yerr=err, capsize=3,
-                       error_kw={"elinewidth": 1, "ecolor": "0.15"})  # fmt: skip
+    err = np.array(
+        [
+            [y - cis[v][0], cis[v][1] - y] if (y is not None and cis.get(v)) else [0, 0]
+            for v, y in zip(table.vfms, heights, strict=True)
+        ]
+    ).T
+    container = ax.bar(
+        range(len(table.vfms)), heights, color=colors, yerr=err, capsize=3, error_kw={"elinewidth": 1, "ecolor": "0.15"}
+    )
     for x, (patch, vfm, y) in enumerate(zip(container.patches, table.vfms, ys, strict=True)):
         if table.random_weights.get(vfm):
             patch.set_hatch("//")
@@ -220,8 +229,17 @@ def _bar_panel(ax: Any, table: HeadTable, ab: str, colors: list) -> None:
             patch.set_alpha(0.2)
         n = table.n[ab].get(vfm, 0)
         if n and table.n_unparsed[ab].get(vfm, 0) >= n:  # a bar at the worst value says why
-            ax.text(x, 0.02, "all unparsed", transform=ax.get_xaxis_transform(), rotation=90, ha="center",
-                    va="bottom", fontsize=7, color="#8b0000")  # fmt: skip
+            ax.text(
+                x,
+                0.02,
+                "all unparsed",
+                transform=ax.get_xaxis_transform(),
+                rotation=90,
+                ha="center",
+                va="bottom",
+                fontsize=7,
+                color="#8b0000",
+            )
     tops = [h + e for h, e in zip(heights, err[1], strict=True)] if len(heights) else [0.0]
     for kind, style in (("chance", "--"), ("majority", ":")):
         b = table.baselines.get(ab, {}).get(kind, {}).get("value")
@@ -233,8 +251,17 @@ def _bar_panel(ax: Any, table: HeadTable, ab: str, colors: list) -> None:
     ax.set_ylim(lo * 1.1, (top * 1.12) or 1.0)  # all-zero scores: a 0..1 axis, not -0.05..0.05
     if state := _panel_state(table, ab):
         ax.set_facecolor("#f3e6e6")
-        ax.text(0.5, 0.5, state, transform=ax.transAxes, ha="center", va="center", fontsize=10, color="#8b0000",
-                bbox={"facecolor": "white", "edgecolor": "#8b0000"})  # fmt: skip
+        ax.text(
+            0.5,
+            0.5,
+            state,
+            transform=ax.transAxes,
+            ha="center",
+            va="center",
+            fontsize=10,
+            color="#8b0000",
+            bbox={"facecolor": "white", "edgecolor": "#8b0000"},
+        )
     ax.set_title(f"{ab}: {table.metrics[ab]} {arrow(table.higher_is_better[ab])}  (n={_n(table, ab)})", fontsize=9)
     ax.set_xticks(range(len(table.vfms)), [_short(v) for v in table.vfms], rotation=25, ha="right", fontsize=8)
     ax.tick_params(axis="y", labelsize=8)
@@ -267,8 +294,7 @@ def rank_heatmap(table: HeadTable) -> Figure:
     for (i, j), r in np.ndenumerate(grid):
         color = "black" if np.isnan(r) or r < mid else "white"  # dark text on the light (good) end of viridis_r
         ax.text(j, i, "–" if np.isnan(r) else f"{r:.3g}", ha="center", va="center", fontsize=7, color=color)
-    ax.set_xticks(range(len(table.vfms)), _vfm_labels(table), rotation=30, ha="right",
-                  fontsize=8)  # fmt: skip
+    ax.set_xticks(range(len(table.vfms)), _vfm_labels(table), rotation=30, ha="right", fontsize=8)
     ax.set_yticks(range(len(rows)), rows, fontsize=8)
     ax.axhline(len(rows) - 1.5, color="white", linewidth=2)
     fig.colorbar(im, ax=ax, label="rank (1 = best)")

@@ -43,14 +43,24 @@ def relative_scores(tables: dict[str, HeadTable], reference: str) -> dict[str, A
             continue
         ref = _match(t.vfms, reference)
         if ref is None:
-            out[key] = {"head": t.head, "reference": None, "values": {},
-                        "note": f"{reference!r} is not among this head's VFMs ({', '.join(t.vfms)})"}  # fmt: skip
+            out[key] = {
+                "head": t.head,
+                "reference": None,
+                "values": {},
+                "note": f"{reference!r} is not among this head's VFMs ({', '.join(t.vfms)})",
+            }
             continue
-        values = {ab: {v: ratio(t.values[ab].get(v), t.values[ab].get(ref), t.higher_is_better[ab])
-                       for v in t.vfms} for ab in t.abilities}  # fmt: skip
-        out[key] = {"head": t.head, "reference": ref, "values": values,
-                    "note": "above 1: better than the reference (value/reference, or reference/value where lower "
-                            "is better); '-' where the reference's score is not positive"}  # fmt: skip
+        values = {
+            ab: {v: ratio(t.values[ab].get(v), t.values[ab].get(ref), t.higher_is_better[ab]) for v in t.vfms}
+            for ab in t.abilities
+        }
+        out[key] = {
+            "head": t.head,
+            "reference": ref,
+            "values": values,
+            "note": "above 1: better than the reference (value/reference, or reference/value where lower "
+            "is better); '-' where the reference's score is not positive",
+        }
     if not any(block["reference"] for block in out.values()):
         vfms = sorted({v for t in tables.values() for v in t.vfms})
         raise AvaError(f"--reference {reference!r}: no run of that VFM among the runs (VFMs: {', '.join(vfms)})")
@@ -65,8 +75,9 @@ def rows(block: dict[str, Any]) -> list[list[str]]:
     if not block["values"]:
         return []
     vfms = list(next(iter(block["values"].values())))
-    return [["ability", *vfms]] + [[ab, *("-" if row[v] is None else f"{row[v]:.2f}" for v in vfms)]
-                                    for ab, row in block["values"].items()]  # fmt: skip
+    return [["ability", *vfms]] + [
+        [ab, *("-" if row[v] is None else f"{row[v]:.2f}" for v in vfms)] for ab, row in block["values"].items()
+    ]
 
 
 def markdown(relative: dict[str, Any]) -> list[str]:
@@ -86,8 +97,10 @@ def html(relative: dict[str, Any], plots: dict[str, list[str]], out: Path) -> li
 
     body = [f"<h2>{escape(TITLE)}</h2>"]
     for key, block in relative.items():
-        body += [f"<h3>{escape(block['head'])}: relative to {escape(block['reference'] or '-')}</h3>",
-                 f'<p class="note">{escape(block["note"])}</p>']  # fmt: skip
+        body += [
+            f"<h3>{escape(block['head'])}: relative to {escape(block['reference'] or '-')}</h3>",
+            f'<p class="note">{escape(block["note"])}</p>',
+        ]
         if table := rows(block):
             body.append(table_html(table))
         png = next((f for f in plots.get(key, []) if f.endswith(".png")), None)
@@ -111,8 +124,12 @@ def write_plots(relative: dict[str, Any], out_dir: Path) -> dict[str, list[str]]
             continue
         abilities = list(block["values"])
         vfms = list(block["values"][abilities[0]])
-        grid = np.array([[np.nan if block["values"][a][v] in (None, 0) else np.log2(block["values"][a][v])
-                          for v in vfms] for a in abilities])  # fmt: skip
+        grid = np.array(
+            [
+                [np.nan if block["values"][a][v] in (None, 0) else np.log2(block["values"][a][v]) for v in vfms]
+                for a in abilities
+            ]
+        )
         lim = max(0.1, float(np.nanmax(np.abs(grid))) if np.isfinite(grid).any() else 1.0)
         fig = Figure(figsize=(1.2 + 0.9 * len(vfms), 1.0 + 0.35 * len(abilities)))
         ax = fig.add_subplot()
@@ -123,8 +140,15 @@ def write_plots(relative: dict[str, Any], out_dir: Path) -> dict[str, list[str]]
             for j, v in enumerate(vfms):
                 r = block["values"][a][v]
                 dark = np.isfinite(grid[i, j]) and abs(grid[i, j]) > 0.6 * lim
-                ax.text(j, i, "-" if r is None else f"{r:.2f}", ha="center", va="center", fontsize=7,
-                        color="white" if dark else "black")
+                ax.text(
+                    j,
+                    i,
+                    "-" if r is None else f"{r:.2f}",
+                    ha="center",
+                    va="center",
+                    fontsize=7,
+                    color="white" if dark else "black",
+                )
         fig.colorbar(im, ax=ax, label=f"log2(score relative to {block['reference']})")
         ax.set_title(f"{block['head']}: relative to {block['reference']}", fontsize=9)
         files[key] = [f"plots/{n}" for n in save_figure(fig, out_dir, f"relative-{slug(key)}")]

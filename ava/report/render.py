@@ -116,9 +116,16 @@ def table_rows(table: dict[str, Any]) -> list[list[str]]:
     then 'value [interval] (rank)' per VFM, then the average rank with its interval."""
     rows = [["ability", "metric", "n", "chance", "majority", *(vfm_header(table, v) for v in table["vfms"])]]
     for ab in table["abilities"]:
-        rows.append([ab, f"{table['metrics'][ab]} {arrow(table['higher_is_better'][ab])}", n_cell(table, ab),
-                     baseline_cell(table, ab, "chance"), baseline_cell(table, ab, "majority"),
-                     *(value_cell(table, ab, v) for v in table["vfms"])])  # fmt: skip
+        rows.append(
+            [
+                ab,
+                f"{table['metrics'][ab]} {arrow(table['higher_is_better'][ab])}",
+                n_cell(table, ab),
+                baseline_cell(table, ab, "chance"),
+                baseline_cell(table, ab, "majority"),
+                *(value_cell(table, ab, v) for v in table["vfms"]),
+            ]
+        )
     over = f"over {len(table['average_over'])}"
     cells = []
     for v in table["vfms"]:
@@ -142,8 +149,7 @@ def agreement_caption(report: dict[str, Any], agr: dict[str, Any]) -> str:
     rand = sorted({v for t in heads for v in agr["vfms"] if t["random_weights"].get(v)})
     weights = f"{RANDOM}: {', '.join(rand)}" if rand else f"{RANDOM}: none"
     same = "scored on the same samples" if agr.get("same_samples") else "NOT verified to be scored on the same samples"
-    return (f"heads: {' vs '.join(sides)} · VFMs in common: {', '.join(agr['vfms']) or 'none'} · {weights} · "
-            f"{same}")  # fmt: skip
+    return f"heads: {' vs '.join(sides)} · VFMs in common: {', '.join(agr['vfms']) or 'none'} · {weights} · {same}"
 
 
 def fmt_coef_ci(a: dict[str, Any], key: str) -> str:
@@ -154,8 +160,7 @@ def fmt_coef_ci(a: dict[str, Any], key: str) -> str:
 def agreement_rows(agr: dict[str, Any]) -> list[list[str]]:
     rows = [["ranking", "n VFMs", "Kendall tau [95%]", "Spearman rho [95%]", "note"]]
     for ab, a in agr["abilities"].items():
-        rows.append([ab, str(a["n"]), fmt_coef_ci(a, "kendall_tau"), fmt_coef_ci(a, "spearman_rho"),
-                     a["reason"] or ""])  # fmt: skip
+        rows.append([ab, str(a["n"]), fmt_coef_ci(a, "kendall_tau"), fmt_coef_ci(a, "spearman_rho"), a["reason"] or ""])
     a = agr["average_rank"]
     over = agr["average_over"]
     label = f"average rank (over {len(over)} shared abilities: {', '.join(over) or 'none'})"
@@ -195,15 +200,25 @@ def runs_rows(report: dict[str, Any], base: Path | None = None) -> list[list[str
     for r in report["runs"]:
         path = os.path.relpath(r["path"], base) if base is not None else r["path"]
         rand = [name for name, flag in (("VFM", r["vfm_random_weights"]), ("LLM", r["llm_random_weights"])) if flag]
-        rows.append([path, r["head"], r["vfm"], r.get("weights", "?"), " + ".join(rand) if rand else "no",
-                     r["split_label"], "synthetic" if r["synthetic"] else "real"])  # fmt: skip
+        rows.append(
+            [
+                path,
+                r["head"],
+                r["vfm"],
+                r.get("weights", "?"),
+                " + ".join(rand) if rand else "no",
+                r["split_label"],
+                "synthetic" if r["synthetic"] else "real",
+            ]
+        )
     return rows
 
 
 def _md_runs(report: dict[str, Any], base: Path | None) -> str:
     rows = runs_rows(report, base)
-    return _md_table([rows[0]] + [[f"`{r[0]}`", *r[1:4], f"**{r[4]}**" if r[4] != "no" else "no", *r[5:]]
-                                  for r in rows[1:]])  # fmt: skip
+    return _md_table(
+        [rows[0]] + [[f"`{r[0]}`", *r[1:4], f"**{r[4]}**" if r[4] != "no" else "no", *r[5:]] for r in rows[1:]]
+    )
 
 
 OPENING_TITLE = "What the fingerprints show"
@@ -316,8 +331,14 @@ def markdown(report: dict[str, Any], base: Path | None = None) -> str:
         md += ["## Subgroups", ""]
     for head, ab, name, group in tables:
         t = report["heads"][head]
-        md += [f"### {t['head']} · {ab} by {name}", "", f"*{table_caption(t)}; {t['metrics'][ab]} "
-               f"{arrow(t['higher_is_better'][ab])}*", "", _md_table(subgroup_rows(t, group)), ""]  # fmt: skip
+        md += [
+            f"### {t['head']} · {ab} by {name}",
+            "",
+            f"*{table_caption(t)}; {t['metrics'][ab]} {arrow(t['higher_is_better'][ab])}*",
+            "",
+            _md_table(subgroup_rows(t, group)),
+            "",
+        ]
     if folded:
         md += ["Single-bin subgroups (the whole ability falls in one bin):", "", *(f"- {x}" for x in folded), ""]
     if "task_augmentation" in report:
@@ -327,14 +348,35 @@ def markdown(report: dict[str, Any], base: Path | None = None) -> str:
     if unparsed := _md_unparsed(report):
         md += ["## Unparsed replies", "", *unparsed, ""]
     prov = report["provenance"]
-    md += ["## Notes", "", f"- {RADAR_NOTE}", f"- Results file: `results_{report['split']}.json` of each run; "
-           f"ava {prov.get('ava_version')}, git {prov.get('git_revision')}, {prov.get('created')}.", ""]  # fmt: skip
+    md += [
+        "## Notes",
+        "",
+        f"- {RADAR_NOTE}",
+        f"- Results file: `results_{report['split']}.json` of each run; "
+        f"ava {prov.get('ava_version')}, git {prov.get('git_revision')}, {prov.get('created')}.",
+        "",
+    ]
     return "\n".join(md)
 
 
-_TEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "_": r"\_", "#": r"\#", "$": r"\$", "{": r"\{",
-        "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "<": r"\textless{}",
-        ">": r"\textgreater{}", "↑": r"$\uparrow$", "↓": r"$\downarrow$", "–": "--", "·": ";"}  # fmt: skip
+_TEX = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "_": r"\_",
+    "#": r"\#",
+    "$": r"\$",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "<": r"\textless{}",
+    ">": r"\textgreater{}",
+    "↑": r"$\uparrow$",
+    "↓": r"$\downarrow$",
+    "–": "--",
+    "·": ";",
+}
 
 
 def _tex_escape(s: str) -> str:
@@ -349,8 +391,15 @@ def latex(report: dict[str, Any]) -> str:
             out += ["% " + t["refused"], ""]
             continue
         rows = table_rows(t)
-        out += [r"\begin{table}[t]", r"\centering", r"\small", r"\begin{tabular}{ll" + "r" * (len(rows[0]) - 2) + "}",
-                r"\toprule", " & ".join(_tex_escape(c) for c in rows[0]) + r" \\", r"\midrule"]  # fmt: skip
+        out += [
+            r"\begin{table}[t]",
+            r"\centering",
+            r"\small",
+            r"\begin{tabular}{ll" + "r" * (len(rows[0]) - 2) + "}",
+            r"\toprule",
+            " & ".join(_tex_escape(c) for c in rows[0]) + r" \\",
+            r"\midrule",
+        ]
         out += [" & ".join(_tex_escape(c) for c in r) + r" \\" for r in rows[1:-1]]
         out += [r"\midrule", " & ".join(_tex_escape(c) for c in rows[-1]) + r" \\", r"\bottomrule", r"\end{tabular}"]
         out += [
@@ -371,8 +420,16 @@ def summary_rows(report: dict[str, Any]) -> list[list[str]]:
     rows = [["head", "vs head", "abilities", "VFMs", "tau", "rho", "note"]]
     for agr in report["agreement"]:
         a = agr["average_rank"]
-        rows.append([*agr["heads"], str(len(agr["average_over"])), str(a["n"]), fmt_coef(a["kendall_tau"]),
-                     fmt_coef(a["spearman_rho"]), a["reason"] or ""])  # fmt: skip
+        rows.append(
+            [
+                *agr["heads"],
+                str(len(agr["average_over"])),
+                str(a["n"]),
+                fmt_coef(a["kendall_tau"]),
+                fmt_coef(a["spearman_rho"]),
+                a["reason"] or "",
+            ]
+        )
     return rows
 
 
@@ -399,8 +456,11 @@ def print_report(report: dict[str, Any], console: Any = None, detail: bool = Fal
             continue
         show(table_rows(t), f"Head: {t['head']}", f"{table_caption(t)}\n{average_over_line(t)}", bold_last=True)
     if report["agreement"]:
-        show(summary_rows(report), "Rank agreement between heads on average rank: Kendall tau-b, Spearman rho",
-             "per-ability agreement: report.md")  # fmt: skip
+        show(
+            summary_rows(report),
+            "Rank agreement between heads on average rank: Kendall tau-b, Spearman rho",
+            "per-ability agreement: report.md",
+        )
     if detail:
         for agr in report["agreement"]:
             show(agreement_rows(agr), f"Rank agreement: {' vs '.join(agr['heads'])}", agreement_caption(report, agr))

@@ -117,8 +117,10 @@ def same_data(head: str, by_vfm: dict[str, RunResult], abilities: list[str]) -> 
 
 def refusal(head: str, check: dict[str, Any]) -> str:
     what = "were not scored on the same samples" if check["status"] == "mixed" else "cannot be checked for same samples"
-    return (f"head {head}: its runs {what} ({'; '.join(check['problems'])}); "
-            "not compared in one table: pass --allow-mixed to show it anyway")  # fmt: skip
+    return (
+        f"head {head}: its runs {what} ({'; '.join(check['problems'])}); "
+        "not compared in one table: pass --allow-mixed to show it anyway"
+    )
 
 
 def head_table(head: str, runs: list[RunResult], *, allow_mixed: bool = False) -> HeadTable:
@@ -143,8 +145,10 @@ def head_table(head: str, runs: list[RunResult], *, allow_mixed: bool = False) -
         notes.append(f"average rank over {len(complete)} abilities scored for every VFM; left out: {left_out}")
     check = same_data(head, by_vfm, abilities)
     if check["status"] != "same" and allow_mixed:
-        notes.append(f"--allow-mixed: runs of this table were NOT all scored on the same samples "
-                     f"({'; '.join(check['problems'])}); compare with care")  # fmt: skip
+        notes.append(
+            f"--allow-mixed: runs of this table were NOT all scored on the same samples "
+            f"({'; '.join(check['problems'])}); compare with care"
+        )
     best = {}
     for ab in abilities:
         with contextlib.suppress(AvaError):  # a metric this ava does not know: no best value, no normalized plot
@@ -189,8 +193,9 @@ def _scores(table: HeadTable, by_vfm: dict[str, RunResult], ab: str) -> tuple[li
     return vfms, rows
 
 
-def add_uncertainty(table: HeadTable, by_vfm: dict[str, RunResult], *, n_boot: int = bs.N_BOOT,
-                    seed: int = bs.SEED) -> None:  # fmt: skip
+def add_uncertainty(
+    table: HeadTable, by_vfm: dict[str, RunResult], *, n_boot: int = bs.N_BOOT, seed: int = bs.SEED
+) -> None:
     """Bootstrap intervals of every score and rank, "A beats B" probabilities and tie groups, in place.
 
     VFMs scored on the same samples share the draws (paired); otherwise (``--allow-mixed``) each VFM is drawn
@@ -209,13 +214,22 @@ def add_uncertainty(table: HeadTable, by_vfm: dict[str, RunResult], *, n_boot: i
         if paired:
             reps = bs.replicate_means(np.stack(rows), n_boot, bs.rng_for(f"{ab}:{prints.pop()}", seed))
         else:
-            reps = np.stack([bs.replicate_means(r[None], n_boot, bs.rng_for(f"{ab}:{table.id}:{v}", seed))[0]
-                             for v, r in zip(vfms, rows, strict=True)])  # fmt: skip
+            reps = np.stack(
+                [
+                    bs.replicate_means(r[None], n_boot, bs.rng_for(f"{ab}:{table.id}:{v}", seed))[0]
+                    for v, r in zip(vfms, rows, strict=True)
+                ]
+            )
         _summarize(table, ab, vfms, reps)
     table.uncertainty = {
-        "method": "percentile bootstrap over test samples", "n_boot": n_boot, "level": bs.LEVEL, "seed": seed,
-        "separated_at": bs.SEPARATED, "paired": table.same_data.get("status") == "same", "missing": reasons,
-    }  # fmt: skip
+        "method": "percentile bootstrap over test samples",
+        "n_boot": n_boot,
+        "level": bs.LEVEL,
+        "seed": seed,
+        "separated_at": bs.SEPARATED,
+        "paired": table.same_data.get("status") == "same",
+        "missing": reasons,
+    }
     _average_rank_uncertainty(table)
 
 
@@ -224,11 +238,11 @@ def _summarize(table: HeadTable, ab: str, vfms: list[str], reps: np.ndarray) -> 
     table.replicates[ab] = (vfms, reps)
     table.intervals[ab] = {v: [float(lo), float(hi)] for v, (lo, hi) in zip(vfms, bs.interval(reps), strict=True)}
     ranks = bs.replicate_ranks(reps, hib)
-    table.rank_intervals[ab] = {v: [float(lo), float(hi)] for v, (lo, hi) in zip(vfms, bs.interval(ranks),
-                                                                                  strict=True)}  # fmt: skip
+    table.rank_intervals[ab] = {v: [float(lo), float(hi)] for v, (lo, hi) in zip(vfms, bs.interval(ranks), strict=True)}
     p = bs.beats(reps, hib)
-    table.p_beats[ab] = {a: {b: round(float(p[i, j]), 4) for j, b in enumerate(vfms) if b != a}
-                         for i, a in enumerate(vfms)}  # fmt: skip
+    table.p_beats[ab] = {
+        a: {b: round(float(p[i, j]), 4) for j, b in enumerate(vfms) if b != a} for i, a in enumerate(vfms)
+    }
     order = sorted(range(len(vfms)), key=lambda i: table.ranks[ab][vfms[i]])
     table.ties[ab] = [[vfms[i] for i in g] for g in bs.tie_groups(order, p) if len(g) > 1]
 
@@ -240,11 +254,13 @@ def _average_rank_uncertainty(table: HeadTable) -> None:
     vfms = table.vfms
     reps = np.mean([bs.replicate_ranks(_aligned(table, ab, vfms), table.higher_is_better[ab]) for ab in over], 0)
     table.replicates["average_rank"] = (vfms, reps)
-    table.average_rank_interval = {v: [float(lo), float(hi)] for v, (lo, hi) in zip(vfms, bs.interval(reps),
-                                                                                    strict=True)}  # fmt: skip
+    table.average_rank_interval = {
+        v: [float(lo), float(hi)] for v, (lo, hi) in zip(vfms, bs.interval(reps), strict=True)
+    }
     p = bs.beats(reps, higher_is_better=False)
-    table.average_rank_p_beats = {a: {b: round(float(p[i, j]), 4) for j, b in enumerate(vfms) if b != a}
-                                  for i, a in enumerate(vfms)}  # fmt: skip
+    table.average_rank_p_beats = {
+        a: {b: round(float(p[i, j]), 4) for j, b in enumerate(vfms) if b != a} for i, a in enumerate(vfms)
+    }
     order = sorted(range(len(vfms)), key=lambda i: table.average_rank[vfms[i]])
     table.average_rank_ties = [[vfms[i] for i in g] for g in bs.tie_groups(order, p) if len(g) > 1]
 
@@ -266,8 +282,10 @@ def add_baselines(table: HeadTable, by_vfm: dict[str, RunResult], split: str, ca
     dataset, reason = cache[key]
     for ab in table.abilities:
         if dataset is None:
-            table.baselines[ab] = {"chance": {"value": None, "reason": reason},
-                                   "majority": {"value": None, "reason": reason}}  # fmt: skip
+            table.baselines[ab] = {
+                "chance": {"value": None, "reason": reason},
+                "majority": {"value": None, "reason": reason},
+            }
             continue
         recs = next((r.records().get(ab) for r in by_vfm.values() if r.records().get(ab)), None)
         ids = {str(r["id"]) for r in recs} if recs else None
@@ -279,8 +297,14 @@ def add_baselines(table: HeadTable, by_vfm: dict[str, RunResult], split: str, ca
             table.baselines[ab] = {"chance": {"value": None, "reason": msg}, "majority": {"value": None, "reason": msg}}
 
 
-def head_tables(runs: list[RunResult], *, allow_mixed: bool = False, split: str = "test",
-                n_boot: int = bs.N_BOOT, seed: int = bs.SEED) -> dict[str, HeadTable]:  # fmt: skip
+def head_tables(
+    runs: list[RunResult],
+    *,
+    allow_mixed: bool = False,
+    split: str = "test",
+    n_boot: int = bs.N_BOOT,
+    seed: int = bs.SEED,
+) -> dict[str, HeadTable]:
     """One table per head (keyed by its stable id), heads in the order their first run was given."""
     heads: dict[str, list[RunResult]] = {}
     for r in runs:
@@ -300,9 +324,11 @@ def _agreement_ci(ra: np.ndarray, rb: np.ndarray) -> dict[str, Any]:
     """Bootstrap intervals of tau-b and rho from replicate rankings ``[V, B]`` of two heads."""
     tau = bs.Summary.of(bs.kendall_tau_b_rows(ra.T, rb.T))
     rho = bs.Summary.of(bs.spearman_rows(ra.T, rb.T))
-    return {"kendall_tau_ci": None if tau.low is None else [tau.low, tau.high],
-            "spearman_rho_ci": None if rho.low is None else [rho.low, rho.high],
-            "ci_undefined_replicates": max(tau.undefined, rho.undefined)}  # fmt: skip
+    return {
+        "kendall_tau_ci": None if tau.low is None else [tau.low, tau.high],
+        "spearman_rho_ci": None if rho.low is None else [rho.low, rho.high],
+        "ci_undefined_replicates": max(tau.undefined, rho.undefined),
+    }
 
 
 def _shared_rank_reps(t: HeadTable, ab: str, vfms: list[str]) -> np.ndarray | None:
@@ -339,11 +365,24 @@ def agreement_between(a: HeadTable, b: HeadTable) -> dict[str, Any]:
         if avg["kendall_tau"] is not None and all(r is not None for side in reps for r in side):
             avg.update(_agreement_ci(np.mean(reps[0], 0), np.mean(reps[1], 0)))
     else:
-        avg = {"n": len(vfms), "kendall_tau": None, "spearman_rho": None, "kendall_p": None, "spearman_p": None,
-               "reason": "n/a: no ability was scored for every shared VFM under both heads"}  # fmt: skip
+        avg = {
+            "n": len(vfms),
+            "kendall_tau": None,
+            "spearman_rho": None,
+            "kendall_p": None,
+            "spearman_p": None,
+            "reason": "n/a: no ability was scored for every shared VFM under both heads",
+        }
     same = all(_same_samples(a, b, ab) for ab in over) if over else False
-    return {"heads": list(names), "head_ids": [a.id, b.id], "vfms": vfms, "abilities": per_ability,
-            "average_rank": avg, "average_over": over, "same_samples": same}  # fmt: skip
+    return {
+        "heads": list(names),
+        "head_ids": [a.id, b.id],
+        "vfms": vfms,
+        "abilities": per_ability,
+        "average_rank": avg,
+        "average_over": over,
+        "same_samples": same,
+    }
 
 
 def _same_samples(a: HeadTable, b: HeadTable, ab: str) -> bool:

@@ -46,9 +46,26 @@ def plan_jobs(plan: SweepPlan) -> list[Job]:
     out: list[Job] = []
     cached = {head: reads_cache(head) for head in plan.head}
     for vfm in plan.vfm if any(cached.values()) else ():
-        out.append(Job(f"extract-{safe(vfm)}", "extract", vfm, _ava(
-            "cache", "extract", "--vfm", vfm, "--data", plan.data, "--cache", plan.cache, "--device", plan.device,
-            "--quiet")))  # fmt: skip
+        out.append(
+            Job(
+                f"extract-{safe(vfm)}",
+                "extract",
+                vfm,
+                _ava(
+                    "cache",
+                    "extract",
+                    "--vfm",
+                    vfm,
+                    "--data",
+                    plan.data,
+                    "--cache",
+                    plan.cache,
+                    "--device",
+                    plan.device,
+                    "--quiet",
+                ),
+            )
+        )
     several = len(plan.ava) > 1
     for vfm in plan.vfm:
         for head in plan.head:
@@ -57,8 +74,21 @@ def plan_jobs(plan: SweepPlan) -> list[Job]:
                 name = f"{head}-{safe(vfm)}{suffix}"
                 run_dir = str(Path(plan.out) / name)
                 cache = ["--cache", plan.cache] if cached[head] else []
-                argv = _ava("head", "train", "--head", head, "--vfm", vfm, "--data", plan.data, *cache,
-                            "--out", run_dir, "--device", plan.device)  # fmt: skip
+                argv = _ava(
+                    "head",
+                    "train",
+                    "--head",
+                    head,
+                    "--vfm",
+                    vfm,
+                    "--data",
+                    plan.data,
+                    *cache,
+                    "--out",
+                    run_dir,
+                    "--device",
+                    plan.device,
+                )
                 if abilities:
                     argv += ["--ava", ",".join(abilities)]
                 needs = f"extract-{safe(vfm)}" if cached[head] else None
@@ -101,8 +131,14 @@ class JobState:
         from ava.data.format import atomic_write_text
 
         self.folder.mkdir(parents=True, exist_ok=True)
-        record = {**self.read(job), "name": job.name, "kind": job.kind, "job": asdict(job), **fields,
-                  "updated": time.time()}  # fmt: skip
+        record = {
+            **self.read(job),
+            "name": job.name,
+            "kind": job.kind,
+            "job": asdict(job),
+            **fields,
+            "updated": time.time(),
+        }
         atomic_write_text(self.folder / f"{job.name}.json", json.dumps(record, indent=2))
         return record
 

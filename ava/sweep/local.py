@@ -38,8 +38,9 @@ def _run_one(job: Job, state: JobState, say: Any) -> str:
     return FAILED
 
 
-def run_local(todo: list[Job], state: JobState, jobs: int, finished: dict[str, str], *,
-              progress: bool = False) -> dict[str, Any]:  # fmt: skip
+def run_local(
+    todo: list[Job], state: JobState, jobs: int, finished: dict[str, str], *, progress: bool = False
+) -> dict[str, Any]:
     """Run ``todo`` (extractions first); ``finished`` maps the names of jobs already done to their state."""
     from ava.progress import progress as progress_bar
 

@@ -93,24 +93,35 @@ def _list(value: Any) -> list[str]:
 _TEXT = (str,)
 _NAMES = "a name or a list of names"
 FIELD_TYPES: dict[str, tuple[str, Any]] = {
-    "vfm": (_NAMES, "names"), "head": (_NAMES, "names"), "ava": ("a list of abilities or of ability lists", "sets"),
-    "data": ("a path (a string)", _TEXT), "cache": ("a path or a URL (a string)", _TEXT),
-    "out": ("a path (a string)", _TEXT), "executor": ("a string (local or slurm)", _TEXT),
-    "jobs": ("an integer", (int,)), "device": ("a string (auto, cpu, cuda ...)", _TEXT),
+    "vfm": (_NAMES, "names"),
+    "head": (_NAMES, "names"),
+    "ava": ("a list of abilities or of ability lists", "sets"),
+    "data": ("a path (a string)", _TEXT),
+    "cache": ("a path or a URL (a string)", _TEXT),
+    "out": ("a path (a string)", _TEXT),
+    "executor": ("a string (local or slurm)", _TEXT),
+    "jobs": ("an integer", (int,)),
+    "device": ("a string (auto, cpu, cuda ...)", _TEXT),
     "slurm": ("a table ([slurm] with partition, gpus_per_job ...)", (dict,)),
-}  # fmt: skip
+}
 SLURM_TYPES: dict[str, tuple[str, tuple[type, ...]]] = {
-    "partition": ("a string", _TEXT), "gpus_per_job": ("an integer", (int,)), "time_min": ("an integer", (int,)),
-    "array_parallelism": ("an integer", (int,)), "account": ("a string", _TEXT), "cpus_per_job": ("an integer", (int,)),
-}  # fmt: skip
+    "partition": ("a string", _TEXT),
+    "gpus_per_job": ("an integer", (int,)),
+    "time_min": ("an integer", (int,)),
+    "array_parallelism": ("an integer", (int,)),
+    "account": ("a string", _TEXT),
+    "cpus_per_job": ("an integer", (int,)),
+}
 
 
 def _fits(value: Any, kind: Any) -> bool:
     if kind == "names":
         return isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value))
     if kind == "sets":
-        return isinstance(value, str) or (isinstance(value, list) and all(
-            isinstance(v, str) or (isinstance(v, list) and all(isinstance(a, str) for a in v)) for v in value))
+        return isinstance(value, str) or (
+            isinstance(value, list)
+            and all(isinstance(v, str) or (isinstance(v, list) and all(isinstance(a, str) for a in v)) for v in value)
+        )
     return isinstance(value, kind) and not (isinstance(value, bool) and bool not in kind)  # true is no integer
 
 
@@ -139,17 +150,24 @@ def make_plan(fields: dict[str, Any], source: str = "sweep plan") -> SweepPlan:
     slurm = dict(fields.get("slurm") or {})
     slurm_known = {f.name for f in dataclasses.fields(SlurmOptions)}
     if set(slurm) - slurm_known:
-        raise SweepError(f"{source}: unknown [slurm] field(s) {', '.join(sorted(set(slurm) - slurm_known))} "
-                         f"(known: {', '.join(sorted(slurm_known))})")  # fmt: skip
+        raise SweepError(
+            f"{source}: unknown [slurm] field(s) {', '.join(sorted(set(slurm) - slurm_known))} "
+            f"(known: {', '.join(sorted(slurm_known))})"
+        )
     from ava.heads.fingerprint import FINGERPRINT_HEADS
 
     plan = SweepPlan(
-        vfm=_list(fields["vfm"]), head=_list(fields.get("head")) or list(FINGERPRINT_HEADS),
+        vfm=_list(fields["vfm"]),
+        head=_list(fields.get("head")) or list(FINGERPRINT_HEADS),
         ava=_sets(fields.get("ava")),
-        data=str(fields["data"]), cache=str(fields["cache"]), out=str(fields["out"]),
-        executor=str(fields.get("executor", "local")), jobs=int(fields.get("jobs", 1)),
-        device=str(fields.get("device", "auto")), slurm=SlurmOptions(**slurm),
-    )  # fmt: skip
+        data=str(fields["data"]),
+        cache=str(fields["cache"]),
+        out=str(fields["out"]),
+        executor=str(fields.get("executor", "local")),
+        jobs=int(fields.get("jobs", 1)),
+        device=str(fields.get("device", "auto")),
+        slurm=SlurmOptions(**slurm),
+    )
     check_plan(plan)
     return plan
 
@@ -182,19 +200,26 @@ def safe(name: str) -> str:
 
 def _no_repeats(plan: SweepPlan) -> None:
     """A VFM, head or ability set listed twice would run twice at once into one run directory: refused."""
-    for field_name, values in (("vfm", plan.vfm), ("head", plan.head),
-                               ("ava", [",".join(s) or "(all)" for s in plan.ava])):  # fmt: skip
+    for field_name, values in (
+        ("vfm", plan.vfm),
+        ("head", plan.head),
+        ("ava", [",".join(s) or "(all)" for s in plan.ava]),
+    ):
         seen = [v for i, v in enumerate(values) if v in values[:i]]
         if seen:
-            raise SweepError(f"sweep plan: {field_name} {seen[0]!r} is listed twice ({field_name} = {values}); each "
-                             "cell of the grid is one job with one run directory: list it once")  # fmt: skip
+            raise SweepError(
+                f"sweep plan: {field_name} {seen[0]!r} is listed twice ({field_name} = {values}); each "
+                "cell of the grid is one job with one run directory: list it once"
+            )
     named: dict[str, str] = {}
     for vfm in plan.vfm:
         other = named.setdefault(safe(vfm), vfm)
         if other != vfm:
-            raise SweepError(f"sweep plan: --vfm {other!r} and --vfm {vfm!r} would share the job and run directory "
-                             f"names (<head>-{safe(vfm)}, written {safe(vfm)!r} in file names); sweep them into "
-                             "separate --out directories")  # fmt: skip
+            raise SweepError(
+                f"sweep plan: --vfm {other!r} and --vfm {vfm!r} would share the job and run directory "
+                f"names (<head>-{safe(vfm)}, written {safe(vfm)!r} in file names); sweep them into "
+                "separate --out directories"
+            )
     for s in plan.ava:
         if len(set(s)) != len(s):
             twice = next(a for i, a in enumerate(s) if a in s[:i])

@@ -46,8 +46,11 @@ def _options(argv: list[str]) -> dict[str, str]:
 def changes(before: list[str], now: list[str]) -> str:
     """What differs between two command lines, by option: ``--ava color there, ocr now``."""
     a, b = _options(_command(before)), _options(_command(now))
-    said = [f"{k} {a.get(k) or '(none)'} there, {b.get(k) or '(none)'} now" for k in dict.fromkeys([*a, *b])
-            if a.get(k) != b.get(k)]  # fmt: skip
+    said = [
+        f"{k} {a.get(k) or '(none)'} there, {b.get(k) or '(none)'} now"
+        for k in dict.fromkeys([*a, *b])
+        if a.get(k) != b.get(k)
+    ]
     return "; ".join(said) or "the command line"
 
 
@@ -78,14 +81,20 @@ def sweep(plan: SweepPlan, *, force: bool = False, progress: bool = False) -> di
     if changed and not force:
         job, old = changed[0]
         more = f" (and {len(changed) - 1} other job(s))" if len(changed) > 1 else ""
-        raise SweepError(f"{plan.out}: job {job.name} ran before with other settings ({changes(old, job.argv)}) into "
-                         f"{job.run_dir}{more}; give --force to train it again with these (its run is replaced), "
-                         "or sweep into another --out")  # fmt: skip
+        raise SweepError(
+            f"{plan.out}: job {job.name} ran before with other settings ({changes(old, job.argv)}) into "
+            f"{job.run_dir}{more}; give --force to train it again with these (its run is replaced), "
+            "or sweep into another --out"
+        )
     forced = {j.name for j, _ in changed}
     jobs = [Job(**{**j.__dict__, "argv": [*j.argv, FORCE]}) if j.name in forced else j for j in jobs]
     path = write_plan(plan)
-    todo = [j for j in jobs if records[j.name].get("state", PENDING) in (PENDING, FAILED, BLOCKED)
-            or _command(records[j.name].get("job", {}).get("argv") or []) != _command(j.argv)]  # fmt: skip
+    todo = [
+        j
+        for j in jobs
+        if records[j.name].get("state", PENDING) in (PENDING, FAILED, BLOCKED)
+        or _command(records[j.name].get("job", {}).get("argv") or []) != _command(j.argv)
+    ]
     todo += [j for j in jobs if j.name in forced and j not in todo]
     finished = {j.name: records[j.name].get("state", PENDING) for j in jobs if j not in todo}
     if plan.executor == "slurm":
@@ -96,16 +105,26 @@ def sweep(plan: SweepPlan, *, force: bool = False, progress: bool = False) -> di
         from ava.sweep.local import run_local
 
         run_local(todo, state, plan.jobs, finished, progress=progress)
-    return {"plan": str(path), "submitted": [j.name for j in todo],
-            "skipped": [j.name for j in jobs if j not in todo], "jobs": status(plan)["jobs"]}  # fmt: skip
+    return {
+        "plan": str(path),
+        "submitted": [j.name for j in todo],
+        "skipped": [j.name for j in jobs if j not in todo],
+        "jobs": status(plan)["jobs"],
+    }
 
 
 def _row(job: Job, r: dict[str, Any], current: bool) -> dict[str, Any]:
-    return {"job": job.name, "kind": job.kind, "state": r.get("state", PENDING), "log": r.get("log"),
-            "slurm_id": r.get("job_id"), "run_dir": job.run_dir,
-            "results": result_files(job) if r.get("state") == DONE else [],
-            "error": r.get("error") if r.get("state") in (FAILED, BLOCKED) else None,
-            "current": current}  # fmt: skip
+    return {
+        "job": job.name,
+        "kind": job.kind,
+        "state": r.get("state", PENDING),
+        "log": r.get("log"),
+        "slurm_id": r.get("job_id"),
+        "run_dir": job.run_dir,
+        "results": result_files(job) if r.get("state") == DONE else [],
+        "error": r.get("error") if r.get("state") in (FAILED, BLOCKED) else None,
+        "current": current,
+    }
 
 
 def status(plan: SweepPlan) -> dict[str, Any]:

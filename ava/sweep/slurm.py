@@ -27,8 +27,9 @@ def _sinfo_partitions() -> list[str]:
         out = subprocess.run(["sinfo", "-h", "-o", "%P"], capture_output=True, text=True, timeout=30, check=True)
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as e:
         detail = getattr(e, "stderr", "") or str(e)
-        raise SweepError(f"--executor slurm: the SLURM controller does not answer ({' '.join(detail.split())})") \
-            from None  # fmt: skip
+        raise SweepError(
+            f"--executor slurm: the SLURM controller does not answer ({' '.join(detail.split())})"
+        ) from None
     return [p.strip().rstrip("*") for p in out.stdout.split() if p.strip()]
 
 
@@ -39,17 +40,25 @@ def check_slurm(options: SlurmOptions) -> None:
     require("slurm", "--executor slurm")
     partitions = _sinfo_partitions()
     if options.partition is not None and options.partition not in partitions:
-        raise SweepError(f"--partition {options.partition!r}: no such SLURM partition (partitions: "
-                         f"{', '.join(partitions) or 'none'})")  # fmt: skip
+        raise SweepError(
+            f"--partition {options.partition!r}: no such SLURM partition (partitions: "
+            f"{', '.join(partitions) or 'none'})"
+        )
 
 
 def _executor(folder: Path, options: SlurmOptions, name: str, after: str | None) -> Any:
     import submitit
 
     ex = submitit.SlurmExecutor(folder=str(folder), python=sys.executable)
-    params: dict[str, Any] = {"time": options.time_min, "cpus_per_task": options.cpus_per_job, "job_name": name,
-                              "array_parallelism": options.array_parallelism, "stderr_to_stdout": True,
-                              "ntasks_per_node": 1, "nodes": 1}  # fmt: skip
+    params: dict[str, Any] = {
+        "time": options.time_min,
+        "cpus_per_task": options.cpus_per_job,
+        "job_name": name,
+        "array_parallelism": options.array_parallelism,
+        "stderr_to_stdout": True,
+        "ntasks_per_node": 1,
+        "nodes": 1,
+    }
     if options.partition:
         params["partition"] = options.partition
     if options.gpus_per_job:
@@ -65,8 +74,14 @@ def _executor(folder: Path, options: SlurmOptions, name: str, after: str | None)
 def _command(job: Job, options: SlurmOptions) -> list[str]:
     """The job's command; a multi-GPU extraction under torchrun (one rank per GPU of the allocation)."""
     if job.kind == "extract" and options.gpus_per_job > 1:
-        return [sys.executable, "-m", "torch.distributed.run", "--standalone",
-                f"--nproc_per_node={options.gpus_per_job}", *job.argv[1:]]  # fmt: skip
+        return [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc_per_node={options.gpus_per_job}",
+            *job.argv[1:],
+        ]
     return job.argv
 
 
@@ -77,11 +92,19 @@ def submit_slurm(todo: list[Job], state: JobState, options: SlurmOptions, done: 
     folder = state.folder.parent / "slurm"
     ids: dict[str, str] = {}
     for job in [j for j in todo if j.kind == "extract"]:
-        sub = _executor(folder, options, job.name, None).submit(submitit.helpers.CommandFunction(
-            _command(job, options), verbose=True))  # fmt: skip
+        sub = _executor(folder, options, job.name, None).submit(
+            submitit.helpers.CommandFunction(_command(job, options), verbose=True)
+        )
         ids[job.name] = sub.job_id
-        state.write(job, state=SUBMITTED, job_id=sub.job_id, log=str(sub.paths.stdout),
-                    result_file=str(sub.paths.result_pickle), error=None, rc=None)  # fmt: skip
+        state.write(
+            job,
+            state=SUBMITTED,
+            job_id=sub.job_id,
+            log=str(sub.paths.stdout),
+            result_file=str(sub.paths.result_pickle),
+            error=None,
+            rc=None,
+        )
     by_vfm: dict[str, list[Job]] = {}
     for job in [j for j in todo if j.kind == "train"]:
         by_vfm.setdefault(job.needs or "", []).append(job)
@@ -93,8 +116,15 @@ def submit_slurm(todo: list[Job], state: JobState, options: SlurmOptions, done: 
         with ex.batch():
             subs = [ex.submit(submitit.helpers.CommandFunction(_command(j, options), verbose=True)) for j in jobs]
         for job, sub in zip(jobs, subs, strict=True):
-            state.write(job, state=SUBMITTED, job_id=sub.job_id, log=str(sub.paths.stdout),
-                        result_file=str(sub.paths.result_pickle), error=None, rc=None)  # fmt: skip
+            state.write(
+                job,
+                state=SUBMITTED,
+                job_id=sub.job_id,
+                log=str(sub.paths.stdout),
+                result_file=str(sub.paths.result_pickle),
+                error=None,
+                rc=None,
+            )
     return {j.name: SUBMITTED for j in todo}
 
 
@@ -128,5 +158,9 @@ def refresh_slurm(job: Job, record: dict[str, Any], state: JobState, queued: dic
         if outcome == "success":
             return state.write(job, state=DONE, rc=0)
         return state.write(job, state=FAILED, error=error_line(record.get("log")) or str(value).splitlines()[-1])
-    return state.write(job, state=FAILED, error=f"gone from the queue without a result (killed, time limit or "
-                                                f"node failure); {error_line(record.get('log'))}")  # fmt: skip
+    return state.write(
+        job,
+        state=FAILED,
+        error=f"gone from the queue without a result (killed, time limit or "
+        f"node failure); {error_line(record.get('log'))}",
+    )

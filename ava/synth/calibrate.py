@@ -110,13 +110,20 @@ def paired_interval(a: np.ndarray, b: np.ndarray, seed: int = 0) -> tuple[float,
     diff = np.asarray(a, float) - np.asarray(b, float)
     if len(diff) < 2 or np.allclose(diff, diff[0]):
         return float(diff.mean()), float(diff.mean())
-    res = bootstrap((diff,), np.mean, confidence_level=CONFIDENCE, n_resamples=2000, method="percentile",
-                    random_state=np.random.default_rng(seed))  # fmt: skip
+    res = bootstrap(
+        (diff,),
+        np.mean,
+        confidence_level=CONFIDENCE,
+        n_resamples=2000,
+        method="percentile",
+        random_state=np.random.default_rng(seed),
+    )
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
-def verdict(metric: str, higher: bool, chance: np.ndarray, per_vfm: dict[str, np.ndarray],
-            seed: int = 0) -> tuple[str, str]:  # fmt: skip
+def verdict(
+    metric: str, higher: bool, chance: np.ndarray, per_vfm: dict[str, np.ndarray], seed: int = 0
+) -> tuple[str, str]:
     """(verdict, leading VFM) from per-sample scores of each VFM and of the chance replies."""
     sign = 1.0 if higher else -1.0
     means = {v: float(x.mean()) for v, x in per_vfm.items()}
@@ -139,8 +146,16 @@ def _dataset(config: CalibrateConfig, data: Path) -> None:
     from ava.synth import SynthConfig, generate
     from ava.synth.generate import resolve_abilities, synth_info
 
-    synth = SynthConfig(out=str(data), per_ava=config.per_ava, ava=config.ava, seed=config.seed, size=config.size,
-                        difficulty=config.difficulty, workers=config.workers, overwrite=True)  # fmt: skip
+    synth = SynthConfig(
+        out=str(data),
+        per_ava=config.per_ava,
+        ava=config.ava,
+        seed=config.seed,
+        size=config.size,
+        difficulty=config.difficulty,
+        workers=config.workers,
+        overwrite=True,
+    )
     info = data / "dataset.json"
     if info.is_file():
         saved = json.loads(info.read_text()).get("synth_config")
@@ -157,8 +172,16 @@ def _head_config(head: str, config: CalibrateConfig, vfm: str, data: Path, cache
     from ava.heads import HEADS
 
     spec = HEADS.get(head)
-    values = {"vfm": vfm, "data": str(data), "cache": str(cache), "out": str(out), "seed": config.seed,
-              "device": config.device, "progress": config.progress, "ava": config.ava}  # fmt: skip
+    values = {
+        "vfm": vfm,
+        "data": str(data),
+        "cache": str(cache),
+        "out": str(out),
+        "seed": config.seed,
+        "device": config.device,
+        "progress": config.progress,
+        "ava": config.ava,
+    }
     names = {f.name for f in dataclasses.fields(spec.config_cls)}
     return spec.config_cls(**{k: v for k, v in values.items() if k in names})
 
@@ -171,8 +194,9 @@ def run_heads(config: CalibrateConfig, data: Path, cache: Path, runs: Path) -> d
 
     done = {}
     for vfm in config.vfms:
-        extract(ExtractConfig(vfm=vfm, data=str(data), cache=str(cache), device=config.device,
-                              progress=config.progress))  # fmt: skip
+        extract(
+            ExtractConfig(vfm=vfm, data=str(data), cache=str(cache), device=config.device, progress=config.progress)
+        )
         for head in config.heads:
             out = runs / run_dir_name(head, vfm)  # the names `ava fingerprint` and `ava demo` give
             HEADS.get(head).train(_head_config(head, config, vfm, data, cache, out))
@@ -222,9 +246,15 @@ def calibration_table(data: str | Path, runs: dict[tuple[str, str], Path], seed:
             value = float(r[ava]["value"])
             if vfm not in best or sign * value > sign * best[vfm][0]:
                 best[vfm] = (value, head)
-        flat = [h for h in dict.fromkeys(h for h, _ in results)
-                if all(sign * float(r[ava]["value"]) <= sign * float(chance.mean()) + 1e-9
-                       for (hh, _), r in results.items() if hh == h)]  # fmt: skip
+        flat = [
+            h
+            for h in dict.fromkeys(h for h, _ in results)
+            if all(
+                sign * float(r[ava]["value"]) <= sign * float(chance.mean()) + 1e-9
+                for (hh, _), r in results.items()
+                if hh == h
+            )
+        ]
         ids = [s.id for s in test]
         per_vfm = {}
         for vfm in vfms:
@@ -232,10 +262,21 @@ def calibration_table(data: str | Path, runs: dict[tuple[str, str], Path], seed:
             per_vfm[vfm] = np.array([by_id.get(i, math.nan) for i in ids], float)
         what, leader = verdict(ability.metric, ability.higher_is_better, chance, per_vfm, seed)
         above = {v: paired_interval(sign * x, sign * chance, seed)[0] > 0 for v, x in per_vfm.items()}
-        rows.append(Row(ava=ava, metric=ability.metric, higher_is_better=ability.higher_is_better,
-                        chance=float(chance.mean()), scores={v: best[v][0] for v in vfms},
-                        heads={v: best[v][1] for v in vfms}, verdict=what, leader=leader, n_test=len(test),
-                        above_chance=above, flat_heads=flat))  # fmt: skip
+        rows.append(
+            Row(
+                ava=ava,
+                metric=ability.metric,
+                higher_is_better=ability.higher_is_better,
+                chance=float(chance.mean()),
+                scores={v: best[v][0] for v in vfms},
+                heads={v: best[v][1] for v in vfms},
+                verdict=what,
+                leader=leader,
+                n_test=len(test),
+                above_chance=above,
+                flat_heads=flat,
+            )
+        )
     return rows
 
 
@@ -264,14 +305,17 @@ def table_lines(rows: Sequence[Row]) -> list[str]:
         return []
     vfms = list(rows[0].scores)
     short = {"knn": "k", "probe-linear": "p", "probe-attn": "a", "llm": "l"}
-    lines = ["| ability | metric | chance | " + " | ".join(vfms) + " | verdict | leads |",
-             "|---|---|---|" + "---|" * len(vfms) + "---|---|"]  # fmt: skip
+    lines = [
+        "| ability | metric | chance | " + " | ".join(vfms) + " | verdict | leads |",
+        "|---|---|---|" + "---|" * len(vfms) + "---|---|",
+    ]
     for r in rows:
         arrow = "↑" if r.higher_is_better else "↓"
         cells = [f"{_fmt(r.scores[v])} ({short.get(r.heads[v], r.heads[v])})" for v in vfms]
         lead = r.leader if r.verdict in ("separates", "ties") else "–"
-        lines.append(f"| {r.ava} | {r.metric} {arrow} | {_fmt(r.chance)} | " + " | ".join(cells)
-                     + f" | {r.verdict} | {lead} |")  # fmt: skip
+        lines.append(
+            f"| {r.ava} | {r.metric} {arrow} | {_fmt(r.chance)} | " + " | ".join(cells) + f" | {r.verdict} | {lead} |"
+        )
     return lines
 
 
@@ -315,8 +359,10 @@ def fingerprint_sentences(rows: Sequence[Row]) -> list[str]:
     flat = [r for r in rows if r.flat_heads and r not in dead]
     if flat:  # a bare 0 (OCR's text reader, say) would otherwise read as every extractor lacking the ability
         what = "; ".join(f"{_join(r.flat_heads)} on {r.ava.replace('_', '-')}" for r in flat)
-        sentences.append(f"Heads that learn nothing at this size (no extractor above chance with them, so their "
-                         f"scores there rank nothing; the other heads' do): {what}.")  # fmt: skip
+        sentences.append(
+            f"Heads that learn nothing at this size (no extractor above chance with them, so their "
+            f"scores there rank nothing; the other heads' do): {what}."
+        )
     return sentences
 
 

@@ -136,8 +136,10 @@ def check_config(config: SynthConfig) -> None:
     if config.difficulty not in KNOBS:
         raise AvaError(f"--difficulty {config.difficulty!r}: choose one of {', '.join(KNOBS)}")
     if not MIN_SIZE <= config.size <= MAX_SIZE:
-        raise AvaError(f"--size {config.size}: must be between {MIN_SIZE} px (for the drawings to be legible) "
-                       f"and {MAX_SIZE} px (larger only costs memory: one {MAX_SIZE} px image is 48 MiB)")  # fmt: skip
+        raise AvaError(
+            f"--size {config.size}: must be between {MIN_SIZE} px (for the drawings to be legible) "
+            f"and {MAX_SIZE} px (larger only costs memory: one {MAX_SIZE} px image is 48 MiB)"
+        )
     if config.per_ava < 1:
         raise AvaError(f"--per-ava {config.per_ava}: must be at least 1")
     if not 0.0 < config.test_frac < 1.0:

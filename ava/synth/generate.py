@@ -50,8 +50,16 @@ def render_sample(task: Task) -> tuple[str, int, bytes, dict[str, Any]]:
     if r.image.size != (size, size):
         raise AssertionError(f"synthetic {ava} sample {index}: generator drew {r.image.size}, not {size}x{size}")
     knobs = KNOBS[difficulty]
-    meta = {"source": "synthetic", **r.meta, "difficulty": difficulty, "noise": knobs.noise,
-            "clutter": knobs.clutter, "scale": knobs.scale, "jitter": knobs.jitter, "index": index}  # fmt: skip
+    meta = {
+        "source": "synthetic",
+        **r.meta,
+        "difficulty": difficulty,
+        "noise": knobs.noise,
+        "clutter": knobs.clutter,
+        "scale": knobs.scale,
+        "jitter": knobs.jitter,
+        "index": index,
+    }
     fields = {"question": r.question, "answer": r.answer, "truth": r.truth, "options": r.options, "meta": meta}
     return ava, index, encode_png(r.image.convert("RGB")), fields
 
@@ -147,8 +155,11 @@ def made_with(config: SynthConfig) -> tuple[bool, list[str]]:
     if not isinstance(saved, dict):
         return False, []
     want = synth_info(config, resolve_abilities(config.ava))["synth_config"]
-    differ = [f"--{k.replace('_', '-')} {_shown(saved.get(k))} there, {_shown(v)} now" for k, v in want.items()
-              if saved.get(k) != v]  # fmt: skip
+    differ = [
+        f"--{k.replace('_', '-')} {_shown(saved.get(k))} there, {_shown(v)} now"
+        for k, v in want.items()
+        if saved.get(k) != v
+    ]
     return not differ, differ
 
 
@@ -168,8 +179,10 @@ def generate(config: SynthConfig, progress: bool = True) -> Path:
     if same and not config.overwrite:
         return out
     if differ and not config.overwrite:
-        raise AvaError(f"{out} holds a synthetic set made with other settings ({'; '.join(differ)}); give the same "
-                       "options to keep it, another --out, or --force to replace it")  # fmt: skip
+        raise AvaError(
+            f"{out} holds a synthetic set made with other settings ({'; '.join(differ)}); give the same "
+            "options to keep it, another --out, or --force to replace it"
+        )
     tmp = _prepare_out(out, config.overwrite)
     workers = config.workers or min(2, os.cpu_count() or 1)
     by_ava: dict[str, list[Sample]] = {a: [] for a in abilities}

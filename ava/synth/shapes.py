@@ -269,8 +269,17 @@ def draw_icon(draw: ImageDraw.ImageDraw, name: str, box: Box, color: Color, mask
     """Draw icon ``name`` filling ``box``; with ``mask`` every part is drawn in white (for a tight bbox)."""
     x0, y0, x1, y1 = box
     w, h = x1 - x0, y1 - y0
-    named = {"main": color, "dark": shade(color, 0.6), "light": shade(color, 1.55), "brown": BROWN, "green": GREEN,
-             "ink": INK, "yellow": YELLOW, "orange": ORANGE, "skin": SKIN}  # fmt: skip
+    named = {
+        "main": color,
+        "dark": shade(color, 0.6),
+        "light": shade(color, 1.55),
+        "brown": BROWN,
+        "green": GREEN,
+        "ink": INK,
+        "yellow": YELLOW,
+        "orange": ORANGE,
+        "skin": SKIN,
+    }
 
     def pt(p: tuple[float, float]) -> tuple[float, float]:
         return (x0 + p[0] * w, y0 + p[1] * h)

@@ -173,10 +173,22 @@ def scaly(ctx: Ctx, size: int, p: float) -> Mask:
 
 
 TEXTURES: dict[str, Callable[[Ctx, int, float], Mask]] = {
-    "striped": striped, "chequered": chequered, "polka-dotted": polka_dotted, "flecked": flecked, "grid": grid,
-    "crosshatched": crosshatched, "zigzagged": zigzagged, "honeycombed": honeycombed, "marbled": marbled,
-    "cracked": cracked, "spiralled": spiralled, "blotchy": blotchy, "bubbly": bubbly, "woven": woven, "scaly": scaly,
-}  # fmt: skip
+    "striped": striped,
+    "chequered": chequered,
+    "polka-dotted": polka_dotted,
+    "flecked": flecked,
+    "grid": grid,
+    "crosshatched": crosshatched,
+    "zigzagged": zigzagged,
+    "honeycombed": honeycombed,
+    "marbled": marbled,
+    "cracked": cracked,
+    "spiralled": spiralled,
+    "blotchy": blotchy,
+    "bubbly": bubbly,
+    "woven": woven,
+    "scaly": scaly,
+}
 
 
 def colorize(mask: Mask, fg: tuple[int, int, int], bg: tuple[int, int, int]) -> Image.Image:
@@ -186,15 +198,17 @@ def colorize(mask: Mask, fg: tuple[int, int, int], bg: tuple[int, int, int]) -> 
     return Image.composite(Image.new("RGB", size, fg), Image.new("RGB", size, bg), alpha)
 
 
-def render_texture(ctx: Ctx, name: str, size: int, fg: tuple[int, int, int], bg: tuple[int, int, int],
-                   period: float | None = None) -> Image.Image:  # fmt: skip
+def render_texture(
+    ctx: Ctx, name: str, size: int, fg: tuple[int, int, int], bg: tuple[int, int, int], period: float | None = None
+) -> Image.Image:
     """Texture ``name`` as an RGB image; period defaults to a random 1/14..1/7 of the image."""
     p = period if period is not None else size * ctx.uniform(1 / 14, 1 / 7)
     return colorize(TEXTURES[name](ctx, size, p), fg, bg)
 
 
-def backdrop(ctx: Ctx, width: int, height: int | None = None, textured: bool = False,
-             flat: bool = False) -> Image.Image:  # fmt: skip
+def backdrop(
+    ctx: Ctx, width: int, height: int | None = None, textured: bool = False, flat: bool = False
+) -> Image.Image:
     """A distracting but low-contrast background: plain, a gradient, or a faint texture (always with ``textured``,
     never with ``flat``)."""
     from ava.synth.shapes import gradient, random_color, shade

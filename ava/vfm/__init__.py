@@ -32,18 +32,31 @@ __all__ = [
 ]
 
 
-def load_vfm(name: str | VFMSpec, *, device: str = "cpu", dtype: torch.dtype | str | None = None,
-             preprocess: str = "pad", layers: tuple[int, ...] | None = None,
-             trust_remote_code: bool = False) -> FrozenVFM:  # fmt: skip
+def load_vfm(
+    name: str | VFMSpec,
+    *,
+    device: str = "cpu",
+    dtype: torch.dtype | str | None = None,
+    preprocess: str = "pad",
+    layers: tuple[int, ...] | None = None,
+    trust_remote_code: bool = False,
+) -> FrozenVFM:
     """A frozen VFM ready for ``forward`` (see :func:`ava.vfm.model.load_vfm`); dtype defaults to float32."""
     from ava.vfm.model import load_vfm as _load
 
-    return _load(name, device=device, dtype=dtype, preprocess=preprocess, layers=layers,
-                 trust_remote_code=trust_remote_code)  # fmt: skip
+    return _load(
+        name, device=device, dtype=dtype, preprocess=preprocess, layers=layers, trust_remote_code=trust_remote_code
+    )
 
 
-def random_vfm(name: str | VFMSpec, *, device: str = "cpu", dtype: torch.dtype | str | None = None, seed: int = 0,
-               layers: tuple[int, ...] | None = None) -> FrozenVFM:  # fmt: skip
+def random_vfm(
+    name: str | VFMSpec,
+    *,
+    device: str = "cpu",
+    dtype: torch.dtype | str | None = None,
+    seed: int = 0,
+    layers: tuple[int, ...] | None = None,
+) -> FrozenVFM:
     """A registered architecture at full size with random weights (benchmarks, shape checks; "meta": no memory)."""
     from ava.vfm.model import random_vfm as _random
 
@@ -75,8 +88,10 @@ def list_vfms() -> list[dict[str, Any]]:
     the meta-device build by the tests) and ``package``: the installed package a plugin VFM comes from (None: built
     in). Listing imports neither torch nor transformers (a plugin imports what its own module imports); plugins
     that failed are in ``VFMS.plugin_errors``."""
-    return [{**VFMS.get(name).facts(), "params": VFMS.get(name).params, "package": VFMS.package_of(name)}
-            for name in VFMS.names()]  # fmt: skip
+    return [
+        {**VFMS.get(name).facts(), "params": VFMS.get(name).params, "package": VFMS.package_of(name)}
+        for name in VFMS.names()
+    ]
 
 
 def __getattr__(name: str) -> Any:

@@ -126,8 +126,9 @@ def _probe_jpeg() -> bytes:
     return buf.getvalue()
 
 
-def jpeg_decoder(device: torch.device, decoder: Callable[[], Decoder] = _torchvision_decoder) -> tuple[Decoder | None,
-                                                                                                      str]:  # fmt: skip
+def jpeg_decoder(
+    device: torch.device, decoder: Callable[[], Decoder] = _torchvision_decoder
+) -> tuple[Decoder | None, str]:
     """The batched JPEG decoder for ``device`` and the words a run records about it: (decoder, ``"nvjpeg"``) where
     torchvision decodes a probe JPEG there with the right pixels, else (None, why not)."""
     if device.type != "cuda":
@@ -146,8 +147,9 @@ def jpeg_decoder(device: torch.device, decoder: Callable[[], Decoder] = _torchvi
 _STREAMS: dict[torch.device, Any] = {}  # each CUDA device's decode stream (one per process: made at first use)
 
 
-def decode_padded(data: Sequence[torch.Tensor], size: int, device: torch.device,
-                  decode: Decoder) -> tuple[list[torch.Tensor | None], list[str | None]]:  # fmt: skip
+def decode_padded(
+    data: Sequence[torch.Tensor], size: int, device: torch.device, decode: Decoder
+) -> tuple[list[torch.Tensor | None], list[str | None]]:
     """JPEG files' bytes (uint8 1-D tensors, host) -> uint8 ``[3, size, size]`` images on ``device`` (decoded there in
     one batch, resized and padded together by :func:`pad_resize_batch`) and, per file, None or why it could not be
     decoded. A batch the device refuses is decoded file by file, and a file it refuses alone by Pillow on the host.
@@ -179,8 +181,9 @@ def decode_padded(data: Sequence[torch.Tensor], size: int, device: torch.device,
     return out, errors
 
 
-def _decode_padded(data: Sequence[torch.Tensor], size: int, device: torch.device,
-                   decode: Decoder) -> tuple[list[torch.Tensor | None], list[str | None]]:  # fmt: skip
+def _decode_padded(
+    data: Sequence[torch.Tensor], size: int, device: torch.device, decode: Decoder
+) -> tuple[list[torch.Tensor | None], list[str | None]]:
     try:
         images: list[torch.Tensor | None] = list(decode(list(data), device))
         errors: list[str | None] = [None] * len(images)

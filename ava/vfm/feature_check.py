@@ -53,15 +53,19 @@ def finite_rows(values: torch.Tensor) -> torch.Tensor:
 def refuse_complex(out: torch.Tensor, name: str) -> None:
     """Refuse complex features (casting them to real would drop the imaginary part without a word)."""
     if out.is_complex():
-        raise AvaError(f"VFM {name!r} returned complex features ({str(out.dtype).removeprefix('torch.')}); features "
-                       "are real numbers: return x.real, x.abs(), or torch.view_as_real(x) folded into the feature "
-                       "dimension")  # fmt: skip
+        raise AvaError(
+            f"VFM {name!r} returned complex features ({str(out.dtype).removeprefix('torch.')}); features "
+            "are real numbers: return x.real, x.abs(), or torch.view_as_real(x) folded into the feature "
+            "dimension"
+        )
 
 
 def raise_nonfinite(name: str, bad: torch.Tensor, images: Callable[[Sequence[int]], str]) -> None:
     """Raise the one-line error for the items flagged in ``bad`` [B] (if any)."""
     where = [int(i) for i in bad.nonzero().flatten().tolist()]
     if where:
-        raise AvaError(f"VFM {name!r} returned NaN or infinite features for {len(where)} of {bad.numel()} image(s) "
-                       f"of a batch ({images(where)}); nothing of them was kept: check the model's numerics (a "
-                       "forward in fp32: --dtype fp32) and its inputs")  # fmt: skip
+        raise AvaError(
+            f"VFM {name!r} returned NaN or infinite features for {len(where)} of {bad.numel()} image(s) "
+            f"of a batch ({images(where)}); nothing of them was kept: check the model's numerics (a "
+            "forward in fp32: --dtype fp32) and its inputs"
+        )

@@ -29,11 +29,16 @@ if TYPE_CHECKING:
     from PIL import Image
 
 # transformers model types whose checkpoint carries an image tower and a text tower in one space
-DUAL_ENCODER_TYPES = ("clip", "siglip", "siglip2", "metaclip_2", "tipsv2", "chinese_clip", "altclip", "align",
-                      "aimv2")
+DUAL_ENCODER_TYPES = ("clip", "siglip", "siglip2", "metaclip_2", "tipsv2", "chinese_clip", "altclip", "align", "aimv2")
 # the vision-tower classes of ava's VFM registry whose published checkpoints carry a text tower
-TEXT_TOWER_CLASSES = ("CLIPVisionModel", "SiglipVisionModel", "Siglip2VisionModel", "MetaClip2VisionModel",
-                      "Tipsv2VisionModel", "Aimv2VisionModel")  # fmt: skip
+TEXT_TOWER_CLASSES = (
+    "CLIPVisionModel",
+    "SiglipVisionModel",
+    "Siglip2VisionModel",
+    "MetaClip2VisionModel",
+    "Tipsv2VisionModel",
+    "Aimv2VisionModel",
+)
 DEFAULT_TEMPLATE = "a photo of a {}."
 # SigLIP's text tower was trained on text padded to 64 tokens; other towers take the batch's longest text
 MAX_LENGTH_PADDED = {"siglip": 64, "siglip2": 64}
@@ -62,8 +67,10 @@ def text_tower_source(vfm: str) -> str:
         )
     if spec.hub_id is None:
         key = spec.key.split("@")[0]
-        raise NoTextTowerError(f"VFM {vfm!r} has built-in random weights and no checkpoint, so no text tower; give "
-                               f"one with '{key}@DIR' (a full CLIPModel / SiglipModel directory)")
+        raise NoTextTowerError(
+            f"VFM {vfm!r} has built-in random weights and no checkpoint, so no text tower; give "
+            f"one with '{key}@DIR' (a full CLIPModel / SiglipModel directory)"
+        )
     return spec.hub_id
 
 
@@ -145,8 +152,15 @@ def _normalized(parts: list[Any], dim: int) -> np.ndarray:
     return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
 
 
-def load_image_text(source: str, *, device: str = "cpu", batch_size: int = 32, what: str = "model",
-                    trust_remote_code: bool = False, local_form: str | None = None) -> Any:  # fmt: skip
+def load_image_text(
+    source: str,
+    *,
+    device: str = "cpu",
+    batch_size: int = 32,
+    what: str = "model",
+    trust_remote_code: bool = False,
+    local_form: str | None = None,
+) -> Any:
     """Load a CLIP-like checkpoint (hub id or directory; safetensors only), or an ``open_clip:`` name
     (:mod:`ava.vfm.openclip`). ``what`` names it in errors ("miner clip@DIR", "VFM 'clip@DIR'"); ``local_form`` is
     the option that takes a local copy, said when the hub cannot be reached (``--miner clip@/path/to/dir``)."""
@@ -175,8 +189,10 @@ def load_image_text(source: str, *, device: str = "cpu", batch_size: int = 32, w
         tokenizer = transformers.AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
         image_processor = transformers.AutoImageProcessor.from_pretrained(path, trust_remote_code=trust_remote_code)
     except (OSError, ValueError, TypeError) as e:
-        raise AvaError(f"{what}: {source} has no usable tokenizer and image processor ({str(e).splitlines()[0]}); "
-                       "save them beside the weights (processor.save_pretrained)") from e  # fmt: skip
+        raise AvaError(
+            f"{what}: {source} has no usable tokenizer and image processor ({str(e).splitlines()[0]}); "
+            "save them beside the weights (processor.save_pretrained)"
+        ) from e
     model = transformers.AutoModel.from_pretrained(path, use_safetensors=True, trust_remote_code=trust_remote_code)
     model = model.eval().to(device)
     return ImageTextModel(source, weights.identity, model_type, model, tokenizer, image_processor, device, batch_size)

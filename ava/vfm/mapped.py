@@ -41,11 +41,20 @@ UNUSED_RULES = {
     f"{RADIO}model.head.": "timm's classifier (the publisher replaces it by an identity)",
 }
 _BLOCK = re.compile(rf"^{re.escape(RADIO)}model\.blocks\.(\d+)\.(.+)$")
-_BLOCK_PARTS = {"norm1.weight": "norm1.weight", "norm1.bias": "norm1.bias", "norm2.weight": "norm2.weight",
-                "norm2.bias": "norm2.bias", "attn.proj.weight": "attention.o_proj.weight",
-                "attn.proj.bias": "attention.o_proj.bias", "mlp.fc1.weight": "mlp.fc1.weight",
-                "mlp.fc1.bias": "mlp.fc1.bias", "mlp.fc2.weight": "mlp.fc2.weight", "mlp.fc2.bias": "mlp.fc2.bias",
-                "ls1.gamma": "layer_scale1.lambda1", "ls2.gamma": "layer_scale2.lambda1"}  # fmt: skip
+_BLOCK_PARTS = {
+    "norm1.weight": "norm1.weight",
+    "norm1.bias": "norm1.bias",
+    "norm2.weight": "norm2.weight",
+    "norm2.bias": "norm2.bias",
+    "attn.proj.weight": "attention.o_proj.weight",
+    "attn.proj.bias": "attention.o_proj.bias",
+    "mlp.fc1.weight": "mlp.fc1.weight",
+    "mlp.fc1.bias": "mlp.fc1.bias",
+    "mlp.fc2.weight": "mlp.fc2.weight",
+    "mlp.fc2.bias": "mlp.fc2.bias",
+    "ls1.gamma": "layer_scale1.lambda1",
+    "ls2.gamma": "layer_scale2.lambda1",
+}
 _TOP = {
     f"{RADIO}model.patch_generator.embedder.weight": "embeddings.patch_projection.weight",
     f"{RADIO}model.patch_generator.pos_embed": "embeddings.position_embedding",
@@ -91,8 +100,10 @@ def radio_config(data: dict[str, Any], shapes: dict[str, tuple[int, ...]], where
     args = data["args"]
     refuse = _unsupported(data, shapes)
     if refuse:
-        raise AvaError(f"{where}: this RADIO checkpoint has {refuse}, which transformers' RadioModel cannot "
-                       f"represent; load it with --trust-remote-code if you trust its code")  # fmt: skip
+        raise AvaError(
+            f"{where}: this RADIO checkpoint has {refuse}, which transformers' RadioModel cannot "
+            f"represent; load it with --trust-remote-code if you trust its code"
+        )
     try:
         dim, patch_dim = shapes[f"{RADIO}model.patch_generator.embedder.weight"]
         table = shapes[f"{RADIO}model.patch_generator.pos_embed"][1]
@@ -109,12 +120,20 @@ def radio_config(data: dict[str, Any], shapes: dict[str, tuple[int, ...]], where
         raise AvaError(f"{where}: {tokens} summary/register tokens, fewer than its {num_cls} teachers")
     heads = _heads(args, where)
     return {
-        "hidden_size": dim, "num_hidden_layers": len(blocks), "num_attention_heads": heads,
-        "mlp_ratio": hidden_mlp / dim, "patch_size": patch, "image_size": int(_preferred(data) or 224),
-        "max_img_size": math.isqrt(table) * patch, "num_cls_tokens": num_cls, "num_registers": tokens - num_cls,
-        "qkv_bias": f"{RADIO}model.blocks.0.attn.qkv.bias" in shapes, "layer_norm_eps": 1e-6, "hidden_act": "gelu",
+        "hidden_size": dim,
+        "num_hidden_layers": len(blocks),
+        "num_attention_heads": heads,
+        "mlp_ratio": hidden_mlp / dim,
+        "patch_size": patch,
+        "image_size": int(_preferred(data) or 224),
+        "max_img_size": math.isqrt(table) * patch,
+        "num_cls_tokens": num_cls,
+        "num_registers": tokens - num_cls,
+        "qkv_bias": f"{RADIO}model.blocks.0.attn.qkv.bias" in shapes,
+        "layer_norm_eps": 1e-6,
+        "hidden_act": "gelu",
         "summary_idxs": [i for i, t in enumerate(teachers) if t.get("use_summary", True)] or [0],
-    }  # fmt: skip
+    }
 
 
 def _preferred(data: dict[str, Any]) -> int | None:
@@ -130,8 +149,10 @@ def _heads(args: dict[str, Any], where: str) -> int:
     for prefix, heads in TIMM_VIT_HEADS.items():
         if name.startswith(prefix + "_"):
             return heads
-    raise AvaError(f"{where}: RADIO backbone {name!r} is not a timm ViT ava knows the head count of "
-                   f"({', '.join(TIMM_VIT_HEADS)}); load it with --trust-remote-code")  # fmt: skip
+    raise AvaError(
+        f"{where}: RADIO backbone {name!r} is not a timm ViT ava knows the head count of "
+        f"({', '.join(TIMM_VIT_HEADS)}); load it with --trust-remote-code"
+    )
 
 
 def _unsupported(data: dict[str, Any], shapes: dict[str, tuple[int, ...]]) -> str | None:
@@ -171,8 +192,10 @@ def map_radio(state: dict[str, Any], where: str) -> tuple[dict[str, Any], list[s
         else:
             unknown.append(key)
     if unknown:
-        raise AvaError(f"{where}: {len(unknown)} tensor(s) of this RADIO checkpoint have no place in RadioModel, "
-                       f"e.g. {', '.join(sorted(unknown)[:3])}")  # fmt: skip
+        raise AvaError(
+            f"{where}: {len(unknown)} tensor(s) of this RADIO checkpoint have no place in RadioModel, "
+            f"e.g. {', '.join(sorted(unknown)[:3])}"
+        )
     return out, dropped
 
 
@@ -194,8 +217,10 @@ def _native_attention_names(native: Any, where: str) -> dict[str, str]:
     import transformers
 
     found = sorted(k for k in native if k.startswith("encoder.layer.0.attention."))
-    raise AvaError(f"{where}: transformers {transformers.__version__}'s RadioModel names its attention in a way ava "
-                   f"does not know ({', '.join(found[:4]) or 'no attention weights'}): a partial load is refused")
+    raise AvaError(
+        f"{where}: transformers {transformers.__version__}'s RadioModel names its attention in a way ava "
+        f"does not know ({', '.join(found[:4]) or 'no attention weights'}): a partial load is refused"
+    )
 
 
 def _in_native_names(mapped: dict[str, Any], layout: dict[str, str]) -> dict[str, Any]:
@@ -227,8 +252,10 @@ def radio_from_state(state: dict[str, Any], data: dict[str, Any], dtype: Any, wh
     import transformers
 
     if not hasattr(transformers, "RadioModel"):
-        raise AvaError(f"{where}: RADIO loads into transformers' RadioModel, which transformers "
-                       f"{transformers.__version__} does not have: upgrade transformers")  # fmt: skip
+        raise AvaError(
+            f"{where}: RADIO loads into transformers' RadioModel, which transformers "
+            f"{transformers.__version__} does not have: upgrade transformers"
+        )
     kwargs = radio_config(data, {k: tuple(v.shape) for k, v in state.items()}, where)
     idxs = state.get(f"{RADIO}summary_idxs")
     if idxs is not None and idxs.device.type != "meta":  # the saved buffer decides which summary tokens it reads
@@ -245,15 +272,19 @@ def radio_from_state(state: dict[str, Any], data: dict[str, Any], dtype: Any, wh
             mapped[key] = torch.full(native[key].shape, float(config.layerscale_value), device=device)
     # buffers the publisher's code fills itself when a checkpoint lacks them: its default conditioner (OpenAI CLIP
     # mean/std, RadioConfig's defaults too) and the teachers' summary indices from the config
-    defaults = {"input_conditioner.norm_mean": torch.tensor(config.norm_mean).view(-1, 1, 1),
-                "input_conditioner.norm_std": torch.tensor(config.norm_std).view(-1, 1, 1),
-                "summary_idxs": torch.tensor(config.summary_idxs, dtype=torch.long)}  # fmt: skip
+    defaults = {
+        "input_conditioner.norm_mean": torch.tensor(config.norm_mean).view(-1, 1, 1),
+        "input_conditioner.norm_std": torch.tensor(config.norm_std).view(-1, 1, 1),
+        "summary_idxs": torch.tensor(config.summary_idxs, dtype=torch.long),
+    }
     for key, value in defaults.items():
         mapped.setdefault(key, value.to(device))
     missing = sorted(set(native) - set(mapped))
     if missing:
-        raise AvaError(f"{where}: the RADIO checkpoint lacks {len(missing)} tensor(s) RadioModel needs, e.g. "
-                       f"{', '.join(missing[:3])} (a partial load is refused)")  # fmt: skip
+        raise AvaError(
+            f"{where}: the RADIO checkpoint lacks {len(missing)} tensor(s) RadioModel needs, e.g. "
+            f"{', '.join(missing[:3])} (a partial load is refused)"
+        )
     mapped = {k: v if k == "summary_idxs" else v.to(dtype) for k, v in mapped.items()}
     try:
         model.load_state_dict(mapped, strict=True, assign=True)

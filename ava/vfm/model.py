@@ -29,10 +29,15 @@ from ava.vfm.spec import VFMSpec, parse_pool
 
 IDENTITY_FORMAT = 2  # 2: no free-form name; random_weights from the weights
 DTYPES = {
-    "fp32": torch.float32, "float32": torch.float32, "float": torch.float32,
-    "fp16": torch.float16, "float16": torch.float16, "half": torch.float16,
-    "bf16": torch.bfloat16, "bfloat16": torch.bfloat16,
-}  # fmt: skip
+    "fp32": torch.float32,
+    "float32": torch.float32,
+    "float": torch.float32,
+    "fp16": torch.float16,
+    "float16": torch.float16,
+    "half": torch.float16,
+    "bf16": torch.bfloat16,
+    "bfloat16": torch.bfloat16,
+}
 
 
 def resolve_dtype(dtype: torch.dtype | str | None) -> torch.dtype:
@@ -143,8 +148,18 @@ def normalize_layers(layers: tuple[int, ...], num_hidden: int, key: str) -> tupl
 class FrozenVFM(nn.Module):
     """A frozen backbone that turns normalized images into patch tokens ``[B, L, T, D]``."""
 
-    def __init__(self, spec: VFMSpec, model: nn.Module, *, weights: str, preprocess: str, layers: tuple[int, ...],
-                 dtype: torch.dtype, source: str | None = None, processor: Any = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        spec: VFMSpec,
+        model: nn.Module,
+        *,
+        weights: str,
+        preprocess: str,
+        layers: tuple[int, ...],
+        dtype: torch.dtype,
+        source: str | None = None,
+        processor: Any = None,
+    ) -> None:
         super().__init__()
         self.spec = spec
         self.model = model.eval().requires_grad_(False)
@@ -234,8 +249,9 @@ class FrozenVFM(nn.Module):
                 f"VFM {self.spec.key!r} takes [B, 3, {size}, {size}] images, got {tuple(pixel_values.shape)}"
             )
         if pixel_values.dtype == torch.uint8:  # from preprocess_fn(raw=True): normalized here, on the device
-            pixel_values = pp.normalize_pixels(pixel_values.to(self.device, non_blocking=True), self.spec.mean,
-                                               self.spec.std)  # fmt: skip
+            pixel_values = pp.normalize_pixels(
+                pixel_values.to(self.device, non_blocking=True), self.spec.mean, self.spec.std
+            )
         x = pixel_values.to(device=self.device, dtype=self.dtype)
         try:
             if getattr(self.model, "takes_layers", False):  # timm: computes only the chosen intermediates
@@ -280,9 +296,21 @@ class _Enough(Exception):  # noqa: N818 (a signal, not an error)
 
 # transformers classes whose block outputs are their hidden states: checked against the whole model, layer by layer,
 # on each class's tiny built-in model in tests/test_vfm_truncate.py (others run whole)
-TRUNCATED_CLASSES = ("ViTModel", "Dinov2Model", "DINOv3ViTModel", "SiglipVisionModel", "Siglip2VisionModel",
-                     "CLIPVisionModel", "MetaClip2VisionModel", "Aimv2VisionModel", "InternVLVisionModel", "RadioModel",
-                     "Tipsv2VisionModel", "DPTModel", "SamVisionModel")  # fmt: skip
+TRUNCATED_CLASSES = (
+    "ViTModel",
+    "Dinov2Model",
+    "DINOv3ViTModel",
+    "SiglipVisionModel",
+    "Siglip2VisionModel",
+    "CLIPVisionModel",
+    "MetaClip2VisionModel",
+    "Aimv2VisionModel",
+    "InternVLVisionModel",
+    "RadioModel",
+    "Tipsv2VisionModel",
+    "DPTModel",
+    "SamVisionModel",
+)
 
 
 def _block_list(spec: VFMSpec, model: nn.Module) -> nn.ModuleList | None:
@@ -305,8 +333,9 @@ def _first_tensor(value: Any) -> torch.Tensor:
     return next(v for v in value if isinstance(v, torch.Tensor))
 
 
-def _run_until(model: nn.Module, inputs: dict[str, Any], blocks: nn.ModuleList,
-               layers: tuple[int, ...]) -> list[torch.Tensor]:  # fmt: skip
+def _run_until(
+    model: nn.Module, inputs: dict[str, Any], blocks: nn.ModuleList, layers: tuple[int, ...]
+) -> list[torch.Tensor]:
     """The hidden states ``layers`` (negative indices) of ``model``, running its blocks only up to the deepest of
     them: forward hooks keep the chosen blocks' outputs, and the deepest one stops the forward (no later block,
     no post-norm, no pooling head; no other hidden state is kept)."""
@@ -321,8 +350,11 @@ def _run_until(model: nn.Module, inputs: dict[str, Any], blocks: nn.ModuleList,
 
     handles = []
     if 0 in wanted:
-        handles.append(blocks[0].register_forward_pre_hook(
-            lambda _m, args, kwargs: keep(0, args if args else kwargs), with_kwargs=True))  # fmt: skip
+        handles.append(
+            blocks[0].register_forward_pre_hook(
+                lambda _m, args, kwargs: keep(0, args if args else kwargs), with_kwargs=True
+            )
+        )
     for i in sorted(w - 1 for w in wanted if w > 0):
         handles.append(blocks[i].register_forward_hook(lambda _m, _args, out, i=i: keep(i + 1, out)))
     try:
@@ -348,9 +380,15 @@ def _num_hidden(spec: VFMSpec, model: nn.Module) -> int:
     return int(n) + 1
 
 
-def load_vfm(name: str | VFMSpec, *, device: str | torch.device = "cpu", dtype: torch.dtype | str | None = None,
-             preprocess: str = "pad", layers: tuple[int, ...] | None = None,
-             trust_remote_code: bool = False) -> FrozenVFM:  # fmt: skip
+def load_vfm(
+    name: str | VFMSpec,
+    *,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype | str | None = None,
+    preprocess: str = "pad",
+    layers: tuple[int, ...] | None = None,
+    trust_remote_code: bool = False,
+) -> FrozenVFM:
     """A frozen VFM ready for ``forward``: by registry key, ``key@/dir``, ``hf:<hub-id-or-dir>`` or a spec.
 
     Weights load through transformers' native classes, safetensors only; remote code runs only when
@@ -383,12 +421,26 @@ def load_vfm(name: str | VFMSpec, *, device: str | torch.device = "cpu", dtype: 
         from ava.vfm.timm_family import spec_for_layers
 
         spec = spec_for_layers(spec, model.model, chosen)
-    return FrozenVFM(spec, model, weights=weights, preprocess=preprocess, layers=chosen, dtype=torch_dtype,
-                     source=source, processor=processor)  # fmt: skip
+    return FrozenVFM(
+        spec,
+        model,
+        weights=weights,
+        preprocess=preprocess,
+        layers=chosen,
+        dtype=torch_dtype,
+        source=source,
+        processor=processor,
+    )
 
 
-def random_vfm(name: str | VFMSpec, *, device: str | torch.device = "cpu", dtype: torch.dtype | str | None = None,
-               seed: int = 0, layers: tuple[int, ...] | None = None) -> FrozenVFM:  # fmt: skip
+def random_vfm(
+    name: str | VFMSpec,
+    *,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype | str | None = None,
+    seed: int = 0,
+    layers: tuple[int, ...] | None = None,
+) -> FrozenVFM:
     """The architecture of ``name`` at full size with RANDOM weights (``random_weights`` True), nothing downloaded.
 
     For speed benchmarks (speed depends on shapes, not weights) and shape checks; ``device="meta"`` allocates
@@ -481,8 +533,9 @@ def _checked_prefix(spec: VFMSpec, model: nn.Module) -> VFMSpec:
 def _from_pretrained(cls: Any, path: str, dtype: torch.dtype, kwargs: dict[str, Any]) -> tuple[nn.Module, list[str]]:
     """The model and the weights it lacks (pooler and heads aside: features never use them)."""
     with _quiet_transformers():
-        model, info = cls.from_pretrained(path, use_safetensors=True, dtype=dtype, output_loading_info=True,
-                                          trust_remote_code=False, **kwargs)  # fmt: skip
+        model, info = cls.from_pretrained(
+            path, use_safetensors=True, dtype=dtype, output_loading_info=True, trust_remote_code=False, **kwargs
+        )
     return model, [k for k in info.get("missing_keys", []) if "pooler" not in k and "head" not in k]
 
 

@@ -104,10 +104,20 @@ class ModuleSpec:
     random_weights: bool = False
 
     def facts(self) -> dict[str, Any]:
-        return {"key": self.key, "version": self.version, "image_size": self.image_size, "mean": list(self.mean),
-                "std": list(self.std), "pad": self.pad, "prefix_tokens": self.prefix_tokens,
-                "num_tokens": self.num_tokens, "dim": self.dim, "grid": list(self.grid), "output": self.output,
-                "random_weights": self.random_weights}  # fmt: skip
+        return {
+            "key": self.key,
+            "version": self.version,
+            "image_size": self.image_size,
+            "mean": list(self.mean),
+            "std": list(self.std),
+            "pad": self.pad,
+            "prefix_tokens": self.prefix_tokens,
+            "num_tokens": self.num_tokens,
+            "dim": self.dim,
+            "grid": list(self.grid),
+            "output": self.output,
+            "random_weights": self.random_weights,
+        }
 
 
 def stretch_preprocess(image: Image.Image, size: int, mean: tuple[float, ...], std: tuple[float, ...]) -> torch.Tensor:
@@ -168,9 +178,16 @@ class ModuleVFM:
     layers: tuple[int, ...] = (-1,)
     preprocess_mode = "pad"
 
-    def __init__(self, spec: ModuleSpec, module: nn.Module | None, fn: Callable[[torch.Tensor], Any],
-                 device: torch.device, weights_hash: bool, autocast: str | None,
-                 dtype: str | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        spec: ModuleSpec,
+        module: nn.Module | None,
+        fn: Callable[[torch.Tensor], Any],
+        device: torch.device,
+        weights_hash: bool,
+        autocast: str | None,
+        dtype: str | None = None,
+    ) -> None:
         self.spec = spec
         self.module = module
         self._fn = fn
@@ -185,8 +202,10 @@ class ModuleVFM:
         self.preprocess_mode = "pad" if spec.pad else "stretch"
 
     def __repr__(self) -> str:
-        return (f"ModuleVFM({self.spec.key!r}, version={self.spec.version!r}, size={self.spec.image_size}, "
-                f"tokens={self.num_tokens}x{self.dim})")  # fmt: skip
+        return (
+            f"ModuleVFM({self.spec.key!r}, version={self.spec.version!r}, size={self.spec.image_size}, "
+            f"tokens={self.num_tokens}x{self.dim})"
+        )
 
     # FrozenVFM's nn.Module calls that extraction makes: the wrapped model is never put in eval mode for good
     def eval(self) -> ModuleVFM:
@@ -240,8 +259,11 @@ class ModuleVFM:
     def tokens(self, pixel_values: torch.Tensor) -> torch.Tensor:
         """[B, 3, S, S] -> the output's [B, T', D] tokens, prefix included (eval mode, no grad, mode restored)."""
         dtype = _AUTOCAST[self.autocast]
-        autocast = torch.autocast(self._device.type, dtype=dtype) if dtype is not None else \
-            torch.autocast(self._device.type, enabled=False)  # fmt: skip
+        autocast = (
+            torch.autocast(self._device.type, dtype=dtype)
+            if dtype is not None
+            else torch.autocast(self._device.type, enabled=False)
+        )
         cast = self._cast.swapped() if self._cast is not None else contextlib.nullcontext()
         with torch.no_grad(), eval_mode(self.module), autocast, cast:
             x = pixel_values.to(self._device)
@@ -262,13 +284,16 @@ class ModuleVFM:
         """[B, 3, S, S] normalized images -> [B, 1, T, D] float32 patch tokens (prefix tokens dropped)."""
         size = self.spec.image_size
         if pixel_values.ndim != 4 or tuple(pixel_values.shape[1:]) != (3, size, size):
-            raise AvaError(f"VFM {self.spec.key!r} takes [B, 3, {size}, {size}] images, got "
-                           f"{tuple(pixel_values.shape)}")  # fmt: skip
+            raise AvaError(
+                f"VFM {self.spec.key!r} takes [B, 3, {size}, {size}] images, got {tuple(pixel_values.shape)}"
+            )
         out = _checked(self.tokens(pixel_values), self.spec.key, len(pixel_values))
         expected = self.spec.prefix_tokens + self.num_tokens
         if tuple(out.shape[1:]) != (expected, self.dim):
-            raise AvaError(f"VFM {self.spec.key!r} returned {tuple(out.shape)} tokens, expected [B, {expected}, "
-                           f"{self.dim}] as on its first image")  # fmt: skip
+            raise AvaError(
+                f"VFM {self.spec.key!r} returned {tuple(out.shape)} tokens, expected [B, {expected}, "
+                f"{self.dim}] as on its first image"
+            )
         return out[:, self.spec.prefix_tokens :].float().unsqueeze(1)
 
     forward = __call__
@@ -278,15 +303,19 @@ def _checked(out: Any, name: str, batch: int) -> torch.Tensor:
     """``out`` as a [batch, tokens, dim] tensor, else one AvaError saying what was seen."""
     t = _first_tensor(out)
     if t is None:
-        raise AvaError(f"VFM {name!r}: the output is a {type(out).__name__}, not a [batch, tokens, dim] tensor; pass "
-                       "output= (a layer name or a callable images -> [batch, tokens, dim])")  # fmt: skip
+        raise AvaError(
+            f"VFM {name!r}: the output is a {type(out).__name__}, not a [batch, tokens, dim] tensor; pass "
+            "output= (a layer name or a callable images -> [batch, tokens, dim])"
+        )
     from ava.vfm.feature_check import refuse_complex
 
     refuse_complex(t, name)  # before the float cast below would drop the imaginary part
     if t.ndim != 3 or t.shape[0] != batch:
-        raise AvaError(f"VFM {name!r}: the output has shape {tuple(t.shape)} for {batch} image(s), not [batch, "
-                       "tokens, dim]; pass output= (a layer name or a callable images -> [batch, tokens, dim]) "
-                       "whose result is one")  # fmt: skip
+        raise AvaError(
+            f"VFM {name!r}: the output has shape {tuple(t.shape)} for {batch} image(s), not [batch, "
+            "tokens, dim]; pass output= (a layer name or a callable images -> [batch, tokens, dim]) "
+            "whose result is one"
+        )
     return t
 
 
@@ -327,12 +356,23 @@ def _module_of(fn: Any) -> nn.Module | None:
     return owner if isinstance(owner, nn.Module) else None
 
 
-def vfm_from_module(module: nn.Module | Callable[[torch.Tensor], Any], *, name: str, version: str | None = None,
-                    weights_hash: bool | None = None, size: int, mean: tuple[float, float, float] | list[float],
-                    std: tuple[float, float, float] | list[float], pad: bool = True,
-                    output: str | Callable[[torch.Tensor], Any] | None = None, prefix_tokens: int = 0,
-                    device: str | torch.device | None = None, random_weights: bool = False,
-                    autocast: str | None = None, dtype: str | None = None) -> ModuleVFM:  # fmt: skip
+def vfm_from_module(
+    module: nn.Module | Callable[[torch.Tensor], Any],
+    *,
+    name: str,
+    version: str | None = None,
+    weights_hash: bool | None = None,
+    size: int,
+    mean: tuple[float, float, float] | list[float],
+    std: tuple[float, float, float] | list[float],
+    pad: bool = True,
+    output: str | Callable[[torch.Tensor], Any] | None = None,
+    prefix_tokens: int = 0,
+    device: str | torch.device | None = None,
+    random_weights: bool = False,
+    autocast: str | None = None,
+    dtype: str | None = None,
+) -> ModuleVFM:
     """Any in-memory model as a VFM the cache and the heads take (the contract of ``FrozenVFM``).
 
     - ``module``: an ``nn.Module`` whose forward returns ``[batch, tokens, dim]`` (a tensor, or an output with
@@ -357,8 +397,10 @@ def vfm_from_module(module: nn.Module | Callable[[torch.Tensor], Any], *, name: 
     The output is checked on one image here: a shape that is not ``[batch, tokens, dim]`` is one AvaError naming it.
     """
     if not isinstance(name, str) or not name.strip():
-        raise AvaError("vfm_from_module: name= is required (with version= or the weights' hash, it is the identity "
-                       "the feature cache keys on)")  # fmt: skip
+        raise AvaError(
+            "vfm_from_module: name= is required (with version= or the weights' hash, it is the identity "
+            "the feature cache keys on)"
+        )
     if version is not None and (not isinstance(version, str) or not version.strip()):
         raise AvaError(f"vfm_from_module: version={version!r} must be a non-empty string (or None: hash the weights)")
     if not callable(module):
@@ -375,8 +417,10 @@ def vfm_from_module(module: nn.Module | Callable[[torch.Tensor], Any], *, name: 
     if dtype not in _DTYPES:
         raise AvaError(f"vfm_from_module: dtype={dtype!r}; use None, 'bf16' or 'fp16'")
     if dtype is not None and autocast is not None:
-        raise AvaError(f"vfm_from_module: autocast={autocast!r} and dtype={dtype!r}: give one (dtype casts the "
-                       "weights, autocast casts each operation's inputs)")  # fmt: skip
+        raise AvaError(
+            f"vfm_from_module: autocast={autocast!r} and dtype={dtype!r}: give one (dtype casts the "
+            "weights, autocast casts each operation's inputs)"
+        )
     owner = _module_of(module)
     hashed = (version is None) if weights_hash is None else bool(weights_hash)
     if version is None and not hashed:
@@ -384,13 +428,26 @@ def vfm_from_module(module: nn.Module | Callable[[torch.Tensor], Any], *, name: 
     if hashed and owner is None:
         raise AvaError(f"vfm_from_module({name!r}): a plain callable has no weights to hash; give version=")
     if dtype is not None and owner is None:
-        raise AvaError(f"vfm_from_module({name!r}): dtype={dtype!r} casts a module's weights; a plain callable has "
-                       "none (cast inside it, or pass the nn.Module)")  # fmt: skip
+        raise AvaError(
+            f"vfm_from_module({name!r}): dtype={dtype!r} casts a module's weights; a plain callable has "
+            "none (cast inside it, or pass the nn.Module)"
+        )
     fn, kind = _output_fn(module, owner, output)
     dev = _device(owner, device)
-    spec = ModuleSpec(key=name, version=version, image_size=size, mean=mean_t, std=std_t, pad=pad,
-                      prefix_tokens=prefix_tokens, num_tokens=0, dim=0, grid=(0, 0), output=kind,
-                      random_weights=random_weights)  # fmt: skip
+    spec = ModuleSpec(
+        key=name,
+        version=version,
+        image_size=size,
+        mean=mean_t,
+        std=std_t,
+        pad=pad,
+        prefix_tokens=prefix_tokens,
+        num_tokens=0,
+        dim=0,
+        grid=(0, 0),
+        output=kind,
+        random_weights=random_weights,
+    )
     vfm = ModuleVFM(spec, owner, fn, dev, hashed, autocast, dtype)
     return _probed(vfm)
 
@@ -443,13 +500,17 @@ def _probed(vfm: ModuleVFM) -> ModuleVFM:
         except AvaError:
             raise
         except Exception as e:  # the user's model failed on a well-formed image: name it, keep the cause
-            raise AvaError(f"VFM {spec.key!r} failed on a {spec.image_size}x{spec.image_size} image: "
-                           f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e  # fmt: skip
+            raise AvaError(
+                f"VFM {spec.key!r} failed on a {spec.image_size}x{spec.image_size} image: "
+                f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            ) from e
     t = _checked(out, spec.key, 1)
     tokens = t.shape[1] - spec.prefix_tokens
     if tokens < 1:
-        raise AvaError(f"VFM {spec.key!r}: the output has shape {tuple(t.shape)}, i.e. {t.shape[1]} token(s), but "
-                       f"prefix_tokens={spec.prefix_tokens} drops them all")  # fmt: skip
+        raise AvaError(
+            f"VFM {spec.key!r}: the output has shape {tuple(t.shape)}, i.e. {t.shape[1]} token(s), but "
+            f"prefix_tokens={spec.prefix_tokens} drops them all"
+        )
     side = int(round(tokens**0.5))
     grid = (side, side) if side * side == tokens else (1, tokens)
     vfm.spec = replace(spec, num_tokens=tokens, dim=int(t.shape[2]), grid=grid)

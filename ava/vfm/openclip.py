@@ -56,9 +56,11 @@ def is_open_clip(name: str) -> bool:
 def no_features(name: str) -> AvaError:
     """The error for an ``open_clip:`` name given where cached patch features are needed (extraction, the probes,
     kNN, the LLM head): the route yields pooled image-text embeddings only."""
-    return AvaError(f"--vfm {name!r}: open_clip models serve the zero-shot head and the clip@ miner only (their "
-                    "pooled image-text embeddings); for patch features use a timm: or hf: name of the image tower, "
-                    "e.g. timm:vit_pe_core_base_patch16_224 for PE-core")  # fmt: skip
+    return AvaError(
+        f"--vfm {name!r}: open_clip models serve the zero-shot head and the clip@ miner only (their "
+        "pooled image-text embeddings); for patch features use a timm: or hf: name of the image tower, "
+        "e.g. timm:vit_pe_core_base_patch16_224 for PE-core"
+    )
 
 
 def parse(name: str) -> OpenClipSource:
@@ -68,8 +70,10 @@ def parse(name: str) -> OpenClipSource:
     if not rest:
         raise AvaError(f"{name!r}: nothing after 'open_clip:'; use {FORMS}")
     if rest.startswith("hf-hub:"):
-        raise AvaError(f"{name!r}: ava does not download open_clip checkpoints; fetch it (`hf download "
-                       f"{rest[7:]} --local-dir DIR`) and give open_clip:local-dir:DIR")  # fmt: skip
+        raise AvaError(
+            f"{name!r}: ava does not download open_clip checkpoints; fetch it (`hf download "
+            f"{rest[7:]} --local-dir DIR`) and give open_clip:local-dir:DIR"
+        )
     if rest.startswith(LOCAL_DIR):
         return _parse_local_dir(name, rest[len(LOCAL_DIR) :])
     if rest.endswith(":random"):
@@ -79,8 +83,10 @@ def parse(name: str) -> OpenClipSource:
         return OpenClipSource(name, model, None)
     model, at, file = rest.partition("@")
     if not at:
-        raise AvaError(f"{name!r} names no weights; use open_clip:{rest}@WEIGHTS_FILE (.safetensors or .bin), or "
-                       f"open_clip:{rest}:random for random weights")  # fmt: skip
+        raise AvaError(
+            f"{name!r} names no weights; use open_clip:{rest}@WEIGHTS_FILE (.safetensors or .bin), or "
+            f"open_clip:{rest}:random for random weights"
+        )
     if not model.strip() or not file.strip():
         raise AvaError(
             f"{name!r}: {'no config name before' if not model.strip() else 'no weights file after'} '@'; "
@@ -192,8 +198,17 @@ def load_open_clip(name: str, *, device: str = "cpu", batch_size: int = 32) -> O
         model, preprocess, tokenizer = _build(source)
     identity = _identity(source)
     model_type = f"open_clip:{_arch(source)}"
-    return OpenClipModel(name, identity, model_type, model.eval().to(device), tokenizer, preprocess, device,
-                         batch_size, source.random_weights)  # fmt: skip
+    return OpenClipModel(
+        name,
+        identity,
+        model_type,
+        model.eval().to(device),
+        tokenizer,
+        preprocess,
+        device,
+        batch_size,
+        source.random_weights,
+    )
 
 
 @contextlib.contextmanager
@@ -222,8 +237,9 @@ def _build(source: OpenClipSource) -> tuple[Any, Any, Any]:
     if source.weights is None:
         torch.manual_seed(0)  # the random-weight control is the same model every time
     try:
-        model, _, preprocess = open_clip.create_model_and_transforms(source.model_id, pretrained=pretrained,
-                                                                     device="cpu", weights_only=True)  # fmt: skip
+        model, _, preprocess = open_clip.create_model_and_transforms(
+            source.model_id, pretrained=pretrained, device="cpu", weights_only=True
+        )
         tokenizer = open_clip.get_tokenizer(source.model_id)
     except (RuntimeError, ValueError, OSError, KeyError, AssertionError) as e:  # open_clip asserts on shapes
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__

@@ -150,8 +150,11 @@ def naflex_inputs(pixel_values: torch.Tensor, patch: int) -> dict[str, torch.Ten
     b, c, h, w = pixel_values.shape
     gh, gw = h // patch, w // patch
     patches = pixel_values.reshape(b, c, gh, patch, gw, patch).permute(0, 2, 4, 3, 5, 1).reshape(b, gh * gw, -1)
-    return {"pixel_values": patches, "pixel_attention_mask": None,
-            "spatial_shapes": torch.tensor([[gh, gw]] * b, dtype=torch.long)}  # fmt: skip
+    return {
+        "pixel_values": patches,
+        "pixel_attention_mask": None,
+        "spatial_shapes": torch.tensor([[gh, gw]] * b, dtype=torch.long),
+    }
 
 
 def check_mode(mode: str) -> str:

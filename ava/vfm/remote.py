@@ -41,8 +41,14 @@ class RemoteBackbone(nn.Module):
             hidden = self.model(pixel_values=pixel_values, output_hidden_states=True).hidden_states
             return [hidden[layer] for layer in layers]
         wanted = sorted({self.num_hidden + layer for layer in layers})
-        out = self.model.forward_intermediates(pixel_values, indices=wanted, return_prefix_tokens=True, norm=False,
-                                               output_fmt="NLC", intermediates_only=True)  # fmt: skip
+        out = self.model.forward_intermediates(
+            pixel_values,
+            indices=wanted,
+            return_prefix_tokens=True,
+            norm=False,
+            output_fmt="NLC",
+            intermediates_only=True,
+        )
         by_index = dict(zip(wanted, out, strict=True))
         states = []
         for layer in layers:
@@ -72,8 +78,9 @@ def load_remote(spec: VFMSpec, path: str, dtype: torch.dtype) -> nn.Module:
     import transformers
 
     try:
-        model: Any = transformers.AutoModel.from_pretrained(path, trust_remote_code=True, use_safetensors=True,
-                                                            dtype=dtype)  # fmt: skip
+        model: Any = transformers.AutoModel.from_pretrained(
+            path, trust_remote_code=True, use_safetensors=True, dtype=dtype
+        )
     except (RuntimeError, ValueError, OSError, ImportError) as e:
         raise AvaError(f"cannot load {path} with its remote code for VFM {spec.key!r}: {str(e).splitlines()[0]}") from e
     return RemoteBackbone(model)

@@ -70,19 +70,25 @@ def check_source(name: str) -> None:
 
     if is_open_clip(name):
         if not name[len("open_clip:") :].strip():
-            raise AvaError(f"--vfm {name!r}: nothing after 'open_clip:' (an unset variable?); give "
-                           "open_clip:local-dir:DIR or open_clip:NAME@WEIGHTS_FILE")  # fmt: skip
+            raise AvaError(
+                f"--vfm {name!r}: nothing after 'open_clip:' (an unset variable?); give "
+                "open_clip:local-dir:DIR or open_clip:NAME@WEIGHTS_FILE"
+            )
         return
     base = name.partition("#")[0]
     route = next((r for r in _ROUTES if base.startswith(r)), None)
     if route is not None and not base[len(route) :].strip():
-        raise AvaError(f"--vfm {name!r}: no checkpoint after {route!r} (an unset variable?); give a hub id or a "
-                       f"directory, e.g. '{route}./my-model'")  # fmt: skip
+        raise AvaError(
+            f"--vfm {name!r}: no checkpoint after {route!r} (an unset variable?); give a hub id or a "
+            f"directory, e.g. '{route}./my-model'"
+        )
     if route is None and "@" in base:
         key, _, source = base.partition("@")
         if not key.strip() or not source.strip():
-            raise AvaError(f"--vfm {name!r}: {'no VFM key before' if not key.strip() else 'no weights after'} '@'; "
-                           "use KEY@<hub-id-or-dir>, e.g. 'dinov2@./weights'")  # fmt: skip
+            raise AvaError(
+                f"--vfm {name!r}: {'no VFM key before' if not key.strip() else 'no weights after'} '@'; "
+                "use KEY@<hub-id-or-dir>, e.g. 'dinov2@./weights'"
+            )
     if route is None and base.endswith(":random") and not base.removesuffix(":random").strip():
         raise AvaError(f"--vfm {name!r}: no VFM key before ':random'")
     if "#" in name and not name.partition("#")[2].strip():

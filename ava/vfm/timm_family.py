@@ -108,13 +108,23 @@ def layer_facts(model: Any, layer: int) -> tuple[int, int]:
 def _feature_info(model: Any) -> list[dict[str, Any]]:
     info = getattr(model, "feature_info", None)
     if not info or not hasattr(model, "forward_intermediates"):
-        raise AvaError(f"timm model {type(model).__name__} has no forward_intermediates/feature_info: ava cannot "
-                       f"read its layers")  # fmt: skip
+        raise AvaError(
+            f"timm model {type(model).__name__} has no forward_intermediates/feature_info: ava cannot read its layers"
+        )
     return list(info.info if hasattr(info, "info") else info)
 
 
-def spec_from_model(key: str, arch: str, model_args: dict[str, Any], cfg: dict[str, Any], *, hub_id: str | None,
-                    title: str, layers: tuple[int, ...] = (-2,), **kw: Any) -> VFMSpec:  # fmt: skip
+def spec_from_model(
+    key: str,
+    arch: str,
+    model_args: dict[str, Any],
+    cfg: dict[str, Any],
+    *,
+    hub_id: str | None,
+    title: str,
+    layers: tuple[int, ...] = (-2,),
+    **kw: Any,
+) -> VFMSpec:
     """A spec from a timm architecture and its pretrained config; the model is built on the meta device."""
     model = build(arch, model_args, "meta")
     dim, stride = layer_facts(model, layers[0])
@@ -172,8 +182,9 @@ class TimmBackbone(nn.Module):
             pixel_values = pixel_values.contiguous(memory_format=torch.channels_last)
         wanted = sorted({self.num_hidden + layer for layer in layers})
         kwargs = {"return_prefix_tokens": True} if self._prefix else {}
-        out = self.model.forward_intermediates(pixel_values, indices=wanted, intermediates_only=True,
-                                               stop_early=True, **kwargs)  # fmt: skip
+        out = self.model.forward_intermediates(
+            pixel_values, indices=wanted, intermediates_only=True, stop_early=True, **kwargs
+        )
         by_index = dict(zip(wanted, out, strict=True))
         states = []
         for layer in layers:

@@ -34,8 +34,16 @@ def offline() -> bool:
     return any(os.environ.get(v, "").lower() in ("1", "true", "yes", "on") for v in ("HF_HUB_OFFLINE", "AVA_OFFLINE"))
 
 
-def locate(source: str, revision: str | None = None, *, key: str = "", config_only: bool = False,
-           code: bool = False, gated: bool = False, local_form: str | None = None) -> Weights:  # fmt: skip
+def locate(
+    source: str,
+    revision: str | None = None,
+    *,
+    key: str = "",
+    config_only: bool = False,
+    code: bool = False,
+    gated: bool = False,
+    local_form: str | None = None,
+) -> Weights:
     """The directory holding ``source``'s weights (a local directory, or the hub snapshot of a hub id).
 
     ``key``: the VFM name it was asked as, ``local_form``: the option that takes a local copy instead (``--miner
@@ -50,8 +58,14 @@ def locate(source: str, revision: str | None = None, *, key: str = "", config_on
     if looks_like_path(source):
         raise AvaError(f"VFM weights directory {source} does not exist")
     patterns = ["*.json"] if config_only else ALLOW_PATTERNS
-    return _hub(source, revision, key=key, patterns=[*patterns, "*.py"] if code else patterns, gated=gated,
-                local_form=local_form)
+    return _hub(
+        source,
+        revision,
+        key=key,
+        patterns=[*patterns, "*.py"] if code else patterns,
+        gated=gated,
+        local_form=local_form,
+    )
 
 
 def _local(path: Path) -> Weights:
@@ -98,8 +112,15 @@ def _hub_id_of_snapshot(path: Path) -> str:
     return path.resolve().parent.parent.name.removeprefix("models--").replace("--", "/")
 
 
-def _hub(hub_id: str, revision: str | None, *, key: str, patterns: list[str], gated: bool = False,
-         local_form: str | None = None) -> Weights:  # fmt: skip
+def _hub(
+    hub_id: str,
+    revision: str | None,
+    *,
+    key: str,
+    patterns: list[str],
+    gated: bool = False,
+    local_form: str | None = None,
+) -> Weights:
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import GatedRepoError
 
@@ -115,8 +136,9 @@ def _hub(hub_id: str, revision: str | None, *, key: str, patterns: list[str], ga
         try:
             folder = snapshot_download(hub_id, revision=revision, allow_patterns=patterns)
         except GatedRepoError as e:
-            raise _not_found(hub_id, key, "the repository is gated and this account has no access to it", True,
-                             local_form) from e  # fmt: skip
+            raise _not_found(
+                hub_id, key, "the repository is gated and this account has no access to it", True, local_form
+            ) from e
         except Exception as e:
             raise _not_found(hub_id, key, f"{type(e).__name__}: {e}".splitlines()[0], gated, local_form) from e
     path = Path(folder)

@@ -80,11 +80,20 @@ def read_replies(path: Path) -> dict[tuple[str, str], str]:
 def _run_block(config: AnswerConfig, vlm_name: str, identity: str, dataset: Any, abilities: list[str]) -> dict:
     from ava.heads.run_identity import data_identity
 
-    return {"head": "vlm", "vfm": vlm_name, "llm": vlm_name, "model": config.model, "weights": identity,
-            "abilities": abilities, "random_weights": config.random_weights,
-            "llm_random_weights": config.random_weights, "vfm_random_weights": config.random_weights,
-            "split": dataset.split_info,
-            "synthetic": dataset.is_synthetic, "data_identity": data_identity(dataset, abilities)}  # fmt: skip
+    return {
+        "head": "vlm",
+        "vfm": vlm_name,
+        "llm": vlm_name,
+        "model": config.model,
+        "weights": identity,
+        "abilities": abilities,
+        "random_weights": config.random_weights,
+        "llm_random_weights": config.random_weights,
+        "vfm_random_weights": config.random_weights,
+        "split": dataset.split_info,
+        "synthetic": dataset.is_synthetic,
+        "data_identity": data_identity(dataset, abilities),
+    }
 
 
 def _check_resume(run_dir: Path, run: dict[str, Any]) -> None:
@@ -98,13 +107,17 @@ def _check_resume(run_dir: Path, run: dict[str, Any]) -> None:
     if old.get("head") != "vlm":
         raise AvaError(f"{run_dir} is a {old.get('head')!r} run, not a VLM run: choose another --out")
     if old.get("weights") != run["weights"]:
-        raise AvaError(f"{run_dir} holds replies of {old.get('model')} ({old.get('weights')}), not of "
-                       f"{run['model']}: choose another --out")  # fmt: skip
+        raise AvaError(
+            f"{run_dir} holds replies of {old.get('model')} ({old.get('weights')}), not of "
+            f"{run['model']}: choose another --out"
+        )
     before = (old.get("data_identity") or {}).get("per_ability") or {}
     now = run["data_identity"]["per_ability"]
     if any(before[a] != now[a] for a in set(before) & set(now)):
-        raise AvaError(f"{run_dir} holds replies for other data ({(old.get('data_identity') or {}).get('dataset')}); "
-                       f"the samples of {run['data_identity'].get('dataset')} differ: choose another --out")
+        raise AvaError(
+            f"{run_dir} holds replies for other data ({(old.get('data_identity') or {}).get('dataset')}); "
+            f"the samples of {run['data_identity'].get('dataset')} differ: choose another --out"
+        )
 
 
 def answer(config: AnswerConfig) -> AnswerResult:
@@ -125,8 +138,12 @@ def answer(config: AnswerConfig) -> AnswerResult:
     samples = [s for a in abilities for s in dataset.samples(a, split=config.split)[: config.max_samples]]
     if not samples:
         raise AvaError(f"dataset {config.data} has no {config.split!r} samples for {', '.join(abilities)}")
-    vlm = load_vlm(config.model, device=resolve_device(config.device), dtype=config.dtype,
-                   trust_remote_code=config.trust_remote_code)  # fmt: skip
+    vlm = load_vlm(
+        config.model,
+        device=resolve_device(config.device),
+        dtype=config.dtype,
+        trust_remote_code=config.trust_remote_code,
+    )
     run_dir = Path(config.out)
     run = _run_block(config, vlm.name, vlm.identity, dataset, abilities)
     _check_resume(run_dir, run)
@@ -154,16 +171,18 @@ def _line(ava: str, sample_id: str, reply: str) -> str:
     return json.dumps({"ava": ava, "id": sample_id, "prediction": reply}, ensure_ascii=False) + "\n"
 
 
-def _generate(vlm: Any, dataset: Any, todo: list[Any], config: AnswerConfig, path: Path,
-              done: dict[tuple[str, str], str]) -> None:  # fmt: skip
+def _generate(
+    vlm: Any, dataset: Any, todo: list[Any], config: AnswerConfig, path: Path, done: dict[tuple[str, str], str]
+) -> None:
     from ava.progress import progress as progress_bar
 
     with progress_bar(config.progress, transient=True) as bar, path.open("a", encoding="utf-8") as f:
         task = bar.add_task(f"vlm {vlm.name}", total=len(todo))
         for start in range(0, len(todo), config.batch_size):
             batch = todo[start : start + config.batch_size]
-            replies = vlm.generate([dataset.load_image(s) for s in batch], [s.question for s in batch],
-                                   config.max_new_tokens)  # fmt: skip
+            replies = vlm.generate(
+                [dataset.load_image(s) for s in batch], [s.question for s in batch], config.max_new_tokens
+            )
             f.write("".join(_line(s.ava, s.id, r) for s, r in zip(batch, replies, strict=True)))
             f.flush()
             os.fsync(f.fileno())  # a batch answered is a batch kept, whatever happens next
@@ -171,8 +190,9 @@ def _generate(vlm: Any, dataset: Any, todo: list[Any], config: AnswerConfig, pat
             bar.advance(task, len(batch))
 
 
-def check_replies_dataset(pred: str | os.PathLike[str], data: str | os.PathLike[str],
-                          abilities: list[str] | None = None) -> None:  # fmt: skip
+def check_replies_dataset(
+    pred: str | os.PathLike[str], data: str | os.PathLike[str], abilities: list[str] | None = None
+) -> None:
     """Refuse to score a VLM run's replies against another dataset than the one they answered (``ava score``)."""
     from ava.data.format import Dataset
     from ava.heads.run_identity import data_identity
@@ -192,6 +212,8 @@ def check_replies_dataset(pred: str | os.PathLike[str], data: str | os.PathLike[
     now = data_identity(dataset, [a for a in keys if dataset.has_samples(a)]).get("per_ability") or {}
     differ = [a for a in keys if now.get(a) != recorded[a]]
     if differ:
-        raise AvaError(f"{pred} holds replies of VLM {run.get('model')} for {run['data_identity'].get('dataset')}, "
-                       f"not for {data} (abilities {', '.join(differ)} differ); score them against the data they "
-                       "answered")  # fmt: skip
+        raise AvaError(
+            f"{pred} holds replies of VLM {run.get('model')} for {run['data_identity'].get('dataset')}, "
+            f"not for {data} (abilities {', '.join(differ)} differ); score them against the data they "
+            "answered"
+        )

@@ -62,16 +62,19 @@ class VLM:
         try:
             enc = self.processor(images=list(images), text=prompts, return_tensors="pt", padding=True)
         except (ValueError, TypeError, KeyError) as e:
-            raise AvaError(f"the processor of {self.name} cannot prepare an image and a question: "
-                           f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from e  # fmt: skip
+            raise AvaError(
+                f"the processor of {self.name} cannot prepare an image and a question: "
+                f"{str(e).splitlines()[0] if str(e) else type(e).__name__}"
+            ) from e
         enc = {k: (v.to(self.device) if hasattr(v, "to") else v) for k, v in enc.items()}
         if "pixel_values" in enc and enc["pixel_values"].is_floating_point():
             enc["pixel_values"] = enc["pixel_values"].to(self.model.dtype)
         tok = self.processor.tokenizer
         pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
         with torch.inference_mode():
-            out = self.model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False, num_beams=1,
-                                      pad_token_id=pad)  # fmt: skip
+            out = self.model.generate(
+                **enc, max_new_tokens=max_new_tokens, do_sample=False, num_beams=1, pad_token_id=pad
+            )
         new = out[:, enc["input_ids"].shape[1] :]
         return [r.strip() for r in self.processor.batch_decode(new, skip_special_tokens=True)]
 
@@ -95,20 +98,26 @@ def load_vlm(model: str, *, device: str = "cpu", dtype: str = "auto", trust_remo
         processor = transformers.AutoProcessor.from_pretrained(source, **kw)
     except ValueError as e:
         if "trust_remote_code" in str(e):
-            raise AvaError(f"{model} needs its own Python code to load; pass --trust-remote-code only if you trust "
-                           "it") from e  # fmt: skip
+            raise AvaError(
+                f"{model} needs its own Python code to load; pass --trust-remote-code only if you trust it"
+            ) from e
         raise AvaError(f"{model}: cannot read its config or processor ({str(e).splitlines()[0]})") from e
     except OSError as e:
         raise AvaError(f"cannot load VLM {model}: {str(e).splitlines()[0]}") from e
     if getattr(processor, "image_processor", None) is None or getattr(processor, "tokenizer", None) is None:
-        raise AvaError(f"the processor of {model} ({type(processor).__name__}) cannot take images and text; "
-                       "`ava vlm answer` needs an image-text-to-text checkpoint (LLaVA, Qwen2-VL, Idefics, ...)")
+        raise AvaError(
+            f"the processor of {model} ({type(processor).__name__}) cannot take images and text; "
+            "`ava vlm answer` needs an image-text-to-text checkpoint (LLaVA, Qwen2-VL, Idefics, ...)"
+        )
     torch_dtype = {"auto": "auto", "fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
     try:
-        net = transformers.AutoModelForImageTextToText.from_pretrained(source, dtype=torch_dtype,
-                                                                        use_safetensors=True, **kw)  # fmt: skip
+        net = transformers.AutoModelForImageTextToText.from_pretrained(
+            source, dtype=torch_dtype, use_safetensors=True, **kw
+        )
     except ValueError as e:
-        raise AvaError(f"{model} ({type(config).__name__}) is not an image-text-to-text model transformers can load "
-                       f"({str(e).splitlines()[0]})") from e  # fmt: skip
+        raise AvaError(
+            f"{model} ({type(config).__name__}) is not an image-text-to-text model transformers can load "
+            f"({str(e).splitlines()[0]})"
+        ) from e
     processor.tokenizer.padding_side = "left"  # generation continues every prompt at its end
     return VLM(model_name(model), model_identity(model), net.eval().to(device), processor, device)

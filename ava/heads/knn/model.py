@@ -87,8 +87,9 @@ class TorchFlatIP:
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         import torch
 
-        return self._search(torch.from_numpy(np.ascontiguousarray(queries, dtype=np.float32)).to(self.vectors.device),
-                            k)  # fmt: skip
+        return self._search(
+            torch.from_numpy(np.ascontiguousarray(queries, dtype=np.float32)).to(self.vectors.device), k
+        )
 
     def search_own(self, start: int, end: int, k: int) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`search` with the index's own rows ``start:end`` as the queries (no copy to the device)."""
@@ -139,8 +140,9 @@ def on_device(index: Any, device: str) -> Any:
     return TorchFlatIP(index.reconstruct_n(0, index.ntotal), device)
 
 
-def search(index: Any, queries: np.ndarray, k: int, batch_size: int = SEARCH_BATCH, *,
-           unit: bool = False) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+def search(
+    index: Any, queries: np.ndarray, k: int, batch_size: int = SEARCH_BATCH, *, unit: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
     """(similarities, ids), each [Q, k], nearest first (``unit``: ``queries`` are :func:`normalized` already)."""
     own = unit and getattr(index, "source", None) is queries  # a TorchFlatIP's own rows: searched where it holds them
     q = queries if own else np.ascontiguousarray(queries, dtype=np.float32) if unit else normalized(queries)
@@ -240,8 +242,10 @@ class Memory:
         if kind == "text":
             has = valid.any(axis=1)
             nearest = ids[np.arange(len(ids)), valid.argmax(axis=1)]
-            return [format_reply(self.ability, self.labels[int(j)] if h else "")  # type: ignore[index]
-                    for j, h in zip(nearest, has, strict=True)]  # fmt: skip
+            return [
+                format_reply(self.ability, self.labels[int(j)] if h else "")  # type: ignore[index]
+                for j, h in zip(nearest, has, strict=True)
+            ]
         first_k = valid & (np.cumsum(valid, axis=1) <= k)  # the first k neighbours that exist
         # the first k existing neighbours moved to the front, so sums run in the order of the per-sample rule
         front = np.argsort(~first_k, axis=1, kind="stable")[:, :k]
@@ -266,8 +270,9 @@ class Memory:
             option_ids[q, : len(opts)] = [vocab.get(o, -1) for o in opts]
         found = np.asarray(ids)
         valid = found >= 0
-        labels = (np.where(valid, row_label[np.where(valid, found, 0)], -3) if len(row_label)
-                  else np.full(found.shape, -3))  # fmt: skip
+        labels = (
+            np.where(valid, row_label[np.where(valid, found, 0)], -3) if len(row_label) else np.full(found.shape, -3)
+        )
         # the first of the query's options a neighbour's label is, one option at a time (never the [Q, depth,
         # options] table of every comparison: at real size that was most of a kNN selection's vote time)
         position = np.full(labels.shape, -1, np.int32)
@@ -290,8 +295,9 @@ class Memory:
         flat = (q_index * width + position)[taken]
         size = len(samples) * width
         count = np.bincount(flat, minlength=size).reshape(len(samples), width)
-        summed = np.bincount(flat, weights=np.asarray(sims)[taken].astype(np.float64),
-                             minlength=size).reshape(count.shape)  # fmt: skip
+        summed = np.bincount(flat, weights=np.asarray(sims)[taken].astype(np.float64), minlength=size).reshape(
+            count.shape
+        )
         # votes first; the summed similarity (|sum| <= k) breaks ties without outweighing a vote
         scores = np.where(count > 0, count + summed / (2 * k + 1), -1.0)
         scores[option_ids == -2] = -np.inf

@@ -56,9 +56,15 @@ def _pooled(cache: Any, samples: Sequence[Sample], layer: int | None, pool: str 
     return read_pooled_views(cache, samples, [layer], [pool])[pool]
 
 
-def select_pool(ability: Ability, fit: list[Sample], held: list[Sample] | None, views_fit: dict[str, np.ndarray],
-                views_held: dict[str, np.ndarray] | None, ks: Sequence[int],
-                device: str) -> tuple[str, int, dict[str, dict[int, float]], Any]:  # fmt: skip
+def select_pool(
+    ability: Ability,
+    fit: list[Sample],
+    held: list[Sample] | None,
+    views_fit: dict[str, np.ndarray],
+    views_held: dict[str, np.ndarray] | None,
+    ks: Sequence[int],
+    device: str,
+) -> tuple[str, int, dict[str, dict[int, float]], Any]:
     """The (pooled view, k) with the best held-out metric (earlier view, then smaller k, on ties), every
     candidate's score per view (``held`` None: leave-one-out over ``fit``, see :func:`select_k`), and the index of
     the chosen view's ``fit`` rows. The views' rows are :func:`~ava.heads.knn.model.normalized` already."""
@@ -85,9 +91,18 @@ def _without_self(sims: np.ndarray, ids: np.ndarray, depth: int) -> tuple[np.nda
     return sims[keep].reshape(len(ids), -1)[:, :depth], ids[keep].reshape(len(ids), -1)[:, :depth]
 
 
-def select_k(ability: Ability, fit: list[Sample], held: list[Sample] | None, x_fit: np.ndarray,
-             x_held: np.ndarray | None, ks: Sequence[int], device: str, memo: dict[Any, float] | None = None, *,
-             index: Any = None) -> tuple[int, dict[int, float]]:  # fmt: skip
+def select_k(
+    ability: Ability,
+    fit: list[Sample],
+    held: list[Sample] | None,
+    x_fit: np.ndarray,
+    x_held: np.ndarray | None,
+    ks: Sequence[int],
+    device: str,
+    memo: dict[Any, float] | None = None,
+    *,
+    index: Any = None,
+) -> tuple[int, dict[int, float]]:
     """The k with the best held-out metric (the smaller k on ties) and every candidate's score.
 
     ``held`` None: leave-one-out, every train row is answered by its neighbours among the others (every train
@@ -110,8 +125,9 @@ def select_k(ability: Ability, fit: list[Sample], held: list[Sample] | None, x_f
     return best, scores
 
 
-def _unit_views(features: Any, samples: Sequence[Sample], layer: int | None,
-                pools: Sequence[str]) -> dict[str, np.ndarray]:  # fmt: skip
+def _unit_views(
+    features: Any, samples: Sequence[Sample], layer: int | None, pools: Sequence[str]
+) -> dict[str, np.ndarray]:
     """Every pooled view of ``samples``, its rows normalized once (for the index and as queries)."""
     return {p: normalized(v) for p, v in read_pooled_views(features, samples, [layer], pools).items()}
 
@@ -127,22 +143,31 @@ def _write_index(run_dir: Path, ava: str, x: np.ndarray, *, unit: bool = False, 
     write_file(run_dir / INDEX_DIR / f"{ava}.faiss", memoryview(faiss.serialize_index(index)))
 
 
-def _predict_split(index: Any, memory: Memory, meta: dict[str, Any], samples: Sequence[Sample], cache: Any,
-                   split: str) -> tuple[list[str], dict[str, Any]]:  # fmt: skip
+def _predict_split(
+    index: Any, memory: Memory, meta: dict[str, Any], samples: Sequence[Sample], cache: Any, split: str
+) -> tuple[list[str], dict[str, Any]]:
     """Replies of the chosen k for ``samples`` and the results' extra (the split's metric for every candidate k)."""
     by_k: dict[str, float] = {}
     chosen: list[str] = []
     memo: dict[Any, float] = {}
     if samples:
-        sims, ids = search(index, _pooled(cache, samples, meta["layer"], meta.get("pool", "mean")),
-                           _search_depth(memory, meta["ks"], meta["n_train"]))  # fmt: skip
+        sims, ids = search(
+            index,
+            _pooled(cache, samples, meta["layer"], meta.get("pool", "mean")),
+            _search_depth(memory, meta["ks"], meta["n_train"]),
+        )
         for k in meta["ks"]:
             replies = memory.replies(samples, sims, ids, k)
             by_k[str(k)] = mean_score(memory.ability, samples, replies, memo)
             if k == meta["k"]:
                 chosen = replies
-    extra = {"k": meta["k"], "pool": meta.get("pool", "mean"), "heldout": meta["heldout"],
-             "heldout_by_pool": meta.get("heldout_by_pool"), f"{split}_by_k": by_k}  # fmt: skip
+    extra = {
+        "k": meta["k"],
+        "pool": meta.get("pool", "mean"),
+        "heldout": meta["heldout"],
+        "heldout_by_pool": meta.get("heldout_by_pool"),
+        f"{split}_by_k": by_k,
+    }
     return chosen, extra
 
 
@@ -164,12 +189,19 @@ class KNNRun(AbilityRun):
     def needs(self, ava: str) -> tuple[list[str], bool]:
         return list(self.pools), False
 
-    def fit_ability(self, ava: str, features: Any, on_step: Callable[[], None] | None,
-                    ) -> tuple[dict[str, Any], dict[str, Any], list[str], dict]:  # fmt: skip
+    def fit_ability(
+        self,
+        ava: str,
+        features: Any,
+        on_step: Callable[[], None] | None,
+    ) -> tuple[dict[str, Any], dict[str, Any], list[str], dict]:
         config, ability = self.config, get_ability(ava)
         samples = self.train_samples(ava)
-        fit, held = (samples, None) if config.selection == "loo" and len(samples) >= 2 else \
-            holdout_split(samples, config.heldout_frac, config.seed)  # fmt: skip
+        fit, held = (
+            (samples, None)
+            if config.selection == "loo" and len(samples) >= 2
+            else holdout_split(samples, config.heldout_frac, config.seed)
+        )
         views_fit = _unit_views(features, fit, config.layer, self.pools)
         views_held = None if held is None else _unit_views(features, held, config.layer, self.pools)
         pool, k, by_pool, index = select_pool(ability, fit, held, views_fit, views_held, self.ks, self.device)
@@ -181,13 +213,19 @@ class KNNRun(AbilityRun):
         _write_index(self.run_dir, ava, x, unit=True, index=index)
         memory = Memory.build(ability, rows)
         meta = {
-            "k": k, "ks": self.ks, "pool": pool, "heldout": {str(c): v for c, v in by_pool[pool].items()},
+            "k": k,
+            "ks": self.ks,
+            "pool": pool,
+            "heldout": {str(c): v for c, v in by_pool[pool].items()},
             "heldout_by_pool": {p: {str(c): v for c, v in sc.items()} for p, sc in by_pool.items()},
             "layer": config.layer,
             "selection": "loo" if held is None else "heldout",
-            "n_train": len(rows), "n_fit": len(fit), "n_heldout": len(held or fit),
-            "labels": memory.labels, "ids": [s.id for s in rows],
-        }  # fmt: skip
+            "n_train": len(rows),
+            "n_fit": len(fit),
+            "n_heldout": len(held or fit),
+            "labels": memory.labels,
+            "ids": [s.id for s in rows],
+        }
         if on_step is not None:
             on_step()
         replies, extra = _predict_split(index, memory, meta, self.eval_samples(ava), features, config.split)
@@ -233,8 +271,15 @@ def _load(
     return on_device(index, device), memory
 
 
-def evaluate(run_dir: str | os.PathLike[str], split: str = "test", *, data: str | None = None,
-             cache: str | None = None, device: str | None = None, **_: Any) -> dict[str, Any]:  # fmt: skip
+def evaluate(
+    run_dir: str | os.PathLike[str],
+    split: str = "test",
+    *,
+    data: str | None = None,
+    cache: str | None = None,
+    device: str | None = None,
+    **_: Any,
+) -> dict[str, Any]:
     """Reload the saved indexes, predict ``split`` with each ability's chosen k, write results_<split>.json."""
     from safetensors.numpy import load_file
 

@@ -51,8 +51,12 @@ def flatten(obj: Any, tensors: dict[str, torch.Tensor], path: str = "s") -> Any:
     if isinstance(obj, dict):
         if all(isinstance(k, str) and not k.startswith("__") for k in obj):
             return {k: flatten(v, tensors, f"{path}.{k}") for k, v in obj.items()}
-        return {"__items__": [[flatten(k, tensors, f"{path}.k{i}"), flatten(v, tensors, f"{path}.{i}")]
-                              for i, (k, v) in enumerate(obj.items())]}  # fmt: skip
+        return {
+            "__items__": [
+                [flatten(k, tensors, f"{path}.k{i}"), flatten(v, tensors, f"{path}.{i}")]
+                for i, (k, v) in enumerate(obj.items())
+            ]
+        }
     if isinstance(obj, tuple):
         return {"__tuple__": [flatten(v, tensors, f"{path}.{i}") for i, v in enumerate(obj)]}
     if isinstance(obj, list):

@@ -42,9 +42,16 @@ def artifacts_path(head: Any, device: torch.device, dtype: torch.dtype, attentio
         where = f"{torch.cuda.get_device_name(device)} sm{''.join(map(str, torch.cuda.get_device_capability(device)))}"
     else:
         where = device.type
-    what = {"torch": torch.__version__, "cuda": torch.version.cuda, "device": where, "dtype": str(dtype),
-            "attention": attention, "layer": type(layer).__name__, "module": repr(layer),
-            "config": head.base.config.to_json_string(use_diff=False)}  # fmt: skip
+    what = {
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "device": where,
+        "dtype": str(dtype),
+        "attention": attention,
+        "layer": type(layer).__name__,
+        "module": repr(layer),
+        "config": head.base.config.to_json_string(use_diff=False),
+    }
     digest = hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]
     return ava_home() / "compile" / f"{torch.__version__.replace('+', '_')}-{digest}.bin"
 

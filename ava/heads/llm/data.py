@@ -103,8 +103,9 @@ class Collator:
     (:mod:`ava.heads.llm.packing`). A batch with a text-only row (stage 2) is padded instead.
     """
 
-    def __init__(self, encoded: Sequence[Encoded], num_image_tokens: int, pad_id: int, left_pad: bool = False,
-                 pack: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self, encoded: Sequence[Encoded], num_image_tokens: int, pad_id: int, left_pad: bool = False, pack: bool = False
+    ) -> None:
         self.encoded, self.num_image_tokens, self.pad_id, self.left_pad = encoded, num_image_tokens, pad_id, left_pad
         self.pack = pack and not left_pad
         self._rows: dict[int, _Row] = {}
@@ -150,8 +151,15 @@ class Collator:
             sup_pos.append(k * width + start + r.sup)
             sup_rows.append(np.full(len(r.sup), k, dtype=np.int64))
         pos = np.concatenate(sup_pos)
-        out = {"input_ids": ids, "labels": labels, "image_mask": image, "attention_mask": attn, "sup_pos": pos,
-               "sup_targets": labels.reshape(-1)[pos + 1], "sup_rows": np.concatenate(sup_rows)}  # fmt: skip
+        out = {
+            "input_ids": ids,
+            "labels": labels,
+            "image_mask": image,
+            "attention_mask": attn,
+            "sup_pos": pos,
+            "sup_targets": labels.reshape(-1)[pos + 1],
+            "sup_rows": np.concatenate(sup_rows),
+        }
         slots = {r.slots for r in rows}
         if len(slots) == 1 and slots != {0}:  # (else, e.g. text-only turns: the masked path)
             n = slots.pop()
@@ -174,12 +182,17 @@ class Collator:
         sup = np.concatenate([s + r.sup for s, r in zip(starts, rows, strict=False)])
         first = starts[:-1] + np.array([r.image_at for r in rows])
         out = {
-            "input_ids": ids, "labels": labels, "image_mask": image, "attention_mask": np.ones_like(ids),
-            "position_ids": pos, "cu_seqlens": starts.astype(np.int32), "sup_pos": sup,
+            "input_ids": ids,
+            "labels": labels,
+            "image_mask": image,
+            "attention_mask": np.ones_like(ids),
+            "position_ids": pos,
+            "cu_seqlens": starts.astype(np.int32),
+            "sup_pos": sup,
             "sup_targets": labels[0, sup + 1],
             "sup_rows": np.concatenate([np.full(len(r.sup), k, dtype=np.int64) for k, r in enumerate(rows)]),
             "image_pos": (first[:, None] + np.arange(self.num_image_tokens)).reshape(1, -1),
-        }  # fmt: skip
+        }
         batch: dict[str, Any] = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in out.items()}
         batch.update(n_tokens=int(starts[-1]), mask_free=True, seq_lens=tuple(lens), max_len=max(lens))
         return batch

@@ -247,8 +247,9 @@ def _from_pretrained(source: str, dtype: Any, local_only: bool) -> tuple[Any, An
     hf_logging.disable_progress_bar()  # ava's own progress bars report the work; loading is quick
     # trust_remote_code pinned: an LLM's own Python code never runs (and transformers never asks on stdin)
     tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_only, trust_remote_code=False)
-    model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, use_safetensors=True, local_files_only=local_only,
-                                                 trust_remote_code=False)  # fmt: skip
+    model = AutoModelForCausalLM.from_pretrained(
+        source, dtype=dtype, use_safetensors=True, local_files_only=local_only, trust_remote_code=False
+    )
     return model, tokenizer
 
 

@@ -120,8 +120,9 @@ class LLMHead(nn.Module):
             extra = {"cu_seq_lens_q": cu, "cu_seq_lens_k": cu, "max_length_q": longest, "max_length_k": longest}
             if not self.packing["varlen"]:
                 extra["seq_lens"] = batch["seq_lens"]  # the exact fallback attends sample by sample
-            out = decoder(inputs_embeds=embeds, attention_mask=mask, position_ids=batch["position_ids"],
-                          use_cache=False, **extra)  # fmt: skip
+            out = decoder(
+                inputs_embeds=embeds, attention_mask=mask, position_ids=batch["position_ids"], use_cache=False, **extra
+            )
             return out.last_hidden_state
         out = decoder(inputs_embeds=embeds, attention_mask=mask, use_cache=False)
         return out.last_hidden_state
@@ -138,9 +139,11 @@ class LLMHead(nn.Module):
             return False
         self.packing = packing.enable(self.base, device, dtype)
         if self.packing is None:
-            warnings.warn(f"packed sequences need SDPA or flash attention; this LLM uses "
-                          f"{getattr(self.base.config, '_attn_implementation', None)!r}: batches stay padded",
-                          stacklevel=2)  # fmt: skip
+            warnings.warn(
+                f"packed sequences need SDPA or flash attention; this LLM uses "
+                f"{getattr(self.base.config, '_attn_implementation', None)!r}: batches stay padded",
+                stacklevel=2,
+            )
         return self.packing is not None
 
     def attention_path(self) -> str:
@@ -182,8 +185,9 @@ class LLMHead(nn.Module):
         return torch.zeros(n, device=lp.device).index_add_(0, rows, lp)
 
     @torch.no_grad()
-    def option_logprobs(self, prompt: dict[str, torch.Tensor], features: torch.Tensor, options: list[list[int]],
-                        chunk: int = 16) -> torch.Tensor:  # fmt: skip
+    def option_logprobs(
+        self, prompt: dict[str, torch.Tensor], features: torch.Tensor, options: list[list[int]], chunk: int = 16
+    ) -> torch.Tensor:
         """Sum of log-probabilities of each option's tokens after one prompt (batch of 1) [K].
 
         The prompt (image included) runs once; its KV cache is shared by the options, ``chunk`` at a time, so
@@ -215,8 +219,9 @@ class LLMHead(nn.Module):
         return torch.cat(scores)
 
     @torch.no_grad()
-    def score_options(self, prompts: dict[str, torch.Tensor], features: torch.Tensor, options: list[list[list[int]]],
-                      chunk: int = 64) -> list[torch.Tensor]:  # fmt: skip
+    def score_options(
+        self, prompts: dict[str, torch.Tensor], features: torch.Tensor, options: list[list[list[int]]], chunk: int = 64
+    ) -> list[torch.Tensor]:
         """Option scores of a batch of samples: sum of log-probabilities of each option's tokens after its sample's
         prompt; ``options[i]`` holds sample i's options as token ids; returns one [K_i] tensor per sample.
 
@@ -228,8 +233,9 @@ class LLMHead(nn.Module):
         mask = prompts["attention_mask"]
         device = mask.device
         positions = (mask.cumsum(-1) - 1).clamp(min=0)  # each prompt from position 0 at its first real token
-        out = decoder(inputs_embeds=self.embed(prompts, features), attention_mask=mask, position_ids=positions,
-                      use_cache=True)  # fmt: skip
+        out = decoder(
+            inputs_embeds=self.embed(prompts, features), attention_mask=mask, position_ids=positions, use_cache=True
+        )
         past, last = kv_cache_of(out), out.last_hidden_state[:, -1]
         cache_arg = kv_cache_argument(decoder)
         prompt_len = mask.sum(-1)
@@ -248,8 +254,9 @@ class LLMHead(nn.Module):
             cache.batch_select_indices(rows)
             attn = torch.cat([mask.index_select(0, rows), opt_mask], 1)
             pos = prompt_len.index_select(0, rows).unsqueeze(1) + torch.arange(width, device=device)
-            h = decoder(input_ids=ids, attention_mask=attn, position_ids=pos, **{cache_arg: cache},
-                        use_cache=True).last_hidden_state  # fmt: skip
+            h = decoder(
+                input_ids=ids, attention_mask=attn, position_ids=pos, **{cache_arg: cache}, use_cache=True
+            ).last_hidden_state
             h = torch.cat([last.index_select(0, rows).unsqueeze(1), h[:, :-1]], 1)  # the states predicting each token
             sel = opt_mask.bool()
             lp = torch.log_softmax(out_layer(h[sel]).float(), -1).gather(1, ids[sel].unsqueeze(1)).squeeze(1)

@@ -81,8 +81,9 @@ class Varlen:
             raise TypeError(f"varlen_attn{inspect.signature(fn)} takes neither window_size nor is_causal")
         return cls(fn, causal, "scale" in params, gqa or ("flag" if "enable_gqa" in params else "native"))
 
-    def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu: torch.Tensor, max_len: int,
-                 scaling: float | None) -> torch.Tensor:  # fmt: skip
+    def __call__(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu: torch.Tensor, max_len: int, scaling: float | None
+    ) -> torch.Tensor:
         """Causal attention within each sample of ``q`` [N, H, d], ``k``/``v`` [N, Hkv, d] -> [N, H, d]."""
         kwargs: dict[str, Any] = {"window_size": (-1, 0)} if self.causal == "window_size" else {"is_causal": True}
         if scaling is not None and self.scale:
@@ -109,9 +110,18 @@ def probe_varlen(fn: Callable[..., torch.Tensor], device: torch.device, dtype: t
     q = torch.randn(6, 4, 64, generator=gen).to(device, dtype).requires_grad_()
     k, v = (torch.randn(6, 2, 64, generator=gen).to(device, dtype) for _ in range(2))
     cu = torch.tensor([0, 2, 6], device=device, dtype=torch.int32)
-    ref = torch.cat([torch.nn.functional.scaled_dot_product_attention(
-        q[a:b].transpose(0, 1).float(), k[a:b].transpose(0, 1).float(), v[a:b].transpose(0, 1).float(),
-        is_causal=True, enable_gqa=True).transpose(0, 1) for a, b in ((0, 2), (2, 6))])  # fmt: skip
+    ref = torch.cat(
+        [
+            torch.nn.functional.scaled_dot_product_attention(
+                q[a:b].transpose(0, 1).float(),
+                k[a:b].transpose(0, 1).float(),
+                v[a:b].transpose(0, 1).float(),
+                is_causal=True,
+                enable_gqa=True,
+            ).transpose(0, 1)
+            for a, b in ((0, 2), (2, 6))
+        ]
+    )
     first = Varlen.of(fn)
     tries = [first] if first.gqa == "flag" else [first, Varlen.of(fn, "expand")]
     error: Exception | None = None
@@ -123,8 +133,9 @@ def probe_varlen(fn: Callable[..., torch.Tensor], device: torch.device, dtype: t
             error = e
             continue
         if not torch.allclose(out.float(), ref, atol=2e-2, rtol=2e-2):
-            error = ValueError(f"varlen_attn (gqa {way.gqa}) differs from SDPA by "
-                               f"{(out.float() - ref).abs().max().item():.3g}")  # fmt: skip
+            error = ValueError(
+                f"varlen_attn (gqa {way.gqa}) differs from SDPA by {(out.float() - ref).abs().max().item():.3g}"
+            )
             continue
         return way
     assert error is not None
@@ -187,8 +198,9 @@ def packed_attention(
     for name in ("cu_seq_lens_k", "max_length_k", "position_ids"):
         kwargs.pop(name, None)
     if cu is None:  # an unpacked batch
-        return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout,
-                                      **kwargs)  # fmt: skip
+        return sdpa_attention_forward(
+            module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs
+        )
     if query.shape[0] != 1:
         raise ValueError(f"a packed batch is one row; got {query.shape[0]} rows")
     if seq_lens is None:  # the device kernel (the caller checked varlen_usable)
@@ -202,8 +214,17 @@ def packed_attention(
     parts, start = [], 0
     for n in seq_lens:  # exact: each sample's causal attention on its own slice
         sl = slice(start, start + n)
-        out, _ = sdpa_attention_forward(module, query[:, :, sl], key[:, :, sl], value[:, :, sl], None,
-                                        scaling=scaling, dropout=dropout, is_causal=True, **kwargs)  # fmt: skip
+        out, _ = sdpa_attention_forward(
+            module,
+            query[:, :, sl],
+            key[:, :, sl],
+            value[:, :, sl],
+            None,
+            scaling=scaling,
+            dropout=dropout,
+            is_causal=True,
+            **kwargs,
+        )
         parts.append(out)
         start += n
     return torch.cat(parts, 1), None

@@ -61,9 +61,14 @@ def _mirrored_cache(cfg: Any) -> Any:
 
 
 def feature_source(
-    cfg: Any, dataset: Dataset, samples: list[Sample], device: torch.device, *, features: str | None = None,
+    cfg: Any,
+    dataset: Dataset,
+    samples: list[Sample],
+    device: torch.device,
+    *,
+    features: str | None = None,
     resident: bool = False,
-) -> Source:  # fmt: skip
+) -> Source:
     """The cached (default) or online source of image tokens for ``samples``.
 
     ``resident``: cached rows are read once into memory (:class:`ava.cache.reader.ResidentFeatures`) and items are
@@ -86,19 +91,29 @@ def feature_source(
         if not resident:
             from ava.cache import FeatureDataset
 
-            return Source(FeatureDataset(cache, samples, layer=cfg.layer), cache.num_tokens, cache.dim,
-                          lambda b: b["features"], info)  # fmt: skip
+            return Source(
+                FeatureDataset(cache, samples, layer=cfg.layer),
+                cache.num_tokens,
+                cache.dim,
+                lambda b: b["features"],
+                info,
+            )
         names = [f"{s.ava}/{s.id}" for s in samples]
         resident = ResidentFeatures(cache, [s.image_sha256 for s in samples], cfg.layer, device=device, names=names)
         info["features_resident"] = f"{resident.where.type}, {str(resident.dtype).removeprefix('torch.')}"
         from ava.cache.placement import HOST, ON_DEVICE, STAGED
 
-        info["features_placement"] = ON_DEVICE if resident.where.type == "cuda" else (
-            STAGED if torch.device(device).type == "cuda" else HOST)  # fmt: skip
+        info["features_placement"] = (
+            ON_DEVICE if resident.where.type == "cuda" else (STAGED if torch.device(device).type == "cuda" else HOST)
+        )
         items = IndexItems(len(samples))
         return Source(
-            items, cache.num_tokens, cache.dim, lambda b: resident.gather(b.get("index_host", b["index"]), reuse=True),
-            info, resident,
+            items,
+            cache.num_tokens,
+            cache.dim,
+            lambda b: resident.gather(b.get("index_host", b["index"]), reuse=True),
+            info,
+            resident,
         )
     return _online_source(cfg, dataset, samples, device)
 
@@ -122,8 +137,12 @@ def _online_source(cfg: Any, dataset: Dataset, samples: list[Sample], device: to
             return vfm(batch["pixels"].to(device, vfm_dtype))[:, 0].float()
 
     featurize.vfm = vfm  # type: ignore[attr-defined]  # for FLOP counts (benchmarks)
-    info = {"cache_key": None, "vfm_random_weights": bool(vfm.random_weights), "features": "online",
-            "vfm_trust_remote_code": trust}  # fmt: skip
+    info = {
+        "cache_key": None,
+        "vfm_random_weights": bool(vfm.random_weights),
+        "features": "online",
+        "vfm_trust_remote_code": trust,
+    }
     return Source(OnlineImages(dataset, samples, vfm.preprocess), vfm.num_tokens, vfm.dim, featurize, info)
 
 

@@ -99,10 +99,20 @@ def import_instructions(
                 raise AvaError(f"{path}: image of conversation {sid!r} cannot be read: {e}") from e
             rel = writer.add_image_bytes(norm.data, norm.ext)
             question, reply = turns[-1]
-            writer.add_sample(Sample(
-                id=sid, ava=INSTRUCTIONS, image=rel, width=norm.width, height=norm.height, question=question,
-                answer=reply, truth={"text": reply}, split="train", meta={"turns": [list(t) for t in turns]},
-            ))  # fmt: skip
+            writer.add_sample(
+                Sample(
+                    id=sid,
+                    ava=INSTRUCTIONS,
+                    image=rel,
+                    width=norm.width,
+                    height=norm.height,
+                    question=question,
+                    answer=reply,
+                    truth={"text": reply},
+                    split="train",
+                    meta={"turns": [list(t) for t in turns]},
+                )
+            )
             n_image += 1
     atomic_write_text(out / TEXT_FILE, "".join(json.dumps(t, ensure_ascii=False) + "\n" for t in text_only))
     return n_image, len(text_only)
@@ -166,8 +176,10 @@ def instruct(config: InstructConfig) -> Path:
         raise AvaError("no output directory given (--out)")
     out = Path(config.out)
     if out.is_dir() and any(out.iterdir()) and not (out / TRAINING_DIR).is_dir():
-        raise RunDirError(f"--out {out} is not empty and holds no stage-2 run (no {TRAINING_DIR}/); it is never "
-                          "written into: choose another --out")  # fmt: skip
+        raise RunDirError(
+            f"--out {out} is not empty and holds no stage-2 run (no {TRAINING_DIR}/); it is never "
+            "written into: choose another --out"
+        )
     hint = f"Choose another --out, or delete {out} to start over (stage 2 has no --force)"
     with claim_run(out / TRAINING_DIR, "instruct", config, replace_hint=hint):
         return _instruct(config)
@@ -210,17 +222,39 @@ def _instruct(config: InstructConfig) -> Path:
     encoder = PromptEncoder(tokenizer)
     encoded = [encoder.encode_turns([tuple(t) for t in s.meta["turns"]]) for s in samples]
     encoded += [encoder.encode_turns(turns, image=False) for turns in text]
-    loop = LoopData(_Mixed(source.items, len(text), source.num_tokens, source.dim), encoded, source.num_tokens,
-                    tokenizer.pad_token_id, _featurize)  # fmt: skip
+    loop = LoopData(
+        _Mixed(source.items, len(text), source.num_tokens, source.dim),
+        encoded,
+        source.num_tokens,
+        tokenizer.pad_token_id,
+        _featurize,
+    )
     run = {
-        "head": "instruct", "vfm": config.vfm, "abilities": [], "n_conversations": len(samples),
-        "n_text_only": len(text), "init": config.init, **source.info, **info,
+        "head": "instruct",
+        "vfm": config.vfm,
+        "abilities": [],
+        "n_conversations": len(samples),
+        "n_text_only": len(text),
+        "init": config.init,
+        **source.info,
+        **info,
         "random_weights": bool(source.info["vfm_random_weights"] or info["llm_random_weights"]),
-    }  # fmt: skip
+    }
     if dist.main:
         write_run_files(train_dir, config, run)
-    summary = fit(head, loop, config, train_dir, dist=dist, device=device, dtype=dtype, epochs=config.epochs or 1,
-                  lr=config.lr or 2e-5, batch_size=config.batch_size or 128, description="instruct")  # fmt: skip
+    summary = fit(
+        head,
+        loop,
+        config,
+        train_dir,
+        dist=dist,
+        device=device,
+        dtype=dtype,
+        epochs=config.epochs or 1,
+        lr=config.lr or 2e-5,
+        batch_size=config.batch_size or 128,
+        description="instruct",
+    )
     if dist.main:
         _save(out, head, tokenizer, info["prompt_template"], TEMPLATE_FILE)
         write_run_files(train_dir, config, {**run, "training": summary})

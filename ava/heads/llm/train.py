@@ -86,8 +86,9 @@ def rng_states(device: torch.device, dist: Dist) -> list[dict[str, Any]]:
     return states
 
 
-def checkpoint_state(head: Any, optimizer: Any, scheduler: Any, step: int, total: int,
-                     rng: list[dict[str, Any]]) -> dict[str, Any]:  # fmt: skip
+def checkpoint_state(
+    head: Any, optimizer: Any, scheduler: Any, step: int, total: int, rng: list[dict[str, Any]]
+) -> dict[str, Any]:
     """What a resume needs at optimizer step ``step``; a finished run keeps no optimizer state (nothing resumes it)."""
     state = {"model": head.trainable_state(), "rng": rng, "step": step, "total_steps": total}
     if step < total:
@@ -152,20 +153,28 @@ class _Log:
         for (rec, _, _, _, t), loss, (n, toks) in zip(self.pending, values, counts_, strict=True):
             self.samples, self.tokens, self.loss = self.samples + int(n), self.tokens + int(toks), loss
             dt = t - self.t0
-            rec = {**rec, "loss": loss, "samples_per_s": self.samples / dt if dt else 0.0,
-                   "tokens_per_s": self.tokens / dt if dt else 0.0}  # fmt: skip
+            rec = {
+                **rec,
+                "loss": loss,
+                "samples_per_s": self.samples / dt if dt else 0.0,
+                "tokens_per_s": self.tokens / dt if dt else 0.0,
+            }
             if self.file:
                 self.file.write(json.dumps(rec) + "\n")
-            self.bar.update(self.task, completed=rec["step"], loss=loss, sps=rec["samples_per_s"],
-                            tps=rec["tokens_per_s"])  # fmt: skip
+            self.bar.update(
+                self.task, completed=rec["step"], loss=loss, sps=rec["samples_per_s"], tps=rec["tokens_per_s"]
+            )
         self.pending = []
         if self.file:
             self.file.flush()
 
     def rates(self) -> dict[str, float]:
         dt = time.perf_counter() - self.t0
-        return {"seconds": dt, "samples_per_s": self.samples / dt if dt else 0.0,
-                "tokens_per_s": self.tokens / dt if dt else 0.0}  # fmt: skip
+        return {
+            "seconds": dt,
+            "samples_per_s": self.samples / dt if dt else 0.0,
+            "tokens_per_s": self.tokens / dt if dt else 0.0,
+        }
 
     def close(self) -> None:
         if self.file:
@@ -196,8 +205,9 @@ class _EpochBatches:
         step, ga = self.step, self.cfg.grad_accum
         while True:
             epoch, offset = divmod(step, self.spe)
-            batches = length_grouped_batches(self.lengths, self.micro, seed=self.cfg.seed, epoch=epoch,
-                                             rank=self.dist.rank, world=self.dist.world)  # fmt: skip
+            batches = length_grouped_batches(
+                self.lengths, self.micro, seed=self.cfg.seed, epoch=epoch, rank=self.dist.rank, world=self.dist.world
+            )
             for i in range(offset, self.spe):
                 yield epoch, batches[i * ga : (i + 1) * ga]
                 step += 1
@@ -212,16 +222,27 @@ class _EpochBatches:
 
 
 def _step_groups(
-    data: LoopData, lengths: list[int], micro: int, cfg: Any, dist: Dist, step: int, spe: int, pin: bool = False,
+    data: LoopData,
+    lengths: list[int],
+    micro: int,
+    cfg: Any,
+    dist: Dist,
+    step: int,
+    spe: int,
+    pin: bool = False,
     pack: bool = False,
-) -> Any:  # fmt: skip
+) -> Any:
     """From optimizer step ``step`` on: (epoch, the micro-batches of one optimizer step), epoch after epoch."""
     collate = Collator(data.encoded, data.num_image_tokens, data.pad_id, pack=pack)
     plan = _EpochBatches(lengths, micro, cfg, dist, step, spe)
     loader = torch.utils.data.DataLoader(
-        data.items, batch_sampler=plan, collate_fn=collate, num_workers=cfg.num_workers,
-        generator=torch.Generator().manual_seed(cfg.seed + step // spe), pin_memory=pin,
-    )  # fmt: skip
+        data.items,
+        batch_sampler=plan,
+        collate_fn=collate,
+        num_workers=cfg.num_workers,
+        generator=torch.Generator().manual_seed(cfg.seed + step // spe),
+        pin_memory=pin,
+    )
     it = iter(loader)
     for epoch, n in plan.groups():
         yield epoch, [next(it) for _ in range(n)]
@@ -322,8 +343,9 @@ def compile_layers(head: Any) -> bool:
                 layer.compile(dynamic=True, backend=COMPILE_BACKEND)
     except Exception as e:  # noqa: BLE001 - torch.compile refuses some Pythons and builds outright
         eager_layers(head)
-        warnings.warn(f"--compile: torch.compile is not usable here ({type(e).__name__}: {e}); running eagerly",
-                      stacklevel=2)  # fmt: skip
+        warnings.warn(
+            f"--compile: torch.compile is not usable here ({type(e).__name__}: {e}); running eagerly", stacklevel=2
+        )
         return False
     return True
 
@@ -371,9 +393,15 @@ def _compiled_step(head: Any, step: Any, device: torch.device) -> tuple[Any, str
 
 
 def train_step(
-    model: Any, params: list, optimizer: Any, scheduler: Any, group: list[dict], data: LoopData,
-    device: torch.device, dtype: torch.dtype,
-) -> tuple[torch.Tensor, int, int]:  # fmt: skip
+    model: Any,
+    params: list,
+    optimizer: Any,
+    scheduler: Any,
+    group: list[dict],
+    data: LoopData,
+    device: torch.device,
+    dtype: torch.dtype,
+) -> tuple[torch.Tensor, int, int]:
     """Forward/backward over one optimizer step's micro-batches (DDP syncs on the last only), then the update.
 
     Returns (mean loss as a device tensor, samples, tokens); reads nothing back from the device.
@@ -401,9 +429,20 @@ def train_step(
 
 
 def fit(
-    head: Any, data: LoopData, cfg: Any, run_dir: Path, *, dist: Dist, device: torch.device, dtype: torch.dtype,
-    epochs: int, lr: float, batch_size: int, description: str = "train", checkpoints: bool = True,
-) -> dict:  # fmt: skip
+    head: Any,
+    data: LoopData,
+    cfg: Any,
+    run_dir: Path,
+    *,
+    dist: Dist,
+    device: torch.device,
+    dtype: torch.dtype,
+    epochs: int,
+    lr: float,
+    batch_size: int,
+    description: str = "train",
+    checkpoints: bool = True,
+) -> dict:
     """Train ``head``'s trainable parameters; resumable; returns a summary (steps, final loss, speed).
 
     ``checkpoints=False`` writes no checkpoint (benchmarks: a timed window must not time one; such a run resumes
@@ -453,8 +492,9 @@ def fit(
         with progress_bar(cfg.progress and dist.main) as bar:
             task = bar.add_task(description, total=total, completed=step, loss=float("nan"), sps=0.0, tps=0.0)
             log = _Log(run_dir / "train_log.jsonl" if dist.main else None, dist, device, bar, task)
-            groups = ahead(_step_groups(data, lengths, micro, cfg, dist, step, spe, pin=device.type == "cuda",
-                                        pack=packed))  # fmt: skip
+            groups = ahead(
+                _step_groups(data, lengths, micro, cfg, dist, step, spe, pin=device.type == "cuda", pack=packed)
+            )
             while step < stop_at:
                 t = time.perf_counter()
                 epoch, group = next(groups)  # (the loader and collator, on this thread)
@@ -470,8 +510,11 @@ def fit(
                         import warnings
 
                         compiled = "fell-back"
-                        warnings.warn(f"--compile: the decoder layers did not compile here ({error}); training "
-                                      "eagerly from this step on", stacklevel=2)  # fmt: skip
+                        warnings.warn(
+                            f"--compile: the decoder layers did not compile here ({error}); training "
+                            "eagerly from this step on",
+                            stacklevel=2,
+                        )
                     elif compile_cache in ("none", "unreadable") and dist.main and artifacts is not None:
                         # the first step compiled the forward and the backward: kept for the runs after this one
                         compile_cache = "saved" if compiled_cache.save(artifacts) else compile_cache
@@ -506,13 +549,27 @@ def fit(
         if packed:
             head.use_packing(device, dtype, on=False)
     rates = log.rates() if log else {}
-    timing = {"setup_s": log.t0 - entered if log else None,
-              "teardown_s": time.perf_counter() - ended if ended is not None else None}  # fmt: skip
-    return {"total_steps": total, "steps_per_epoch": spe, "micro_batch": micro, "world_size": dist.world,
-            "resumed_from_step": start, "step": step, "done": step >= total, "final_loss": log.loss if log else None,
-            "compiled": compiled if compiled == "fell-back" else bool(compiled), "compile_cache": compile_cache,
-            "packed": bool(packed),
-            "attention": attention, "data_wait_s": data_wait, **rates, **timing}  # fmt: skip
+    timing = {
+        "setup_s": log.t0 - entered if log else None,
+        "teardown_s": time.perf_counter() - ended if ended is not None else None,
+    }
+    return {
+        "total_steps": total,
+        "steps_per_epoch": spe,
+        "micro_batch": micro,
+        "world_size": dist.world,
+        "resumed_from_step": start,
+        "step": step,
+        "done": step >= total,
+        "final_loss": log.loss if log else None,
+        "compiled": compiled if compiled == "fell-back" else bool(compiled),
+        "compile_cache": compile_cache,
+        "packed": bool(packed),
+        "attention": attention,
+        "data_wait_s": data_wait,
+        **rates,
+        **timing,
+    }
 
 
 # -- the LLM head's train() ----------------------------------------------------------------------------------

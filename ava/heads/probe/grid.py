@@ -44,9 +44,14 @@ class GridAdamW:
     Elsewhere, the 14 ``torch._foreach_*`` ops.
     """
 
-    def __init__(self, params: Sequence[tuple[torch.Tensor, torch.Tensor]], weight_decay: float = 1e-2,
-                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
-                 fused: bool | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        params: Sequence[tuple[torch.Tensor, torch.Tensor]],
+        weight_decay: float = 1e-2,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        fused: bool | None = None,
+    ) -> None:
         """``params``: (parameter, per-row learning rates of its first axis) pairs. ``fused``: None = where the
         fused kernel runs (probed), False = the foreach ops."""
         self.params = [p for p, _ in params]
@@ -69,10 +74,21 @@ class GridAdamW:
                     by_rate.setdefault(float(r[start]), []).append((i, start, j))
                     start = j
         # per learning rate, views of its rows, made once (parameters, moments, step counts; gradients: each step)
-        self._groups = [(lr, runs, [self.params[i][a:b] for i, a, b in runs],
-                         [self.exp_avg[i][a:b] for i, a, b in runs], [self.exp_avg_sq[i][a:b] for i, a, b in runs],
-                         [torch.tensor(0.0, device=self.params[i].device) for i, _, _ in runs])
-                        for lr, runs in by_rate.items()] if self.fused else []  # fmt: skip
+        self._groups = (
+            [
+                (
+                    lr,
+                    runs,
+                    [self.params[i][a:b] for i, a, b in runs],
+                    [self.exp_avg[i][a:b] for i, a, b in runs],
+                    [self.exp_avg_sq[i][a:b] for i, a, b in runs],
+                    [torch.tensor(0.0, device=self.params[i].device) for i, _, _ in runs],
+                )
+                for lr, runs in by_rate.items()
+            ]
+            if self.fused
+            else []
+        )
         self._counts = [c for group in self._groups for c in group[5]]  # every group's step count
 
     def zero_grad(self) -> None:
@@ -118,9 +134,21 @@ class GridAdamW:
         beta1, beta2 = self.betas
         for lr, runs, params, avg, sq, counts in self._groups:
             grads = [self.params[i].grad[a:b] for i, a, b in runs]  # type: ignore[index]
-            torch._fused_adamw_(params, grads, avg, sq, [], counts, lr=lr * factor, beta1=beta1, beta2=beta2,
-                                weight_decay=self.weight_decay, eps=self.eps, amsgrad=False,
-                                maximize=False)  # fmt: skip
+            torch._fused_adamw_(
+                params,
+                grads,
+                avg,
+                sq,
+                [],
+                counts,
+                lr=lr * factor,
+                beta1=beta1,
+                beta2=beta2,
+                weight_decay=self.weight_decay,
+                eps=self.eps,
+                amsgrad=False,
+                maximize=False,
+            )
         self.steps += 1
 
 
@@ -136,9 +164,21 @@ def _fused_adamw_probe(device: str, dtype: torch.dtype) -> bool:
         return False
     x = [torch.zeros(1, device=device, dtype=dtype) for _ in range(4)]
     try:
-        torch._fused_adamw_([x[0]], [x[1]], [x[2]], [x[3]], [], [torch.ones((), device=device)], lr=1e-3,
-                            beta1=0.9, beta2=0.999, weight_decay=0.0, eps=1e-8, amsgrad=False,
-                            maximize=False)  # fmt: skip
+        torch._fused_adamw_(
+            [x[0]],
+            [x[1]],
+            [x[2]],
+            [x[3]],
+            [],
+            [torch.ones((), device=device)],
+            lr=1e-3,
+            beta1=0.9,
+            beta2=0.999,
+            weight_decay=0.0,
+            eps=1e-8,
+            amsgrad=False,
+            maximize=False,
+        )
     except (RuntimeError, NotImplementedError):  # no kernel for this device or dtype
         return False
     return True

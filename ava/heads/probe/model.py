@@ -123,8 +123,9 @@ class CellReduce(nn.Module):
         per_block = max(1, COV_CELLS // max(1, cells.shape[2]))  # samples per block
         n = max(1, cells.shape[0] * cells.shape[2])
         for layer in range(self.layers):
-            blocks = [cells[i : i + per_block, layer].reshape(-1, self.token_dim)
-                      for i in range(0, cells.shape[0], per_block)]  # fmt: skip
+            blocks = [
+                cells[i : i + per_block, layer].reshape(-1, self.token_dim) for i in range(0, cells.shape[0], per_block)
+            ]
             total = torch.zeros(self.token_dim, dtype=torch.float64, device=x.device)
             for block in blocks:
                 total += block.double().sum(0)
@@ -152,9 +153,18 @@ class Probe(nn.Module):
     ``dim`` is the token feature size times the number of layers in every case.
     """
 
-    def __init__(self, dim: int, out_dim: int, pooling: str = "mean", heads: int = 4, num_tokens: int = 1,
-                 grid: tuple[int, int] | None = None, cells: int = 0, layers: int = 1,
-                 rank: int = 64) -> None:  # fmt: skip
+    def __init__(
+        self,
+        dim: int,
+        out_dim: int,
+        pooling: str = "mean",
+        heads: int = 4,
+        num_tokens: int = 1,
+        grid: tuple[int, int] | None = None,
+        cells: int = 0,
+        layers: int = 1,
+        rank: int = 64,
+    ) -> None:
         super().__init__()
         self.pooling, self.heads, self.dim = pooling, heads, dim
         self.reduce = CellReduce(dim, layers, cells, rank) if cells and pooling == "mean" else None
@@ -207,8 +217,9 @@ def token_positions(num_tokens: int, grid: tuple[int, int] | None) -> torch.Tens
     return torch.stack([(xs.flatten() + 0.5) / cols, (ys.flatten() + 0.5) / rows], -1).float()
 
 
-def attentive_pool(x: torch.Tensor, queries: torch.Tensor, pos_bias: torch.Tensor,
-                   positions: torch.Tensor) -> torch.Tensor:  # fmt: skip
+def attentive_pool(
+    x: torch.Tensor, queries: torch.Tensor, pos_bias: torch.Tensor, positions: torch.Tensor
+) -> torch.Tensor:
     """[B, T, D] tokens, [K, D] queries, [K, T] position biases, [T, 2] token positions -> [B, K, D + 2]: per
     query, the softmax(q . x / sqrt(D) + bias)-weighted mean of the tokens and of their positions."""
     # queries @ x^T (not einsum "btd,kd->bkt"): the same scores, but its backward for the queries runs as one
@@ -225,8 +236,17 @@ class ProbeGrid(nn.Module):
     product so the tokens are read once per step for the whole grid.
     """
 
-    def __init__(self, dim: int, out_dim: int, n: int, pooling: str, heads: int, num_tokens: int,
-                 grid: tuple[int, int] | None, generator: torch.Generator) -> None:  # fmt: skip
+    def __init__(
+        self,
+        dim: int,
+        out_dim: int,
+        n: int,
+        pooling: str,
+        heads: int,
+        num_tokens: int,
+        grid: tuple[int, int] | None,
+        generator: torch.Generator,
+    ) -> None:
         super().__init__()
         self.members = nn.ModuleList(Probe(dim, out_dim, pooling, heads, num_tokens, grid) for _ in range(n))
         for m in self.members:

@@ -79,8 +79,14 @@ EVAL_BATCH = 256
 Rows = np.ndarray | torch.Tensor | TokenRows
 
 
-def load_features(cache: Any, samples: Sequence[Sample], layers: tuple[int | None, ...], tokens: bool,
-                  max_memory_gb: float, device: str = "cpu") -> Rows:  # fmt: skip
+def load_features(
+    cache: Any,
+    samples: Sequence[Sample],
+    layers: tuple[int | None, ...],
+    tokens: bool,
+    max_memory_gb: float,
+    device: str = "cpu",
+) -> Rows:
     """Pooled [N, D] features, or token [N, T, D] rows: batch by batch from an ability's held features
     (:class:`HeldRows`, gathered on the device they are held on), else from the cache (in memory when they fit in
     ``max_memory_gb`` as float32, else :class:`CacheRows`)."""
@@ -225,8 +231,15 @@ class Task:
     @classmethod
     def from_meta(cls, ability: Ability, meta: dict[str, Any]) -> Task:
         arr = lambda v: None if v is None else np.asarray(v, np.float64)  # noqa: E731
-        return cls(ability, meta["kind"], meta.get("vocab"), arr(meta.get("mean")), arr(meta.get("std")),
-                   meta.get("chars"), int(meta.get("slots", 0)))  # fmt: skip
+        return cls(
+            ability,
+            meta["kind"],
+            meta.get("vocab"),
+            arr(meta.get("mean")),
+            arr(meta.get("std")),
+            meta.get("chars"),
+            int(meta.get("slots", 0)),
+        )
 
 
 def _member_batch_targets(y: Any, index: np.ndarray, device: str, on_device: torch.Tensor | None = None) -> Any:
@@ -246,8 +259,17 @@ def build_model(task: Task, meta: dict[str, Any]) -> nn.Module:
         return CTCReader(dim, num_tokens, task.slots, len(task.chars or []))
     grid = tuple(meta["grid_shape"]) if meta.get("grid_shape") else None
     cells, rank = int(meta.get("cells", 0)), int(meta.get("rank", 0)) or 64
-    return Probe(dim, task.out_dim, meta["pooling"], int(meta["heads"]), num_tokens, grid,  # type: ignore[arg-type]
-                 cells=cells, layers=len(meta["layers"]), rank=rank)  # fmt: skip
+    return Probe(
+        dim,
+        task.out_dim,
+        meta["pooling"],
+        int(meta["heads"]),
+        num_tokens,
+        grid,  # type: ignore[arg-type]
+        cells=cells,
+        layers=len(meta["layers"]),
+        rank=rank,
+    )
 
 
 class _ReaderGrid(nn.Module):
@@ -270,8 +292,10 @@ class _ReaderGrid(nn.Module):
         """The rows' tokens reduced once, chunk by chunk, on the readers' device: [N, T, rank] float32."""
         reducer = self.members[0]
         device = str(reducer.basis.device)
-        chunks = [reducer.reduce(_as_tensor(rows, np.arange(i, min(i + EVAL_BATCH, len(rows))), device))
-                  for i in range(0, len(rows), EVAL_BATCH)]  # fmt: skip
+        chunks = [
+            reducer.reduce(_as_tensor(rows, np.arange(i, min(i + EVAL_BATCH, len(rows))), device))
+            for i in range(0, len(rows), EVAL_BATCH)
+        ]
         return torch.cat(chunks) if chunks else torch.zeros((0, reducer.num_tokens, reducer.rank), device=device)
 
     def forward(self, z: torch.Tensor) -> list[torch.Tensor]:
@@ -289,9 +313,20 @@ class _ReadOnly(nn.Module):
         return self.reader.read(z)
 
 
-def train_grid(grid: nn.Module, lrs: Sequence[float], rows: Any, y: Any, task: Task, *, epochs: int,
-               batch_size: int, weight_decay: float, generator: torch.Generator, device: str,
-               on_epoch: Callable[[], None] | None = None) -> None:  # fmt: skip
+def train_grid(
+    grid: nn.Module,
+    lrs: Sequence[float],
+    rows: Any,
+    y: Any,
+    task: Task,
+    *,
+    epochs: int,
+    batch_size: int,
+    weight_decay: float,
+    generator: torch.Generator,
+    device: str,
+    on_epoch: Callable[[], None] | None = None,
+) -> None:
     """Train every grid member on the same shuffled batches, member g with learning rate lrs[g] (cosine decay).
 
     A stacked grid (:class:`StackedLinears`, :class:`StackedAttentive`) runs one forward and backward per step for
@@ -307,8 +342,11 @@ def train_grid(grid: nn.Module, lrs: Sequence[float], rows: Any, y: Any, task: T
     if stacked:
         params = grid.param_lrs(lrs)
     else:  # each parameter of member g: all its rows at lrs[g]
-        params = [(p, torch.full((p.shape[0],), float(lr))) for m, lr in zip(grid.members, lrs, strict=True)
-                  for p in m.parameters()]  # fmt: skip
+        params = [
+            (p, torch.full((p.shape[0],), float(lr)))
+            for m, lr in zip(grid.members, lrs, strict=True)
+            for p in m.parameters()
+        ]
     opt = GridAdamW(params, weight_decay=weight_decay)
     if isinstance(y, torch.Tensor):
         y = y.to(device)
@@ -382,9 +420,18 @@ def transforms_device(device: str, view_bytes: int) -> str:
     return "cpu"
 
 
-def _fit_pooled(config: ProbeConfig, ability: Ability, task: Task, fit: list[Sample], held: list[Sample],
-                cache: Any, device: str, lrs: list[float], y: Any, on_epoch: Callable[[], None] | None,
-                ) -> tuple[list[dict[str, Any]], Pick]:  # fmt: skip
+def _fit_pooled(
+    config: ProbeConfig,
+    ability: Ability,
+    task: Task,
+    fit: list[Sample],
+    held: list[Sample],
+    cache: Any,
+    device: str,
+    lrs: list[float],
+    y: Any,
+    on_epoch: Callable[[], None] | None,
+) -> tuple[list[dict[str, Any]], Pick]:
     """The linear probe's grid: layer sets x pooled views x learning rates, picked on the held-out slice.
 
     Per layer set the tokens are read once into every pooled view; each view's fixed transforms are fitted on
@@ -422,12 +469,25 @@ def _fit_pooled(config: ProbeConfig, ability: Ability, task: Task, fit: list[Sam
         trainer = StackedLinears([m for _, _, m in members], slices).to(device)
         z_fit = torch.cat(prepared, 1)
         del prepared
-        train_grid(trainer, [lr for _, lr, _ in members], z_fit, y, task, epochs=epochs, batch_size=batch_size,
-                   weight_decay=config.weight_decay, generator=generator, device=device, on_epoch=on_epoch)  # fmt: skip
+        train_grid(
+            trainer,
+            [lr for _, lr, _ in members],
+            z_fit,
+            y,
+            task,
+            epochs=epochs,
+            batch_size=batch_size,
+            weight_decay=config.weight_decay,
+            generator=generator,
+            device=device,
+            on_epoch=on_epoch,
+        )
         trainer.write_back()
         del z_fit, trainer
-        held_rows = {pool: torch.from_numpy(v).to(transforms_device(device, v.nbytes))  # once per view, where its
-                     for pool, v in views_held.items()}  # transforms fit (else host rows, each batch moved)
+        held_rows = {
+            pool: torch.from_numpy(v).to(transforms_device(device, v.nbytes))  # once per view, where its
+            for pool, v in views_held.items()
+        }  # transforms fit (else host rows, each batch moved)
         for pool, lr, member in members:
             replies = predict(member.to(device), task, held_rows[pool], held, device)
             score = mean_score(ability, held, replies, memo=memo)
@@ -438,9 +498,18 @@ def _fit_pooled(config: ProbeConfig, ability: Ability, task: Task, fit: list[Sam
     return grid_log, best
 
 
-def _fit_tokens(config: ProbeConfig, ability: Ability, task: Task, fit: list[Sample], held: list[Sample],
-                cache: Any, device: str, lrs: list[float], y: Any, on_epoch: Callable[[], None] | None,
-                ) -> tuple[list[dict[str, Any]], Pick]:  # fmt: skip
+def _fit_tokens(
+    config: ProbeConfig,
+    ability: Ability,
+    task: Task,
+    fit: list[Sample],
+    held: list[Sample],
+    cache: Any,
+    device: str,
+    lrs: list[float],
+    y: Any,
+    on_epoch: Callable[[], None] | None,
+) -> tuple[list[dict[str, Any]], Pick]:
     """The grid of token probes (attentive pooling, the CTC reader): layer sets x learning rates."""
     epochs, batch_size = _defaults(config, len(fit), True)
     grid_log: list[dict[str, Any]] = []
@@ -450,19 +519,34 @@ def _fit_tokens(config: ProbeConfig, ability: Ability, task: Task, fit: list[Sam
         generator = torch.Generator().manual_seed(config.seed)
         torch.manual_seed(config.seed)
         # train rows are read every epoch: held whole in float32 when they fit, else gathered per batch (as held-out)
-        x_fit = held_in_float32(load_features(cache, fit, layers, True, config.max_memory_gb, device), cache,
-                                config.max_memory_gb)  # fmt: skip
+        x_fit = held_in_float32(
+            load_features(cache, fit, layers, True, config.max_memory_gb, device), cache, config.max_memory_gb
+        )
         x_held = load_features(cache, held, layers, True, config.max_memory_gb, device)
         dim = cache.dim * len(layers)
         if task.kind == "ctc":
             grid: nn.Module = _ReaderGrid(dim, cache.num_tokens, task, len(lrs), generator)
         else:
-            grid = ProbeGrid(dim, task.out_dim, len(lrs), config.pooling, config.heads, cache.num_tokens,
-                             _grid_shape(cache), generator)  # fmt: skip
+            grid = ProbeGrid(
+                dim,
+                task.out_dim,
+                len(lrs),
+                config.pooling,
+                config.heads,
+                cache.num_tokens,
+                _grid_shape(cache),
+                generator,
+            )
         grid.to(device)  # the fixed transforms are fitted where the rows are
         grid.fit_norm(_stats_rows(x_fit, device))
-        train_kw = dict(epochs=epochs, batch_size=batch_size, weight_decay=config.weight_decay, generator=generator,
-                        device=device, on_epoch=on_epoch)  # fmt: skip
+        train_kw = dict(
+            epochs=epochs,
+            batch_size=batch_size,
+            weight_decay=config.weight_decay,
+            generator=generator,
+            device=device,
+            on_epoch=on_epoch,
+        )
         if isinstance(grid, _ReaderGrid):
             x_fit, x_held = grid.reduce_rows(x_fit), grid.reduce_rows(x_held)
             train_grid(grid, lrs, x_fit, y, task, **train_kw)
@@ -483,8 +567,14 @@ def _fit_tokens(config: ProbeConfig, ability: Ability, task: Task, fit: list[Sam
     return grid_log, best
 
 
-def fit_ability(config: ProbeConfig, ability: Ability, train: list[Sample], cache: Any, device: str,
-                on_epoch: Callable[[], None] | None = None) -> tuple[nn.Module, dict[str, Any]]:  # fmt: skip
+def fit_ability(
+    config: ProbeConfig,
+    ability: Ability,
+    train: list[Sample],
+    cache: Any,
+    device: str,
+    on_epoch: Callable[[], None] | None = None,
+) -> tuple[nn.Module, dict[str, Any]]:
     """Train the grid of one ability and return the probe chosen on the held-out slice, with its metadata."""
     fit, held = holdout_split(train, config.heldout_frac, config.seed)
     task = Task.build(ability, fit, cache.num_tokens)
@@ -495,8 +585,19 @@ def fit_ability(config: ProbeConfig, ability: Ability, train: list[Sample], cach
     # the CTC reader does not depend on the probe's pooling: within a fingerprint (features shared by the heads)
     # probe-linear and probe-attn would train the same one, so the second takes the first's
     shared = getattr(cache, "shared", None) if task.kind == "ctc" else None
-    key = ("ctc", ability.key, tuple(s.key for s in fit), tuple(s.key for s in held), tuple(lrs), epochs, batch_size,
-           config.weight_decay, config.seed, config.layer, device)  # fmt: skip
+    key = (
+        "ctc",
+        ability.key,
+        tuple(s.key for s in fit),
+        tuple(s.key for s in held),
+        tuple(lrs),
+        epochs,
+        batch_size,
+        config.weight_decay,
+        config.seed,
+        config.layer,
+        device,
+    )
     lock = getattr(cache, "shared_lock", None) if shared is not None else None
     with lock or contextlib.nullcontext():  # a head fitting at the same time waits for this one's reader
         if shared is not None and key in shared:
@@ -560,8 +661,15 @@ def _uses_tokens(meta: dict[str, Any], task: Task) -> bool:
     return meta["pooling"] == "attn" or task.kind == "ctc"
 
 
-def predict_split(model: nn.Module, task: Task, meta: dict[str, Any], samples: Sequence[Sample], cache: Any,
-                  device: str, max_memory_gb: float) -> list[str]:  # fmt: skip
+def predict_split(
+    model: nn.Module,
+    task: Task,
+    meta: dict[str, Any],
+    samples: Sequence[Sample],
+    cache: Any,
+    device: str,
+    max_memory_gb: float,
+) -> list[str]:
     """Replies of one ability's chosen probe for ``samples``, from ``cache`` (the cache or an ability's features)."""
     if not samples:
         return []
@@ -598,19 +706,27 @@ class ProbeRun(AbilityRun):
             return [], True
         return pool_candidates(self.cache, self.config.pools), False
 
-    def fit_ability(self, ava: str, features: Any, on_step: Callable[[], None] | None,
-                    ) -> tuple[dict[str, Any], dict[str, Any], list[str], dict]:  # fmt: skip
+    def fit_ability(
+        self,
+        ava: str,
+        features: Any,
+        on_step: Callable[[], None] | None,
+    ) -> tuple[dict[str, Any], dict[str, Any], list[str], dict]:
         ability = get_ability(ava)
         model, meta = fit_ability(self.config, ability, self.train_samples(ava), features, self.device, on_step)
         task = Task.from_meta(ability, meta)
-        replies = predict_split(model, task, meta, self.eval_samples(ava), features, self.device,
-                                self.config.max_memory_gb)  # fmt: skip
+        replies = predict_split(
+            model, task, meta, self.eval_samples(ava), features, self.device, self.config.max_memory_gb
+        )
         return meta, dict(model.cpu().state_dict()), replies, _extra(meta)
 
     def write_head_files(self) -> None:
         tensors = {f"{ava}.{k}": v for ava in self.abilities for k, v in self.record_tensors(ava).items()}
-        save_tensors(self.run_dir / WEIGHTS_FILE, tensors,
-                     metadata={"format": "ava-probe", "abilities": ",".join(self.abilities)})  # fmt: skip
+        save_tensors(
+            self.run_dir / WEIGHTS_FILE,
+            tensors,
+            metadata={"format": "ava-probe", "abilities": ",".join(self.abilities)},
+        )
         write_json(self.run_dir / META_FILE, {ava: self.records[ava]["meta"] for ava in self.abilities})
 
 
@@ -630,14 +746,20 @@ def train(config: ProbeConfig) -> Path:
     device = resolve_device(config.device)
     torch.manual_seed(config.seed)
     run = ProbeRun(config, dataset, cache, abilities, device)
-    train_abilities([run], cache, abilities, device=device, progress=config.progress,
-                    label=f"{run.head} {config.vfm}")  # fmt: skip
+    train_abilities([run], cache, abilities, device=device, progress=config.progress, label=f"{run.head} {config.vfm}")
     run.finish()
     return run.run_dir
 
 
-def evaluate(run_dir: str | os.PathLike[str], split: str = "test", *, data: str | None = None,
-             cache: str | None = None, device: str | None = None, **_: Any) -> dict[str, Any]:  # fmt: skip
+def evaluate(
+    run_dir: str | os.PathLike[str],
+    split: str = "test",
+    *,
+    data: str | None = None,
+    cache: str | None = None,
+    device: str | None = None,
+    **_: Any,
+) -> dict[str, Any]:
     """Reload the saved probes, predict ``split`` from the cache and write results_<split>.json."""
     saved = open_saved_run(run_dir, META_FILE, data=data, cache=cache, device=device, split=split)
     run_dir, config, run, metas = saved.path, saved.config, saved.run, saved.metas

@@ -39,8 +39,14 @@ def split_applicable(abilities: Sequence[str]) -> tuple[list[str], dict[str, str
     return applicable, skipped
 
 
-def predict(model: Any, dataset: Any, ava: str, samples: Sequence[Any], template: str,
-            advance: Callable[[int], Any] = lambda n: None) -> list[str]:  # fmt: skip
+def predict(
+    model: Any,
+    dataset: Any,
+    ava: str,
+    samples: Sequence[Any],
+    template: str,
+    advance: Callable[[int], Any] = lambda n: None,
+) -> list[str]:
     """The reply of every sample: the option whose prompt-wrapped text is most similar to the image; ``advance(n)``
     is called after each batch of ``n`` images."""
     from ava.abilities import get_ability
@@ -73,8 +79,9 @@ def _load(vfm: str, device: str, batch_size: int | None) -> tuple[Any, str]:
     source = text_tower_source(vfm)
     base = vfm.split("@")[0]  # a registered name takes a local copy as NAME@DIR, any other checkpoint as hf:DIR
     local = f"--vfm {base}@/path/to/dir" if ":" not in base else "--vfm hf:/path/to/dir"
-    model = load_image_text(source, device=resolve_device(device), batch_size=batch_size or 32, what=f"VFM {vfm!r}",
-                            local_form=local)  # fmt: skip
+    model = load_image_text(
+        source, device=resolve_device(device), batch_size=batch_size or 32, what=f"VFM {vfm!r}", local_form=local
+    )
     return model, source
 
 
@@ -93,8 +100,7 @@ def _run(config: ZeroShotConfig, run_dir: Path, abilities: list[str], split: str
         task = bar.add_task(f"zero-shot {config.vfm}", total=total)
         for i, (ava, samples) in enumerate(per_ability.items(), 1):
             bar.update(task, description=f"zero-shot {config.vfm}: {ava} ({i}/{len(abilities)}), images")
-            replies = predict(model, dataset, ava, samples, config.template,
-                              advance=lambda n: bar.advance(task, n))  # fmt: skip
+            replies = predict(model, dataset, ava, samples, config.template, advance=lambda n: bar.advance(task, n))
             predictions.update({s.key: r for s, r in zip(samples, replies, strict=True)})
     extra = {ava: {"template": config.template} for ava in abilities}
     return score_and_write(dataset, predictions, abilities, split, run, to_jsonable(config), run_dir, extra)
@@ -113,19 +119,41 @@ def train(config: ZeroShotConfig) -> Path:
     if not abilities:
         raise AvaError(f"the zero-shot head answers choice questions only, and none of {', '.join(skipped)} is one")
     model, source = _load(config.vfm, config.device, config.batch_size)
-    run = run_block("zero-shot", config.vfm, abilities, None, dataset, seed=config.seed, not_applicable=skipped,
-                    weights=model.identity)  # fmt: skip
+    run = run_block(
+        "zero-shot",
+        config.vfm,
+        abilities,
+        None,
+        dataset,
+        seed=config.seed,
+        not_applicable=skipped,
+        weights=model.identity,
+    )
     run["random_weights"] = run["vfm_random_weights"] = text_tower_random_weights(config.vfm)
     run_dir = start_run(config.out, config, run)
-    write_json(run_dir / META_FILE, {"source": source, "weights": model.identity, "model_type": model.model_type,
-                                     "logit_scale": getattr(model, "logit_scale", None), "template": config.template,
-                                     "not_applicable": skipped})  # fmt: skip
+    write_json(
+        run_dir / META_FILE,
+        {
+            "source": source,
+            "weights": model.identity,
+            "model_type": model.model_type,
+            "logit_scale": getattr(model, "logit_scale", None),
+            "template": config.template,
+            "not_applicable": skipped,
+        },
+    )
     _run(config, run_dir, abilities, config.split, model)
     return run_dir
 
 
-def evaluate(run_dir: str | os.PathLike[str], split: str = "test", *, device: str | None = None,
-             batch_size: int | None = None, **_: Any) -> dict[str, Any]:  # fmt: skip
+def evaluate(
+    run_dir: str | os.PathLike[str],
+    split: str = "test",
+    *,
+    device: str | None = None,
+    batch_size: int | None = None,
+    **_: Any,
+) -> dict[str, Any]:
     """Score another split of a zero-shot run (the same checkpoint and template)."""
     from ava.config import config_from_dict
     from ava.data.format import Dataset

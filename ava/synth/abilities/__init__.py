@@ -15,11 +15,21 @@ from ava.synth.core import Ctx, Rendered
 
 GENERATORS: Registry[Callable[[Ctx], Rendered]] = Registry("synthetic generator")
 for _key, _module in (
-    ("localization", "localization"), ("counting", "counting"), ("fine_grained", "fine_grained"),
-    ("abs_depth", "depth"), ("rel_depth", "depth"), ("ocr", "ocr"), ("orientation", "orientation"),
-    ("recognition", "recognition"), ("action", "action"), ("texture", "texture"), ("spatial", "spatial"),
-    ("scene", "scene"), ("emotion", "emotion"), ("color", "color"),
-):  # fmt: skip
+    ("localization", "localization"),
+    ("counting", "counting"),
+    ("fine_grained", "fine_grained"),
+    ("abs_depth", "depth"),
+    ("rel_depth", "depth"),
+    ("ocr", "ocr"),
+    ("orientation", "orientation"),
+    ("recognition", "recognition"),
+    ("action", "action"),
+    ("texture", "texture"),
+    ("spatial", "spatial"),
+    ("scene", "scene"),
+    ("emotion", "emotion"),
+    ("color", "color"),
+):
     GENERATORS.register(_key, f"ava.synth.abilities.{_module}:render_{_key}")
 
 

@@ -52,9 +52,11 @@ def skeleton(ctx: Ctx, pose: str, t: float, facing: int) -> dict[str, list[tuple
     neck = (hip[0] + tv[0], hip[1] + tv[1])
     parts: dict[str, list[tuple[float, float]]] = {"torso": [hip, neck]}
     for name, (a1, bend), l1, l2, root in (
-        ("arm_near", limbs[0], 0.55, 0.5, neck), ("arm_far", limbs[1], 0.55, 0.5, neck),
-        ("leg_near", limbs[2], 0.62, 0.6, hip), ("leg_far", limbs[3], 0.62, 0.6, hip),
-    ):  # fmt: skip
+        ("arm_near", limbs[0], 0.55, 0.5, neck),
+        ("arm_far", limbs[1], 0.55, 0.5, neck),
+        ("leg_near", limbs[2], 0.62, 0.6, hip),
+        ("leg_far", limbs[3], 0.62, 0.6, hip),
+    ):
         a1 = jit(a1)
         a2 = a1 + jit(bend) if name.startswith("arm") else a1 - jit(bend)
         v1, v2 = _vec(a1, l1 * t, facing), _vec(a2, l2 * t, facing)
@@ -119,7 +121,10 @@ def render_action(ctx: Ctx) -> Rendered:
     draw.ellipse([hx - hr, hy - hr, hx + hr, hy + hr], fill=color, outline=INK)
     options = list(CLASSES)
     return Rendered(
-        image=add_noise(ctx, image), question=ask("action", options), answer=pose, truth=option_truth(options, k),
+        image=add_noise(ctx, image),
+        question=ask("action", options),
+        answer=pose,
+        truth=option_truth(options, k),
         options=options,
         meta={"class": pose, "figure_px": round(2.6 * t, 1), "facing": "right" if facing > 0 else "left"},
-    )  # fmt: skip
+    )

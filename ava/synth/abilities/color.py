@@ -39,6 +39,9 @@ def render_color(ctx: Ctx) -> Rendered:
     ImageDraw.Draw(image).rectangle([round(v) for v in target], fill=rgb)
     draw_box(image, target, (255, 0, 0))
     return Rendered(
-        image=image, question=ask("color"), answer=fmt_rgb(rgb), truth={"rgb": list(rgb)},
+        image=image,
+        question=ask("color"),
+        answer=fmt_rgb(rgb),
+        truth={"rgb": list(rgb)},
         meta={"patch_px": round(w * h)},
-    )  # fmt: skip
+    )

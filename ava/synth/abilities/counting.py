@@ -41,6 +41,9 @@ def render_counting(ctx: Ctx) -> Rendered:
         y = gy * cell + ctx.uniform(0, cell - h)
         draw_icon(draw, shape, (x, y, x + w, y + h), shared if same_color else random_color(ctx))
     return Rendered(
-        image=add_noise(ctx, image), question=ask("counting", object=PLURALS[name]), answer=str(count),
-        truth={"value": count}, meta={"class": name, "count": count, "distractors": int(n_distract)},
-    )  # fmt: skip
+        image=add_noise(ctx, image),
+        question=ask("counting", object=PLURALS[name]),
+        answer=str(count),
+        truth={"value": count},
+        meta={"class": name, "count": count, "distractors": int(n_distract)},
+    )

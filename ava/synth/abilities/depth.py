@@ -149,10 +149,13 @@ def render_abs_depth(ctx: Ctx) -> Rendered:
     image = add_noise(ctx, image)
     draw_box(image, box, RED)
     return Rendered(
-        image=image, question=ask("abs_depth", options, object=name), answer=options[index],
-        truth={"index": index, "bin": [lo, hi]}, options=options,
+        image=image,
+        question=ask("abs_depth", options, object=name),
+        answer=options[index],
+        truth={"index": index, "bin": [lo, hi]},
+        options=options,
         meta={"class": name, **_scene_meta(scene, cam), "depth_m": round(z, 3), "object_px": round(box[3] - box[1], 1)},
-    )  # fmt: skip
+    )
 
 
 # Relative depth: the farther object is at least this many times as far as the nearer one (and always >= 0.5 m
@@ -204,8 +207,16 @@ def render_rel_depth(ctx: Ctx) -> Rendered:
     draw_box(image, bb, BLUE)
     options = list(REL_DEPTH_ANSWERS)
     return Rendered(
-        image=image, question=ask("rel_depth", options, a=red_name, b=blue_name), answer=options[ans],
-        truth=option_truth(options, ans), options=options,
-        meta={"class": red_name, **_scene_meta(scene, cam), "depth_red_m": round(z_red, 3),
-              "depth_blue_m": round(z_blue, 3), "depth_diff_m": round(far - near, 3)},
-    )  # fmt: skip
+        image=image,
+        question=ask("rel_depth", options, a=red_name, b=blue_name),
+        answer=options[ans],
+        truth=option_truth(options, ans),
+        options=options,
+        meta={
+            "class": red_name,
+            **_scene_meta(scene, cam),
+            "depth_red_m": round(z_red, 3),
+            "depth_blue_m": round(z_blue, 3),
+            "depth_diff_m": round(far - near, 3),
+        },
+    )

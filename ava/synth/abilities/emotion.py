@@ -23,9 +23,14 @@ from ava.synth.textures import backdrop
 SKIN = ((241, 194, 160), (224, 172, 105), (198, 134, 66), (170, 110, 60), (255, 219, 172), (160, 105, 70))
 # Brow heights (inner end, outer end) in units of r above the eye line (positive = higher).
 BROWS = {
-    "happy": (0.22, 0.26), "sad": (0.36, 0.16), "angry": (0.06, 0.30), "fear": (0.42, 0.26),
-    "surprise": (0.40, 0.40), "neutral": (0.22, 0.22), "disgust": (0.08, 0.2),
-}  # fmt: skip
+    "happy": (0.22, 0.26),
+    "sad": (0.36, 0.16),
+    "angry": (0.06, 0.30),
+    "fear": (0.42, 0.26),
+    "surprise": (0.40, 0.40),
+    "neutral": (0.22, 0.22),
+    "disgust": (0.08, 0.2),
+}
 EYE_OPEN = {"angry": 0.45, "disgust": 0.35, "fear": 1.5, "surprise": 1.5}
 
 
@@ -55,8 +60,17 @@ def _mouth(draw: ImageDraw.ImageDraw, emotion: str, cx: float, cy: float, r: flo
     elif emotion == "neutral":
         draw.line([cx - mw * 0.8, my, cx + mw * 0.8, my], fill=INK, width=w)
     else:  # disgust: lopsided raised lip
-        draw.line([(cx - mw, my + 0.06 * r), (cx - 0.1 * r, my + 0.02 * r), (cx + 0.15 * r, my - 0.1 * r),
-                   (cx + mw, my - 0.04 * r)], fill=INK, width=w, joint="curve")  # fmt: skip
+        draw.line(
+            [
+                (cx - mw, my + 0.06 * r),
+                (cx - 0.1 * r, my + 0.02 * r),
+                (cx + 0.15 * r, my - 0.1 * r),
+                (cx + mw, my - 0.04 * r),
+            ],
+            fill=INK,
+            width=w,
+            joint="curve",
+        )
         draw.line([(cx - 0.12 * r, cy + 0.12 * r), (cx - 0.05 * r, cy + 0.08 * r)], fill=INK, width=max(1, w // 2))
         draw.line([(cx + 0.05 * r, cy + 0.08 * r), (cx + 0.12 * r, cy + 0.12 * r)], fill=INK, width=max(1, w // 2))
 
@@ -111,6 +125,10 @@ def render_emotion(ctx: Ctx) -> Rendered:
     draw_box(image, target, RED)
     options = list(EMOTIONS)
     return Rendered(
-        image=image, question=ask("emotion", options), answer=emotion, truth=option_truth(options, k),
-        options=options, meta={"class": emotion, "face_px": round(2 * r, 1)},
-    )  # fmt: skip
+        image=image,
+        question=ask("emotion", options),
+        answer=emotion,
+        truth=option_truth(options, k),
+        options=options,
+        meta={"class": emotion, "face_px": round(2 * r, 1)},
+    )

@@ -85,8 +85,16 @@ def draw_bird(ctx: Ctx, image: Image.Image, species: str, cx: float, cy: float, 
     elif beak == "warbler":
         draw.polygon([(X(bx), hy - 0.03 * L), (X(bx + 0.3), hy + 0.01 * L), (X(bx), hy + 0.04 * L)], fill=beak_col)
     else:  # shrike: a hooked tip
-        draw.polygon([(X(bx), hy - 0.05 * L), (X(bx + 0.17), hy - 0.03 * L), (X(bx + 0.2), hy + 0.06 * L),
-                      (X(bx + 0.14), hy + 0.01 * L), (X(bx), hy + 0.05 * L)], fill=beak_col)  # fmt: skip
+        draw.polygon(
+            [
+                (X(bx), hy - 0.05 * L),
+                (X(bx + 0.17), hy - 0.03 * L),
+                (X(bx + 0.2), hy + 0.06 * L),
+                (X(bx + 0.14), hy + 0.01 * L),
+                (X(bx), hy + 0.05 * L),
+            ],
+            fill=beak_col,
+        )
     # the wing with its pattern
     wx0, wx1 = sorted((X(-0.3), X(0.22)))
     wy0, wy1 = cy - 0.12 * L, cy + 0.14 * L
@@ -122,7 +130,10 @@ def render_fine_grained(ctx: Ctx) -> Rendered:
     draw_bird(ctx, image, species, cx, cy, L, facing)
     options = list(SPECIES)
     return Rendered(
-        image=add_noise(ctx, image), question=ask("fine_grained", options, family=FAMILY), answer=species,
-        truth=option_truth(options, k), options=options,
+        image=add_noise(ctx, image),
+        question=ask("fine_grained", options, family=FAMILY),
+        answer=species,
+        truth=option_truth(options, k),
+        options=options,
         meta={"class": species, "family": FAMILY, "bird_px": round(L, 1), "facing": "right" if facing > 0 else "left"},
-    )  # fmt: skip
+    )

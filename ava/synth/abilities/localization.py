@@ -66,8 +66,14 @@ def render_localization(ctx: Ctx) -> Rendered:
     x0, y0, x1, y1 = tight_box((cw, ch), name, target)
     box = [round((x0 + ox) / s, 3), round((y0 + oy) / s, 3), round((x1 + ox) / s, 3), round((y1 + oy) / s, 3)]
     return Rendered(
-        image=image, question=ask("localization", object=f"the {name}"), answer=fmt_box(box),
+        image=image,
+        question=ask("localization", object=f"the {name}"),
+        answer=fmt_box(box),
         truth={"box": box},
-        meta={"class": name, "box_area": round((box[2] - box[0]) * (box[3] - box[1]), 4), "canvas": [cw, ch],
-              "distractors": len(boxes) - 1},
-    )  # fmt: skip
+        meta={
+            "class": name,
+            "box_area": round((box[2] - box[0]) * (box[3] - box[1]), 4),
+            "canvas": [cw, ch],
+            "distractors": len(boxes) - 1,
+        },
+    )

@@ -108,6 +108,9 @@ def render_ocr(ctx: Ctx) -> Rendered:
         RED,
     )
     return Rendered(
-        image=image, question=ask("ocr"), answer=text, truth={"text": text},
+        image=image,
+        question=ask("ocr"),
+        answer=text,
+        truth={"text": text},
         meta={"text_length": len(text), "font_px": round(size, 1), "distractors": len(boxes) - 1},
-    )  # fmt: skip
+    )

@@ -29,48 +29,54 @@ YAW = {view: 45.0 * i for i, view in enumerate(ORIENTATION_VIEWS[:8])}
 
 def _robot() -> list[Cuboid]:
     return [
-        ((-0.5, 0.0, -0.3), (0.5, 1.1, 0.3), "main"),           # body
-        ((-0.35, 1.1, -0.3), (0.35, 1.65, 0.3), "light"),       # head
-        ((-0.25, 1.38, 0.3), (-0.08, 1.5, 0.36), "eye"),        # eyes, mouth and nose on the front
+        ((-0.5, 0.0, -0.3), (0.5, 1.1, 0.3), "main"),  # body
+        ((-0.35, 1.1, -0.3), (0.35, 1.65, 0.3), "light"),  # head
+        ((-0.25, 1.38, 0.3), (-0.08, 1.5, 0.36), "eye"),  # eyes, mouth and nose on the front
         ((0.08, 1.38, 0.3), (0.25, 1.5, 0.36), "eye"),
         ((-0.18, 1.18, 0.3), (0.18, 1.24, 0.34), "ink"),
         ((-0.05, 1.26, 0.3), (0.05, 1.36, 0.45), "accent"),
-        ((-0.35, 0.3, -0.55), (0.35, 0.95, -0.3), "dark"),      # backpack
-        ((-0.7, 0.4, -0.12), (-0.5, 1.0, 0.12), "dark"),        # arms
+        ((-0.35, 0.3, -0.55), (0.35, 0.95, -0.3), "dark"),  # backpack
+        ((-0.7, 0.4, -0.12), (-0.5, 1.0, 0.12), "dark"),  # arms
         ((0.5, 0.4, -0.12), (0.7, 1.0, 0.12), "dark"),
-        ((-0.2, 0.75, 0.3), (0.2, 0.95, 0.34), "accent"),       # chest light
-    ]  # fmt: skip
+        ((-0.2, 0.75, 0.3), (0.2, 0.95, 0.34), "accent"),  # chest light
+    ]
 
 
 def _car() -> list[Cuboid]:
     return [
-        ((-0.55, 0.15, -1.1), (0.55, 0.55, 1.1), "main"),        # body
-        ((-0.5, 0.55, -0.6), (0.5, 0.95, 0.35), "light"),        # cabin, set back from the long bonnet
-        ((-0.45, 0.3, 1.1), (-0.2, 0.45, 1.15), "eye"),          # headlights
+        ((-0.55, 0.15, -1.1), (0.55, 0.55, 1.1), "main"),  # body
+        ((-0.5, 0.55, -0.6), (0.5, 0.95, 0.35), "light"),  # cabin, set back from the long bonnet
+        ((-0.45, 0.3, 1.1), (-0.2, 0.45, 1.15), "eye"),  # headlights
         ((0.2, 0.3, 1.1), (0.45, 0.45, 1.15), "eye"),
-        ((-0.5, 0.3, -1.15), (-0.3, 0.42, -1.1), "tail"),        # tail lights
+        ((-0.5, 0.3, -1.15), (-0.3, 0.42, -1.1), "tail"),  # tail lights
         ((0.3, 0.3, -1.15), (0.5, 0.42, -1.1), "tail"),
-        ((-0.6, 0.0, 0.55), (-0.5, 0.3, 0.9), "ink"), ((0.5, 0.0, 0.55), (0.6, 0.3, 0.9), "ink"),  # wheels
-        ((-0.6, 0.0, -0.9), (-0.5, 0.3, -0.55), "ink"), ((0.5, 0.0, -0.9), (0.6, 0.3, -0.55), "ink"),
-    ]  # fmt: skip
+        ((-0.6, 0.0, 0.55), (-0.5, 0.3, 0.9), "ink"),
+        ((0.5, 0.0, 0.55), (0.6, 0.3, 0.9), "ink"),  # wheels
+        ((-0.6, 0.0, -0.9), (-0.5, 0.3, -0.55), "ink"),
+        ((0.5, 0.0, -0.9), (0.6, 0.3, -0.55), "ink"),
+    ]
 
 
 def _armchair() -> list[Cuboid]:
     return [
-        ((-0.6, 0.0, -0.5), (0.6, 0.45, 0.5), "main"),           # base and seat
-        ((-0.6, 0.45, -0.5), (0.6, 1.3, -0.25), "dark"),         # back
-        ((-0.6, 0.45, -0.25), (-0.42, 0.75, 0.5), "dark"),       # armrests
+        ((-0.6, 0.0, -0.5), (0.6, 0.45, 0.5), "main"),  # base and seat
+        ((-0.6, 0.45, -0.5), (0.6, 1.3, -0.25), "dark"),  # back
+        ((-0.6, 0.45, -0.25), (-0.42, 0.75, 0.5), "dark"),  # armrests
         ((0.42, 0.45, -0.25), (0.6, 0.75, 0.5), "dark"),
-        ((-0.4, 0.45, -0.25), (0.4, 0.55, 0.45), "light"),       # cushion
-        ((-0.3, 0.1, 0.5), (0.3, 0.3, 0.53), "accent"),          # front panel
-    ]  # fmt: skip
+        ((-0.4, 0.45, -0.25), (0.4, 0.55, 0.45), "light"),  # cushion
+        ((-0.3, 0.1, 0.5), (0.3, 0.3, 0.53), "accent"),  # front panel
+    ]
 
 
 OBJECTS = {"robot": _robot, "car": _car, "armchair": _armchair}
 _FACES = (  # (vertex indices of a cuboid's corners, outward normal)
-    ((0, 1, 3, 2), (-1, 0, 0)), ((4, 6, 7, 5), (1, 0, 0)), ((0, 4, 5, 1), (0, -1, 0)),
-    ((2, 3, 7, 6), (0, 1, 0)), ((0, 2, 6, 4), (0, 0, -1)), ((1, 5, 7, 3), (0, 0, 1)),
-)  # fmt: skip
+    ((0, 1, 3, 2), (-1, 0, 0)),
+    ((4, 6, 7, 5), (1, 0, 0)),
+    ((0, 4, 5, 1), (0, -1, 0)),
+    ((2, 3, 7, 6), (0, 1, 0)),
+    ((0, 2, 6, 4), (0, 0, -1)),
+    ((1, 5, 7, 3), (0, 0, 1)),
+)
 
 
 def _corners(lo, hi) -> np.ndarray:
@@ -134,14 +140,24 @@ def render_orientation(ctx: Ctx) -> Rendered:
     image = gradient((s, s), shade(random_color(ctx, 120, 220), 1.5), shade(random_color(ctx, 80, 200), 1.2))
     draw = ImageDraw.Draw(image)
     main = random_color(ctx, 60, 220)
-    colours = {"main": main, "light": shade(main, 1.4), "dark": shade(main, 0.55), "eye": (250, 250, 235),
-               "ink": INK, "accent": (250, 200, 40), "tail": (120, 30, 20)}  # fmt: skip
+    colours = {
+        "main": main,
+        "light": shade(main, 1.4),
+        "dark": shade(main, 0.55),
+        "eye": (250, 250, 235),
+        "ink": INK,
+        "accent": (250, 200, 40),
+        "tail": (120, 30, 20),
+    }
     for _, poly, key, f in sorted(faces, key=lambda t: -t[0]):
         fill = tuple(int(c * f) for c in colours[key])
         draw.polygon([(ox + x * scale, oy + y * scale) for x, y in poly], fill=fill, outline=shade(fill, 0.8))
     options = list(ORIENTATION_VIEWS)
     return Rendered(
-        image=add_noise(ctx, image), question=ask("orientation", options, object=name), answer=view,
-        truth=option_truth(options, k), options=options,
+        image=add_noise(ctx, image),
+        question=ask("orientation", options, object=name),
+        answer=view,
+        truth=option_truth(options, k),
+        options=options,
         meta={"class": view, "view": view, "object": name, "yaw_deg": round(yaw, 1), "elevation_deg": round(elev, 1)},
-    )  # fmt: skip
+    )

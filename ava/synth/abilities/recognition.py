@@ -45,7 +45,10 @@ def render_recognition(ctx: Ctx) -> Rendered:
     draw_box(image, (target[0] + ox, target[1] + oy, target[2] + ox, target[3] + oy), RED)
     options = [OBJECTS[int(i)] for i in ctx.rng.permutation(len(OBJECTS))]
     return Rendered(
-        image=image, question=ask("recognition", options), answer=name,
-        truth=option_truth(options, options.index(name)), options=options,
+        image=image,
+        question=ask("recognition", options),
+        answer=name,
+        truth=option_truth(options, options.index(name)),
+        options=options,
         meta={"class": name, "object_px": round(max(target[2] - target[0], target[3] - target[1]), 1)},
-    )  # fmt: skip
+    )

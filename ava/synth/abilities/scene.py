@@ -215,8 +215,10 @@ def bedroom(ctx: Ctx, s: int) -> Image.Image:
     left = ctx.rng.random() < 0.5
     px = x + 0.03 * w if left else x + 0.75 * w
     d.ellipse([px, y - 1.9 * h, px + 0.22 * w, y - 1.3 * h], fill=(240, 240, 235))
-    d.rectangle([x, y - 2.4 * h, x + 0.04 * w, y] if left else [x + 0.96 * w, y - 2.4 * h, x + w, y],
-                fill=shade(_j(ctx, BROWN, 25), 0.8))  # fmt: skip
+    d.rectangle(
+        [x, y - 2.4 * h, x + 0.04 * w, y] if left else [x + 0.96 * w, y - 2.4 * h, x + w, y],
+        fill=shade(_j(ctx, BROWN, 25), 0.8),
+    )
     return im
 
 
@@ -233,16 +235,24 @@ def library(ctx: Ctx, s: int) -> Image.Image:
         x = x0
         while x < x1 - 2:
             w = ctx.uniform(0.012, 0.025) * s
-            d.rectangle([x, top + ctx.uniform(0.1, 0.3) * shelf_h, min(x + w, x1), top + 0.92 * shelf_h],
-                        fill=random_color(ctx))  # fmt: skip
+            d.rectangle(
+                [x, top + ctx.uniform(0.1, 0.3) * shelf_h, min(x + w, x1), top + 0.92 * shelf_h], fill=random_color(ctx)
+            )
             x += w + 1
     return im
 
 
 OUTDOOR = {
-    "coast": coast, "forest": forest, "skyline": skyline, "desert": desert, "snowy mountain": snowy_mountain,
-    "night sky": night_sky, "lake": lake, "field": field, "road": road,
-}  # fmt: skip
+    "coast": coast,
+    "forest": forest,
+    "skyline": skyline,
+    "desert": desert,
+    "snowy mountain": snowy_mountain,
+    "night sky": night_sky,
+    "lake": lake,
+    "field": field,
+    "road": road,
+}
 INDOOR = {"living room": room, "bedroom": bedroom, "library": library}
 WEATHERS = ("clear", "foggy", "rainy")
 # (class name, layout, weather): 9 outdoor layouts in 3 weathers, and 3 kinds of room (no weather indoors)
@@ -294,6 +304,10 @@ def render_scene(ctx: Ctx) -> Rendered:
     image = add_noise(ctx, image)
     options = [CLASSES[int(i)] for i in ctx.rng.permutation(len(CLASSES))]
     return Rendered(
-        image=image, question=ask("scene", options), answer=name, truth=option_truth(options, options.index(name)),
-        options=options, meta={"class": name, "layout": layout, "weather": weather},
-    )  # fmt: skip
+        image=image,
+        question=ask("scene", options),
+        answer=name,
+        truth=option_truth(options, options.index(name)),
+        options=options,
+        meta={"class": name, "layout": layout, "weather": weather},
+    )

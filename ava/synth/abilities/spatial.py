@@ -52,8 +52,16 @@ def render_spatial(ctx: Ctx) -> Rendered:
     draw_box(image, ref, BLUE)
     options = list(SPATIAL_ANSWERS)
     return Rendered(
-        image=image, question=ask("spatial", options, a=a, b=b), answer=options[ans],
-        truth=option_truth(options, ans), options=options,
-        meta={"class": options[ans], "target": a, "reference": b, "target_px": round(max(ta), 1),
-              "reference_px": round(max(rb), 1)},
-    )  # fmt: skip
+        image=image,
+        question=ask("spatial", options, a=a, b=b),
+        answer=options[ans],
+        truth=option_truth(options, ans),
+        options=options,
+        meta={
+            "class": options[ans],
+            "target": a,
+            "reference": b,
+            "target_px": round(max(ta), 1),
+            "reference_px": round(max(rb), 1),
+        },
+    )

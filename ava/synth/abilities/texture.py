@@ -25,7 +25,10 @@ def render_texture(ctx: Ctx) -> Rendered:
     image = add_noise(ctx, tex.render_texture(ctx, name, ctx.size, fg, bg, period))
     options = list(DTD_TEXTURES)
     return Rendered(
-        image=image, question=ask("texture", options), answer=name,
-        truth=option_truth(options, options.index(name)), options=options,
+        image=image,
+        question=ask("texture", options),
+        answer=name,
+        truth=option_truth(options, options.index(name)),
+        options=options,
         meta={"class": name, "period_px": round(period, 1)},
-    )  # fmt: skip
+    )
