@@ -734,7 +734,7 @@ def evaluate_head(
 ) -> HeadRun:
     """Evaluate a trained head's run on ``split`` (``ava head eval``); writes results_<split>.json and
     predictions_<split>.jsonl beside it. The run's data and cache must be those it was trained on."""
-    from ava.heads.run_files import evaluate_run
+    from ava.heads.rundir import evaluate_run
 
     _threads(threads)
     results = evaluate_run(
@@ -862,8 +862,8 @@ def rewrite_options(
 ) -> Any:
     """A copy of ``data`` whose choice questions ask the truth plus ``k - 1`` mined wrong classes
     (``ava data options``; miners ``random``, ``cache:VFM`` with ``cache``, ``clip@<hub-id-or-dir>``). Returns
-    :class:`ava.options.OptionsResult`."""
-    from ava.options import rewrite_options as run
+    :class:`ava.distractors.OptionsResult`."""
+    from ava.distractors import rewrite_options as run
 
     return run(
         data,

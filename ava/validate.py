@@ -1,7 +1,7 @@
 """One place for the rules numeric settings must meet, shared by CLI options and config files.
 
 Each rule takes a value and returns it (possibly normalised) or raises :class:`ValueError` with a message that
-says what is allowed; the CLI (``ava/cli/options.py``) wraps a rule into a typer callback that names the option,
+says what is allowed; the CLI (``ava/cli/params.py``) wraps a rule into a typer callback that names the option,
 and :func:`ava.config.load_config` applies the rule of every field it knows to values read from a TOML file.
 A value that would be silently replaced by a default (``--epochs 0``) or make nonsense (``--lr -1``) is refused
 before any work starts.

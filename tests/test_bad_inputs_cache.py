@@ -610,7 +610,7 @@ def test_a_real_full_disk_is_named_and_a_rerun_writes_the_same_bytes(tiny_disk: 
 
     from ava.heads.ability_runs import save_tensors
     from ava.heads.knn.train import _write_index
-    from ava.heads.run_files import DiskFullError
+    from ava.heads.rundir import DiskFullError
 
     x = np.random.default_rng(0).random((1000, 64), dtype=np.float32)  # a 256 kB index
     weights = {"w": torch.arange(100_000, dtype=torch.float32)}  # 400 kB

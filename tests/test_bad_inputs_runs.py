@@ -129,7 +129,7 @@ def eval_from_elsewhere(tmp: Path, mp: pytest.MonkeyPatch) -> list[str]:
 
 def scored_on_a(tmp: Path) -> None:
     results = json.loads((tmp / "A" / "run" / "results_test.json").read_text())
-    assert results["data_fingerprint"]["dataset"] == str((tmp / "A" / "data").resolve())
+    assert results["sample_set"]["dataset"] == str((tmp / "A" / "data").resolve())
     config = json.loads((tmp / "A" / "run" / "config.json").read_text())
     assert config["data"] == str((tmp / "A" / "data").resolve()) and Path(config["cache"]).is_absolute()
 

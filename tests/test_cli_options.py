@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from ava import threads as th
 from ava.cli.main import app
-from ava.cli.options import split_list
+from ava.cli.params import split_list
 
 runner = CliRunner(env={"COLUMNS": "200", "NO_COLOR": "1"})
 
@@ -211,7 +211,7 @@ def test_score_refuses_to_overwrite_its_input(tmp_path: Path) -> None:
     ],
 )
 def test_help_text_is_whole_sentences(doc: str, help_text: str) -> None:
-    from ava.cli.options import whole_sentences
+    from ava.cli.params import whole_sentences
 
     assert whole_sentences(doc) == help_text
 
@@ -220,7 +220,7 @@ def test_no_command_help_breaks_a_sentence(capsys, monkeypatch) -> None:
     import typer.main
 
     from ava.cli.main import app
-    from ava.cli.options import rewrap_help
+    from ava.cli.params import rewrap_help
     from tests.test_bad_inputs import run_cli
 
     def walk(command, path):

@@ -39,7 +39,7 @@ LAYERS = [
     "ava.config",  # typed options of a command, from TOML and the command line
     "ava.metrics",  # metrics and scoring
     "ava.heads",  # what is trained on the features
-    "ava.options",  # hard-negative option miners
+    "ava.distractors",  # hard-negative option miners
     "ava.vlm",  # whole VLMs answering the questions
     "ava.synth",  # the synthetic suite
     "ava.curate",  # benchmarks curated from a user's own annotations

@@ -500,7 +500,7 @@ def test_non_finite_features_stop_training_naming_the_samples(suite, tmp_path):
 def test_eval_refuses_other_data_or_cache_and_writes_nothing(suite, trained, tmp_path):
     """The run records its data identity and cache group (run.json) and absolute paths (config.json); an
     evaluation on a changed dataset or another cache group is refused before anything is written."""
-    from ava.heads.run_identity import RunIdentityError
+    from ava.heads.rundir import RunIdentityError
 
     config = json.loads((trained / "config.json").read_text())
     assert os.path.isabs(config["data"]) and os.path.isabs(config["cache"]) and os.path.isabs(config["out"])

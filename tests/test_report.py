@@ -132,9 +132,9 @@ def write_run(
     }
     recs = write_records(run, abilities, n=n, id_prefix=id_prefix) if records else []
     if fingerprint:
-        from ava.metrics.fingerprint import fingerprints
+        from ava.metrics.sample_set import sample_set_block
 
-        results["data_fingerprint"] = fingerprints(recs)
+        results["sample_set"] = sample_set_block(recs)
     (run / "results_test.json").write_text(json.dumps(results))
     return run
 

@@ -33,10 +33,10 @@ def scored(tmp_path_factory) -> tuple[dict, Path, list[Path]]:
 def test_results_carry_fingerprint_and_decode(scored):
     _, _, runs = scored
     res = loads_strict((runs[0] / "results_test.json").read_text())
-    fp = res["data_fingerprint"]
+    fp = res["sample_set"]
     assert len(fp["value"]) == 64 and set(fp["per_ability"]) == {"localization", "counting", "spatial", "emotion"}
     assert res["decode"] is None  # a feature head
-    other = loads_strict((runs[1] / "results_test.json").read_text())["data_fingerprint"]
+    other = loads_strict((runs[1] / "results_test.json").read_text())["sample_set"]
     assert other["per_ability"] == fp["per_ability"]  # other VFM, same samples: same fingerprint
 
 

@@ -97,11 +97,11 @@ def test_same_n_but_other_samples_is_mixed(tmp_path):
 
 
 def test_old_results_fingerprinted_from_predictions_or_unverified(tmp_path):
-    # no data_fingerprint in the results file: recomputed from predictions_test.jsonl
+    # no sample_set in the results file: recomputed from predictions_test.jsonl
     old = [write_run(tmp_path / "a", "knn", v, VALUES["knn"][v], fingerprint=False) for v in ("big", "small")]
     rep = build_report(old, n_boot=200)
     assert rep["heads"]["knn"]["refused"] is None
-    assert {r["fingerprint_source"] for r in rep["runs"]} == {"predictions"}
+    assert {r["sample_set_source"] for r in rep["runs"]} == {"predictions"}
     # neither fingerprint nor per-sample records: cannot be checked, so refused unless --allow-mixed
     bare = [
         write_run(tmp_path / "b", "knn", v, VALUES["knn"][v], fingerprint=False, records=False)
@@ -145,14 +145,14 @@ def test_decodes_of_one_head_are_two_heads(tmp_path):
 
 
 def test_fingerprint_merges_per_ability_results():
-    from ava.metrics.fingerprint import fingerprints, merge
+    from ava.metrics.sample_set import merge, sample_set_block
 
     a = [{"ava": "color", "id": "1", "truth": [1, 2, 3]}, {"ava": "color", "id": "2", "truth": [9, 9, 9]}]
     b = [{"ava": "spatial", "id": "1", "truth": 2}]
-    whole = fingerprints(a + b)
-    merged = merge([{**fingerprints(a), "dataset": "/d"}, fingerprints(b)])
+    whole = sample_set_block(a + b)
+    merged = merge([{**sample_set_block(a), "dataset": "/d"}, sample_set_block(b)])
     assert merged["value"] == whole["value"] and merged["per_ability"] == whole["per_ability"]
-    assert merged["dataset"] == "/d" and merge([None, fingerprints(b)]) is None
+    assert merged["dataset"] == "/d" and merge([None, sample_set_block(b)]) is None
     # order of samples does not matter; a changed truth does
-    assert fingerprints(a[::-1])["value"] == fingerprints(a)["value"]
-    assert fingerprints([{**a[0], "truth": [1, 2, 4]}, a[1]])["value"] != fingerprints(a)["value"]
+    assert sample_set_block(a[::-1])["value"] == sample_set_block(a)["value"]
+    assert sample_set_block([{**a[0], "truth": [1, 2, 4]}, a[1]])["value"] != sample_set_block(a)["value"]

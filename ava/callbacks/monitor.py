@@ -215,7 +215,7 @@ class FingerprintMonitor:
 
     # -- baselines -----------------------------------------------------------------------------------------
     def _suite_key(self) -> str:
-        from ava.heads.run_identity import data_identity
+        from ava.heads.rundir import data_identity
 
         suite = self.suite
         ident = {

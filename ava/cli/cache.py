@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ava.cli.options import AvaOpt, ThreadsOpt, checked, split_list, vfm_callback
+from ava.cli.params import AvaOpt, ThreadsOpt, checked, split_list, vfm_callback
 
 app = typer.Typer(no_args_is_help=True)
 

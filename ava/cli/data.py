@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from ava.cli import synth
-from ava.cli.options import AvaOpt, DataArg, DataOpt, ForceOpt, checked, dataset_dir, list_callback
+from ava.cli.params import AvaOpt, DataArg, DataOpt, ForceOpt, checked, dataset_dir, list_callback
 
 app = typer.Typer(no_args_is_help=True)
 app.command("synth")(synth.synth)
@@ -153,7 +153,7 @@ def _print_info(result: dict[str, Any]) -> None:
     console.print(table)
 
 
-# -- ava data options (FOCI hard negatives; ava.options) --------------------------------------------------------
+# -- ava data options (FOCI hard negatives; ava.distractors) --------------------------------------------------------
 @app.command("options")
 def options(
     data: DataOpt = None,

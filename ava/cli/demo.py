@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ava.cli.options import AvaOpt, ThreadsOpt, checked, split_list, threads_setup
+from ava.cli.params import AvaOpt, ThreadsOpt, checked, split_list, threads_setup
 
 
 def demo(

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ava.cli.options import AvaOpt, ThreadsOpt, checked, list_callback
+from ava.cli.params import AvaOpt, ThreadsOpt, checked, list_callback
 
 _O = typer.Option
 

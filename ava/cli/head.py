@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ava.cli.options import PANEL_RESOURCES, ThreadsOpt, checked, list_callback, threads_setup, vfm_callback
+from ava.cli.params import PANEL_RESOURCES, ThreadsOpt, checked, list_callback, threads_setup, vfm_callback
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -55,7 +55,7 @@ def print_results(results: dict[str, Any] | None, where: Path) -> None:
         console.print(table)
         if run.get("random_weights"):
             console.print("[yellow]random weights[/] (VFM or LLM): a control or a test, not a real result")
-    from ava.heads.run_identity import shown
+    from ava.heads.rundir import shown
 
     console.print(f"run directory: [bold]{shown(where)}[/]")
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import typer
 
 from ava.cli import cache, data, demo, fingerprint, head, report, score, sweep, vfm, vlm
-from ava.cli.options import rewrap_help, tidy_help
+from ava.cli.params import rewrap_help, tidy_help
 
 tidy_help()
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ava.cli.options import AvaOpt
+from ava.cli.params import AvaOpt
 
 if TYPE_CHECKING:
     from rich.console import Console

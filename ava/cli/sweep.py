@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ava.cli.options import AvaOpt, list_callback
+from ava.cli.params import AvaOpt, list_callback
 
 app = typer.Typer(invoke_without_command=True, no_args_is_help=False)
 _O = typer.Option

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ava.cli.options import AvaOpt, DataArg, DataOpt, checked, dataset_dir
+from ava.cli.params import AvaOpt, DataArg, DataOpt, checked, dataset_dir
 
 
 def synth(

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ava.cli.options import AvaOpt, ThreadsOpt, threads_setup
+from ava.cli.params import AvaOpt, ThreadsOpt, threads_setup
 
 app = typer.Typer(no_args_is_help=True)
 

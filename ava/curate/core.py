@@ -23,7 +23,7 @@ from PIL import Image, ImageDraw
 from ava.abilities import get_ability
 from ava.abilities.base import format_options
 from ava.curate.sources import Attributes, ClassFolders, CocoSource, DepthSource, Word, load_rgb
-from ava.data.options import OptionSampler, random_options
+from ava.data.choices import OptionSampler, random_options
 
 RULE_VERSION = 5  # bumped whenever a rule changes what is kept or asked; recorded in dataset.json
 RED = (255, 0, 0)  # target box (spec section 2)

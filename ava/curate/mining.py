@@ -1,6 +1,6 @@
 """``ava data build --miner``: hard-negative options chosen while the questions are built (FOCI).
 
-The samplers are those of :mod:`ava.data.options`; what differs from ``ava data options`` is where the images come
+The samplers are those of :mod:`ava.data.choices`; what differs from ``ava data options`` is where the images come
 from: a question being built has no dataset image yet, so it hands the miner its picture (the source image, or the
 object's box cut from it) by a key. ``cache:VFM`` ranks by a feature cache, which only exists after extraction, so
 it is refused here with the way to get it (``ava data options`` on the built dataset).
@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from ava.data.options import OptionSampler, OptionsError, random_options, ranked_options
+from ava.data.choices import OptionSampler, OptionsError, random_options, ranked_options
 
 ImageLoader = Callable[[], Image.Image]
 
@@ -39,7 +39,7 @@ class BuildMiner:
     """Ranks an ability's classes for one picture by a CLIP-like checkpoint's text and image towers."""
 
     def __init__(self, spec: str, device: str = "cpu") -> None:
-        from ava.options.miners import TextTowerMiner
+        from ava.distractors.miners import TextTowerMiner
         from ava.vfm.image_text import DEFAULT_TEMPLATE
 
         self.spec = check_miner(spec)

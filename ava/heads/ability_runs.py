@@ -60,7 +60,7 @@ class AbilityRun(abc.ABC):
     head = ""
 
     def __init__(self, config: Any, dataset: Dataset, cache: Any, abilities: list[str], device: str) -> None:
-        from ava.heads.run_files import run_block, start_run
+        from ava.heads.rundir import run_block, start_run
 
         self.config, self.dataset, self.cache, self.abilities, self.device = config, dataset, cache, abilities, device
         self.run = run_block(self.head, config.vfm, abilities, cache, dataset, seed=config.seed)
@@ -137,7 +137,7 @@ class AbilityRun(abc.ABC):
         return record
 
     def _write_record(self, ava: str, record: dict[str, Any], tensors: dict[str, Any]) -> None:
-        from ava.heads.run_files import write_json
+        from ava.heads.rundir import write_json
 
         meta_path, tensor_path = self._record_paths(ava)
         meta_path.parent.mkdir(parents=True, exist_ok=True)
@@ -161,12 +161,12 @@ class AbilityRun(abc.ABC):
 
     def finish(self) -> dict[str, Any] | None:
         """Write the head's files and, when the config evaluates, results and predictions of its split."""
-        from ava.heads.run_files import score_and_write
+        from ava.heads.rundir import score_and_write
 
         missing = [a for a in self.abilities if a not in self.records]
         if missing:
             raise AvaError(f"{self.run_dir}: abilities {missing} were not trained")
-        from ava.heads.run_files import write_json
+        from ava.heads.rundir import write_json
 
         # where each ability's features were held while it trained (on-device, host-staged, host, streamed)
         self.run = {**self.run, "features": {a: self.records[a].get("features") for a in self.abilities}}
@@ -196,7 +196,7 @@ def save_tensors(path: Path, tensors: dict[str, Any], metadata: dict[str, str] |
     import torch
     from safetensors.torch import save
 
-    from ava.heads.run_files import write_file
+    from ava.heads.rundir import write_file
 
     out = {
         k: (torch.from_numpy(np.ascontiguousarray(v)) if isinstance(v, np.ndarray) else v.detach().cpu()).contiguous()

@@ -5,7 +5,7 @@ samples deterministically (a held-out slice for model selection), turn a sample'
 training target and a prediction back into a reply (through ``ava.abilities.parsers.format_reply``, so every
 head is scored exactly like ``ava score``), and score replies for model selection.
 
-Feature reading and pooling: :mod:`ava.heads.features`; run directories: :mod:`ava.heads.run_files`.
+Feature reading and pooling: :mod:`ava.heads.features`; run directories: :mod:`ava.heads.rundir.files`.
 
 Targets, by answer kind (``value`` is what a head predicts for one sample):
 

@@ -8,9 +8,9 @@ them, which flatters weak models). Results schema (``schema_version`` 1)::
      "n", "n_unparsed", "n_missing", "unparsed_rule", "subgroups": {"<group>": {"<bin>": {"value", "n"}}}}},
      "split": {"name": "test", "made_by": "official"|"ava"|"synthetic"|None, ...}, "synthetic": bool,
      "run": {...} | None, "config": {...}, "dataset": "<dir>", "n_missing": int, "n_unknown": int,
-     "decode": "generate"|"score"|None, "data_fingerprint": {...}, "provenance": {...}}
+     "decode": "generate"|"score"|None, "sample_set": {...}, "provenance": {...}}
 
-``data_fingerprint`` (see :mod:`ava.metrics.fingerprint`) identifies the scored samples and their truths, and
+``sample_set`` (see :mod:`ava.metrics.sample_set`) identifies the scored samples and their truths, and
 ``decode`` how the replies were produced (an LLM head's ``generate`` or ``score``; None for feature heads), so
 ``ava report`` compares only runs scored on the same samples. Files without them stay readable.
 
@@ -44,7 +44,7 @@ from ava.data.format import Dataset, Sample, atomic_write_text
 from ava.data.truth import QUESTION_CLASS_ABILITIES
 from ava.errors import AvaError
 from ava.metrics import METRICS
-from ava.metrics.fingerprint import fingerprints
+from ava.metrics.sample_set import sample_set_block
 from ava.provenance import provenance
 
 SCHEMA_VERSION = 1
@@ -243,7 +243,7 @@ def score_predictions(
         "n_missing": len(missing),
         "n_unknown": len(unknown),
         "decode": (run or {}).get("decode"),
-        "data_fingerprint": {**fingerprints(records), "dataset": str(Path(dataset.root).resolve())},
+        "sample_set": {**sample_set_block(records), "dataset": str(Path(dataset.root).resolve())},
         "provenance": provenance(),
     }
     return ScoreReport(out, records, missing, unknown)

@@ -161,7 +161,7 @@ def _build(
                 "split": r.split,
                 "split_label": r.split_label,
                 "decode": r.decode,
-                "fingerprint_source": r.fingerprint_source,
+                "sample_set_source": r.sample_set_source,
                 "run": r.run,
             }
             for r in runs

@@ -89,7 +89,7 @@ def probe_connector(
     from ava.cache.pooling import pool_tokens
     from ava.heads.features import read_rows
     from ava.heads.memory import EvalSuite
-    from ava.heads.run_files import read_run
+    from ava.heads.rundir import read_run
 
     path = Path(run_dir)
     config, run = read_run(path, "llm")

@@ -26,7 +26,7 @@ class AbilityResult:
     n: int
     n_unparsed: int
     subgroups: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
-    fingerprint: str | None = None  # of the scored samples (ids and truths); None: unknown (old file, no records)
+    sample_set: str | None = None  # hash of the scored samples (ids and truths); None: unknown (old file, no records)
 
 
 @dataclass
@@ -45,7 +45,7 @@ class RunResult:
     run: dict[str, Any]
     decode: str | None = None  # an LLM head's decode ("generate" or "score"); None for feature heads
     head_id: str = ""  # stable key of the head in report.json ("knn", "llm:tiny-random-qwen2:generate")
-    fingerprint_source: str = "none"  # "results" (written by the scorer), "predictions" (recomputed), "none"
+    sample_set_source: str = "none"  # "results" (written by the scorer), "predictions" (recomputed), "none"
     datasets: list[str] = field(default_factory=list)  # where the results say the scored dataset was
     records_file: Path | None = None  # predictions_<split>.jsonl, the per-sample scores (None: not there)
     _records: dict[str, list[dict[str, Any]]] | None = field(default=None, repr=False)
@@ -180,11 +180,11 @@ def read_records(path: Path) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-def _fingerprints(results: dict[str, Any], records_file: Path | None) -> tuple[dict[str, str], str]:
-    """Per-ability fingerprints from the results file, else recomputed from the per-sample records."""
-    from ava.metrics.fingerprint import fingerprint
+def _sample_sets(results: dict[str, Any], records_file: Path | None) -> tuple[dict[str, str], str]:
+    """Per-ability sample-set hashes from the results file, else recomputed from the per-sample records."""
+    from ava.metrics.sample_set import recorded_block, sample_set_hash
 
-    block = results.get("data_fingerprint")
+    block = recorded_block(results)
     found = {}
     if isinstance(block, dict) and isinstance(block.get("per_ability"), dict):
         found = {str(k): str(v) for k, v in block["per_ability"].items()}
@@ -192,13 +192,15 @@ def _fingerprints(results: dict[str, Any], records_file: Path | None) -> tuple[d
         return found, "results"
     if records_file is None:
         return found, "results" if found else "none"
-    recs = read_records(records_file)  # an older file, or a merged one that kept only some abilities' fingerprints
-    computed = {a: fingerprint((a, str(r["id"]), r.get("truth")) for r in rows) for a, rows in recs.items()}
+    recs = read_records(records_file)  # an older file, or a merged one that kept only some abilities' hashes
+    computed = {a: sample_set_hash((a, str(r["id"]), r.get("truth")) for r in rows) for a, rows in recs.items()}
     return {**computed, **found}, "predictions"
 
 
 def _dataset_candidates(results: dict[str, Any], run: dict[str, Any]) -> list[str]:
-    fp = results.get("data_fingerprint")
+    from ava.metrics.sample_set import recorded_block
+
+    fp = recorded_block(results)
     config = results.get("config") if isinstance(results.get("config"), dict) else {}
     found = [
         fp.get("dataset") if isinstance(fp, dict) else None,
@@ -233,10 +235,10 @@ def load_run(run_dir: str | Path, split: str = "test") -> RunResult:
     decode = str(decode) if decode else None
     records_file = run_dir / f"predictions_{split}.jsonl"
     records_file = records_file if records_file.is_file() else None
-    prints, source = _fingerprints(results, records_file)
+    prints, source = _sample_sets(results, records_file)
     parsed = {k: _ability(run_dir, fname, k, v) for k, v in abilities.items()}
     for k, a in parsed.items():
-        a.fingerprint = prints.get(k)
+        a.sample_set = prints.get(k)
     return RunResult(
         path=run_dir,
         head=head_label(run, decode),
@@ -250,7 +252,7 @@ def load_run(run_dir: str | Path, split: str = "test") -> RunResult:
         run=run,
         decode=decode,
         head_id=head_id(run, decode),
-        fingerprint_source=source,
+        sample_set_source=source,
         records_file=records_file,
         datasets=_dataset_candidates(results, run),
     )

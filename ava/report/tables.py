@@ -93,26 +93,26 @@ def _check_metric(table_runs: list[RunResult], ability: str) -> tuple[str, bool]
 
 
 def same_data(head: str, by_vfm: dict[str, RunResult], abilities: list[str]) -> dict[str, Any]:
-    """Whether every VFM of a head was scored on the same samples (fingerprints of ids and truths) per ability.
+    """Whether every VFM of a head was scored on the same samples (sample-set hashes of ids and truths) per ability.
 
-    ``status``: ``same``; ``mixed`` (fingerprints or n differ); ``unverified`` (a run has no fingerprint: an old
+    ``status``: ``same``; ``mixed`` (sample sets or n differ); ``unverified`` (a run has no sample-set hash: an old
     results file without ``predictions_<split>.jsonl``). ``problems`` names each ability at fault with n and the
-    start of each fingerprint per VFM.
+    start of each sample-set hash per VFM.
     """
     problems, status, common = [], "same", {}
     for ab in abilities:
         cells = {v: r.abilities[ab] for v, r in by_vfm.items() if ab in r.abilities}
-        prints = {a.fingerprint for a in cells.values()}
+        prints = {a.sample_set for a in cells.values()}
         common[ab] = next(iter(prints)) if len(prints) == 1 else None
         ns = {a.n for a in cells.values()}
-        detail = ", ".join(f"{v} n={a.n} ({(a.fingerprint or 'no fingerprint')[:10]})" for v, a in cells.items())
+        detail = ", ".join(f"{v} n={a.n} ({(a.sample_set or 'no sample-set hash')[:10]})" for v, a in cells.items())
         if len(ns) > 1 or len(prints - {None}) > 1:
             problems.append(f"{ab}: {detail}")
             status = "mixed"
         elif None in prints and len(cells) > 1:
             problems.append(f"{ab}: cannot check ({detail})")
             status = "mixed" if status == "mixed" else "unverified"
-    return {"status": status, "problems": problems, "fingerprints": common}
+    return {"status": status, "problems": problems, "sample_sets": common}
 
 
 def refusal(head: str, check: dict[str, Any]) -> str:
@@ -199,7 +199,7 @@ def add_uncertainty(
     """Bootstrap intervals of every score and rank, "A beats B" probabilities and tie groups, in place.
 
     VFMs scored on the same samples share the draws (paired); otherwise (``--allow-mixed``) each VFM is drawn
-    on its own. The draws are seeded by ``seed`` and the ability's sample fingerprint, so two heads scored on the
+    on its own. The draws are seeded by ``seed`` and the ability's sample-set hash, so two heads scored on the
     same samples get the same draws too (their agreement is then paired as well).
     """
     reasons: dict[str, str] = {}
@@ -209,7 +209,7 @@ def add_uncertainty(
             reasons[ab] = rows if isinstance(rows, str) else "no VFM scored it"
             table.intervals[ab] = dict.fromkeys(vfms)
             continue
-        prints = {by_vfm[v].abilities[ab].fingerprint for v in vfms}
+        prints = {by_vfm[v].abilities[ab].sample_set for v in vfms}
         paired = len(prints) == 1 and None not in prints and len({len(r) for r in rows}) == 1
         if paired:
             reps = bs.replicate_means(np.stack(rows), n_boot, bs.rng_for(f"{ab}:{prints.pop()}", seed))
@@ -387,7 +387,7 @@ def agreement_between(a: HeadTable, b: HeadTable) -> dict[str, Any]:
 
 def _same_samples(a: HeadTable, b: HeadTable, ab: str) -> bool:
     return bool(a.uncertainty.get("paired") and b.uncertainty.get("paired")) and (
-        a.same_data.get("fingerprints", {}).get(ab) == b.same_data.get("fingerprints", {}).get(ab) is not None
+        a.same_data.get("sample_sets", {}).get(ab) == b.same_data.get("sample_sets", {}).get(ab) is not None
     )
 
 

@@ -1,7 +1,7 @@
 """CLIP-like image-text models: a checkpoint with both an image tower and a text tower (CLIP, SigLIP, SigLIP-2,
 MetaCLIP-2, TIPSv2, ...), loaded whole through transformers' ``AutoModel``, embedding labels and images into one space.
 
-Two things use it: the text-tower option miner (``ava data options --miner clip@DIR``, :mod:`ava.options.miners`)
+Two things use it: the text-tower option miner (``ava data options --miner clip@DIR``, :mod:`ava.distractors.miners`)
 and the zero-shot head (``ava head train --head zero-shot``, :mod:`ava.heads.zero_shot`). Both rank option texts
 by the cosine similarity of their text embedding (label in a prompt template) with the image embedding, the
 standard CLIP zero-shot setup FOCI mines with.

@@ -78,7 +78,7 @@ def read_replies(path: Path) -> dict[tuple[str, str], str]:
 
 
 def _run_block(config: AnswerConfig, vlm_name: str, identity: str, dataset: Any, abilities: list[str]) -> dict:
-    from ava.heads.run_identity import data_identity
+    from ava.heads.rundir import data_identity
 
     return {
         "head": "vlm",
@@ -125,7 +125,7 @@ def answer(config: AnswerConfig) -> AnswerResult:
     from ava.config import save_config, to_jsonable
     from ava.data.format import Dataset
     from ava.heads.features import resolve_device
-    from ava.heads.run_files import score_and_write, write_json
+    from ava.heads.rundir import score_and_write, write_json
     from ava.heads.targets import select_abilities
     from ava.vlm.model import load_vlm
 
@@ -195,7 +195,7 @@ def check_replies_dataset(
 ) -> None:
     """Refuse to score a VLM run's replies against another dataset than the one they answered (``ava score``)."""
     from ava.data.format import Dataset
-    from ava.heads.run_identity import data_identity
+    from ava.heads.rundir import data_identity
 
     run_path = Path(pred).parent / "run.json"
     if not run_path.is_file():

@@ -32,4 +32,4 @@ class KNNConfig:
     selection: str = "loo"
     heldout_frac: float = 0.1
     progress: bool = True
-    force: bool = False  # replace a different run at `out` (atomically; see ava.heads.rundir)
+    force: bool = False  # replace a different run at `out` (atomically; see ava.heads.rundir.ownership)

@@ -31,8 +31,7 @@ from ava.heads.ability_runs import AbilityRun, save_tensors, train_abilities
 from ava.heads.features import pool_candidates, read_pooled_views, resolve_device
 from ava.heads.knn.config import KNNConfig
 from ava.heads.knn.model import Memory, build_index, make_index, normalized, on_device, search
-from ava.heads.run_files import open_saved_run, score_and_write, write_file, write_json
-from ava.heads.rundir import owns_run_dir
+from ava.heads.rundir import open_saved_run, owns_run_dir, score_and_write, write_file, write_json
 from ava.heads.targets import holdout_split, is_better, mean_score, select_abilities
 
 META_FILE = "knn.json"

@@ -54,7 +54,7 @@ class LLMHeadConfig:
     compile: bool | None = None  # torch.compile the decoder layers; None: on for CUDA, off elsewhere
     pack: bool | None = None  # packed sequences, no padding (ava.heads.llm.packing); None: on
     log_every: int = 10  # optimizer steps between reads of the loss from the device (the log still has every step)
-    force: bool = False  # replace a different run at `out` (atomically; see ava.heads.rundir)
+    force: bool = False  # replace a different run at `out` (atomically; see ava.heads.rundir.ownership)
 
 
 @dataclass
@@ -87,7 +87,7 @@ class AlignConfig:
     compile: bool | None = None
     pack: bool | None = None
     log_every: int = 10
-    force: bool = False  # replace a different run at `out` (atomically; see ava.heads.rundir)
+    force: bool = False  # replace a different run at `out` (atomically; see ava.heads.rundir.ownership)
 
 
 @dataclass
@@ -125,7 +125,7 @@ class InstructConfig:
     compile: bool | None = None
     pack: bool | None = None
     log_every: int = 10
-    force: bool = False  # replace a different run at `out` (atomically; see ava.heads.rundir)
+    force: bool = False  # replace a different run at `out` (atomically; see ava.heads.rundir.ownership)
 
 
 def auto_grad_accum(batch_size: int, world: int, max_micro: int) -> int:

@@ -42,7 +42,7 @@ class SubsetDataset(Dataset):
 
 def load_run_config(run_dir: Path) -> tuple[LLMHeadConfig, dict[str, Any]]:
     """The run's config (checked as a config file is) and run block."""
-    from ava.heads.run_files import read_run
+    from ava.heads.rundir import read_run
 
     cfg, run = read_run(run_dir, head="llm")
     return LLMHeadConfig(**cfg), run
@@ -202,10 +202,10 @@ def evaluate(
 
     ``trust_remote_code`` is the command line's: the run's recorded value must equal it (a run directory never
     decides that code runs); the data and cache must be those the run was trained on
-    (:func:`ava.heads.run_identity.check_eval_target`)."""
+    (:func:`ava.heads.rundir.identity.check_eval_target`)."""
     from ava.abilities import get_ability
     from ava.heads.llm.runtime import feature_source, load_trained
-    from ava.heads.run_identity import check_cache_key, check_eval_target, check_recorded_options
+    from ava.heads.rundir import check_cache_key, check_eval_target, check_recorded_options
 
     if decode not in ("generate", "score"):
         raise AvaError(f"--decode {decode!r}: use 'generate' or 'score'")

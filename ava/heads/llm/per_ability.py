@@ -132,7 +132,7 @@ def _sub_run(run_dir: Path, key: str) -> dict[str, Any]:
 def evaluate(run_dir: str | Path, split: str = "test", **options: Any) -> dict[str, Any]:
     """Evaluate every ability's head of a per-ability run on ``split``, then write the one merged results file."""
     from ava.heads.llm.evaluate import evaluate as evaluate_one
-    from ava.heads.run_files import read_run
+    from ava.heads.rundir import read_run
 
     run_dir = Path(run_dir)
     _, run = read_run(run_dir, head="llm")
@@ -145,7 +145,8 @@ def evaluate(run_dir: str | Path, split: str = "test", **options: Any) -> dict[s
 
 def merge_results(run_dir: str | Path, split: str, decode: str = "generate") -> dict[str, Any]:
     """``RUN/results_<split>.json`` from the abilities' own results: one block per ability, counts summed."""
-    from ava.metrics.fingerprint import merge as merge_fingerprints
+    from ava.metrics.sample_set import merge as merge_sample_sets
+    from ava.metrics.sample_set import recorded_block
     from ava.metrics.scoring import write_json
 
     run_dir = Path(run_dir)
@@ -169,7 +170,7 @@ def merge_results(run_dir: str | Path, split: str, decode: str = "generate") -> 
         "run": {**run, "decode": decode},
         "n_missing": sum(int(r.get("n_missing", 0)) for r in parts.values()),
         "n_unknown": sum(int(r.get("n_unknown", 0)) for r in parts.values()),
-        "data_fingerprint": merge_fingerprints(r.get("data_fingerprint") for r in parts.values()),
+        "sample_set": merge_sample_sets(recorded_block(r) for r in parts.values()),
     }
     write_json(merged, run_dir / f"results_{name}.json")
     from ava.data.format import atomic_write_text

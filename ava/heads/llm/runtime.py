@@ -237,7 +237,7 @@ def prepare_training(cfg: Any, *, device: torch.device, dtype: torch.dtype, rank
     """Data, feature source, LLM (+ LoRA), connector (+ warm start) and the run block of a training run."""
     from ava.abilities import get_ability
     from ava.heads.llm.llms import load_llm
-    from ava.heads.run_files import run_block
+    from ava.heads.rundir import run_block
 
     dataset = Dataset(cfg.data)
     abilities, samples = select_train(cfg, dataset)
@@ -288,7 +288,7 @@ def save_weights(head: LLMHead, run_dir: Path) -> None:
     """The connector (safetensors) and the LoRA adapter (peft's format) of a trained head."""
     from safetensors.torch import save
 
-    from ava.heads.run_files import write_file
+    from ava.heads.rundir import write_file
 
     state = {k: v.detach().cpu().contiguous() for k, v in head.connector.state_dict().items()}
     write_file(run_dir / CONNECTOR_FILE, save(state))  # atomic; a full disk is named
@@ -298,7 +298,7 @@ def save_weights(head: LLMHead, run_dir: Path) -> None:
 
 def write_run_files(run_dir: Path, cfg: Any, run: dict[str, Any]) -> None:
     from ava.config import save_config
-    from ava.heads.run_files import write_json
+    from ava.heads.rundir import write_json
 
     run_dir.mkdir(parents=True, exist_ok=True)
     save_config(cfg, run_dir / "config.json")

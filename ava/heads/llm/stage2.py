@@ -166,7 +166,7 @@ def _featurize(batch: dict[str, torch.Tensor]) -> torch.Tensor:
 def instruct(config: InstructConfig) -> Path:
     """Stage 2: tune the whole LLM and the connector on conversations; writes a directory ``--init`` accepts.
 
-    ``--out`` is owned as the other heads own theirs (:mod:`ava.heads.rundir`): the run's config lives in
+    ``--out`` is owned as the other heads own theirs (:mod:`ava.heads.rundir.ownership`): the run's config lives in
     ``training/``, so that is what is claimed (one job at a time, no other config mixed in); a non-empty ``--out``
     without ``training/`` holds no stage-2 run and is never written into.
     """

@@ -49,7 +49,7 @@ NON_TRAINING_FIELDS = {
     "log_every",
     "compile",
     "pack",
-    "force",  # how the run directory was claimed (ava.heads.rundir), not what trains
+    "force",  # how the run directory was claimed (ava.heads.rundir.ownership), not what trains
 }
 
 

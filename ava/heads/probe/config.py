@@ -42,7 +42,7 @@ class ProbeConfig:
     # standardized batch by batch from the ability's held features, on the device they are held on
     max_memory_gb: float = 4.0
     progress: bool = True
-    force: bool = False  # replace a different run at `out` (atomically; see ava.heads.rundir)
+    force: bool = False  # replace a different run at `out` (atomically; see ava.heads.rundir.ownership)
 
 
 @dataclass

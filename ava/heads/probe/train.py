@@ -54,8 +54,7 @@ from ava.heads.probe.config import ProbeConfig
 from ava.heads.probe.grid import GridAdamW, StackedAttentive, StackedLinears, stacked_loss
 from ava.heads.probe.model import Probe, ProbeGrid, box_from_output, box_loss
 from ava.heads.probe.ocr import CTCReader, char_vocabulary, ctc_loss, encode_texts, greedy_decode, num_slots
-from ava.heads.run_files import open_saved_run, score_and_write, write_json
-from ava.heads.rundir import owns_run_dir
+from ava.heads.rundir import open_saved_run, owns_run_dir, score_and_write, write_json
 from ava.heads.targets import (
     TARGET_DIMS,
     choice_reply,

@@ -21,4 +21,4 @@ class ZeroShotConfig:
     eval_after: bool = True  # always evaluates: a zero-shot run is its predictions
     max_train: int | None = None  # unused (no training)
     progress: bool = True
-    force: bool = False  # replace a different run at `out` (atomically; see ava.heads.rundir)
+    force: bool = False  # replace a different run at `out` (atomically; see ava.heads.rundir.ownership)

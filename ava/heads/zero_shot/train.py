@@ -88,7 +88,7 @@ def _load(vfm: str, device: str, batch_size: int | None) -> tuple[Any, str]:
 def _run(config: ZeroShotConfig, run_dir: Path, abilities: list[str], split: str, model: Any) -> dict[str, Any]:
     from ava.config import to_jsonable
     from ava.data.format import Dataset
-    from ava.heads.run_files import read_json, score_and_write
+    from ava.heads.rundir import read_json, score_and_write
     from ava.progress import progress as progress_bar
 
     dataset = Dataset(config.data)
@@ -110,7 +110,7 @@ def _run(config: ZeroShotConfig, run_dir: Path, abilities: list[str], split: str
 def train(config: ZeroShotConfig) -> Path:
     """Score every choice ability of ``config.split`` zero-shot; write the run directory."""
     from ava.data.format import Dataset
-    from ava.heads.run_files import run_block, start_run, write_json
+    from ava.heads.rundir import run_block, start_run, write_json
     from ava.heads.targets import select_abilities
     from ava.vfm.image_text import text_tower_random_weights
 
@@ -157,8 +157,7 @@ def evaluate(
     """Score another split of a zero-shot run (the same checkpoint and template)."""
     from ava.config import config_from_dict
     from ava.data.format import Dataset
-    from ava.heads.run_files import read_run
-    from ava.heads.run_identity import check_eval_target
+    from ava.heads.rundir import check_eval_target, read_run
 
     path = Path(run_dir)
     config_dict, run = read_run(path, "zero-shot")

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from ava.data.options import OptionsError, random_options, ranked_options, table_ranking
+from ava.data.choices import OptionsError, random_options, ranked_options, table_ranking
 
 CLASSES = [f"c{i}" for i in range(10)]
 

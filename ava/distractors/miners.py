@@ -2,12 +2,12 @@
 (FOCI's hard negatives).
 
 A miner is prepared once per ability (:meth:`Miner.prepare`) over the samples whose options it will choose, and
-gives a ranking for :func:`ava.data.options.ranked_options`: ``ranking(truth, classes, key)`` -> the classes most
+gives a ranking for :func:`ava.data.choices.ranked_options`: ``ranking(truth, classes, key)`` -> the classes most
 similar to the question's object first. ``key`` is :func:`object_key` of the sample: its image, and the object's
 box where the question is about one object of a photo (``meta.box``, which ``ava data build`` writes for
 recognition), so two questions about two objects of one photo get the distractors of their own objects.
 
-- ``random``: no ranking; :func:`ava.data.options.random_options` (the paper's sampled lists, FOCI's control).
+- ``random``: no ranking; :func:`ava.data.choices.random_options` (the paper's sampled lists, FOCI's control).
 - ``cache:VFM``: per object, the VFM's cached patch tokens under its box, averaged (each token weighted by the
   share of its cell the box covers; the whole image where there is no box), L2-normalized; each class's prototype
   is the normalized mean of the objects of that class, from every split (a question's own object only shapes its
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from ava.data.options import OptionSampler, OptionsError, random_options, ranked_options
+from ava.data.choices import OptionSampler, OptionsError, random_options, ranked_options
 
 if TYPE_CHECKING:
     from ava.data.format import Dataset, Sample
@@ -321,7 +321,7 @@ def parse_miner(
 def mined_options(
     miner: Miner, dataset: Dataset, ava: str, classes: Sequence[str], samples: Sequence[Sample], k: int
 ) -> OptionSampler:
-    """The :class:`~ava.data.options.OptionSampler` of ``miner`` for one ability (what ``ava data build`` asks for a
+    """The :class:`~ava.data.choices.OptionSampler` of ``miner`` for one ability (what ``ava data build`` asks for a
     mined option list): ``sampler(truth, classes, rng, image=object_key(sample))`` for each of ``samples``."""
     ranking = miner.prepare(dataset, ava, classes, samples, depth=k)
     return random_options(k) if ranking is None else ranked_options(k, ranking)

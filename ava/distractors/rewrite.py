@@ -29,9 +29,9 @@ from typing import Any
 import numpy as np
 
 from ava.abilities.parsers import FOCI_RULE
-from ava.data.options import OptionsError
-from ava.options.miners import Miner, TextTowerMiner, mined_options, object_key, parse_miner, truth_text
-from ava.options.prompt import TEMPLATES, foci_question, replace_option_list, rewritten_answer
+from ava.data.choices import OptionsError
+from ava.distractors.miners import Miner, TextTowerMiner, mined_options, object_key, parse_miner, truth_text
+from ava.distractors.prompt import TEMPLATES, foci_question, replace_option_list, rewritten_answer
 
 
 @dataclass

@@ -312,7 +312,7 @@ def test_declared_classes_no_object_shows_are_ranked_last_and_said(
     ],
 )
 def test_box_weights_are_the_share_of_the_box_each_cell_holds(box, size, mode, cells) -> None:
-    from ava.options.miners import box_weights
+    from ava.distractors.miners import box_weights
 
     w = box_weights(box, (4, 4), size, mode)
     assert w.sum() == pytest.approx(1.0)
@@ -320,7 +320,7 @@ def test_box_weights_are_the_share_of_the_box_each_cell_holds(box, size, mode, c
 
 
 def test_the_text_tower_sees_the_object_not_the_photo(photos: Path) -> None:
-    from ava.options.miners import _object_picture
+    from ava.distractors.miners import _object_picture
 
     ds = Dataset(photos / "boxed")
     s = ds.samples("recognition")[0]

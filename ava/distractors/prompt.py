@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 
 from ava.abilities.base import OptionStyle, format_options, option_label
-from ava.data.options import OptionsError
+from ava.data.choices import OptionsError
 
 TEMPLATES = ("keep", "foci")
 FOCI_INSTRUCTION = "Answer with the letter from the given choices directly."

@@ -72,11 +72,11 @@ def open_saved_run(
 ) -> SavedRun:
     """Read config.json, run.json and the head's ``meta_file``; open the data and the run's own cache group
     (``data``/``cache``/``device`` override what the run recorded). The recorded config is checked like a config
-    file, and the data like :func:`ava.heads.run_identity.check_eval_target` says, before anything is read."""
+    file, and the data like :func:`ava.heads.rundir.identity.check_eval_target` says, before anything is read."""
     from ava.cache import open_cache
     from ava.data.format import Dataset
     from ava.heads.features import resolve_device as _resolve_device
-    from ava.heads.run_identity import check_eval_target
+    from ava.heads.rundir.identity import check_eval_target
 
     path = Path(run_dir)
     config, run = read_run(path)
@@ -106,7 +106,7 @@ def evaluate_run(
 ) -> dict[str, Any]:
     """``ava head eval``: evaluate any head's run on ``split`` (the head is read from its run.json). The options
     are the command line's; LLM-only ones are refused on other heads, and a recorded ``trust_remote_code`` must
-    equal ``trust_remote_code`` (:mod:`ava.heads.run_identity`)."""
+    equal ``trust_remote_code`` (:mod:`ava.heads.rundir.identity`)."""
     from ava.heads import HEADS
 
     path = Path(run_dir)
@@ -164,8 +164,8 @@ def read_json(path: Path) -> dict[str, Any]:
 
 def run_block(head: str, vfm: str, abilities: list[str], cache: Any, dataset: Dataset, **extra: Any) -> dict:
     """The ``run`` block of run.json and of every results file (with the identity of the data it reads, which
-    ``ava head eval`` checks: :mod:`ava.heads.run_identity`)."""
-    from ava.heads.run_identity import data_identity
+    ``ava head eval`` checks: :mod:`ava.heads.rundir.identity`)."""
+    from ava.heads.rundir.identity import data_identity
 
     return {
         "head": head,
@@ -187,7 +187,7 @@ def start_run(out: str | os.PathLike[str], config: Any, run: dict) -> Path:
 
     if not str(out):
         raise AvaError("no output directory given (--out)")
-    from ava.heads.run_identity import resolved_paths
+    from ava.heads.rundir.identity import resolved_paths
 
     run_dir = Path(out)
     run_dir.mkdir(parents=True, exist_ok=True)

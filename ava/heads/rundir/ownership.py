@@ -118,7 +118,7 @@ def differing_fields(run_dir: Path, head: str, config: Any) -> list[str] | None:
 
 def _same_path(key: str, old: Any, new: Any) -> bool:
     """Whether two values of a path field name the same place from here (a relative one, from an older run)."""
-    from ava.heads.run_identity import PATH_FIELDS, resolved
+    from ava.heads.rundir.identity import PATH_FIELDS, resolved
 
     if key not in (*PATH_FIELDS, "llm") or not isinstance(old, str) or not isinstance(new, str) or not old or not new:
         return False
@@ -230,9 +230,9 @@ def owns_run_dir(head: str | Callable[[Any], str]) -> Callable[[Callable[[Any], 
     def wrap(train: Callable[[Any], Path]) -> Callable[[Any], Path]:
         @functools.wraps(train)
         def run(config: Any) -> Path:
-            from ava.heads.run_identity import resolved_paths
+            from ava.heads.rundir.identity import resolved_paths
 
-            config = resolved_paths(config)  # the run records absolute paths (ava.heads.run_identity)
+            config = resolved_paths(config)  # the run records absolute paths (ava.heads.rundir.identity)
             name = head(config) if callable(head) else head
             with claim_run(config.out, name, config, force=bool(getattr(config, "force", False))) as where:
                 staged = where != Path(config.out)

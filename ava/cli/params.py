@@ -2,7 +2,7 @@
 
 Reuse these in any ``ava/cli`` module::
 
-    from ava.cli.options import AvaOpt, ThreadsOpt, checked, split_list, threads_setup
+    from ava.cli.params import AvaOpt, ThreadsOpt, checked, split_list, threads_setup
 
     def cmd(ava: AvaOpt = None, epochs: Annotated[int | None, typer.Option(callback=checked("epochs"))] = None,
             threads: ThreadsOpt = None) -> None:

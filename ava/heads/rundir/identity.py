@@ -12,7 +12,7 @@ A run directory is data: someone may hand one over, or run ``ava head eval`` on 
   a run whose data or cache differs (:func:`check_eval_target`).
 - **runs from before the identity** (no ``data_identity`` in ``run.json``) still evaluate: their relative paths
   are taken from the working directory as they always were, but the results they already hold guard them: when
-  ``results_<split>.json`` says it was scored on another dataset directory (its ``data_fingerprint.dataset``),
+  ``results_<split>.json`` says it was scored on another dataset directory (its ``sample_set.dataset``),
   eval refuses rather than overwrite it.
 - **nothing recorded runs code.** A recorded ``trust_remote_code`` is never acted on: it must equal the command
   line's ``--trust-remote-code`` (:func:`check_recorded_options`); a difference is refused by name.
@@ -147,13 +147,15 @@ def check_eval_target(
 
 def _check_legacy(run_dir: Path, dataset: Dataset, results_names: list[str]) -> None:
     """A run without a recorded identity: its results must not be replaced by those of another dataset dir."""
+    from ava.metrics.sample_set import recorded_block
+
     here = Path(dataset.root).resolve()
     for name in results_names:
         try:
             old = json.loads((run_dir / name).read_text(encoding="utf-8"))
         except (OSError, ValueError, RecursionError):
             continue
-        fp = old.get("data_fingerprint") if isinstance(old, dict) else None
+        fp = recorded_block(old)
         where = fp.get("dataset") if isinstance(fp, dict) else None
         if isinstance(where, str) and Path(where) != here:
             raise RunIdentityError(
