@@ -17,6 +17,7 @@ date and torch replaces that script's figures and rows in the file and keeps the
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import os
@@ -90,10 +91,8 @@ def results_path(device: dict[str, Any], date: str, torch_version: str, root: Pa
 def command_line() -> str:
     """The command that ran this script, as a user would type it from the repository's root."""
     script = Path(sys.argv[0])
-    try:
+    with contextlib.suppress(ValueError):
         script = script.resolve().relative_to(RESULTS.parent.parent)
-    except ValueError:
-        pass
     return " ".join(["python", str(script), *sys.argv[1:]])
 
 
