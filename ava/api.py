@@ -64,8 +64,8 @@ __all__ = [
 PathLike = str | os.PathLike[str]
 Threads = int | Literal["auto"] | None
 
-# Where the in-memory paths live (another concern of issue 31); referenced by name so this module imports
-# without them and nothing heavy is imported before it is needed.
+# Where the in-memory paths live (ava.heads.memory); referenced by name so this module imports without them and
+# nothing heavy is imported before it is needed.
 IN_MEMORY_FINGERPRINT = "ava.heads.memory:fingerprint_in_memory"
 IN_MEMORY_HEADS = ("probe-linear", "knn")
 # what is refused as a ``vfm`` (a name is a str; anything else is taken for an in-memory VFM)

@@ -1,4 +1,4 @@
-"""The 14 atomic visual abilities of AVA-Bench (spec section 2), registered by key.
+"""The 14 atomic visual abilities of AVA-Bench (docs/benchmark.md), registered by key.
 
 Question templates use ``str.format`` fields: ``{object}``, ``{a}``, ``{b}``, ``{family}`` and
 ``{options}`` (the output of :func:`format_options`).

@@ -24,7 +24,7 @@ class Ability:
     # and carry the list on each sample.
     fixed_options: tuple[str, ...] = ()
     option_style: OptionStyle = "number"
-    # Keys of ava.abilities.subgroups.SUBGROUPS this ability reports by (spec section 2).
+    # Keys of ava.abilities.subgroups.SUBGROUPS this ability reports by (the paper's subgroups).
     subgroups: tuple[str, ...] = ()
     notes: str = ""
     extra: dict[str, object] = field(default_factory=dict)

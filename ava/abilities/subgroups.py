@@ -1,4 +1,4 @@
-"""Subgroups the paper reports by (spec section 2): functions ``sample -> bin label`` (None: cannot be read).
+"""Subgroups the paper reports by (docs/metrics.md): functions ``sample -> bin label`` (None: cannot be read).
 
 An ability lists the keys it reports by in ``Ability.subgroups``; scoring averages the per-sample scores
 within each bin. Bins come from the sample's truth or its ``meta`` (source dataset, scene type, class). A

@@ -1,4 +1,4 @@
-"""Task-augmentation tasks (Meta-COCO / Meta-KITTI, ``shared/docs/task-augmentation.md``), registered as abilities
+"""Task-augmentation tasks (Meta-COCO / Meta-KITTI, docs/benchmark.md), registered as abilities
 beside the 14 of AVA-Bench.
 
 Every key starts with :data:`TASK_PREFIX` so reports keep them apart from the benchmark's abilities; each has its

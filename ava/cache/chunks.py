@@ -276,7 +276,7 @@ def _decoded(group: CacheGroup, name: str, lo: int, hi: int, out: np.ndarray | N
     decode (Zarr's read then names the rows at fault).
 
     Zarr would do the same work on its one event-loop thread for every reader of the process: 1.1-1.7 ms per
-    SigLIP-sized row there, the ceiling of a fingerprint's reads on any number of cores (benchmarks/README.md).
+    SigLIP-sized row there, the ceiling of a fingerprint's reads on any number of cores (``benchmarks/bench_cache.py``).
     Object storage keeps Zarr's reads: its ranged reads ahead (:mod:`ava.cache.location`) are what a remote read
     waits on, not the decoding."""
     files = group.chunk_files.get(name)  # None: no row had to be on disk (``need``), and Zarr reads what there is

@@ -17,7 +17,7 @@ of scales (``[N, T]`` float32 for ``int8``, ``[N, T, ceil(D/64)]`` float16 for `
   ``q + 8`` two to a byte (even feature index in the low nibble). 0.5 byte per value plus 2 bytes per group
   (0.53 byte per value at 64), about half of ``int8``. The absolute error of a value is at most ``scale / 2``, i.e.
   1/14 of its group's largest magnitude (plus the fp16 rounding of the scale, relative 2**-11). The group size was
-  chosen by measurement (``benchmarks/bench_int4_groups.py``, table in ``benchmarks/README.md``): 32 stores 0.5625
+  chosen by measurement (``benchmarks/bench_int4_groups.py``): 32 stores 0.5625
   byte per value before compression, over the 0.55 this codec is for wherever the codes do not compress; 64 has a
   7-11% lower relative error than 128 (random-vit 0.110 vs 0.118, effnet-lite0 0.111 vs 0.122) for 0.016 byte per
   value more. Feature dims must be even (the VFMs of the paper have 768 to 1536). A group's float32 pooled views are
@@ -127,12 +127,11 @@ class Codec:
         return values, 0 if shape is None else int(np.prod(shape)) * np.dtype(self.scale_dtype).itemsize
 
     def compressors(self) -> Any:
-        """Blosc: byte shuffle + lz4, chosen by measurement (``benchmarks/bench_codecs.py``, table in
-        ``benchmarks/README.md``): 16-bit features of trained or random ViTs hardly compress (zstd-3 saved 8%),
-        so the compressor must above all be fast; byte shuffle + lz4 runs near memory speed on those and still
-        takes redundant features (pixels) down 3.7x. Groups keep the compressor they were created with.
-        A CRC-32C of each compressed chunk follows: a flipped or lost byte fails the read (and
-        ``ava cache verify`` names the row, see ava.cache.integrity) instead of decoding to wrong features."""
+        """Blosc: byte shuffle + lz4, chosen by measurement (``benchmarks/bench_codecs.py``): 16-bit features of trained
+        or random ViTs hardly compress (zstd-3 saved 8%), so the compressor must above all be fast; byte shuffle + lz4
+        runs near memory speed on those and still takes redundant features (pixels) down 3.7x. Groups keep the
+        compressor they were created with. A CRC-32C of each compressed chunk follows: a flipped or lost byte fails the
+        read (and ``ava cache verify`` names the row, see ava.cache.integrity) instead of decoding to wrong features."""
         import zarr.codecs
 
         itemsize = np.dtype(self.storage_dtype).itemsize
@@ -247,7 +246,7 @@ class Int4Codec(Int8Codec):
     def pools_input(self) -> bool:
         """True: a 4-bit token's error (relative RMS ~0.11) would reach the float32 views the probes and kNN read;
         pooled from the features before encoding, they keep the precision the views' own storage has. Measured with
-        ``benchmarks/bench_int4_ranking.py`` (``benchmarks/README.md``)."""
+        ``benchmarks/bench_int4_ranking.py``."""
         return True
 
     def range_error(self, peak: float) -> AvaError:

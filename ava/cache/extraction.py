@@ -308,7 +308,7 @@ BACKGROUND_NICE = 10  # niceness added to the decode workers and writer threads 
 def background_nice(device: torch.device) -> int:
     """How much lower than the forward pass the decode workers and writer threads run: on the CPU they share the
     cores with the forward, and at equal priority the scheduler lets them take turns with it on its core (measured
-    on 2 cores: the main thread spent as long waiting for its core as decoding took, see benchmarks/README.md);
+    on 2 cores: the main thread spent as long waiting for its core as decoding took);
     at ``BACKGROUND_NICE`` they run on the cores the forward leaves free and yield its core to it. A GPU forward
     needs little CPU, so nothing changes there."""
     return BACKGROUND_NICE if device.type == "cpu" else 0

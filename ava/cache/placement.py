@@ -40,8 +40,8 @@ def held_empty(shape: tuple[int, ...], dtype: Any, device: Any = "cpu") -> Any:
 
     numpy asks the kernel for transparent huge pages for arrays of 4 MB or more (``madvise``, where the kernel
     offers them); PyTorch's CPU allocator does not, unless ``THP_MEM_ALLOC_ENABLE`` was set before it started. A held
-    set's first touch then faults once per 2 MB instead of once per 4 KB page: 410 page faults for each SigLIP-sized
-    fp16 row, ~40% of a token read's CPU where the kernel gives huge pages (benchmarks/README.md, issue 38)."""
+    set's first touch then faults once per 2 MB instead of once per 4 KB page, and page faults were a large share of a
+    token read's CPU."""
     import numpy as np
     import torch
 
@@ -59,9 +59,8 @@ def held_empty(shape: tuple[int, ...], dtype: Any, device: Any = "cpu") -> Any:
 def staging_array(shape: tuple[int, ...], dtype: Any, pinned: bool = False) -> Any:
     """A reused host buffer for rows on their way to a GPU (numpy, ``dtype`` a numpy type). ``pinned``: in page-locked
     memory from PyTorch's pinned allocator, which keeps the block for the next read once this one is dropped; a GPU
-    copies from it by DMA, while pageable memory goes through the driver's bounce buffer (the H200's on-device token
-    read, staged in pageable memory, ran at 3.6 GB/s where reading the same rows into host memory ran at 6.5 GB/s:
-    benchmarks/README.md, issue 38)."""
+    copies from it by DMA, while pageable memory goes through the driver's bounce buffer, which roughly halved the
+    rate of an on-device token read."""
     import numpy as np
 
     if not pinned:
@@ -80,11 +79,9 @@ def to_device(host: Any, device: Any, chunk_bytes: int = COPY_CHUNK_BYTES) -> An
     buffers, each filled by this thread with PyTorch's intra-op threads while the other's copy to the GPU runs on a
     stream of its own; else (or for a set of one chunk) as ``host.to(device)``. The same values, bit for bit.
 
-    A plain copy from pageable memory, which the driver stages through buffers of its own, ran at ~7.2 GB/s on the
-    H200's host on 2026-11-28: ~10.5 s of a fingerprint's real-size estimate for recognition's 75 GB, read ahead
-    into host memory and then placed on the GPU. A host copy with 2 threads ran at ~10 GB/s on a 2-core VM
-    (benchmarks/README.md, issue 38). Two pinned chunks, not the set: PyTorch's pinned blocks are powers of two,
-    kept after use."""
+    A plain copy from pageable memory goes through the driver's own staging buffers and was slower than a host copy
+    with two threads, so for the largest abilities it was a visible part of a real-size fingerprint. Two pinned
+    chunks, not the set: PyTorch's pinned blocks are powers of two, kept after use."""
     import torch
 
     device = torch.device(device)

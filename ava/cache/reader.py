@@ -385,8 +385,8 @@ class ResidentFeatures:
 
         def staging(name: str, lo: int, hi: int) -> np.ndarray:
             """This thread's buffer for rows ``lo:hi`` of array ``name`` on the host, reused run after run (a
-            fresh one was a fresh allocation, every 4 KB page of it faulted in by the kernel: benchmarks/README.md,
-            issue 38); pinned where the rows are held on a GPU, which copies them from it. Dropped with the read."""
+            fresh one was a fresh allocation, every 4 KB page of it faulted in by the kernel); pinned where the rows
+            are held on a GPU, which copies them from it. Dropped with the read."""
             key = (threading.get_ident(), name)
             if key not in staged:
                 shape, dtype = rows_of[name]

@@ -1,12 +1,12 @@
 """A cache array's shard, encoded to the bytes Zarr stores for it, in the calling thread, and stored in one write;
 and its rows decoded from those bytes, in the calling thread too.
 
-Zarr (3.x) runs every codec call of every array through one event-loop thread per process: the per-chunk merge,
-the empty-chunk check, the CRC-32C and the assembly of a shard all wait their turn there, however many writer threads
-hand it shards. At SigLIP's shapes that thread alone cost 6-12 ms per image (benchmarks/README.md, issue 38), more
-than a GPU's forward pass. So extraction's writer threads encode their own shards here and write each file once:
-the compressor (numcodecs' Blosc or Zstd, which release the GIL off the main thread) and the CRC-32C (google_crc32c,
-the library Zarr uses) run in the writer thread that owns the shard.
+Zarr (3.x) runs every codec call of every array through one event-loop thread per process: the per-chunk merge, the
+empty-chunk check, the CRC-32C and the assembly of a shard all wait their turn there, however many writer threads hand
+it shards. At SigLIP's shapes that thread alone took longer per image than a GPU's forward pass. So extraction's writer
+threads encode their own shards here and write each file once: the compressor (numcodecs' Blosc or Zstd, which release
+the GIL off the main thread) and the CRC-32C (google_crc32c, the library Zarr uses) run in the writer thread that owns
+the shard.
 
 The bytes are Zarr's: :class:`ArrayEncoder` is built from the array's own metadata and knows exactly the layouts
 :mod:`ava.cache.store` creates (a sharding codec with ``bytes`` + ``blosc``/``zstd`` + ``crc32c`` inside, a
@@ -170,7 +170,7 @@ def decode_shard(enc: ArrayEncoder, path: Path, entries: np.ndarray, out: np.nda
 
     Why chunk by chunk: the rows' bytes read in one piece (~100 MB for a shard of SigLIP-sized rows) were a fresh
     allocation each time, its every 4 KB page faulted in and zeroed by the kernel, then given back. That was half a
-    read's page faults and ~40% of its CPU (benchmarks/README.md, issue 38); a chunk's bytes (one row) are small
+    read's page faults and a large share of its CPU; a chunk's bytes (one row) are small
     enough for the allocator to reuse."""
     stored = stored_chunks(entries)
     if not stored.any():

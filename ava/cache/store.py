@@ -410,13 +410,12 @@ ZARR_BATCH_SIZE = DEFAULT_SHARD_SIZE  # chunks Zarr's codec pipeline encodes or 
 def batch_shard_chunks() -> None:
     """Set Zarr's ``codec_pipeline.batch_size`` to ``ZARR_BATCH_SIZE`` when it is still Zarr's default (1).
 
-    A token array's shard holds one chunk per image. At a batch size of 1, Zarr's sharding codec encodes or decodes
-    each of those chunks as its own batch of asyncio tasks, and that Python work holds the GIL. Writing one
-    random-vit shard (64 x 196 x 192 fp16) then cost 50-51 ms of CPU against 31-44 ms at 64, and reading 256 rows
-    took 86-126 ms against 50-54 ms (2-core CPU; benchmarks/README.md, fourth pass of #12). The values are the
-    same. A batch holds the compressed bytes of up to that many chunks (whole shards when writing; ``ResidentFeatures``
-    reads runs of at most 64 rows). The setting is Zarr's process-wide config: a value the user chose (anything
-    but 1) is left alone."""
+    A token array's shard holds one chunk per image. At a batch size of 1, Zarr's sharding codec encodes or decodes each
+    of those chunks as its own batch of asyncio tasks, and that Python work holds the GIL: shards written and rows read
+    at a batch size of 1 cost markedly more CPU than at 64 (``benchmarks/bench_cache.py``). The values are the same. A
+    batch holds the compressed bytes of up to that many chunks (whole shards when writing; ``ResidentFeatures`` reads
+    runs of at most 64 rows). The setting is Zarr's process-wide config: a value the user chose (anything but 1) is
+    left alone."""
     import zarr
 
     if zarr.config.get("codec_pipeline.batch_size") == 1:

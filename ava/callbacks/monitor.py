@@ -81,7 +81,7 @@ class FingerprintMonitor:
     the extraction, rank 0's heads or its generation of the suite), every rank raises, none waits for ever.
 
     Speed: on a CPU with bf16 units, wrap the model with ``vfm_from_module(..., dtype="bf16")`` (the forward on a bf16
-    copy of the weights; ~2x faster than fp32 or ``autocast="bf16"`` on AMX), see ``benchmarks/README.md``.
+    copy of the weights; faster than fp32 or ``autocast="bf16"`` on AMX: ``benchmarks/bench_in_training.py``).
     """
 
     def __init__(

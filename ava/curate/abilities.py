@@ -1,4 +1,4 @@
-"""The 14 AVA abilities, built by the paper's curation rules (spec section 2) from the sources at hand.
+"""The 14 AVA abilities, built by the paper's curation rules (docs/build.md) from the sources at hand.
 
 Each ``build_<ability>(ctx)`` proposes questions, drops (and counts) what a rule does not keep, balances the
 answers as the paper does, and returns the kept questions. ``BUILDERS`` says which sources each one needs.
@@ -39,7 +39,7 @@ from ava.curate.core import (
 )
 from ava.curate.sources import Instance, SourceError, SourceImage
 
-AREA_RANGE = (0.002, 0.5)  # normalized box area kept for localization and recognition (spec section 2)
+AREA_RANGE = (0.002, 0.5)  # normalized box area kept for localization and recognition (the paper's rule)
 MAX_COUNT = 40
 COUNTS_PER_CLASS = 5  # the paper: 4-5 distinct counts per object class
 MIN_DEPTH_DIFF = 0.5  # m, relative depth

@@ -26,10 +26,10 @@ from ava.curate.sources import Attributes, ClassFolders, CocoSource, DepthSource
 from ava.data.choices import OptionSampler, random_options
 
 RULE_VERSION = 5  # bumped whenever a rule changes what is kept or asked; recorded in dataset.json
-RED = (255, 0, 0)  # target box (spec section 2)
+RED = (255, 0, 0)  # target box (the paper's curation: red = target, blue = reference)
 BLUE = (0, 0, 255)  # reference box
 PAD = (124, 120, 111)  # square padding of localization / recognition images
-# The paper's option counts for sampled option lists (spec section 2); None: every class.
+# The paper's option counts for sampled option lists (docs/benchmark.md); None: every class.
 PAPER_OPTIONS = {"recognition": 70, "fine_grained": 100, "scene": 30, "action": 100, "texture": None}
 
 
@@ -407,7 +407,8 @@ def marked(
 
 
 def pad_square(image: Image.Image) -> tuple[Image.Image, tuple[int, int]]:
-    """``image`` centred on a square of PAD (spec section 2); returns it and the paste offset."""
+    """``image`` centred on a square of PAD (the paper's padding, so no box is cropped away); returns it and the
+    paste offset."""
     w, h = image.size
     side = max(w, h)
     if w == h:

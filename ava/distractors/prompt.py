@@ -1,7 +1,7 @@
 """Question texts for rewritten options: the option list replaced in place (the question keeps its wording), or
 FOCI's prompt form.
 
-FOCI asks (Geigle et al. 2024; docs in ../shared/docs/task-augmentation.md, section 1)::
+FOCI asks (Geigle et al. 2024; docs/benchmark.md)::
 
     Which of these <domain> is shown in the image?
     Choices:

@@ -211,11 +211,7 @@ def default_jobs(device: str, runs: int) -> int:
     - On an idle 2-core CPU two fits at once take the wall time of one at a time (they share memory bandwidth) with
       ~27% less CPU, and they stay fast beside other work, where two-thread ops spin.
     - On a GPU a probe's step is small and waits on the host's launches, which a second fit on another thread
-      fills: three abilities of a fingerprint at 4% of their real size, read from a fp16 Zarr cache, took 5.45 s
-      with two fits at once against 7.24 s one at a time (H200, 2026-11-28; from the stand-in cache, 7.87 against
-      9.59 s).
-
-    (benchmarks/README.md, issue 38)"""
+      fills (``benchmarks/bench_fingerprint.py`` measures both ways)."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     if runs <= 1:
         return 1
@@ -300,8 +296,8 @@ def train_abilities(
 
 def reads_ahead(device: str) -> bool:
     """Whether the next ability's reads start while this one's heads fit: where the fits run on a GPU, whose host is
-    idle meanwhile. On a CPU the reads would take the cores from the fits (measured on 2 cores, pixels at 384 px,
-    the attentive probe: reads 2.8 -> 1.9 s, fits 23.2 -> 27.0 s; benchmarks/README.md, issue 38)."""
+    idle meanwhile. On a CPU the reads would take the cores from the fits: the reads got shorter and the fits longer
+    by more (``benchmarks/bench_fingerprint.py``)."""
     return device.startswith("cuda")
 
 

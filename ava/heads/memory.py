@@ -9,7 +9,7 @@ images, rank 0 gathers them and trains the heads, and the others wait for its re
 failure on one rank (its extraction, or rank 0's heads) is told to every rank, which each raise, rather than leave
 them waiting in a collective (a rank whose process dies is left to the process group's timeout and the launcher).
 
-Speed (``benchmarks/README.md``): the heads fit whole abilities on ``jobs`` threads at once (:func:`train_heads`;
+Speed: the heads fit whole abilities on ``jobs`` threads at once (:func:`train_heads`;
 the scores are those of ``ava fingerprint``, value for value), and a :func:`~ava.vfm.module.vfm_from_module` VFM with
 ``dtype="bf16"`` runs its forward on a bf16 copy of the weights made once per evaluation.
 

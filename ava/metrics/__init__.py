@@ -1,4 +1,4 @@
-"""The metrics of AVA-Bench (spec section 3), registered by key; see docs/metrics.md.
+"""The metrics of AVA-Bench, registered by key; see docs/metrics.md.
 
 Entries are lazy so listing them imports neither colour-science nor rapidfuzz.
 """

@@ -1,4 +1,4 @@
-"""The task-augmentation metric (Meta-COCO / Meta-KITTI; ``shared/docs/task-augmentation.md`` section 2).
+"""The task-augmentation metric (Meta-COCO / Meta-KITTI; docs/benchmark.md).
 
 Over the task-augmentation questions (abilities ``ta_*``) of a run: per source image, the fraction of its questions
 answered right; ``Accuracy%(t)`` = the percentage of images whose fraction is at least ``t``, as a curve over t

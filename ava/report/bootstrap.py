@@ -11,8 +11,8 @@ with the same seed gives the same intervals, and one table's draws do not depend
 
 Replicates are computed from resampling counts: ``[chunk, n]`` sample indices drawn at once, counted per row with
 one ``bincount``, then ``scores @ counts.T / n`` (one BLAS product for every VFM), in chunks of about a million
-indices so memory stays bounded for any n. (5x faster than gathering the scores per VFM, measured on 9 VFMs x
-7000 samples x 2000 replicates: benchmarks/README.md.)
+indices so memory stays bounded for any n; much faster than gathering the scores per VFM
+(``benchmarks/bench_report_bootstrap.py``).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ level (the majority answer of train, or the train median, scored by the same met
 
 A VFM's score on an ability is its best head there (picked on test: an optimistic summary, fine for deciding
 whether an ability carries signal, not for reporting a model's skill). The table is what chose the difficulty
-defaults of the synthetic generators (see ``benchmarks/README.md``).
+defaults of the synthetic generators (``benchmarks/bench_synth_signal.py`` prints it).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from ava.errors import AvaError
 Difficulty = Literal["easy", "medium", "hard"]
 RED = (255, 0, 0)  # target box
 BLUE = (0, 0, 255)  # reference box
-PAD = (124, 120, 111)  # square padding of localization / recognition images (spec section 2)
+PAD = (124, 120, 111)  # square padding of localization / recognition images (the paper's padding)
 
 
 @dataclass

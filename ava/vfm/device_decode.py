@@ -157,9 +157,8 @@ def decode_padded(
     On CUDA the decode and the resize run on a stream of their own, which the caller's stream then waits for.
     torchvision's ``decode_jpeg(device="cuda")`` takes its output from PyTorch's allocator on the current stream but
     writes it from nvJPEG's own stream, in no order with the work queued on the current one. Called on the stream
-    whose forward pass was still running, it wrote into memory that forward was still reading or writing: ~4% of an
-    extraction's rows after its first batch came out wrong (one value 1.26 times its token's largest value away from
-    the workers' decode), with no error (H200, torchvision with torch 2.11, 2026-11-28; benchmarks/README.md, issue 38).
+    whose forward pass was still running, it wrote into memory that forward was still reading or writing: a few
+    percent of an extraction's rows after its first batch came out wrong, with no error.
     Here each call first waits for the decode stream's own earlier work (the last batch's resize: short), so a
     block that stream freed is truly free when nvJPEG writes into it; the images handed out are recorded on the
     caller's stream, so their memory is not reused before the caller's work on them is done. The host no longer

@@ -172,7 +172,7 @@ class TimmBackbone(nn.Module):
         params = inspect.signature(model.forward_intermediates).parameters
         self._prefix = "return_prefix_tokens" in params and int(getattr(model, "num_prefix_tokens", 0) or 0) > 0
         # A CNN (convolutions past the stem) runs in channels-last memory: its depthwise and 1x1 convolutions are
-        # ~1.5x faster so on CPU (EfficientNet-Lite0, 2026-11-23), and it is the layout GPUs prefer too.
+        # faster so on a CPU (measured on EfficientNet-Lite0), and it is the layout GPUs prefer too.
         self.channels_last = sum(isinstance(m, nn.Conv2d) for m in model.modules()) > 1
         if self.channels_last:
             model.to(memory_format=torch.channels_last)

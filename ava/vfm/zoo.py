@@ -1,4 +1,4 @@
-"""The registered VFMs: the paper's nine (spec section 5), ``radio-h``, the ``pixels`` floor, the ``random-vit``
+"""The registered VFMs: the paper's nine (docs/vfm-routes.md), ``radio-h``, the ``pixels`` floor, the ``random-vit``
 control and ``tiny-<key>`` test variants.
 
 The full-size configs are written out here so every architecture can be built on the meta device (parameter

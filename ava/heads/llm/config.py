@@ -1,4 +1,4 @@
-"""Configs of the LLM head (spec section 6) and of connector pre-training (the paper's stage 1).
+"""Configs of the LLM head (the paper's protocol) and of connector pre-training (the paper's stage 1).
 
 Defaults are the paper's stage-3 hyperparameters; ``None`` means "the paper's value for this ability"
 (e.g. ``epochs`` is 10, or 20 for localization, from :attr:`ava.abilities.Ability.epochs`).

@@ -1,4 +1,4 @@
-"""The LLM head: ``mlp2x_gelu`` connector + a causal LM with LoRA (spec section 6).
+"""The LLM head: ``mlp2x_gelu`` connector + a causal LM with LoRA (the paper's stage-3 head).
 
 The connector maps each patch token of the frozen VFM to the LLM's embedding width; the projected
 tokens take the place of ``<image>`` in the prompt (``inputs_embeds``). The loss is computed only where

@@ -30,7 +30,7 @@ POS_SCALE = 4.0  # positions span ~[-2, 2], like standardized features
 def giou(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """Generalized IoU of boxes [..., 4] given as x1, y1, x2, y2 (corners already ordered), in -1..1.
 
-    GIoU = IoU - |C minus (A union B)| / |C| with C the smallest box enclosing both (spec section 3).
+    GIoU = IoU - |C minus (A union B)| / |C| with C the smallest box enclosing both (docs/metrics.md).
     """
     area_p = (pred[..., 2] - pred[..., 0]).clamp(min=0) * (pred[..., 3] - pred[..., 1]).clamp(min=0)
     area_t = (target[..., 2] - target[..., 0]).clamp(min=0) * (target[..., 3] - target[..., 1]).clamp(min=0)

@@ -2,7 +2,7 @@
 
 The patch is large (0.4-0.6 of the image side): with small patches (0.14-0.3) no cheap head did better than the
 median colour at the demo's size, raw pixels included; a large one lets a colour-faithful extractor lead, as
-raw pixels should (``benchmarks/README.md``, synthetic signal). Smaller patches of other colours outside the
+raw pixels should (``benchmarks/bench_synth_signal.py``). Smaller patches of other colours outside the
 box are the clutter, so the box, not the dominant colour alone, decides the answer.
 The patch itself stays noise-free (noise is added first, the patch painted over it) so its colour is exact.
 """

@@ -161,7 +161,7 @@ def render_abs_depth(ctx: Ctx) -> Rendered:
 # Relative depth: the farther object is at least this many times as far as the nearer one (and always >= 0.5 m
 # farther, the paper's rule). At the demo's size a 1.25x ratio, with objects of different classes, left every
 # extractor at chance; at 2x the nearer object stands clearly lower and, on easy, where both objects are of one
-# class, looks at least twice as large (see benchmarks/README.md).
+# class, looks at least twice as large (benchmarks/bench_synth_signal.py).
 MIN_RATIO = {"easy": 2.0, "medium": 1.4, "hard": 1.0}
 
 

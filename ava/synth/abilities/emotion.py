@@ -7,7 +7,7 @@ disgust: one brow lowered, squinted eyes, a lopsided raised lip and a wrinkled n
 boxed one show other emotions, so only the boxed face answers the question; they are smaller (radius 0.07-0.11 of
 the image against 0.3-0.4 for the boxed face at easy), so the asked-about face also dominates the image. The cheap
 heads pool the whole image and do not follow the red box: with the boxed face no bigger than the others (radius
-0.12-0.2) every extractor sat at chance at the demo's size (see ``benchmarks/README.md``).
+0.12-0.2) every extractor sat at chance at the demo's size (``benchmarks/bench_synth_signal.py``).
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ def distractors(ctx: Ctx) -> int:
 
     The cheap heads (kNN, probes) never read the question, so with distractors they cannot tell which object is
     asked for; on easy the named object is alone and every head can show whether its features place it (with 1-3
-    distractors every extractor sat at chance at the demo's size, see ``benchmarks/README.md``).
+    distractors every extractor sat at chance at the demo's size: ``benchmarks/bench_synth_signal.py``).
     """
     return round(ctx.randint(1, 3) * (ctx.knobs.clutter - 1))
 

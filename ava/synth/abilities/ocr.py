@@ -4,7 +4,7 @@ background, with distractor strings beyond easy.
 The boxed text is one to six words of an 8-word vocabulary of 3-4 letter words, so a head trained on a couple of
 hundred samples has seen every word many times and can get a foothold (random character strings scored 0 ANLS for
 every cheap head at the demo's size; 16 words, textured backgrounds and stray strings still left every extractor
-at chance, see ``benchmarks/README.md``). Lengths still span the paper's subgroup bins (1-5, 6-10, 11-20, >20
+at chance: ``benchmarks/bench_synth_signal.py``). Lengths still span the paper's subgroup bins (1-5, 6-10, 11-20, >20
 characters), with single words most frequent. Words avoid glyphs that Pillow's bundled font makes ambiguous (0/O,
 1/l/I, i, c); scoring is case-insensitive (ANLS) and the text is upper case. Distractors outside the box (medium
 and hard only) are random strings of the full alphabet in smaller type.

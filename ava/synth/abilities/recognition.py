@@ -4,7 +4,7 @@ Distractors are other classes, so only the boxed object answers the question; th
 boxed object (its longer side is 0.45-0.65 of the image at easy, theirs 0.1-0.2), so the object the question asks
 about is also the one that dominates the image: the cheap heads pool the whole image and cannot follow the red
 box, and with the boxed object no bigger than its neighbours every extractor sat at chance at the demo's size
-(see ``benchmarks/README.md``). The canvas is padded to a square with RGB(124,120,111), as the paper pads
+(``benchmarks/bench_synth_signal.py``). The canvas is padded to a square with RGB(124,120,111), as the paper pads
 recognition images.
 """
 
