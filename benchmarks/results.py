@@ -1,6 +1,8 @@
 """Benchmark results as files: one JSON file per device, date and torch version under ``benchmarks/results/``.
 
-Every benchmark script's ``--json`` writes its figures here through :func:`record`; ``docs/make_performance.py``
+Every benchmark script's ``--json`` writes its figures here through :func:`record` (``--json FILE`` writes the
+script's whole JSON to FILE instead: what ``gpu.sh`` reads back; ``AVA_BENCH_RESULTS`` records into another folder,
+e.g. a test's); ``docs/make_performance.py``
 renders ``docs/performance.md`` from these files (a table per device), so the docs show the current figures and
 the history stays in git. A file::
 
@@ -11,12 +13,14 @@ the history stays in git. A file::
      "rows": {"<benchmark>": [{...}, ...]}}
 
 ``figures`` are the headline numbers (what the docs table shows: a value, its unit, the target it is held to,
-the command that measured it); ``rows`` keep a script's full table. A second run of a script on the same device,
-date and torch replaces that script's figures and rows in the file and keeps the other scripts'.
+the command that measured it); ``rows`` keep a script's full table (its latest run's). A second run on the same
+device, date and torch replaces the figures it measures again and keeps the others (another mode or model of the
+same script, the other scripts'); the page shows each device's latest value of each figure.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import datetime
 import json
@@ -28,7 +32,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-RESULTS = Path(__file__).resolve().parent / "results"
+# where --json records (AVA_BENCH_RESULTS: elsewhere, e.g. a test's temporary folder)
+RESULTS = Path(os.environ.get("AVA_BENCH_RESULTS") or Path(__file__).resolve().parent / "results")
 SCHEMA = 1
 
 
@@ -105,25 +110,91 @@ def record(
     command: str | None = None,
     date: str | None = None,
     root: Path = RESULTS,
+    environment: dict[str, Any] | None = None,
 ) -> Path:
     """Write ``benchmark``'s figures (and rows) into the results file of this device, date and torch version,
-    replacing what that benchmark wrote there before; returns the file's path."""
+    replacing the figures of the same names there; returns the file's path. ``environment`` replaces what this
+    process would record (``torch``, ``revision``, other versions) for figures copied from another machine's run."""
     info = device if isinstance(device, dict) else device_info(device)
     date = date or datetime.date.today().isoformat()
-    torch_version = _torch_version()
-    path = results_path(info, date, torch_version, root)
+    env = dict(environment) if environment is not None else {"revision": _revision()}
+    env.setdefault("torch", _torch_version())
+    env.setdefault("revision", None)
+    path = results_path(info, date, env["torch"], root)
     data: dict[str, Any] = {"schema": SCHEMA, "figures": {}, "rows": {}}
     if path.is_file():
         data = json.loads(path.read_text())
-    data.update(schema=SCHEMA, device=info, date=date, torch=torch_version, revision=_revision())
+    data.update(schema=SCHEMA, device=info, date=date, **env)
     cmd = command or command_line()
-    kept = {k: v for k, v in data.get("figures", {}).items() if v.get("benchmark") != benchmark}
+    kept = dict(data.get("figures", {}))
     for f in figures:
         kept[f"{benchmark}/{f['figure']}"] = {"benchmark": benchmark, **f, "command": f.get("command") or cmd}
     data["figures"] = dict(sorted(kept.items()))
     data["rows"] = {**data.get("rows", {}), benchmark: rows or []} if rows is not None else data.get("rows", {})
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=False) + "\n")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=False, default=str) + "\n")
     os.replace(tmp, path)
     return path
+
+
+def json_option(parser: argparse.ArgumentParser, required: bool = False) -> None:
+    """The scripts' ``--json``: alone, record the headline figures and rows under ``benchmarks/results/``; with a
+    FILE, write the script's whole JSON there instead (what ``gpu.sh`` reads back)."""
+    parser.add_argument(
+        "--json",
+        nargs="?",
+        const=RESULTS,
+        type=Path,
+        default=None,
+        required=required,
+        metavar="FILE",
+        help="record the figures in benchmarks/results/; with FILE, write the whole JSON there instead",
+    )
+
+
+def json_file(dest: Path | None) -> Path | None:
+    """The file ``--json FILE`` names; None for no ``--json``, or for ``--json`` alone (the results folder)."""
+    return None if dest is None or dest.resolve() == RESULTS.resolve() else dest
+
+
+def write(
+    dest: Path | None,
+    benchmark: str,
+    figures: list[dict[str, Any]],
+    rows: list[dict[str, Any]] | None,
+    payload: Any,
+    *,
+    device: str | dict[str, Any] = "cpu",
+) -> Path | None:
+    """Where ``--json`` points (see :func:`json_option`): :func:`record` the figures and rows when it names the
+    results folder, else ``payload`` (the script's own JSON) into that file. Nothing when ``dest`` is None."""
+    if dest is None:
+        return None
+    if json_file(dest) is None:
+        path = record(benchmark, figures, rows, device=device)
+        print(f"recorded {len(figures)} figures in {path}")
+        return path
+    dest.write_text(json.dumps(payload, indent=2, default=str) + "\n")  # (paths among a script's arguments)
+    return dest
+
+
+def schema_errors(data: Any) -> list[str]:
+    """What a results file lacks, one line each (empty: it follows the schema the docs page is rendered from)."""
+    if not isinstance(data, dict):
+        return ["not a JSON object"]
+    errors = [f"no {k!r}" for k in ("schema", "device", "date", "torch", "figures") if k not in data]
+    device = data.get("device")
+    if not isinstance(device, dict) or not all(isinstance(device.get(k), str) for k in ("slug", "kind", "name")):
+        errors.append("device: needs slug, kind and name")
+    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", str(data.get("date", ""))):
+        errors.append(f"date {data.get('date')!r}: not YYYY-MM-DD")
+    for key, f in (data.get("figures") or {}).items():
+        missing = [k for k in ("benchmark", "figure", "value", "unit", "target", "command") if k not in f]
+        if missing:
+            errors.append(f"figure {key!r}: no {', '.join(missing)}")
+        elif key != f"{f['benchmark']}/{f['figure']}":
+            errors.append(f"figure {key!r}: key is not benchmark/figure")
+        elif not isinstance(f["value"], (int, float, str, type(None))) or not f["command"]:
+            errors.append(f"figure {key!r}: value must be a number, text or null, and command given")
+    return errors
