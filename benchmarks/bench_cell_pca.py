@@ -29,6 +29,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import results  # benchmarks/, beside this script
+
 HERE = Path(__file__).resolve()
 
 
@@ -119,7 +121,7 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--baseline", type=Path, help="a checkout of the code before, run alternately with this one")
     p.add_argument("--repeats", type=int, default=1)
-    p.add_argument("--json", type=Path)
+    results.json_option(p)
     p.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child is not None:
@@ -134,12 +136,12 @@ def main() -> None:
     )
     print("| rows | code | where | fit_input s | prepare s | view GB | peak RSS GB above start |")
     print("|---:|---|---|---:|---:|---:|---:|")
-    results = []
+    runs = []
     for rows in [int(r) for r in args.rows.split(",")]:
         for rep in range(args.repeats):
             for name, tree in trees if rep % 2 == 0 else trees[::-1]:  # alternated
                 r = {"code": name, "repeat": rep, **run_one(tree, args, rows)}
-                results.append(r)
+                runs.append(r)
                 if "error" in r:
                     print(f"| {rows} | {name} | error: {r['error']} | | | | |")
                     continue
@@ -148,10 +150,22 @@ def main() -> None:
                     f"| {r['peak_rss_gb_above_start']} |",
                     flush=True,
                 )
-    if args.json:
-        args.json.write_text(
-            json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "rows": results}, indent=2)
-        )
+    payload = {"args": {k: str(v) for k, v in vars(args).items()}, "rows": runs}
+    results.write(args.json, "bench_cell_pca", figures(runs), runs, payload, device=args.device)
+
+
+def figures(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """This checkout's best fit and its peak memory, per number of rows."""
+    out = []
+    for n in sorted({r["rows"] for r in runs}):
+        mine = [r for r in runs if r["rows"] == n and r["code"] == "this checkout" and "error" not in r]
+        if mine:
+            best = min(mine, key=lambda r: r["fit_input_s"])
+            out += [
+                results.figure(f"transforms' fit, {n} rows", best["fit_input_s"], "s", note=f"on {best['where']}"),
+                results.figure(f"peak memory above start, {n} rows", best["peak_rss_gb_above_start"], "GB"),
+            ]
+    return out
 
 
 if __name__ == "__main__":

@@ -4,8 +4,8 @@ For each feature source, features of real dataset images are computed once (the 
 ``ava cache extract`` does), stored the cache's way (fp16 values, one image per chunk), and every candidate
 compressor is run over the chunks on one thread: none, zstd at levels 1/3/9, and Blosc with byte shuffle or bit
 shuffle in front of lz4 or zstd (numcodecs, the codecs Zarr v3 uses). Reported: compression ratio (raw / stored),
-compress and decompress MB/s of raw fp16 bytes, one thread. The choice is made from these numbers (see
-``benchmarks/README.md``): the writer needs roughly the GPU's feature rate in MB/s per thread budget.
+compress and decompress MB/s of raw fp16 bytes, one thread. The choice is made from these numbers: the writer needs
+roughly the GPU's feature rate in MB/s per thread budget, so the fp16/bf16 default is the one that keeps up.
 
     python benchmarks/bench_codecs.py --data DIR --vfms pixels,random-vit --images 64
 """
@@ -19,6 +19,9 @@ import time
 from pathlib import Path
 
 import numpy as np
+import results  # benchmarks/, beside this script
+
+DEFAULT = "blosc-lz4-5-byteshuffle"  # what fp16 and bf16 groups are written with (ava.cache.codecs)
 
 
 def candidates() -> dict[str, object]:
@@ -82,7 +85,7 @@ def main() -> None:
     ap.add_argument("--vfms", default="pixels,random-vit")
     ap.add_argument("--images", type=int, default=64)
     ap.add_argument("--batch-size", type=int, default=16)
-    ap.add_argument("--json", default=None)
+    results.json_option(ap)
     args = ap.parse_args()
     import numcodecs.blosc
     import torch
@@ -107,8 +110,15 @@ def main() -> None:
         f"\ndevice: CPU {platform.processor() or platform.machine()}, one thread, numcodecs "
         f"{numcodecs.__version__}; {args.images} images of {args.data}"
     )
-    if args.json:
-        Path(args.json).write_text(json.dumps({"args": vars(args), "rows": rows}, indent=2))
+    figures = []
+    for r in rows:
+        if r["codec"] == DEFAULT:
+            figures += [
+                results.figure(f"default compressor's ratio, {r['vfm']}", r["ratio"], note=DEFAULT),
+                results.figure(f"default compressor's speed, {r['vfm']}", r["compress_mb_s"], "MB/s", note="1 thread"),
+            ]
+    rows = [{k: (None if v == float("inf") else v) for k, v in r.items()} for r in rows]  # strict JSON
+    results.write(args.json, "bench_codecs", figures, rows, {"args": vars(args), "rows": rows})
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 
 import bench_cache  # noqa: E402
+import results  # noqa: E402
 
 from ava.cache import ExtractConfig, extract, open_cache, placement  # noqa: E402
 from ava.data.format import Dataset  # noqa: E402
@@ -90,7 +91,7 @@ def main() -> None:
     p.add_argument("--gathers", type=int, default=20)
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--json", default=None)
+    results.json_option(p)
     args = p.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -134,8 +135,19 @@ def main() -> None:
             f"| {way} | {mine[0]['held_as']} | {mine[0]['placement']} | {mine[0]['held_mb']} | "
             f"{' / '.join(str(x['load_s']) for x in mine)} | {' / '.join(str(x['gather_ms']) for x in mine)} |"
         )
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=2))
+    label = {"float32": "held as float32", "codes": "held as their codes", "streamed": "streamed"}
+    figures = []
+    for way in ("float32", "codes", "streamed"):
+        mine = [x for x in rows if x["way"] == way]
+        figures.append(
+            results.figure(
+                f"{args.batch_size}-row gather, {args.codec} rows {label[way]}",
+                min(x["gather_ms"] for x in mine),
+                "ms",
+                note=f"{mine[0]['held_mb']} MB held, {mine[0]['placement']}",
+            )
+        )
+    results.write(args.json, "bench_coded_rows", figures, rows, rows, device=args.device)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+import results  # benchmarks/, beside this script
+
 BUDGET_S = 600.0
 
 
@@ -64,6 +66,7 @@ def table(timings: dict, wall: float) -> list[str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--keep", type=Path, help="write the demo's outputs here instead of a temporary folder")
+    results.json_option(parser)
     args, demo_args = parser.parse_known_args()
     demo_args = [a for a in demo_args if a != "--"]
     if args.keep is not None and args.keep.exists():
@@ -85,6 +88,16 @@ def main() -> int:
         print("\n".join(table(timings, wall)))
         verdict = "within" if rc == 0 and wall <= BUDGET_S else "OVER"
         print(f"\n{verdict} the {BUDGET_S:.0f} s budget ({wall:.0f} s wall)")
+        said = f"exit {rc}, " if rc else ""
+        figure = results.figure(
+            f"`ava demo {' '.join(demo_args)}`".replace(" `", "`"),
+            round(wall, 1),
+            "s",
+            target=f"<= {BUDGET_S:.0f} s",
+            note=f"{said}a fresh run, threads {timings.get('threads')}, load before {before}, after {after}",
+        )
+        rows = [{"stage": k, "seconds": v} for k, v in timings.get("stages_s", {}).items()]
+        results.write(args.json, "bench_demo", [figure], rows, {"wall_s": wall, "exit": rc, "timings": timings})
         return rc
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -14,7 +14,7 @@ abilities' answer kinds (``tests/_heads_fixtures.py``).
     python benchmarks/bench_fingerprint.py                                # 14 abilities x 150 samples, 196 x 768
     python benchmarks/bench_fingerprint.py --tokens 729 --dim 1152 --samples 1000   # SigLIP-so400m shapes
     python benchmarks/bench_fingerprint.py --device cuda --modes fingerprint --tokens 729 --dim 1152 \
-        --samples 15600 --abilities localization,counting,...    # #12's GPU row, in halves (benchmarks/gpu.sh)
+        --samples 15600 --abilities localization,counting,...    # the GPU's real size, in halves
     python benchmarks/bench_fingerprint.py --modes fingerprint --json out.json
 
 ``--vfm pixels`` times the real thing instead: the synthetic suite (14 abilities x ``--samples``, ``--size`` px), the
@@ -71,6 +71,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import results  # noqa: E402
 from budget import Budget  # noqa: E402
 
 
@@ -633,7 +634,7 @@ def zarr_check(
         return {**row, "error": f"{type(e).__name__}: {e}"[:300]}
     from ava.cache.reader import FeatureCache
 
-    if not isinstance(real, FeatureCache):  # (the eighth pass's copy came back as the stand-in, and measured it twice)
+    if not isinstance(real, FeatureCache):  # (opened through the patched open_cache, it would be the stand-in again)
         return {**row, "error": f"the copy opened as {type(real).__name__}, not a Zarr FeatureCache"}
     row.update(made)
     ava.cache.open_cache = lambda *a, **k: real
@@ -853,17 +854,95 @@ def scaling_check(rows: list[dict], tolerance: float = 0.25) -> dict | None:
 
 
 def write_json(args: argparse.Namespace, rows: list[dict], check: dict | None) -> None:
-    """The rows so far (after each part: a stage cut off later keeps them)."""
-    if not args.json:
+    """The rows so far into ``--json FILE`` (after each part: a stage cut off later keeps them)."""
+    if (path := results.json_file(args.json)) is None:
         return
     from bench_cache import environment
 
-    Path(args.json).write_text(
+    path.write_text(
         json.dumps(
             {"args": vars(args), "environment": environment(args.device), "rows": rows, "scaling_check": check},
             indent=2,
+            default=str,
         )
     )
+
+
+FINGERPRINT_TARGET = "<= 300 s"  # 14 abilities at their real sizes on one GPU, extraction excluded
+PIXELS_TARGET = "<= 40 s"  # `ava fingerprint` of 14 x 150 `pixels` samples on 2 CPU cores
+
+
+def figures(args: argparse.Namespace, rows: list[dict]) -> list[dict]:
+    """The headline figures of a run's rows: the fingerprint's time (at real size, by each estimate, where scaled),
+    and each placement's token read rate."""
+    gpu = args.device.startswith("cuda")
+    out = []
+    for r in rows:
+        mode = r.get("mode", "")
+        if args.vfm and mode == f"fingerprint {args.vfm}":  # the real thing
+            held = PIXELS_TARGET if (args.vfm, args.samples, gpu) == ("pixels", 150, False) else None
+            out.append(
+                results.figure(
+                    f"`ava fingerprint`, 14 x {args.samples} {args.vfm} at {args.size} px, jobs {r['jobs']}",
+                    r["wall_s"],
+                    "s",
+                    target=held,
+                    note=f"{r['cpu_s']} s CPU, {r['reads_per_ability']} token reads an ability",
+                )
+            )
+        elif mode == "fingerprint" and r.get("scale"):
+            out.append(results.figure(f"fingerprint at {100 * r['scale']:g}% of the real size", r["wall_s"], "s"))
+        elif mode == "fingerprint":
+            out.append(
+                results.figure(
+                    f"fingerprint, {args.samples} samples an ability, {args.tokens} x {args.dim}",
+                    r["wall_s"],
+                    "s",
+                    note=f"{r['reads_per_ability']} token reads an ability",
+                )
+            )
+    scaled = [r for r in rows if r.get("mode") == "fingerprint" and r.get("scale") and r.get("scaled_by_steps_s")]
+    if scaled:
+        r = max(scaled, key=lambda x: x["scale"])
+        out.append(
+            results.figure(
+                "14-ability fingerprint at real size, by optimizer steps, stand-in cache",
+                r["scaled_by_steps_s"],
+                "s",
+                target=FINGERPRINT_TARGET if gpu else None,
+                note=f"an estimate from {100 * r['scale']:g}% of the real size; {r['scaled_to_real_s']} s linearly",
+            )
+        )
+    for r in rows:
+        if r.get("mode") == "fingerprint (zarr)" and r.get("scaled_by_steps_s_with_zarr_reads") is not None:
+            two = r.get("scaled_by_steps_s_two_jobs")
+            out.append(
+                results.figure(
+                    "14-ability fingerprint at real size, from a real fp16 Zarr cache",
+                    r["scaled_by_steps_s_with_zarr_reads"],
+                    "s",
+                    target=FINGERPRINT_TARGET if gpu else None,
+                    note=f"an estimate; one head at a time{f', {two} s two at once' if two else ''}",
+                )
+            )
+        elif r.get("mode") == "estimate with reads at real size":
+            two = r.get("scaled_s_two_jobs")
+            out.append(
+                results.figure(
+                    "14-ability fingerprint at real size, every read at its measured rate",
+                    r["scaled_s"],
+                    "s",
+                    target=FINGERPRINT_TARGET if gpu else None,
+                    note=f"an estimate; one head at a time{f', {two} s two at once' if two else ''}",
+                )
+            )
+        elif r.get("mode") == "placement reads" and isinstance(r.get("rows"), list):
+            out += [
+                results.figure(f"token read, {p['placement']}, {p['way']}", p["gb_s"], "GB/s", note=f"{p['rows']} rows")
+                for p in r["rows"]
+                if p.get("gb_s") is not None
+            ]
+    return out
 
 
 class PeakRSS:
@@ -1011,7 +1090,7 @@ def main() -> None:
     ap.add_argument("--modes", default="heads,fingerprint")
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--device", default="cpu", help="the heads' (and, with --vfm, the extraction's) device, e.g. cuda")
-    ap.add_argument("--json", default=None)
+    results.json_option(ap)
     ap.add_argument("--vfm", default=None, help="time `ava fingerprint` on this extractor's real cache (e.g. pixels)")
     ap.add_argument("--size", type=int, default=160, help="--vfm: synthetic image side (the demo's)")
     ap.add_argument("--heads", default="probe-linear,probe-attn,knn", help="the fingerprint's heads")
@@ -1087,8 +1166,8 @@ def main() -> None:
                 f"{load:.2f} at the end; {args.samples} samples x 14 abilities, {args.size} px, {args.vfm}; "
                 f"{dt.date.today()}"
             )
-            if args.json:
-                Path(args.json).write_text(json.dumps({"args": vars(args), "rows": rows}, indent=2))
+            payload = {"args": vars(args), "rows": rows}
+            results.write(args.json, "bench_fingerprint", figures(args, rows), rows, payload, device=args.device)
             return
         from ava.abilities import ABILITY_KEYS
 
@@ -1112,8 +1191,8 @@ def main() -> None:
             t0 = time.monotonic()  # here, not in the first timed ability, where the scaling multiplies them
             from ava.metrics.ciede2000 import ciede2000_many
 
-            # colour's metric imports colour-science (~1.7 s here) on its first call: in the seventh pass's timed 4%
-            # run, as the warm-up was cut before colour, and its linear estimate took 25 x that for colour
+            # colour's metric imports colour-science (~1.7 s) on its first call: paid in a timed scale, its linear
+            # estimate would multiply that import by the scaling
             ciede2000_many([[0.5, 0.5, 0.5]], [[0.4, 0.5, 0.6]])
             warm = run_random(args, tmp / "warm-up", {a: 20 for a in abilities}, abilities, None, budget.deadline(0.1))
             rows.append(
@@ -1171,6 +1250,8 @@ def main() -> None:
             f"\ndevice: {device_name(args.device)}, torch {torch.__version__}, abilities {len(abilities)}, "
             f"tokens {args.tokens} x {args.dim}, random features; {dt.date.today()}"
         )
+        if results.json_file(args.json) is None:
+            results.write(args.json, "bench_fingerprint", figures(args, rows), rows, None, device=args.device)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

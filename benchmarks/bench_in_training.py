@@ -28,6 +28,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))  # bench_cache's environment()
 
+import results  # noqa: E402
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -45,7 +47,7 @@ def main() -> None:
     )
     ap.add_argument("--suite-root", default=None, help="where the suite is generated (default $AVA_HOME/suites)")
     ap.add_argument("--ava", default=None, help="comma-separated abilities (default: all 14)")
-    ap.add_argument("--json", action="store_true")
+    results.json_option(ap)
     args = ap.parse_args()
 
     import torch
@@ -112,9 +114,6 @@ def main() -> None:
         "environment": environment("cpu"),
         "rows": rows,
     }
-    if args.json:
-        print(json.dumps(info))
-        return
     env = info["environment"]
     print(
         f"\n{args.model} ({args.layer}) on {len(suite.images)} images, {args.threads} threads, {env['device']}, "
@@ -133,6 +132,19 @@ def main() -> None:
     print("\nbest wall s: " + ", ".join(f"{'/'.join(c)} {v}" for c, v in best.items()))
     if len(configs) == 2:
         print(f"ratio {'/'.join(configs[0])} / {'/'.join(configs[1])}: {best[configs[0]] / best[configs[1]]:.2f}x")
+    figures = []
+    for c, wall in best.items():
+        run = next(r for r in rows if (r["forward"], r["parallel"]) == c and r["wall_s"] == wall)
+        figures.append(
+            results.figure(
+                f"one in-training fingerprint evaluation, {args.model} at {args.size} px, {'/'.join(c)}",
+                wall,
+                "s",
+                target="<= 60 s",
+                note=f"best of {args.repeats} (run 1 decodes the suite), run {run['run']}, load {run['load_avg']}",
+            )
+        )
+    results.write(args.json, "bench_in_training", figures, rows, info)
 
 
 def _forward(name: str) -> dict[str, str | None]:

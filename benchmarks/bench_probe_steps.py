@@ -26,6 +26,7 @@ import platform
 import time
 from typing import Any
 
+import results  # benchmarks/, beside this script
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -184,7 +185,7 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=1600, help="timed steps per run")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--json", default=None)
+    results.json_option(p)
     p.add_argument(
         "--fingerprint",
         nargs=3,
@@ -221,9 +222,19 @@ def main() -> None:
                 f"| {kind} | {update} | {mine[0]['ops_per_step']} | {mine[0]['optimizer_ops_per_step']} | "
                 f"{' / '.join(str(x['us_per_step']) for x in mine)} |"
             )
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=2)
+    figures = []
+    for kind in ("linear", "attn"):
+        for update in ("foreach", "fused"):
+            mine = [x for x in rows if x["grid"] == kind and x["update"] == update]
+            figures.append(
+                results.figure(
+                    f"probe step, {'attentive' if kind == 'attn' else 'linear'} grid, {update} AdamW",
+                    min(x["us_per_step"] for x in mine),
+                    "us",
+                    note=f"best of {len(mine)}; {mine[0]['ops_per_step']} ops a step, {args.tokens} x {args.dim}",
+                )
+            )
+    results.write(args.json, "bench_probe_steps", figures, rows, rows, device=args.device)
 
 
 if __name__ == "__main__":

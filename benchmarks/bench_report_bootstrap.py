@@ -15,6 +15,7 @@ import platform
 import time
 
 import numpy as np
+import results  # benchmarks/, beside this script
 
 from ava.report import bootstrap as bs
 
@@ -44,6 +45,7 @@ def main() -> None:
     p.add_argument("--n", type=int, default=7000)
     p.add_argument("--boot", type=int, default=2000)
     p.add_argument("--repeat", type=int, default=3)
+    results.json_option(p)
     a = p.parse_args()
     scores = (np.random.default_rng(0).random((a.vfms, a.n)) < 0.6).astype(float)
     t_gather, r_gather = best_of(lambda: gather(scores, a.boot, np.random.default_rng(1)), a.repeat)
@@ -57,6 +59,14 @@ def main() -> None:
     print(f"counts + matmul (ava): {t_counts:8.3f} s   ({t_gather / t_counts:.1f}x faster)")
     width = np.abs(bs.interval(r_gather) - bs.interval(r_counts)).max()
     print(f"largest difference between the two 95% interval ends: {width:.2g} (same draws, so equal up to rounding)")
+    what = f"{a.vfms} VFMs x {a.n} samples x {a.boot} replicates"
+    threads = f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}"
+    figures = [
+        results.figure(f"replicate means, {what}", round(t_counts, 3), "s", note=f"best of {a.repeat}, {threads}"),
+        results.figure("against gathering each replicate's scores", round(t_gather / t_counts, 1), "x faster"),
+    ]
+    row = {"gather_s": round(t_gather, 3), "counts_s": round(t_counts, 3), "interval_difference": width}
+    results.write(a.json, "bench_report_bootstrap", figures, [row], row)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import platform
 import resource
@@ -24,6 +23,8 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+
+import results  # benchmarks/, beside this script
 
 
 def _cpu_seconds() -> float:
@@ -60,7 +61,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="", help="keep the data, cache and runs here (default: a temp dir)")
     parser.add_argument("--threads", type=int, default=2, help="torch threads")
-    parser.add_argument("--json", default="", help="also write the rows and the device here")
+    results.json_option(parser)
     args = parser.parse_args()
 
     import torch
@@ -98,16 +99,26 @@ def main() -> None:
     print("\n".join(table_lines(rows)))
     print("\nThe opening `ava demo` writes from such runs:\n")
     print("\n".join(f"- {line}" for line in fingerprint_sentences(rows)))
-    if args.json:
-        doc = {
-            "device": device,
-            "date": str(datetime.date.today()),
-            "wall_s": wall,
-            "cpu_s": cpu,
-            "config": vars(args),
-            "rows": [r.to_dict() for r in rows],
-        }
-        Path(args.json).write_text(json.dumps(doc, indent=2) + "\n")
+    table = [r.to_dict() for r in rows]
+    doc = {"device": device, "date": str(datetime.date.today()), "wall_s": wall, "cpu_s": cpu, "config": vars(args)}
+    dead = sum(r.verdict in ("saturated", "chance") for r in rows)
+    figures = [
+        results.figure(
+            "abilities that separate the extractors",
+            sum(r.verdict == "separates" for r in rows),
+            f"of {len(rows)}",
+            note=", ".join(config.vfms),
+        ),
+        results.figure("abilities saturated or at chance for every extractor", dead, f"of {len(rows)}", target="0"),
+        results.figure(
+            "every extractor and head on every ability, wall",
+            round(wall, 1),
+            "s",
+            note=f"{cpu:.0f} s CPU, load {load:.1f}, torch threads "
+            f"{args.threads}, {args.per_ava} samples an ability at {args.size} px",
+        ),
+    ]
+    results.write(args.json, "bench_synth_signal", figures, table, {**doc, "rows": table})
 
 
 if __name__ == "__main__":

@@ -16,6 +16,8 @@ import json
 import time
 from pathlib import Path
 
+import results  # benchmarks/, beside this script
+
 ABILITIES = ["fine_grained", "recognition", "action", "texture", "scene", "emotion", "orientation"]
 VFMS = ["effnet-lite0#size=160", "pixels#size=160"]
 HEADS = ["probe-linear", "knn"]
@@ -29,6 +31,7 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=160)
     parser.add_argument("--k", type=int, default=4)
     parser.add_argument("--work", default="foci-work")
+    results.json_option(parser)
     args = parser.parse_args()
     work = Path(args.work)
     t0 = time.perf_counter()
@@ -59,7 +62,20 @@ def main() -> None:
         print(f"| {ab} | " + " | ".join(f"{100 * scores[(n, v, h)][ab]:.1f}" for v, h, n in cols) + " |")
     mean = {c: sum(scores[(c[2], c[0], c[1])][ab] for ab in ABILITIES) / len(ABILITIES) for c in cols}
     print("| **mean** | " + " | ".join(f"**{100 * mean[c]:.1f}**" for c in cols) + " |")
-    (work / "foci_table.json").write_text(json.dumps({"|".join(k): v for k, v in scores.items()}, indent=1))
+    table = {"|".join(k): v for k, v in scores.items()}
+    (work / "foci_table.json").write_text(json.dumps(table, indent=1))
+    figures = [
+        results.figure(
+            f"mean accuracy drop with hard options, {vfm.split('#')[0]} {head}",
+            round(100 * (mean[(vfm, head, "random")] - mean[(vfm, head, "hard")]), 1),
+            "points",
+            note=f"{100 * mean[(vfm, head, 'random')]:.1f} -> {100 * mean[(vfm, head, 'hard')]:.1f}% over 7 abilities",
+        )
+        for vfm in VFMS
+        for head in HEADS
+    ]
+    rows = [{"options": n, "vfm": v, "head": h, **sc} for (n, v, h), sc in scores.items()]
+    results.write(args.json, "foci_table", figures, rows, table)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ import tempfile
 import time
 
 STARTED = time.perf_counter()  # the stage's start, its imports included (gpu.sh's limit counts them)
-LAYER_S = 15  # what the decoder layer needs (13.2 s on the H200, 2026-11-28)
+LAYER_S = 15  # what the decoder layer needs (13.2 s on an H200)
 
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
@@ -35,6 +35,8 @@ from typing import Any  # noqa: E402
 import torch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))  # bench_cache's environment()
+
+import results  # noqa: E402
 
 REAL = dict(
     hidden=896,
@@ -210,7 +212,7 @@ def main() -> None:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--dry-run", action="store_true", help="this CPU at small shapes (the same code paths)")
     ap.add_argument("--compile", choices=("on", "off"), default="on")
-    ap.add_argument("--json", type=Path, required=True)
+    results.json_option(ap, required=True)
     ap.add_argument(
         "--budget",
         type=float,
@@ -252,7 +254,35 @@ def main() -> None:
         out[name]["seconds"] = round(time.perf_counter() - t, 2)
         print(name, json.dumps(out[name]), flush=True)
         out["seconds"] = round(time.perf_counter() - t0, 2)
-        args.json.write_text(json.dumps(out, indent=2) + "\n")  # after each stage: a stage cut off keeps the others
+        if path := results.json_file(args.json):  # after each stage: a stage cut off keeps the others
+            path.write_text(json.dumps(out, indent=2) + "\n")
+    if results.json_file(args.json) is None:
+        results.write(args.json, "gpu_preflight", figures(out), [out], None, device=str(device))
+
+
+def figures(out: dict[str, Any]) -> list[dict[str, Any]]:
+    """The varlen attention call, the GPU tests and the decoder layer's step."""
+    found = []
+    v = out.get("varlen") or {}
+    if "fwd_bwd_ms" in v:
+        found.append(
+            results.figure(f"varlen attention, {v['tokens']} packed tokens, forward + backward", v["fwd_bwd_ms"], "ms")
+        )
+    t = out.get("gpu_tests") or {}
+    if "passed" in t:
+        ran = t.get("passed", 0) + t.get("failed", 0)
+        found.append(results.figure("tests marked gpu", t["passed"], f"of {ran} passed", target="all pass"))
+    layer = out.get("decoder_layer") or {}
+    if layer.get("later_step_s") is not None:
+        found.append(
+            results.figure(
+                "one Qwen2-0.5B decoder layer + LoRA r 128, a later step",
+                round(1e3 * layer["later_step_s"], 1),
+                "ms",
+                note=f"{layer['attention']} attention, compiled {layer['compiled']}",
+            )
+        )
+    return found
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ import io
 import itertools
 
 import numpy as np
+import results  # benchmarks/, beside this script
 from PIL import Image
 
 from ava.curate.tasks import MIN_VARIANT_DIFF, SMOOTH, TILE, _diff, _square, _tile_rotations
@@ -49,15 +50,26 @@ def main() -> None:
     parser.add_argument("--pictures", type=int, default=10)
     parser.add_argument("--cuts", type=int, default=6)
     parser.add_argument("--seed", type=int, default=0)
+    results.json_option(parser)
     args = parser.parse_args()
     print(
         f"rule: a tile's rotations must differ by >= {MIN_VARIANT_DIFF:g} (mean |a - b|, 0..255) as {SMOOTH} px "
         f"averages; largest difference noise alone gives ({args.pictures} pictures x {args.cuts} cut-outs each):"
     )
     print(f"{'grain sigma':>11}  {'JPEG q':>6}  {'full size':>9}  {f'{SMOOTH} px averages':>15}")
+    rows = []
     for sigma, quality in itertools.product((2, 4, 8, 12, 16), (75, 95)):
         full, smooth = worst(sigma, quality, args.pictures, args.cuts, args.seed)
         print(f"{sigma:>11}  {quality:>6}  {full:>9.2f}  {smooth:>15.2f}")
+        rows.append({"sigma": sigma, "jpeg_quality": quality, "full": round(full, 2), "averaged": round(smooth, 2)})
+    worst_row = max(rows, key=lambda r: r["averaged"])
+    figure = results.figure(
+        f"largest difference noise alone gives, {SMOOTH} px averages",
+        worst_row["averaged"],
+        target=f"< {MIN_VARIANT_DIFF:g}",
+        note=f"grain sigma {worst_row['sigma']}, JPEG quality {worst_row['jpeg_quality']}",
+    )
+    results.write(args.json, "variant_noise_floor", [figure], rows, rows)
 
 
 if __name__ == "__main__":
