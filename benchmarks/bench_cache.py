@@ -18,7 +18,7 @@ For each model, in one run on one device:
      host; ``read_device_mb_s``: the stored codes read and decoded with ``decode_device`` on ``--device``, as the
      heads' read path does) and the error against the fp32 forward (relative RMS; max |error| / token max).
 
-``--standin`` measures the host side of extraction alone (issue 38): a stand-in VFM returns precomputed features of
+``--standin`` measures the host side of extraction alone: a stand-in VFM returns precomputed features of
 the shapes asked for (``--standin-shape 729x1152``: SigLIP-so400m) without decoding any image, so what the process
 spends is the writing: encoding, pooled views, compression, checksums, shard assembly and the store's writes. Each
 thread's CPU time is read from ``/proc/self/task`` (sampled while it runs, so a thread that ends is counted) and given
@@ -32,10 +32,10 @@ Models: any registry key; ``<key>:random`` builds that real architecture at full
 
     python benchmarks/bench_cache.py                                   # CPU, small models
     python benchmarks/bench_cache.py --models random-vit,siglip:random --codecs fp16 --images 256,16 \
-        --batch-size 8,4 --shard-size 64,16 --repeats 3,1 --threads 1 --error-images 1   # #12's 2-core CPU target
+        --batch-size 8,4 --shard-size 64,16 --repeats 3,1 --threads 1 --error-images 1   # the 2-core CPU's target
     python benchmarks/bench_cache.py --device cuda --dtype bf16 --images 512 --batch-size 64 \\
         --models siglip:random,dinov2:random --num-workers 8
-    git worktree add --detach /tmp/ava-base 7459f1b       # issue 38: host CPU per image, before / after
+    git worktree add --detach /tmp/ava-base COMMIT        # host CPU per image, before / after
     python benchmarks/bench_cache.py --standin --images 512 --batch-size 32 --shard-size 64 --threads 1 \\
         --baseline /tmp/ava-base --repeats 3
     python benchmarks/bench_cache.py --standin --standin-views none --standin-reads --images 1024 --batch-size 32 \\
@@ -215,7 +215,7 @@ def loader_only(name: str, data: Path, args: argparse.Namespace, raw: bool = Tru
 
     The rate alone understates the workers on a short run: each takes a whole batch, so 2,048 images in batches of
     128 over 14 workers are two rounds, the second with 2 workers busy and 12 idle, after 14 processes forked from
-    one holding a GPU's context (the H200's 645 img/s on 2026-11-28; the CPU per image says what decoding costs)."""
+    one holding a GPU's context (the CPU per image says what decoding costs)."""
     import resource
 
     from ava.cache.extraction import _collate, _Image, _ImageSet, _worker_preprocess, default_workers
@@ -359,13 +359,12 @@ def decode_check(name: str, codec: str, data: Path, work: Path, args: argparse.N
 def compare_caches(ref: Any, got: Any, shas: list[str], device: str, chunk: int = 128) -> dict[str, Any]:
     """How far ``got``'s features are from ``ref``'s over the images ``shas``: relative RMS, max |diff| / the token's
     max |ref|, and the share of images whose own relative RMS is over 0.05 (``device_rows_off``: a few rows far off,
-    as a race between nvJPEG's stream and the forward's made on 2026-11-28, not a decoder's small differences spread
+    as a race between nvJPEG's stream and the forward's once made, not a decoder's small differences spread
     over every row; the bf16 forward alone is ~1.3e-2).
 
     Both caches are read ``chunk`` rows at a time as stored and decoded where the heads decode them (on the GPU when
-    there is one). The whole arrays in float32 on the host (2 x 6.9 GB for 2,048 SigLIP rows, ~15 s at the H200
-    host's 0.9 GB/s float32 reads) and numpy's passes over them left the cache stage's profiled batches no time
-    (2026-11-28); 512 rows here: 14-22 s before, 9 s after (benchmarks/README.md)."""
+    there is one): the whole arrays in float32 on the host (2 x 6.9 GB for 2,048 SigLIP rows) and numpy's passes over
+    them left the cache stage's profiled batches no time."""
     from ava.cache.extraction import resolve_device
 
     dev = resolve_device(device)
@@ -978,7 +977,7 @@ def standin_figures(meta: dict[str, Any], args: argparse.Namespace) -> list[dict
         read = meta["reads_best"]["this"]
         out += [
             results.figure(
-                f"token read, stand-in {shape}, {args.read_threads} reader threads",
+                f"token read, stand-in {shape}, {args.read_threads} reader thread{'s' * (args.read_threads != 1)}",
                 read["mb_s"],
                 "MB/s",
                 note=f"{read['total_cpu_ms_per_row']} CPU ms a row, {read['page_faults_per_row']} page faults a row",

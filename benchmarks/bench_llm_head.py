@@ -252,7 +252,7 @@ def run_path(
             reserve += 20 + per_step * (3 * GRAPH_REPS + 4 + BUCKETED_STEPS + 16)
         left = deadline - time.monotonic() - reserve - start_s
         steps = max(min(MIN_STEPS, args.steps), min(args.steps, int(0.85 * left / max(per_step, 1e-6))))
-        # how the window was sized: the H200's cached window of 2026-11-28 came out at 3 steps, with no steady rate
+        # how the window was sized (a window of a few steps gives no steady rate)
         plan = {
             "probe_s": [round(t2, 3), round(t4, 3)],
             "per_step_s": round(per_step, 4),

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every headline GPU figure of ava in ONE device call (issues #26, #38), <= 9 minutes on an H100 or an H200 after the
+# Every headline GPU figure of ava in ONE device call, <= 9 minutes on an H100 or an H200 after the
 # machine's start (a session has 15 minutes of device time in all).
 #
 # Once, here (downloads the Python 3.12 wheels the GPU image lacks into .whl/, which git ignores; ~40 MB):
@@ -33,7 +33,7 @@
 #                                 ends with a table of these figures against their targets (gpu_summary.py)
 #     3. cache.json      (125 s)  forward-only, decode-only and extraction, SigLIP-so400m@384 (random weights), bf16;
 #                                 JPEGs decoded on the GPU (nvJPEG) vs by the workers: both rates, the features' distance
-#                                 and the share of rows far off (device_rows_off: 4% on 2026-11-28, a stream race, fixed);
+#                                 and the share of rows far off (device_rows_off: 0 expected; a stream race once gave 4%);
 #                                 the main loop's time split: waiting for the workers, decoding on the device, the rest
 #     4. fingerprint.json (125 s) an ability's token read from a real fp16 cache (256 SigLIP-sized rows) at each
 #                                 placement (on the GPU twice: the first read pins its staging; host-staged, host), read
@@ -46,7 +46,7 @@
 #                                 read onto the GPU while the heads fit): their time outside the fits beside the
 #                                 stand-in's, each token read's GB/s and the time it blocked, one head at a time, then
 #                                 two at once (the default on a GPU). (The probes' step alone:
-#                                 benchmarks/bench_probe_steps.py, measured in the seventh pass, no longer run here.)
+#                                 benchmarks/bench_probe_steps.py, measured once, no longer run here.)
 # Each stage prints a line as each part ends (a stage cut off by its limit still says how far it got).
 # Each JSON records the device, the versions and which paths ran (attention, compiled, where features were held).
 set -uo pipefail
@@ -129,7 +129,7 @@ run() {
             --zarr-check counting,recognition,scene --json "$OUT/fingerprint.json"
     fi
     echo "== all stages: $SECONDS s"
-    echo "== summary (issue 38's figures; the reply shows this last)"
+    echo "== summary (the figures against their targets; the reply shows this last)"
     python3 benchmarks/gpu_summary.py "$OUT" "$STAGES"
 }
 

@@ -1,4 +1,4 @@
-"""The headline figures of one ``gpu.sh run``, against issue 38's targets, as one markdown table (what the device
+"""The headline figures of one ``gpu.sh run``, against their targets, as one markdown table (what the device
 call's reply shows last: the tool returns the end of its output).
 
 Reads ``OUT``'s four JSONs (and the stages' exits); a figure a stage did not report is given as ``-`` with the reason

@@ -177,6 +177,8 @@ if __name__ == "__main__":
     import ava  # noqa: F401  (first: its torchvision fix, which transformers' model classes need on a CPU torch)
 
     sys.path.insert(0, str(Path(__file__).parent))
+    import results
+
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("seq", type=int, nargs="?", default=844)
     p.add_argument(
@@ -185,6 +187,7 @@ if __name__ == "__main__":
         help=f"comma-separated, of {', '.join(VARIANTS)}: LoRA r 128 with the head's dropout (0.05), "
         "without it, and the layer without LoRA; each compiled from scratch",
     )
+    results.json_option(p)
     args = p.parse_args()
     torch.set_num_threads(1)
     out = {}
@@ -206,3 +209,16 @@ if __name__ == "__main__":
             f"| {name} | {r['eager']['mb_per_token']:.3f} | {c['mb_per_token']:.3f} | {c['kernels']} "
             f"| {c['bytes_all_kernels'] / c['tokens'] / 1e6:.3f} |"
         )
+    figures = [
+        results.figure(
+            f"non-matmul MB a token a layer, compiled, {name}",
+            round(r["compiled"]["mb_per_token"], 3),
+            "MB",
+            target="<= 0.5 MB" if name == "lora" else None,
+            note=f"eager {r['eager']['mb_per_token']:.3f}; {r['compiled']['kernels']} kernels; CPU inductor, a proxy "
+            "for the GPU's compiled layer",
+        )
+        for name, r in out.items()
+        if "error" not in r["compiled"]
+    ]
+    results.write(args.json, "llm_compiled_bytes", figures, [{"variant": k, **v} for k, v in out.items()], out)

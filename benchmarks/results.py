@@ -32,8 +32,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+HERE = Path(__file__).resolve().parent  # benchmarks/
 # where --json records (AVA_BENCH_RESULTS: elsewhere, e.g. a test's temporary folder)
-RESULTS = Path(os.environ.get("AVA_BENCH_RESULTS") or Path(__file__).resolve().parent / "results")
+RESULTS = Path(os.environ.get("AVA_BENCH_RESULTS") or HERE / "results")
 SCHEMA = 1
 
 
@@ -74,7 +75,7 @@ def _torch_version() -> str:
 def _revision() -> str | None:
     try:
         out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=RESULTS.parent, capture_output=True, text=True, timeout=10
+            ["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True, timeout=10
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
@@ -88,7 +89,8 @@ def figure(
     return {"figure": name, "value": value, "unit": unit, "target": target, "note": note}
 
 
-def results_path(device: dict[str, Any], date: str, torch_version: str, root: Path = RESULTS) -> Path:
+def results_path(device: dict[str, Any], date: str, torch_version: str, root: Path | None = None) -> Path:
+    root = root or RESULTS
     ver = re.sub(r"[^0-9A-Za-z.]+", ".", torch_version).strip(".")
     return root / f"{device['slug']}-{date}-torch{ver}.json"
 
@@ -97,7 +99,7 @@ def command_line() -> str:
     """The command that ran this script, as a user would type it from the repository's root."""
     script = Path(sys.argv[0])
     with contextlib.suppress(ValueError):
-        script = script.resolve().relative_to(RESULTS.parent.parent)
+        script = script.resolve().relative_to(HERE.parent)
     return " ".join(["python", str(script), *sys.argv[1:]])
 
 
@@ -109,7 +111,7 @@ def record(
     device: str | dict[str, Any] = "cpu",
     command: str | None = None,
     date: str | None = None,
-    root: Path = RESULTS,
+    root: Path | None = None,
     environment: dict[str, Any] | None = None,
 ) -> Path:
     """Write ``benchmark``'s figures (and rows) into the results file of this device, date and torch version,
