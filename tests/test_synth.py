@@ -125,7 +125,7 @@ def test_counts_depths_colours_spread(big: Dataset) -> None:
 
 @pytest.mark.slow  # uses the module's 2100-sample dataset
 def test_easy_makes_the_asked_object_stand_out(big: Dataset) -> None:
-    """The easy settings the calibration table chose (benchmarks/README.md): the cheap heads pool the whole image,
+    """The easy settings the calibration table chose (bench_synth_signal.py): the cheap heads pool the whole image,
     so the object a question asks about is alone (localization, OCR) or dominant (recognition, emotion), and the
     two objects of relative depth are of one class at depths at least 2x apart."""
     from ava.synth.abilities.ocr import WORDS

@@ -400,6 +400,8 @@ def _defaults(config: ProbeConfig, n: int, tokens: bool) -> tuple[int, int]:
     batch_size = config.batch_size or (32 if tokens else 128)
     batch_size = max(1, min(batch_size, n))
     # token probes cost ~T times more per sample: fewer epochs (they also converge faster from mean pooling)
+    # fewer epochs or smaller batches than these move the scores of small abilities (fine-grained, spatial,
+    # relative depth at 150 samples), so the recipe stays though it bounds a CPU fingerprint's time
     epochs = config.epochs or int(
         min(40 if tokens else 300, max(5, math.ceil(config.steps / math.ceil(n / batch_size))))
     )
