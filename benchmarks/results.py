@@ -140,6 +140,18 @@ def record(
     return path
 
 
+def _json_file_arg(value: str) -> Path:
+    """``--json FILE``, refused before the benchmark runs when it cannot be written."""
+    path = Path(value)
+    if path.resolve() == RESULTS.resolve():
+        return RESULTS
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{value} is a folder: give a file, or --json alone to record the run")
+    if not path.parent.is_dir():
+        raise argparse.ArgumentTypeError(f"{value}: no folder {path.parent}")
+    return path
+
+
 def json_option(parser: argparse.ArgumentParser, required: bool = False) -> None:
     """The scripts' ``--json``: alone, record the headline figures and rows under ``benchmarks/results/``; with a
     FILE, write the script's whole JSON there instead (what ``gpu.sh`` reads back)."""
@@ -147,7 +159,7 @@ def json_option(parser: argparse.ArgumentParser, required: bool = False) -> None
         "--json",
         nargs="?",
         const=RESULTS,
-        type=Path,
+        type=_json_file_arg,
         default=None,
         required=required,
         metavar="FILE",

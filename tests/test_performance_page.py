@@ -123,6 +123,17 @@ def test_json_records_alone_and_writes_a_named_file(tmp_path: Path, monkeypatch:
     assert set(data["figures"]) == {"bench_x/speed", "bench_x/other"} and data["rows"] == {"bench_x": [{"b": 2}]}
 
 
+@pytest.mark.parametrize(("given", "said"), [("{tmp}", "is a folder"), ("{tmp}/no/x.json", "no folder")])
+def test_a_json_file_that_cannot_be_written_is_refused_before_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], given: str, said: str
+) -> None:
+    p = argparse.ArgumentParser()
+    results.json_option(p)
+    with pytest.raises(SystemExit):
+        p.parse_args(["--json", given.format(tmp=tmp_path)])
+    assert said in capsys.readouterr().err
+
+
 def test_no_benchmark_script_writes_its_own_json() -> None:
     """Every ``--json`` is results.json_option: alone it records through results.py; with FILE it writes FILE."""
     own = [
