@@ -913,30 +913,27 @@ def figures(args: argparse.Namespace, rows: list[dict]) -> list[dict]:
                 note=f"an estimate from {100 * r['scale']:g}% of the real size; {r['scaled_to_real_s']} s linearly",
             )
         )
+    estimates = {  # row mode -> (figure, its one-head value, its two-heads value)
+        "fingerprint (zarr)": (
+            "from a real fp16 Zarr cache",
+            "scaled_by_steps_s_with_zarr_reads",
+            "scaled_by_steps_s_two_jobs",
+        ),
+        "estimate with reads at real size": ("every read at its measured rate", "scaled_s", "scaled_s_two_jobs"),
+    }
     for r in rows:
-        if r.get("mode") == "fingerprint (zarr)" and r.get("scaled_by_steps_s_with_zarr_reads") is not None:
-            two = r.get("scaled_by_steps_s_two_jobs")
+        if (named := estimates.get(r.get("mode", ""))) and r.get(named[1]) is not None:
+            two = r.get(named[2])
             out.append(
                 results.figure(
-                    "14-ability fingerprint at real size, from a real fp16 Zarr cache",
-                    r["scaled_by_steps_s_with_zarr_reads"],
+                    f"14-ability fingerprint at real size, {named[0]}",
+                    r[named[1]],
                     "s",
                     target=FINGERPRINT_TARGET if gpu else None,
                     note=f"an estimate; one head at a time{f', {two} s two at once' if two else ''}",
                 )
             )
-        elif r.get("mode") == "estimate with reads at real size":
-            two = r.get("scaled_s_two_jobs")
-            out.append(
-                results.figure(
-                    "14-ability fingerprint at real size, every read at its measured rate",
-                    r["scaled_s"],
-                    "s",
-                    target=FINGERPRINT_TARGET if gpu else None,
-                    note=f"an estimate; one head at a time{f', {two} s two at once' if two else ''}",
-                )
-            )
-        elif r.get("mode") == "placement reads" and isinstance(r.get("rows"), list):
+        if r.get("mode") == "placement reads" and isinstance(r.get("rows"), list):
             out += [
                 results.figure(f"token read, {p['placement']}, {p['way']}", p["gb_s"], "GB/s", note=f"{p['rows']} rows")
                 for p in r["rows"]
