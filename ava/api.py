@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DatasetResult",
+    "ExportResult",
     "ExtractResult",
     "Fingerprint",
     "HeadRun",
@@ -45,13 +46,16 @@ __all__ = [
     "build_data",
     "data_info",
     "evaluate_head",
+    "export_results",
     "extract",
     "extract_config",
     "fingerprint",
     "head_config",
     "import_data",
     "load_dataset",
+    "load_published",
     "make_report",
+    "paper_table",
     "score",
     "split_data",
     "synth_sources",
@@ -819,11 +823,17 @@ def make_report(
     reference: str | None = None,
     gaps: list[tuple[PathLike, PathLike]] | None = None,
     progress: bool = False,
+    paper: bool = False,
+    published: list[PathLike] | PathLike | None = None,
 ) -> ReportResult:
     """Tables with 95% bootstrap intervals, baselines, ranks and rank agreement, subgroups, plots and report.html
     from run directories (``ava report``); ``reference`` adds every score relative to that VFM, ``gaps`` (run,
     reference run) pairs the alignment gap (default: each VLM run against each zero-shot run); ``progress``: one
-    step per section on stderr."""
+    step per section on stderr.
+
+    ``paper``: the runs beside the AVA-Bench paper's Table 5 (:func:`paper_table`): ranked among its nine VFMs, ours
+    minus the paper's for a VFM it has, flagged cells and why the numbers are (not) comparable. ``published``: the
+    same beside results folders (paths or fsspec URLs written by :func:`export_results`)."""
     from ava.report import make_report as run_report
 
     if isinstance(runs, str | os.PathLike):
@@ -840,8 +850,68 @@ def make_report(
         reference=reference,
         progress=progress,
         gaps=[(str(a), str(b)) for a, b in gaps] if gaps else None,
+        paper=paper,
+        published=[str(p) for p in _paths(published) or []] if published else None,
     )
     return ReportResult(Path(out), list(result.get("refused") or []), result)
+
+
+# -- published results ------------------------------------------------------------------------------------------
+def paper_table() -> Any:
+    """The AVA-Bench paper's Table 5 as published (:class:`ava.published.Source`): 9 VFMs x 14 abilities with the
+    LLM head (Qwen2-0.5B + LoRA) on the paper's test split, every value (``Cell.value`` in ava's units, ``Cell.printed``
+    as printed) and printed rank, the printed average ranks, the units and provenance, and the cells the table
+    contradicts itself on (``Source.flags``, each with its reason). ``ava report --paper`` compares runs with it."""
+    from ava.published import paper_table as table
+
+    return table()
+
+
+def load_published(location: PathLike) -> Any:
+    """A results folder (a path or an fsspec URL, written by :func:`export_results`) as a
+    :class:`ava.published.Source`; a malformed, truncated or tampered folder raises
+    :class:`ava.published.PublishedError` naming the file and field."""
+    from ava.published import read_folder
+
+    return read_folder(str(location))
+
+
+@dataclass
+class ExportResult:
+    """A results folder written by :func:`export_results`: where, and its index (one line per entry)."""
+
+    out: str
+    index: dict[str, Any] = field(repr=False)
+
+    @property
+    def entries(self) -> list[dict[str, Any]]:
+        return list(self.index["entries"])
+
+
+def export_results(
+    runs: list[PathLike] | PathLike,
+    out: PathLike,
+    *,
+    split: str = "test",
+    title: str | None = None,
+    force: bool = False,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> ExportResult:
+    """Write run directories as a results folder at ``out`` (a path or an fsspec URL; ``ava results export``): per
+    VFM and head the values, n, 95% intervals (drawn as ``ava report`` draws them), the run's identity, data identity,
+    config and versions, an ``index.json`` with each file's digest and a README card. Adding to a folder keeps its
+    entries; an entry already there (same VFM and head) is replaced only with ``force``."""
+    from ava.report.export import export_results as run_export
+
+    if isinstance(runs, str | os.PathLike):
+        runs = [runs]
+    if n_boot < 100:
+        raise AvaError(f"n_boot must be >= 100, got {n_boot}")
+    index = run_export(
+        [Path(r) for r in runs], str(out), split=split, title=title, force=force, n_boot=n_boot, seed=seed
+    )
+    return ExportResult(str(out), index)
 
 
 # -- options (FOCI hard negatives) -----------------------------------------------------------------------------

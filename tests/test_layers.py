@@ -43,6 +43,7 @@ LAYERS = [
     "ava.vlm",  # whole VLMs answering the questions
     "ava.synth",  # the synthetic suite
     "ava.curate",  # benchmarks curated from a user's own annotations
+    "ava.published",  # published results: the paper's Table 5, results folders
     "ava.report",  # tables, ranks, plots, report.html
     "ava.sweep",  # grids of runs, local or on SLURM
     "ava.callbacks",  # a fingerprint inside a training loop
