@@ -63,6 +63,8 @@ __all__ = [
     "train_head",
     "rewrite_options",
     "vlm_answer",
+    "ReproduceResult",
+    "reproduce",
 ]
 
 PathLike = str | os.PathLike[str]
@@ -912,6 +914,105 @@ def export_results(
         [Path(r) for r in runs], str(out), split=split, title=title, force=force, n_boot=n_boot, seed=seed
     )
     return ExportResult(str(out), index)
+
+
+# -- reproducing the paper ------------------------------------------------------------------------------------------
+@dataclass
+class ReproduceResult:
+    """What ``reproduce`` did: the plan file, what it did before stage 3 (``stages``, in words: the shortcut when no
+    caption or instruction data was given), each job's state, the jobs run or submitted now and those skipped (done
+    before), and the report beside the paper (``report``: report.json's content, None until its job has run) in
+    ``report_dir``. With ``dry_run``: only ``dry_run``, one row per job (nothing ran, nothing was written)."""
+
+    plan: str
+    stages: list[str]
+    report_dir: Path
+    jobs: list[dict[str, Any]] = field(default_factory=list)
+    submitted: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    report: dict[str, Any] | None = field(default=None, repr=False)
+    dry_run: list[dict[str, Any]] | None = None
+
+    @property
+    def diff(self) -> list[dict[str, Any]]:
+        """Per reproduced VFM: per ability ours, the paper's, the difference and the interval verdict."""
+        blocks = (self.report or {}).get("published") or []
+        return [d for b in blocks for c in b["comparisons"] for d in c["diff"]]
+
+
+def reproduce(
+    vfm: list[str] | str,
+    *,
+    data: PathLike,
+    cache: PathLike,
+    out: PathLike,
+    captions: PathLike | None = None,
+    instructions: PathLike | None = None,
+    llm: str = "qwen2-0.5b",
+    ava: list[str] | str | None = None,
+    executor: str = "local",
+    jobs: int = 1,
+    device: str = "auto",
+    slurm: dict[str, Any] | None = None,
+    epochs: int | None = None,
+    batch_size: int | None = None,
+    lora_r: int | None = None,
+    dtype: str | None = None,
+    max_train: int | None = None,
+    max_eval: int | None = None,
+    force: bool = False,
+    dry_run: bool = False,
+    progress: bool = False,
+) -> ReproduceResult:
+    """The paper's protocol end to end for the paper's VFMs (``ava reproduce``): extraction, stage 1 on ``captions``
+    and stage 2 on ``instructions`` when given (else stage 3 starts from the LLM as released: the shortcut, named in
+    ``stages``), stage 3 per ability with the paper's settings (``epochs``, ``batch_size``, ``lora_r``, ``max_*``
+    override them, and the report lists each difference), then the report beside the paper's Table 5 in
+    ``OUT/report``. Jobs run on the executors of :mod:`ava.sweep` (``local`` or ``slurm``); a rerun resumes. A VFM
+    the paper lacks is refused by name; its ``tiny-<key>`` test models run as labelled pipeline checks."""
+    from ava.reproduce import ReproducePlan
+    from ava.reproduce import reproduce as run
+    from ava.sweep.plan import SlurmOptions
+
+    try:
+        options = SlurmOptions(**(slurm or {}))
+    except TypeError as e:
+        raise AvaError(f"slurm options: {e}") from None
+    plan = ReproducePlan(
+        vfm=_paths(vfm) or [],
+        data=str(data),
+        cache=str(cache),
+        out=str(out),
+        captions=str(captions) if captions is not None else None,
+        instructions=str(instructions) if instructions is not None else None,
+        llm=llm,
+        ava=_paths(ava) or [],
+        executor=executor,
+        jobs=jobs,
+        device=device,
+        slurm=options,
+        epochs=epochs,
+        batch_size=batch_size,
+        lora_r=lora_r,
+        dtype=dtype,
+        max_train=max_train,
+        max_eval=max_eval,
+    )
+    if not plan.vfm:
+        raise AvaError("--vfm: give the paper's VFMs to reproduce (siglip2, dinov2 ...)")
+    result = run(plan, force=force, progress=progress, dry=dry_run)
+    report_dir = Path(out) / "report"
+    if dry_run:
+        return ReproduceResult(result["plan"], result["stages"], report_dir, dry_run=result["dry_run"])
+    return ReproduceResult(
+        result["plan"],
+        result["stages"],
+        report_dir,
+        result["jobs"],
+        result["submitted"],
+        result["skipped"],
+        result["report"],
+    )
 
 
 # -- options (FOCI hard negatives) -----------------------------------------------------------------------------

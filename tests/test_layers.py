@@ -46,6 +46,7 @@ LAYERS = [
     "ava.published",  # published results: the paper's Table 5, results folders
     "ava.report",  # tables, ranks, plots, report.html
     "ava.sweep",  # grids of runs, local or on SLURM
+    "ava.reproduce",  # the paper's protocol end to end, on the sweep's executors
     "ava.callbacks",  # a fingerprint inside a training loop
     "ava.demo",  # the whole pipeline on the synthetic suite
     "ava.api",  # the Python API, one function per command

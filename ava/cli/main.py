@@ -16,7 +16,7 @@ from pathlib import Path
 
 import typer
 
-from ava.cli import cache, data, demo, fingerprint, head, report, results, score, sweep, vfm, vlm
+from ava.cli import cache, data, demo, fingerprint, head, report, reproduce, results, score, sweep, vfm, vlm
 from ava.cli.params import rewrap_help, tidy_help
 
 tidy_help()
@@ -60,6 +60,7 @@ app.add_typer(sweep.app, name="sweep", help="Run a grid of VFM x head x ability 
 app.command("fingerprint")(fingerprint.fingerprint)
 app.command("score")(score.score)
 app.command("report")(report.report)
+app.command("reproduce")(reproduce.reproduce)
 app.command("demo")(demo.demo)
 
 OUTPUT_OPTIONS = ("--out", "-o", "--cache")  # directories a command writes into (temporaries are cleaned there)

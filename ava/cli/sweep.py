@@ -64,6 +64,12 @@ def sweep(
             "their runs.",
         ),
     ] = False,
+    dry_run: Annotated[
+        bool,
+        _O(
+            "--dry-run", help="Print the jobs (command, what each waits for, state, whether it would run); run nothing."
+        ),
+    ] = False,
     as_json: Annotated[bool, _O("--json", help="Print JSON.")] = False,
 ) -> None:
     """Plan the grid (VFM x head x ability set), extract each VFM's cache once, then run every cell as its own job
@@ -91,6 +97,13 @@ def sweep(
     }
     slurm = _slurm(partition, gpus_per_job, time_min, array_parallelism, account, cpus_per_job)
     the_plan = load_plan(plan, **fields, slurm=slurm) if plan else make_plan({**fields, "slurm": slurm})
+    if dry_run:
+        from ava.sweep.jobs import plan_jobs
+        from ava.sweep.run import dry_run as plan_rows
+
+        rows = plan_rows(plan_jobs(the_plan), the_plan.folder)
+        typer.echo(json.dumps(rows, indent=2)) if as_json else print_dry_run(rows, str(the_plan.folder))
+        return
     result = run_sweep(the_plan, force=force, progress=not as_json)
     if as_json:
         typer.echo(json.dumps(result, indent=2))
@@ -102,6 +115,26 @@ def sweep(
     _print(result["jobs"])
     if any(r["state"] in ("failed", "blocked") for r in result["jobs"]):
         raise typer.Exit(1)
+
+
+def print_dry_run(rows: list[dict[str, Any]], folder: str) -> None:
+    """The jobs a run would make (`--dry-run` of `ava sweep` and `ava reproduce`): one line each with its state and
+    what it waits for, then its command."""
+    from rich.console import Console
+
+    console = Console(soft_wrap=True)
+    todo = sum(r["runs"] for r in rows)
+    console.print(
+        f"{len(rows)} job(s), {todo} would run, {len(rows) - todo} done or in flight (state kept in {folder}); "
+        "nothing was run or written",
+        highlight=False,
+        markup=False,
+    )
+    for r in rows:
+        after = f" after {', '.join(r['after'])}" if r["after"] else ""
+        what = "run " if r["runs"] else "skip"
+        console.print(f"{what} {r['job']} [{r['kind']}, {r['state']}]{after}", highlight=False, markup=False)
+        console.print(f"     $ {r['command']}", highlight=False, markup=False)
 
 
 def _print(rows: list[dict[str, Any]]) -> None:

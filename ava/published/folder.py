@@ -308,7 +308,7 @@ def _readme(index: dict[str, Any], entries: dict[str, dict[str, Any]]) -> str:
         )
     lines += [
         "",
-        "Values are in ava's units (accuracy, ANLS and GIoU as fractions, MAE/GT as a fraction, CIEDE2000 in delta E), "
+        "Values are in ava's units (accuracy, ANLS and MAE/GT as fractions, GIoU from -1 to 1, CIEDE2000 in delta E), "
         "each with n and a 95% percentile bootstrap interval over the test samples. Each entry records the data "
         "identity per ability (a SHA-256 over the ability's sample records: ids, splits, images by content, "
         "questions, truths) and the scored samples' hash: runs on the same data have the same digests.",

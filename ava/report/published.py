@@ -56,16 +56,23 @@ SHORTCUT = "none: stage 3 starts from the LLM as released (the shortcut; the pap
 
 
 def vfm_key(name: str) -> str | None:
-    """The registry key of a VFM name (``SigLIP-2`` -> ``siglip2``), or None for a variant (``NAME#size=224``,
-    ``NAME@rev``), a ``hub:`` name, or a VFM ava does not know: those are never matched to a published row."""
+    """The registry key of a VFM name (``siglip-2`` -> ``siglip2``), or None for a variant (``NAME#size=224``,
+    ``NAME@rev``), a ``hf:`` name, or a VFM ava does not know: those are never matched to a published row.
+
+    A ``tiny-<key>`` test model (the registry's 2-layer random model of ``<key>``'s class) gives ``<key>``: it
+    stands for that VFM in pipeline checks (``ava reproduce`` on a CPU), and its random weights label every number."""
     if any(c in name for c in "#@:"):
         return None
     from ava.vfm import VFMS
 
     try:
-        return VFMS.canonical(name)
+        key = VFMS.canonical(name)
     except AvaError:
         return None
+    base = key.removeprefix("tiny-")
+    if base != key and base in VFMS and VFMS.get(key).random_weights:
+        return base
+    return key
 
 
 def _ident(name: str) -> str:
@@ -89,7 +96,9 @@ def run_settings(run: dict[str, Any], config: dict[str, Any], decode: str | None
     r = config.get("lora_r") or 128
     init = run.get("init") or config.get("init")
     return {
-        "llm": _llm_name(run.get("llm") if isinstance(run.get("llm"), str) else config.get("llm")),
+        "llm": _llm_name(
+            run.get("llm_base") or (run.get("llm") if isinstance(run.get("llm"), str) else config.get("llm"))
+        ),
         "lora_r": r,
         "lora_alpha": config.get("lora_alpha") or 2 * r,
         "lr": config.get("lr") or 1e-4,

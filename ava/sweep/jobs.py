@@ -35,9 +35,15 @@ class Job:
     ava: list[str] = field(default_factory=list)
     run_dir: str | None = None
     needs: str | None = None  # the extraction job this one waits for
+    after: list[str] = field(default_factory=list)  # other jobs it waits for (a chain of stages: stage 1 -> 2 -> 3)
+
+    def waits_for(self) -> list[str]:
+        """Every job this one starts after (its extraction and ``after``)."""
+        return [n for n in (self.needs, *self.after) if n]
 
 
-def _ava(*args: str) -> list[str]:
+def ava_command(*args: str) -> list[str]:
+    """A job's command line: ``python -m ava ARGS`` with this interpreter (what a user would type)."""
     return [sys.executable, "-m", "ava", *args]
 
 
@@ -51,7 +57,7 @@ def plan_jobs(plan: SweepPlan) -> list[Job]:
                 f"extract-{safe(vfm)}",
                 "extract",
                 vfm,
-                _ava(
+                ava_command(
                     "cache",
                     "extract",
                     "--vfm",
@@ -74,7 +80,7 @@ def plan_jobs(plan: SweepPlan) -> list[Job]:
                 name = f"{head}-{safe(vfm)}{suffix}"
                 run_dir = str(Path(plan.out) / name)
                 cache = ["--cache", plan.cache] if cached[head] else []
-                argv = _ava(
+                argv = ava_command(
                     "head",
                     "train",
                     "--head",

@@ -1,6 +1,7 @@
 """The ``local`` executor: every job as a process on this machine, ``--jobs`` at a time; a VFM's training jobs start
-once its extraction has finished (and are ``blocked`` when it failed). With ``progress``, the one progress bar
-counts the jobs, and a line says when each starts (with its log) and how it ended."""
+once its extraction has finished (and are ``blocked`` when it failed), and a job with ``after`` once those jobs have
+(a chain of stages runs in waves: each wave the jobs whose predecessors are all done). With ``progress``, the one
+progress bar counts the jobs, and a line says when each starts (with its log) and how it ended."""
 
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ def run_local(
 
     outcome = dict(finished)
     extracts = [j for j in todo if j.kind == "extract"]
-    trains = [j for j in todo if j.kind == "train"]
+    trains = [j for j in todo if j.kind != "extract"]  # training jobs, and those after them (a report)
     with progress_bar(progress and bool(todo)) as bar, ThreadPoolExecutor(max(1, jobs)) as pool:
         task = bar.add_task("sweep jobs", total=len(todo))
 
@@ -61,17 +62,25 @@ def run_local(
 
         for job, result in zip(extracts, pool.map(one, extracts), strict=True):
             outcome[job.name] = result
-        ready = []
-        for job in trains:
-            if job.needs and outcome.get(job.needs, DONE) != DONE:
-                why = state.read_name(job.needs).get("error")
-                error = f"its extraction {job.needs} failed: {why}"
-                state.write(job, state=BLOCKED, log=str(state.log(job)), error=error)
-                outcome[job.name] = BLOCKED
-                say(f"blocked {job.name}: {error}")
-                bar.advance(task)
-            else:
-                ready.append(job)
-        for job, result in zip(ready, pool.map(one, ready), strict=True):
-            outcome[job.name] = result
+        while trains:
+            waiting = {j.name for j in trains}
+            wave = [j for j in trains if not any(n in waiting for n in j.waits_for())]
+            if not wave:  # a circle of `after`: nothing can start
+                wave = trains
+            ready = []
+            for job in wave:
+                failed = next((n for n in job.waits_for() if outcome.get(n, DONE) != DONE or n in waiting), None)
+                if failed is not None:
+                    why = state.read_name(failed).get("error")
+                    what = "its extraction" if failed == job.needs else "the job it waits for,"
+                    error = f"{what} {failed} failed: {why}"
+                    state.write(job, state=BLOCKED, log=str(state.log(job)), error=error)
+                    outcome[job.name] = BLOCKED
+                    say(f"blocked {job.name}: {error}")
+                    bar.advance(task)
+                else:
+                    ready.append(job)
+            for job, result in zip(ready, pool.map(one, ready), strict=True):
+                outcome[job.name] = result
+            trains = [j for j in trains if j not in wave]
     return outcome

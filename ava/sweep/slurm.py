@@ -1,6 +1,7 @@
 """The ``slurm`` executor: jobs submitted through submitit, one array per VFM's training jobs, each array waiting
-for its VFM's extraction (``--dependency=afterok``); with more than one GPU per job the extraction runs under
-torchrun inside the allocation (each rank writes its own shards, :mod:`ava.cache.extraction`).
+for its VFM's extraction (``--dependency=afterok``), and a job with ``after`` waiting for those jobs too; with more
+than one GPU per job the extraction runs under torchrun inside the allocation (each rank writes its own shards,
+:mod:`ava.cache.extraction`).
 
 A job's state is read back without accounting (clusters without ``sacct`` included): ``squeue`` while it is queued
 or running, then the result file submitit writes when it ends (success, or the error); a job gone from the queue
@@ -105,17 +106,25 @@ def submit_slurm(todo: list[Job], state: JobState, options: SlurmOptions, done: 
             error=None,
             rc=None,
         )
-    by_vfm: dict[str, list[Job]] = {}
-    for job in [j for j in todo if j.kind == "train"]:
-        by_vfm.setdefault(job.needs or "", []).append(job)
-    for needs, jobs in by_vfm.items():
-        after = ids.get(needs)
-        if needs and after is None and done.get(needs) != DONE:  # its extraction runs outside this submission
-            after = state.read_name(needs).get("job_id")
-        ex = _executor(folder, options, f"ava-{needs.removeprefix('extract-') or 'no-cache'}", after)
+    groups: dict[tuple[str, ...], list[Job]] = {}
+    for job in [j for j in todo if j.kind != "extract"]:  # in order: a job comes after those it waits for
+        groups.setdefault((job.needs or "", *job.after), []).append(job)
+    for waits, jobs in groups.items():
+        needs = waits[0]
+        found = []
+        for name in (n for n in waits if n):
+            job_id = ids.get(name)
+            if job_id is None and done.get(name) != DONE:  # it runs outside this submission
+                job_id = state.read_name(name).get("job_id")
+            if job_id:
+                found.append(str(job_id))
+        after = ":".join(found) or None
+        label = needs.removeprefix("extract-") or (jobs[0].name if len(waits) > 1 else "no-cache")
+        ex = _executor(folder, options, f"ava-{label}", after)
         with ex.batch():
             subs = [ex.submit(submitit.helpers.CommandFunction(_command(j, options), verbose=True)) for j in jobs]
         for job, sub in zip(jobs, subs, strict=True):
+            ids[job.name] = sub.job_id
             state.write(
                 job,
                 state=SUBMITTED,
