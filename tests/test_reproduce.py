@@ -122,6 +122,17 @@ def test_without_caption_or_instruction_data_the_shortcut_is_named(data, tmp_pat
     assert "--epochs" not in rows["llm-siglip2"]["command"]  # the paper's settings: ava's defaults
 
 
+def test_sweep_dry_run_prints_its_jobs_with_the_same_printer_and_writes_nothing(data, tmp_path, capsys):
+    out = tmp_path / "runs"
+    args = ["sweep", "--vfm", "pixels", "--head", "knn", "--data", str(data), "--cache", str(tmp_path / "c")]
+    code, stdout, _ = cli([*args, "--out", str(out), "--dry-run"], capsys)
+    assert code == 0 and "2 job(s), 2 would run" in stdout and "nothing was run or written" in stdout
+    assert "run knn-pixels [train, pending] after extract-pixels" in stdout
+    code, stdout, _ = cli([*args, "--out", str(out), "--dry-run", "--json"], capsys)
+    assert [r["job"] for r in json.loads(stdout)] == ["extract-pixels", "knn-pixels"]
+    assert not out.exists()
+
+
 # -- the executor ---------------------------------------------------------------------------------------------------
 def _job(name: str, log: Path, *, fail: bool = False, after: list[str] | None = None):
     from ava.sweep.jobs import Job
@@ -152,18 +163,22 @@ def test_the_local_executor_runs_a_chain_in_order_and_blocks_what_comes_after_a_
 
 
 def test_a_job_whose_process_died_is_run_again_and_done_jobs_are_not(tmp_path):
+    from types import SimpleNamespace
+
     from ava.sweep.jobs import RUNNING, Job, JobState
+    from ava.sweep.plan import SlurmOptions
     from ava.sweep.run import run_jobs
 
     log = tmp_path / "order"
     jobs = [_job("a", log), _job("b", log, after=["a"])]
     state = JobState(tmp_path / "state")
-    first = run_jobs(jobs, tmp_path / "state")
+    plan = SimpleNamespace(folder=tmp_path / "state", executor="local", jobs=1, slurm=SlurmOptions(), out="runs")
+    first = run_jobs(jobs, plan)
     assert first["submitted"] == ["a", "b"]
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()  # a pid that no longer runs: the executor that recorded it was killed
     state.write(jobs[1], state=RUNNING, pid=gone.pid)
-    again = run_jobs(jobs, tmp_path / "state")
+    again = run_jobs(jobs, plan)
     assert again == {"submitted": ["b"], "skipped": ["a"]}
     assert log.read_text().split() == ["a", "b", "b"]
     sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
@@ -171,7 +186,7 @@ def test_a_job_whose_process_died_is_run_again_and_done_jobs_are_not(tmp_path):
     alive = subprocess.Popen(sleeper)
     try:  # a job whose process still runs (another executor's) is left alone
         state.write(busy[1], state=RUNNING, pid=alive.pid)
-        assert run_jobs(busy, tmp_path / "state", force=True)["submitted"] == []
+        assert run_jobs(busy, plan)["submitted"] == []
     finally:
         alive.kill()
         alive.wait()

@@ -208,6 +208,7 @@ def test_a_missing_folder_and_a_credential_in_the_url_are_refused(capsys, tmp_pa
     assert code == 2 and "--published" in err and "hunter2" not in err
 
 
+@pytest.mark.slow
 def test_a_folder_at_an_s3_url(lab, s3_url, tmp_path):
     runs, _ = lab
     from ava.api import export_results, load_published, make_report

@@ -76,6 +76,7 @@ def vfm_key(name: str) -> str | None:
 
 
 def _ident(name: str) -> str:
+    """What identifies a VFM across sources: its registry key, else its name as given."""
     return vfm_key(name) or name
 
 
@@ -407,7 +408,9 @@ def compare_head(
     abilities = [ab for ab in source.columns if any(ab in e.cells for e in entries)]
     hib = {ab: c.higher_is_better for ab, c in source.columns.items()}
     published = {e.vfm: e for e in entries}
-    matches = {v: k for v in table.vfms if (k := vfm_key(v)) is not None and k in published}
+    by_ident = {_ident(e.vfm): e.vfm for e in entries}
+    # a run of a published VFM: the same registry key (a variant or an unknown VFM: the same name, as a folder has it)
+    matches = {v: by_ident[_ident(v)] for v in table.vfms if _ident(v) in by_ident}
     ours_values = {v: {ab: table.values.get(ab, {}).get(v) for ab in abilities} for v in table.vfms}
     pub_values = _published_values(source, entries, abilities)
     ranked = {f"{OURS}:{v}": vals for v, vals in ours_values.items()}

@@ -302,34 +302,15 @@ def html(report: dict[str, Any]) -> list[str]:
 # -- LaTeX ---------------------------------------------------------------------------------------------------------
 def latex(report: dict[str, Any]) -> str:
     """One booktabs table per comparison (the ranking with the published rows) and per diff."""
-    from ava.report.render import tex_escape
+    from ava.report.render import tex_escape, tex_table
 
-    out = []
-
-    def table(rows: list[list[str]], caption: str) -> None:
-        out.extend(
-            [
-                r"\begin{table}[t]",
-                r"\centering",
-                r"\small",
-                r"\begin{tabular}{ll" + "r" * (len(rows[0]) - 2) + "}",
-                r"\toprule",
-                " & ".join(tex_escape(c) for c in rows[0]) + r" \\",
-                r"\midrule",
-                *(" & ".join(tex_escape(c) for c in r) + r" \\" for r in rows[1:]),
-                r"\bottomrule",
-                r"\end{tabular}",
-                r"\caption{" + tex_escape(caption) + "}",
-                r"\end{table}",
-                "",
-            ]
-        )
-
+    out: list[str] = []
     for source, cmp in _blocks(report):
         banner = " ".join(f"Not comparable as such: {b}." for b in cmp["banners"])
-        table(comparison_rows(cmp), f"{cmp['head']} beside {_caption(cmp, source)}. {banner}")
+        out += tex_table(comparison_rows(cmp), tex_escape(f"{cmp['head']} beside {_caption(cmp, source)}. {banner}"))
         for d in cmp["diff"]:
-            table(diff_rows(d, cmp["units"]), f"Ours - published: {d['vfm']} vs {d['published_name']}. {banner}")
+            caption = tex_escape(f"Ours - published: {d['vfm']} vs {d['published_name']}. {banner}")
+            out += tex_table(diff_rows(d, cmp["units"]), caption)
     return "\n".join(out)
 
 

@@ -393,29 +393,37 @@ def latex(report: dict[str, Any]) -> str:
         if t.get("refused"):
             out += ["% " + t["refused"], ""]
             continue
-        rows = table_rows(t)
-        out += [
-            r"\begin{table}[t]",
-            r"\centering",
-            r"\small",
-            r"\begin{tabular}{ll" + "r" * (len(rows[0]) - 2) + "}",
-            r"\toprule",
-            " & ".join(tex_escape(c) for c in rows[0]) + r" \\",
-            r"\midrule",
-        ]
-        out += [" & ".join(tex_escape(c) for c in r) + r" \\" for r in rows[1:-1]]
-        out += [r"\midrule", " & ".join(tex_escape(c) for c in rows[-1]) + r" \\", r"\bottomrule", r"\end{tabular}"]
-        out += [
-            r"\caption{"
-            + tex_escape(table_caption(t)).replace("·", ";")
+        caption = (
+            tex_escape(table_caption(t)).replace("·", ";")
             + r". Cells: value [95\% bootstrap interval] (rank); \textasciitilde{} marks a rank not separated "
             + "from a neighbour's; "
             + tex_escape(average_over_line(t))
-            + "}",
-            r"\end{table}",
-            "",
-        ]
+        )
+        out += tex_table(table_rows(t), caption, total=True)
     return "\n".join(out)
+
+
+def tex_table(rows: list[list[str]], caption: str, *, total: bool = False) -> list[str]:
+    """A booktabs table of header + rows (cells escaped here; ``caption`` is LaTeX already); ``total``: the last row
+    is set apart (an average rank)."""
+    body = [" & ".join(tex_escape(c) for c in r) + r" \\" for r in rows[1:]]
+    if total:
+        body[-1:] = [r"\midrule", body[-1]]
+    return [
+        r"\begin{table}[t]",
+        r"\centering",
+        r"\small",
+        r"\begin{tabular}{ll" + "r" * (len(rows[0]) - 2) + "}",
+        r"\toprule",
+        " & ".join(tex_escape(c) for c in rows[0]) + r" \\",
+        r"\midrule",
+        *body,
+        r"\bottomrule",
+        r"\end{tabular}",
+        r"\caption{" + caption + "}",
+        r"\end{table}",
+        "",
+    ]
 
 
 def summary_rows(report: dict[str, Any]) -> list[list[str]]:

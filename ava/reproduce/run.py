@@ -26,17 +26,7 @@ def reproduce(plan: ReproducePlan, *, force: bool = False, progress: bool = Fals
     path = str(plan.folder / PLAN_FILE)
     if dry:
         return {"plan": path, "stages": plan.stages(), "dry_run": dry_run(jobs, plan.folder)}
-    ran = run_jobs(
-        jobs,
-        plan.folder,
-        executor=plan.executor,
-        at_once=plan.jobs,
-        slurm=plan.slurm,
-        force=force,
-        progress=progress,
-        out=plan.out,
-        before=lambda: write_plan(plan),
-    )
+    ran = run_jobs(jobs, plan, force=force, progress=progress, before=lambda: write_plan(plan))
     status = job_status(jobs, plan.folder, path)
     return {"plan": path, "stages": plan.stages(), **ran, "jobs": status["jobs"], "report": read_report(plan)}
 

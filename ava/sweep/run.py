@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ava.errors import redact
 from ava.sweep.jobs import BLOCKED, DONE, FAILED, PENDING, RUNNING, Job, JobState, plan_jobs, result_files
@@ -108,34 +108,41 @@ def _todo(jobs: list[Job], records: dict[str, dict[str, Any]]) -> list[Job]:
     ]
 
 
+class Executes(Protocol):
+    """What :func:`run_jobs` reads of a plan (a sweep's, a reproduction's): where the jobs' state is kept, which
+    executor runs them, how many at once (local) and the SLURM options."""
+
+    folder: Path
+    executor: str
+    jobs: int
+    slurm: SlurmOptions
+    out: str
+
+
 def run_jobs(
     jobs: list[Job],
-    folder: Path,
+    plan: Executes,
     *,
-    executor: str = "local",
-    at_once: int = 1,
-    slurm: SlurmOptions | None = None,
     force: bool = False,
     progress: bool = False,
-    out: str = "",
     before: Callable[[], Any] | None = None,
 ) -> dict[str, list[str]]:
-    """Run (``local``) or submit (``slurm``) every job of ``jobs`` that is not done or in flight, keeping their
-    state under ``folder`` (a rerun resumes: done jobs are skipped). ``before`` runs once the jobs are checked,
-    before any starts (it writes the plan). ``force``: see :func:`sweep`; ``out`` names the runs' folder in errors.
-    Returns ``{"submitted": [names], "skipped": [names]}``."""
-    if executor == "slurm":
+    """Run (``local``) or submit (``slurm``) every job of ``jobs`` that is not done or in flight, with ``plan``'s
+    executor, keeping their state under ``plan.folder`` (a rerun resumes: done jobs are skipped). ``before`` runs
+    once the jobs are checked, before any starts (it writes the plan). ``force``: see :func:`sweep`. Returns
+    ``{"submitted": [names], "skipped": [names]}``."""
+    if plan.executor == "slurm":
         from ava.sweep.slurm import check_slurm
 
-        check_slurm(slurm or SlurmOptions())  # before anything is written or submitted
-    state = JobState(folder)
+        check_slurm(plan.slurm)  # before anything is written or submitted
+    state = JobState(plan.folder)
     records = _current(jobs, state)
     changed = _changed(jobs, records)
     if changed and not force:
         job, old = changed[0]
         more = f" (and {len(changed) - 1} other job(s))" if len(changed) > 1 else ""
         raise SweepError(
-            f"{out}: job {job.name} ran before with other settings ({changes(old, job.argv)}) into "
+            f"{plan.out}: job {job.name} ran before with other settings ({changes(old, job.argv)}) into "
             f"{job.run_dir}{more}; give --force to train it again with these (its run is replaced), "
             "or sweep into another --out"
         )
@@ -146,14 +153,14 @@ def run_jobs(
     todo = _todo(jobs, records)
     todo += [j for j in jobs if j.name in forced and j not in todo]
     finished = {j.name: records[j.name].get("state", PENDING) for j in jobs if j not in todo}
-    if executor == "slurm":
+    if plan.executor == "slurm":
         from ava.sweep.slurm import submit_slurm
 
-        submit_slurm(todo, state, slurm or SlurmOptions(), finished)
+        submit_slurm(todo, state, plan.slurm, finished)
     else:
         from ava.sweep.local import run_local
 
-        run_local(todo, state, at_once, finished, progress=progress)
+        run_local(todo, state, plan.jobs, finished, progress=progress)
     return {"submitted": [j.name for j in todo], "skipped": [j.name for j in jobs if j not in todo]}
 
 
@@ -163,17 +170,7 @@ def sweep(plan: SweepPlan, *, force: bool = False, progress: bool = False) -> di
     ``force``: jobs whose command changed since they ran are trained again, replacing their runs (else refused
     before anything runs or is written). ``progress``: the local executor says when each job starts and ends.
     Returns ``{"plan": path, "submitted": [names], "skipped": [names], "jobs": status rows}``."""
-    ran = run_jobs(
-        plan_jobs(plan),
-        plan.folder,
-        executor=plan.executor,
-        at_once=plan.jobs,
-        slurm=plan.slurm,
-        force=force,
-        progress=progress,
-        out=plan.out,
-        before=lambda: write_plan(plan),
-    )
+    ran = run_jobs(plan_jobs(plan), plan, force=force, progress=progress, before=lambda: write_plan(plan))
     return {"plan": str(plan.folder / PLAN_FILE), **ran, "jobs": status(plan)["jobs"]}
 
 
