@@ -454,13 +454,13 @@ def compare_head(
     for e in entries:
         rid = f"{PUBLISHED}:{e.vfm}"
         mine = alone_rows[e.vfm]
+        flags = {ab: source.flag(e.vfm, ab) for ab in abilities}
         replaced = next((v for v, k in matches.items() if k == e.vfm), None)
         cells = {}
         for ab in abilities:
             if ab not in e.cells:
                 continue
-            c = e.cells[ab]
-            flag = source.flag(e.vfm, ab)
+            c, flag = e.cells[ab], flags[ab]
             cells[ab] = {
                 "value": c.value,
                 "shown": c.printed,
@@ -487,7 +487,7 @@ def compare_head(
                 "mean_printed_ranks": mine["mean_printed_ranks"],
                 "average_rank_alone": mine["average_rank"],
                 "average_rank_flag": mine["average_rank_flag"],
-                "tie": any((source.flag(e.vfm, ab) or _NO).kind == "tie_ranked_apart" for ab in abilities),
+                "tie": any(f is not None and f.kind == "tie_ranked_apart" for f in flags.values()),
             }
         )
     rows.sort(key=lambda r: (r["average_rank"] is None, r["average_rank"] or math.inf, r["kind"] != OURS))
@@ -515,13 +515,6 @@ def compare_head(
         "average_rank_notes": _average_notes(source, rows, over, alone["average_over"]),
         "diff": [_diff(source, published[k], table, v, by_vfm[v], abilities) for v, k in matches.items()],
     }
-
-
-class _NoFlag:
-    kind = ""
-
-
-_NO = _NoFlag()
 
 
 def _published_settings(source: Source, entries: list[Entry]) -> dict[str, Any]:
