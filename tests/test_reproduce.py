@@ -281,7 +281,7 @@ def test_reproduce_runs_stages_1_and_2_from_caption_and_instruction_data(data, s
     assert run["llm_random_weights"] and run["llm_base"] == LLM  # the stage-2 LLM was tuned from a random one
     (cmp,) = result.report["published"][0]["comparisons"]
     line = " ".join(cmp["settings_differ"])
-    assert "LLM: tiny-random-qwen2 here" in line and "stages 1-2" not in line
+    assert "LLM: tiny-random-qwen2 here" in line and f"stages 1-2: from {out / 'stage2-tiny-siglip2'} here" in line
     assert "random weights (VFM and LLM)" in " ".join(cmp["banners"])
 
 
@@ -328,3 +328,21 @@ def test_reproduce_on_slurm_chains_the_jobs_by_dependency_and_a_rerun_reports(da
     again = reproduce("tiny-dinov2", data=data, cache=tmp_path / "cache", out=out, **options)
     assert again.submitted == [] and all(r["state"] == "done" for r in again.jobs), again.jobs
     assert again.diff and again.diff[0]["vfm"] == "tiny-dinov2"
+
+
+def test_an_llm_tuned_in_stage_2_from_a_random_llm_stays_labelled_random(tmp_path):
+    """Stage 3 from a stage-2 directory loads the LLM from that directory: what it was tuned from, and that its
+    weights were random, come with it (else a reproduction with a random LLM would read as a real one)."""
+    import shutil
+
+    from ava.heads.llm.llms import LLMS, TEMPLATE_FILE, build_random_llm, load_llm
+
+    stage2 = tmp_path / "stage2"
+    shutil.copytree(build_random_llm(LLMS.get(LLM)), stage2)
+    described = {"template": "qwen2_base", "stage": 2, "tuned_from": LLM, "llm_random_weights": True}
+    (stage2 / TEMPLATE_FILE).write_text(json.dumps(described))
+    _, _, info = load_llm(str(stage2))
+    assert info["llm_random_weights"] is True and info["llm_base"] == LLM
+    (stage2 / TEMPLATE_FILE).write_text(json.dumps({"template": "qwen2_base"}))  # a directory from elsewhere
+    _, _, info = load_llm(str(stage2))
+    assert info["llm_random_weights"] is False and "llm_base" not in info

@@ -139,7 +139,7 @@ class Source:
             "entries": [
                 {
                     **{k: v for k, v in asdict(e).items() if k != "cells"},
-                    "cells": {a: {k: v for k, v in asdict(c).items()} for a, c in e.cells.items()},
+                    "cells": {a: asdict(c) for a, c in e.cells.items()},
                 }
                 for e in self.entries
             ],

@@ -5,7 +5,8 @@ For each head of the report whose head (its registry name: ``llm``, ``knn`` ...)
 
 - **one ranking.** The user's VFMs and the source's VFMs are ranked together per ability, from values, with the
   report's tie rule (tied values share their average rank), and on average over the abilities every ranked row has;
-  a user's run of a VFM the source has (matched by registry key, never by a free-form name) takes that VFM's place
+  a user's run of a VFM the source has (matched by registry key, never by a free-form name; a VFM ava does not know
+  only by the exact name a results folder has) takes that VFM's place
   in the ranking, and the published row is shown unranked beside it. The source's printed ranks are shown beside the
   recomputed ones, and the printed average rank beside three recomputed ones (the mean of the printed ranks, the
   source's VFMs alone, and with the user's), so every difference has its cause in view.
@@ -128,8 +129,6 @@ def settings_differ(ours: dict[str, dict[str, Any]], theirs: dict[str, Any]) -> 
             continue
         values: dict[str, list[str]] = {}
         for vfm, s in ours.items():
-            if key == "stages" and str(theirs[key]).startswith("stage 1") and str(s[key]).startswith("from "):
-                continue  # a warm start: whether it was the paper's stages 1-2 is the reproduction's to say
             if s.get(key) != theirs[key]:
                 values.setdefault(_fmt_setting(key, s.get(key)), []).append(vfm)
         if values:
