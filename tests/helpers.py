@@ -1518,9 +1518,9 @@ def encoded_prompts() -> list:
     ]
 
 
-def fit_compiled(head: Any, tmp_path: Path, name: str) -> dict:
-    """One epoch of ``head`` on :func:`encoded_prompts` over seeded fp16 features, compiled, into ``tmp_path/name``;
-    returns fit's summary."""
+def fit_tiny_head(head: Any, tmp_path: Path, name: str, *, epochs: int = 1, compile: bool = True) -> dict:
+    """``epochs`` of ``head`` on :func:`encoded_prompts` over seeded fp16 features (its decoder layers compiled or
+    not), into ``tmp_path/name``; returns fit's summary."""
     from ava.heads.llm.config import LLMHeadConfig
     from ava.heads.llm.data import IndexItems, LoopData
     from ava.heads.llm.devices import Dist
@@ -1528,7 +1528,7 @@ def fit_compiled(head: Any, tmp_path: Path, name: str) -> dict:
     tr = importlib.import_module("ava.heads.llm.train")
     feats = torch.randn(3, T, D, generator=torch.Generator().manual_seed(3)).half()
     data = LoopData(IndexItems(3), encoded_prompts(), T, 0, lambda b: feats.index_select(0, b["index"]))
-    cfg = LLMHeadConfig(batch_size=1, epochs=1, progress=False, compile=True)
+    cfg = LLMHeadConfig(batch_size=1, epochs=epochs, progress=False, compile=compile)
     return tr.fit(
         head,
         data,
@@ -1537,7 +1537,7 @@ def fit_compiled(head: Any, tmp_path: Path, name: str) -> dict:
         dist=Dist(),
         device=torch.device("cpu"),
         dtype=torch.float32,
-        epochs=1,
+        epochs=epochs,
         lr=1e-3,
         batch_size=1,
     )

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from ava.heads.llm import compiled
-from tests.helpers import REPO, fit_compiled, tiny_llm_head
+from tests.helpers import REPO, fit_tiny_head, tiny_llm_head
 
 
 @pytest.mark.slow  # Dynamo's first trace in a process costs seconds
@@ -48,7 +48,7 @@ def test_every_decoder_layer_runs_one_compiled_graph(
     dynamo_log.addHandler(handler)
     dynamo_log.setLevel(logging.INFO)
     try:
-        summary = fit_compiled(tiny_llm_head(layers), tmp_path, "run")
+        summary = fit_tiny_head(tiny_llm_head(layers), tmp_path, "run")
     finally:
         dynamo_log.removeHandler(handler)
         dynamo_log.setLevel(level)
@@ -87,10 +87,10 @@ CHILD = textwrap.dedent("""
     sys.path.insert(0, {repo!r})
     import torch
     torch.set_num_threads(1)
-    from tests.helpers import fit_compiled, tiny_llm_head
+    from tests.helpers import fit_tiny_head, tiny_llm_head
     from pathlib import Path
     t = time.perf_counter()
-    summary = fit_compiled(tiny_llm_head(2), Path(sys.argv[1]), "run")
+    summary = fit_tiny_head(tiny_llm_head(2), Path(sys.argv[1]), "run")
     print("RESULT " + json.dumps({{"compile_cache": summary["compile_cache"], "loss": summary["final_loss"],
                                    "seconds": time.perf_counter() - t}}))
 """)

@@ -12,13 +12,14 @@ import pytest
 import torch
 
 from ava.heads.llm import packing
-from ava.heads.llm.data import Collator, IndexItems, LoopData
+from ava.heads.llm.data import Collator
 from ava.heads.llm.packing import Varlen, probe_varlen
 from tests.helpers import (
     VARLEN_CALLS,
     D,
     T,
     encoded_prompts,
+    fit_tiny_head,
     tiny_llm_head,
     varlen_2_10,
     varlen_2_11,
@@ -102,28 +103,9 @@ def _failing_backend(gm, example_inputs):
     return gm.forward
 
 
-def _fit(tmp_path, name, compile_, monkeypatch=None):
-    from ava.heads.llm.config import LLMHeadConfig
-    from ava.heads.llm.devices import Dist
-
-    tr = importlib.import_module("ava.heads.llm.train")
+def _fit(tmp_path, name, compile_):
     head = tiny_llm_head()
-    feats = torch.randn(3, T, D, generator=torch.Generator().manual_seed(3)).half()
-    data = LoopData(IndexItems(3), encoded_prompts(), T, 0, lambda b: feats.index_select(0, b["index"]))
-    cfg = LLMHeadConfig(batch_size=1, epochs=2, progress=False, compile=compile_)
-    summary = tr.fit(
-        head,
-        data,
-        cfg,
-        tmp_path / name,
-        dist=Dist(),
-        device=torch.device("cpu"),
-        dtype=torch.float32,
-        epochs=2,
-        lr=1e-3,
-        batch_size=1,
-    )
-    return head, summary
+    return head, fit_tiny_head(head, tmp_path, name, epochs=2, compile=compile_)
 
 
 @pytest.mark.slow
