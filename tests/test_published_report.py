@@ -14,7 +14,7 @@ from ava.cli.main import app
 from ava.errors import AvaError
 from ava.report import build_report, make_report
 from ava.report.ranks import rank_values
-from tests._published_fixtures import SYNTHETIC_SPLIT, cli, write_run
+from tests.helpers import SYNTHETIC_SPLIT, main_streams, write_published_run
 
 OURS = {  # ability values in ava's units (accuracies are multiples of 1/400)
     "siglip2": {"spatial": 0.9975, "emotion": 0.6, "counting": 0.2, "color": 10.0},
@@ -26,7 +26,7 @@ OURS = {  # ability values in ava's units (accuracies are multiples of 1/400)
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> list[Path]:
     root = tmp_path_factory.mktemp("runs")
-    return [write_run(root, v, vals) for v, vals in OURS.items()]
+    return [write_published_run(root, v, vals) for v, vals in OURS.items()]
 
 
 @pytest.fixture(scope="module")
@@ -145,14 +145,16 @@ def test_md_html_tex_and_json_show_the_published_rows(report):
 def test_a_split_made_by_ava_says_so_and_synthetic_data_is_not_comparable(report, tmp_path):
     banners = " ".join(_cmp(report[0])["banners"])
     assert "`ava data split`" in banners and "not public" in banners
-    run = write_run(tmp_path, "siglip2", OURS["siglip2"], synthetic=True, split=SYNTHETIC_SPLIT)
+    run = write_published_run(tmp_path, "siglip2", OURS["siglip2"], synthetic=True, split=SYNTHETIC_SPLIT)
     synthetic = build_report([run], n_boot=200, paper=True)
     banners = " ".join(_cmp(synthetic)["banners"])
     assert "synthetic data" in banners and "not comparable" in banners
 
 
 def test_settings_that_differ_from_the_papers_are_listed(tmp_path):
-    run = write_run(tmp_path, "siglip2", OURS["siglip2"], llm="tiny-random-qwen2", config={"epochs": 1, "lora_r": 8})
+    run = write_published_run(
+        tmp_path, "siglip2", OURS["siglip2"], llm="tiny-random-qwen2", config={"epochs": 1, "lora_r": 8}
+    )
     cmp = _cmp(build_report([run], n_boot=200, paper=True))
     line = " ".join(cmp["settings_differ"])
     assert "LLM: tiny-random-qwen2 here; qwen2-0.5b published" in line
@@ -162,7 +164,7 @@ def test_settings_that_differ_from_the_papers_are_listed(tmp_path):
 
 
 def test_a_probe_head_is_shown_apart_never_ranked_with_the_llm_head(tmp_path):
-    run = write_run(tmp_path, "siglip2", OURS["siglip2"], head="probe-linear", llm=None)
+    run = write_published_run(tmp_path, "siglip2", OURS["siglip2"], head="probe-linear", llm=None)
     report = build_report([run], n_boot=200, paper=True)
     (block,) = report["published"]
     assert block["comparisons"] == []
@@ -172,7 +174,7 @@ def test_a_probe_head_is_shown_apart_never_ranked_with_the_llm_head(tmp_path):
 
 
 def test_a_partial_ability_set_averages_over_what_every_row_has(tmp_path):
-    run = write_run(tmp_path, "my-vfm", {"spatial": 0.95, "color": 15.0})
+    run = write_published_run(tmp_path, "my-vfm", {"spatial": 0.95, "color": 15.0})
     cmp = _cmp(build_report([run], n_boot=200, paper=True))
     assert cmp["average_over"] == ["spatial"]  # colour: SigLIP-2's published value is flagged
     reasons = " ".join(f"{k}: {v}" for k, v in cmp["left_out"].items())
@@ -182,7 +184,7 @@ def test_a_partial_ability_set_averages_over_what_every_row_has(tmp_path):
 
 
 def test_a_variant_of_a_paper_vfm_is_not_matched_to_its_row(tmp_path):
-    run = write_run(tmp_path, "siglip2#size=224", OURS["siglip2"], name="llm-siglip2-224")
+    run = write_published_run(tmp_path, "siglip2#size=224", OURS["siglip2"], name="llm-siglip2-224")
     cmp = _cmp(build_report([run], n_boot=200, paper=True))
     assert cmp["diff"] == [] and {r["vfm"] for r in cmp["rows"] if r["kind"] == "published" and r["ranked"]} >= {
         "siglip2"
@@ -190,11 +192,11 @@ def test_a_variant_of_a_paper_vfm_is_not_matched_to_its_row(tmp_path):
 
 
 def test_two_runs_of_the_same_vfm_and_head_are_refused_by_name(tmp_path, capsys):
-    a = write_run(tmp_path, "siglip2", OURS["siglip2"], name="a")
-    b = write_run(tmp_path, "siglip2", OURS["siglip2"], name="b")
+    a = write_published_run(tmp_path, "siglip2", OURS["siglip2"], name="a")
+    b = write_published_run(tmp_path, "siglip2", OURS["siglip2"], name="b")
     with pytest.raises(AvaError, match="both head .* on VFM 'siglip2'"):
         build_report([a, b], n_boot=200, paper=True)
-    code, _, err = cli(["report", str(a), str(b), "--out", str(tmp_path / "rep"), "--paper", "-q"], capsys)
+    code, _, err = main_streams(["report", str(a), str(b), "--out", str(tmp_path / "rep"), "--paper", "-q"], capsys)
     assert code == 2 and "pass only one of them" in err and "Traceback" not in err
     assert not (tmp_path / "rep").exists()
 

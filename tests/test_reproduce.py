@@ -17,7 +17,7 @@ import pytest
 
 from ava.api import reproduce
 from ava.errors import AvaError
-from tests._published_fixtures import cli
+from tests.helpers import main_streams
 
 LLM = "tiny-random-qwen2"
 QUICK = {"llm": LLM, "device": "cpu", "epochs": 1, "batch_size": 4, "lora_r": 8, "max_train": 8, "max_eval": 4}
@@ -61,7 +61,7 @@ def stage_data(tmp_path_factory) -> tuple[Path, Path]:
 @pytest.mark.parametrize("vfm", ["pixels", "dinov3-l", "siglip2#size=224", "hf:google/siglip2-base-patch16-224"])
 def test_a_vfm_the_paper_lacks_is_refused_by_name_before_anything(data, tmp_path, capsys, vfm):
     out = tmp_path / "runs"
-    code, _, err = cli(
+    code, _, err = main_streams(
         ["reproduce", "--vfm", f"siglip2,{vfm}", "--data", str(data), "--cache", "c", "--out", str(out)], capsys
     )
     assert code == 2 and f"--vfm '{vfm}': not one of the paper's VFMs" in err and "ava report RUNS --paper" in err
@@ -89,7 +89,7 @@ def test_dry_run_prints_the_chain_of_stages_and_writes_nothing(data, stage_data,
     out = tmp_path / "runs"
     args = ["reproduce", "--vfm", "tiny-siglip2,dinov2", "--data", str(data), "--cache", str(tmp_path / "c")]
     args += ["--out", str(out), "--captions", str(captions), "--instructions", str(instructions), "--dry-run"]
-    code, stdout, _ = cli(args, capsys)
+    code, stdout, _ = main_streams(args, capsys)
     assert code == 0 and "nothing was run or written" in stdout
     assert "stage 1: connector alignment on" in stdout and "stage 2: instruction tuning on" in stdout
     result = reproduce(
@@ -125,10 +125,10 @@ def test_without_caption_or_instruction_data_the_shortcut_is_named(data, tmp_pat
 def test_sweep_dry_run_prints_its_jobs_with_the_same_printer_and_writes_nothing(data, tmp_path, capsys):
     out = tmp_path / "runs"
     args = ["sweep", "--vfm", "pixels", "--head", "knn", "--data", str(data), "--cache", str(tmp_path / "c")]
-    code, stdout, _ = cli([*args, "--out", str(out), "--dry-run"], capsys)
+    code, stdout, _ = main_streams([*args, "--out", str(out), "--dry-run"], capsys)
     assert code == 0 and "2 job(s), 2 would run" in stdout and "nothing was run or written" in stdout
     assert "run knn-pixels [train, pending] after extract-pixels" in stdout
-    code, stdout, _ = cli([*args, "--out", str(out), "--dry-run", "--json"], capsys)
+    code, stdout, _ = main_streams([*args, "--out", str(out), "--dry-run", "--json"], capsys)
     assert [r["job"] for r in json.loads(stdout)] == ["extract-pixels", "knn-pixels"]
     assert not out.exists()
 

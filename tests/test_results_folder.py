@@ -12,9 +12,7 @@ import pytest
 
 from ava.published import PublishedError, read_folder
 from ava.report import build_report
-from tests._published_fixtures import cli, write_run
-
-pytest_plugins = ["tests._s3_fixtures"]  # the S3 server fixtures
+from tests.helpers import main_streams, write_published_run
 
 LAB = {  # the exporting lab's runs
     "siglip2": {"spatial": 0.9975, "counting": 0.2, "color": 10.0},
@@ -25,7 +23,7 @@ LAB = {  # the exporting lab's runs
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory) -> tuple[list[Path], Path]:
     root = tmp_path_factory.mktemp("lab")
-    runs = [write_run(root / "runs", v, vals, identity="shared") for v, vals in LAB.items()]
+    runs = [write_published_run(root / "runs", v, vals, identity="shared") for v, vals in LAB.items()]
     from ava.api import export_results
 
     export_results(runs, root / "results", title="Lab A fingerprints", n_boot=300)
@@ -68,8 +66,12 @@ def test_the_folder_reads_back_with_the_reports_own_intervals(lab):
 
 def test_another_users_runs_on_the_same_data_are_compared_without_a_data_banner(lab, tmp_path):
     _, folder = lab
-    mine = write_run(tmp_path, "my-vfm", {"spatial": 0.995, "counting": 0.25, "color": 15.0}, identity="shared")
-    again = write_run(tmp_path, "siglip2", {"spatial": 0.9925, "counting": 0.21, "color": 11.0}, identity="shared")
+    mine = write_published_run(
+        tmp_path, "my-vfm", {"spatial": 0.995, "counting": 0.25, "color": 15.0}, identity="shared"
+    )
+    again = write_published_run(
+        tmp_path, "siglip2", {"spatial": 0.9925, "counting": 0.21, "color": 11.0}, identity="shared"
+    )
     report = build_report([mine, again], n_boot=200, published=[str(folder)])
     (block,) = report["published"]
     (cmp,) = block["comparisons"]
@@ -84,7 +86,7 @@ def test_another_users_runs_on_the_same_data_are_compared_without_a_data_banner(
 
 def test_runs_on_other_data_get_a_banner_naming_the_abilities(lab, tmp_path):
     _, folder = lab
-    other = write_run(tmp_path, "my-vfm", {"spatial": 0.995, "counting": 0.25}, identity="other")
+    other = write_published_run(tmp_path, "my-vfm", {"spatial": 0.995, "counting": 0.25}, identity="other")
     (cmp,) = build_report([other], n_boot=200, published=[str(folder)])["published"][0]["comparisons"]
     text = " ".join(cmp["banners"])
     assert "other data on spatial, counting" in text and "not comparable" in text
@@ -92,25 +94,25 @@ def test_runs_on_other_data_get_a_banner_naming_the_abilities(lab, tmp_path):
 
 def test_a_probe_run_against_an_llm_folder_is_shown_apart(lab, tmp_path):
     _, folder = lab
-    probe = write_run(tmp_path, "my-vfm", {"spatial": 0.995}, head="knn", llm=None, identity="shared")
+    probe = write_published_run(tmp_path, "my-vfm", {"spatial": 0.995}, head="knn", llm=None, identity="shared")
     (block,) = build_report([probe], n_boot=200, published=[str(folder)])["published"]
     assert block["comparisons"] == [] and block["apart"][0]["head_id"] == "knn"
 
 
 def test_cli_export_adds_refuses_a_second_copy_and_replaces_with_force(tmp_path, capsys):
-    a = write_run(tmp_path / "runs", "siglip2", LAB["siglip2"])
-    b = write_run(tmp_path / "runs", "dinov2", LAB["dinov2"])
+    a = write_published_run(tmp_path / "runs", "siglip2", LAB["siglip2"])
+    b = write_published_run(tmp_path / "runs", "dinov2", LAB["dinov2"])
     out = tmp_path / "res"
-    assert cli(["results", "export", str(a), "--out", str(out)], capsys)[0] == 0
-    code, stdout, _ = cli(["results", "export", str(b), "--out", str(out)], capsys)
+    assert main_streams(["results", "export", str(a), "--out", str(out)], capsys)[0] == 0
+    code, stdout, _ = main_streams(["results", "export", str(b), "--out", str(out)], capsys)
     assert code == 0 and "2 entries" in stdout
-    code, _, err = cli(["results", "export", str(a), "--out", str(out)], capsys)
+    code, _, err = main_streams(["results", "export", str(a), "--out", str(out)], capsys)
     assert code == 2 and "already holds llm_qwen2-0.5b_generate/siglip2.json" in err and "--force" in err
-    assert cli(["results", "export", str(a), "--out", str(out), "--force"], capsys)[0] == 0
+    assert main_streams(["results", "export", str(a), "--out", str(out), "--force"], capsys)[0] == 0
     assert {e.vfm for e in read_folder(str(out)).entries} == {"siglip2", "dinov2"}
     (tmp_path / "not-results").mkdir()
     (tmp_path / "not-results" / "notes.txt").write_text("mine")
-    code, _, err = cli(["results", "export", str(a), "--out", str(tmp_path / "not-results")], capsys)
+    code, _, err = main_streams(["results", "export", str(a), "--out", str(tmp_path / "not-results")], capsys)
     assert (
         code == 2 and "not a results folder" in err and (tmp_path / "not-results" / "notes.txt").read_text() == "mine"
     )
@@ -191,18 +193,18 @@ def test_a_bad_folder_is_refused_by_name_and_the_report_writes_nothing(lab, tmp_
         read_folder(str(bad))
     assert fragment in str(caught.value) and str(bad) in str(caught.value), str(caught.value)
     out = tmp_path / "report"
-    code, _, err = cli(["report", str(runs[0]), "--out", str(out), "--published", str(bad), "-q"], capsys)
+    code, _, err = main_streams(["report", str(runs[0]), "--out", str(out), "--published", str(bad), "-q"], capsys)
     assert code == 2 and fragment in err and "Traceback" not in err
     assert not out.exists()
 
 
 def test_a_missing_folder_and_a_credential_in_the_url_are_refused(capsys, tmp_path, lab):
     runs, _ = lab
-    code, _, err = cli(
+    code, _, err = main_streams(
         ["report", str(runs[0]), "--out", str(tmp_path / "r"), "--published", str(tmp_path / "nope")], capsys
     )
     assert code == 2 and "no such folder" in err
-    code, _, err = cli(
+    code, _, err = main_streams(
         ["report", str(runs[0]), "--out", str(tmp_path / "r"), "--published", "s3://KEY:hunter2@b/x"], capsys
     )
     assert code == 2 and "--published" in err and "hunter2" not in err
@@ -216,6 +218,6 @@ def test_a_folder_at_an_s3_url(lab, s3_url, tmp_path):
     export_results(runs, s3_url, title="in a bucket", n_boot=200)
     source = load_published(s3_url)
     assert source.title == "in a bucket" and {e.vfm for e in source.entries} == set(LAB)
-    mine = write_run(tmp_path, "my-vfm", {"spatial": 0.995}, identity="shared")
+    mine = write_published_run(tmp_path, "my-vfm", {"spatial": 0.995}, identity="shared")
     report = make_report([mine], tmp_path / "r", n_boot=200, published=s3_url).data
     assert report["published"][0]["comparisons"][0]["banners"] == []
