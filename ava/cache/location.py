@@ -28,6 +28,25 @@ from typing import Any
 from ava.errors import AvaError, redact
 
 LOCAL_PROTOCOLS = ("file", "local")
+# Object stores a cache can live in: each object is written whole by one request (a reader sees the old object or
+# the new one, never part of one), listed with sizes, and read by byte range: what the layout relies on.
+OBJECT_STORES = ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss")
+# What the other filesystems fsspec knows lack, for the refusal's line
+_LACKS = {
+    **dict.fromkeys(
+        ("http", "https", "github", "gist", "git", "data", "zip", "tar", "libarchive", "reference", "dvc", "jlab"),
+        "it is read-only",
+    ),
+    "memory": "it lives in one process's memory (gone when the command ends, unseen by other processes)",
+    **dict.fromkeys(
+        ("ftp", "sftp", "ssh", "smb", "webdav", "hdfs", "webhdfs", "arrow_hdfs", "dbfs"),
+        "it writes a file as it streams in, so a cut-off upload leaves a half-written file that readers would take",
+    ),
+    **dict.fromkeys(
+        ("cached", "simplecache", "filecache", "blockcache", "dir", "async_wrapper", "asyncwrapper", "generic"),
+        "it wraps another filesystem rather than storing anything itself",
+    ),
+}
 
 
 class CacheLocationError(AvaError, ValueError):
@@ -195,9 +214,30 @@ def cache_path(cache: str | os.PathLike[str] | RemotePath, option: str = "--cach
     protocol = protocol.lower()
     if protocol in LOCAL_PROTOCOLS:
         return Path(rest)
+    check_protocol(protocol, text)
     if not rest.strip("/"):
         raise CacheLocationError(f"{option} {text}: give a bucket (and prefix), e.g. {protocol}://bucket/features")
     return RemotePath(_filesystem(protocol, text, option), protocol, rest.rstrip("/"))
+
+
+def check_protocol(protocol: str, url: str) -> None:
+    """Refuse, before any work, a protocol whose filesystem cannot hold a cache, naming what it lacks: a remote cache
+    is written one whole object per request, committed by writing its metadata last, and that is safe only where
+    each write is atomic (an object store's PUT). FTP, SFTP, SMB, WebDAV or HDFS write a file as it streams in, so a
+    cut-off upload leaves a half-written file that readers would take."""
+    if protocol in OBJECT_STORES:
+        return
+    try:
+        from fsspec.registry import known_implementations
+    except ImportError:  # pragma: no cover - a dependency of ava
+        known_implementations = {}
+    if protocol not in known_implementations and protocol not in _LACKS:
+        return  # unknown: said by _filesystem, with the protocols fsspec knows
+    lacks = _LACKS.get(protocol, "ava knows no atomic whole-object write there (a cut-off upload could be half-read)")
+    raise CacheLocationError(
+        f"--cache {url}: a feature cache cannot live on {protocol}://: {lacks}. Use a directory (local or a network "
+        "file system) or an object store (s3:// with any S3-compatible endpoint, gs://, az://)"
+    )
 
 
 def zarr_store(path: CachePath, *, read_only: bool) -> Any:
