@@ -230,6 +230,8 @@ def _offline() -> Iterator[None]:
 
 
 def _build(source: OpenClipSource) -> tuple[Any, Any, Any]:
+    import pickle
+
     import torch
 
     open_clip = _open_clip()
@@ -241,6 +243,12 @@ def _build(source: OpenClipSource) -> tuple[Any, Any, Any]:
             source.model_id, pretrained=pretrained, device="cpu", weights_only=True
         )
         tokenizer = open_clip.get_tokenizer(source.model_id)
+    except pickle.UnpicklingError:  # torch.load(weights_only=True) stopped at an object that is not a tensor
+        where = source.weights or source.model_id
+        raise AvaError(
+            f"{source.name!r}: {where} refused: not a weights-only checkpoint (it pickles objects that would run "
+            "code when loaded); nothing from it ran. Convert it to safetensors from a source you trust"
+        ) from None
     except (RuntimeError, ValueError, OSError, KeyError, AssertionError) as e:  # open_clip asserts on shapes
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise AvaError(f"{source.name!r}: open_clip could not load it ({type(e).__name__}: {first[:300]})") from e
