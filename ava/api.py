@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ava.errors import AvaError
+from ava.jsonfile import read_json
 
 if TYPE_CHECKING:
     from ava.data.format import Dataset
@@ -721,10 +722,9 @@ def train_head(
 
 
 def _results(run_dir: Path, split: str) -> dict[str, Any] | None:
-    import json
 
     path = run_dir / f"results_{split}.json"
-    return json.loads(path.read_text()) if path.is_file() else None
+    return read_json(path) if path.is_file() else None
 
 
 def evaluate_head(

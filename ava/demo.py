@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ava.errors import AvaError
+from ava.jsonfile import read_json
 
 # The floor (no learning), the control (random weights) and a trained CNN (real ImageNet weights, offline).
 DEMO_VFMS = ("pixels", "random-vit", "effnet-lite0")
@@ -85,7 +86,7 @@ def _synth(config: DemoConfig, data: Path, console: Any) -> None:
     synth = SynthConfig(out=str(data), per_ava=config.per_ava, ava=config.ava, seed=config.seed, size=config.size)
     info_path = data / "dataset.json"
     if info_path.is_file():
-        saved = json.loads(info_path.read_text()).get("synth_config", {})
+        saved = read_json(info_path).get("synth_config", {})
         # the abilities as the generator resolves them (all 14 of the benchmark when none are named), not every
         # registered one: the task-augmentation abilities (ta_*) are never synthesized
         want = {
@@ -172,7 +173,7 @@ def _finished(run: Path, head_config: Any) -> bool:
     """A run is done when the demo marked it finished with this very config (changed settings, or a failed retry
     that left an older results file behind, train again)."""
     try:
-        done = json.loads((run / DONE).read_text())
+        done = read_json(run / DONE)
     except (OSError, json.JSONDecodeError):
         return False
     return (run / "results_test.json").is_file() and done == _config_json(head_config)

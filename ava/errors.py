@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import sys
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -141,6 +142,8 @@ def describe(e: BaseException) -> str | None:
         return f"{at}not valid {e.encoding} text (byte {e.object[e.start : e.start + 1]!r} at offset {e.start})"
     import json
 
+    if isinstance(e, RecursionError) and _raised_in(e.__traceback__, ("json.",)):  # a library's own json.loads
+        return f"{at}JSON nested too deeply to read (over {sys.getrecursionlimit()} levels); no ava input is"
     if isinstance(e, json.JSONDecodeError):
         return f"{at}not valid JSON ({e.msg}: line {e.lineno}, column {e.colno}), corrupt or truncated"
     kind = f"{type(e).__module__}.{type(e).__name__}"

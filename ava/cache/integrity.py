@@ -17,7 +17,6 @@ Groups written before checksums were added are still read; a flipped byte in the
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +26,7 @@ import numpy as np
 from ava.cache.chunks import gaps, row_spans
 from ava.cache.location import is_remote, write_text_atomic
 from ava.cache.store import ROWS_FILE, CacheGroup
+from ava.jsonfile import read_json
 from ava.locking import JobLock
 
 
@@ -44,7 +44,7 @@ def rows_problem(group: CacheGroup) -> str | None:
     """Why ``rows.json`` cannot be used (not JSON, not a list of strings), or None."""
     path = group.path / ROWS_FILE
     try:
-        rows = json.loads(path.read_text(encoding="utf-8"))
+        rows = read_json(path, encoding="utf-8")
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError, ValueError) as e:
@@ -56,7 +56,7 @@ def rows_problem(group: CacheGroup) -> str | None:
 
 def has_checksums(group: CacheGroup) -> bool:
     """Whether the group's feature arrays store a CRC-32C per chunk (groups made before it do not)."""
-    meta = json.loads((group.path / f"features/{group.layers[0]}" / "zarr.json").read_text())
+    meta = read_json(group.path / f"features/{group.layers[0]}" / "zarr.json")
     codecs = meta.get("codecs", [])
     if codecs and codecs[0].get("name") == "sharding_indexed":
         codecs = codecs[0].get("configuration", {}).get("codecs", [])

@@ -28,6 +28,7 @@ from typing import Any
 
 from ava.cache.location import CachePath, RemotePath, is_remote
 from ava.errors import AvaError
+from ava.jsonfile import read_json
 
 LEASE_FILE = ".extract.lease"
 LOCK_FILE = ".extract.lock"
@@ -68,7 +69,7 @@ class Lease:
 
     def _read(self) -> dict[str, Any] | None:
         try:
-            return json.loads(self.path.read_text())
+            return read_json(self.path)
         except FileNotFoundError:
             return None
         except (ValueError, UnicodeDecodeError):

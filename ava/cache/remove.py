@@ -16,7 +16,6 @@ remove it only on a yes.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from collections.abc import Callable
@@ -28,6 +27,7 @@ from ava.cache.lease import LEASE_FILE, claim_group
 from ava.cache.location import CachePath, cache_path, is_remote, total_bytes
 from ava.cache.store import group_keys, lost_groups, open_groups, open_root
 from ava.errors import AvaError
+from ava.jsonfile import read_json
 
 
 @dataclass
@@ -187,7 +187,7 @@ def referenced_keys(runs: list[str | os.PathLike[str]]) -> set[str]:
 def _cache_keys(run_json: Path) -> list[str]:
     """``cache_key`` of a run.json (and of the per-ability blocks some heads keep); refused when unreadable."""
     try:
-        run: Any = json.loads(run_json.read_text())
+        run: Any = read_json(run_json)
     except (OSError, ValueError) as e:
         raise AvaError(f"{run_json}: not a readable run.json ({e}); nothing removed") from None
     if not isinstance(run, dict):

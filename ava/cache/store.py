@@ -55,6 +55,7 @@ from ava.cache.errors import CacheError
 from ava.cache.location import CachePath, cache_path, is_remote, probe, total_bytes, write_text_atomic, zarr_store
 from ava.cache.pooling import pool_dim
 from ava.cache.shards import ArrayEncoder
+from ava.jsonfile import read_json
 
 FORMAT_NAME = "ava-feature-cache"
 FORMAT_VERSION = 2  # 2: the key is the identity + codec + format version (no name, no repeated fields)
@@ -332,7 +333,7 @@ class CacheGroup:
         """Image sha256 of each row, in row order."""
         if self._rows is None:
             try:
-                self._rows = json.loads((self.path / ROWS_FILE).read_text())
+                self._rows = read_json(self.path / ROWS_FILE)
             except FileNotFoundError:
                 self._rows = []
         return self._rows

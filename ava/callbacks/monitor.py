@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ava.errors import AvaError
 from ava.home import ava_home
+from ava.jsonfile import read_json
 
 if TYPE_CHECKING:
     from ava.heads.memory import EvalSuite, FingerprintScores
@@ -268,7 +269,7 @@ class FingerprintMonitor:
         if self.out is None or not (self.out / BASELINES).is_file():
             return {}
         try:
-            doc = json.loads((self.out / BASELINES).read_text())
+            doc = read_json(self.out / BASELINES)
             if doc.get("suite_key") != self._suite_key():
                 return {}
             return {n: FingerprintScores(**d) for n, d in doc["baselines"].items()}

@@ -40,6 +40,7 @@ import numpy as np
 from PIL import Image
 
 from ava.errors import AvaError
+from ava.jsonfile import read_json
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff")
 POLYGON_SLACK = 1.0  # px: COCO polygons and boxes may touch the far edge (x = width); beyond this they leave the image
@@ -69,7 +70,7 @@ def sha256_file(path: Path) -> str:
 
 def _load_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8-sig"))
+        return read_json(path, encoding="utf-8-sig")
     except FileNotFoundError:
         raise SourceError(f"{path}: no such file") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:

@@ -27,6 +27,7 @@ from PIL import Image
 
 from ava.data.paths import MAX_IMAGE_BYTES, MAX_TEXT_BYTES, PathError, check_size, confined_file, safe_name
 from ava.errors import AvaError
+from ava.jsonfile import loads, read_json
 from ava.sample import Sample  # the record type, below every package that reads it (abilities too)
 
 FORMAT_NAME = "ava-dataset"
@@ -58,10 +59,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
 
 def _sample_from_line(line: str) -> Sample:
     """One Sample from a JSONL line; ValueError saying what is wrong with it."""
-    try:
-        record = json.loads(line)
-    except RecursionError:
-        raise ValueError("nested too deeply to be a sample") from None
+    record = loads(line)  # its errors are ValueErrors: the caller names the file and line
     if not isinstance(record, dict):
         raise ValueError(f"not a JSON object but {type(record).__name__}")
     unknown = sorted(set(record) - set(_FIELD_TYPES))
@@ -76,7 +74,30 @@ def _sample_from_line(line: str) -> Sample:
             raise ValueError(f"field {key!r} is {value!r:.60}, not {' or '.join(_JSON_NAMES[t] for t in types)}")
     if not all(isinstance(o, str) for o in record.get("options") or ()):
         raise ValueError("field 'options' is not a list of strings")
+    try:
+        _check_option_truth(record["truth"], record.get("options") or [])
+    except ValueError as e:
+        raise ValueError(f"sample {record['ava']}/{record['id']}: {e}") from None
     return Sample.from_dict(record)
+
+
+def _check_option_truth(truth: dict[str, Any], options: list[str]) -> None:
+    """A choice question's truth names one of its options: ``index`` within the list, ``text`` in it (and equal to
+    the option at ``index`` when both are given). A truth outside its list would be scored against no option, and
+    taken by ``ava data options`` for a class of its own that other questions are then offered."""
+    if not options:
+        return
+    index, text = truth.get("index"), truth.get("text")
+    if index is not None and (not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(options)):
+        raise ValueError(
+            f"truth index {index!r} is not an option of its list of {len(options)} (0 to {len(options) - 1})"
+        )
+    if text is None:
+        return
+    if index is not None and options[index] != text:
+        raise ValueError(f"truth text {text!r} is not option {index} of its list ({options[index]!r})")
+    if text not in options:
+        raise ValueError(f"truth text {text!r} is in none of its options")
 
 
 _JSON_NAMES = {str: "a string", int: "an integer", dict: "an object", list: "a list", type(None): "null"}
@@ -149,11 +170,9 @@ class Dataset:
         if not info_path.is_file():
             raise DatasetError(f"{self.root} is not an ava dataset: {info_path} is missing")
         try:
-            self.info: dict[str, Any] = json.loads(info_path.read_text())
+            self.info: dict[str, Any] = read_json(info_path)
         except json.JSONDecodeError as e:
             raise DatasetError(f"{info_path}: not valid JSON ({e})") from e
-        except RecursionError:
-            raise DatasetError(f"{info_path}: JSON nested too deeply; not an ava dataset") from None
         if not isinstance(self.info, dict):
             raise DatasetError(f"{info_path}: not an ava dataset (a JSON {type(self.info).__name__}, not an object)")
         if self.info.get("format") != FORMAT_NAME:
@@ -256,7 +275,7 @@ class DatasetWriter:
         (self.root / "samples").mkdir(parents=True, exist_ok=True)
         self.info: dict[str, Any] = {"format": FORMAT_NAME, "version": FORMAT_VERSION}
         if (self.root / "dataset.json").is_file():
-            self.info.update(json.loads((self.root / "dataset.json").read_text()))
+            self.info.update(read_json(self.root / "dataset.json"))
         self.info.update(info or {})
         self._samples: dict[str, dict[str, Sample]] = {}
 
@@ -319,7 +338,7 @@ def check_replaceable(root: str | os.PathLike[str], *, option: str = "--overwrit
     if not entries:
         return
     try:
-        info = json.loads((path / "dataset.json").read_text(encoding="utf-8"))
+        info = read_json(path / "dataset.json", encoding="utf-8")
     except (OSError, ValueError):
         info = None
     if not isinstance(info, dict) or info.get("format") != FORMAT_NAME:
@@ -342,6 +361,6 @@ def write_samples(root: str | os.PathLike[str], ava: str, samples: list[Sample])
 
 def update_info(root: str | os.PathLike[str], **fields: Any) -> None:
     path = Path(root) / "dataset.json"
-    info = json.loads(path.read_text())
+    info = read_json(path)
     info.update(fields)
     atomic_write_text(path, json.dumps(info, indent=2) + "\n")

@@ -42,7 +42,6 @@ import datetime as _dt
 import hashlib
 import json
 import os
-import sys
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import Executor, ProcessPoolExecutor
@@ -56,6 +55,7 @@ from ava.data.images import NormalizedImage, normalize_image, orient_box
 from ava.data.paths import PathError, read_confined
 from ava.data.truth import derive_truth, source_of
 from ava.errors import AvaError
+from ava.jsonfile import JsonDepthError, loads, read_json
 from ava.progress import progress as progress_bar
 
 FORMATS = ("auto", "hf", "llava", "eval")
@@ -403,7 +403,7 @@ def parse_conversations(conv: Any) -> tuple[str, str]:
     """(question, answer) from a LLaVA conversation: the first human turn and the gpt turn after it."""
     if isinstance(conv, str):
         try:
-            conv = json.loads(conv)
+            conv = loads(conv, "conversations")
         except json.JSONDecodeError as e:
             raise RowError(f"malformed conversations: not a list of turns ({e})") from e
     if not isinstance(conv, list | tuple) or not conv:
@@ -473,12 +473,9 @@ def _iter_records(path: Path) -> Iterator[tuple[int, Any]]:
     stripped = text.lstrip()
     if stripped.startswith("["):
         try:
-            records = json.loads(text)
+            records = loads(text, path)
         except json.JSONDecodeError as e:
             raise AvaError(f"{path}: not valid JSON ({e})") from e
-        except RecursionError:  # valid JSON, but nested deeper than Python's parser goes: no dataset is
-            depth = sys.getrecursionlimit()
-            raise AvaError(f"{path}: JSON nested too deeply to import (over {depth} levels)") from None
         if not isinstance(records, list):
             raise AvaError(f"{path}: a JSON {type(records).__name__}, not a list of records")
         yield from enumerate(records)
@@ -486,11 +483,11 @@ def _iter_records(path: Path) -> Iterator[tuple[int, Any]]:
     for lineno, line in enumerate(text.splitlines(), 1):
         if line.strip():
             try:
-                yield lineno, json.loads(line)
+                yield lineno, loads(line, f"line {lineno}")
+            except JsonDepthError as e:
+                yield lineno, str(e)
             except json.JSONDecodeError as e:
                 yield lineno, f"line {lineno} is not valid JSON ({e})"
-            except RecursionError:
-                yield lineno, f"line {lineno}: JSON nested too deeply"
 
 
 def _export_sidecar(src: Path, fmt: str) -> dict[str, Any]:
@@ -499,8 +496,8 @@ def _export_sidecar(src: Path, fmt: str) -> dict[str, Any]:
     if fmt != "llava" or not path.is_file():
         return {}
     try:
-        found = json.loads(path.read_text())
-    except (json.JSONDecodeError, RecursionError):
+        found = read_json(path)
+    except ValueError:  # not JSON, or nested too deeply: no sidecar
         return {}
     return found if isinstance(found, dict) else {}
 

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ava.errors import AvaError
+from ava.jsonfile import read_json
 
 if TYPE_CHECKING:
     from ava.data.format import Dataset, Sample
@@ -127,7 +128,7 @@ class AbilityRun(abc.ABC):
     def _read_record(self, ava: str) -> dict[str, Any] | None:
         meta_path, tensor_path = self._record_paths(ava)
         try:
-            record = json.loads(meta_path.read_text())
+            record = read_json(meta_path)
         except (OSError, json.JSONDecodeError):
             return None
         if not isinstance(record, dict) or record.get("resume_key") != self.key:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ava.errors import AvaError
 from ava.heads.ability_runs import AbilityRun, default_jobs, train_abilities
+from ava.jsonfile import read_json
 
 if TYPE_CHECKING:
     from ava.data.format import Dataset
@@ -153,7 +154,6 @@ def _standalone(
 ) -> FingerprintResult:
     """Heads that read no cached features (the zero-shot head embeds images with its own towers), run after the
     feature heads, each into its own run directory; their results join ``result``."""
-    import json
 
     from ava.heads import HEADS
 
@@ -162,6 +162,6 @@ def _standalone(
         run_dir = Path(spec.train(head_config(h, config, out, abilities)))
         found = run_dir / f"results_{config.split}.json"
         result.run_dirs[spec.name] = run_dir
-        result.results[spec.name] = json.loads(found.read_text()) if found.is_file() else None
+        result.results[spec.name] = read_json(found) if found.is_file() else None
         result.resumed[spec.name] = []
     return result

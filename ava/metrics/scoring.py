@@ -43,6 +43,7 @@ from ava.abilities.subgroups import SUBGROUPS, UNKNOWN
 from ava.data.format import Dataset, Sample, atomic_write_text
 from ava.data.truth import QUESTION_CLASS_ABILITIES
 from ava.errors import AvaError
+from ava.jsonfile import loads
 from ava.metrics import METRICS
 from ava.metrics.sample_set import sample_set_block
 from ava.provenance import provenance
@@ -324,7 +325,7 @@ def read_predictions(
                 continue
             where = f"{path}:{lineno}"
             try:
-                row = json.loads(line)
+                row = loads(line, where)
             except json.JSONDecodeError as e:
                 raise AvaError(f"{where}: not valid JSON ({e})") from e
             if not isinstance(row, dict) or "id" not in row or "prediction" not in row:

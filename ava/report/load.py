@@ -14,6 +14,7 @@ from typing import Any
 
 from ava.data.split import split_label
 from ava.errors import AvaError
+from ava.jsonfile import loads, read_json
 
 
 @dataclass
@@ -88,7 +89,7 @@ def _read_json(run_dir: Path, name: str) -> dict[str, Any]:
     if not path.is_file():
         raise AvaError(f"run {run_dir}: {name} is missing (is this a finished run directory?)")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json(path, encoding="utf-8")
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise AvaError(f"run {run_dir}: {name} is not valid JSON ({e})") from e
     if not isinstance(data, dict):
@@ -190,7 +191,7 @@ def read_records(path: Path) -> dict[str, list[dict[str, Any]]]:
         if not line.strip():
             continue
         try:
-            rec = json.loads(line)
+            rec = loads(line, f"{path}:{lineno}")
         except json.JSONDecodeError as e:
             raise AvaError(f"{path}:{lineno}: not valid JSON ({e})") from e
         if not isinstance(rec, dict) or not {"ava", "id", "score"} <= set(rec):

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ava.errors import redact
+from ava.jsonfile import read_json
 from ava.sweep.plan import SweepPlan, reads_cache, safe
 
 PENDING, SUBMITTED, RUNNING, DONE, FAILED, BLOCKED = "pending", "submitted", "running", "done", "failed", "blocked"
@@ -114,7 +115,7 @@ class JobState:
 
     def read(self, job: Job) -> dict[str, Any]:
         try:
-            return json.loads((self.folder / f"{job.name}.json").read_text(encoding="utf-8"))
+            return read_json(self.folder / f"{job.name}.json", encoding="utf-8")
         except (FileNotFoundError, ValueError):
             return {"name": job.name, "state": PENDING}
 
@@ -123,7 +124,7 @@ class JobState:
         out = []
         for path in sorted(self.folder.glob("*.json")):
             try:
-                record = json.loads(path.read_text(encoding="utf-8"))
+                record = read_json(path, encoding="utf-8")
             except (OSError, ValueError):
                 continue
             if isinstance(record, dict) and record.get("name"):

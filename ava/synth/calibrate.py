@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from ava.errors import AvaError
+from ava.jsonfile import loads, read_json
 
 PERFECT = {"accuracy": 1.0, "giou": 1.0, "anls": 1.0, "mae_gt": 0.0, "ciede2000": 0.0}
 SATURATED_FRAC = 0.05  # within this fraction of |perfect - chance| of a perfect score counts as saturated
@@ -158,7 +159,7 @@ def _dataset(config: CalibrateConfig, data: Path) -> None:
     )
     info = data / "dataset.json"
     if info.is_file():
-        saved = json.loads(info.read_text()).get("synth_config")
+        saved = read_json(info).get("synth_config")
         if saved == synth_info(synth, resolve_abilities(config.ava))["synth_config"]:
             return
         if saved is None:
@@ -208,7 +209,7 @@ def _results(run: Path) -> dict[str, Any]:
     """A run's results_test.json, or a one-line error naming the run that has none (unfinished or not a run)."""
     path = Path(run) / "results_test.json"
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return read_json(path, encoding="utf-8")
     except FileNotFoundError:
         raise AvaError(f"{run}: no results_test.json (the head run did not finish, or this is not a run)") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
@@ -219,7 +220,7 @@ def _per_sample(run: Path, ava: str) -> dict[str, float]:
     scores = {}
     with (run / "predictions_test.jsonl").open(encoding="utf-8") as f:
         for line in f:
-            rec = json.loads(line)
+            rec = loads(line, run / "predictions_test.jsonl")
             if rec["ava"] == ava:
                 scores[rec["id"]] = float(rec["score"])
     return scores

@@ -18,6 +18,7 @@ from typing import Any
 
 from ava.data.format import DatasetWriter, Sample, check_replaceable, encode_png
 from ava.errors import AvaError
+from ava.jsonfile import read_json
 from ava.synth.core import KNOBS, Ctx, SynthConfig, check_config
 
 Task = tuple[str, int, int, int, str]
@@ -146,10 +147,9 @@ def synth_info(config: SynthConfig, abilities: list[str]) -> dict[str, Any]:
 def made_with(config: SynthConfig) -> tuple[bool, list[str]]:
     """Whether ``config.out`` holds a synthetic set made with these very settings (the same bytes would be
     written again), and else the settings it was made with that differ (empty when it is no synthetic set)."""
-    import json
 
     try:
-        saved = json.loads((Path(config.out) / "dataset.json").read_text(encoding="utf-8")).get("synth_config")
+        saved = read_json(Path(config.out) / "dataset.json", encoding="utf-8").get("synth_config")
     except (OSError, ValueError, AttributeError):
         return False, []
     if not isinstance(saved, dict):

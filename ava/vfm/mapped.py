@@ -21,13 +21,13 @@ a patch bias or patch norm, SwiGLU blocks, ViTDet windows, any other key) is ref
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from pathlib import Path
 from typing import Any
 
 from ava.errors import AvaError
+from ava.jsonfile import read_json
 
 RADIO = "radio_model."
 MAPPING = "radio-remote-code-to-RadioModel/1"  # in the cache identity: a changed mapping never reuses old features
@@ -68,7 +68,7 @@ _TOP = {
 def published_radio(path: Path) -> dict[str, Any] | None:
     """The publisher's config.json of a RADIO checkpoint in remote-code format, else None (native or other)."""
     try:
-        data = json.loads((path / "config.json").read_text())
+        data = read_json(path / "config.json")
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict) or not isinstance(data.get("args"), dict) or not data.get("auto_map"):

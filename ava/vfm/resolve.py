@@ -12,12 +12,12 @@ when it runs). The size is part of the name and of the cache identity, so featur
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ava.errors import AvaError
+from ava.jsonfile import read_json
 from ava.vfm.families import BY_CONFIG
 from ava.vfm.spec import HALF, IDENTITY_MEAN, IDENTITY_STD, VFMSpec
 from ava.vfm.zoo import VFMS
@@ -223,7 +223,7 @@ def _vision_config(path: Path, source: str, trust_remote_code: bool = False) -> 
 def needs_remote_code(path: Path) -> bool:
     """True when the checkpoint's config.json maps a class to its own Python code (``auto_map``)."""
     try:
-        return bool(json.loads((path / "config.json").read_text()).get("auto_map"))
+        return bool(read_json(path / "config.json").get("auto_map"))
     except (OSError, ValueError, AttributeError):
         return False
 
@@ -269,7 +269,7 @@ def _normalization(path: Path, fam: Any) -> tuple[tuple[float, ...], tuple[float
         return IDENTITY_MEAN, IDENTITY_STD
     file = path / "preprocessor_config.json"
     if file.is_file():
-        data = json.loads(file.read_text())
+        data = read_json(file)
         if data.get("image_mean") and data.get("image_std") and data.get("do_normalize", True):
             return tuple(map(float, data["image_mean"])), tuple(map(float, data["image_std"]))
     return (fam.mean, fam.std) if fam is not None else (HALF, HALF)

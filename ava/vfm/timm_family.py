@@ -18,7 +18,6 @@ Mean, std and input size come from the model's pretrained config; the cache key 
 from __future__ import annotations
 
 import inspect
-import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ import torch
 from torch import nn
 
 from ava.errors import AvaError
+from ava.jsonfile import read_json
 from ava.vfm.spec import VFMSpec
 
 TIMM = "timm"  # the model_class of every timm spec
@@ -78,7 +78,7 @@ def read_dir_config(path: Path) -> tuple[str, dict[str, Any], dict[str, Any]]:
     """(architecture, model_args, pretrained_cfg) from a timm ``config.json``."""
     file = path / "config.json"
     try:
-        data = json.loads(file.read_text())
+        data = read_json(file)
     except (OSError, ValueError) as e:
         raise AvaError(f"{file}: not a timm config ({e})") from e
     if not isinstance(data, dict) or "architecture" not in data:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ava.errors import AvaError
+from ava.jsonfile import loads, read_json
 
 REPLIES = "replies.jsonl"
 
@@ -68,7 +69,7 @@ def read_replies(path: Path) -> dict[tuple[str, str], str]:
         if not line.strip():
             continue
         try:
-            rec = json.loads(line)
+            rec = loads(line, f"{path}:{lineno}")
             found[(str(rec["ava"]), str(rec["id"]))] = str(rec["prediction"])
         except (json.JSONDecodeError, KeyError, TypeError) as e:
             if lineno == len(lines):  # the unfinished last line of an interrupted run
@@ -103,7 +104,7 @@ def _check_resume(run_dir: Path, run: dict[str, Any]) -> None:
         if (run_dir / REPLIES).is_file():
             raise AvaError(f"{run_dir} holds {REPLIES} but no run.json: not a run `ava vlm answer` made")
         return
-    old = json.loads(path.read_text())
+    old = read_json(path)
     if old.get("head") != "vlm":
         raise AvaError(f"{run_dir} is a {old.get('head')!r} run, not a VLM run: choose another --out")
     if old.get("weights") != run["weights"]:
@@ -201,7 +202,7 @@ def check_replies_dataset(
     if not run_path.is_file():
         return
     try:
-        run = json.loads(run_path.read_text())
+        run = read_json(run_path)
     except (OSError, json.JSONDecodeError):
         return
     if not isinstance(run, dict) or run.get("head") != "vlm" or not isinstance(run.get("data_identity"), dict):

@@ -29,6 +29,7 @@ from ava.data.format import Dataset, DatasetWriter, Sample
 from ava.errors import AvaError
 from ava.heads.llm.config import AlignConfig
 from ava.heads.rundir import owns_run_dir
+from ava.jsonfile import read_json
 
 CAPTIONS = "captions"
 
@@ -64,11 +65,9 @@ def import_captions(captions: str | Path, images: str | Path, out: str | Path, *
 
     captions, images = Path(captions), Path(images)
     try:
-        items = json.loads(captions.read_text())
+        items = read_json(captions)
     except (OSError, json.JSONDecodeError) as e:
         raise AvaError(f"captions file {captions}: {e}") from e
-    except RecursionError:
-        raise AvaError(f"captions file {captions}: JSON nested too deeply to read") from None
     if not isinstance(items, list):
         raise AvaError(f"captions file {captions}: expected a JSON list of {{id, image, conversations}}")
     items = items[:max_pairs] if max_pairs is not None else items

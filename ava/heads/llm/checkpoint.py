@@ -30,6 +30,7 @@ from typing import Any
 import torch
 
 from ava.errors import AvaError
+from ava.jsonfile import read_json
 
 CHECKPOINT = "checkpoint"
 LATEST = "latest"
@@ -161,7 +162,7 @@ def read_checkpoint(run_dir: Path) -> dict[str, Any] | None:
     if version is None:
         return None
     try:
-        meta = json.loads((version / META).read_text())
+        meta = read_json(version / META)
         tensors = load_file(str(version / TENSORS))
     except (OSError, ValueError, SafetensorError) as e:
         raise AvaError(f"checkpoint {version} cannot be read ({e}); delete {version.parent} to start over") from e

@@ -14,7 +14,6 @@ Under ``torchrun`` every rank decodes a slice of the samples; rank 0 gathers, sc
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from ava.heads.llm.config import LLMHeadConfig
 from ava.heads.llm.data import Collator
 from ava.heads.llm.devices import autocast, init_dist, progress_bar, resolve_dtype, to_device
 from ava.heads.llm.prompt import PromptEncoder, prompt_text
+from ava.jsonfile import read_json
 
 
 class SubsetDataset(Dataset):
@@ -278,4 +278,4 @@ def _write(
 
 def read_results(run_dir: str | Path, split: str = "test", decode: str = "generate") -> dict[str, Any]:
     name = f"results_{split}.json" if decode == "generate" else f"results_{split}_score.json"
-    return json.loads((Path(run_dir) / name).read_text())
+    return read_json(Path(run_dir) / name)

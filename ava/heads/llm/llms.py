@@ -18,6 +18,7 @@ from typing import Any
 
 from ava.errors import AvaError
 from ava.home import ava_home
+from ava.jsonfile import read_json
 from ava.registry import Registry
 
 SYSTEM_PROMPT = (
@@ -123,7 +124,6 @@ TEMPLATE_FILE = "ava_llm.json"  # written beside a saved LLM (stage 2) to say wh
 def template_of(tokenizer: Any, name: str | None = None) -> str:
     """The prompt template of an LLM: its registry entry's, else the one a stage-2 directory recorded in
     :data:`TEMPLATE_FILE`, else ``vicuna_v1`` for a Vicuna checkpoint, else ``qwen2_base``."""
-    import json
 
     for candidate in (name, getattr(tokenizer, "name_or_path", None)):
         if not candidate:
@@ -133,7 +133,7 @@ def template_of(tokenizer: Any, name: str | None = None) -> str:
         path = Path(str(candidate)) / TEMPLATE_FILE
         if path.is_file():
             try:
-                return str(json.loads(path.read_text())["template"])
+                return str(read_json(path)["template"])
             except (OSError, ValueError, KeyError) as e:
                 raise AvaError(f"{path}: not a valid LLM description ({e})") from e
         if "vicuna" in str(candidate).lower():

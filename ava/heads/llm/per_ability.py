@@ -26,6 +26,7 @@ from typing import Any
 from ava.errors import AvaError
 from ava.heads.llm.config import LLMHeadConfig
 from ava.heads.rundir import owns_run_dir
+from ava.jsonfile import read_json
 
 ABILITIES_DIR = "abilities"
 
@@ -38,7 +39,7 @@ def is_per_ability(run_dir: str | Path) -> bool:
     """Whether ``run_dir`` holds per-ability heads (written by :func:`train`)."""
     path = Path(run_dir) / "run.json"
     try:
-        return bool(json.loads(path.read_text()).get("per_ability")) if path.is_file() else False
+        return bool(read_json(path).get("per_ability")) if path.is_file() else False
     except (OSError, json.JSONDecodeError):
         return False
 
@@ -69,7 +70,7 @@ def _finished(sub: LLMHeadConfig) -> bool:
     run_file = sub_dir / "run.json"
     if not run_file.is_file():
         return False
-    training = json.loads(run_file.read_text()).get("training") or {}
+    training = read_json(run_file).get("training") or {}
     if not training.get("done"):
         return False
     return not sub.eval_after or (sub_dir / f"results_{sub.split}{_suffix(sub.decode)}.json").is_file()
@@ -114,7 +115,7 @@ def _write_parent(run_dir: Path, config: LLMHeadConfig, abilities: list[str]) ->
     first: dict[str, Any] = {}
     for key in abilities:
         path = ability_dir(run_dir, key) / "run.json"
-        sub = json.loads(path.read_text()) if path.is_file() else {}
+        sub = read_json(path) if path.is_file() else {}
         first = first or sub
         runs[key] = {"dir": f"{ABILITIES_DIR}/{key}", "training": sub.get("training"), "n_train": sub.get("n_train")}
     # (each ability's run keeps the identity of its own data: ava head eval checks it there)
@@ -126,7 +127,7 @@ def _write_parent(run_dir: Path, config: LLMHeadConfig, abilities: list[str]) ->
 
 def _sub_run(run_dir: Path, key: str) -> dict[str, Any]:
     path = ability_dir(run_dir, key) / "run.json"
-    return json.loads(path.read_text()) if path.is_file() else {}
+    return read_json(path) if path.is_file() else {}
 
 
 def evaluate(run_dir: str | Path, split: str = "test", **options: Any) -> dict[str, Any]:
@@ -150,7 +151,7 @@ def merge_results(run_dir: str | Path, split: str, decode: str = "generate") -> 
     from ava.metrics.scoring import write_json
 
     run_dir = Path(run_dir)
-    run = json.loads((run_dir / "run.json").read_text())
+    run = read_json(run_dir / "run.json")
     name = f"{split}{_suffix(decode)}"
     parts: dict[str, dict[str, Any]] = {}
     records: list[str] = []
@@ -159,7 +160,7 @@ def merge_results(run_dir: str | Path, split: str, decode: str = "generate") -> 
         path = sub / f"results_{name}.json"
         if not path.is_file():
             raise AvaError(f"{sub}: no results_{name}.json; evaluate it (`ava head eval --run {run_dir}`)")
-        parts[key] = json.loads(path.read_text())
+        parts[key] = read_json(path)
         pred = sub / f"predictions_{name}.jsonl"
         if pred.is_file():
             records.extend(line for line in pred.read_text().splitlines() if line.strip())

@@ -35,6 +35,7 @@ import torch
 from ava.data.format import Dataset, DatasetWriter, Sample, atomic_write_text
 from ava.errors import AvaError
 from ava.heads.llm.config import InstructConfig
+from ava.jsonfile import loads, read_json
 
 INSTRUCTIONS = "instructions"
 TEXT_FILE = "instructions_text.jsonl"
@@ -75,11 +76,9 @@ def import_instructions(
 
     path, images, out = Path(path), Path(images), Path(out)
     try:
-        items = json.loads(path.read_text(encoding="utf-8"))
+        items = read_json(path, encoding="utf-8")
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise AvaError(f"instructions file {path}: {e}") from e
-    except RecursionError:
-        raise AvaError(f"instructions file {path}: JSON nested too deeply to read") from None
     if not isinstance(items, list):
         raise AvaError(f"instructions file {path}: expected a JSON list of {{id, image, conversations}}")
     items = items[:max_items] if max_items is not None else items
@@ -126,7 +125,7 @@ def _read_text_only(root: Path) -> list[list[tuple[str, str]]]:
     for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if line.strip():
             try:
-                out.append([(str(q), str(a)) for q, a in json.loads(line)["turns"]])
+                out.append([(str(q), str(a)) for q, a in loads(line, f"{path}:{lineno}")["turns"]])
             except (ValueError, KeyError, TypeError) as e:
                 raise AvaError(f"{path}:{lineno}: not a conversation ({e})") from e
     return out

@@ -30,6 +30,7 @@ from ava.heads.llm.checkpoint import CHECKPOINT, CheckpointWriter, read_checkpoi
 from ava.heads.llm.config import LLMHeadConfig
 from ava.heads.llm.data import Collator, LoopData, length_grouped_batches, steps_per_epoch
 from ava.heads.llm.devices import Dist, adamw, autocast, init_dist, progress_bar, resolve_dtype, to_device
+from ava.jsonfile import loads, read_json
 
 __all__ = ["LoopData", "fit", "init_dist", "resolve_dtype", "autocast", "train", "train_step", "check_resumable"]
 
@@ -118,7 +119,7 @@ def load_checkpoint(run_dir: Path) -> dict[str, Any] | None:
 def _trim_log(path: Path, step: int) -> None:
     """Drop log lines after ``step`` (they will be recomputed identically)."""
     if path.is_file():
-        keep = [ln for ln in path.read_text().splitlines() if ln.strip() and json.loads(ln)["step"] <= step]
+        keep = [ln for ln in path.read_text().splitlines() if ln.strip() and loads(ln, path)["step"] <= step]
         from ava.data.format import atomic_write_text
 
         atomic_write_text(path, "".join(ln + "\n" for ln in keep))
@@ -585,7 +586,7 @@ def check_resumable(run_dir: Path, config: Any) -> None:
     path = run_dir / "config.json"
     if not path.is_file():
         return
-    old, new = comparable(json.loads(path.read_text())), comparable(json.loads(json.dumps(asdict(config))))
+    old, new = comparable(read_json(path)), comparable(json.loads(json.dumps(asdict(config))))
     diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
     if diff and (run_dir / CHECKPOINT).exists():
         raise AvaError(
@@ -605,7 +606,7 @@ def train(config: LLMHeadConfig) -> Path:
         raise AvaError("no output directory given (--out)")
     check_resumable(run_dir, config)
     run_file = run_dir / "run.json"
-    previous = json.loads(run_file.read_text()).get("training") if run_file.is_file() else None
+    previous = read_json(run_file).get("training") if run_file.is_file() else None
     prep = prepare_training(config, device=device, dtype=dtype, rank=dist.rank)
     if dist.main:
         write_run_files(run_dir, config, prep.run)

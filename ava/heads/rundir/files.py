@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ava import jsonfile
 from ava.errors import AvaError
 
 if TYPE_CHECKING:
@@ -150,13 +151,11 @@ def read_run(run_dir: Path, head: str | None = None) -> tuple[dict[str, Any], di
 def read_json(path: Path) -> dict[str, Any]:
     """A JSON object from a run directory; AvaError naming the file when it is missing, not JSON or no object."""
     try:
-        found = json.loads(path.read_text())
+        found = jsonfile.read_json(path)
     except FileNotFoundError as e:
         raise AvaError(f"{path.parent} is not a complete run directory: {path.name} is missing") from e
     except json.JSONDecodeError as e:
         raise AvaError(f"{path}: not valid JSON ({e})") from e
-    except RecursionError:
-        raise AvaError(f"{path}: JSON nested too deeply; not a file ava wrote") from None
     if not isinstance(found, dict):
         raise AvaError(f"{path}: a JSON {type(found).__name__}, not an object; not a file ava wrote")
     return found

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ava.errors import AvaError
+from ava.jsonfile import read_json
 
 if TYPE_CHECKING:
     from ava.data.format import Dataset
@@ -152,8 +153,8 @@ def _check_legacy(run_dir: Path, dataset: Dataset, results_names: list[str]) -> 
     here = Path(dataset.root).resolve()
     for name in results_names:
         try:
-            old = json.loads((run_dir / name).read_text(encoding="utf-8"))
-        except (OSError, ValueError, RecursionError):
+            old = read_json(run_dir / name, encoding="utf-8")
+        except (OSError, ValueError):
             continue
         fp = recorded_block(old)
         where = fp.get("dataset") if isinstance(fp, dict) else None

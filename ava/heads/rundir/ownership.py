@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ava.errors import AvaError
+from ava.jsonfile import read_json
 from ava.locking import JobLock
 
 # Config fields that do not change what training computes: two trainings of one run may differ in these.
@@ -91,7 +92,7 @@ def differing_fields(run_dir: Path, head: str, config: Any) -> list[str] | None:
         return None
     cfg_path = run_dir / "config.json"
     try:
-        old = json.loads(cfg_path.read_text(encoding="utf-8"))
+        old = read_json(cfg_path, encoding="utf-8")
     except FileNotFoundError:
         raise RunDirError(
             f"--out {run_dir} is not empty and holds no ava run (no config.json); it is never "
@@ -101,7 +102,7 @@ def differing_fields(run_dir: Path, head: str, config: Any) -> list[str] | None:
         raise RunDirError(f"{cfg_path} cannot be read ({e}); pass --force to replace the run, or another --out") from e
     old_head = None
     with contextlib.suppress(OSError, ValueError, AttributeError):  # no run.json yet: the config tells the run
-        old_head = json.loads((run_dir / "run.json").read_text(encoding="utf-8")).get("head")
+        old_head = read_json(run_dir / "run.json", encoding="utf-8").get("head")
     old, new = training_fields(old if isinstance(old, dict) else {}), training_fields(to_jsonable(config))
     if old_head is not None and old_head != head:
         return [f"head ({old_head!r} -> {head!r})"]  # the config fields of two heads differ anyway
@@ -160,7 +161,7 @@ def _fix_out(run_dir: Path, stage: Path, out: Path) -> None:
 
     for path in run_dir.rglob("*.json"):
         try:
-            obj = json.loads(path.read_text(encoding="utf-8"))
+            obj = read_json(path, encoding="utf-8")
         except (OSError, ValueError):
             continue
         changed = False
