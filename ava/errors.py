@@ -126,6 +126,76 @@ def _worker_error(e: BaseException) -> str | None:
     return f"{last} (in a DataLoader worker)"
 
 
+# Exceptions of object-store clients (botocore, aiobotocore, aiohttp, urllib3, s3fs, gcsfs, adlfs) that say the store
+# was not reached or gave up answering, by class name: this module imports none of those libraries.
+_OUTAGES = frozenset(
+    {
+        "EndpointConnectionError",
+        "ConnectionClosedError",
+        "ConnectTimeoutError",
+        "ReadTimeoutError",
+        "HTTPClientError",
+        "ProxyConnectionError",
+        "ResponseStreamingError",
+        "ClientConnectionError",
+        "ClientConnectorError",
+        "ClientOSError",
+        "ServerDisconnectedError",
+        "ServerTimeoutError",
+        "ClientPayloadError",
+        "IncompleteRead",
+        "ProtocolError",
+    }
+)
+
+
+def store_outage(e: BaseException) -> BaseException | None:
+    """The exception in ``e``'s chain that says a remote store could not be reached, dropped the connection, timed
+    out or answered a server error (5xx) after its client's own retries; None when ``e`` is about something else.
+
+    Code that reads a cache tells damaged data from an unreachable store with this: an outage must never be taken
+    for damage (``ava cache verify --repair`` would mark good rows for re-extraction)."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [e]
+    while todo:
+        x = todo.pop()
+        if x is None or id(x) in seen:
+            continue
+        seen.add(id(x))
+        if isinstance(x, ConnectionError | TimeoutError) or any(c.__name__ in _OUTAGES for c in type(x).__mro__):
+            return x
+        response = getattr(x, "response", None)  # botocore's ClientError: the HTTP status of the answer
+        status = response.get("ResponseMetadata", {}).get("HTTPStatusCode") if isinstance(response, dict) else None
+        if isinstance(status, int) and status >= 500:
+            return x
+        todo += [x.__cause__, x.__context__]
+    return None
+
+
+def outage_line(outage: BaseException, where: object = None) -> str:
+    """One line for a store outage (:func:`store_outage`): the store's endpoint where the exception names it, the
+    cause, and what a user does: run the command again once the store answers (what was committed is kept)."""
+    kwargs = getattr(outage, "kwargs", None)
+    endpoint = kwargs.get("endpoint_url") if isinstance(kwargs, dict) else None  # botocore: the request's URL
+    if endpoint:
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(str(endpoint))
+        endpoint = f"{parts.scheme}://{parts.netloc}" if parts.netloc else endpoint
+    elif getattr(outage, "host", None):  # aiohttp: host and port it connected to
+        endpoint = f"{outage.host}:{getattr(outage, 'port', '')}".rstrip(":")  # type: ignore[attr-defined]
+    endpoint = endpoint or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    cause = " ".join(f"{type(outage).__name__}: {outage}".split())
+    cause = cause if len(cause) <= 160 else cause[:157] + "..."
+    at = f"{where}: " if where is not None else ""
+    store = f"the object store at {endpoint}" if endpoint else "the object store"
+    return (
+        f"{at}{store} cannot be reached or stopped answering ({cause}); what was committed before is kept: run "
+        "the command again once it answers and it resumes (longer outages: raise the client's retries, e.g. "
+        "AWS_MAX_ATTEMPTS=10 AWS_RETRY_MODE=adaptive)"
+    )
+
+
 def describe(e: BaseException) -> str | None:
     """One line for a failure the user can act on (path and cause), or None for a bug (keep the traceback)."""
     if isinstance(e, AvaError):
@@ -133,6 +203,9 @@ def describe(e: BaseException) -> str | None:
     worker = _worker_error(e)
     if worker is not None:
         return worker
+    outage = store_outage(e)
+    if outage is not None and not isinstance(outage, BrokenPipeError):  # (a closed local pipe is no store)
+        return outage_line(outage)
     for inner in (e, e.__cause__, e.__context__):
         if isinstance(inner, OSError) and not isinstance(inner, ConnectionError | TimeoutError):
             return _os_error(inner)

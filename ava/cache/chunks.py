@@ -28,6 +28,7 @@ import numpy as np
 from ava.cache.errors import CacheError
 from ava.cache.location import CachePath, is_remote, list_sizes, read_range
 from ava.cache.shards import ArrayEncoder, decode_shard, stored_chunks
+from ava.errors import store_outage
 
 
 class CacheDataError(CacheError):
@@ -260,6 +261,8 @@ def read_rows(
     except (MemoryError, OSError):
         raise
     except Exception as e:  # zarr raises ValueError on a checksum mismatch, others on a torn or truncated file
+        if store_outage(e) is not None:  # the store went away: no row is damaged
+            raise
         _quiet_abandoned_reads()
         cause = " ".join(f"{type(e).__name__}: {e}".split())
         cause = cause if len(cause) <= 160 else cause[:157] + "..."
@@ -306,7 +309,9 @@ def _decoded(group: CacheGroup, name: str, lo: int, hi: int, out: np.ndarray | N
             decode_shard(enc, files.folder / key, entries[first - shard * per : stop - shard * per], target)
         except (MemoryError, OSError):
             raise
-        except Exception:  # noqa: BLE001 - a checksum or codec failure: Zarr's read raises it with the rows named
+        except Exception as e:  # noqa: BLE001 - a checksum or codec failure: Zarr's read raises it with the rows named
+            if store_outage(e) is not None:
+                raise
             return None
     return out
 
@@ -347,6 +352,8 @@ def _fails(arr: Any, lo: int, hi: int) -> bool:
         arr[lo:hi]
     except (MemoryError, OSError):
         raise
-    except Exception:
+    except Exception as e:
+        if store_outage(e) is not None:
+            raise
         return True
     return False

@@ -29,7 +29,7 @@ import torch
 
 from ava.cache.chunks import read_rows
 from ava.cache.codecs import get_codec
-from ava.cache.location import cache_path, probe
+from ava.cache.location import cache_path, outages_named, probe
 from ava.cache.pooling import STORED_VIEWS, pool_candidates, pool_tokens, pool_tokens_torch, token_grid
 from ava.cache.shards import write_file
 from ava.cache.store import (
@@ -452,6 +452,7 @@ def _vfm_name(vfm: Any, fallback: str) -> str:
     return str(getattr(vfm.spec, "key", None) or getattr(vfm.spec, "name", None) or fallback)
 
 
+@outages_named(lambda config, **_: config.cache)
 def extract(config: ExtractConfig, *, vfm: Any = None) -> dict[str, Any]:
     """Extract (or finish extracting) the features of the selected images; returns a summary.
 

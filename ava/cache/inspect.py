@@ -18,7 +18,7 @@ import numpy as np
 
 from ava.cache.chunks import read_rows
 from ava.cache.integrity import Damage, describe, has_checksums, repair_group, rows_problem, scan_shards
-from ava.cache.location import cache_path
+from ava.cache.location import cache_path, outages_named
 from ava.cache.pooling import pool_dim
 from ava.cache.store import (
     ROWS_FILE,
@@ -30,7 +30,7 @@ from ava.cache.store import (
     open_groups,
     spec_key,
 )
-from ava.errors import AvaError
+from ava.errors import AvaError, store_outage
 
 _SHA = re.compile(r"^[0-9a-f]{64}$")
 
@@ -61,6 +61,7 @@ def _stored(group: CacheGroup, rows: range, done: np.ndarray) -> list[np.ndarray
     return [read_rows(group, name, rows.start, rows.stop, need=done[rows.start : rows.stop]) for name in names]
 
 
+@outages_named(lambda group, **_: group.path)
 def content_digest(group: CacheGroup, *, progress: bool = False) -> str:
     """sha256 of the finished rows' stored bytes, in sha256 order (see the module docstring)."""
     rows, done = group.rows(), group.done_mask()
@@ -103,11 +104,13 @@ def group_summary(group: CacheGroup) -> dict[str, Any]:
     }
 
 
+@outages_named(lambda cache_dir, **_: cache_dir)
 def list_cache(cache_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """One summary per group (no digest: cheap)."""
     return [group_summary(g) for g in _groups(cache_dir)]
 
 
+@outages_named(lambda cache_dir, **_: cache_dir)
 def cache_info(cache_dir: str | os.PathLike[str], *, digest: bool = True, progress: bool = False) -> dict[str, Any]:
     """Per-group summaries with the content digest of each; ``spec`` is the group's full resolved spec."""
     groups = []
@@ -138,6 +141,8 @@ def _check_spec(group: CacheGroup) -> list[str]:
         try:
             arr = group.array(name)
         except Exception as e:  # a missing or unreadable array
+            if store_outage(e) is not None:
+                raise
             problems.append(f"array {name} cannot be opened: {e}")
             continue
         if arr.shape[0] < len(rows):
@@ -193,6 +198,7 @@ def _check_data(group: CacheGroup, data: str | os.PathLike[str], done: np.ndarra
     return [f"{len(lost)} image(s) of {data} are not in the cache or not done, e.g. {eg}"]
 
 
+@outages_named(lambda cache_dir, **_: cache_dir)
 def verify_cache(
     cache_dir: str | os.PathLike[str],
     *,

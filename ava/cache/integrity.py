@@ -26,6 +26,7 @@ import numpy as np
 from ava.cache.chunks import gaps, row_spans
 from ava.cache.location import is_remote, write_text_atomic
 from ava.cache.store import ROWS_FILE, CacheGroup
+from ava.errors import store_outage
 from ava.jsonfile import read_json
 from ava.locking import JobLock
 
@@ -48,6 +49,8 @@ def rows_problem(group: CacheGroup) -> str | None:
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError, ValueError) as e:
+        if store_outage(e) is not None:  # the store, not the file: nothing to repair
+            raise
         return f"{path} cannot be read ({type(e).__name__}: {e})"
     if not isinstance(rows, list) or not all(isinstance(r, str) for r in rows):
         return f"{path} is not a list of image sha256"
@@ -67,6 +70,8 @@ def _read(arr: Any, lo: int, hi: int) -> tuple[np.ndarray | None, str | None]:
     try:
         return np.asarray(arr[lo:hi]), None
     except Exception as e:  # zarr raises ValueError on a checksum mismatch, others on a torn or truncated file
+        if store_outage(e) is not None:  # an unreachable store is no damage: nothing may be repaired for it
+            raise
         return None, f"{type(e).__name__}: {e}"
 
 

@@ -18,15 +18,17 @@ PUT is atomic: readers see the old object or the new one), and a job's claim on 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, TypeVar
 
-from ava.errors import AvaError, redact
+from ava.errors import AvaError, outage_line, redact, store_outage
 
+F = TypeVar("F", bound=Callable[..., Any])
 LOCAL_PROTOCOLS = ("file", "local")
 # Object stores a cache can live in: each object is written whole by one request (a reader sees the old object or
 # the new one, never part of one), listed with sizes, and read by byte range: what the layout relies on.
@@ -52,6 +54,43 @@ _LACKS = {
 class CacheLocationError(AvaError, ValueError):
     """A cache URL whose filesystem cannot be used: protocol unknown or its package missing, store unreachable,
     credentials refused."""
+
+
+class StoreUnreachableError(CacheLocationError):
+    """The object store went away (or kept failing) in the middle of an operation; a rerun resumes."""
+
+
+@contextlib.contextmanager
+def store_errors(*paths: Any) -> Iterator[None]:
+    """An outage of the object store under any of ``paths`` (:func:`ava.errors.store_outage`) raised inside the
+    block becomes a :class:`StoreUnreachableError`: one line naming the cache and the endpoint, saying that what was
+    committed is kept and that running the command again resumes. Local paths pass everything through."""
+    try:
+        yield
+    except AvaError:  # said already (the probe's refusal, a damaged group)
+        raise
+    except Exception as e:
+        remote = [p for p in paths if isinstance(p, RemotePath) or (isinstance(p, str) and is_url(p))]
+        outage = store_outage(e) if remote else None
+        if outage is None:
+            raise
+        raise StoreUnreachableError(outage_line(outage, " -> ".join(map(str, remote)))) from e
+
+
+def outages_named(where: Callable[..., Any]) -> Callable[[F], F]:
+    """Decorator: the function runs inside :func:`store_errors` of the cache location(s) ``where(*args, **kwargs)``
+    returns (a URL, a path, or a tuple of them), so an object-store outage anywhere in it is one clear line."""
+
+    def wrap(fn: F) -> F:
+        @functools.wraps(fn)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            found = where(*args, **kwargs)
+            with store_errors(*(found if isinstance(found, tuple) else (found,))):
+                return fn(*args, **kwargs)
+
+        return run  # type: ignore[return-value]
+
+    return wrap
 
 
 @dataclass(frozen=True)

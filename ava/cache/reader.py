@@ -16,11 +16,12 @@ import numpy as np
 import torch
 
 from ava.cache.chunks import array_files, read_rows
-from ava.cache.location import CachePath, cache_path, is_remote, probe
+from ava.cache.location import CachePath, cache_path, is_remote, outages_named, probe
 from ava.cache.store import CacheError, CacheGroup, lost_groups_note, open_groups
 from ava.errors import AvaError
 
 
+@outages_named(lambda group, *_, **__: group.path)
 def _read_rows(group: CacheGroup, name: str, rows: np.ndarray) -> np.ndarray:
     """Rows (sorted, unique) of array ``name``, one slice per run of consecutive rows, each checked to be on disk
     (:func:`ava.cache.chunks.read_rows`). Zarr 3.1's integer-array (orthogonal) selection is ~6x slower than slices on
@@ -167,6 +168,7 @@ def _matches(group: CacheGroup, vfm: str) -> bool:
         return False
 
 
+@outages_named(lambda cache_dir, *_, **__: cache_dir)
 def open_cache(cache_dir: str | os.PathLike[str] | CachePath, vfm: str, *, key: str | None = None) -> FeatureCache:
     """The cache group of ``vfm`` in ``cache_dir``; ``key`` picks one when several specs are stored."""
     cache_dir = cache_path(cache_dir)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ava.cache.lease import LEASE_FILE, claim_group
-from ava.cache.location import CachePath, cache_path, is_remote, total_bytes
+from ava.cache.location import CachePath, cache_path, is_remote, outages_named, total_bytes
 from ava.cache.store import group_keys, lost_groups, open_groups, open_root
 from ava.errors import AvaError
 from ava.jsonfile import read_json
@@ -144,6 +144,7 @@ def _remove(
     return result
 
 
+@outages_named(lambda cache, *_, **__: cache)
 def remove_groups(cache: str | os.PathLike[str], keys: list[str], *, confirm: Confirm | None = None) -> RemoveResult:
     """Remove the groups ``keys`` of ``cache`` (``ava cache rm``): all of them, or none when a key is unknown or a
     group is held by another job (an AvaError names it). ``confirm`` gets the list first; no removal without a yes
@@ -199,6 +200,7 @@ def _cache_keys(run_json: Path) -> list[str]:
     return [str(k) for k in found if isinstance(k, str)]
 
 
+@outages_named(lambda cache, *_, **__: cache)
 def collect_garbage(
     cache: str | os.PathLike[str], runs: list[str | os.PathLike[str]] | None = None, *, confirm: Confirm | None = None
 ) -> RemoveResult:

@@ -55,6 +55,7 @@ from ava.cache.errors import CacheError
 from ava.cache.location import CachePath, cache_path, is_remote, probe, total_bytes, write_text_atomic, zarr_store
 from ava.cache.pooling import pool_dim
 from ava.cache.shards import ArrayEncoder
+from ava.errors import store_outage
 from ava.jsonfile import read_json
 
 FORMAT_NAME = "ava-feature-cache"
@@ -290,6 +291,8 @@ class CacheGroup:
             except (MemoryError, OSError):  # a full, read-only or failing disk: said as such by the CLI
                 raise
             except Exception as e:  # a zarr.json that is not an array's metadata
+                if store_outage(e) is not None:  # the store went away: the group is not damaged
+                    raise
                 raise CacheError(
                     f"{self.path / name}: cache array cannot be opened ({type(e).__name__}: {e}); the group is "
                     f"damaged beyond `ava cache verify --repair`: delete {self.path} and extract again"

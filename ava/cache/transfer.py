@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from ava.cache.location import CachePath, RemotePath, cache_path, is_remote, probe, write_text_atomic
+from ava.cache.location import CachePath, RemotePath, cache_path, is_remote, outages_named, probe, write_text_atomic
 from ava.cache.store import CacheError, open_groups, open_root, spec_diff
 
 HIDDEN = (".extract.lock", ".extract.lease", ".ava-probe")
@@ -176,6 +176,7 @@ def _locks(dst: CachePath, keys: list[str]) -> contextlib.ExitStack:
     return stack
 
 
+@outages_named(lambda src, dst, **_: (src, dst))
 def copy_cache(
     src: str | os.PathLike[str],
     dst: str | os.PathLike[str],
