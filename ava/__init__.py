@@ -57,6 +57,10 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'ava' has no attribute {name!r}")
     module, _, attr = target.partition(":")
     value = getattr(importlib.import_module(module), attr)
+    if callable(value) and not isinstance(value, type):  # a public function: its arguments' types are checked
+        from ava.arguments import check_arguments
+
+        value = check_arguments(value)
     globals()[name] = value  # resolved once
     return value
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from ava.arguments import check_public_functions
 from ava.errors import AvaError
 from ava.jsonfile import read_json
 
@@ -208,12 +209,14 @@ def build_data(out: PathLike, *, progress: bool = False, **options: Any) -> Any:
     :class:`ava.curate.BuildConfig` (``coco``, ``images``, ``depth``, ``classes``, ``text``, ``attributes``,
     ``ava``, ``tasks``, ``seed``, ...). Returns a :class:`ava.curate.BuildResult` (counts, the kept/dropped
     summary, what was skipped and why)."""
+    from ava.config import load_config
     from ava.curate import BuildConfig, build_dataset
     from ava.extras import require
 
-    if options.get("coco"):  # masks, RLE and colour superpixels: checked before anything is written
+    config = load_config(BuildConfig, None, out=Path(out), **options)  # each option of its field's type
+    if config.coco:  # masks, RLE and colour superpixels: checked before anything is written
         require("build", "`ava data build --coco`")
-    return build_dataset(BuildConfig(out=Path(out), **options), progress=progress)
+    return build_dataset(config, progress=progress)
 
 
 def synth_sources(out: PathLike, *, n_images: int = 24, seed: int = 0, photos: bool = False) -> dict[str, Any]:
@@ -706,8 +709,6 @@ def train_head(
     for name in ("ava", "k", "pools"):
         if isinstance(options.get(name), str | int):
             options[name] = [options[name]]
-    if options.get("k") is not None:
-        options["k"] = [int(v) for v in options["k"]]
     if options.get("ava") is not None:
         options["ava"] = _paths(options["ava"])
     for name in ("data", "cache", "out", "init"):
@@ -1089,3 +1090,8 @@ def vlm_answer(
         progress=progress,
     )
     return answer(config)
+
+
+# Every public function above checks its arguments against its annotations before it runs (ava.arguments): a wrong
+# type is an AvaError naming the argument. Keep this the module's last statement: it covers what is defined above it.
+check_public_functions(globals())

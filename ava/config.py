@@ -9,11 +9,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import tomllib
-import types
 import typing
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ava.arguments import fits, type_name
 from ava.errors import AvaError
 
 C = TypeVar("C")
@@ -36,7 +36,7 @@ def load_config(cls: type[C], path: str | Path | None = None, **overrides: Any) 
     given = {k: v for k, v in overrides.items() if v is not None}
     unknown = set(given) - names
     if unknown:
-        raise AvaError(f"unknown config field(s) {sorted(unknown)}")
+        raise AvaError(f"unknown config field(s) {sorted(unknown)}; known: {sorted(names)}")
     _check_values(cls, given, "")
     values.update(given)
     return cls(**values)
@@ -63,47 +63,12 @@ def _check_values(cls: type, values: dict[str, Any], where: str) -> None:
     hints = typing.get_type_hints(cls)
     for name, value in values.items():
         hint = hints.get(name, Any)
-        if not _type_ok(value, hint):
-            raise AvaError(f"{where}{name} = {value!r}: expected {_type_name(hint)}")
+        if not fits(value, hint):
+            raise AvaError(f"{where}{name} = {value!r}: expected {type_name(hint)}")
     try:
         check_all(values)
     except ValueError as e:
         raise AvaError(f"{where}{e}") from None
-
-
-def _type_ok(value: Any, hint: Any) -> bool:
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if hint is Any:
-        return True
-    if origin in (typing.Union, types.UnionType):
-        return any(_type_ok(value, a) for a in args)
-    if hint is type(None):
-        return value is None
-    if hint is bool:
-        return isinstance(value, bool)
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if hint is float:
-        return isinstance(value, int | float) and not isinstance(value, bool)
-    if hint is str:
-        return isinstance(value, str)
-    if origin in (list, tuple):  # TOML has arrays only: a tuple field takes a list too
-        item = args[0] if args else Any
-        return isinstance(value, list | tuple) and all(_type_ok(v, item) for v in value)
-    if origin is dict or hint is dict:
-        return isinstance(value, dict)
-    return True
-
-
-def _type_name(hint: Any) -> str:
-    if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        return " or ".join(_type_name(a) for a in typing.get_args(hint))
-    if hint is type(None):
-        return "nothing (leave it out)"
-    origin = typing.get_origin(hint)
-    if origin in (list, tuple):
-        return f"a list of {_type_name(typing.get_args(hint)[0])}"
-    return {int: "an integer", float: "a number", str: "a string", bool: "true or false"}.get(hint, str(hint))
 
 
 def to_jsonable(obj: Any) -> Any:

@@ -30,6 +30,8 @@ BASE = {
     "ava.sample",
     "ava.home",
     "ava.extras",
+    "ava.jsonfile",
+    "ava.arguments",
 }
 LAYERS = [
     "ava.abilities",  # what is measured: abilities, reply parsers, subgroups
