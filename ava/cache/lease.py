@@ -41,10 +41,16 @@ class LeaseBusyError(AvaError):
     """Another job holds the group's lease."""
 
 
+_HELD: set[str] = set()  # tokens of the leases this process holds now
+
+
 def _alive_here(holder: dict[str, Any]) -> bool | None:
-    """Whether the holder's process runs (None: it is on another host, so this host cannot tell)."""
+    """Whether the holder's process runs (None: it is on another host, so this host cannot tell). A lease of this
+    very process that it no longer holds (its deletion failed: the store was down when the job ended) is dead."""
     if holder.get("host") != socket.gethostname():
         return None
+    if holder.get("pid") == os.getpid():
+        return holder.get("token") in _HELD
     try:
         os.kill(int(holder.get("pid", -1)), 0)
     except ProcessLookupError:
@@ -104,6 +110,7 @@ class Lease:
                     )
                 self.path.unlink(missing_ok=True)  # the holder is gone: take it over
             if self._put(create=True):
+                _HELD.add(self.token)
                 return
         raise LeaseBusyError(f"{busy} (lease {self.path} is being taken by another job)")
 
@@ -116,6 +123,7 @@ class Lease:
         if self._stop.is_set():
             return
         self._stop.set()
+        _HELD.discard(self.token)
         with contextlib.suppress(Exception):
             if (self._read() or {}).get("token") == self.token:
                 self.path.unlink(missing_ok=True)

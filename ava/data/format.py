@@ -271,6 +271,7 @@ class DatasetWriter:
 
     def __init__(self, root: str | os.PathLike[str], info: dict[str, Any] | None = None) -> None:
         self.root = Path(root)
+        self._made = not self.root.exists()  # this writer makes the directory: on an error, it removes it whole
         (self.root / "images").mkdir(parents=True, exist_ok=True)
         (self.root / "samples").mkdir(parents=True, exist_ok=True)
         self.info: dict[str, Any] = {"format": FORMAT_NAME, "version": FORMAT_VERSION}
@@ -313,9 +314,13 @@ class DatasetWriter:
 
     def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
         # On an error, keep the sample files as they were: images already stored are harmless (content-addressed),
-        # a half-written sample list is not.
+        # a half-written sample list is not; a directory this writer made holds nothing else and goes whole.
         if exc_type is None:
             self.close()
+        elif self._made:
+            import shutil
+
+            shutil.rmtree(self.root, ignore_errors=True)
 
 
 # What a dataset directory may hold besides dataset.json: only these are deleted when one is replaced.
