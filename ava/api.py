@@ -723,7 +723,6 @@ def train_head(
 
 
 def _results(run_dir: Path, split: str) -> dict[str, Any] | None:
-
     path = run_dir / f"results_{split}.json"
     return read_json(path) if path.is_file() else None
 

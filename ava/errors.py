@@ -196,6 +196,11 @@ def outage_line(outage: BaseException, where: object = None) -> str:
     )
 
 
+def too_deep() -> str:
+    """Why a JSON text nested deeper than Python's parser goes is refused."""
+    return f"JSON nested too deeply to read (over {sys.getrecursionlimit()} levels); no ava input is"
+
+
 def describe(e: BaseException) -> str | None:
     """One line for a failure the user can act on (path and cause), or None for a bug (keep the traceback)."""
     if isinstance(e, AvaError):
@@ -216,7 +221,7 @@ def describe(e: BaseException) -> str | None:
     import json
 
     if isinstance(e, RecursionError) and _raised_in(e.__traceback__, ("json.",)):  # a library's own json.loads
-        return f"{at}JSON nested too deeply to read (over {sys.getrecursionlimit()} levels); no ava input is"
+        return f"{at}{too_deep()}"
     if isinstance(e, json.JSONDecodeError):
         return f"{at}not valid JSON ({e.msg}: line {e.lineno}, column {e.colno}), corrupt or truncated"
     kind = f"{type(e).__module__}.{type(e).__name__}"

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from typing import Any
 
-from ava.errors import AvaError
+from ava.errors import AvaError, too_deep
 
 
 class JsonDepthError(AvaError, ValueError):
@@ -27,9 +26,7 @@ def loads(text: str | bytes, where: object = None) -> Any:
         return json.loads(text)
     except RecursionError:
         at = f"{where}: " if where is not None else ""
-        raise JsonDepthError(
-            f"{at}JSON nested too deeply to read (over {sys.getrecursionlimit()} levels); no ava input is"
-        ) from None
+        raise JsonDepthError(at + too_deep()) from None
 
 
 def read_json(path: str | os.PathLike[str] | Any, encoding: str = "utf-8") -> Any:

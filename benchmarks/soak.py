@@ -57,7 +57,7 @@ DISK_BYTES = 16 << 20  # the small disk
 FAULTS = ("none", "kill", "store", "disk")
 STORE_MODES = ("drop", "error", "stall", "refuse")
 OPS = ("extract_local", "extract_s3", "fingerprint", "push", "pull", "sweep")
-OP_WEIGHTS = (4, 3, 3, 2, 2, 1)  # a sweep's jobs are fresh processes: the slowest cycle
+OP_WEIGHTS = (4, 3, 3, 2, 2, 1)  # a sweep's jobs are fresh processes: its cycles are the slowest
 
 
 def run_cli(argv: list[str], env: dict[str, str], cwd: str, log: str) -> None:
@@ -143,32 +143,17 @@ class Soak:
 
     # -- the commands ------------------------------------------------------------------------------------------------
     def argv(self, op: str, target: str, out: str | None = None) -> list[str]:
-        d = str(self.data)
-        if op in ("extract_local", "extract_s3"):
-            return [
-                "cache",
-                "extract",
-                "--vfm",
-                "pixels",
-                "--data",
-                d,
-                "--cache",
-                target,
-                "--shard-size",
-                "4",
-                "--force",
-                "-q",
-            ]
+        given = ["--vfm", "pixels", "--data", str(self.data), "--cache", target]
+        if op in ("extract_local", "extract_s3"):  # (--force: a disk too small is met by the writes, not the plan)
+            return ["cache", "extract", *given, "--shard-size", "4", "--force", "-q"]
         if op == "fingerprint":
-            heads = ["--head", "knn", "--head", "probe-linear"]
-            return ["fingerprint", "--vfm", "pixels", "--data", d, "--cache", target, "--out", str(out), *heads, "-q"]
+            return ["fingerprint", *given, "--out", str(out), "--head", "knn", "--head", "probe-linear", "-q"]
         if op == "push":
             return ["cache", "push", target, str(out)]
         if op == "pull":
             return ["cache", "pull", target, str(out)]
         if op == "sweep":
-            grid = ["--vfm", "pixels", "--head", "knn", "--data", d, "--cache", target, "--out", str(out)]
-            return ["sweep", *grid, "--executor", "local"]
+            return ["sweep", *given, "--head", "knn", "--out", str(out), "--executor", "local"]
         raise ValueError(op)
 
     # -- what is checked ---------------------------------------------------------------------------------------------

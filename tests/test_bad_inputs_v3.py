@@ -65,6 +65,11 @@ def _sample(fx: Fixture, tmp: Path, edit: Callable[[dict], None]) -> Path:
     return data
 
 
+def _options(data: Path, tmp: Path) -> list[str]:
+    """``ava data options`` of ``data`` (random wrong classes, 3 options) into ``tmp/o``."""
+    return ["data", "options", "--data", str(data), "--out", str(tmp / "o"), "--miner", "random", "--k", "3"]
+
+
 def _write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
@@ -186,18 +191,7 @@ CASES = [
     # -- a choice question's truth outside its option list
     Case(
         "truth-index-out-of-range",
-        lambda fx, t: [
-            "data",
-            "options",
-            "--data",
-            str(_sample(fx, t, lambda r: r["truth"].update(index=99))),
-            "--out",
-            str(t / "o"),
-            "--miner",
-            "random",
-            "--k",
-            "3",
-        ],
+        lambda fx, t: _options(_sample(fx, t, lambda r: r["truth"].update(index=99)), t),
         ("recognition.jsonl:4: malformed sample (sample recognition/", "truth index 99 is not an option of its list"),
     ),
     Case(
@@ -207,18 +201,7 @@ CASES = [
     ),
     Case(
         "truth-text-in-no-option",
-        lambda fx, t: [
-            "data",
-            "options",
-            "--data",
-            str(_sample(fx, t, lambda r: r.update(truth={"text": "zebra"}))),
-            "--out",
-            str(t / "o"),
-            "--miner",
-            "random",
-            "--k",
-            "3",
-        ],
+        lambda fx, t: _options(_sample(fx, t, lambda r: r.update(truth={"text": "zebra"})), t),
         ("malformed sample (sample recognition/", "truth text 'zebra' is in none of its options"),
     ),
     Case(
