@@ -1054,7 +1054,7 @@ def rewrite_options(
 
 # -- VLM replies -----------------------------------------------------------------------------------------------
 def vlm_answer(
-    model: str,
+    model: PathLike,
     data: PathLike,
     out: PathLike,
     *,

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import logging
 import multiprocessing
 import os
 import random
@@ -57,7 +56,7 @@ DISK_BYTES = 16 << 20  # the small disk
 FAULTS = ("none", "kill", "store", "disk")
 STORE_MODES = ("drop", "error", "stall", "refuse")
 OPS = ("extract_local", "extract_s3", "fingerprint", "push", "pull", "sweep")
-OP_WEIGHTS = (4, 3, 3, 2, 2, 1)  # a sweep's jobs are fresh processes: its cycles are the slowest
+OP_WEIGHTS = (4, 2, 3, 2, 3, 1)  # a sweep's jobs are fresh processes: its cycles are the slowest
 
 
 def run_cli(argv: list[str], env: dict[str, str], cwd: str, log: str) -> None:
@@ -262,10 +261,10 @@ class Soak:
         elif fault == "store":
             mode = self.rng.choice(STORE_MODES)
             start = self.rng.uniform(0.0, 0.8) * self.expected[op]
-            window = self.rng.uniform(0.5, 4.0)
+            window = self.rng.uniform(0.5, 3.0)
             p = {"drop": 0.3, "error": 0.6}.get(mode, 1.0)
             timers = [
-                threading.Timer(start, self.proxy.set, (mode,), {"p": p, "seconds": 3.0}),
+                threading.Timer(start, self.proxy.set, (mode,), {"p": p, "seconds": 1.5}),
                 threading.Timer(start + window, self.proxy.set, ("pass",)),
             ]
             for tm in timers:
@@ -382,16 +381,26 @@ def _wait_group_gone(pgid: int, seconds: float = 60) -> None:
         time.sleep(0.05)
 
 
-def s3_server() -> tuple[Any, str]:
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)
+def s3_server() -> tuple[subprocess.Popen, str]:
+    """moto's S3 server in a process of its own (its Python threads would share this process's lock with the proxy
+    and the checks), with the soak's bucket; (the process, its endpoint)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     endpoint = f"http://127.0.0.1:{port}"
+    while True:  # up once it accepts a connection
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            if server.poll() is not None:
+                raise SystemExit("moto's server did not start (pip install 'moto[server]')") from None
+            time.sleep(0.1)
     os.environ.update({**S3_ENV, "AWS_ENDPOINT_URL": endpoint})
     import boto3
 
@@ -437,7 +446,8 @@ def soak(minutes: float, seed: int, work: Path, min_cycles: int = 0) -> dict[str
         }
     finally:
         s.close()
-        server.stop()
+        server.terminate()
+        server.wait()
 
 
 def main() -> None:

@@ -470,6 +470,7 @@ class ResidentFeatures:
             f"{self.cache.group.path.parent} {self.cache.key}`) and extract it again, or leave them out"
         )
 
+    @outages_named(lambda self: self.cache.group.path)
     def wait(self) -> torch.Tensor:
         """The resident tensor ``[U, T, D]``, once read (raises the reader's error, e.g. non-finite rows)."""
         self._thread.join()
