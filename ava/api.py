@@ -209,14 +209,14 @@ def build_data(out: PathLike, *, progress: bool = False, **options: Any) -> Any:
     :class:`ava.curate.BuildConfig` (``coco``, ``images``, ``depth``, ``classes``, ``text``, ``attributes``,
     ``ava``, ``tasks``, ``seed``, ...). Returns a :class:`ava.curate.BuildResult` (counts, the kept/dropped
     summary, what was skipped and why)."""
-    from ava.config import load_config
+    from ava.arguments import check_fields
     from ava.curate import BuildConfig, build_dataset
     from ava.extras import require
 
-    config = load_config(BuildConfig, None, out=Path(out), **options)  # each option of its field's type
-    if config.coco:  # masks, RLE and colour superpixels: checked before anything is written
+    check_fields(BuildConfig, options, "build_data: ")  # each option a field, of its type (its range: the build's)
+    if options.get("coco"):  # masks, RLE and colour superpixels: checked before anything is written
         require("build", "`ava data build --coco`")
-    return build_dataset(config, progress=progress)
+    return build_dataset(BuildConfig(out=Path(out), **options), progress=progress)
 
 
 def synth_sources(out: PathLike, *, n_images: int = 24, seed: int = 0, photos: bool = False) -> dict[str, Any]:

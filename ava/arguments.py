@@ -90,6 +90,21 @@ def type_name(hint: Any) -> str:
     return getattr(origin or hint, "__name__", str(hint))
 
 
+def check_fields(cls: type, values: dict[str, Any], where: str = "") -> None:
+    """Each of ``values`` a field of the dataclass ``cls`` (a typed config) and of the field's annotated type, or an
+    :class:`ArgumentError` that starts with ``where`` and names the field."""
+    import dataclasses
+
+    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = sorted(set(values) - names)
+    if unknown:
+        raise ArgumentError(f"{where}unknown field(s) {unknown}; known: {sorted(names)}")
+    hints = typing.get_type_hints(cls)
+    for name, value in values.items():
+        if not fits(value, hints.get(name, Any)):
+            raise ArgumentError(f"{where}{name} = {value!r}: expected {type_name(hints[name])}")
+
+
 def argument_hints(fn: Callable[..., Any]) -> dict[str, Any]:
     """Each parameter's annotation, evaluated in the function's module (one whose name is imported only for type
     checkers is taken as Any: what cannot be read cannot be enforced)."""

@@ -9,11 +9,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import tomllib
-import typing
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ava.arguments import fits, type_name
+from ava.arguments import check_fields
 from ava.errors import AvaError
 
 C = TypeVar("C")
@@ -60,11 +59,7 @@ def _check_values(cls: type, values: dict[str, Any], where: str) -> None:
     naming the field: a TOML ``epochs = "ten"`` or ``lr = -1`` is refused before any work."""
     from ava.validate import check_all
 
-    hints = typing.get_type_hints(cls)
-    for name, value in values.items():
-        hint = hints.get(name, Any)
-        if not fits(value, hint):
-            raise AvaError(f"{where}{name} = {value!r}: expected {type_name(hint)}")
+    check_fields(cls, values, where)
     try:
         check_all(values)
     except ValueError as e:

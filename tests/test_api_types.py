@@ -92,9 +92,9 @@ def test_a_wrong_type_is_an_ava_error_naming_the_argument(
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda: ava.api.build_data("out", coco=3), r"^coco = 3: expected a path or nothing"),
-        (lambda: ava.api.build_data("out", seed="0"), r"^seed = '0': expected an integer"),
-        (lambda: ava.api.build_data("out", not_an_option=1), r"^unknown config field\(s\) \['not_an_option'\]"),
+        (lambda: ava.api.build_data("out", coco=3), r"^build_data: coco = 3: expected a path or nothing"),
+        (lambda: ava.api.build_data("out", seed="0"), r"^build_data: seed = '0': expected an integer"),
+        (lambda: ava.api.build_data("out", not_an_option=1), r"^build_data: unknown field\(s\) \['not_an_option'\]"),
         (lambda: ava.train_head("knn", k="x"), r"^k = \['x'\]: expected a list of an integer"),
         (lambda: ava.train_head("knn", epochs=1.5), r"does not use --epochs"),
         (lambda: ava.train_head("probe-linear", epochs="3"), r"^epochs = '3': expected an integer"),
