@@ -4,7 +4,7 @@ It listens on 127.0.0.1 and forwards each HTTP/1.1 request to the upstream serve
 request by request, so a fault lands on a request, at a moment the caller chooses:
 
 - ``pass``: forward;
-- ``refuse``: stop listening (a new connection is refused: the store is gone; open connections are cut);
+- ``refuse``: cut every open connection and reset each new one as it arrives (the store is gone);
 - ``drop``: cut the connection, with probability ``p`` per request, after the request was sent upstream and part of
   the answer came back (the server may have done the write; the client never hears);
 - ``stall``: hold each request ``seconds`` before forwarding it (a slow store; clients time out);
@@ -69,7 +69,7 @@ class FaultProxy:
         return self
 
     def stop(self) -> None:
-        self._call(self._close_server(cut=True))
+        self._call(self._close_server())
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)
 
@@ -94,25 +94,29 @@ class FaultProxy:
             raise ValueError(f"mode {mode!r}: one of {MODES}")
         self.mode, self.p, self.seconds = mode, p, seconds
         self.counts.by_mode[mode] = self.counts.by_mode.get(mode, 0) + 1
-        if mode == "refuse":
-            await self._close_server(cut=True)
-        elif self._server is None:
-            await self._listen()
+        if mode == "refuse":  # (the listener stays: one closed under a connection being accepted leaves it hanging)
+            self._cut()
 
     async def _listen(self) -> None:
         self._server = await asyncio.start_server(self._client, "127.0.0.1", self.port, reuse_address=True)
         self.port = self._server.sockets[0].getsockname()[1]
 
-    async def _close_server(self, *, cut: bool) -> None:
+    async def _close_server(self) -> None:
         if self._server is not None:
             self._server.close()
             self._server = None
-        if cut:
-            for w in list(self._writers):
-                w.transport.abort()
-            self._writers.clear()
+        self._cut()
+
+    def _cut(self) -> None:
+        for w in list(self._writers):
+            w.transport.abort()
+        self._writers.clear()
 
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.mode == "refuse":
+            self.counts.refused += 1
+            writer.transport.abort()
+            return
         self._writers.add(writer)
         up: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
         try:

@@ -24,13 +24,14 @@ from fault_proxy import FaultProxy  # noqa: E402
 
 pytest_plugins = ["tests._s3_fixtures"]  # the S3 server fixtures
 PIXELS = "pixels"
-SHARD = 4
+SHARD = 2
+N = 16  # images: eight shards, committed by writer threads in any order
 COMMIT = r"^PUT .*/done/c/"  # a shard's commit marker written
 
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_dataset(tmp_path_factory.mktemp("faultdata") / "data", n_images=10)
+    return make_dataset(tmp_path_factory.mktemp("faultdata") / "data", n_images=N)
 
 
 @pytest.fixture
@@ -78,7 +79,8 @@ def test_store_gone_after_two_shards_is_one_line_and_the_rerun_resumes(
     assert "run the command again once it answers and it resumes" in err and "internal error" not in err
     proxy.set("pass")
     again = _extract(data, s3_url)
-    assert again["already_done"] == 2 * SHARD and again["extracted"] == 10 - 2 * SHARD  # the two shards were kept
+    kept = again["already_done"]  # the shards committed before the store went away (two, or a third in flight)
+    assert 2 * SHARD <= kept < N and again["extracted"] == N - kept
     assert content_digest(open_cache(s3_url, PIXELS).group) == content_digest(open_cache(local["cache"], PIXELS).group)
     assert verify_cache(s3_url)["ok"]
 
