@@ -201,7 +201,7 @@ class Soak:
         for here, dirs, files in os.walk(root):
             for name in files + dirs:
                 path = Path(here) / name
-                if name.endswith(".tmp") or name.startswith(".ava-probe"):
+                if name.endswith((".tmp", ".partial")) or name.startswith(".ava-probe"):
                     bad.append(str(path))
                 elif name in (".extract.lock", ".lock"):
                     with open(path) as f:
@@ -268,6 +268,7 @@ class Soak:
                 threading.Timer(start + window, self.proxy.set, ("pass",)),
             ]
             for tm in timers:
+                tm.daemon = True
                 tm.start()
         elif fault == "disk":
             assert self.small is not None
@@ -418,10 +419,15 @@ def soak(minutes: float, seed: int, work: Path, min_cycles: int = 0) -> dict[str
         ref_s = time.monotonic() - t0
         end = time.monotonic() + minutes * 60
         i = 0
+        seen = 0
         while time.monotonic() < end or s.tally.cycles < min_cycles:
             c0 = time.monotonic()
             op, fault = s.cycle(i)
             i += 1
+            found = s.tally.differences + s.tally.internal_errors + s.tally.leftovers
+            for problem in found[seen:]:
+                print(f"  problem: {problem}", flush=True)
+            seen = len(found)
             print(
                 f"cycle {i} ({op}, {fault}, {time.monotonic() - c0:.1f} s): {s.tally.cycles} ok, "
                 f"{len(s.tally.differences)} differences, {len(s.tally.internal_errors)} internal errors, "

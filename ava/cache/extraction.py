@@ -31,7 +31,7 @@ from ava.cache.chunks import read_rows
 from ava.cache.codecs import get_codec
 from ava.cache.location import cache_path, outages_named, probe
 from ava.cache.pooling import STORED_VIEWS, pool_candidates, pool_tokens, pool_tokens_torch, token_grid
-from ava.cache.shards import write_file
+from ava.cache.shards import remove_partials, write_file
 from ava.cache.store import (
     FORMAT_NAME,
     FORMAT_VERSION,
@@ -436,6 +436,7 @@ def _prepare(config: ExtractConfig, vfm: Any, name: str, shas: list[str], dist: 
             shard_size = config.shard_size or default_shard_size(config.cache, int(vfm.num_tokens), int(vfm.dim))
             group = create_group(config.cache, build_spec(vfm, name, config), key=config.key, shard_size=shard_size)
             lock = _lock_group(group)
+            remove_partials(group.path)  # what a job killed mid-write left (this job holds the group now)
             add_rows(group, shas)
             key = group.key
         except AvaError as e:

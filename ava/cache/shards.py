@@ -207,3 +207,19 @@ def write_file(path: CachePath, parts: Sequence[Any]) -> None:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def remove_partials(folder: CachePath) -> list[Path]:
+    """Delete the temporaries that writers killed mid-write left under a local group ``folder`` (``.NAME.<id>.partial``
+    of :func:`write_file`, ``.NAME.<pid>.tmp`` of an atomic text write); returns them. Only a job that holds the
+    group's lock calls it, so no file another writer is still writing is removed. An object store has none."""
+    if isinstance(folder, RemotePath):
+        return []
+    removed = []
+    for here, _, files in os.walk(folder):
+        for name in files:
+            if name.startswith(".") and name.endswith((".partial", ".tmp")):
+                path = Path(here) / name
+                path.unlink(missing_ok=True)
+                removed.append(path)
+    return removed

@@ -30,7 +30,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from ava.cache.location import CachePath, RemotePath, cache_path, is_remote, outages_named, probe, write_text_atomic
+from ava.cache.location import CachePath, RemotePath, cache_path, is_remote, outages_named, probe
+from ava.cache.shards import remove_partials, write_file
 from ava.cache.store import CacheError, open_groups, open_root, spec_diff
 
 HIDDEN = (".extract.lock", ".extract.lease", ".ava-probe")
@@ -100,16 +101,6 @@ def _phase(rel: str) -> int:
     if len(parts) > 1 and parts[1] == "done":
         return 1
     return 0
-
-
-def _write(dst: CachePath, data: bytes) -> None:
-    if isinstance(dst, RemotePath):
-        dst.write_bytes(data)
-        return
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, dst)
 
 
 def _check_specs(src: CachePath, dst: CachePath, force: bool) -> tuple[list[Any], list[str]]:
@@ -199,6 +190,8 @@ def copy_cache(
     with _locks(d, [g.key for g in groups]):
         for key in replaced:
             _delete_group(d, key)
+        for g in groups:  # what a copy killed mid-write left (this copy holds the groups now)
+            remove_partials(d / g.key)
         have = _all_files(d)
         files = _all_files(s)
         with ThreadPoolExecutor(max(1, threads)) as pool:  # hashing reads files: in parallel, as the copy does
@@ -209,10 +202,7 @@ def copy_cache(
         def one(item: tuple[str, int]) -> None:
             rel, _ = item
             data = (s / rel).read_bytes()
-            if rel.endswith("rows.json") and not is_remote(d):
-                write_text_atomic(d / rel, data.decode())  # type: ignore[operator]
-            else:
-                _write(d / rel, data)  # type: ignore[operator]
+            write_file(d / rel, [data])  # type: ignore[operator]
             copied["files"] += 1
             copied["bytes"] += len(data)
 
