@@ -457,12 +457,14 @@ def soak(minutes: float, seed: int, work: Path, min_cycles: int = 0) -> dict[str
 
 
 def main() -> None:
+    import results
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--minutes", type=float, default=2.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--min-cycles", type=int, default=0, help="run on past --minutes until this many cycles")
     ap.add_argument("--work", type=Path, default=None, help="working folder (default: a temporary one, removed)")
-    ap.add_argument("--json", action="store_true", help="record the figures in benchmarks/results/")
+    results.json_option(ap)
     args = ap.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="ava-soak-"))
     load = os.getloadavg()
@@ -474,24 +476,17 @@ def main() -> None:
     found["load_before"] = [round(v, 2) for v in load]
     found["load_after"] = [round(v, 2) for v in os.getloadavg()]
     print(json.dumps(found, indent=1))
-    if args.json:
-        from results import figure, record
-
-        bad = len(found["differences"]) + len(found["internal_errors"]) + len(found["leftovers"])
-        note = f"{args.minutes:g} min, seed {args.seed}, load {found['load_before'][0]} -> {found['load_after'][0]}"
-        path = record(
-            "soak",
-            [
-                figure("cycles", found["cycles"], "cycles", ">= 200 in 30 min" if args.minutes >= 30 else None, note),
-                figure("differences", len(found["differences"]), "", "0", "digest or result differences"),
-                figure("internal_errors", len(found["internal_errors"]), "", "0"),
-                figure("leftovers", len(found["leftovers"]), "", "0", "locks held, leases, probes, temporaries"),
-            ],
-            [found],
-        )
-        print(f"recorded in {path}")
-    bad = found["differences"] or found["internal_errors"] or found["leftovers"]
-    sys.exit(1 if bad else 0)
+    note = f"{args.minutes:g} min, seed {args.seed}, load {found['load_before'][0]} -> {found['load_after'][0]}"
+    figures = [
+        results.figure("cycles", found["cycles"], "cycles", ">= 200 in 30 min" if args.minutes >= 30 else None, note),
+        results.figure("differences", len(found["differences"]), "", "0", "digest or result differences"),
+        results.figure("internal_errors", len(found["internal_errors"]), "", "0"),
+        results.figure("leftovers", len(found["leftovers"]), "", "0", "locks held, leases, probes, temporaries"),
+    ]
+    written = results.write(args.json, "soak", figures, [found], found)
+    if written is not None:
+        print(f"recorded in {written}")
+    sys.exit(1 if found["differences"] or found["internal_errors"] or found["leftovers"] else 0)
 
 
 if __name__ == "__main__":
