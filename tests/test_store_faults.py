@@ -117,6 +117,29 @@ def test_push_cut_off_by_dropped_connections_resumes(
     assert not [n for n in left if ".extract.lease" in n or ".ava-probe" in n], left
 
 
+def test_a_store_that_resets_connections_mid_push_prints_one_line(
+    data: Path,
+    tmp_path: Path,
+    s3_url: str,
+    proxy: FaultProxy,
+    capsys: pytest.CaptureFixture,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The client library's requests abandoned when the store reset their connections are reported by asyncio's
+    logger when they are collected ("Task exception was never retrieved", a traceback each): none of that reaches
+    the user, only the one line."""
+    import gc
+
+    local = tmp_path / "local"
+    _extract(data, local)
+    proxy.after(3, r"^PUT ", "refuse")
+    code, err = _cli(["cache", "push", str(local), s3_url], capsys)
+    gc.collect()  # the abandoned requests are reported as they are collected
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    reported = [r for r in caplog.records if r.name == "asyncio" and "never retrieved" in r.getMessage()]
+    assert reported == []
+
+
 def test_store_outage_reads_the_client_libraries_exceptions() -> None:
     import aiohttp
     from botocore.exceptions import ClientError, ConnectionClosedError, EndpointConnectionError, ReadTimeoutError

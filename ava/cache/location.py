@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -60,11 +61,22 @@ class StoreUnreachableError(CacheLocationError):
     """The object store went away (or kept failing) in the middle of an operation; a rerun resumes."""
 
 
+def _not_an_abandoned_outage(record: logging.LogRecord) -> bool:
+    """asyncio's log filter: False for its report of a client library's task that died of a store outage and that
+    nothing awaited ("Task exception was never retrieved", a traceback each): the outage is said in one line."""
+    error = record.exc_info[1] if record.exc_info else None
+    abandoned = str(record.msg).startswith("Task exception was never retrieved")
+    return not (abandoned and error is not None and store_outage(error) is not None)
+
+
 @contextlib.contextmanager
 def store_errors(*paths: Any) -> Iterator[None]:
     """An outage of the object store under any of ``paths`` (:func:`ava.errors.store_outage`) raised inside the
     block becomes a :class:`StoreUnreachableError`: one line naming the cache and the endpoint, saying that what was
     committed is kept and that running the command again resumes. Local paths pass everything through."""
+    log = logging.getLogger("asyncio")
+    if _not_an_abandoned_outage not in log.filters:
+        log.addFilter(_not_an_abandoned_outage)
     try:
         yield
     except AvaError:  # said already (the probe's refusal, a damaged group)
