@@ -96,7 +96,7 @@ class Tally:
 
 
 class Soak:
-    def __init__(self, work: Path, seed: int, endpoint: str) -> None:
+    def __init__(self, work: Path, seed: int, endpoint: str, ops: tuple[str, ...] = OPS) -> None:
         self.work, self.rng = work, random.Random(seed)
         self.direct = endpoint
         self.proxy = FaultProxy(endpoint, seed=seed).start()
@@ -104,6 +104,7 @@ class Soak:
         self.ctx = multiprocessing.get_context("forkserver")
         self.ctx.set_forkserver_preload(PRELOAD)
         self.tally = Tally()
+        self.ops = ops
         self.data = work / "data"
         self.small = self._mount_small_disk(work / "small")
         self.expected: dict[str, float] = {}  # op -> seconds of its fault-free run (where a kill lands)
@@ -214,7 +215,7 @@ class Soak:
     # -- one cycle ---------------------------------------------------------------------------------------------------
     def plan(self, i: int) -> tuple[str, str, list[str], Any, Any]:
         """(op, fault, argv, what to check, where the output is) of cycle ``i``."""
-        op = self.rng.choices(OPS, OP_WEIGHTS)[0]
+        op = self.rng.choices(self.ops, [OP_WEIGHTS[OPS.index(o)] for o in self.ops])[0]
         faults = {
             "extract_local": ("none", "kill", "disk"),
             "extract_s3": ("kill", "store", "store"),
@@ -409,25 +410,26 @@ def s3_server() -> tuple[subprocess.Popen, str]:
     return server, endpoint
 
 
-def soak(minutes: float, seed: int, work: Path, min_cycles: int = 0) -> dict[str, Any]:
-    """Run cycles for ``minutes`` (and at least ``min_cycles``); returns the tally and what the run had."""
+def soak(minutes: float, seed: int, work: Path, min_cycles: int = 0, ops: tuple[str, ...] = OPS) -> dict[str, Any]:
+    """Run cycles of ``ops`` for ``minutes`` (and at least ``min_cycles``); returns the tally and what the run had."""
     server, endpoint = s3_server()
-    s = Soak(work, seed, endpoint)
+    s = Soak(work, seed, endpoint, ops)
     try:
         t0 = time.monotonic()
         s.reference()
         ref_s = time.monotonic() - t0
         end = time.monotonic() + minutes * 60
         i = 0
-        seen = 0
+        seen = {"differences": 0, "internal_errors": 0, "leftovers": 0}
         while time.monotonic() < end or s.tally.cycles < min_cycles:
             c0 = time.monotonic()
             op, fault = s.cycle(i)
             i += 1
-            found = s.tally.differences + s.tally.internal_errors + s.tally.leftovers
-            for problem in found[seen:]:
-                print(f"  problem: {problem}", flush=True)
-            seen = len(found)
+            for kind, n in seen.items():
+                found = getattr(s.tally, kind)
+                for problem in found[n:]:
+                    print(f"  {kind}: {problem}", flush=True)
+                seen[kind] = len(found)
             print(
                 f"cycle {i} ({op}, {fault}, {time.monotonic() - c0:.1f} s): {s.tally.cycles} ok, "
                 f"{len(s.tally.differences)} differences, {len(s.tally.internal_errors)} internal errors, "
@@ -464,12 +466,16 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--min-cycles", type=int, default=0, help="run on past --minutes until this many cycles")
     ap.add_argument("--work", type=Path, default=None, help="working folder (default: a temporary one, removed)")
+    ap.add_argument("--ops", default=",".join(OPS), help=f"the commands cycled through (default: all of {OPS})")
     results.json_option(ap)
     args = ap.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="ava-soak-"))
     load = os.getloadavg()
     try:
-        found = soak(args.minutes, args.seed, work, args.min_cycles)
+        ops = tuple(o for o in args.ops.split(",") if o)
+        if not ops or set(ops) - set(OPS):
+            raise SystemExit(f"--ops {args.ops}: name some of {', '.join(OPS)}")
+        found = soak(args.minutes, args.seed, work, args.min_cycles, ops)
     finally:
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)
