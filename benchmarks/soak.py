@@ -129,7 +129,12 @@ class Soak:
         t0 = time.monotonic()
         p = self.ctx.Process(target=run_cli, args=(argv, self.env, str(self.work), str(log)))
         p.start()
-        p.join(kill_after if kill_after is not None else timeout)
+        try:
+            p.join(kill_after if kill_after is not None else timeout)
+        except BaseException:  # the soak itself interrupted: the command goes with it
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)
+            raise
         if p.exitcode is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(p.pid, signal.SIGKILL if kill_after is not None else signal.SIGTERM)
