@@ -13,7 +13,7 @@ import pytest
 from ava.cache import ExtractConfig, content_digest, extract, open_cache
 from ava.cache.transfer import copy_cache
 from ava.errors import AvaError
-from tests._cache_fixtures import make_dataset, small_filesystem
+from tests.helpers import make_dataset, small_filesystem
 
 
 @pytest.fixture(scope="module")

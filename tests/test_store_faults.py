@@ -17,12 +17,11 @@ import pytest
 from ava.cache import ExtractConfig, content_digest, extract, open_cache, verify_cache
 from ava.cache.location import StoreUnreachableError, cache_path
 from ava.errors import store_outage
-from tests._cache_fixtures import make_dataset
+from tests.helpers import make_dataset
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from fault_proxy import FaultProxy  # noqa: E402
 
-pytest_plugins = ["tests._s3_fixtures"]  # the S3 server fixtures
 PIXELS = "pixels"
 SHARD = 2
 N = 16  # images: eight shards, committed by writer threads in any order
@@ -138,6 +137,27 @@ def test_a_store_that_resets_connections_mid_push_prints_one_line(
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     reported = [r for r in caplog.records if r.name == "asyncio" and "never retrieved" in r.getMessage()]
     assert reported == []
+
+
+def test_a_probe_object_a_killed_writer_left_goes_with_the_next_writer(s3_url: str) -> None:
+    """A writer killed between putting and deleting its probe object leaves it; the next writer's probe on this host
+    deletes it (its process is gone), not a live one's."""
+    import os
+    import socket
+    import subprocess
+
+    from ava.cache.location import PROBE, probe
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    fs = cache_path(s3_url).fs
+    root = s3_url.removeprefix("s3://")
+    dead, live = (f"{root}/{PROBE}{socket.gethostname()}-{pid}-0a0b0c0d" for pid in (gone.pid, os.getpid()))
+    for name in (dead, live):
+        fs.pipe_file(name, b"")
+    probe(cache_path(s3_url), write=True)
+    left = [n.rsplit("/", 1)[-1] for n in fs.ls(root, detail=False, refresh=True)]
+    assert left == [live.rsplit("/", 1)[-1]]
 
 
 def test_store_outage_reads_the_client_libraries_exceptions() -> None:

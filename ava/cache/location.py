@@ -22,6 +22,7 @@ import contextlib
 import functools
 import logging
 import os
+import socket
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -483,9 +484,10 @@ def probe(path: CachePath, *, write: bool, option: str = "--cache") -> None:
     try:
         fs.ls(bucket, refresh=True)
         if write:
-            token = f"{path.path}/.ava-probe-{os.getpid()}-{os.urandom(4).hex()}"
+            token = f"{path.path}/{PROBE}{socket.gethostname()}-{os.getpid()}-{os.urandom(4).hex()}"
             fs.pipe_file(token, b"")
             fs.rm_file(token)
+            _remove_dead_probes(fs, path.path)
     except FileNotFoundError:
         raise CacheLocationError(
             f"{option} {path}: bucket {bucket!r} does not exist (or is not visible to these credentials)"
@@ -506,6 +508,30 @@ def probe(path: CachePath, *, write: bool, option: str = "--cache") -> None:
             f"{option} {path}: the store cannot be reached ({_short(e)}); check the "
             "endpoint (AWS_ENDPOINT_URL) and the network"
         ) from None
+
+
+PROBE = ".ava-probe-"  # + host-pid-random: the object a writer's probe puts and deletes
+
+
+def _remove_dead_probes(fs: Any, root: str) -> None:
+    """Delete the probe objects at ``root`` that writers of this host killed between putting and deleting them left
+    (their process is gone); another host's are left to it."""
+    try:
+        names = fs.ls(root, detail=False, refresh=True)
+    except FileNotFoundError:
+        return
+    for name in names:
+        base = name.rstrip("/").rsplit("/", 1)[-1]
+        host, _, pid = base.removeprefix(PROBE).rpartition("-")[0].rpartition("-")
+        if not base.startswith(PROBE) or host != socket.gethostname() or not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            with contextlib.suppress(FileNotFoundError):
+                fs.rm_file(name)
+        except PermissionError:  # another user's process: running
+            continue
 
 
 def _quick(path: RemotePath) -> Any:
