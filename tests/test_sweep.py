@@ -75,8 +75,8 @@ def test_the_zero_shot_head_needs_no_cache_nor_extraction(data: Path, tmp_path: 
     extraction; a plan of zero-shot alone extracts nothing."""
     jobs = plan_jobs(make_plan(_fields(data, tmp_path, head=["zero-shot", "knn"])))
     zs = next(j for j in jobs if j.head == "zero-shot")
-    assert "--cache" not in zs.argv and zs.needs is None
-    assert next(j for j in jobs if j.head == "knn").needs == "extract-pixels"
+    assert "--cache" not in zs.argv and zs.after == []
+    assert next(j for j in jobs if j.head == "knn").after == ["extract-pixels"]
     assert [j.kind for j in plan_jobs(make_plan(_fields(data, tmp_path, head="zero-shot")))] == ["train"]
 
 
@@ -151,15 +151,15 @@ def test_local_executor_logs_each_job_and_blocks_those_whose_extraction_failed(t
     todo = [
         Job("extract-a", "extract", "a", ok),
         Job("extract-b", "extract", "b", bad),
-        Job("knn-a", "train", "a", ok, needs="extract-a"),
-        Job("knn-b", "train", "b", touch, needs="extract-b"),
+        Job("knn-a", "train", "a", ok, after=["extract-a"]),
+        Job("knn-b", "train", "b", touch, after=["extract-b"]),
     ]
     state = JobState(tmp_path / "sweep")
     outcome = run_local(todo, state, jobs=2, finished={})
     assert outcome == {"extract-a": DONE, "extract-b": FAILED, "knn-a": DONE, "knn-b": BLOCKED}
     assert state.read(todo[1])["error"] == "error: no such image" and state.read(todo[1])["rc"] == 2
     assert "extracted" in state.log(todo[0]).read_text() and state.read(todo[0])["rc"] == 0
-    assert state.read(todo[3])["error"] == "its extraction extract-b failed: error: no such image"
+    assert state.read(todo[3])["error"] == "its dependency extract-b failed: error: no such image"
     assert not marker.exists()  # the blocked job never ran
 
 
@@ -401,11 +401,11 @@ def test_the_local_executor_says_when_each_job_starts_and_ends(tmp_path: Path, c
     todo = [
         Job("extract-a", "extract", "a", ok),
         Job("extract-b", "extract", "b", bad),
-        Job("knn-b", "train", "b", ok, needs="extract-b"),
+        Job("knn-b", "train", "b", ok, after=["extract-b"]),
     ]
     state = JobState(tmp_path / "sweep")
     run_local(todo, state, jobs=1, finished={}, progress=True)
     err = " ".join(capsys.readouterr().err.split())
     assert f"running extract-a (log {state.log(todo[0])})" in err and "done extract-a in" in err
     assert "failed extract-b in" in err and "(exit 2): error: no such image" in err
-    assert "blocked knn-b: its extraction extract-b failed" in err
+    assert "blocked knn-b: its dependency extract-b failed" in err

@@ -4,6 +4,11 @@ One extraction job per VFM (``extract-<vfm>``), then one training job per (VFM, 
 (``<head>-<vfm>[-<abilities>]``, also the name of its run directory under the plan's ``out``: what `ava report`
 reads). A job is a command line (``python -m ava ...``), so every executor runs the same thing a user would type.
 
+Jobs form a graph: ``Job.after`` names the jobs one waits for (a training job waits for its VFM's extraction; any
+other chain, extraction -> stage 1 -> stage 2 -> ..., is the same field). An executor starts a job once every job
+it waits for is done, and marks it ``blocked`` (never run, its error naming the dependency) when one failed or was
+blocked itself; nothing else waits, so one VFM's failure stops only that VFM's jobs.
+
 Each job's state is one JSON file, ``OUT/sweep/jobs/<name>.json``, written atomically: ``state`` (``pending``,
 ``submitted``, ``running``, ``done``, ``failed``, ``blocked``), the log path, the SLURM job id where there is one, the
 exit code and, for a failed job, its error in one line.
@@ -19,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ava.errors import redact
-from ava.sweep.plan import SweepPlan, reads_cache, safe
+from ava.sweep.plan import SweepError, SweepPlan, reads_cache, safe
 
 PENDING, SUBMITTED, RUNNING, DONE, FAILED, BLOCKED = "pending", "submitted", "running", "done", "failed", "blocked"
 FINISHED = (DONE,)
@@ -34,7 +39,17 @@ class Job:
     head: str | None = None
     ava: list[str] = field(default_factory=list)
     run_dir: str | None = None
-    needs: str | None = None  # the extraction job this one waits for
+    after: list[str] = field(default_factory=list)  # the jobs this one waits for (by name)
+    gpus: int = 1  # GPUs it takes in a sweep on GPUs; more than one: its command runs under torchrun
+
+    @classmethod
+    def from_record(cls, fields: dict[str, Any]) -> Job:
+        """A job from its state record's ``job`` block (a record of an earlier version named one ``needs``)."""
+        fields = dict(fields)
+        needs = fields.pop("needs", None)
+        if needs and not fields.get("after"):
+            fields["after"] = [needs]
+        return cls(**fields)
 
 
 def _ava(*args: str) -> list[str]:
@@ -91,20 +106,84 @@ def plan_jobs(plan: SweepPlan) -> list[Job]:
                 )
                 if abilities:
                     argv += ["--ava", ",".join(abilities)]
-                needs = f"extract-{safe(vfm)}" if cached[head] else None
-                out.append(Job(name, "train", vfm, argv, head, list(abilities), run_dir, needs))
+                after = [f"extract-{safe(vfm)}"] if cached[head] else []
+                out.append(Job(name, "train", vfm, argv, head, list(abilities), run_dir, after))
     return out
 
 
+def check_graph(jobs: list[Job], known: set[str] | frozenset[str] = frozenset()) -> None:
+    """Refuse a job that waits for a job neither in ``jobs`` nor ``known`` (jobs outside them, e.g. done in an
+    earlier sweep), and a cycle (no job of it could ever start), naming the jobs."""
+    names = {j.name for j in jobs}
+    if len(names) != len(jobs):
+        twice = next(j.name for i, j in enumerate(jobs) if j.name in {k.name for k in jobs[:i]})
+        raise SweepError(f"sweep jobs: two jobs are named {twice!r}")
+    for job in jobs:
+        missing = [a for a in job.after if a not in names and a not in known]
+        if missing:
+            raise SweepError(f"sweep jobs: {job.name} waits for {', '.join(missing)}, which is no job of this sweep")
+    order = topological(jobs)
+    if len(order) < len(jobs):
+        left = [j.name for j in jobs if j.name not in {o.name for o in order}]
+        raise SweepError(f"sweep jobs: {', '.join(left)} wait for each other in a circle (none could start)")
+
+
+def topological(jobs: list[Job]) -> list[Job]:
+    """``jobs`` ordered so that each comes after the jobs of ``jobs`` it waits for (ties kept in list order); the
+    jobs of a cycle are left out."""
+    by_name = {j.name: j for j in jobs}
+    placed: set[str] = set()
+    out: list[Job] = []
+    progressed = True
+    while progressed:
+        progressed = False
+        for job in jobs:
+            if job.name not in placed and all(a in placed or a not in by_name for a in job.after):
+                placed.add(job.name)
+                out.append(job)
+                progressed = True
+    return out
+
+
+def dependents(jobs: list[Job]) -> dict[str, list[str]]:
+    """Job name -> the names of the jobs that wait for it directly."""
+    out: dict[str, list[str]] = {j.name: [] for j in jobs}
+    for job in jobs:
+        for a in job.after:
+            out.setdefault(a, []).append(job.name)
+    return out
+
+
+def blocked_error(dependency: str, state: str, why: str | None) -> str:
+    """Why a job is blocked: the dependency that failed (or was blocked itself), and that one's error line."""
+    line = f"its dependency {dependency} {'failed' if state == FAILED else 'is ' + state}: {why or 'no error line'}"
+    return line if len(line) <= 400 else line[:397] + "..."
+
+
+def torchrun(argv: list[str], processes: int) -> list[str]:
+    """``python -m ava ...`` as one process per GPU under torchrun on this node (``ava cache extract`` splits its
+    rows among the ranks, each writing its own shards)."""
+    return [argv[0], "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}", *argv[1:]]
+
+
 class JobState:
-    """The state files of a plan's jobs (``OUT/sweep/jobs``)."""
+    """The state files of a plan's jobs (``OUT/sweep/jobs``), their logs, and what a local job's own process
+    writes beside them: its exit status (``OUT/sweep/exits``) and its progress (``OUT/sweep/progress``)."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder / "jobs"
         self.logs = folder / "logs"
+        self.exits = folder / "exits"
+        self.progress = folder / "progress"
 
     def log(self, job: Job) -> Path:
         return self.logs / f"{job.name}.log"
+
+    def exit_file(self, job: Job) -> Path:
+        return self.exits / f"{job.name}.json"
+
+    def progress_file(self, job: Job) -> Path:
+        return self.progress / f"{job.name}.json"
 
     def read(self, job: Job) -> dict[str, Any]:
         try:

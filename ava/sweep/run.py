@@ -11,20 +11,39 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ava.sweep.jobs import BLOCKED, DONE, FAILED, PENDING, Job, JobState, plan_jobs, result_files
+from ava.sweep.jobs import (
+    BLOCKED,
+    DONE,
+    FAILED,
+    PENDING,
+    Job,
+    JobState,
+    blocked_error,
+    check_graph,
+    plan_jobs,
+    result_files,
+    topological,
+)
 from ava.sweep.plan import SweepError, SweepPlan, write_plan
 
 FORCE = "--force"
 
 
 def _current(plan: SweepPlan, jobs: list[Job], state: JobState) -> dict[str, dict[str, Any]]:
-    """Every job's state record, refreshed from SLURM where it was submitted there."""
+    """Every job's state record, refreshed from SLURM where it was submitted there (a job SLURM cancelled because
+    a job it waits for failed is blocked, naming that job)."""
     records = {j.name: state.read(j) for j in jobs}
     if any(r.get("job_id") for r in records.values()):
         from ava.sweep.slurm import refresh_slurm, squeue_states
 
         queued = squeue_states()
         records = {j.name: refresh_slurm(j, records[j.name], state, queued) for j in jobs}
+        for job in topological(jobs):
+            r = records[job.name]
+            bad = next((a for a in job.after if records.get(a, {}).get("state") in (FAILED, BLOCKED)), None)
+            if bad and r.get("state") == FAILED and r.get("job_id") and not Path(r.get("result_file") or "").is_file():
+                error = blocked_error(bad, records[bad]["state"], records[bad].get("error"))
+                records[job.name] = state.write(job, state=BLOCKED, error=error)
     return records
 
 
@@ -75,6 +94,7 @@ def sweep(plan: SweepPlan, *, force: bool = False, progress: bool = False) -> di
 
         check_slurm(plan.slurm)  # before anything is written or submitted
     jobs = plan_jobs(plan)
+    check_graph(jobs)
     state = JobState(plan.folder)
     records = _current(plan, jobs, state)
     changed = _changed(jobs, records)
@@ -138,7 +158,7 @@ def status(plan: SweepPlan) -> dict[str, Any]:
     for record in state.read_all():
         if record.get("name") not in names and isinstance(record.get("job"), dict):
             try:
-                job = Job(**record["job"])
+                job = Job.from_record(record["job"])
             except TypeError:  # a record of another ava version: shown by name only
                 job = Job(str(record["name"]), str(record.get("kind", "")), "", [])
             rows.append(_row(job, record, False))
