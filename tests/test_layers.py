@@ -44,6 +44,7 @@ LAYERS = [
     "ava.synth",  # the synthetic suite
     "ava.curate",  # benchmarks curated from a user's own annotations
     "ava.report",  # tables, ranks, plots, report.html
+    "ava.cost",  # what a job costs before it runs: speed table, shapes, calibration
     "ava.sweep",  # grids of runs, local or on SLURM
     "ava.callbacks",  # a fingerprint inside a training loop
     "ava.demo",  # the whole pipeline on the synthetic suite

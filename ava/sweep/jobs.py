@@ -79,6 +79,7 @@ def plan_jobs(plan: SweepPlan) -> list[Job]:
                     plan.device,
                     "--quiet",
                 ),
+                gpus=plan.gpus_per_extract,
             )
         )
     several = len(plan.ava) > 1

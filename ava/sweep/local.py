@@ -202,3 +202,30 @@ def _stop(running: dict[str, _Running], state: JobState) -> None:
             error="interrupted (Ctrl-C); the next `ava sweep` runs it again",
             ended=time.time(),
         )
+
+
+INTERRUPTED = "interrupted: its process ended without an exit status (killed with the sweep's driver?)"
+
+
+def refresh_local(job: Job, record: dict[str, Any], state: JobState) -> dict[str, Any]:
+    """A local job's state now, without writing: a ``running`` record whose process has ended takes the outcome
+    its wrapper wrote (done or failed), or is failed (interrupted) when there is none. Records of another host
+    are as they are (this host cannot see its processes)."""
+    if record.get("state") != RUNNING or record.get("job_id") or not record.get("pid"):
+        return record
+    if record.get("host") not in (None, socket.gethostname()):
+        return record
+    exit_record = read_exit(state.exit_file(job))
+    if exit_record is not None:
+        rc = int(exit_record["rc"])
+        ended = exit_record.get("ended")
+        return {
+            **record,
+            "state": DONE if rc == 0 else FAILED,
+            "rc": rc,
+            "error": exit_record.get("error"),
+            "ended": ended,
+        }
+    if alive(int(record["pid"]), record.get("pid_start")):
+        return record
+    return {**record, "state": FAILED, "error": INTERRUPTED}

@@ -8,6 +8,7 @@ stays in ``ava sweep status``, also those of an earlier plan.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from ava.sweep.jobs import (
     DONE,
     FAILED,
     PENDING,
+    RUNNING,
     Job,
     JobState,
     blocked_error,
@@ -83,20 +85,65 @@ def _changed(jobs: list[Job], records: dict[str, dict[str, Any]]) -> list[tuple[
     return out
 
 
-def sweep(plan: SweepPlan, *, force: bool = False, progress: bool = False) -> dict[str, Any]:
-    """Write the plan, then run (``local``) or submit (``slurm``) every job that is not done or in flight.
+def _local(jobs: list[Job], records: dict[str, dict[str, Any]], state: JobState) -> dict[str, dict[str, Any]]:
+    """Local jobs' records as they are now (a job whose process ended since: its outcome), not written."""
+    from ava.sweep.local import refresh_local
 
-    ``force``: jobs whose command changed since they ran are trained again, replacing their runs (else refused
-    before anything runs or is written). ``progress``: the local executor says when each job starts and ends.
-    Returns ``{"plan": path, "submitted": [names], "skipped": [names], "jobs": status rows}``."""
-    if plan.executor == "slurm":
-        from ava.sweep.slurm import check_slurm
+    return {j.name: refresh_local(j, records[j.name], state) for j in jobs}
 
-        check_slurm(plan.slurm)  # before anything is written or submitted
-    jobs = plan_jobs(plan)
-    check_graph(jobs)
-    state = JobState(plan.folder)
+
+def _foreign(jobs: list[Job], records: dict[str, dict[str, Any]], plan: SweepPlan) -> None:
+    """Refuse to run jobs another host's sweep marks running (this host cannot see whether they still run)."""
+    import socket
+
+    host = socket.gethostname()
+    for job in jobs:
+        r = records[job.name]
+        if r.get("state") == RUNNING and not r.get("job_id") and r.get("host") not in (None, host):
+            raise SweepError(
+                f"{plan.out}: job {job.name} is marked running on host {r['host']} (pid {r.get('pid')}); a local "
+                f"sweep resumes the jobs of its own machine: run it on {r['host']}, or remove "
+                f"{state_file(plan, job)} if that run is gone"
+            )
+
+
+def state_file(plan: SweepPlan, job: Job) -> Path:
+    return JobState(plan.folder).folder / f"{job.name}.json"
+
+
+def _driver_lock(plan: SweepPlan) -> Any:
+    """One driver per plan at a time: a second ``ava sweep`` into the same ``--out`` is refused (the lock goes with
+    the driver's process, ``kill -9`` included)."""
+    from ava.locking import JobLock, LockBusyError
+
+    try:
+        return JobLock(
+            plan.folder / "driver.lock",
+            f"{plan.out}: another `ava sweep` is running this plan; wait for it, or follow it with "
+            f"`ava sweep status {plan.out}`",
+        )
+    except LockBusyError as e:
+        raise SweepError(str(e)) from None
+
+
+@dataclass
+class _Work:
+    """What a sweep finds to do: the jobs (``--force`` added where forced), every job's record now, the jobs to
+    run, those still running from an earlier driver (adopted), and the state of the others."""
+
+    jobs: list[Job]
+    records: dict[str, dict[str, Any]]
+    todo: list[Job]
+    adopted: list[tuple[Job, dict[str, Any]]]
+    finished: dict[str, str]
+
+
+def _work(plan: SweepPlan, jobs: list[Job], state: JobState, force: bool) -> _Work:
+    """Read the jobs' records and decide what runs (refusing changed jobs unless ``force``); writes nothing."""
     records = _current(plan, jobs, state)
+    if plan.executor == "local":
+        _foreign(jobs, records, plan)
+        records = _local(jobs, records, state)
     changed = _changed(jobs, records)
     if changed and not force:
         job, old = changed[0]
@@ -108,52 +155,181 @@ def sweep(plan: SweepPlan, *, force: bool = False, progress: bool = False) -> di
         )
     forced = {j.name for j, _ in changed}
     jobs = [Job(**{**j.__dict__, "argv": [*j.argv, FORCE]}) if j.name in forced else j for j in jobs]
-    path = write_plan(plan)
     todo = [
         j
         for j in jobs
         if records[j.name].get("state", PENDING) in (PENDING, FAILED, BLOCKED)
         or _command(records[j.name].get("job", {}).get("argv") or []) != _command(j.argv)
+        or j.name in forced
     ]
-    todo += [j for j in jobs if j.name in forced and j not in todo]
+    adopted = [
+        (j, records[j.name])
+        for j in jobs
+        if plan.executor == "local" and records[j.name].get("state") == RUNNING and j not in todo
+    ]
     finished = {j.name: records[j.name].get("state", PENDING) for j in jobs if j not in todo}
-    if plan.executor == "slurm":
-        from ava.sweep.slurm import submit_slurm
-
-        submit_slurm(todo, state, plan.slurm, finished)
-    else:
-        from ava.sweep.local import run_local
-
-        run_local(todo, state, plan.jobs, finished, progress=progress)
-    return {
-        "plan": str(path),
-        "submitted": [j.name for j in todo],
-        "skipped": [j.name for j in jobs if j not in todo],
-        "jobs": status(plan)["jobs"],
-    }
+    finished.update({j.name: DONE for j, _ in adopted})  # what waits on them is simulated after them
+    return _Work(jobs, records, todo, adopted, finished)
 
 
-def _row(job: Job, r: dict[str, Any], current: bool) -> dict[str, Any]:
+def sweep(
+    plan: SweepPlan,
+    *,
+    force: bool = False,
+    progress: bool = False,
+    dry_run: bool = False,
+    calibrate: bool = False,
+    device_kind: str | None = None,
+) -> dict[str, Any]:
+    """Write the plan, then run (``local``) or submit (``slurm``) every job that is not done or in flight.
+
+    ``force``: jobs whose command changed since they ran are trained again, replacing their runs (else refused
+    before anything runs or is written). ``progress``: the local executor says when each job starts and ends.
+    ``dry_run``: write and run nothing; return what would run, where and when, and its estimated cost (for the
+    GPUs asked for even where there are none). ``calibrate``: time this machine first (:mod:`ava.cost.calibrate`).
+    ``device_kind``: the speed table's device to estimate with (default: the machine's).
+
+    Jobs a killed driver left running are adopted: they keep their GPUs until they end; jobs it left dead run
+    again, on whatever slots are free. Everything a user can get wrong (the plan, the GPUs, a changed job) is
+    refused before anything is written.
+
+    Returns ``{"plan": path, "submitted": [names], "skipped": [names], "adopted": [names], "jobs": status rows,
+    "estimate": {...}, "gpus": [...], "skipped_gpus": [...]}`` (a dry run: no ``jobs``, and ``plan`` None)."""
+    from ava.sweep.estimate import estimate
+    from ava.sweep.machine import machine_for, speeds
+
+    if plan.executor == "slurm" and not dry_run:
+        from ava.sweep.slurm import check_slurm
+
+        check_slurm(plan.slurm)  # before anything is written or submitted
+    jobs = plan_jobs(plan)
+    check_graph(jobs)
+    state = JobState(plan.folder)
+    machine_for(plan, dry_run=dry_run, device_kind=device_kind, busy=False)  # GPUs this machine lacks: refused
+    work = _work(plan, jobs, state, force)
+    lock = None if dry_run or plan.executor != "local" else _driver_lock(plan)
+    try:
+        if lock is not None:  # under the lock: what another driver did meanwhile is seen
+            work = _work(plan, jobs, state, force)
+        held = frozenset(g for _, r in work.adopted for g in r.get("gpus") or ())
+        machine = machine_for(plan, dry_run=dry_run, device_kind=device_kind, held=held)
+        say = _say(progress)
+        for line in machine.skipped:
+            say(f"skipped {line}")
+        figures = speeds(machine, plan, calibrate=calibrate, say=say)
+        cost = estimate(plan, work.todo, machine.slots, figures, finished=work.finished, notes=machine.notes)
+        about = {
+            "submitted": [j.name for j in work.todo],
+            "skipped": [j.name for j in work.jobs if j not in work.todo],
+            "adopted": [j.name for j, _ in work.adopted],
+            "gpus": [g.id for g in machine.gpus],
+            "skipped_gpus": machine.skipped,
+            "estimate": cost.as_dict(),
+        }
+        if dry_run:
+            return {"plan": None, "dry_run": True, **about}
+        path = write_plan(plan)
+        _record(work, state, cost)
+        if plan.executor == "slurm":
+            from ava.sweep.slurm import submit_slurm
+
+            submit_slurm(work.todo, state, plan.slurm, work.finished)
+        else:
+            from ava.sweep.local import run_local
+
+            seconds = {r["job"]: r["seconds"] or 0.0 for r in cost.jobs}
+            run_local(
+                work.todo,
+                state,
+                finished=work.finished,
+                progress=progress,
+                slots=machine.slots,
+                adopted=work.adopted,
+                cost=lambda j: seconds.get(j.name, 0.0),
+                env=machine.env,
+            )
+    finally:
+        if lock is not None:
+            lock.close()
+    return {"plan": str(path), **about, "jobs": status(plan)["jobs"]}
+
+
+def _record(work: _Work, state: JobState, cost: Any) -> None:
+    """Write what this start learned (jobs that ended since the last driver saw them) and each job's estimate."""
+    for job in work.jobs:
+        now = work.records[job.name]
+        if now.get("state", PENDING) != PENDING and now != state.read(job):
+            state.write(job, **{k: v for k, v in now.items() if k not in ("name", "kind", "job")})
+    for row in cost.jobs:
+        if row["seconds"] is not None:
+            job = next(j for j in work.todo if j.name == row["job"])
+            state.write(job, estimate={"seconds": row["seconds"], "bytes": row["bytes"], "device": cost.device})
+
+
+def _say(progress: bool) -> Any:
+    def say(line: str) -> None:
+        if progress:
+            import sys
+
+            print(line, file=sys.stderr, flush=True)
+
+    return say
+
+
+def _progress_text(job: Job, state: JobState) -> str | None:
+    """A running job's progress from the file its progress bar writes: ``extract 1200/5000 (24%)``."""
+    import json
+
+    try:
+        tasks = json.loads(state.progress_file(job).read_text(encoding="utf-8")).get("tasks") or []
+    except (OSError, ValueError, AttributeError):
+        return None
+    said = []
+    for t in tasks:
+        if t.get("total"):
+            pct = 100 * float(t["completed"]) / float(t["total"])
+            said.append(f"{t['description']} {t['completed']:.0f}/{t['total']:.0f} ({pct:.0f}%)")
+    return "; ".join(said) or None
+
+
+def _row(job: Job, r: dict[str, Any], current: bool, state: JobState) -> dict[str, Any]:
+    import time
+
+    started, ended = r.get("started"), r.get("ended")
+    running = r.get("state") == RUNNING
+    elapsed = (ended or time.time()) - started if started and (ended or running) else None
+    estimate = r.get("estimate") or {}
     return {
         "job": job.name,
         "kind": job.kind,
         "state": r.get("state", PENDING),
+        "gpus": r.get("gpus") or [],
+        "cpus": r.get("cpus"),
+        "elapsed_s": None if elapsed is None else round(elapsed, 1),
+        "estimate_s": estimate.get("seconds"),
+        "estimate_bytes": estimate.get("bytes"),
+        "progress": _progress_text(job, state) if running else None,
         "log": r.get("log"),
         "slurm_id": r.get("job_id"),
         "run_dir": job.run_dir,
         "results": result_files(job) if r.get("state") == DONE else [],
         "error": r.get("error") if r.get("state") in (FAILED, BLOCKED) else None,
+        "after": job.after,
         "current": current,
     }
 
 
 def status(plan: SweepPlan) -> dict[str, Any]:
-    """Each job's state, log path, SLURM id, and its result files (done) or error line (failed, blocked); the jobs
-    of earlier plans run into the same ``out`` follow, with ``current`` false."""
+    """Each job's state, GPUs, elapsed time (running: so far) beside its estimate, progress (running), log path,
+    SLURM id, and its result files (done) or error line (failed, blocked); the jobs of earlier plans run into the
+    same ``out`` follow, with ``current`` false. Reads only: a local job whose process ended since is shown with
+    its outcome."""
     jobs = plan_jobs(plan)
     state = JobState(plan.folder)
     records = _current(plan, jobs, state)
-    rows = [_row(job, records[job.name], True) for job in jobs]
+    if plan.executor == "local":
+        records = _local(jobs, records, state)
+    rows = [_row(job, records[job.name], True, state) for job in jobs]
     names = {j.name for j in jobs}
     for record in state.read_all():
         if record.get("name") not in names and isinstance(record.get("job"), dict):
@@ -161,7 +337,7 @@ def status(plan: SweepPlan) -> dict[str, Any]:
                 job = Job.from_record(record["job"])
             except TypeError:  # a record of another ava version: shown by name only
                 job = Job(str(record["name"]), str(record.get("kind", "")), "", [])
-            rows.append(_row(job, record, False))
+            rows.append(_row(job, record, False, state))
     counts: dict[str, int] = {}
     for row in rows:
         counts[row["state"]] = counts.get(row["state"], 0) + 1

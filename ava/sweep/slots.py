@@ -91,6 +91,7 @@ class Slots:
     per_gpu: int = 1
     cpus: list[int] | None = None
     usable: int | None = None
+    share: bool = True  # divide this machine's CPUs (False: the slots of a machine planned for, not this one)
 
     def __post_init__(self) -> None:
         self.units = max(1, self.units)
@@ -98,7 +99,7 @@ class Slots:
         usable = self.usable or usable_cpus()
         self.groups: list[tuple[int, ...]] = []
         self.threads: int | None = None
-        if self.units > 1:  # one job at a time keeps the machine whole (as it would run alone)
+        if self.units > 1 and self.share:  # one job at a time keeps the machine whole (as it would run alone)
             share = max(1, usable // self.units)
             self.threads = min(share, env_threads() or share)
             if len(cpus) >= self.units:
@@ -154,6 +155,7 @@ class Slots:
             if self.threads
             else "the whole machine per job"
         )
-        if self.gpus:
-            return f"{self.units} job(s) at once on GPU(s) {','.join(self.gpus)} ({self.per_gpu} job(s) per GPU); {cpu}"
-        return f"{self.units} job(s) at once on the CPU; {cpu}"
+        where = f"{self.units} job(s) at once on " + (
+            f"GPU(s) {','.join(self.gpus)} ({self.per_gpu} job(s) per GPU)" if self.gpus else "the CPU"
+        )
+        return f"{where}; {cpu}" if self.share else where

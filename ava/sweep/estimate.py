@@ -1,0 +1,150 @@
+"""A sweep's cost before it runs: each job's estimated device time and disk (:mod:`ava.cost`), and the grid's
+GPU-hours and wall time on the slots given, by simulating the executor's own schedule (:mod:`ava.sweep.schedule`:
+the same priorities, the same rule for which job starts on which free slot) with the estimated durations.
+
+The GPU-hours are the sum of every job's time on each GPU it holds (on a CPU sweep: device hours of the CPU
+slots); the wall time is when the simulated last job ends. Jobs done in an earlier sweep cost nothing; a job whose
+shapes are not known before it runs (a VFM whose parameters are not declared) counts zero and is named.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+from typing import Any
+
+from ava.cost import CostError, Estimate, Speeds, data_shape, extract_estimate, head_estimate, vfm_shape
+from ava.sweep.jobs import DONE, Job
+from ava.sweep.plan import SweepPlan
+from ava.sweep.schedule import Schedule
+
+
+@dataclass
+class SweepEstimate:
+    """The estimate of the jobs a sweep would run: per job its seconds, bytes and place in the simulated schedule
+    (``start``/``end`` in seconds from the sweep's start, the GPUs it would hold), and the totals."""
+
+    device: str
+    speeds: str  # where the figures come from
+    slots: str  # the slots simulated, in words
+    jobs: list[dict[str, Any]] = field(default_factory=list)
+    gpu_hours: float = 0.0
+    wall_s: float = 0.0
+    bytes: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "device": self.device,
+            "speeds": self.speeds,
+            "slots": self.slots,
+            "gpu_hours": round(self.gpu_hours, 4),
+            "wall_s": round(self.wall_s, 1),
+            "bytes": self.bytes,
+            "notes": self.notes,
+            "jobs": self.jobs,
+        }
+
+
+def job_estimates(
+    plan: SweepPlan, jobs: list[Job], speeds: Speeds, threads: int | None = None
+) -> tuple[dict[str, Estimate | None], list[str]]:
+    """Each job's estimate (None where none can be made), and a line for each reason one could not; ``threads``:
+    the CPU threads each job is given (None: the machine's)."""
+    notes: list[str] = []
+    try:
+        data = data_shape(plan.data)
+    except Exception as e:  # noqa: BLE001 - a dataset the jobs themselves will refuse: no estimate, the reason said
+        return dict.fromkeys([j.name for j in jobs]), [f"no estimate: {plan.data}: {e}"]
+    shapes: dict[str, Any] = {}
+    for name in dict.fromkeys(j.vfm for j in jobs):
+        try:
+            shapes[name] = vfm_shape(name)
+        except CostError as e:
+            notes.append(str(e))
+    out: dict[str, Estimate | None] = {}
+    for job in jobs:
+        vfm = shapes.get(job.vfm)
+        try:
+            if vfm is None:
+                out[job.name] = None
+            elif job.kind == "extract":
+                gpus = job.gpus if plan.gpus else 1
+                out[job.name] = extract_estimate(vfm, data, speeds, gpus=gpus, threads=threads)
+            elif job.kind == "train" and job.head:
+                out[job.name] = head_estimate(job.head, vfm, data, job.ava, speeds, llm=_llm(job), threads=threads)
+            else:
+                out[job.name] = None
+                notes.append(f"no estimate for job {job.name} (a {job.kind} job)")
+        except CostError as e:
+            out[job.name] = None
+            notes.append(f"no estimate for job {job.name}: {e}")
+    return out, notes
+
+
+def _llm(job: Job) -> str:
+    """The LLM a head job's command names (``--llm``), else the LLM head's default."""
+    argv = job.argv
+    return argv[argv.index("--llm") + 1] if "--llm" in argv[:-1] else "qwen2-0.5b"
+
+
+def simulate(
+    todo: list[Job], slots: Any, estimates: dict[str, Estimate | None], finished: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """The executor's schedule of ``todo`` on ``slots`` with the estimated durations: per job its start, end and
+    GPUs, in the order the jobs would start."""
+
+    def seconds(job: Job) -> float:
+        est = estimates.get(job.name)
+        return est.seconds if est is not None else 0.0
+
+    schedule = Schedule(todo, slots, finished, cost=seconds)
+    clock, events, rows = 0.0, [], {}
+    order = 0
+    while schedule.active:
+        for job, lease in schedule.startable():
+            end = clock + seconds(job)
+            heapq.heappush(events, (end, order, job))
+            order += 1
+            rows[job.name] = {"job": job.name, "start": clock, "end": end, "gpus": list(lease.gpus)}
+        if not events:
+            for job, reason in schedule.stuck():
+                rows[job.name] = {"job": job.name, "start": None, "end": None, "gpus": [], "error": reason}
+            break
+        clock, _, job = heapq.heappop(events)
+        schedule.end(job, DONE)
+    return list(rows.values())
+
+
+def estimate(
+    plan: SweepPlan,
+    todo: list[Job],
+    slots: Any,
+    speeds: Speeds,
+    *,
+    finished: dict[str, str] | None = None,
+    notes: list[str] | None = None,
+) -> SweepEstimate:
+    """The estimate of running ``todo`` on ``slots`` with ``speeds`` (see the module's docstring)."""
+    estimates, why = job_estimates(plan, todo, speeds, slots.threads)
+    result = SweepEstimate(speeds.kind, speeds.source, slots.describe(), notes=[*(notes or []), *why])
+    placed = {r["job"]: r for r in simulate(todo, slots, estimates, finished)}
+    by_name = {j.name: j for j in todo}
+    for name, row in placed.items():
+        est = estimates.get(name)
+        held = max(1, len(row["gpus"]))
+        result.jobs.append(
+            {
+                **row,
+                "kind": by_name[name].kind,
+                "seconds": None if est is None else round(est.seconds, 2),
+                "bytes": None if est is None else est.bytes,
+                "parts": None if est is None else est.as_dict()["parts"],
+            }
+        )
+        if est is not None:
+            result.gpu_hours += est.seconds * held / 3600
+            result.bytes += est.bytes
+    ends = [r["end"] for r in placed.values() if r.get("end") is not None]
+    result.wall_s = max(ends, default=0.0)
+    return result

@@ -1,0 +1,235 @@
+"""A sweep's estimate beside what it took: the CLI as a user runs it, on this machine's CPU.
+
+Default: ``ava data synth``, then ``ava sweep --dry-run`` (the speed table's figures, then ``--calibrate``: this
+machine timed first), then the same sweep for real, then ``ava sweep status --json``; per job and for the whole
+sweep, the estimate over the time it took (a ratio of 1 is exact; the target is within 2x either way). Everything is
+written under a temporary folder, ``$AVA_HOME`` included (the calibration is kept there).
+
+``--table``: measure the figures of the speed table's ``cpu`` entry on this machine (what ``ava/cost/speeds.json``
+ships for CPUs): a job's start, the forward and preprocessing rates, matrix products and a probe's least step
+(as ``--calibrate`` does), and from real jobs at two data sizes and two ability counts the head jobs' work per
+ability and per sample, and the extraction's write rate. Prints the entry as JSON.
+
+    python benchmarks/bench_sweep_estimate.py [--jobs 2] [--per-ava 40] [--json]
+    python benchmarks/bench_sweep_estimate.py --table [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+VFMS = "pixels#size=64,random-vit"
+HEADS = "knn,probe-linear"
+
+
+def fastest(n: int, fn: Any) -> float:
+    """The least of ``n`` timings (the machine is shared: the others carry other processes' load)."""
+    return min(fn() for _ in range(n))
+
+
+def ava(*args: str, env: dict[str, str] | None = None, check: bool = True) -> tuple[float, str]:
+    """Run ``python -m ava ARGS``; (wall seconds, stdout)."""
+    t0 = time.perf_counter()
+    out = subprocess.run([sys.executable, "-m", "ava", *args], capture_output=True, text=True, env=env)
+    took = time.perf_counter() - t0
+    if check and out.returncode != 0:
+        raise SystemExit(f"ava {' '.join(args)} failed ({out.returncode}):\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
+    return took, out.stdout
+
+
+def load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def check(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    env = {**os.environ, "AVA_HOME": str(work / "home")}
+    data, cache, runs = work / "data", work / "cache", work / "runs"
+    ava("data", "synth", "--out", str(data), "--per-ava", str(args.per_ava), "--size", "128", env=env)
+    grid = ["--vfm", VFMS, "--head", HEADS, "--data", str(data), "--cache", str(cache), "--out", str(runs)]
+    grid += ["--device", "cpu", "--jobs", str(args.jobs)]
+    _, text = ava("sweep", *grid, "--dry-run", "--json", env=env)
+    table = json.loads(text)["estimate"]
+    cal_s, text = ava("sweep", *grid, "--dry-run", "--calibrate", "--json", env=env)
+    calibrated = json.loads(text)["estimate"]
+    load_before = load()
+    t0 = time.perf_counter()
+    ava("sweep", *grid, "--json", env=env)
+    wall = time.perf_counter() - t0
+    _, text = ava("sweep", "status", str(runs), "--json", env=env)
+    rows = json.loads(text)["jobs"]
+    actual = {r["job"]: r["elapsed_s"] for r in rows if r["current"]}
+    out_rows = []
+    for r in calibrated["jobs"]:
+        name = r["job"]
+        t = next(j for j in table["jobs"] if j["job"] == name)
+        out_rows.append(
+            {
+                "job": name,
+                "actual_s": actual[name],
+                "calibrated_s": r["seconds"],
+                "table_s": t["seconds"],
+                "calibrated_ratio": round(r["seconds"] / actual[name], 3),
+                "table_ratio": round(t["seconds"] / actual[name], 3),
+            }
+        )
+
+    def worst(key: str) -> float:
+        return max(max(r[key], 1 / r[key]) for r in out_rows)
+
+    return {
+        "rows": out_rows,
+        "wall_s": round(wall, 1),
+        "calibrated_wall_s": calibrated["wall_s"],
+        "table_wall_s": table["wall_s"],
+        "calibrate_s": round(cal_s, 1),
+        "wall_ratio_calibrated": round(calibrated["wall_s"] / wall, 3),
+        "wall_ratio_table": round(table["wall_s"] / wall, 3),
+        "worst_job_calibrated": round(worst("calibrated_ratio"), 3),
+        "worst_job_table": round(worst("table_ratio"), 3),
+        "load": f"{load_before} before, {load()} after",
+        "jobs": args.jobs,
+    }
+
+
+def table_entry(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """The ``cpu`` entry of the speed table, measured here (see the module's docstring)."""
+    import torch
+
+    from ava.cache.extraction import default_workers
+    from ava.cache.pooling import pool_dim
+    from ava.cache.reader import open_cache
+    from ava.cost.calibrate import job_start_s, matmul_flops_per_s, prep_s, probe_step_s, vfm_speed
+    from ava.cost.model import fit_seconds
+    from ava.cost.shapes import data_shape, vfm_shape
+    from ava.cost.speeds import FIGURES, Speeds
+    from ava.data.format import Dataset
+    from ava.threads import apply_threads
+
+    threads = apply_threads()["threads"]  # as a job picks them
+    small, large = work / "small", work / "large"
+    ava("data", "synth", "--out", str(small), "--per-ava", "40", "--size", "128")
+    ava("data", "synth", "--out", str(large), "--per-ava", "200", "--size", "128")
+    figures: dict[str, float] = {}
+    figures["job_start_s"] = fastest(args.repeat, lambda: job_start_s("cpu"))
+    vit = vfm_speed("random-vit", "cpu")
+    shape = vfm_shape("random-vit")
+    figures["forward_flops_per_s"] = shape.forward_flops / vit["forward_s"]
+    workers = max(1, default_workers(torch.device("cpu")))
+    per_image, mpix = prep_s(large, "random-vit", workers)
+    figures["prep_s_per_mpix"] = per_image / mpix
+    pixels_prep = prep_s(large, "pixels#size=64", workers)[0]
+    figures["matmul_flops_per_s"] = matmul_flops_per_s("cpu")
+    figures["probe_linear_step_s"] = figures["probe_attn_step_s"] = probe_step_s("cpu")
+    figures["extract_efficiency"] = 1.0  # what the model calls waiting: on a CPU every part is counted
+    # the extraction's write rate: pixels (no forward) at two sizes; what the preprocessing does not explain
+    runs = iter(range(1000))
+
+    def extract(d: Path) -> float:
+        return ava(
+            "cache", "extract", "--vfm", "pixels#size=64", "--data", str(d), "--cache", str(work / f"c{next(runs)}")
+        )[0]
+
+    ex = {d: fastest(args.repeat, lambda d=d: extract(d)) for d in (small, large)}
+    shapes = {d: data_shape(d) for d in (small, large)}
+    px = vfm_shape("pixels#size=64")
+    from ava.cache.plan import group_bytes
+
+    views = ["mean", "grid2", "grid4"]
+    written = {d: group_bytes("fp16", shapes[d].images, px.patch_tokens, px.dim, 1, views)["total"] for d in ex}
+    prep = {d: shapes[d].images * pixels_prep for d in ex}
+    spare = (ex[large] - prep[large]) - (ex[small] - prep[small])
+    figures["write_bytes_per_s"] = (written[large] - written[small]) / spare if spare > 0 else 0.0
+    ava("cache", "extract", "--vfm", "pixels#size=64", "--data", str(large), "--cache", str(work / "c-large"))
+    ava("cache", "extract", "--vfm", "pixels#size=64", "--data", str(small), "--cache", str(work / "c-small"))
+    # the cache's read rate, through the reader the heads use
+    cache = open_cache(work / "c-large", "pixels#size=64")
+    shas = sorted({s.image_sha256 for s in Dataset(large)})
+
+    def read() -> float:
+        t0 = time.perf_counter()
+        got = [cache.read_view(shas, None, v) for v in views]
+        return (time.perf_counter() - t0) / sum(v.nbytes for v in got)
+
+    figures["read_bytes_per_s"] = 1 / fastest(args.repeat, read)
+    # a head job's work per ability and per sample: kNN (its search is tiny here) on 1 and 14 abilities, two sizes
+    speeds = Speeds(kind="cpu", **{k: figures.get(k, 0.0) for k in FIGURES})
+    row = 4 * sum(pool_dim(px.dim, v) for v in views)
+
+    def knn(d: Path, abilities: list[str]) -> tuple[float, int, int]:
+        extra = ["--ava", ",".join(abilities)] if abilities else []
+        args_ = ["head", "train", "--head", "knn", "--vfm", "pixels#size=64", "--data", str(d), "--device", "cpu"]
+        args_ += ["--cache", str(work / f"c-{d.name}"), *extra]
+        took = fastest(args.repeat, lambda: ava(*args_, "--out", str(work / f"knn{next(runs)}"))[0])
+        counts = [c for a, c in shapes[d].abilities.items() if not abilities or a in abilities]
+        n = sum(c.train + c.test for c in counts)
+        known = speeds.job_start_s + n * row / figures["read_bytes_per_s"]
+        known += sum(fit_seconds("knn", px, c, speeds, "")[0] for c in counts)
+        return took - known, n, len(counts)
+
+    one = knn(small, ["color"])
+    all_small = knn(small, [])
+    all_large = knn(large, [])
+    sample_s = (all_large[0] - all_small[0]) / (all_large[1] - all_small[1])
+    ability_s = (all_small[0] - one[0] - sample_s * (all_small[1] - one[1])) / (all_small[2] - one[2])
+    figures["sample_s"] = max(0.0, sample_s)
+    figures["ability_s"] = max(0.0, ability_s)
+    figures["llm_tokens_per_s"] = 0.0
+    figures["llm_warmup_s"] = 0.0
+    return {
+        "figures": figures,
+        "threads": threads,
+        "runs": {
+            "knn_1_ability": one,
+            "knn_14_small": all_small,
+            "knn_14_large": all_large,
+            "extract_s": {d.name: t for d, t in ex.items()},
+            "repeat": args.repeat,
+        },
+        "load": load(),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--table", action="store_true", help="measure the speed table's cpu entry instead")
+    parser.add_argument("--jobs", type=int, default=2, help="the sweep's jobs at once")
+    parser.add_argument("--repeat", type=int, default=2, help="--table: timings per figure (the least is kept)")
+    parser.add_argument("--per-ava", type=int, default=40, help="synthetic samples per ability")
+    parser.add_argument("--json", action="store_true", help="record the figures in benchmarks/results/")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="ava-bench-sweep-") as tmp:
+        result = table_entry(args, Path(tmp)) if args.table else check(args, Path(tmp))
+    print(json.dumps(result, indent=1))
+    if not args.json:
+        return
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from results import figure, record
+
+    if args.table:
+        figs = [figure(k, v, "") for k, v in result["figures"].items()]
+        path = record("sweep_estimate_table", figs, [result["runs"]])
+    else:
+        figs = [
+            figure("wall_ratio_calibrated", result["wall_ratio_calibrated"], "x", "0.5..2", f"load {result['load']}"),
+            figure("worst_job_calibrated", result["worst_job_calibrated"], "x", "<= 2"),
+            figure(
+                "wall_ratio_table", result["wall_ratio_table"], "x", "0.5..2", "the table's cpu figures, uncalibrated"
+            ),
+            figure("worst_job_table", result["worst_job_table"], "x", "<= 2"),
+            figure("sweep_wall", result["wall_s"], "s", None, f"{VFMS} x {HEADS}, --jobs {result['jobs']}"),
+            figure("calibrate", result["calibrate_s"], "s", "seconds, not minutes"),
+        ]
+        path = record("sweep_estimate", figs, result["rows"])
+    print(f"recorded in {path}")
+
+
+if __name__ == "__main__":
+    main()
