@@ -950,7 +950,7 @@ def sweep_plan(plan: PathLike | None = None, **fields: Any) -> Any:
     ``jobs``, ``device``, ``gpus``, ``jobs_per_gpu``, ``gpus_per_extract``, ``gpu_min_free``, ``slurm``)."""
     from ava.sweep.plan import load_plan, make_plan
 
-    given = {k: v for k, v in fields.items() if v is not None}
+    given = {k: os.fspath(v) if isinstance(v, os.PathLike) else v for k, v in fields.items() if v is not None}
     if "ava" in given and not (isinstance(given["ava"], list) and given["ava"] and isinstance(given["ava"][0], list)):
         given["ava"] = [",".join(_listed(given["ava"]))]
     if isinstance(given.get("gpus"), (int, list)):

@@ -7,7 +7,6 @@ format of ``nvidia-smi --query-gpu=index,name,memory.total,memory.free,uuid --fo
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from pathlib import Path
@@ -15,12 +14,13 @@ from pathlib import Path
 WAIT_S = 60.0  # how long a recording job waits for its known point before it fails (a barrier would make it wait)
 
 _SCRIPT = """
-import os, sys, time
+import os, signal, sys, time
 events, name, wait_for, hold, fail = sys.argv[1:6]
 def mark(what):
     cpus = ",".join(map(str, sorted(os.sched_getaffinity(0)))) if hasattr(os, "sched_getaffinity") else "-"
-    line = " ".join([what, name, os.environ.get("CUDA_VISIBLE_DEVICES", "-"), os.environ.get("OMP_NUM_THREADS", "-"),
-                     cpus, os.environ.get("AVA_PROGRESS_FILE", "-")])
+    env = [os.environ.get(v, "-") for v in ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS")]
+    more = [os.environ.get(v, "-") for v in ("AVA_PROGRESS_FILE", "LOCAL_RANK")]
+    line = " ".join([what, name, *env, cpus, *more, str(os.getpid())])
     fd = os.open(events, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     os.write(fd, (line + "\\n").encode())
     os.close(fd)
@@ -40,6 +40,8 @@ while hold != "-" and not os.path.exists(hold):
     if time.monotonic() > deadline:
         print("error: waited for", hold, "in vain"); sys.exit(3)
     time.sleep(0.01)
+if fail == "SIGKILL":
+    os.kill(os.getpid(), signal.SIGKILL)
 if fail != "-":
     print("error:", fail); sys.exit(2)
 mark("end")
@@ -48,16 +50,20 @@ mark("end")
 
 def recorder(events: Path, name: str, *, wait_for: str | None = None, hold: Path | None = None, fail: str = "") -> list:
     """A job command: record its start, wait for ``wait_for`` (an events line such as ``start train-b``) and for
-    the file ``hold``, fail with ``error: FAIL`` when given, else record its end."""
+    the file ``hold``, fail with ``error: FAIL`` when given (``SIGKILL``: be killed), else record its end. A script
+    file (not ``-c``), so that torchrun can start it too."""
+    script = events.parent / "recorder.py"
+    if not script.is_file():
+        script.write_text(_SCRIPT)
     args = [str(events), name, wait_for or "-", str(hold) if hold else "-", fail or "-"]
-    return [sys.executable, "-c", _SCRIPT, *args]
+    return [sys.executable, str(script), *args]
 
 
 def events(path: Path) -> list[dict[str, str]]:
     """The events file as rows: what (start/end), job, gpus, threads, cpus, progress file; in the order written."""
     if not path.is_file():
         return []
-    keys = ("what", "job", "gpus", "threads", "cpus", "progress")
+    keys = ("what", "job", "gpus", "threads", "cpus", "progress", "rank", "pid")
     return [dict(zip(keys, line.split(" "), strict=False)) for line in path.read_text().splitlines() if line]
 
 
@@ -90,12 +96,27 @@ def wait_for_line(path: Path, text: str, timeout: float = WAIT_S) -> str:
 
 
 def pid_gone(pid: int, timeout: float = WAIT_S) -> None:
-    """Wait until process ``pid`` has ended."""
+    """Wait until process ``pid`` has ended (a zombie its new parent has not reaped yet has ended)."""
+    from ava.sweep.child import alive
+
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+        if not alive(pid):
             return
         time.sleep(0.02)
     raise AssertionError(f"process {pid} still runs")
+
+
+def run_cli(args: list[str], capsys, monkeypatch) -> tuple[int, str]:
+    """(exit code, stdout + stderr) of ``ava ARGS`` through the console entry point."""
+    from ava.cli.main import main
+
+    monkeypatch.setattr(sys, "argv", ["ava", *args])
+    monkeypatch.setenv("COLUMNS", "1000")  # one message on one line
+    try:
+        main()
+        code = 0
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    out = capsys.readouterr()
+    return code, out.out + out.err

@@ -35,8 +35,6 @@ TEXT_TOKENS = 82  # question and answer tokens of a sample in the LLM head (the 
 GENERATED_TOKENS = 8  # an answer's tokens, generated one at a time at evaluation
 PREDICTION_BYTES = 400  # a test sample's line in predictions_<split>.jsonl and its share of the results
 LLM_REFERENCE_PARAMS = 0.494e9  # Qwen2-0.5B, at which llm_tokens_per_s is measured
-CELL_RANK = 64  # principal components a probe keeps of each grid cell (ProbeConfig.cell_rank)
-PROBE_DEFAULTS = {"probe-linear": (128, 300, ("mean", "grid4"), 4), "probe-attn": (32, 40, ("tokens",), 2)}
 
 
 @dataclass
@@ -101,14 +99,17 @@ def _counts(data: DataShape, abilities: list[str]) -> dict[str, AbilityCounts]:
     return {a: data.abilities[a] for a in wanted}
 
 
-def _probe_steps(head: str, n_train: int, heldout_frac: float = 0.1, steps: int = 500) -> tuple[int, int]:
-    """(optimizer steps, batch) of a probe on ``n_train`` samples (as :mod:`ava.heads.probe.train` picks them)."""
-    batch, max_epochs, _, _ = PROBE_DEFAULTS[head]
-    fit = max(1, n_train - round(heldout_frac * n_train))
-    batch = max(1, min(batch, fit))
-    per_epoch = math.ceil(fit / batch)
-    epochs = int(min(max_epochs, max(5, math.ceil(steps / per_epoch))))
-    return epochs * per_epoch, batch
+def _probe_steps(head: str, n_train: int) -> tuple[int, int, Any]:
+    """(optimizer steps, batch, config) of a probe on ``n_train`` samples: its own default epochs and batch on the
+    held-out split's fit part (:func:`ava.heads.probe.train.epochs_and_batch`)."""
+    from ava.heads.probe.config import AttnProbeConfig, ProbeConfig
+    from ava.heads.probe.train import epochs_and_batch
+
+    config = ProbeConfig() if head == "probe-linear" else AttnProbeConfig()
+    held = min(n_train - 1, max(1, round(config.heldout_frac * n_train))) if n_train >= 2 else 0
+    fit = max(1, n_train - held)
+    epochs, batch = epochs_and_batch(config, fit, head == "probe-attn")
+    return epochs * math.ceil(fit / batch), batch, config
 
 
 def fit_seconds(head: str, vfm: VFMShape, c: AbilityCounts, speeds: Speeds, llm: str) -> tuple[float, float]:
@@ -117,22 +118,23 @@ def fit_seconds(head: str, vfm: VFMShape, c: AbilityCounts, speeds: Speeds, llm:
 
     d = vfm.dim
     views = _views(vfm)
-    if head == "knn":
-        width = sum(pool_dim(d, v) for v in views)
+    if head == "knn":  # leave-one-out over every view it picks among
+        from ava.heads.knn.config import KNNConfig
+
+        width = sum(pool_dim(d, v) for v in KNNConfig().pools if v in views)
         flops = 2.0 * c.train * c.train * width + 2.0 * c.test * c.train * width
         return flops / speeds.matmul_flops_per_s, c.train * d * 4.0
-    if head in PROBE_DEFAULTS:
-        steps, batch = _probe_steps(head, c.train)
-        _, _, pools, lrs = PROBE_DEFAULTS[head]
-        if head == "probe-linear":  # the mean, plus each grid cell reduced to CELL_RANK components
-            width = sum(d + pool_cells(p) ** 2 * CELL_RANK for p in pools if p in views)
+    if head in ("probe-linear", "probe-attn"):
+        steps, batch, config = _probe_steps(head, c.train)
+        lrs = len(config.lrs)
+        if head == "probe-linear":  # every (view, lr) member: the mean, plus each cell reduced to cell_rank components
+            width = sum(d + pool_cells(p) ** 2 * config.cell_rank for p in config.pools if p in views)
             flops = 6.0 * batch * width * c.out * lrs
-        else:  # attention of 4 learned queries over the tokens, and their values
-            width = d * c.out
-            flops = 6.0 * batch * vfm.patch_tokens * d * 8 * lrs + 6.0 * batch * width * lrs
+        else:  # the learned queries attend over the tokens (scores and values), then a linear layer
+            flops = 6.0 * batch * vfm.patch_tokens * d * 2 * config.heads * lrs + 6.0 * batch * d * c.out * lrs
         floor = speeds.probe_linear_step_s if head == "probe-linear" else speeds.probe_attn_step_s
         step = max(floor, flops / speeds.matmul_flops_per_s)
-        return steps * step, (d + 16 * CELL_RANK) * c.out * 4.0
+        return steps * step, (d + 16 * config.cell_rank) * c.out * 4.0
     if head == "llm":
         if speeds.llm_tokens_per_s <= 0:
             raise CostError(f"the speed table has no LLM-head figures for {speeds.kind}")

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ava.cost import CostError, Estimate, Speeds, data_shape, extract_estimate, head_estimate, vfm_shape
+from ava.errors import AvaError
 from ava.sweep.jobs import DONE, Job
 from ava.sweep.plan import SweepPlan
 from ava.sweep.schedule import Schedule
@@ -38,8 +39,8 @@ class SweepEstimate:
             "device": self.device,
             "speeds": self.speeds,
             "slots": self.slots,
-            "gpu_hours": round(self.gpu_hours, 4),
-            "wall_s": round(self.wall_s, 1),
+            "gpu_hours": round(self.gpu_hours, 6),
+            "wall_s": round(self.wall_s, 2),
             "bytes": self.bytes,
             "notes": self.notes,
             "jobs": self.jobs,
@@ -54,8 +55,8 @@ def job_estimates(
     notes: list[str] = []
     try:
         data = data_shape(plan.data)
-    except Exception as e:  # noqa: BLE001 - a dataset the jobs themselves will refuse: no estimate, the reason said
-        return dict.fromkeys([j.name for j in jobs]), [f"no estimate: {plan.data}: {e}"]
+    except AvaError as e:  # a dataset the jobs themselves will refuse: no estimate, the reason said
+        return dict.fromkeys([j.name for j in jobs]), [f"no estimate: {e}"]
     shapes: dict[str, Any] = {}
     for name in dict.fromkeys(j.vfm for j in jobs):
         try:
@@ -136,6 +137,8 @@ def estimate(
         result.jobs.append(
             {
                 **row,
+                "start": None if row["start"] is None else round(row["start"], 2),
+                "end": None if row["end"] is None else round(row["end"], 2),
                 "kind": by_name[name].kind,
                 "seconds": None if est is None else round(est.seconds, 2),
                 "bytes": None if est is None else est.bytes,

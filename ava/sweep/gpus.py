@@ -167,12 +167,10 @@ def choose(
     dry_run: bool = False,
     min_free_gb: float | None = None,
     held: set[str] | frozenset[str] = frozenset(),
-    skip_busy: bool = True,
 ) -> Choice:
     """The GPUs of ``spec`` on a machine with ``gpus``. A real run refuses GPUs the machine lacks (one line) and
-    skips those another process fills (``held``: GPUs this sweep's own running jobs fill; ``skip_busy`` False:
-    keeps them); a dry run does the same where the GPUs are here, and plans for the GPUs asked for where they are
-    not."""
+    skips those another process fills (``held``: GPUs this sweep's own running jobs fill); a dry run does the same
+    where the GPUs are here, and plans for the GPUs asked for where they are not."""
     if spec is None:
         return Choice([], [])
     mode, value = parse_gpus(spec)
@@ -209,8 +207,6 @@ def choose(
         if mode == "count" and value > len(gpus):  # type: ignore[operator]
             raise SweepError(f"--gpus {spec}: this machine has {len(gpus)} GPU(s) ({here})")
         wanted = list(gpus)
-    if not skip_busy:
-        return Choice(wanted[: value if mode == "count" else None], [])  # type: ignore[misc]
     ok, skipped = [], []
     for g in wanted:
         floor = min_free_mb(g, min_free_gb)

@@ -46,6 +46,7 @@ class _Running:
 
 def _start(job: Job, lease: Lease, state: JobState, extra_env: dict[str, str]) -> _Running:
     log, exit_file = state.log(job), state.exit_file(job)
+    state.progress.mkdir(parents=True, exist_ok=True)  # the job's progress bar writes there
     for stale in (exit_file, state.progress_file(job)):
         with contextlib.suppress(FileNotFoundError):
             stale.unlink()
@@ -135,8 +136,8 @@ def run_local(
         lease = slots.take(job, on=tuple(record.get("gpus") or ()))
         lease = lease or Lease(tuple(record.get("gpus") or ()))  # more than the slots: held outside them
         schedule.hold(job, lease)
-        pid = int(record["pid"])
-        running[job.name] = _Running(job, lease, pid, record.get("pid_start"), time.perf_counter())
+        pid, ran = int(record["pid"]), time.time() - float(record.get("started") or time.time())
+        running[job.name] = _Running(job, lease, pid, record.get("pid_start"), time.perf_counter() - ran)
     total = len(todo) + len(running)
     with progress_bar(progress and bool(total)) as bar:
         task = bar.add_task("sweep jobs", total=total)

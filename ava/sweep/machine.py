@@ -40,11 +40,8 @@ def machine_for(
     dry_run: bool = False,
     device_kind: str | None = None,
     held: frozenset[str] = frozenset(),
-    busy: bool = True,
 ) -> Machine:
-    """The slots, GPUs and device kind of ``plan`` on this machine (``held``: GPUs this sweep's own jobs fill;
-    ``busy``: skip the GPUs other processes fill, else keep them: a first check, before the jobs' records are
-    read)."""
+    """The slots, GPUs and device kind of ``plan`` on this machine (``held``: GPUs this sweep's own jobs fill)."""
     gpus_here = inventory() if plan.executor == "local" or dry_run else []
     here = gpus_here[0].kind if gpus_here and gpus_here[0].name else "cpu"
     notes: list[str] = []
@@ -55,7 +52,7 @@ def machine_for(
         if plan.slurm.gpus_per_job and not device_kind:
             notes.append(f"the cluster's GPUs are estimated as {kind} (--device-kind names theirs)")
         return Machine(slots, _known(kind), notes=notes, here=here)
-    choice = choose(plan.gpus, gpus_here, dry_run=dry_run, min_free_gb=plan.gpu_min_free, held=held, skip_busy=busy)
+    choice = choose(plan.gpus, gpus_here, dry_run=dry_run, min_free_gb=plan.gpu_min_free, held=held)
     notes += [choice.note] if choice.note else []
     if choice.gpus:
         if plan.gpus_per_extract > len(choice.gpus):

@@ -205,18 +205,22 @@ def sweep(
     jobs = plan_jobs(plan)
     check_graph(jobs)
     state = JobState(plan.folder)
-    machine_for(plan, dry_run=dry_run, device_kind=device_kind, busy=False)  # GPUs this machine lacks: refused
     work = _work(plan, jobs, state, force)
+
+    def resources(work: _Work) -> Any:
+        held = frozenset(g for _, r in work.adopted for g in r.get("gpus") or ())  # this sweep's own, still running
+        return machine_for(plan, dry_run=dry_run, device_kind=device_kind, held=held)
+
+    machine = resources(work)  # refusals (GPUs this machine lacks or others fill) before anything is written
+    say = _say(progress)
+    figures = speeds(machine, plan, calibrate=calibrate, say=say)
     lock = None if dry_run or plan.executor != "local" else _driver_lock(plan)
     try:
         if lock is not None:  # under the lock: what another driver did meanwhile is seen
             work = _work(plan, jobs, state, force)
-        held = frozenset(g for _, r in work.adopted for g in r.get("gpus") or ())
-        machine = machine_for(plan, dry_run=dry_run, device_kind=device_kind, held=held)
-        say = _say(progress)
+            machine = resources(work)
         for line in machine.skipped:
             say(f"skipped {line}")
-        figures = speeds(machine, plan, calibrate=calibrate, say=say)
         cost = estimate(plan, work.todo, machine.slots, figures, finished=work.finished, notes=machine.notes)
         about = {
             "submitted": [j.name for j in work.todo],
@@ -337,6 +341,10 @@ def status(plan: SweepPlan) -> dict[str, Any]:
                 job = Job.from_record(record["job"])
             except TypeError:  # a record of another ava version: shown by name only
                 job = Job(str(record["name"]), str(record.get("kind", "")), "", [])
+            if not record.get("job_id"):
+                from ava.sweep.local import refresh_local
+
+                record = refresh_local(job, record, state)
             rows.append(_row(job, record, False, state))
     counts: dict[str, int] = {}
     for row in rows:
