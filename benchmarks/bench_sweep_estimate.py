@@ -101,54 +101,40 @@ def check(args: argparse.Namespace, work: Path) -> dict[str, Any]:
 
 def table_entry(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     """The ``cpu`` entry of the speed table, measured here (see the module's docstring)."""
-    import torch
-
-    from ava.cache.extraction import default_workers
     from ava.cache.pooling import pool_dim
     from ava.cache.reader import open_cache
-    from ava.cost.calibrate import job_start_s, matmul_flops_per_s, prep_s, probe_step_s, vfm_speed
+    from ava.cost.calibrate import calibrate
     from ava.cost.model import fit_seconds
     from ava.cost.shapes import data_shape, vfm_shape
     from ava.cost.speeds import FIGURES, Speeds
     from ava.data.format import Dataset
-    from ava.threads import apply_threads
 
-    threads = apply_threads()["threads"]  # as a job picks them
     small, large = work / "small", work / "large"
     ava("data", "synth", "--out", str(small), "--per-ava", "40", "--size", "128")
     ava("data", "synth", "--out", str(large), "--per-ava", "200", "--size", "128")
-    figures: dict[str, float] = {}
-    figures["job_start_s"] = fastest(args.repeat, lambda: job_start_s("cpu"))
-    vit = vfm_speed("random-vit", "cpu")
-    shape = vfm_shape("random-vit")
-    figures["forward_flops_per_s"] = shape.forward_flops / vit["forward_s"]
-    workers = max(1, default_workers(torch.device("cpu")))
-    per_image, mpix = prep_s(large, "random-vit", workers)
-    figures["prep_s_per_mpix"] = per_image / mpix
-    pixels_prep = prep_s(large, "pixels#size=64", workers)[0]
-    figures["matmul_flops_per_s"] = matmul_flops_per_s("cpu")
-    figures["probe_linear_step_s"] = figures["probe_attn_step_s"] = probe_step_s("cpu")
-    figures["extract_efficiency"] = 1.0  # what the model calls waiting: on a CPU every part is counted
+    os.environ["AVA_HOME"] = str(work / "home")  # the calibration below is kept there, not in the user's home
+    cal = json.loads(calibrate("cpu", "cpu", ["random-vit", "pixels#size=64"], large, jobs=2, say=print).read_text())
+    figures: dict[str, float] = {k: v for k, v in cal["figures"].items() if k in FIGURES}
+    figures["extract_efficiency"] = 1.0  # on a CPU every part of an extraction is counted (added)
     # the extraction's write rate: pixels (no forward) at two sizes; what the preprocessing does not explain
     runs = iter(range(1000))
+    px = vfm_shape("pixels#size=64")
+    pixels_prep = cal["vfm"]["pixels#size=64"]["prep_s"]
 
     def extract(d: Path) -> float:
-        return ava(
-            "cache", "extract", "--vfm", "pixels#size=64", "--data", str(d), "--cache", str(work / f"c{next(runs)}")
-        )[0]
+        cache = str(work / f"c{next(runs)}")
+        return ava("cache", "extract", "--vfm", "pixels#size=64", "--data", str(d), "--cache", cache)[0]
 
     ex = {d: fastest(args.repeat, lambda d=d: extract(d)) for d in (small, large)}
     shapes = {d: data_shape(d) for d in (small, large)}
-    px = vfm_shape("pixels#size=64")
     from ava.cache.plan import group_bytes
 
     views = ["mean", "grid2", "grid4"]
     written = {d: group_bytes("fp16", shapes[d].images, px.patch_tokens, px.dim, 1, views)["total"] for d in ex}
-    prep = {d: shapes[d].images * pixels_prep for d in ex}
-    spare = (ex[large] - prep[large]) - (ex[small] - prep[small])
+    spare = (ex[large] - shapes[large].images * pixels_prep) - (ex[small] - shapes[small].images * pixels_prep)
     figures["write_bytes_per_s"] = (written[large] - written[small]) / spare if spare > 0 else 0.0
-    ava("cache", "extract", "--vfm", "pixels#size=64", "--data", str(large), "--cache", str(work / "c-large"))
-    ava("cache", "extract", "--vfm", "pixels#size=64", "--data", str(small), "--cache", str(work / "c-small"))
+    for d in (small, large):
+        ava("cache", "extract", "--vfm", "pixels#size=64", "--data", str(d), "--cache", str(work / f"c-{d.name}"))
     # the cache's read rate, through the reader the heads use
     cache = open_cache(work / "c-large", "pixels#size=64")
     shas = sorted({s.image_sha256 for s in Dataset(large)})
@@ -159,41 +145,39 @@ def table_entry(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         return (time.perf_counter() - t0) / sum(v.nbytes for v in got)
 
     figures["read_bytes_per_s"] = 1 / fastest(args.repeat, read)
-    # a head job's work per ability and per sample: kNN (its search is tiny here) on 1 and 14 abilities, two sizes
+    # a head job's work per sample: kNN (its search is tiny here) on every ability at 40 and 200 samples each
     speeds = Speeds(kind="cpu", **{k: figures.get(k, 0.0) for k in FIGURES})
     row = 4 * sum(pool_dim(px.dim, v) for v in views)
 
-    def knn(d: Path, abilities: list[str]) -> tuple[float, int, int]:
-        extra = ["--ava", ",".join(abilities)] if abilities else []
+    def knn(d: Path) -> tuple[float, int]:
         args_ = ["head", "train", "--head", "knn", "--vfm", "pixels#size=64", "--data", str(d), "--device", "cpu"]
-        args_ += ["--cache", str(work / f"c-{d.name}"), *extra]
+        args_ += ["--cache", str(work / f"c-{d.name}")]
         took = fastest(args.repeat, lambda: ava(*args_, "--out", str(work / f"knn{next(runs)}"))[0])
-        counts = [c for a, c in shapes[d].abilities.items() if not abilities or a in abilities]
+        counts = list(shapes[d].abilities.values())
         n = sum(c.train + c.test for c in counts)
-        known = speeds.job_start_s + n * row / figures["read_bytes_per_s"]
-        known += sum(fit_seconds("knn", px, c, speeds, "")[0] for c in counts)
-        return took - known, n, len(counts)
+        known = n * row / figures["read_bytes_per_s"] + sum(fit_seconds("knn", px, c, speeds, "")[0] for c in counts)
+        return took - known, n
 
-    one = knn(small, ["color"])
-    all_small = knn(small, [])
-    all_large = knn(large, [])
-    sample_s = (all_large[0] - all_small[0]) / (all_large[1] - all_small[1])
-    ability_s = (all_small[0] - one[0] - sample_s * (all_small[1] - one[1])) / (all_small[2] - one[2])
-    figures["sample_s"] = max(0.0, sample_s)
-    figures["ability_s"] = max(0.0, ability_s)
+    at_small, at_large = knn(small), knn(large)
+    figures["sample_s"] = max(0.0, (at_large[0] - at_small[0]) / (at_large[1] - at_small[1]))
+    job = cal["small_jobs"]  # the calibration's real kNN job: its time beyond the start, less its samples
+    figures["ability_s"] = max(0.0, job["knn_s"] - figures["job_start_s"] - job["samples"] * figures["sample_s"])
+    figures["ability_s"] /= job["abilities"]
     figures["llm_tokens_per_s"] = 0.0
     figures["llm_warmup_s"] = 0.0
     return {
         "figures": figures,
-        "threads": threads,
+        "threads": cal["threads"],
+        "cores": cal["cores"],
+        "concurrency": cal["concurrency"],
         "runs": {
-            "knn_1_ability": one,
-            "knn_14_small": all_small,
-            "knn_14_large": all_large,
+            "knn_14_small": at_small,
+            "knn_14_large": at_large,
             "extract_s": {d.name: t for d, t in ex.items()},
+            "calibration": cal,
             "repeat": args.repeat,
         },
-        "load": load(),
+        "load_now": load(),
     }
 
 

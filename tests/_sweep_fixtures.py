@@ -120,3 +120,17 @@ def run_cli(args: list[str], capsys, monkeypatch) -> tuple[int, str]:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     out = capsys.readouterr()
     return code, out.out + out.err
+
+
+def slurm_up() -> bool:
+    """Whether a SLURM cluster answers here (``bash .ci/slurm-up.sh`` starts a one-node one)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("sinfo") is None:
+        return False
+    try:
+        out = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=10)
+    except subprocess.TimeoutExpired:
+        return False
+    return out.returncode == 0 and bool(out.stdout.strip())

@@ -5,7 +5,6 @@ when no cluster answers here)."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ from ava.sweep.jobs import plan_jobs
 from ava.sweep.plan import SweepError, load_plan, make_plan, plan_toml, write_plan
 from ava.sweep.run import status, sweep
 from tests._cache_fixtures import make_dataset
+from tests._sweep_fixtures import slurm_up
 from tests.test_bad_inputs_cache import run_cli
 
 
@@ -197,17 +197,7 @@ def test_slurm_states_come_from_the_queue_then_from_the_result_file(tmp_path: Pa
 
 
 # -- a real SLURM cluster -----------------------------------------------------------------------------------------
-def _slurm_up() -> bool:
-    if shutil.which("sinfo") is None:
-        return False
-    try:
-        out = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=10)
-    except subprocess.TimeoutExpired:
-        return False
-    return out.returncode == 0 and bool(out.stdout.strip())
-
-
-slurm = pytest.mark.skipif(not _slurm_up(), reason="no SLURM cluster answers here (start one: bash .ci/slurm-up.sh)")
+slurm = pytest.mark.skipif(not slurm_up(), reason="no SLURM cluster answers here (start one: bash .ci/slurm-up.sh)")
 
 
 @slurm
@@ -383,7 +373,7 @@ def test_a_second_sweep_with_other_settings_names_them_and_force_replaces(
     assert "give --force" in output and "another --out" in output
     assert load_plan(tmp_path / "runs") == first  # the refused sweep left the first plan as it was
     code, output = run_cli([*args, "--force"], capsys, monkeypatch)
-    assert ran and ran[-1][-3:] == ["--ava", "ocr", "--force"], ran
+    assert ran and ran[-1][-3:] == ["--ava", "ocr", "--force"], output
     second = load_plan(tmp_path / "runs")
     assert second.ava == [["ocr"]]
     # an earlier plan's job, not in this one, is still shown by `sweep status`

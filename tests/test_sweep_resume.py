@@ -1,7 +1,7 @@
 """A local sweep whose driver is killed (``kill -9``) and run again: jobs still running are adopted (their GPUs stay
 taken until they end), jobs that died with it run again, and what was waiting starts on the GPUs free now (a GPU
 another process filled meanwhile is skipped). The driver is a real process running a real plan on a machine of
-four GPUs described by ``AVA_GPU_INVENTORY``; its jobs record their GPUs and wait for files the test writes, so
+five GPUs described by ``AVA_GPU_INVENTORY``; its jobs record their GPUs and wait for files the test writes, so
 every kill and check happens at a known point."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from ava.sweep.jobs import DONE, FAILED, RUNNING, Job, JobState
 from ava.sweep.plan import SweepError, load_plan
 from ava.sweep.run import status, sweep
 from tests._cache_fixtures import make_dataset
-from tests._sweep_fixtures import events, gpu_inventory, pid_gone, recorder, wait_for_line
+from tests._sweep_fixtures import events, gpu_inventory, pid_gone, recorder, wait_for_line, when
 
 # the driver: a real plan and run.sweep, its jobs replaced by recording ones (the executor's logic under test)
 DRIVER = """
@@ -65,7 +65,7 @@ def sweep_dir(tmp_path: Path) -> Path:
 @pytest.mark.slow
 def test_kill_9_of_the_driver_then_a_rerun_adopts_reruns_and_reassigns(sweep_dir: Path, monkeypatch) -> None:
     tmp = sweep_dir
-    ev, inv = tmp / "events", gpu_inventory(tmp / "gpus.csv", [80, 80, 80, 80])
+    ev, inv = tmp / "events", gpu_inventory(tmp / "gpus.csv", [80, 80, 80, 80, 80])
     go = {k: tmp / f"go-{k}" for k in ("a", "b", "c")}
     (tmp / "progress_job.py").write_text(PROGRESS_JOB)
     jobs = [
@@ -107,9 +107,9 @@ def test_kill_9_of_the_driver_then_a_rerun_adopts_reruns_and_reassigns(sweep_dir
         assert rows["extract-b"]["state"] == DONE and rows["knn-a"]["state"] == "pending"
 
         held = {g for n in ("extract-a", "progress-c") for g in records[n]["gpus"]}
-        free = sorted({"0", "1", "2", "3"} - held)
+        free = sorted({"0", "1", "2", "3", "4"} - held)
         busy = free[0]  # another process fills the first free GPU now: the rerun must not use it
-        gpu_inventory(inv, [1.0 if str(i) == busy else 80.0 for i in range(4)])
+        gpu_inventory(inv, [1.0 if str(i) == busy else 80.0 for i in range(5)])
         second = _start_driver(spec, env, tmp / "driver2.log")
         log2 = wait_for_line(tmp / "driver2.log", "running knn-b")
         assert "adopted extract-a: still running on GPU" in log2 and "adopted progress-c" in log2
@@ -130,6 +130,8 @@ def test_kill_9_of_the_driver_then_a_rerun_adopts_reruns_and_reassigns(sweep_dir
     starts = [r for r in rows if r["what"] == "start"]
     assert [r["job"] for r in starts].count("extract-a") == 1  # adopted, never started twice
     assert [r["job"] for r in starts].count("knn-b") == 2  # died with the driver: run again
+    # a GPU was free all along: knn-a waited for the adopted extraction it depends on, not for a slot
+    assert when(rows, "end", "extract-a") < when(rows, "start", "knn-a")
     gpus = {r["job"]: r["gpus"] for r in starts}  # the last start of each
     assert gpus["knn-a"] != busy and gpus["knn-b"] != busy
     # knn-a started while the rerun knn-b and the adopted progress-c still held their GPUs

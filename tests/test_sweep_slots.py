@@ -258,6 +258,7 @@ def test_a_job_killed_while_holding_its_gpu_frees_it_and_blocks_what_waits(tmp_p
     assert {r["gpus"] for r in events(ev) if r["what"] == "start"} == {"0"}  # the one GPU, free again after the kill
 
 
+@pytest.mark.slow
 def test_an_extraction_on_two_gpus_runs_under_torchrun(tmp_path) -> None:
     """``gpus=2`` on a sweep with GPUs: the command runs as two torchrun ranks, both seeing the job's two GPUs."""
     pytest.importorskip("torch.distributed.run")

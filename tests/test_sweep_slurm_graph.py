@@ -4,7 +4,6 @@ the jobs after a failed one are cancelled by SLURM and shown blocked, naming it.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -13,21 +12,11 @@ import pytest
 
 from ava.sweep.jobs import BLOCKED, DONE, FAILED, Job
 from tests._cache_fixtures import make_dataset
-from tests._sweep_fixtures import events, recorder, when
-
-
-def _slurm_up() -> bool:
-    if shutil.which("sinfo") is None:
-        return False
-    try:
-        out = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=10)
-    except subprocess.TimeoutExpired:
-        return False
-    return out.returncode == 0 and bool(out.stdout.strip())
+from tests._sweep_fixtures import events, recorder, slurm_up, when
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not _slurm_up(), reason="no SLURM cluster answers here (start one: bash .ci/slurm-up.sh)")
+@pytest.mark.skipif(not slurm_up(), reason="no SLURM cluster answers here (start one: bash .ci/slurm-up.sh)")
 def test_a_chain_runs_in_order_on_slurm_and_a_failure_blocks_what_follows(tmp_path: Path, monkeypatch) -> None:
     pytest.importorskip("submitit")
     from ava.sweep import run

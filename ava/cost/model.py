@@ -63,9 +63,15 @@ def _views(vfm: VFMShape) -> list[str]:
 
 
 def extract_estimate(
-    vfm: VFMShape, data: DataShape, speeds: Speeds, *, codec: str = "fp16", gpus: int = 1, threads: int | None = None
+    vfm: VFMShape,
+    data: DataShape,
+    speeds: Speeds,
+    *,
+    codec: str = "fp16",
+    gpus: int = 1,
+    threads: int | None = None,
 ) -> Estimate:
-    """One VFM's extraction over the data's distinct images, on ``gpus`` GPUs (torchrun splits the images);
+    """One VFM's extraction over the data's distinct images, alone on ``gpus`` GPUs (torchrun splits the images);
     ``threads``: the CPU threads the job is given (a CPU's figures measured with more are scaled)."""
     from ava.cache.plan import group_bytes
 
@@ -82,7 +88,7 @@ def extract_estimate(
     compute = images * per_image
     write = written / max(1, gpus) / speeds.write_bytes_per_s if speeds.write_bytes_per_s else 0.0
     parts = {
-        "start": speeds.job_start_s,
+        "start": speeds.job_start_s + speeds.extract_start_s,
         "load": speeds.vfm_load_s.get(vfm.name, 0.0),
         "images": compute if speeds.on_cpu else max(compute, write),
     }
@@ -169,7 +175,7 @@ def head_estimate(
     llm: str = "qwen2-0.5b",
     threads: int | None = None,
 ) -> Estimate:
-    """One head job: ``head`` on ``vfm``'s features of ``abilities`` (empty: every ability in the data), given
+    """One head job alone: ``head`` on ``vfm``'s features of ``abilities`` (empty: every ability in the data), given
     ``threads`` CPU threads."""
     counts = _counts(data, abilities)
     parts = {"start": speeds.job_start_s, "abilities": 0.0, "samples": 0.0, "read": 0.0, "fit": 0.0}

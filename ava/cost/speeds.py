@@ -9,6 +9,8 @@ the table for that device kind on that host.
 The figures, all in seconds, bytes and FLOP:
 
 - ``job_start_s``: a job's process start, imports and device set-up;
+- ``extract_start_s``: an extraction's own work beyond that and its images (scanning the data, making the cache
+  group, starting its decode workers and writers, its checks at the end);
 - ``forward_flops_per_s``: a VFM's forward pass (at the device's default extraction dtype), FLOP taken as
   2 x parameters x tokens per image; a calibrated VFM's own seconds per image replace it;
 - ``prep_s_per_mpix``: decoding and preprocessing an image, per megapixel read (the stored image) and written (the
@@ -53,6 +55,7 @@ class Speeds:
 
     kind: str
     job_start_s: float
+    extract_start_s: float
     forward_flops_per_s: float
     prep_s_per_mpix: float
     extract_efficiency: float
@@ -66,6 +69,8 @@ class Speeds:
     llm_tokens_per_s: float
     llm_warmup_s: float
     threads: int = 0  # a CPU's figures: the threads they were measured with (a job given fewer computes slower)
+    cores: int = 0  # a CPU's figures: the machine's CPUs
+    concurrency: dict[int, float] = field(default_factory=dict)  # N jobs at once -> how much longer each takes
     source: str = ""  # "table (device, dates)" or "calibrated on HOST at DATE"
     vfm_forward_s: dict[str, float] = field(default_factory=dict)  # VFM -> measured seconds per image
     vfm_load_s: dict[str, float] = field(default_factory=dict)  # VFM -> measured seconds to load it
@@ -78,7 +83,22 @@ class Speeds:
         return self.kind == CPU or self.kind.startswith("cpu-")
 
     def figures(self) -> dict[str, float]:
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.type in ("float", float)}
+        return {name: getattr(self, name) for name in FIGURES}
+
+    def stretch(self, jobs: int, threads: int | None = None) -> tuple[float, bool]:
+        """How much longer each of ``jobs`` CPU jobs at once takes than one alone, and whether that was measured
+        (``concurrency``: a job's start timed alone and N at once, each pinned to its share of the CPUs; between 1
+        and a measured N, in proportion). Not measured: the CPUs shared evenly, ``jobs x threads / cores`` (at
+        least 1). 1 on a GPU."""
+        if not self.on_cpu or jobs <= 1:
+            return 1.0, True
+        if jobs in self.concurrency:
+            return max(1.0, self.concurrency[jobs]), True
+        above = [n for n in self.concurrency if n > jobs]
+        if above:
+            n = min(above)
+            return 1.0 + (max(1.0, self.concurrency[n]) - 1.0) * (jobs - 1) / (n - 1), True
+        return max(1.0, jobs * (threads or 1) / max(1, self.cores or 1)), False
 
     def slower(self, threads: int | None) -> float:
         """How much slower a job's computing is on ``threads`` CPU threads than these figures were measured with
@@ -88,7 +108,8 @@ class Speeds:
         return max(1.0, self.threads / threads)
 
 
-FIGURES = [f.name for f in fields(Speeds) if f.type in ("float", float)]
+ABOUT = ("threads", "cores", "concurrency")  # how the figures were measured, not figures
+FIGURES = [f.name for f in fields(Speeds) if f.type in ("float", float) and f.name not in ABOUT]
 
 
 def table() -> dict[str, Any]:
@@ -112,8 +133,9 @@ def from_table(kind: str) -> Speeds:
     entry = devices[kind]["figures"]
     dates = sorted({f["date"] for f in entry.values()})
     values = {name: float(entry[name]["value"]) for name in FIGURES}
-    threads = int(devices[kind].get("threads", 0))
-    return Speeds(kind=kind, threads=threads, source=f"table: {kind}, measured {dates[0]}..{dates[-1]}", **values)
+    about = {k: devices[kind].get(k, 0) for k in ("threads", "cores")}
+    about["concurrency"] = {int(k): float(v) for k, v in (devices[kind].get("concurrency") or {}).items()}
+    return Speeds(kind=kind, source=f"table: {kind}, measured {dates[0]}..{dates[-1]}", **about, **values)
 
 
 def calibration_path(kind: str, home: Path | None = None, host: str | None = None) -> Path:
@@ -148,6 +170,7 @@ def save_calibration(kind: str, figures: dict[str, float], vfms: dict[str, dict[
         "host": socket.gethostname(),
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
         **about,
+        "concurrency": {**before.get("concurrency", {}), **(about.get("concurrency") or {})},
         "figures": {**before.get("figures", {}), **figures},
         "vfm": {**before.get("vfm", {}), **vfms},
     }
@@ -173,6 +196,8 @@ def speeds_for(kind: str, *, calibrated: bool = True) -> Speeds:
         if name in FIGURES:
             setattr(base, name, float(value))
     base.threads = int(cal.get("threads") or base.threads)
+    base.cores = int(cal.get("cores") or base.cores)
+    base.concurrency = {**base.concurrency, **{int(k): float(v) for k, v in (cal.get("concurrency") or {}).items()}}
     vfms = cal.get("vfm", {})
     base.vfm_forward_s = {k: float(v["forward_s"]) for k, v in vfms.items() if "forward_s" in v}
     base.vfm_load_s = {k: float(v["load_s"]) for k, v in vfms.items() if "load_s" in v}

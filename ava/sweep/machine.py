@@ -113,6 +113,7 @@ def run_calibration(machine: Machine, plan: SweepPlan, say: Any = None) -> None:
     """``python -m ava.cost.calibrate`` for the plan's VFMs, on the sweep's first GPU (or the CPU)."""
     device = "cpu" if machine.kind == "cpu" else "cuda"
     argv = [sys.executable, "-m", "ava.cost.calibrate", "--kind", machine.kind, "--device", device, "--data", plan.data]
+    argv += ["--jobs", str(machine.slots.units)]
     for vfm in plan.vfm:
         argv += ["--vfm", vfm]
     env = {**os.environ, **machine.env}

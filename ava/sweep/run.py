@@ -168,7 +168,6 @@ def _work(plan: SweepPlan, jobs: list[Job], state: JobState, force: bool) -> _Wo
         if plan.executor == "local" and records[j.name].get("state") == RUNNING and j not in todo
     ]
     finished = {j.name: records[j.name].get("state", PENDING) for j in jobs if j not in todo}
-    finished.update({j.name: DONE for j, _ in adopted})  # what waits on them is simulated after them
     return _Work(jobs, records, todo, adopted, finished)
 
 
@@ -221,7 +220,16 @@ def sweep(
             machine = resources(work)
         for line in machine.skipped:
             say(f"skipped {line}")
-        cost = estimate(plan, work.todo, machine.slots, figures, finished=work.finished, notes=machine.notes)
+        cost = estimate(
+            plan,
+            work.todo,
+            machine.slots,
+            figures,
+            finished=work.finished,
+            notes=machine.notes,
+            running={j.name: _left(r) for j, r in work.adopted},
+            jobs=work.jobs,
+        )
         about = {
             "submitted": [j.name for j in work.todo],
             "skipped": [j.name for j in work.jobs if j not in work.todo],
@@ -264,10 +272,20 @@ def _record(work: _Work, state: JobState, cost: Any) -> None:
         now = work.records[job.name]
         if now.get("state", PENDING) != PENDING and now != state.read(job):
             state.write(job, **{k: v for k, v in now.items() if k not in ("name", "kind", "job")})
+    todo = {j.name: j for j in work.todo}
     for row in cost.jobs:
-        if row["seconds"] is not None:
-            job = next(j for j in work.todo if j.name == row["job"])
-            state.write(job, estimate={"seconds": row["seconds"], "bytes": row["bytes"], "device": cost.device})
+        if row["seconds"] is not None and row["job"] in todo:
+            state.write(
+                todo[row["job"]], estimate={"seconds": row["seconds"], "bytes": row["bytes"], "device": cost.device}
+            )
+
+
+def _left(record: dict[str, Any]) -> float:
+    """The estimated seconds a job found running has left (its estimate less the time it has run; 0 without one)."""
+    import time
+
+    estimate = (record.get("estimate") or {}).get("seconds") or 0.0
+    return max(0.0, float(estimate) - (time.time() - float(record.get("started") or time.time())))
 
 
 def _say(progress: bool) -> Any:
