@@ -10,8 +10,8 @@ ships for CPUs): a job's start, the forward and preprocessing rates, matrix prod
 (as ``--calibrate`` does), and from real jobs at two data sizes and two ability counts the head jobs' work per
 ability and per sample, and the extraction's write rate. Prints the entry as JSON.
 
-    python benchmarks/bench_sweep_estimate.py [--jobs 2] [--per-ava 40] [--json]
-    python benchmarks/bench_sweep_estimate.py --table [--json]
+    python benchmarks/bench_sweep_estimate.py [--jobs 2] [--per-ava 40] [--json [FILE]]
+    python benchmarks/bench_sweep_estimate.py --table [--json [FILE]]
 """
 
 from __future__ import annotations
@@ -26,6 +26,24 @@ import time
 from pathlib import Path
 from typing import Any
 
+import results  # benchmarks/, beside this script
+
+UNITS = {  # of the speed table's figures (ava.cost.speeds)
+    "job_start_s": "s",
+    "extract_start_s": "s",
+    "forward_flops_per_s": "FLOP/s",
+    "prep_s_per_mpix": "s/Mpix",
+    "extract_efficiency": "",
+    "write_bytes_per_s": "B/s",
+    "read_bytes_per_s": "B/s",
+    "matmul_flops_per_s": "FLOP/s",
+    "probe_linear_step_s": "s",
+    "probe_attn_step_s": "s",
+    "ability_s": "s",
+    "sample_s": "s",
+    "llm_tokens_per_s": "token/s",
+    "llm_warmup_s": "s",
+}
 VFMS = "pixels#size=64,random-vit"
 HEADS = "knn,probe-linear"
 
@@ -187,32 +205,43 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2, help="the sweep's jobs at once")
     parser.add_argument("--repeat", type=int, default=2, help="--table: timings per figure (the least is kept)")
     parser.add_argument("--per-ava", type=int, default=40, help="synthetic samples per ability")
-    parser.add_argument("--json", action="store_true", help="record the figures in benchmarks/results/")
+    results.json_option(parser)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="ava-bench-sweep-") as tmp:
         result = table_entry(args, Path(tmp)) if args.table else check(args, Path(tmp))
     print(json.dumps(result, indent=1))
-    if not args.json:
-        return
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from results import figure, record
-
     if args.table:
-        figs = [figure(k, v, "") for k, v in result["figures"].items()]
-        path = record("sweep_estimate_table", figs, [result["runs"]])
-    else:
-        figs = [
-            figure("wall_ratio_calibrated", result["wall_ratio_calibrated"], "x", "0.5..2", f"load {result['load']}"),
-            figure("worst_job_calibrated", result["worst_job_calibrated"], "x", "<= 2"),
-            figure(
-                "wall_ratio_table", result["wall_ratio_table"], "x", "0.5..2", "the table's cpu figures, uncalibrated"
-            ),
-            figure("worst_job_table", result["worst_job_table"], "x", "<= 2"),
-            figure("sweep_wall", result["wall_s"], "s", None, f"{VFMS} x {HEADS}, --jobs {result['jobs']}"),
-            figure("calibrate", result["calibrate_s"], "s", "seconds, not minutes"),
+        figures = [
+            results.figure(f"speed table, cpu: {k}", float(f"{v:.4g}"), UNITS[k], note=f"load {result['load_now']}")
+            for k, v in result["figures"].items()
         ]
-        path = record("sweep_estimate", figs, result["rows"])
-    print(f"recorded in {path}")
+        figures.append(
+            results.figure("speed table, cpu: 2 jobs at once / one alone", result["concurrency"].get("2"), "x")
+        )
+        results.write(args.json, "bench_sweep_estimate", figures, [result["runs"]], result)
+        return
+    load_note = f"load {result['load']}"
+    figures = [
+        results.figure(
+            "sweep wall, estimate / actual, calibrated", result["wall_ratio_calibrated"], "x", "0.5-2", load_note
+        ),
+        results.figure("sweep, worst job's estimate off by, calibrated", result["worst_job_calibrated"], "x", "<= 2"),
+        results.figure(
+            "sweep wall, estimate / actual, the table's cpu figures",
+            result["wall_ratio_table"],
+            "x",
+            "0.5-2",
+            load_note,
+        ),
+        results.figure(
+            "sweep, worst job's estimate off by, the table's figures", result["worst_job_table"], "x", "<= 2"
+        ),
+        results.figure(
+            "sweep wall", result["wall_s"], "s", note=f"{VFMS} x {HEADS}, --jobs {result['jobs']}, {load_note}"
+        ),
+        results.figure("--calibrate", result["calibrate_s"], "s", "seconds, not minutes"),
+    ]
+    results.write(args.json, "bench_sweep_estimate", figures, result["rows"], result)
 
 
 if __name__ == "__main__":

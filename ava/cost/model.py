@@ -19,7 +19,8 @@ sample, reading its features, and its fit:
 - ``zero-shot``: the VFM's forward over the test images (twice: image and text towers).
 
 The bytes of a head job are its run directory: predictions and results per test sample, the head's tensors (a
-probe's weights, kNN's train views, the LLM head's LoRA adapters and connector).
+probe's weights, kNN's train views, the LLM head's LoRA adapters and connector with a training checkpoint beside
+them: its peak).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ava.cost.shapes import AbilityCounts, DataShape, VFMShape, llm_params
+from ava.cost.shapes import QWEN2_05B, AbilityCounts, DataShape, VFMShape, llm_params, llm_shape
 from ava.cost.speeds import CostError, Speeds
 
 TEXT_TOKENS = 82  # question and answer tokens of a sample in the LLM head (the benchmark's 811 - 729 visual)
@@ -157,12 +158,18 @@ def fit_seconds(head: str, vfm: VFMShape, c: AbilityCounts, speeds: Speeds, llm:
 
 
 def _lora_bytes(llm: str, vfm: VFMShape, r: int = 128) -> float:
-    """LoRA r on the 7 linears of every layer (bf16) and the connector (vision dim -> hidden -> hidden)."""
-    params = llm_params(llm)
-    hidden = 896 if params < 1e9 else 2048 if params < 3e9 else 4096
-    layers = max(2, round(params / (12 * hidden * hidden)))
-    lora = layers * 7 * r * 2 * hidden
-    return 2.0 * (lora + vfm.dim * hidden + hidden * hidden)
+    """An ability's LLM-head run on disk at its peak: the trainable weights (LoRA of rank ``r``, the connector:
+    vision dim -> hidden -> hidden) in float32, and one training checkpoint beside them (the weights and AdamW's two
+    moments): 16 bytes a trainable parameter. An LLM whose shapes are not known scales Qwen2-0.5B's by the square
+    root of its parameters."""
+    shape = llm_shape(llm)
+    if shape is None:
+        ref = llm_shape(QWEN2_05B)
+        scale = math.sqrt(llm_params(llm) / ref.params) if ref is not None else 1.0
+        hidden, lora = 896 * scale, (ref.lora_params(r) if ref is not None else 35e6) * scale
+    else:
+        hidden, lora = shape.hidden, shape.lora_params(r)
+    return 16.0 * (lora + vfm.dim * hidden + hidden * hidden)
 
 
 def head_estimate(

@@ -90,15 +90,62 @@ def data_shape(path: str | os.PathLike[str]) -> DataShape:
     return DataShape(str(path), len(images), mpix, counts)
 
 
-def llm_params(name: str) -> float:
-    """An LLM's parameters from its registry entry: its random config's shapes, else the size in its name
-    (``qwen2-1.5b``); Qwen2-0.5B's when neither says."""
+@dataclass(frozen=True)
+class LLMShape:
+    hidden: int
+    intermediate: int
+    layers: int
+    kv: int  # the key/value projections' width (grouped-query attention)
+    vocab: int
+
+    @property
+    def params(self) -> float:
+        """Parameters: attention and MLP of every layer, and the embedding."""
+        h = self.hidden
+        return float(self.layers * (2 * h * h + 2 * h * self.kv + 3 * h * self.intermediate) + self.vocab * h)
+
+    def lora_params(self, r: int) -> float:
+        """LoRA of rank ``r`` on the 7 linears of every layer (q, k, v, o, gate, up, down)."""
+        h, i, kv = self.hidden, self.intermediate, self.kv
+        return float(self.layers * r * (2 * h + 2 * (h + kv) + 2 * h + 3 * (h + i)))
+
+
+QWEN2_05B = "random-qwen2-0.5b"  # the registry's build of Qwen2-0.5B's exact shapes
+
+
+def llm_shape(name: str) -> LLMShape | None:
+    """An LLM's shapes: its registry entry's random config (Qwen2-0.5B's for ``qwen2-0.5b``), else the config of
+    its hub id when the hub's files are on this machine already (nothing is downloaded); None when neither."""
     from ava.heads.llm.llms import LLMS
 
     spec = LLMS.get(name) if name in LLMS else None
-    config = getattr(spec, "random_config", None) if spec is not None else None
-    if config:
-        h, i, n = config["hidden_size"], config["intermediate_size"], config["num_hidden_layers"]
-        return float(n * (4 * h * h + 3 * h * i) + config["vocab_size"] * h)
+    config = dict(getattr(spec, "random_config", None) or {})
+    if not config and spec is not None and spec.hub_id == "Qwen/Qwen2-0.5B" and QWEN2_05B in LLMS:
+        config = dict(LLMS.get(QWEN2_05B).random_config)
+    if not config:
+        try:
+            from transformers import AutoConfig
+
+            config = AutoConfig.from_pretrained(getattr(spec, "hub_id", None) or name, local_files_only=True).to_dict()
+        except Exception:  # noqa: BLE001 - not on this machine, or not a causal LM's config: no shapes
+            return None
+    try:
+        h, heads = int(config["hidden_size"]), int(config["num_attention_heads"])
+        kv = h * int(config.get("num_key_value_heads") or heads) // heads
+        return LLMShape(
+            h, int(config["intermediate_size"]), int(config["num_hidden_layers"]), kv, int(config["vocab_size"])
+        )
+    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        return None
+
+
+def llm_params(name: str) -> float:
+    """An LLM's parameters (:func:`llm_shape`), else the size in its name (``qwen2-1.5b``), else Qwen2-0.5B's."""
+    from ava.heads.llm.llms import LLMS
+
+    shape = llm_shape(name)
+    if shape is not None:
+        return shape.params
+    spec = LLMS.get(name) if name in LLMS else None
     match = re.search(r"(\d+(?:\.\d+)?)b\b", f"{getattr(spec, 'hub_id', '') or ''} {name}".lower())
     return float(match.group(1)) * 1e9 if match else 0.494e9

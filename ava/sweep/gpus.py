@@ -191,7 +191,7 @@ def choose(
                 planned=True,
             )
         ids = list(range(value)) if mode == "count" else value  # type: ignore[arg-type]
-        note = f"planned for GPUs this machine lacks (its GPUs: {here})"
+        note = f"planned for GPUs this machine lacks (its GPUs: {here})" if gpus else "no GPU here: planned for them"
         return Choice([GPU(str(i)) for i in ids], [], note, planned=True)
     if not gpus:
         raise SweepError(
