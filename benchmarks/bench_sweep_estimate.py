@@ -239,7 +239,7 @@ def main() -> None:
         results.figure(
             "sweep wall", result["wall_s"], "s", note=f"{VFMS} x {HEADS}, --jobs {result['jobs']}, {load_note}"
         ),
-        results.figure("--calibrate", result["calibrate_s"], "s", "seconds, not minutes"),
+        results.figure("--calibrate", result["calibrate_s"], "s", "<= 60 s"),
     ]
     results.write(args.json, "bench_sweep_estimate", figures, result["rows"], result)
 
