@@ -31,7 +31,8 @@ def H100(i: int, free: float = 80.0) -> GPU:
 
 
 # -- the slots ------------------------------------------------------------------------------------------------
-def test_jobs_spread_over_the_gpus_before_sharing_one() -> None:
+def test_jobs_spread_over_the_gpus_before_sharing_one(monkeypatch) -> None:
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)  # a cap the user sets (tested below); torch sets it too
     slots = Slots(4, ["0", "1"], per_gpu=2, cpus=list(range(8)), usable=8)
     job = Job("j", "train", "v", [])
     leases = [slots.take(job) for _ in range(4)]
@@ -42,7 +43,8 @@ def test_jobs_spread_over_the_gpus_before_sharing_one() -> None:
     assert slots.take(job).gpus == ("1",)
 
 
-def test_a_multi_gpu_job_takes_distinct_gpus_and_their_share_of_cpus() -> None:
+def test_a_multi_gpu_job_takes_distinct_gpus_and_their_share_of_cpus(monkeypatch) -> None:
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     slots = Slots(4, ["0", "1", "2", "3"], cpus=list(range(8)), usable=8)
     extract = Job("e", "extract", "v", [], gpus=3)
     lease = slots.take(extract)
@@ -54,6 +56,12 @@ def test_a_multi_gpu_job_takes_distinct_gpus_and_their_share_of_cpus() -> None:
 def test_one_job_at_a_time_keeps_the_machine_whole() -> None:
     lease = Slots(1, cpus=[0, 1, 2, 3], usable=4).take(Job("j", "train", "v", []))
     assert lease.cpus == () and lease.threads is None and lease.env() == {}
+
+
+def test_omp_num_threads_set_for_the_sweep_caps_each_jobs_threads(monkeypatch) -> None:
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    lease = Slots(2, cpus=list(range(8)), usable=8).take(Job("j", "train", "v", []))
+    assert lease.threads == 1 and lease.cpus == (0, 1, 2, 3)
 
 
 def test_cpu_lists_read_and_written_as_taskset_does() -> None:
