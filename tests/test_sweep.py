@@ -128,7 +128,10 @@ def test_local_sweep_runs_each_job_once_and_reruns_only_the_failed(
     log = str(tmp_path / "runs/sweep/logs/knn-pixels-ocr.log")
     assert failed["state"] == "failed" and failed["log"] == log
     assert failed["error"].startswith("error: dataset") and "no samples for ability 'ocr'" in failed["error"]
-    assert f"failed    knn-pixels-ocr log {log}: error: dataset" in output
+    line = next(ln for ln in output.splitlines() if ln.startswith("failed    knn-pixels-ocr "))
+    assert f" log {log}: error: dataset" in line  # no estimate: the data has no ocr samples
+    done = next(ln for ln in output.splitlines() if ln.startswith("done      knn-pixels-color+counting "))
+    assert "(est " in done  # its time beside its estimate
     stamp = (tmp_path / "runs/sweep/logs/knn-pixels-color+counting.log").stat().st_mtime_ns
     again = sweep(load_plan(tmp_path / "runs"))
     assert again["submitted"] == ["knn-pixels-ocr"]  # only the failed job ran again
