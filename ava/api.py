@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DatasetResult",
+    "ExportResult",
     "ExtractResult",
     "Fingerprint",
     "HeadRun",
@@ -46,13 +47,16 @@ __all__ = [
     "build_data",
     "data_info",
     "evaluate_head",
+    "export_results",
     "extract",
     "extract_config",
     "fingerprint",
     "head_config",
     "import_data",
     "load_dataset",
+    "load_published",
     "make_report",
+    "paper_table",
     "score",
     "run_sweep",
     "split_data",
@@ -64,6 +68,8 @@ __all__ = [
     "train_head",
     "rewrite_options",
     "vlm_answer",
+    "ReproduceResult",
+    "reproduce",
 ]
 
 PathLike = str | os.PathLike[str]
@@ -824,11 +830,17 @@ def make_report(
     reference: str | None = None,
     gaps: list[tuple[PathLike, PathLike]] | None = None,
     progress: bool = False,
+    paper: bool = False,
+    published: list[PathLike] | PathLike | None = None,
 ) -> ReportResult:
     """Tables with 95% bootstrap intervals, baselines, ranks and rank agreement, subgroups, plots and report.html
     from run directories (``ava report``); ``reference`` adds every score relative to that VFM, ``gaps`` (run,
     reference run) pairs the alignment gap (default: each VLM run against each zero-shot run); ``progress``: one
-    step per section on stderr."""
+    step per section on stderr.
+
+    ``paper``: the runs beside the AVA-Bench paper's Table 5 (:func:`paper_table`): ranked among its nine VFMs, ours
+    minus the paper's for a VFM it has, flagged cells and why the numbers are (not) comparable. ``published``: the
+    same beside results folders (paths or fsspec URLs written by :func:`export_results`)."""
     from ava.report import make_report as run_report
 
     if isinstance(runs, str | os.PathLike):
@@ -845,8 +857,167 @@ def make_report(
         reference=reference,
         progress=progress,
         gaps=[(str(a), str(b)) for a, b in gaps] if gaps else None,
+        paper=paper,
+        published=[str(p) for p in _paths(published) or []] if published else None,
     )
     return ReportResult(Path(out), list(result.get("refused") or []), result)
+
+
+# -- published results ------------------------------------------------------------------------------------------
+def paper_table() -> Any:
+    """The AVA-Bench paper's Table 5 as published (:class:`ava.published.Source`): 9 VFMs x 14 abilities with the
+    LLM head (Qwen2-0.5B + LoRA) on the paper's test split, every value (``Cell.value`` in ava's units, ``Cell.printed``
+    as printed) and printed rank, the printed average ranks, the units and provenance, and the cells the table
+    contradicts itself on (``Source.flags``, each with its reason). ``ava report --paper`` compares runs with it."""
+    from ava.published import paper_table as table
+
+    return table()
+
+
+def load_published(location: PathLike) -> Any:
+    """A results folder (a path or an fsspec URL, written by :func:`export_results`) as a
+    :class:`ava.published.Source`; a malformed, truncated or tampered folder raises
+    :class:`ava.published.PublishedError` naming the file and field."""
+    from ava.published import read_folder
+
+    return read_folder(str(location))
+
+
+@dataclass
+class ExportResult:
+    """A results folder written by :func:`export_results`: where, and its index (one line per entry)."""
+
+    out: str
+    index: dict[str, Any] = field(repr=False)
+
+    @property
+    def entries(self) -> list[dict[str, Any]]:
+        return list(self.index["entries"])
+
+
+def export_results(
+    runs: list[PathLike] | PathLike,
+    out: PathLike,
+    *,
+    split: str = "test",
+    title: str | None = None,
+    force: bool = False,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> ExportResult:
+    """Write run directories as a results folder at ``out`` (a path or an fsspec URL; ``ava results export``): per
+    VFM and head the values, n, 95% intervals (drawn as ``ava report`` draws them), the run's identity, data identity,
+    config and versions, an ``index.json`` with each file's digest and a README card. Adding to a folder keeps its
+    entries; an entry already there (same VFM and head) is replaced only with ``force``."""
+    from ava.report.export import export_results as run_export
+
+    if isinstance(runs, str | os.PathLike):
+        runs = [runs]
+    if n_boot < 100:
+        raise AvaError(f"n_boot must be >= 100, got {n_boot}")
+    index = run_export(
+        [Path(r) for r in runs], str(out), split=split, title=title, force=force, n_boot=n_boot, seed=seed
+    )
+    return ExportResult(str(out), index)
+
+
+# -- reproducing the paper ------------------------------------------------------------------------------------------
+@dataclass
+class ReproduceResult:
+    """What ``reproduce`` did: the plan file, what it did before stage 3 (``stages``, in words: the shortcut when no
+    caption or instruction data was given), each job's state, the jobs run or submitted now and those skipped (done
+    before), and the report beside the paper (``report``: report.json's content, None until its job has run) in
+    ``report_dir``. With ``dry_run``: only ``dry_run``, one row per job (nothing ran, nothing was written)."""
+
+    plan: str
+    stages: list[str]
+    report_dir: Path
+    jobs: list[dict[str, Any]] = field(default_factory=list)
+    submitted: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    report: dict[str, Any] | None = field(default=None, repr=False)
+    dry_run: list[dict[str, Any]] | None = None
+
+    @property
+    def diff(self) -> list[dict[str, Any]]:
+        """Per reproduced VFM: per ability ours, the paper's, the difference and the interval verdict."""
+        blocks = (self.report or {}).get("published") or []
+        return [d for b in blocks for c in b["comparisons"] for d in c["diff"]]
+
+
+def reproduce(
+    vfm: list[str] | str,
+    *,
+    data: PathLike,
+    cache: PathLike,
+    out: PathLike,
+    captions: PathLike | None = None,
+    instructions: PathLike | None = None,
+    llm: str = "qwen2-0.5b",
+    ava: list[str] | str | None = None,
+    executor: str = "local",
+    jobs: int = 1,
+    device: str = "auto",
+    slurm: dict[str, Any] | None = None,
+    epochs: int | None = None,
+    batch_size: int | None = None,
+    lora_r: int | None = None,
+    dtype: str | None = None,
+    max_train: int | None = None,
+    max_eval: int | None = None,
+    force: bool = False,
+    dry_run: bool = False,
+    progress: bool = False,
+) -> ReproduceResult:
+    """The paper's protocol end to end for the paper's VFMs (``ava reproduce``): extraction, stage 1 on ``captions``
+    and stage 2 on ``instructions`` when given (else stage 3 starts from the LLM as released: the shortcut, named in
+    ``stages``), stage 3 per ability with the paper's settings (``epochs``, ``batch_size``, ``lora_r``, ``max_*``
+    override them, and the report lists each difference), then the report beside the paper's Table 5 in
+    ``OUT/report``. Jobs run on the executors of :mod:`ava.sweep` (``local`` or ``slurm``); a rerun resumes. A VFM
+    the paper lacks is refused by name; its ``tiny-<key>`` test models run as labelled pipeline checks."""
+    from ava.reproduce import ReproducePlan
+    from ava.reproduce import reproduce as run
+    from ava.sweep.plan import SlurmOptions
+
+    try:
+        options = SlurmOptions(**(slurm or {}))
+    except TypeError as e:
+        raise AvaError(f"slurm options: {e}") from None
+    plan = ReproducePlan(
+        vfm=_paths(vfm) or [],
+        data=str(data),
+        cache=str(cache),
+        out=str(out),
+        captions=str(captions) if captions is not None else None,
+        instructions=str(instructions) if instructions is not None else None,
+        llm=llm,
+        ava=_paths(ava) or [],
+        executor=executor,
+        jobs=jobs,
+        device=device,
+        slurm=options,
+        epochs=epochs,
+        batch_size=batch_size,
+        lora_r=lora_r,
+        dtype=dtype,
+        max_train=max_train,
+        max_eval=max_eval,
+    )
+    if not plan.vfm:
+        raise AvaError("--vfm: give the paper's VFMs to reproduce (siglip2, dinov2 ...)")
+    result = run(plan, force=force, progress=progress, dry=dry_run)
+    report_dir = Path(out) / "report"
+    if dry_run:
+        return ReproduceResult(result["plan"], result["stages"], report_dir, dry_run=result["dry_run"])
+    return ReproduceResult(
+        result["plan"],
+        result["stages"],
+        report_dir,
+        result["jobs"],
+        result["submitted"],
+        result["skipped"],
+        result["report"],
+    )
 
 
 # -- options (FOCI hard negatives) -----------------------------------------------------------------------------
@@ -931,9 +1102,10 @@ class SweepResult:
     submitted, those already done or in flight (``skipped``), those found still running from an earlier driver
     and waited for (``adopted``), the GPUs used and those skipped (another process fills them), the estimate
     (per job its seconds, bytes, start, end and GPUs in the simulated schedule; the GPU-hours, wall time and bytes
-    of the whole), and each job's status after the run."""
+    of the whole), and each job's status after the run (a dry run: what each would do, with its estimate)."""
 
     plan: Path | None
+    folder: Path  # OUT/sweep: the plan, the jobs' state and their logs
     submitted: list[str]
     skipped: list[str]
     estimate: dict[str, Any]
@@ -988,6 +1160,7 @@ def run_sweep(
     out = sweep(the_plan, force=force, progress=progress, dry_run=dry_run, calibrate=calibrate, device_kind=device_kind)
     return SweepResult(
         plan=Path(out["plan"]) if out.get("plan") else None,
+        folder=the_plan.folder,
         submitted=out["submitted"],
         skipped=out["skipped"],
         estimate=out["estimate"],

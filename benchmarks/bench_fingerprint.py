@@ -9,7 +9,7 @@ Features are random (speed depends on shapes, not values): a stand-in for the fe
 image, ``T x D`` Gaussian fp16 tokens (one of 64 random matrices, picked by the image's sha256) plus a small class
 signal, so the heads have something to fit, and the pooled views an extraction stores. ``reads`` counts calls of the
 cache's ``read`` (one call reads one batch of rows of one layer). The dataset is a hand-made one with the 14
-abilities' answer kinds (``tests/_heads_fixtures.py``).
+abilities' answer kinds (``handmade`` in ``tests/helpers.py``).
 
     python benchmarks/bench_fingerprint.py                                # 14 abilities x 150 samples, 196 x 768
     python benchmarks/bench_fingerprint.py --tokens 729 --dim 1152 --samples 1000   # SigLIP-so400m shapes
@@ -68,7 +68,7 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.helpers
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import results  # noqa: E402
@@ -213,9 +213,8 @@ REAL_SIZES = {
 def build(
     root: Path, samples: int | dict[str, int], tokens: int, dim: int, abilities: tuple[str, ...]
 ) -> tuple[Path, RandomCache]:
-    from _heads_fixtures import handmade
-
     from ava.data.format import Dataset
+    from tests.helpers import handmade
 
     data, fake = handmade(root / "data", abilities=abilities, n=samples, tokens=4, dim=16)
     cache = RandomCache({sha: rows[0, 0] for sha, rows in fake.rows.items()}, tokens, dim)

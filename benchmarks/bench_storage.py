@@ -42,7 +42,7 @@ def start_server() -> Any:
 
     import boto3
 
-    from tests._cache_fixtures import free_port
+    from tests.helpers import free_port
 
     port = free_port()
     server = subprocess.Popen(
@@ -161,7 +161,7 @@ def _done_rows(url: str) -> int:
 
 def bench_kills(data: Path, kills: int, root: Path, seed: int) -> dict[str, Any]:
     from ava.cache import ExtractConfig, content_digest, extract, open_cache
-    from tests._cache_fixtures import start_extract
+    from tests.helpers import start_extract
 
     def run(cache: str | Path) -> dict:
         return extract(
@@ -222,7 +222,7 @@ def main() -> None:
 
     torch.set_num_threads(max(1, (os.cpu_count() or 2) - 1))
     from ava.synth import SynthConfig, generate
-    from tests._cache_fixtures import make_dataset
+    from tests.helpers import make_dataset
 
     server = start_server()
     from bench_cache import environment  # the device in words, the date and the versions, as every benchmark

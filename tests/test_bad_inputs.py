@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +18,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from ava.data.format import Dataset, DatasetWriter, Sample
+from ava.data.format import Dataset
+from tests.helpers import Cli, dataset_with_image, llava_json, llava_record, plant, png_bytes, tree_digest
 
 SECRET = b"TOP-SECRET-PAYLOAD"
 
@@ -37,14 +37,6 @@ class Case:
 # -- planting helpers ------------------------------------------------------------------------------
 
 
-def png_bytes(color: tuple[int, int, int] = (200, 30, 30), size: tuple[int, int] = (8, 8)) -> bytes:
-    import io
-
-    buf = io.BytesIO()
-    Image.new("RGB", size, color).save(buf, format="PNG")
-    return buf.getvalue()
-
-
 def secret_file(tmp: Path) -> Path:
     """A file outside every root that nothing may read; a valid PNG that ends in SECRET, so a reader that
     took it would store or copy it without complaint."""
@@ -54,46 +46,10 @@ def secret_file(tmp: Path) -> Path:
     return path
 
 
-def dataset_with_image(tmp: Path, image: str) -> Path:
-    """A one-sample dataset whose sample's ``image`` field is ``image`` (as a hostile dataset could have it)."""
-    root = tmp / "data"
-    with DatasetWriter(root, {"source": "test"}) as w:
-        rel = w.add_image_bytes(png_bytes(), "png")
-        w.add_sample(
-            Sample(
-                id="s0",
-                ava="color",
-                image=rel,
-                width=8,
-                height=8,
-                question="What color is shown?",
-                answer="[200, 30, 30]",
-                truth={"rgb": [200, 30, 30]},
-                split="train",
-            )
-        )
-    path = root / "samples" / "color.jsonl"
-    rec = json.loads(path.read_text())
-    rec["image"] = image
-    path.write_text(json.dumps(rec) + "\n")
-    return root
-
-
 def no_secret_under(root: Path) -> None:
     for p in root.rglob("*"):
         if p.is_file() and not p.is_symlink():
             assert SECRET not in p.read_bytes(), f"{p} holds the secret"
-
-
-def llava_json(tmp: Path, image: str) -> Path:
-    src = tmp / "src"
-    src.mkdir(exist_ok=True)
-    conv = [
-        {"from": "human", "value": "<image>\nWhat color is shown within the red bounding box?"},
-        {"from": "gpt", "value": "[1, 2, 3]"},
-    ]
-    (src / "data.json").write_text(json.dumps([{"id": "r0", "image": image, "ava": "color", "conversations": conv}]))
-    return src
 
 
 def no_images_stored(out: Path) -> None:
@@ -308,7 +264,7 @@ def knn_run(tmp: Path) -> tuple[Path, Path]:
     """(data, run): a finished kNN run of VFM 'fake' on a hand-made dataset whose cache is a FakeCache."""
     from ava.heads.knn import KNNConfig
     from ava.heads.knn.train import train
-    from tests._heads_fixtures import handmade
+    from tests.helpers import handmade
 
     data, cache = handmade(tmp / "data", abilities=("color", "spatial"), n=20)
     FAKE_CACHES[str(tmp / "fake-cache")] = cache
@@ -316,16 +272,6 @@ def knn_run(tmp: Path) -> tuple[Path, Path]:
     train(KNNConfig(vfm="fake", data=str(data), cache=str(tmp / "fake-cache"), out=str(run), k=[1], progress=False))
     (tmp / "before.json").write_text(json.dumps(tree_digest(run)))
     return data, run
-
-
-def tree_digest(root: Path) -> dict[str, str]:
-    import hashlib
-
-    return {
-        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(root.rglob("*"))
-        if p.is_file() and p.name != ".lock"
-    }
 
 
 def run_untouched(tmp: Path) -> None:
@@ -395,7 +341,7 @@ def knn_nan_features(tmp: Path) -> list[str]:
     """Item 11 (the extract helper's): a sample whose cached features hold NaN stops training, named."""
     import numpy as np
 
-    from tests._heads_fixtures import handmade
+    from tests.helpers import handmade
 
     data, cache = handmade(tmp / "data", abilities=("color",), n=20)
     FAKE_CACHES[str(tmp / "fake-cache")] = cache
@@ -414,11 +360,6 @@ def run_replaced(tmp: Path) -> None:
 LOC_QUESTION = "Provide bounding box coordinate for the square."
 
 
-def record(image: str, ava: str, question: str, answer: str, rid: str = "r0") -> dict:
-    conv = [{"from": "human", "value": f"<image>\n{question}"}, {"from": "gpt", "value": answer}]
-    return {"id": rid, "image": image, "ava": ava, "conversations": conv}
-
-
 def import_exif_box(tmp: Path) -> list[str]:
     """A JPEG stored sideways (EXIF orientation 6) with a white square; its box is given in the file's frame."""
     import numpy as np
@@ -431,7 +372,7 @@ def import_exif_box(tmp: Path) -> list[str]:
     exif[0x0112] = 6
     Image.fromarray(raw).save(src / "sq.jpg", quality=95, exif=exif.tobytes())
     box = "[0.1, 0.2, 0.4, 0.6]"  # 8/80, 8/40, 32/80, 24/40
-    (src / "data.json").write_text(json.dumps([record("sq.jpg", "localization", LOC_QUESTION, box)]))
+    (src / "data.json").write_text(json.dumps([llava_record("sq.jpg", "localization", LOC_QUESTION, box)]))
     return ["data", "import", str(src), "--out", str(tmp / "ds"), "-q"]
 
 
@@ -456,7 +397,7 @@ def import_dark_16bit(tmp: Path) -> list[str]:
     src.mkdir()
     Image.fromarray(np.full((8, 8), 200, np.uint16)).save(src / "dark.png")
     question = "What color is shown within the red bounding box?"
-    (src / "data.json").write_text(json.dumps([record("dark.png", "color", question, "[1, 1, 1]")]))
+    (src / "data.json").write_text(json.dumps([llava_record("dark.png", "color", question, "[1, 1, 1]")]))
     return ["data", "import", str(src), "--out", str(tmp / "ds"), "-q"]
 
 
@@ -471,7 +412,7 @@ def import_absurd_count(tmp: Path) -> list[str]:
     src.mkdir()
     (src / "a.png").write_bytes(png_bytes())
     question = "How many squares are there in the image?"
-    rows = [record("a.png", "counting", question, "1e23"), record("a.png", "counting", question, "4", "r1")]
+    rows = [llava_record("a.png", "counting", question, "1e23"), llava_record("a.png", "counting", question, "4", "r1")]
     (src / "data.json").write_text(json.dumps(rows))
     return ["data", "import", str(src), "--out", str(tmp / "ds"), "-q"]
 
@@ -494,8 +435,7 @@ def captions_duplicate_id(tmp: Path) -> list[str]:
 
 def remote_code_checkpoint(tmp: Path) -> list[str]:
     """A checkpoint whose config maps to its own Python files, which write ``payload_ran`` when imported."""
-    from tests._cache_fixtures import make_dataset
-    from tests.test_vfm_remote import plant
+    from tests.helpers import make_dataset
 
     ckpt = plant(tmp)
     data = make_dataset(tmp / "data", n_images=2)
@@ -650,25 +590,8 @@ CASES = [
 ]
 
 
-def run_cli(args: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> tuple[int, str]:
-    """(exit code, stdout + stderr) of ``ava ARGS`` through the console entry point."""
-    from ava.cli.main import main
-
-    monkeypatch.setattr(sys, "argv", ["ava", *args])
-    monkeypatch.setenv("COLUMNS", "1000")  # one message on one line
-    try:
-        main()
-        code = 0
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    out = capsys.readouterr()
-    return code, out.out + out.err
-
-
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_bad_input(
-    case: Case, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_bad_input(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli: Cli) -> None:
     gen = importlib.import_module("ava.synth.generate")
     monkeypatch.setattr(gen, "render_sample", gen.render_sample)  # restored after rows that replace it
     import ava.cache
@@ -678,7 +601,7 @@ def test_bad_input(
         ava.cache, "open_cache", lambda path, *a, **k: FAKE_CACHES.get(str(path)) or real_open(path, *a, **k)
     )
     args = case.setup(tmp_path)
-    code, output = run_cli(args, capsys, monkeypatch)
+    code, output = cli(args)
     flat = " ".join(output.split())
     assert code == case.code, f"exit {code}, expected {case.code}: {output}"
     assert case.fragment in flat, f"{case.fragment!r} not in: {output}"

@@ -23,8 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests._cache_fixtures import small_filesystem
-from tests.test_bad_inputs import run_cli
+from tests.helpers import Cli, run_cli, small_filesystem
 
 SHARD = 16  # rows per shard of the cache below: rows 16-31 (shard 1) are counting images
 
@@ -455,11 +454,9 @@ CASES = [
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_bad_cache_input(
-    case: Case, clean: Clean, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_bad_cache_input(case: Case, clean: Clean, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli: Cli) -> None:
     args = case.setup(tmp_path, clean, monkeypatch)
-    code, output = run_cli(args, capsys, monkeypatch)
+    code, output = cli(args)
     monkeypatch.undo()  # the full-disk stand-ins end with the command
     assert code == case.code, f"exit {code}, expected {case.code}: {output}"
     for fragment in case.fragments:
@@ -484,8 +481,7 @@ def _files(root: Path) -> dict[str, bytes]:
 def test_verify_repair_then_extract_gives_the_undamaged_cache_back(
     clean: Clean,
     tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
+    cli: Cli,
 ) -> None:
     """Every kind of damage at once; verify names each with its rows, --repair marks exactly those rows, and extract
     recomputes only them: every file of the group is then byte-identical to the undamaged cache's."""
@@ -496,7 +492,7 @@ def test_verify_repair_then_extract_gives_the_undamaged_cache_back(
     shard_file(group, "features/-1", 2).write_bytes(b"")  # rows 32-47
     drop_chunk_from_index(shard_file(group, "features/-1", 3), 2)  # row 50
     flip_byte(shard_file(group, "features/-1", 4), 40)  # row 64
-    code, output = run_cli(["cache", "verify", str(cache), "-q", "--repair"], capsys, monkeypatch)
+    code, output = cli(["cache", "verify", str(cache), "-q", "--repair"])
     assert code == 1
     for line in (
         "array pooled/-1/mean: shard 0 (rows 0-15) cannot be read: file c/0/0 is missing",
@@ -507,7 +503,7 @@ def test_verify_repair_then_extract_gives_the_undamaged_cache_back(
         "50 row(s) marked for re-extraction",
     ):
         assert line in " ".join(output.split()), f"{line!r} not in: {output}"
-    code, output = run_cli(
+    code, output = cli(
         [
             "cache",
             "extract",
@@ -524,12 +520,10 @@ def test_verify_repair_then_extract_gives_the_undamaged_cache_back(
             "--shard-size",
             str(SHARD),
             "-q",
-        ],
-        capsys,
-        monkeypatch,
+        ]
     )
     assert code == 0 and "50 extracted" in output, output
-    assert run_cli(["cache", "verify", str(cache), "-q"], capsys, monkeypatch)[0] == 0
+    assert cli(["cache", "verify", str(cache), "-q"])[0] == 0
     assert _files(cache) == _files(clean[1])
 
 
@@ -560,6 +554,7 @@ def test_fingerprint_resumes_after_a_full_disk(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
+    cli: Cli,
 ) -> None:
     data, cache = clean[0], clean[1]
     args = [
@@ -582,14 +577,14 @@ def test_fingerprint_resumes_after_a_full_disk(
         "--jobs",
         "1",
     ]
-    assert run_cli([*args, "--out", str(tmp_path / "ref")], capsys, monkeypatch)[0] == 0
+    assert cli([*args, "--out", str(tmp_path / "ref")])[0] == 0
     with monkeypatch.context() as mp:
         full_disk_for(mp, "counting.faiss")  # colour is recorded, then the disk fills
         code, output = run_cli([*args, "--out", str(tmp_path / "runs")], capsys, mp)
     assert code == 2 and "knn-pixels/knn/counting.faiss: no space left on device" in output, output
     record = tmp_path / "runs" / "knn-pixels" / "abilities" / "color.json"
     kept = record.read_bytes()
-    code, output = run_cli([*args, "--out", str(tmp_path / "runs")], capsys, monkeypatch)
+    code, output = cli([*args, "--out", str(tmp_path / "runs")])
     assert code == 0, output
     assert record.read_bytes() == kept  # the colour record was kept, not redone
     for head in ("knn-pixels", "probe-linear-pixels"):

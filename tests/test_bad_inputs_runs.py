@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_bad_inputs import dataset_with_image, png_bytes, run_cli, tree_digest
+from tests.helpers import Cli, dataset_with_image, llava_json, llava_record, plant, png_bytes, tree_digest
 
 PAYLOAD = "payload_ran"
 
@@ -170,8 +170,7 @@ def eval_legacy_from_elsewhere(tmp: Path, mp: pytest.MonkeyPatch) -> list[str]:
 def llm_run_online_remote(tmp: Path, mp: pytest.MonkeyPatch) -> list[str]:
     """An LLM run whose config.json records online features of a checkpoint with its own code, trusted."""
     from ava.heads.llm.config import LLMHeadConfig
-    from tests._cache_fixtures import make_dataset
-    from tests.test_vfm_remote import plant
+    from tests.helpers import make_dataset
 
     ckpt = plant(tmp)  # its code writes tmp/payload_ran when imported
     data = make_dataset(tmp / "data", n_images=4)
@@ -305,7 +304,6 @@ def dataset_eps_image(tmp: Path, mp: pytest.MonkeyPatch) -> list[str]:
 
 
 def import_eps_image(tmp: Path, mp: pytest.MonkeyPatch) -> list[str]:
-    from tests.test_bad_inputs import llava_json
 
     fake_ghostscript(tmp, mp)
     src = llava_json(tmp, "evil.eps")
@@ -438,12 +436,11 @@ def extract_io_error(tmp: Path, mp: pytest.MonkeyPatch) -> list[str]:
 
 def llava_rows(rows: list[object]) -> Callable[[Path, pytest.MonkeyPatch], list[str]]:
     def setup(tmp: Path, mp: pytest.MonkeyPatch) -> list[str]:
-        from tests.test_bad_inputs import record
 
         src = tmp / "src"
         src.mkdir()
         (src / "a.png").write_bytes(png_bytes())
-        good = record("a.png", "color", "What color is shown within the red bounding box?", "[200, 30, 30]", "ok")
+        good = llava_record("a.png", "color", "What color is shown within the red bounding box?", "[200, 30, 30]", "ok")
         (src / "data.json").write_text(json.dumps([good, *[{**good, **r} for r in rows]]))  # type: ignore[dict-item]
         return ["data", "import", str(src), "--out", str(tmp / "ds"), "-q"]
 
@@ -652,12 +649,17 @@ CASES = [
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_bad_input(
-    case: Case, base: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    case: Case,
+    base: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    cli: Cli,
 ) -> None:
     BASE["root"] = base
     args = case.setup(tmp_path, monkeypatch)
     capsys.readouterr()  # what the setup's own commands printed
-    code, output = run_cli(args, capsys, monkeypatch)
+    code, output = cli(args)
     flat = " ".join(output.split())
     assert code == case.code, f"exit {code}, expected {case.code}: {output}"
     if case.code:
@@ -668,13 +670,13 @@ def test_bad_input(
 
 
 def test_legacy_run_still_evaluates_where_it_was_trained(
-    base: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    base: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli: Cli
 ) -> None:
     """A run written before identities were recorded evaluates from the directory its relative paths name."""
     BASE["root"] = base
     run = legacy_run(tmp_path, monkeypatch)
     before = json.loads((run / "results_test.json").read_text())["abilities"]
-    code, output = run_cli(["head", "eval", "--run", "run"], capsys, monkeypatch)
+    code, output = cli(["head", "eval", "--run", "run"])
     assert code == 0, output
     assert json.loads((run / "results_test.json").read_text())["abilities"] == before
 

@@ -12,16 +12,17 @@ from typer.testing import CliRunner
 from ava.cache import content_digest, open_cache
 from ava.cache.store import CacheGroup
 from ava.cli.main import app
-from tests._cache_fixtures import corrupt_image, make_dataset
+from tests.helpers import Cli, corrupt_image, make_dataset
 
 runner = CliRunner(env={"COLUMNS": "200"})
 VFM = "tiny-siglip"
 
 
 @pytest.fixture(scope="module")
-def extracted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+def extracted(tmp_path_factory: pytest.TempPathFactory, cache_data_6: Path) -> tuple[Path, Path]:
+    """(data, cache): the 6-image dataset extracted through the CLI."""
     root = tmp_path_factory.mktemp("cache-cli")
-    data = make_dataset(root / "data", n_images=6)
+    data = cache_data_6
     args = [
         "cache",
         "extract",
@@ -154,13 +155,11 @@ def _commands(url: str, tmp: Path) -> list[list[str]]:
 
 @pytest.mark.parametrize("url", SECRET_URLS)
 def test_a_credential_in_a_cache_url_is_refused_and_redacted_in_every_command(
-    tmp_path: Path, url: str, capsys, monkeypatch
+    tmp_path: Path, url: str, cli: Cli
 ) -> None:
-    from tests.test_bad_inputs import run_cli
-
     make_dataset(tmp_path / "data", n_images=2)
     for args in _commands(url, tmp_path):
-        code, output = run_cli(args, capsys, monkeypatch)
+        code, output = cli(args)
         assert code == (1 if args[1] == "verify" else 2), (args, output)  # verify lists it as a problem
         assert "wJalr" not in output and "AKIAEXAMPLE" not in output, output
         assert "://***@bucket" in output and "a credential written into the URL is not read" in output, output
@@ -215,12 +214,6 @@ def _pixels_cache(tmp: Path, name: str, seed: int) -> tuple[Path, Path]:
     return data, tmp / name
 
 
-def _cli(args: list[str], capsys, monkeypatch) -> tuple[int, str]:
-    from tests.test_bad_inputs import run_cli
-
-    return run_cli(args, capsys, monkeypatch)
-
-
 def _files(root: Path) -> dict[str, bytes]:
     """Every file of a cache but its locks (hidden names), with its bytes."""
     return {
@@ -230,39 +223,39 @@ def _files(root: Path) -> dict[str, bytes]:
     }
 
 
-def test_a_copy_sends_only_what_differs_by_size_and_checksum(tmp_path: Path, capsys, monkeypatch) -> None:
+def test_a_copy_sends_only_what_differs_by_size_and_checksum(tmp_path: Path, cli: Cli) -> None:
     _, src = _pixels_cache(tmp_path, "a", seed=0)
-    first = _cli(["cache", "pull", f"file://{src}", str(tmp_path / "b"), "-q"], capsys, monkeypatch)
+    first = cli(["cache", "pull", f"file://{src}", str(tmp_path / "b"), "-q"])
     assert first[0] == 0, first[1]
     n = len([p for p in src.rglob("*") if p.is_file() and not p.name.startswith(".")])
     assert f"{n} object(s) copied" in first[1] and ", 0 already there" in first[1]
-    again = _cli(["cache", "pull", f"file://{src}", str(tmp_path / "b"), "-q"], capsys, monkeypatch)
+    again = cli(["cache", "pull", f"file://{src}", str(tmp_path / "b"), "-q"])
     assert f"0 object(s) copied (0 B), {n} already there and identical" in again[1], again[1]
     group = open_cache(tmp_path / "b", "pixels").group
     shard = group.path / "features" / str(group.layers[0]) / "c/1/0/0"
     body = bytearray(shard.read_bytes())
     body[len(body) // 2] ^= 0xFF  # same size, other bytes: only a checksum tells
     shard.write_bytes(bytes(body))
-    fixed = _cli(["cache", "pull", f"file://{src}", str(tmp_path / "b"), "-q"], capsys, monkeypatch)
+    fixed = cli(["cache", "pull", f"file://{src}", str(tmp_path / "b"), "-q"])
     assert "1 object(s) copied" in fixed[1] and f"{n - 1} already there" in fixed[1], fixed[1]
     assert _files(tmp_path / "b") == _files(src)  # byte for byte again
 
 
-def test_another_datasets_cache_is_not_replaced_without_force(tmp_path: Path, capsys, monkeypatch) -> None:
+def test_another_datasets_cache_is_not_replaced_without_force(tmp_path: Path, cli: Cli) -> None:
     _, mine = _pixels_cache(tmp_path, "mine", seed=0)
     _, theirs = _pixels_cache(tmp_path, "theirs", seed=1)  # the same VFM spec (one key), other images
     before = _files(theirs)
-    refused = _cli(["cache", "pull", f"file://{mine}", str(theirs), "-q"], capsys, monkeypatch)
+    refused = cli(["cache", "pull", f"file://{mine}", str(theirs), "-q"])
     assert refused[0] == 2, refused[1]
     said = " ".join(refused[1].split())
     assert "holds features of other images" in said and "row 0 is image" in said and "give --force" in said
     assert _files(theirs) == before  # nothing written
-    forced = _cli(["cache", "pull", f"file://{mine}", str(theirs), "-q", "--force"], capsys, monkeypatch)
+    forced = cli(["cache", "pull", f"file://{mine}", str(theirs), "-q", "--force"])
     assert forced[0] == 0 and "(--force)" in forced[1], forced[1]
     assert content_digest(open_cache(theirs, "pixels").group) == content_digest(open_cache(mine, "pixels").group)
     # an earlier, shorter state of the same cache is no other dataset's: updated without --force
     partial = tmp_path / "partial"
-    _cli(["cache", "pull", f"file://{mine}", str(partial), "-q"], capsys, monkeypatch)
+    cli(["cache", "pull", f"file://{mine}", str(partial), "-q"])
     group = open_cache(partial, "pixels").group
     (group.path / "rows.json").write_text(json.dumps(group.rows()[:4]))
-    assert _cli(["cache", "pull", f"file://{mine}", str(partial), "-q"], capsys, monkeypatch)[0] == 0
+    assert cli(["cache", "pull", f"file://{mine}", str(partial), "-q"])[0] == 0

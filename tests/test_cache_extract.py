@@ -12,15 +12,10 @@ from ava.cache import ExtractConfig, FeatureDataset, content_digest, extract, op
 from ava.cache import extraction as extract_mod
 from ava.data.format import Dataset
 from ava.errors import AvaError
-from tests._cache_fixtures import corrupt_image, make_dataset
+from tests.helpers import corrupt_image, online
 
 torch.set_num_threads(1)
 VFM = "tiny-dinov2"
-
-
-@pytest.fixture(scope="module")
-def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_dataset(tmp_path_factory.mktemp("cache-data") / "data", n_images=10)
 
 
 def _cfg(data: Path, cache: Path, **kw: object) -> ExtractConfig:
@@ -28,27 +23,13 @@ def _cfg(data: Path, cache: Path, **kw: object) -> ExtractConfig:
     return ExtractConfig(data=str(data), cache=str(cache), **{**base, **kw})  # type: ignore[arg-type]
 
 
-def online(vfm_name: str, data: Path, shas: list[str], batch_size: int) -> np.ndarray:
-    """The forward pass of the same images outside the cache, batched as extraction batches them."""
-    from ava.vfm import load_vfm
-
-    vfm = load_vfm(vfm_name, device="cpu")
-    ds = Dataset(data)
-    paths = {s.image_sha256: s.image for s in ds.samples()}
-    outs = []
-    for i in range(0, len(shas), batch_size):
-        pixels = torch.stack([vfm.preprocess(ds.load_image(paths[s])) for s in shas[i : i + batch_size]])
-        outs.append(vfm(pixels)[:, 0].float())
-    return torch.cat(outs).numpy()
-
-
-def test_fp16_features_equal_the_rounded_online_forward(data: Path, tmp_path: Path) -> None:
-    summary = extract(_cfg(data, tmp_path / "c"))
-    shas = sorted({s.image_sha256 for s in Dataset(data).samples()})
+def test_fp16_features_equal_the_rounded_online_forward(cache_data: Path, tmp_path: Path) -> None:
+    summary = extract(_cfg(cache_data, tmp_path / "c"))
+    shas = sorted({s.image_sha256 for s in Dataset(cache_data).samples()})
     assert summary["images"] == len(shas) == 10 and summary["extracted"] == 10  # 15 samples, 10 images
     cache = open_cache(tmp_path / "c", VFM)
     assert cache.random_weights and cache.layers == (-2,) and all(cache.has(s) for s in shas)
-    expected = online(VFM, data, shas, batch_size=2)
+    expected = online(VFM, cache_data, shas, batch_size=2)
     got = cache.read(shas[::-1])[::-1]  # any order in, same order out
     np.testing.assert_array_equal(got, expected.astype(np.float16).astype(np.float32))
     np.testing.assert_allclose(cache.read_pooled(shas[:3]), got[:3].mean(axis=1), rtol=1e-6)
@@ -56,10 +37,10 @@ def test_fp16_features_equal_the_rounded_online_forward(data: Path, tmp_path: Pa
 
 
 @pytest.mark.parametrize("codec", ["bf16", "int8", "int4"])
-def test_other_codecs_within_their_stated_error(data: Path, tmp_path: Path, codec: str) -> None:
-    extract(_cfg(data, tmp_path / "c", codec=codec))
-    shas = sorted({s.image_sha256 for s in Dataset(data).samples()})
-    expected = online(VFM, data, shas, batch_size=2)
+def test_other_codecs_within_their_stated_error(cache_data: Path, tmp_path: Path, codec: str) -> None:
+    extract(_cfg(cache_data, tmp_path / "c", codec=codec))
+    shas = sorted({s.image_sha256 for s in Dataset(cache_data).samples()})
+    expected = online(VFM, cache_data, shas, batch_size=2)
     cache = open_cache(tmp_path / "c", VFM)
     got = cache.read(shas)
     if codec == "bf16":
@@ -76,7 +57,7 @@ def test_other_codecs_within_their_stated_error(data: Path, tmp_path: Path, code
 
 
 @pytest.mark.parametrize("codec", ["int8", "int4", "bf16"])
-def test_heads_read_path_decodes_the_codes_to_the_caches_values(data: Path, tmp_path: Path, codec: str) -> None:
+def test_heads_read_path_decodes_the_codes_to_the_caches_values(cache_data: Path, tmp_path: Path, codec: str) -> None:
     """The heads' read path (an ability's rows held for every head; the LLM head's resident rows) decodes the stored
     codes where it holds them (``decode_device``): the same float32 values as ``FeatureCache.read``. The resident
     rows also in runs of 3 on one and on two threads: each thread's host buffer, reused run after run (the last run
@@ -84,9 +65,9 @@ def test_heads_read_path_decodes_the_codes_to_the_caches_values(data: Path, tmp_
     from ava.cache.reader import ResidentFeatures
     from ava.heads.features import AbilityFeatures
 
-    extract(_cfg(data, tmp_path / "c", codec=codec))
+    extract(_cfg(cache_data, tmp_path / "c", codec=codec))
     cache = open_cache(tmp_path / "c", VFM)
-    samples = Dataset(data).samples()
+    samples = Dataset(cache_data).samples()
     held = AbilityFeatures(cache, samples, [None], device="cpu", chunk=3)  # chunks of 3: several decodes
     shas = [s.image_sha256 for s in samples]
     want = cache.read(shas)
@@ -97,19 +78,19 @@ def test_heads_read_path_decodes_the_codes_to_the_caches_values(data: Path, tmp_
         assert torch.equal(resident.gather(torch.arange(len(shas))), torch.from_numpy(want).to(resident.dtype)), kw
 
 
-def test_subset_first_then_the_rest(data: Path, tmp_path: Path) -> None:
-    first = extract(_cfg(data, tmp_path / "c", ava=["counting"], split="test"))
-    rest = extract(_cfg(data, tmp_path / "c"))
+def test_subset_first_then_the_rest(cache_data: Path, tmp_path: Path) -> None:
+    first = extract(_cfg(cache_data, tmp_path / "c", ava=["counting"], split="test"))
+    rest = extract(_cfg(cache_data, tmp_path / "c"))
     assert first["images"] == 3 and rest["already_done"] == 3 and rest["extracted"] == 7
-    again = extract(_cfg(data, tmp_path / "c"))
+    again = extract(_cfg(cache_data, tmp_path / "c"))
     assert again["extracted"] == 0 and again["already_done"] == 10
-    fresh = extract(_cfg(data, tmp_path / "d"))
+    fresh = extract(_cfg(cache_data, tmp_path / "d"))
     assert fresh["key"] == rest["key"]
     a, b = open_cache(tmp_path / "c", VFM), open_cache(tmp_path / "d", VFM)
     assert content_digest(a.group) == content_digest(b.group)  # row layout differs, content does not
 
 
-def test_interrupted_writer_resumes_to_the_same_digest(data: Path, tmp_path: Path, monkeypatch) -> None:
+def test_interrupted_writer_resumes_to_the_same_digest(cache_data: Path, tmp_path: Path, monkeypatch) -> None:
     """A failure after a shard's values were (badly) written but before its rows were marked done."""
     real = extract_mod.write_shard
     calls = []
@@ -124,18 +105,20 @@ def test_interrupted_writer_resumes_to_the_same_digest(data: Path, tmp_path: Pat
 
     monkeypatch.setattr(extract_mod, "write_shard", broken)
     with pytest.raises(RuntimeError, match="killed"):  # one writer thread: shards finish in order
-        extract(_cfg(data, tmp_path / "c", writers=1))
+        extract(_cfg(cache_data, tmp_path / "c", writers=1))
     monkeypatch.setattr(extract_mod, "write_shard", real)
     cache = open_cache(tmp_path / "c", VFM)
     assert cache.done.sum() == 4  # the first shard only
-    resumed = extract(_cfg(data, tmp_path / "c"))
+    resumed = extract(_cfg(cache_data, tmp_path / "c"))
     assert resumed["already_done"] == 4 and resumed["extracted"] == 6
-    extract(_cfg(data, tmp_path / "ref"))
+    extract(_cfg(cache_data, tmp_path / "ref"))
     digest = content_digest(open_cache(tmp_path / "c", VFM).group)
     assert digest == content_digest(open_cache(tmp_path / "ref", VFM).group)
 
 
-def test_a_cpu_overflow_stops_at_its_batch_and_keeps_the_shards_before(data: Path, tmp_path: Path, monkeypatch) -> None:
+def test_a_cpu_overflow_stops_at_its_batch_and_keeps_the_shards_before(
+    cache_data: Path, tmp_path: Path, monkeypatch
+) -> None:
     """On the CPU a batch's fp16 range is checked at once: the error names the peak, the shards handed to the writers
     before it are written and marked done, and a run without the overflow resumes from there."""
     real = extract_mod._forward
@@ -151,17 +134,17 @@ def test_a_cpu_overflow_stops_at_its_batch_and_keeps_the_shards_before(data: Pat
 
     monkeypatch.setattr(extract_mod, "_forward", overflowing)
     with pytest.raises(AvaError, match="7.5e\\+04, beyond the fp16 range"):
-        extract(_cfg(data, tmp_path / "c", writers=1))
+        extract(_cfg(cache_data, tmp_path / "c", writers=1))
     assert open_cache(tmp_path / "c", VFM).done.sum() == 4
     monkeypatch.setattr(extract_mod, "_forward", real)
-    assert extract(_cfg(data, tmp_path / "c"))["already_done"] == 4
+    assert extract(_cfg(cache_data, tmp_path / "c"))["already_done"] == 4
 
 
-def test_corrupt_image_is_reported_by_sample_and_left_undone(data: Path, tmp_path: Path) -> None:
+def test_corrupt_image_is_reported_by_sample_and_left_undone(cache_data: Path, tmp_path: Path) -> None:
     import shutil
 
     bad_data = tmp_path / "bad"
-    shutil.copytree(data, bad_data)
+    shutil.copytree(cache_data, bad_data)
     path = corrupt_image(bad_data, "c3")
     summary = extract(_cfg(bad_data, tmp_path / "c", num_workers=1))
     assert summary["extracted"] == 9 and len(summary["failed"]) == 1
@@ -174,11 +157,11 @@ def test_corrupt_image_is_reported_by_sample_and_left_undone(data: Path, tmp_pat
         cache.read([path.stem])
 
 
-def test_named_key_refuses_another_codec(data: Path, tmp_path: Path) -> None:
-    extract(_cfg(data, tmp_path / "c", key="mine", ava=["counting"]))
+def test_named_key_refuses_another_codec(cache_data: Path, tmp_path: Path) -> None:
+    extract(_cfg(cache_data, tmp_path / "c", key="mine", ava=["counting"]))
     with pytest.raises(AvaError, match=r"codec: 'fp16' != 'int8'"):
-        extract(_cfg(data, tmp_path / "c", key="mine", codec="int8", ava=["counting"]))
-    other = extract(_cfg(data, tmp_path / "c", codec="int8", ava=["counting"]))  # no --key: a group of its own
+        extract(_cfg(cache_data, tmp_path / "c", key="mine", codec="int8", ava=["counting"]))
+    other = extract(_cfg(cache_data, tmp_path / "c", codec="int8", ava=["counting"]))  # no --key: a group of its own
     assert other["key"] != "mine"
     with pytest.raises(AvaError, match="several cache groups"):
         open_cache(tmp_path / "c", VFM)
@@ -187,10 +170,10 @@ def test_named_key_refuses_another_codec(data: Path, tmp_path: Path) -> None:
         open_cache(tmp_path / "c", "pixels")
 
 
-def test_feature_dataset_decodes_in_workers(data: Path, tmp_path: Path) -> None:
-    extract(_cfg(data, tmp_path / "c", ava=["counting"]))
+def test_feature_dataset_decodes_in_workers(cache_data: Path, tmp_path: Path) -> None:
+    extract(_cfg(cache_data, tmp_path / "c", ava=["counting"]))
     cache = open_cache(tmp_path / "c", VFM)
-    samples = Dataset(data).samples("counting")
+    samples = Dataset(cache_data).samples("counting")
     loader = torch.utils.data.DataLoader(FeatureDataset(cache, samples), batch_size=2, num_workers=1)
     batches = list(loader)
     feats = torch.cat([b["features"] for b in batches]).numpy()
@@ -201,7 +184,7 @@ def test_feature_dataset_decodes_in_workers(data: Path, tmp_path: Path) -> None:
     for item, i in zip(ds.__getitems__([2, 0]), [2, 0], strict=True):  # a batch read equals single reads
         assert item["index"] == i and torch.equal(item["features"], ds[i]["features"])
     with pytest.raises(AvaError, match="color/c"):
-        FeatureDataset(cache, Dataset(data).samples("color"))  # not extracted: refused, naming samples
+        FeatureDataset(cache, Dataset(cache_data).samples("color"))  # not extracted: refused, naming samples
 
 
 @pytest.mark.slow
@@ -220,30 +203,30 @@ def test_every_builtin_model_class_extracts(tmp_path: Path) -> None:
         np.testing.assert_array_equal(got, expected.astype(np.float16).astype(np.float32), err_msg=name)
 
 
-def test_a_second_job_on_the_same_group_is_refused_while_the_first_runs(data: Path, tmp_path: Path) -> None:
+def test_a_second_job_on_the_same_group_is_refused_while_the_first_runs(cache_data: Path, tmp_path: Path) -> None:
     from ava.cache.extraction import _lock_group
     from ava.cache.store import CacheGroup
 
-    extract(_cfg(data, tmp_path / "c", ava=["counting"]))
+    extract(_cfg(cache_data, tmp_path / "c", ava=["counting"]))
     cache = open_cache(tmp_path / "c", VFM)
     lock = _lock_group(CacheGroup.open(tmp_path / "c", cache.key, writable=True))  # as a running job holds it
     try:
         with pytest.raises(AvaError, match="another `ava cache extract` is writing"):
-            extract(_cfg(data, tmp_path / "c"))
+            extract(_cfg(cache_data, tmp_path / "c"))
     finally:
         lock.close()
-    assert extract(_cfg(data, tmp_path / "c"))["failed"] == []  # free again: it resumes
+    assert extract(_cfg(cache_data, tmp_path / "c"))["failed"] == []  # free again: it resumes
 
 
-def test_two_names_of_one_checkpoint_share_a_group(data: Path, tmp_path: Path) -> None:
+def test_two_names_of_one_checkpoint_share_a_group(cache_data: Path, tmp_path: Path) -> None:
     """``key@DIR`` and ``hf:DIR`` load the same weights the same way: one cache key, found by either name."""
     from ava.vfm import load_vfm
 
     weights = tmp_path / "w"
     load_vfm(VFM).model.save_pretrained(weights)
     by_key, by_hf = f"{VFM}@{weights}", f"hf:{weights}"
-    first = extract(_cfg(data, tmp_path / "c", vfm=by_key, ava=["counting"]))
-    second = extract(_cfg(data, tmp_path / "c", vfm=by_hf, ava=["counting"]))
+    first = extract(_cfg(cache_data, tmp_path / "c", vfm=by_key, ava=["counting"]))
+    second = extract(_cfg(cache_data, tmp_path / "c", vfm=by_hf, ava=["counting"]))
     assert second["key"] == first["key"] and second["extracted"] == 0 and second["already_done"] == first["images"]
     assert open_cache(tmp_path / "c", by_key).key == open_cache(tmp_path / "c", by_hf).key == first["key"]
     with pytest.raises(AvaError, match="no features of vfm"):
@@ -291,7 +274,9 @@ def test_non_finite_rows_of_an_array_are_named(dtype, layout) -> None:
     assert {"color/s1", "color/s3", "color/s4"} == {w for w in e.value.args[0].split() if w.startswith("color/")}
 
 
-def test_int4_shards_are_the_files_zarr_writes(data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_int4_shards_are_the_files_zarr_writes(
+    cache_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """int4's arrays (packed codes [N, T, D/2] uint8, fp16 scales [N, T, D/64], views pooled from the input) go
     through the writer threads' encoder (ava.cache.shards) as the other codecs do: the same bytes as Zarr's writes."""
     from ava.cache.store import CacheGroup
@@ -300,7 +285,7 @@ def test_int4_shards_are_the_files_zarr_writes(data: Path, tmp_path: Path, monke
     for way in ("ours", "zarr"):
         if way == "zarr":
             monkeypatch.setattr(CacheGroup, "encoder", lambda self, name: None)
-        extract(_cfg(data, tmp_path / way, vfm="pixels#size=16", codec="int4", num_workers=0))
+        extract(_cfg(cache_data, tmp_path / way, vfm="pixels#size=16", codec="int4", num_workers=0))
         root = tmp_path / way
         files[way] = {
             str(p.relative_to(root)): p.read_bytes()
@@ -313,16 +298,16 @@ def test_int4_shards_are_the_files_zarr_writes(data: Path, tmp_path: Path, monke
 
 @pytest.mark.parametrize(("codec", "held"), [("int8", "float32"), ("int4", "codes")])
 def test_a_non_finite_scale_in_a_later_chunk_is_named(
-    data: Path, tmp_path: Path, codec: str, held: str, monkeypatch
+    cache_data: Path, tmp_path: Path, codec: str, held: str, monkeypatch
 ) -> None:
     """An int8/int4 cache's rows are read a chunk per reader thread, decoded into float32 or held as codes: a NaN
     scale planted in the last chunk's row is refused from that thread, naming its sample, and the chunks before it
     are not blamed."""
     from ava.heads.features import AbilityFeatures
 
-    extract(_cfg(data, tmp_path / "c", codec=codec))
+    extract(_cfg(cache_data, tmp_path / "c", codec=codec))
     cache = open_cache(tmp_path / "c", VFM)
-    samples = list({s.image_sha256: s for s in Dataset(data).samples()}.values())
+    samples = list({s.image_sha256: s for s in Dataset(cache_data).samples()}.values())
     bad = samples[-1]
     import zarr
 
@@ -351,16 +336,16 @@ def _codes_only_fit(monkeypatch: pytest.MonkeyPatch, n: int, cache: object) -> N
 
 @pytest.mark.parametrize("codec", ["int8", "int4"])
 def test_codes_held_where_float32_would_not_fit_give_the_same_rows(
-    data: Path, tmp_path: Path, codec: str, monkeypatch
+    cache_data: Path, tmp_path: Path, codec: str, monkeypatch
 ) -> None:
     """Where an ability's float32 rows would not fit but the stored codes do, the codes are held and decoded batch
     by batch: every read path gives the float32 values the cache gives (not streamed from the cache)."""
     from ava.cache.placement import HOST
     from ava.heads.features import AbilityFeatures
 
-    extract(_cfg(data, tmp_path / "c", codec=codec))
+    extract(_cfg(cache_data, tmp_path / "c", codec=codec))
     cache = open_cache(tmp_path / "c", VFM)
-    samples = list({s.image_sha256: s for s in Dataset(data).samples()}.values())
+    samples = list({s.image_sha256: s for s in Dataset(cache_data).samples()}.values())
     shas = [s.image_sha256 for s in samples]
     whole = AbilityFeatures(cache, samples, [None], device="cpu", chunk=3)
     _codes_only_fit(monkeypatch, len(shas), cache)
@@ -376,15 +361,15 @@ def test_codes_held_where_float32_would_not_fit_give_the_same_rows(
 
 
 @pytest.mark.parametrize("codec", ["int8", "int4"])
-def test_codes_read_ahead_are_decoded_not_read_again(data: Path, tmp_path: Path, codec: str, monkeypatch) -> None:
+def test_codes_read_ahead_are_decoded_not_read_again(cache_data: Path, tmp_path: Path, codec: str, monkeypatch) -> None:
     """An int8/int4 cache's codes read ahead (a fingerprint on a GPU reads the next ability's while this one's heads
     fit) are what the ability's rows are decoded from, float32 or held as codes: the same rows, no second read."""
     from ava.cache import placement
     from ava.heads.features import AbilityFeatures, AheadCodes, read_ahead
 
-    extract(_cfg(data, tmp_path / "c", codec=codec))
+    extract(_cfg(cache_data, tmp_path / "c", codec=codec))
     cache = open_cache(tmp_path / "c", VFM)
-    samples = list({s.image_sha256: s for s in Dataset(data).samples()}.values())[::-1]
+    samples = list({s.image_sha256: s for s in Dataset(cache_data).samples()}.values())[::-1]
     shas = [s.image_sha256 for s in samples]
     want = cache.read(shas)
     calls: list[int] = []
@@ -409,19 +394,19 @@ def test_codes_read_ahead_are_decoded_not_read_again(data: Path, tmp_path: Path,
 
 
 @pytest.mark.parametrize("codec", ["int8", "int4"])
-def test_a_damaged_code_read_ahead_fails_as_a_plain_read(data: Path, tmp_path: Path, codec: str) -> None:
+def test_a_damaged_code_read_ahead_fails_as_a_plain_read(cache_data: Path, tmp_path: Path, codec: str) -> None:
     """Codes read ahead from a damaged shard raise, where the ability's features are made, the error a plain read
     raises."""
     import shutil
 
     from ava.heads.features import AbilityFeatures, read_ahead
 
-    extract(_cfg(data, tmp_path / "c", codec=codec))
+    extract(_cfg(cache_data, tmp_path / "c", codec=codec))
     cache = open_cache(tmp_path / "c", VFM)
     for shard in (cache.group.path / "features" / str(cache.layers[0]) / "c").iterdir():
         shutil.rmtree(shard)
         break
-    samples = list({s.image_sha256: s for s in Dataset(data).samples()}.values())
+    samples = list({s.image_sha256: s for s in Dataset(cache_data).samples()}.values())
     ahead = read_ahead(cache, samples, [None], device="cpu")
     with pytest.raises(AvaError) as plain:
         AbilityFeatures(cache, samples, [None], device="cpu")  # (chunks of the read ahead's size)
@@ -431,15 +416,14 @@ def test_a_damaged_code_read_ahead_fails_as_a_plain_read(data: Path, tmp_path: P
 
 
 @pytest.mark.slow
-def test_a_fingerprint_on_held_codes_scores_as_on_float32(tmp_path: Path, monkeypatch) -> None:
+def test_a_fingerprint_on_held_codes_scores_as_on_float32(tmp_path: Path, monkeypatch, small_suite: Path) -> None:
     """The three heads of a fingerprint on an int4 cache give the same replies and scores whether each ability's rows
     are held in float32 or, where that would not fit, as the codes decoded batch by batch."""
 
     from ava.cache import placement
     from ava.heads.fingerprint import FingerprintConfig, fingerprint
-    from tests._module_fixtures import small_suite
 
-    suite = small_suite(tmp_path / "suite")  # 20 images per ability
+    suite = small_suite  # 20 images per ability
     extract(
         ExtractConfig(vfm=VFM, data=str(suite), cache=str(tmp_path / "c"), device="cpu", codec="int4", progress=False)
     )

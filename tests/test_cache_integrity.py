@@ -10,29 +10,20 @@ from pathlib import Path
 
 import pytest
 
-from ava.cache import ExtractConfig, content_digest, extract, open_cache, verify_cache
+from ava.cache import content_digest, open_cache, verify_cache
 from ava.cache.integrity import _shard_file, has_checksums
 from ava.cache.store import CacheGroup
-from tests._cache_fixtures import make_dataset
+from tests.helpers import extract_cache
 
 VFM = "tiny-siglip"
 
 
-def _extract(data: Path, cache: Path) -> dict:
-    return extract(
-        ExtractConfig(
-            vfm=VFM, data=str(data), cache=str(cache), batch_size=4, shard_size=4, device="cpu", progress=False
-        )
-    )
-
-
 @pytest.fixture(scope="module")
-def clean(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]:
+def clean(tmp_path_factory: pytest.TempPathFactory, cache_data: Path) -> tuple[Path, Path, str]:
     """(data, cache, digest) of a finished 10-image extraction: 3 shards of 4 rows, one layer."""
-    root = tmp_path_factory.mktemp("integrity")
-    data = make_dataset(root / "data", n_images=10)
-    _extract(data, root / "c")
-    return data, root / "c", content_digest(open_cache(root / "c", VFM).group)
+    cache = tmp_path_factory.mktemp("integrity") / "c"
+    extract_cache(cache_data, cache, VFM, batch_size=4)
+    return cache_data, cache, content_digest(open_cache(cache, VFM).group)
 
 
 def damaged_copy(clean: tuple[Path, Path, str], tmp_path: Path) -> tuple[Path, CacheGroup]:
@@ -50,7 +41,7 @@ def flip_byte(path: Path, at: int) -> None:
 def repaired_and_reextracted(clean: tuple[Path, Path, str], copy: Path, n_rows: int) -> None:
     report = verify_cache(copy, repair=True)
     assert not report["ok"] and sum(report["repaired"].values()) == n_rows
-    summary = _extract(clean[0], copy)
+    summary = extract_cache(clean[0], copy, VFM, batch_size=4)
     assert summary["extracted"] == n_rows, summary  # only the damaged rows
     assert verify_cache(copy)["ok"]
     assert content_digest(open_cache(copy, VFM).group) == clean[2]

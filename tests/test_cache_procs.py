@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from ava.cache import ExtractConfig, content_digest, extract, open_cache
-from ava.cache.store import CacheGroup, group_keys
-from tests._cache_fixtures import free_port, kill_when_held, make_dataset, start_extract
+from tests.helpers import done_rows, free_port, kill_when_held, make_dataset, start_extract
 
 VFM = "tiny-dinov2"
 PIXELS = "pixels"  # no transformers import: the killed child starts faster
@@ -25,22 +24,14 @@ def _reference_digest(data: Path, cache: Path, vfm: str = VFM) -> str:
     return content_digest(open_cache(cache, vfm).group)
 
 
-def _done_rows(cache: Path | str) -> int:
-    try:
-        keys = group_keys(cache)
-        return int(CacheGroup.open(cache, keys[0]).done_mask().sum()) if keys else 0
-    except Exception:  # the child is still creating the store
-        return 0
-
-
 @pytest.mark.slow
 def test_kill_9_mid_run_then_resume_gives_the_same_digest(tmp_path: Path) -> None:
     data = make_dataset(tmp_path / "data", n_images=10)
     hold = tmp_path / "held"  # batches of 2, shards of 4: killed in batch 3, once shard 0 is committed
     child = start_extract(data, tmp_path / "c", PIXELS, hold_after=2, hold_file=hold)
-    kill_when_held(child, hold, lambda: _done_rows(tmp_path / "c") >= 4)
+    kill_when_held(child, hold, lambda: done_rows(tmp_path / "c") >= 4)
     assert child.returncode == -signal.SIGKILL, child.stderr.read() if child.stderr else ""
-    done = _done_rows(tmp_path / "c")
+    done = done_rows(tmp_path / "c")
     assert done == 4  # killed mid-run, after exactly one committed shard
     resumed = extract(
         ExtractConfig(

@@ -15,13 +15,12 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from ava.cache import ExtractConfig, collect_garbage, extract, open_cache, remove_groups, verify_cache
+from ava.cache import collect_garbage, open_cache, remove_groups, verify_cache
 from ava.cache.location import cache_path
 from ava.cli.main import app
 from ava.errors import AvaError
-from tests._cache_fixtures import REPO, make_dataset
+from tests.helpers import REPO, extract_cache, objects
 
-pytest_plugins = ["tests._s3_fixtures"]
 torch.set_num_threads(1)
 runner = CliRunner()
 
@@ -38,18 +37,9 @@ claim.close()
 """
 
 
-@pytest.fixture(scope="module")
-def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_dataset(tmp_path_factory.mktemp("rm-data") / "data", n_images=6)
-
-
-def _extract(data: Path, cache: str | Path, codec: str, **kw: object) -> str:
-    cfg = {"batch_size": 2, "shard_size": 4, "device": "cpu", "progress": False, **kw}
-    return extract(ExtractConfig(vfm="pixels", data=str(data), cache=str(cache), codec=codec, **cfg))["key"]  # type: ignore[arg-type]
-
-
 def _two_groups(data: Path, cache: str | Path) -> tuple[str, str]:
-    return _extract(data, cache, "fp16"), _extract(data, cache, "int4")
+    fp16, int4 = (extract_cache(data, cache, "pixels", codec=codec)["key"] for codec in ("fp16", "int4"))
+    return fp16, int4
 
 
 def _keys(cache: str | Path) -> list[str]:
@@ -83,9 +73,9 @@ class _Holder:
         assert self.proc.wait(timeout=120) == 0
 
 
-def test_rm_asks_then_removes_only_the_named_group(data: Path, tmp_path: Path) -> None:
+def test_rm_asks_then_removes_only_the_named_group(cache_data_6: Path, tmp_path: Path) -> None:
     cache = tmp_path / "c"
-    fp16, int4 = _two_groups(data, cache)
+    fp16, int4 = _two_groups(cache_data_6, cache)
     no = runner.invoke(app, ["cache", "rm", str(cache), int4], input="n\n")
     assert no.exit_code == 1 and f"{int4} (pixels, " in no.output and "remove them?" in no.output
     assert "nothing removed" in no.output and _keys(cache) == sorted([fp16, int4])
@@ -105,9 +95,11 @@ def test_rm_asks_then_removes_only_the_named_group(data: Path, tmp_path: Path) -
         (["{fp16}", "{int4}", "also-not"], "no cache group 'also-not'"),
     ],
 )
-def test_rm_of_an_unknown_key_removes_nothing(data: Path, tmp_path: Path, args: list[str], message: str) -> None:
+def test_rm_of_an_unknown_key_removes_nothing(
+    cache_data_6: Path, tmp_path: Path, args: list[str], message: str
+) -> None:
     cache = tmp_path / "c"
-    fp16, int4 = _two_groups(data, cache)
+    fp16, int4 = _two_groups(cache_data_6, cache)
     args = [a.format(fp16=fp16, int4=int4) for a in args]
     result = runner.invoke(app, ["cache", "rm", str(cache), *args, "--yes"])
     assert isinstance(result.exception, AvaError)  # the CLI's main prints it in one line and exits 2
@@ -116,12 +108,12 @@ def test_rm_of_an_unknown_key_removes_nothing(data: Path, tmp_path: Path, args: 
     assert _keys(cache) == sorted([fp16, int4])
 
 
-def test_a_held_group_is_refused_by_rm_and_kept_by_gc(data: Path, tmp_path: Path) -> None:
+def test_a_held_group_is_refused_by_rm_and_kept_by_gc(cache_data_6: Path, tmp_path: Path) -> None:
     """The claim taken here as an extraction takes it (a second ``flock`` on the lock file conflicts with it)."""
     from ava.cache.lease import claim_group
 
     cache = tmp_path / "c"
-    fp16, int4 = _two_groups(data, cache)
+    fp16, int4 = _two_groups(cache_data_6, cache)
     with claim_group(cache / int4, "busy"):
         result = runner.invoke(app, ["cache", "rm", str(cache), int4, "--yes"])
         assert isinstance(result.exception, AvaError) and f"held by pid {os.getpid()}" in str(result.exception)
@@ -142,9 +134,9 @@ def _runs(tmp_path: Path, *keys: str) -> Path:
 
 
 @pytest.mark.slow
-def test_rm_and_gc_never_remove_a_group_another_process_holds(data: Path, tmp_path: Path) -> None:
+def test_rm_and_gc_never_remove_a_group_another_process_holds(cache_data_6: Path, tmp_path: Path) -> None:
     cache = tmp_path / "c"
-    fp16, int4 = _two_groups(data, cache)
+    fp16, int4 = _two_groups(cache_data_6, cache)
     holder = _Holder(cache, int4, tmp_path)
     try:
         with pytest.raises(
@@ -173,11 +165,11 @@ def _cut_off(cache: Path | str, key: str) -> None:
     zarr.open_group(zarr_store(cache_path(cache) / key, read_only=False), mode="a")
 
 
-def test_gc_removes_cut_off_and_lost_groups_and_with_runs_the_unreferenced(data: Path, tmp_path: Path) -> None:
+def test_gc_removes_cut_off_and_lost_groups_and_with_runs_the_unreferenced(cache_data_6: Path, tmp_path: Path) -> None:
     from ava.cache.store import CacheGroup
 
     cache = tmp_path / "c"
-    fp16, int4 = _two_groups(data, cache)
+    fp16, int4 = _two_groups(cache_data_6, cache)
     half = CacheGroup.open(cache, fp16, writable=True)
     half.done[0:4] = False  # a half-written group (a killed run's uncommitted shard): resumable, so kept
     _cut_off(cache, "cut")
@@ -197,7 +189,8 @@ def test_gc_removes_cut_off_and_lost_groups_and_with_runs_the_unreferenced(data:
     assert _keys(cache) == [fp16]
     again = runner.invoke(app, ["cache", "gc", str(cache), "--runs", str(runs), "--yes"])
     assert again.exit_code == 0 and "nothing to remove" in again.output
-    assert _extract(data, cache, "fp16") == fp16 and verify_cache(cache)["ok"]  # the half-written group resumed
+    resumed = extract_cache(cache_data_6, cache, "pixels", codec="fp16")["key"]
+    assert resumed == fp16 and verify_cache(cache)["ok"]  # the half-written group resumed
 
 
 @pytest.mark.parametrize(
@@ -217,20 +210,21 @@ def test_gc_removes_cut_off_and_lost_groups_and_with_runs_the_unreferenced(data:
         ),
     ],
 )
-def test_gc_refuses_runs_it_cannot_read_and_removes_nothing(data: Path, tmp_path: Path, make, message: str) -> None:
+def test_gc_refuses_runs_it_cannot_read_and_removes_nothing(
+    cache_data_6: Path, tmp_path: Path, make, message: str
+) -> None:
     cache = tmp_path / "c"
-    keys = sorted(_two_groups(data, cache))
+    keys = sorted(_two_groups(cache_data_6, cache))
     with pytest.raises(AvaError, match=message.replace("(", r"\(").replace(")", r"\)")):
         collect_garbage(cache, [make(tmp_path)])
     assert _keys(cache) == keys
 
 
 @pytest.mark.slow
-def test_rm_and_gc_in_object_storage(data: Path, s3_url: str) -> None:
+def test_rm_and_gc_in_object_storage(cache_data_6: Path, s3_url: str) -> None:
     from ava.cache.lease import claim_group
-    from tests.test_cache_s3 import objects
 
-    fp16, int4 = _two_groups(data, s3_url)
+    fp16, int4 = _two_groups(cache_data_6, s3_url)
     _cut_off(s3_url, "cut")
     assert any(k.startswith(f"{int4}/") for k in objects(s3_url))
     with claim_group(cache_path(s3_url) / int4, "busy"):  # a live job's lease

@@ -9,7 +9,7 @@ import torch
 from ava.cache import ExtractConfig, extract, open_cache
 from ava.cache.reader import ResidentFeatures
 from ava.data.format import Dataset
-from tests._cache_fixtures import make_dataset
+from tests.helpers import make_dataset
 
 torch.set_num_threads(1)
 

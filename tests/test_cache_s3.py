@@ -11,39 +11,18 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from ava.cache import ExtractConfig, content_digest, extract, open_cache
+from ava.cache import content_digest, open_cache
 from ava.cache.location import CacheLocationError, RemotePath, cache_path
 from ava.cli.main import app
 from ava.errors import AvaError
-from tests._cache_fixtures import make_dataset
-from tests.test_bad_inputs_cache import run_cli
-from tests.test_cache_procs import _done_rows  # rows done so far, at a path or a URL
-
-pytest_plugins = ["tests._s3_fixtures"]  # the S3 server fixtures
+from tests.helpers import Cli, done_rows, extract_cache, objects
 
 PIXELS = "pixels"
 
 
-def objects(url: str) -> dict[str, int]:
-    """Every object under ``url`` (relative key -> size), listed through the server."""
-    from ava.cache.transfer import _all_files
-
-    return _all_files(cache_path(url))
-
-
-def _extract(data: Path, cache: str | Path, **kw: object) -> dict:
-    cfg = {"batch_size": 2, "shard_size": 4, "device": "cpu", "progress": False, **kw}
-    return extract(ExtractConfig(vfm=PIXELS, data=str(data), cache=str(cache), **cfg))  # type: ignore[arg-type]
-
-
-@pytest.fixture(scope="module")
-def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_dataset(tmp_path_factory.mktemp("s3data") / "data", n_images=10)
-
-
 @pytest.mark.slow
-def test_url_cache_has_the_local_key_digest_and_values(data: Path, tmp_path: Path, s3_url: str) -> None:
-    remote, local = _extract(data, s3_url), _extract(data, tmp_path / "local")
+def test_url_cache_has_the_local_key_digest_and_values(cache_data: Path, tmp_path: Path, s3_url: str) -> None:
+    remote, local = extract_cache(cache_data, s3_url, PIXELS), extract_cache(cache_data, tmp_path / "local", PIXELS)
     assert remote["extracted"] == local["extracted"] == 10 and remote["key"] == local["key"]
     r, lo = open_cache(s3_url, PIXELS), open_cache(tmp_path / "local", PIXELS)
     assert isinstance(r.group.path, RemotePath) and str(r.group.path) == f"{s3_url}/{r.key}"
@@ -62,22 +41,22 @@ def test_url_cache_has_the_local_key_digest_and_values(data: Path, tmp_path: Pat
 
 
 @pytest.mark.slow
-def test_resume_redoes_only_uncommitted_shards(data: Path, s3_url: str) -> None:
-    _extract(data, s3_url)
+def test_resume_redoes_only_uncommitted_shards(cache_data: Path, s3_url: str) -> None:
+    extract_cache(cache_data, s3_url, PIXELS)
     group = open_cache(s3_url, PIXELS).group
     shard1 = group.path / "features" / str(group.layers[0]) / "c/1/0/0"
     marker = group.path / "done/c/1"
     assert isinstance(shard1, RemotePath) and shard1.is_file()
     marker.unlink()  # shard 1 never committed: its data object is not trusted
     before = content_digest(open_cache(s3_url, PIXELS).group)
-    again = _extract(data, s3_url)
+    again = extract_cache(cache_data, s3_url, PIXELS)
     assert again["already_done"] == 6 and again["extracted"] == 4
     assert content_digest(open_cache(s3_url, PIXELS).group) != before  # the 4 rows are back in the digest
 
 
 @pytest.mark.slow
-def test_cli_ls_info_verify_on_a_url(data: Path, s3_url: str) -> None:
-    _extract(data, s3_url)
+def test_cli_ls_info_verify_on_a_url(cache_data: Path, s3_url: str) -> None:
+    extract_cache(cache_data, s3_url, PIXELS)
     runner = CliRunner()
     info = runner.invoke(app, ["cache", "info", s3_url, "--json"])
     assert info.exit_code == 0, info.output
@@ -86,7 +65,7 @@ def test_cli_ls_info_verify_on_a_url(data: Path, s3_url: str) -> None:
     assert got["groups"][0]["digest"] == content_digest(open_cache(s3_url, PIXELS).group)
     ls = runner.invoke(app, ["cache", "ls", s3_url])
     assert ls.exit_code == 0 and "10/10" in ls.output, ls.output
-    ok = runner.invoke(app, ["cache", "verify", s3_url, "--data", str(data), "-q"])
+    ok = runner.invoke(app, ["cache", "verify", s3_url, "--data", str(cache_data), "-q"])
     assert ok.exit_code == 0, ok.output
     group = open_cache(s3_url, PIXELS).group
     (group.path / "features" / str(group.layers[0]) / "c/2/0/0").unlink()  # a committed shard's data lost
@@ -94,12 +73,12 @@ def test_cli_ls_info_verify_on_a_url(data: Path, s3_url: str) -> None:
     assert bad.exit_code == 1 and "c/2/0/0 is missing" in bad.output, bad.output
     fixed = runner.invoke(app, ["cache", "verify", s3_url, "-q", "--repair"])
     assert "2 row(s) marked for re-extraction" in fixed.output, fixed.output
-    assert _extract(data, s3_url)["extracted"] == 2
+    assert extract_cache(cache_data, s3_url, PIXELS)["extracted"] == 2
     assert runner.invoke(app, ["cache", "verify", s3_url, "-q"]).exit_code == 0
 
 
-def test_push_pull_round_trip_resumes_and_verifies(data: Path, tmp_path: Path, s3_url: str) -> None:
-    _extract(data, tmp_path / "local")
+def test_push_pull_round_trip_resumes_and_verifies(cache_data: Path, tmp_path: Path, s3_url: str) -> None:
+    extract_cache(cache_data, tmp_path / "local", PIXELS)
     runner = CliRunner()
     pushed = runner.invoke(app, ["cache", "push", str(tmp_path / "local"), s3_url, "-q"])
     assert pushed.exit_code == 0, pushed.output
@@ -121,43 +100,43 @@ def test_push_pull_round_trip_resumes_and_verifies(data: Path, tmp_path: Path, s
 
 
 @pytest.mark.slow
-def test_copy_refuses_a_group_of_another_spec(
-    data: Path, tmp_path: Path, s3_url: str, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    _extract(data, tmp_path / "a", key="k")
-    _extract(data, s3_url, key="k", codec="int8")
+def test_copy_refuses_a_group_of_another_spec(cache_data: Path, tmp_path: Path, s3_url: str, cli: Cli) -> None:
+    extract_cache(cache_data, tmp_path / "a", PIXELS, key="k")
+    extract_cache(cache_data, s3_url, PIXELS, key="k", codec="int8")
     before = objects(s3_url)
-    code, output = run_cli(["cache", "push", str(tmp_path / "a"), s3_url, "-q"], capsys, monkeypatch)
+    code, output = cli(["cache", "push", str(tmp_path / "a"), s3_url, "-q"])
     assert code == 2 and len(output.strip().splitlines()) == 1, output
     assert f"error: {s3_url}: cache group 'k' holds features of another spec" in output and "codec" in output
     assert objects(s3_url) == before  # nothing copied
 
 
-def test_second_extractor_is_refused_while_the_lease_is_held(data: Path, s3_url: str) -> None:
+def test_second_extractor_is_refused_while_the_lease_is_held(cache_data: Path, s3_url: str) -> None:
     from ava.cache.lease import Lease
 
-    _extract(data, s3_url)
+    extract_cache(cache_data, s3_url, PIXELS)
     group = open_cache(s3_url, PIXELS).group
     busy = r"another `ava cache extract` is writing cache group .* held by pid"
     with Lease(group.path, "busy"), pytest.raises(AvaError, match=busy):  # held by a live process (this one)
-        _extract(data, s3_url)
-    assert _extract(data, s3_url)["already_done"] == 10  # released: the next one runs
+        extract_cache(cache_data, s3_url, PIXELS)
+    assert extract_cache(cache_data, s3_url, PIXELS)["already_done"] == 10  # released: the next one runs
 
 
 @pytest.mark.slow
-def test_a_dead_holders_lease_is_taken_over(data: Path, s3_url: str) -> None:
+def test_a_dead_holders_lease_is_taken_over(cache_data: Path, s3_url: str) -> None:
     import socket
 
-    _extract(data, s3_url)
+    extract_cache(cache_data, s3_url, PIXELS)
     group = open_cache(s3_url, PIXELS).group
     dead = {"host": socket.gethostname(), "pid": 2**22 + 17, "token": "x", "taken": 0, "renewed": 9e12}
     (group.path / ".extract.lease").write_text(json.dumps(dead))  # fresh, but its process does not run
-    assert _extract(data, s3_url)["already_done"] == 10
+    assert extract_cache(cache_data, s3_url, PIXELS)["already_done"] == 10
 
 
 @pytest.mark.slow
-def test_fingerprint_reads_a_url_cache(data: Path, tmp_path: Path, s3_url: str, capfd: pytest.CaptureFixture) -> None:
-    _extract(data, s3_url)
+def test_fingerprint_reads_a_url_cache(
+    cache_data: Path, tmp_path: Path, s3_url: str, capfd: pytest.CaptureFixture
+) -> None:
+    extract_cache(cache_data, s3_url, PIXELS)
     result = CliRunner().invoke(
         app,
         [
@@ -165,7 +144,7 @@ def test_fingerprint_reads_a_url_cache(data: Path, tmp_path: Path, s3_url: str, 
             "--vfm",
             PIXELS,
             "--data",
-            str(data),
+            str(cache_data),
             "--cache",
             s3_url,
             "--out",
@@ -198,16 +177,14 @@ def test_missing_protocol_package_is_named(tmp_path: Path) -> None:
 
 
 def test_missing_bucket_and_unreachable_endpoint(
-    data: Path, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+    cache_data: Path, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch, cli: Cli
 ) -> None:
-    code, output = run_cli(
-        ["cache", "extract", "--vfm", PIXELS, "--data", str(data), "--cache", "s3://no-such-bucket/x", "-q"],
-        capsys,
-        monkeypatch,
+    code, output = cli(
+        ["cache", "extract", "--vfm", PIXELS, "--data", str(cache_data), "--cache", "s3://no-such-bucket/x", "-q"]
     )
     assert code == 2 and len(output.strip().splitlines()) == 1, output
     assert "error: --cache s3://no-such-bucket/x: bucket 'no-such-bucket' does not exist" in output, output
-    from tests._cache_fixtures import free_port
+    from tests.helpers import free_port
 
     monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{free_port()}")  # nothing listens there
     import s3fs
@@ -219,51 +196,51 @@ def test_missing_bucket_and_unreachable_endpoint(
             match=r"^--cache s3://ava-test/y: the store cannot be reached \("
             r"EndpointConnectionError: .*check the endpoint",
         ):
-            _extract(data, "s3://ava-test/y")
+            extract_cache(cache_data, "s3://ava-test/y", PIXELS)
     finally:
         s3fs.S3FileSystem.clear_instance_cache()
 
 
 @pytest.mark.slow
-def test_another_specs_key_is_refused_and_nothing_is_written(data: Path, s3_url: str) -> None:
-    _extract(data, s3_url, key="k")
+def test_another_specs_key_is_refused_and_nothing_is_written(cache_data: Path, s3_url: str) -> None:
+    extract_cache(cache_data, s3_url, PIXELS, key="k")
     before = objects(s3_url)
     with pytest.raises(AvaError, match=r"cache group 'k' holds features of another spec; differing fields: codec"):
-        _extract(data, s3_url, key="k", codec="int8")
+        extract_cache(cache_data, s3_url, PIXELS, key="k", codec="int8")
     assert objects(s3_url) == before
 
 
 # -- kill -9 mid-extraction into the object store, then resume -----------------------------------------------------
 @pytest.mark.slow
-def test_kill_9_mid_run_then_resume_gives_the_local_digest(data: Path, tmp_path: Path, s3_url: str) -> None:
+def test_kill_9_mid_run_then_resume_gives_the_local_digest(cache_data: Path, tmp_path: Path, s3_url: str) -> None:
     import signal
 
-    from tests._cache_fixtures import kill_when_held, start_extract
+    from tests.helpers import kill_when_held, start_extract
 
     hold = tmp_path / "held"  # batches of 2, shards of 4: killed in batch 3, once shard 0 is committed
-    child = start_extract(data, s3_url, PIXELS, hold_after=2, hold_file=hold)  # type: ignore[arg-type]
-    kill_when_held(child, hold, lambda: _done_rows(s3_url) >= 4)
+    child = start_extract(cache_data, s3_url, PIXELS, hold_after=2, hold_file=hold)  # type: ignore[arg-type]
+    kill_when_held(child, hold, lambda: done_rows(s3_url) >= 4)
     assert child.returncode == -signal.SIGKILL, child.stderr.read() if child.stderr else ""
-    done = _done_rows(s3_url)
+    done = done_rows(s3_url)
     assert done == 4  # killed mid-run, after exactly one committed shard
     assert (open_cache(s3_url, PIXELS).group.path / ".extract.lease").is_file()  # the dead job's lease is left...
-    resumed = _extract(data, s3_url)  # ...and taken over: its holder no longer runs
+    resumed = extract_cache(cache_data, s3_url, PIXELS)  # ...and taken over: its holder no longer runs
     assert resumed["already_done"] == done and resumed["extracted"] == 10 - done
-    _extract(data, tmp_path / "ref")
+    extract_cache(cache_data, tmp_path / "ref", PIXELS)
     reference = content_digest(open_cache(tmp_path / "ref", PIXELS).group)
     assert content_digest(open_cache(s3_url, PIXELS).group) == reference
 
 
 @pytest.mark.slow
 def test_a_run_of_rows_is_read_in_few_range_requests(
-    data: Path, s3_url: str, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture
+    cache_data: Path, s3_url: str, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture
 ) -> None:
     """Zarr asks for each row's chunk by its own ranged GET; in object storage they are served from blocks."""
     import zarr.storage
 
     from ava.cache.reader import ResidentFeatures
 
-    _extract(data, s3_url, shard_size=8)
+    extract_cache(cache_data, s3_url, PIXELS, shard_size=8)
     cache = open_cache(s3_url, PIXELS)
     asked: list[str] = []
     real = zarr.storage.FsspecStore.get
@@ -284,26 +261,26 @@ def test_a_run_of_rows_is_read_in_few_range_requests(
 
 
 @pytest.mark.slow
-def test_two_torchrun_ranks_split_the_shards_of_a_url_cache(data: Path, tmp_path: Path, s3_url: str) -> None:
+def test_two_torchrun_ranks_split_the_shards_of_a_url_cache(cache_data: Path, tmp_path: Path, s3_url: str) -> None:
     """Rank 0 holds the lease and indexes the images; each rank writes and commits only its own shards."""
-    from tests._cache_fixtures import free_port, start_extract
+    from tests.helpers import free_port, start_extract
 
     env = {"WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "GLOO_SOCKET_IFNAME": "lo"}
-    ranks = [start_extract(data, s3_url, PIXELS, RANK=str(r), LOCAL_RANK=str(r), **env) for r in (0, 1)]  # type: ignore[arg-type]
+    ranks = [start_extract(cache_data, s3_url, PIXELS, RANK=str(r), LOCAL_RANK=str(r), **env) for r in (0, 1)]  # type: ignore[arg-type]
     summaries = []
     for child in ranks:
         out, err = child.communicate(timeout=180)
         assert child.returncode == 0, err
         summaries.append(json.loads(out.split("SUMMARY ", 1)[1]))
     assert [s["extracted"] for s in summaries] == [6, 4]  # shards 0, 2 (4 + 2 rows) and shard 1 (4 rows)
-    _extract(data, tmp_path / "ref")
+    extract_cache(cache_data, tmp_path / "ref", PIXELS)
     reference = content_digest(open_cache(tmp_path / "ref", PIXELS).group)
     assert content_digest(open_cache(s3_url, PIXELS).group) == reference
 
 
 @pytest.mark.slow
 def test_refused_credentials_are_said_before_any_work(
-    data: Path, tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+    cache_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch, cli: Cli
 ) -> None:
     """A second moto server that checks credentials (``INITIAL_NO_AUTH_ACTION_COUNT=0``): unknown keys get a 403."""
     import os
@@ -314,7 +291,7 @@ def test_refused_credentials_are_said_before_any_work(
 
     import s3fs
 
-    from tests._cache_fixtures import free_port
+    from tests.helpers import free_port
 
     port = free_port()
     env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "0"}
@@ -340,11 +317,11 @@ def test_refused_credentials_are_said_before_any_work(
         gc.collect()  # earlier tests' dropped clients say "Unclosed client session" as they go: not this test's output
         capsys.readouterr()
         for args in (
-            ["cache", "extract", "--vfm", PIXELS, "--data", str(data), "--cache", "s3://private/f", "-q"],
+            ["cache", "extract", "--vfm", PIXELS, "--data", str(cache_data), "--cache", "s3://private/f", "-q"],
             ["cache", "ls", "s3://private/f"],
             ["cache", "pull", "s3://private/f", str(tmp_path / "local")],
         ):
-            code, output = run_cli(args, capsys, monkeypatch)
+            code, output = cli(args)
             assert code == 2 and len(output.strip().splitlines()) == 1, output
             assert output.startswith("error: --cache s3://private/f: access denied (PermissionError: "), output
         assert not (tmp_path / "local").exists()
@@ -354,9 +331,9 @@ def test_refused_credentials_are_said_before_any_work(
         s3fs.S3FileSystem.clear_instance_cache()
 
 
-def test_a_file_url_is_the_local_directory(data: Path, tmp_path: Path) -> None:
+def test_a_file_url_is_the_local_directory(cache_data: Path, tmp_path: Path) -> None:
     """``file://DIR`` names the directory itself (flock, rename), not a second store beside it."""
-    first = _extract(data, f"file://{tmp_path / 'c'}")
+    first = extract_cache(cache_data, f"file://{tmp_path / 'c'}", PIXELS)
     assert isinstance(cache_path(f"file://{tmp_path / 'c'}"), Path)
-    again = _extract(data, tmp_path / "c")
+    again = extract_cache(cache_data, tmp_path / "c", PIXELS)
     assert again["key"] == first["key"] and again["already_done"] == 10 and again["extracted"] == 0

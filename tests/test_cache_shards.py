@@ -11,12 +11,11 @@ import numpy as np
 import pytest
 import torch
 
-from ava.cache import ExtractConfig, extract
 from ava.cache.pooling import pool_tokens, pool_tokens_torch
 from ava.cache.shards import ArrayEncoder, write_file
 from ava.cache.store import CacheGroup, add_rows, create_group
 from ava.data.format import Dataset
-from tests._cache_fixtures import make_dataset
+from tests.helpers import extract_cache, make_dataset
 
 
 def _files(root: Path) -> dict[str, bytes]:
@@ -112,22 +111,6 @@ def test_a_layout_it_does_not_know_is_left_to_zarr(tmp_path: Path) -> None:
     assert ArrayEncoder.of(big_endian) is None
 
 
-def _extract(data: Path, cache: Path, codec: str) -> dict:
-    return extract(
-        ExtractConfig(
-            vfm="pixels#size=16",
-            data=str(data),
-            cache=str(cache),
-            codec=codec,
-            batch_size=3,
-            shard_size=4,
-            device="cpu",
-            progress=False,
-            num_workers=0,
-        )
-    )
-
-
 @pytest.mark.parametrize("codec", ["fp16", "int8"])
 def test_extraction_writes_zarrs_bytes_and_a_resume_keeps_done_rows(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, codec: str
@@ -145,11 +128,11 @@ def test_extraction_writes_zarrs_bytes_and_a_resume_keeps_done_rows(
             monkeypatch.setattr(CacheGroup, "encoder", lambda self, name: None)
         for path in images:
             path.write_bytes(b"not an image")
-        first = _extract(data, tmp_path / way, codec)
+        first = extract_cache(data, tmp_path / way, "pixels#size=16", codec=codec, batch_size=3, num_workers=0)
         assert len(first["failed"]) == 2 and first["extracted"] == 8
         for path, raw in images.items():
             path.write_bytes(raw)
-        second = _extract(data, tmp_path / way, codec)
+        second = extract_cache(data, tmp_path / way, "pixels#size=16", codec=codec, batch_size=3, num_workers=0)
         assert second["extracted"] == 2 and second["already_done"] == 8
         caches[way] = _files(tmp_path / way)
     assert caches["ours"].keys() == caches["zarr"].keys()

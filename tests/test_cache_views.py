@@ -14,6 +14,7 @@ from ava.cache import ExtractConfig, extract, open_cache
 from ava.cache.inspect import verify_cache
 from ava.cache.pooling import pool_tokens, token_grid
 from ava.errors import AvaError
+from tests.helpers import online
 
 torch.set_num_threads(1)
 ABILITIES = ["spatial", "counting", "scene"]
@@ -97,8 +98,7 @@ def test_int4_views_are_pooled_from_the_features_before_encoding(tmp_path: Path)
     from the decoded int4 tokens by at least an order of magnitude; fp16's views stay the decoded tokens' views."""
     from ava.cache.pooling import pool_tokens_torch
     from ava.data.format import Dataset
-    from tests._cache_fixtures import make_dataset
-    from tests.test_cache_extract import online
+    from tests.helpers import make_dataset
 
     data = make_dataset(tmp_path / "data", n_images=6, size=(64, 64))
     extract(

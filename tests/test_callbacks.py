@@ -18,19 +18,14 @@ import torch
 from ava.callbacks import FingerprintMonitor, preserved_training_state
 from ava.errors import AvaError
 from ava.heads.memory import fingerprint_in_memory
-from tests._module_fixtures import small_suite, tiny_vfm, tiny_vit
+from tests.helpers import make_small_suite, tiny_vfm, tiny_vit
 
 TWO = ("color", "spatial")
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    return small_suite(tmp_path_factory.mktemp("suite"))
-
-
-@pytest.fixture(scope="module")
 def two(tmp_path_factory):
-    return small_suite(tmp_path_factory.mktemp("two"), abilities=TWO)
+    return make_small_suite(tmp_path_factory.mktemp("two") / "suite", abilities=TWO)
 
 
 def _train(steps: int, make_monitor=None) -> tuple[dict[str, torch.Tensor], list]:
@@ -230,7 +225,7 @@ import datetime, json, sys
 sys.path.insert(0, {repo!r})
 import ava, torch, torch.distributed as dist
 from ava.callbacks import FingerprintMonitor
-from tests._module_fixtures import tiny_vfm, tiny_vit
+from tests.helpers import tiny_vfm, tiny_vit
 # a rank left waiting raises after 2 minutes instead of hanging the test until its own timeout
 dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=120))
 rank = dist.get_rank()
@@ -276,7 +271,7 @@ dist.destroy_process_group()
 
 
 @pytest.mark.slow
-def test_ddp_two_cpu_processes_gloo(data, tmp_path):
+def test_ddp_two_cpu_processes_gloo(small_suite, tmp_path):
     """`torchrun --nproc-per-node 2` on CPU (gloo): each rank extracts half of the images, rank 0 trains the heads,
     rank 1 waits and gets the same result, which equals a single process's; only rank 0 writes the JSONL. When the
     heads fail on rank 0, rank 1 raises a one-line error saying so instead of waiting for ever; when the extraction
@@ -285,7 +280,7 @@ def test_ddp_two_cpu_processes_gloo(data, tmp_path):
 
     repo = str(Path(__file__).resolve().parents[1])
     script = tmp_path / "worker.py"
-    script.write_text(WORKER.format(repo=repo, data=str(data), out=str(tmp_path)))
+    script.write_text(WORKER.format(repo=repo, data=str(small_suite), out=str(tmp_path)))
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -302,9 +297,9 @@ def test_ddp_two_cpu_processes_gloo(data, tmp_path):
     proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=400)
     assert proc.returncode == 0, proc.stderr[-3000:]
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
-    total = len(EvalSuite(data).shas())
+    total = len(EvalSuite(small_suite).shas())
     assert ranks[0]["images"] + ranks[1]["images"] == total and abs(ranks[0]["images"] - ranks[1]["images"]) <= 1
-    alone = fingerprint_in_memory(tiny_vfm(tiny_vit(seed=5), version="v"), data).scores
+    alone = fingerprint_in_memory(tiny_vfm(tiny_vit(seed=5), version="v"), small_suite).scores
     assert ranks[0]["scores"] == ranks[1]["scores"] == alone
     assert len((tmp_path / "fingerprints.jsonl").read_text().splitlines()) == 1
     assert ranks[0]["failed"] == "RuntimeError: boom"
@@ -334,7 +329,7 @@ import ava  # first: it mends a torchvision that fails to import, which lightnin
 import lightning.pytorch as pl
 import torch
 from ava.callbacks import Fingerprint
-from tests._module_fixtures import tiny_vfm, tiny_vit
+from tests.helpers import tiny_vfm, tiny_vit
 
 
 class Module(pl.LightningModule):

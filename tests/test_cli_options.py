@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 from ava import threads as th
 from ava.cli.main import app
 from ava.cli.params import split_list
+from tests.helpers import Cli
 
 runner = CliRunner(env={"COLUMNS": "200", "NO_COLOR": "1"})
 
@@ -216,12 +217,11 @@ def test_help_text_is_whole_sentences(doc: str, help_text: str) -> None:
     assert whole_sentences(doc) == help_text
 
 
-def test_no_command_help_breaks_a_sentence(capsys, monkeypatch) -> None:
+def test_no_command_help_breaks_a_sentence(cli: Cli) -> None:
     import typer.main
 
     from ava.cli.main import app
     from ava.cli.params import rewrap_help
-    from tests.test_bad_inputs import run_cli
 
     def walk(command, path):
         yield path, command
@@ -231,6 +231,6 @@ def test_no_command_help_breaks_a_sentence(capsys, monkeypatch) -> None:
     for path, command in walk(rewrap_help(typer.main.get_command(app)), ["ava"]):
         for paragraph in (command.help or "").split("\n\n"):
             assert "\n" not in paragraph, f"{' '.join(path)}: {paragraph!r}"
-    code, output = run_cli(["--help"], capsys, monkeypatch)  # COLUMNS=1000: one row per command
+    code, output = cli(["--help"])  # COLUMNS=1000: one row per command
     row = next(line for line in output.splitlines() if "│ fingerprint" in line)
     assert "each ability's features read once and shared by the three heads" in row, row

@@ -1,12 +1,13 @@
 """``ava head probe-connector``: the same linear probe on a tiny LLM-head run's raw features and on its connector's
-outputs (tiny RANDOM VFM and LLM); the raw side equals a fingerprint of the run's own cache."""
+outputs (tiny RANDOM LLM_VFM and LLM); the raw side equals a fingerprint of the run's own cache."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from _llm_fixtures import LLM, VFM, make_cache, make_rel_depth
+
+from tests.helpers import LLM, LLM_VFM, make_cache, make_rel_depth
 
 
 @pytest.fixture(scope="module")
@@ -18,7 +19,7 @@ def llm_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]
     cache = make_cache(data, root / "c")
     run = ava.train_head(
         "llm",
-        vfm=VFM,
+        vfm=LLM_VFM,
         data=str(data),
         cache=str(cache),
         out=str(root / "llm"),
@@ -47,7 +48,7 @@ def test_probe_on_raw_features_and_connector_outputs(llm_run, tmp_path: Path) ->
     con = result.scores["connector"]["probe-linear"]["rel_depth"]
     assert 0.0 <= raw <= 1.0 and 0.0 <= con <= 1.0
     # the raw side is the fingerprint of the run's own cache (same probe code, same features)
-    fp = ava.fingerprint(VFM, data, cache, tmp_path / "fp", heads=["probe-linear", "knn"], ava="rel_depth")
+    fp = ava.fingerprint(LLM_VFM, data, cache, tmp_path / "fp", heads=["probe-linear", "knn"], ava="rel_depth")
     assert raw == pytest.approx(fp.scores["probe-linear"]["rel_depth"], abs=1e-6)
     assert result.scores["raw"]["knn"]["rel_depth"] == pytest.approx(fp.scores["knn"]["rel_depth"], abs=1e-6)
     # a connector that maps every token to zero leaves the probe nothing: the connector side drops to chance

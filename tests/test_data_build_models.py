@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from _foci_fixtures import save_tiny_image_text
 
 from ava.cli.main import main
 from ava.curate import BuildConfig, build_dataset
@@ -18,6 +17,7 @@ from ava.curate.mining import BuildMiner
 from ava.curate.sources import read_coco
 from ava.curate.synthetic import write_sources
 from ava.data.format import Dataset
+from tests.helpers import save_tiny_image_text
 
 
 def save_tiny_depth_anything(path: Path, kind: str = "relative", seed: int = 0) -> Path:

@@ -13,16 +13,14 @@ from ava.data.format import Dataset
 from ava.data.importers import import_dataset
 from ava.data.info import dataset_info
 from ava.data.split import split_dataset
-from tests._data_fixtures import write_release
 
 runner = CliRunner()
 
 
 @pytest.fixture(scope="module")
-def split_ds(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def split_ds(tmp_path_factory: pytest.TempPathFactory, release: tuple[Path, dict]) -> Path:
     tmp = tmp_path_factory.mktemp("exp")
-    write_release(tmp / "rel")
-    import_dataset(tmp / "rel", tmp / "ds", progress=False)
+    import_dataset(release[0], tmp / "ds", progress=False)
     split_dataset(tmp / "ds", test_frac=0.3, seed=0)
     return tmp / "ds"
 

@@ -8,7 +8,7 @@ import pytest
 from PIL import Image
 
 from ava.data.images import ImageError, normalize_image
-from tests._data_fixtures import image_kinds
+from tests.helpers import image_kinds
 
 
 def test_rgb_jpeg_and_png_are_kept_as_is() -> None:

@@ -14,15 +14,9 @@ from ava.cli.main import app
 from ava.data.format import Dataset
 from ava.data.importers import import_dataset
 from ava.errors import AvaError
-from tests._data_fixtures import conv, image_kinds, write_release
+from tests.helpers import conv, image_kinds, write_release
 
 runner = CliRunner()
-
-
-@pytest.fixture(scope="module")
-def release(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
-    root = tmp_path_factory.mktemp("release")
-    return root, write_release(root)
 
 
 @pytest.fixture(scope="module")

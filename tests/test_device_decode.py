@@ -14,11 +14,14 @@ import pytest
 import torch
 from PIL import Image, ImageOps
 
-from ava.cache import ExtractConfig, extract, extraction, open_cache
+from ava.cache import extraction, open_cache
 from ava.data.format import Dataset, DatasetWriter, Sample
 from ava.errors import AvaError
 from ava.vfm import device_decode as dd
 from ava.vfm.preprocess import PAD_FILL
+from tests.helpers import extract_cache
+
+EFFNET = {"vfm": "effnet-lite0#size=96", "batch_size": 3, "num_workers": 0}  # a real CNN, in one process
 
 
 def _photos() -> dict[str, np.ndarray]:
@@ -119,30 +122,14 @@ def photos_data(tmp_path: Path) -> Path:
     return tmp_path / "data"
 
 
-def _extract(data: Path, cache: Path, **kw: object) -> dict:
-    return extract(
-        ExtractConfig(
-            vfm="effnet-lite0#size=96",
-            data=str(data),
-            cache=str(cache),
-            device="cpu",
-            batch_size=3,
-            shard_size=4,
-            num_workers=0,
-            progress=False,
-            **kw,
-        )
-    )  # type: ignore[arg-type]
-
-
 @pytest.mark.slow  # two extractions through a real CNN
 def test_device_decode_stores_the_workers_features_within_rounding(
     photos_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    ref = _extract(photos_data, tmp_path / "workers", decode="workers")
+    ref = extract_cache(photos_data, tmp_path / "workers", **EFFNET, decode="workers")
     assert ref["decoder"] == "workers (--decode workers)"
     monkeypatch.setattr(extraction, "jpeg_decoder", lambda device: (_host_decoder, "nvjpeg"))
-    got = _extract(photos_data, tmp_path / "device", decode="device")
+    got = extract_cache(photos_data, tmp_path / "device", **EFFNET, decode="device")
     assert got["decoder"] == "nvjpeg" and got["extracted"] == ref["extracted"] == 5 and not got["failed"]
     shas = [s.image_sha256 for s in Dataset(photos_data).samples()]
     a = open_cache(tmp_path / "workers", "effnet-lite0#size=96").read(shas)
@@ -159,14 +146,14 @@ def test_an_unreadable_jpeg_fails_alone_and_decode_device_without_a_decoder_is_r
     bad = ds.image_path(ds.samples()[1])
     bad.write_bytes(bad.read_bytes()[:200])  # cut short: neither nvJPEG nor Pillow decodes it
     monkeypatch.setattr(extraction, "jpeg_decoder", lambda device: (_host_decoder, "nvjpeg"))
-    got = _extract(photos_data, tmp_path / "device")
+    got = extract_cache(photos_data, tmp_path / "device", **EFFNET)
     assert got["extracted"] == 4 and len(got["failed"]) == 1 and "sample(s) scene/s1" in got["failed"][0]
     assert "cannot decode JPEG" in got["failed"][0]
     monkeypatch.setattr(extraction, "jpeg_decoder", lambda device: (None, "workers (no torchvision here)"))
     with pytest.raises(AvaError, match=r"--decode device: JPEGs cannot be decoded on the device here: workers \(no"):
-        _extract(photos_data, tmp_path / "other", decode="device")
+        extract_cache(photos_data, tmp_path / "other", **EFFNET, decode="device")
     with pytest.raises(AvaError, match=r"--decode 'gpu': use one of auto, workers, device"):
-        _extract(photos_data, tmp_path / "other", decode="gpu")
+        extract_cache(photos_data, tmp_path / "other", **EFFNET, decode="gpu")
 
 
 @pytest.mark.gpu

@@ -9,27 +9,21 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _foci_fixtures import make_choice_data, make_photo_choice_data, save_tiny_image_text
-from _foci_fixtures import run_main as _run
 
 from ava.abilities import get_ability
 from ava.abilities.parsers import extract_options
 from ava.cli.main import main
 from ava.data.format import Dataset
 from ava.data.truth import derive_truth
+from tests.helpers import Cli, make_photo_choice_data, save_tiny_image_text
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_choice_data(tmp_path_factory.mktemp("choice") / "d")
-
-
-@pytest.fixture(scope="module")
-def cache(data: Path) -> Path:
+def cache(choice_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     import ava
 
-    root = data.parent / "cache"
-    ava.extract(vfm="pixels#size=32", data=data, cache=root)
+    root = tmp_path_factory.mktemp("choice-cache") / "cache"
+    ava.extract(vfm="pixels#size=32", data=choice_data, cache=root)
     return root
 
 
@@ -43,7 +37,7 @@ def _consistent(sample, k: int) -> None:
     assert derived.truth["index"] == sample.truth["index"]
 
 
-def test_cache_miner_offers_the_classes_nearest_to_each_image(data: Path, cache: Path, tmp_path: Path) -> None:
+def test_cache_miner_offers_the_classes_nearest_to_each_image(choice_data: Path, cache: Path, tmp_path: Path) -> None:
     from ava.cache import open_cache
     from ava.heads.features import read_pooled_views
 
@@ -53,7 +47,7 @@ def test_cache_miner_offers_the_classes_nearest_to_each_image(data: Path, cache:
             "data",
             "options",
             "--data",
-            str(data),
+            str(choice_data),
             "--miner",
             "cache:pixels#size=32",
             "--cache",
@@ -65,7 +59,7 @@ def test_cache_miner_offers_the_classes_nearest_to_each_image(data: Path, cache:
         ]
     )
     assert code == 0
-    before, after = Dataset(data), Dataset(out)
+    before, after = Dataset(choice_data), Dataset(out)
     samples = after.samples("recognition")
     for s in samples:
         _consistent(s, 4)
@@ -95,11 +89,22 @@ def main_ok(args: list[str]) -> int:
     return 0
 
 
-def test_random_options_depend_on_the_seed_only(data: Path, tmp_path: Path) -> None:
+def test_random_options_depend_on_the_seed_only(choice_data: Path, tmp_path: Path) -> None:
     for name, seed in (("a", 0), ("b", 0), ("c", 1)):
         assert (
             main_ok(
-                ["data", "options", "--data", str(data), "--k", "3", "--seed", str(seed), "--out", str(tmp_path / name)]
+                [
+                    "data",
+                    "options",
+                    "--data",
+                    str(choice_data),
+                    "--k",
+                    "3",
+                    "--seed",
+                    str(seed),
+                    "--out",
+                    str(tmp_path / name),
+                ]
             )
             == 0
         )
@@ -109,13 +114,26 @@ def test_random_options_depend_on_the_seed_only(data: Path, tmp_path: Path) -> N
         _consistent(s, 3)
 
 
-def test_foci_template_asks_for_the_letter_and_scores_with_the_existing_parsers(data: Path, tmp_path: Path) -> None:
+def test_foci_template_asks_for_the_letter_and_scores_with_the_existing_parsers(
+    choice_data: Path, tmp_path: Path
+) -> None:
     import ava
 
     out = tmp_path / "foci"
     assert (
         main_ok(
-            ["data", "options", "--data", str(data), "--template", "foci", "--domain", "colours", "--out", str(out)]
+            [
+                "data",
+                "options",
+                "--data",
+                str(choice_data),
+                "--template",
+                "foci",
+                "--domain",
+                "colours",
+                "--out",
+                str(out),
+            ]
         )
         == 0
     )
@@ -153,10 +171,10 @@ def test_foci_template_asks_for_the_letter_and_scores_with_the_existing_parsers(
 
 
 @pytest.mark.parametrize("kind", ["clip", "siglip"])
-def test_text_tower_miner_runs_on_tiny_random_checkpoints(kind: str, data: Path, tmp_path: Path) -> None:
+def test_text_tower_miner_runs_on_tiny_random_checkpoints(kind: str, choice_data: Path, tmp_path: Path) -> None:
     ckpt = save_tiny_image_text(tmp_path / kind, kind)
     out = tmp_path / "mined"
-    assert main_ok(["data", "options", "--data", str(data), "--miner", f"clip@{ckpt}", "--out", str(out)]) == 0
+    assert main_ok(["data", "options", "--data", str(choice_data), "--miner", f"clip@{ckpt}", "--out", str(out)]) == 0
     for s in Dataset(out).samples("recognition"):
         _consistent(s, 4)
         assert s.meta["options_miner"] == f"clip@{ckpt}"
@@ -183,24 +201,24 @@ def _vision_only(tmp_path: Path) -> Path:
     ],
 )
 def test_bad_inputs_are_one_line_and_write_nothing(
-    args: list[str], fragment: str, data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    args: list[str], fragment: str, choice_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], cli: Cli
 ) -> None:
     if "clip@VISION" in args:
         args = [a.replace("VISION", str(_vision_only(tmp_path))) for a in args]
         capsys.readouterr()  # transformers' own load report of the vision-only copy
     out = tmp_path / "out"
-    code, message = _run(["data", "options", "--data", str(data), "--out", str(out), *args], capsys)
+    code, message = cli(["data", "options", "--data", str(choice_data), "--out", str(out), *args], one_line=True)
     assert code == 2 and fragment in message and "Traceback" not in message, message
     assert not out.exists() and not list(tmp_path.glob(".out.*"))
 
 
-def test_an_existing_out_is_kept_without_force(data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_existing_out_is_kept_without_force(choice_data: Path, tmp_path: Path, cli: Cli) -> None:
     out = tmp_path / "out"
     out.mkdir()
     (out / "mine.txt").write_text("keep me")
-    code, message = _run(["data", "options", "--data", str(data), "--out", str(out)], capsys)
+    code, message = cli(["data", "options", "--data", str(choice_data), "--out", str(out)], one_line=True)
     assert code == 2 and "pass --force" in message
-    code, message = _run(["data", "options", "--data", str(data), "--out", str(out), "--force"], capsys)
+    code, message = cli(["data", "options", "--data", str(choice_data), "--out", str(out), "--force"], one_line=True)
     assert code == 2 and "not an ava dataset" in message and (out / "mine.txt").read_text() == "keep me"
 
 
@@ -332,14 +350,23 @@ def test_the_text_tower_sees_the_object_not_the_photo(photos: Path) -> None:
 
 
 def test_an_unreachable_clip_checkpoint_names_the_miners_own_local_form(
-    data: Path, tmp_path: Path, capsys, monkeypatch
+    choice_data: Path, tmp_path: Path, monkeypatch, cli: Cli
 ) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # an empty Hugging Face cache
     out = tmp_path / "out"
-    code, message = _run(
-        ["data", "options", "--data", str(data), "--out", str(out), "--miner", "clip@openai/clip-vit-base-patch32"],
-        capsys,
+    code, message = cli(
+        [
+            "data",
+            "options",
+            "--data",
+            str(choice_data),
+            "--out",
+            str(out),
+            "--miner",
+            "clip@openai/clip-vit-base-patch32",
+        ],
+        one_line=True,
     )
     assert code == 2 and "point ava at the directory: '--miner clip@/path/to/dir'" in message, message
     assert "--vfm" not in message and not out.exists()

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from _heads_fixtures import FakeCache, handmade
 
 from ava.cache import placement
 from ava.data.format import Dataset
 from ava.heads.ability_runs import train_abilities
+from tests.helpers import FakeCache, handmade
 
 ABILITIES = ("color", "counting", "scene")
 

@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from _heads_fixtures import FakeCache, handmade
 
 from ava.errors import AvaError
 from ava.heads.ability_runs import RECORDS_DIR
@@ -21,6 +20,7 @@ from ava.heads.knn.train import train as knn_train
 from ava.heads.probe import AttnProbeConfig, ProbeConfig
 from ava.heads.probe.train import ProbeRun
 from ava.heads.probe.train import train as probe_train
+from tests.helpers import FakeCache, handmade
 
 torch.set_num_threads(1)
 KINDS = ("counting", "color", "spatial")

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from _foci_fixtures import make_choice_data, save_tiny_image_text, save_tiny_vlm
-from _foci_fixtures import run_main as _run
+
+from tests.helpers import Cli, make_choice_data, save_tiny_image_text, save_tiny_vlm
 
 NO_GPU = "FOCI's heads on a GPU"
 
@@ -21,9 +21,7 @@ def _predictions(path: Path) -> dict[tuple[str, str], str]:
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_GPU)
-def test_zero_shot_on_a_gpu_answers_as_on_the_cpu(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_zero_shot_on_a_gpu_answers_as_on_the_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli: Cli) -> None:
     """The options ranked by the towers' cosine similarity on the GPU: every test sample answered and parsed, the
     same replies as the CPU's but where two options' similarities are within float32 rounding of each other (cuDNN's
     TF32 convolutions off: the patch embedding's would round further by design)."""
@@ -36,7 +34,7 @@ def test_zero_shot_on_a_gpu_answers_as_on_the_cpu(
     runs = {}
     for device in ("cpu", "cuda"):
         runs[device] = tmp_path / device
-        code, text = _run(
+        code, text = cli(
             [
                 "head",
                 "train",
@@ -51,7 +49,7 @@ def test_zero_shot_on_a_gpu_answers_as_on_the_cpu(
                 "--device",
                 device,
             ],
-            capsys,
+            one_line=True,
         )
         assert code == 0, text
     res = json.loads((runs["cuda"] / "results_test.json").read_text())["abilities"]["recognition"]
@@ -69,12 +67,12 @@ def test_zero_shot_on_a_gpu_answers_as_on_the_cpu(
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_GPU)
 @pytest.mark.parametrize("kind", ["llava", "qwen2vl"])
-def test_vlm_answer_on_a_gpu(kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_vlm_answer_on_a_gpu(kind: str, tmp_path: Path, cli: Cli) -> None:
     """Greedy, batched answers of a tiny random VLM on the GPU in fp32: every sample answered once and scored."""
     data = make_choice_data(tmp_path / "d")
     vlm = save_tiny_vlm(tmp_path / kind, kind)
     run = tmp_path / "run"
-    code, text = _run(
+    code, text = cli(
         [
             "vlm",
             "answer",
@@ -95,7 +93,7 @@ def test_vlm_answer_on_a_gpu(kind: str, tmp_path: Path, capsys: pytest.CaptureFi
             "fp32",
             "-q",
         ],
-        capsys,
+        one_line=True,
     )
     assert code == 0, text
     replies = [json.loads(x) for x in (run / "replies.jsonl").read_text().splitlines() if x.strip()]
@@ -106,9 +104,7 @@ def test_vlm_answer_on_a_gpu(kind: str, tmp_path: Path, capsys: pytest.CaptureFi
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_GPU)
-def test_the_text_tower_miner_on_a_gpu_mines_the_cpus_options(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_the_text_tower_miner_on_a_gpu_mines_the_cpus_options(tmp_path: Path, cli: Cli) -> None:
     """``ava data options --miner clip@DIR --device cuda``: the same hard negatives, in the same order, as on the CPU
     (the class names' text embeddings of a tiny random CLIP: no two within float32 rounding here)."""
     from ava.data.format import Dataset
@@ -118,9 +114,9 @@ def test_the_text_tower_miner_on_a_gpu_mines_the_cpus_options(
     mined = {}
     for device in ("cpu", "cuda"):
         out = tmp_path / f"mined-{device}"
-        code, text = _run(
+        code, text = cli(
             ["data", "options", "--data", str(data), "--miner", f"clip@{ckpt}", "--out", str(out), "--device", device],
-            capsys,
+            one_line=True,
         )
         assert code == 0, text
         mined[device] = {s.id: (s.options, s.answer) for s in Dataset(out).samples("recognition")}

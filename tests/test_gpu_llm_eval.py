@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests._llm_fixtures import LLM, VFM, make_cache, make_rel_depth
+from tests.helpers import LLM, LLM_VFM, make_cache, make_rel_depth
 
 
 @pytest.mark.gpu
@@ -35,7 +35,7 @@ def test_the_llm_head_trains_and_evaluates_on_a_gpu(tmp_path: Path, monkeypatch:
         "--ava",
         "rel_depth",
         "--vfm",
-        VFM,
+        LLM_VFM,
         "--data",
         str(data),
         "--cache",

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _heads_fixtures import FakeCache, handmade, majority_baseline, positional, synth_pixels
 
 from ava.abilities import get_ability
 from ava.data.format import Sample
@@ -17,8 +16,7 @@ from ava.heads import HEADS
 from ava.heads.knn import SPEC, KNNConfig
 from ava.heads.knn.model import Memory, build_index, search
 from ava.heads.knn.train import INDEX_DIR, META_FILE, _without_self, candidate_ks, evaluate, train
-
-KINDS = ("localization", "counting", "abs_depth", "color", "spatial", "scene", "ocr")
+from tests.helpers import ONE_PER_ANSWER_KIND, FakeCache, majority_baseline, positional
 
 
 def _sample(ava: str, options: list[str] | None = None, **truth: object) -> Sample:
@@ -156,11 +154,6 @@ def test_grid_view_sees_where(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
         train(KNNConfig(out=str(tmp_path / "bad"), selection="kfold", **config))
 
 
-@pytest.fixture(scope="module")
-def handmade_data(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, FakeCache]:
-    return handmade(tmp_path_factory.mktemp("hm") / "data", abilities=KINDS, n=50)
-
-
 @pytest.mark.slow
 def test_every_kind_run_dir_reevaluation_and_determinism(
     monkeypatch: pytest.MonkeyPatch, handmade_data: tuple[Path, FakeCache], tmp_path: Path
@@ -171,7 +164,7 @@ def test_every_kind_run_dir_reevaluation_and_determinism(
     run = train(KNNConfig(out=str(tmp_path / "run"), **config))
     names = {p.name for p in run.iterdir()}
     assert {"config.json", "run.json", "results_test.json", "predictions_test.jsonl", META_FILE, INDEX_DIR} <= names
-    assert sorted(p.name for p in (run / INDEX_DIR).iterdir()) == sorted(f"{a}.faiss" for a in KINDS)
+    assert sorted(p.name for p in (run / INDEX_DIR).iterdir()) == sorted(f"{a}.faiss" for a in ONE_PER_ANSWER_KIND)
     results = json.loads((run / "results_test.json").read_text())
     assert results["run"]["head"] == "knn" and results["run"]["cache_key"] == "fake0001"
     for ava, r in results["abilities"].items():
@@ -193,12 +186,12 @@ def test_every_kind_run_dir_reevaluation_and_determinism(
 
 
 @pytest.mark.slow
-def test_pixels_beat_majority(tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_pixels_beat_majority(tmp_path_factory: pytest.TempPathFactory, pixel_suite: tuple[Path, Path]) -> None:
     """Raw pixels through the real cache. The mean keeps the overall colour, which separates synthetic scene and
     depth classes; counts need where things are, which the grid-cell views keep (the mean alone barely beats
     the median count). The colour inside a box is beyond a nearest-neighbour vote on pooled pixels (see
     test_probe's attentive probe), and spatial relations only marginally within its reach."""
-    data, cache = synth_pixels(tmp_path_factory.getbasetemp() / "heads_synth")
+    data, cache = pixel_suite
     out = tmp_path_factory.mktemp("knn_pixels")
     run = train(
         KNNConfig(

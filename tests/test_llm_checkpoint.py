@@ -11,23 +11,7 @@ import torch
 
 from ava.errors import AvaError
 from ava.heads.llm import checkpoint as ckpt
-
-
-class _Payload:
-    """Unpickling this writes a marker file: the proof that a pickle ran."""
-
-    def __init__(self, marker: Path) -> None:
-        self.marker = marker
-
-    def __reduce__(self):
-        return (Path.write_text, (self.marker, "pwned"))
-
-
-def plant_pickle(path: Path, marker: Path) -> None:
-    import pickle
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(pickle.dumps({"model": _Payload(marker)}))
+from tests.helpers import plant_pickle
 
 
 def _state(step: int) -> dict:

@@ -15,55 +15,7 @@ import pytest
 import torch
 
 from ava.heads.llm import compiled
-
-T, D = 5, 12
-
-
-def _head(layers: int = 2, dtype: torch.dtype = torch.float32):
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    from ava.heads.llm.model import build_head
-
-    torch.manual_seed(0)
-    cfg = Qwen2Config(
-        hidden_size=64,
-        intermediate_size=128,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        num_hidden_layers=layers,
-        vocab_size=300,
-        attn_implementation="sdpa",
-    )
-    return build_head(Qwen2ForCausalLM(cfg).to(dtype), D, lora_r=8, seed=0)
-
-
-def _fit(head, tmp_path: Path, name: str) -> dict:
-    from ava.heads.llm.config import LLMHeadConfig
-    from ava.heads.llm.data import IndexItems, LoopData
-    from ava.heads.llm.devices import Dist
-    from ava.heads.llm.prompt import Encoded
-
-    tr = importlib.import_module("ava.heads.llm.train")
-    encoded = [
-        Encoded([1, 2], [3, 4, 5, 6], [7, 8, 2]),
-        Encoded([1, 2], [3, 9], [10, 2]),
-        Encoded([1, 2], [3, 4, 5, 6, 11, 12, 13], [14, 15, 16, 2]),
-    ]
-    feats = torch.randn(3, T, D, generator=torch.Generator().manual_seed(3)).half()
-    data = LoopData(IndexItems(3), encoded, T, 0, lambda b: feats.index_select(0, b["index"]))
-    cfg = LLMHeadConfig(batch_size=1, epochs=1, progress=False, compile=True)
-    return tr.fit(
-        head,
-        data,
-        cfg,
-        tmp_path / name,
-        dist=Dist(),
-        device=torch.device("cpu"),
-        dtype=torch.float32,
-        epochs=1,
-        lr=1e-3,
-        batch_size=1,
-    )
+from tests.helpers import REPO, fit_tiny_head, tiny_llm_head
 
 
 @pytest.mark.slow  # Dynamo's first trace in a process costs seconds
@@ -96,7 +48,7 @@ def test_every_decoder_layer_runs_one_compiled_graph(
     dynamo_log.addHandler(handler)
     dynamo_log.setLevel(logging.INFO)
     try:
-        summary = _fit(_head(layers), tmp_path, "run")
+        summary = fit_tiny_head(tiny_llm_head(layers), tmp_path, "run")
     finally:
         dynamo_log.removeHandler(handler)
         dynamo_log.setLevel(level)
@@ -109,13 +61,13 @@ def test_every_decoder_layer_runs_one_compiled_graph(
 def test_artifacts_are_named_by_what_they_depend_on(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("AVA_HOME", str(tmp_path))
     cpu = torch.device("cpu")
-    a = compiled.artifacts_path(_head(2), cpu, torch.float32, "sdpa-per-sample")
-    assert a == compiled.artifacts_path(_head(2), cpu, torch.float32, "sdpa-per-sample")
+    a = compiled.artifacts_path(tiny_llm_head(2), cpu, torch.float32, "sdpa-per-sample")
+    assert a == compiled.artifacts_path(tiny_llm_head(2), cpu, torch.float32, "sdpa-per-sample")
     assert a.parent == tmp_path / "compile" and a.name.startswith(torch.__version__.replace("+", "_"))
     others = {
-        compiled.artifacts_path(_head(3), cpu, torch.float32, "sdpa-per-sample"),
-        compiled.artifacts_path(_head(2), cpu, torch.bfloat16, "sdpa-per-sample"),
-        compiled.artifacts_path(_head(2), cpu, torch.float32, "varlen"),
+        compiled.artifacts_path(tiny_llm_head(3), cpu, torch.float32, "sdpa-per-sample"),
+        compiled.artifacts_path(tiny_llm_head(2), cpu, torch.bfloat16, "sdpa-per-sample"),
+        compiled.artifacts_path(tiny_llm_head(2), cpu, torch.float32, "varlen"),
     }
     assert len(others) == 3 and a not in others
 
@@ -132,13 +84,13 @@ def test_loading_says_what_it_found(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
 CHILD = textwrap.dedent("""
     import json, sys, time
-    sys.path.insert(0, {tests!r})
+    sys.path.insert(0, {repo!r})
     import torch
     torch.set_num_threads(1)
-    from test_llm_compiled import _fit, _head
+    from tests.helpers import fit_tiny_head, tiny_llm_head
     from pathlib import Path
     t = time.perf_counter()
-    summary = _fit(_head(2), Path(sys.argv[1]), "run")
+    summary = fit_tiny_head(tiny_llm_head(2), Path(sys.argv[1]), "run")
     print("RESULT " + json.dumps({{"compile_cache": summary["compile_cache"], "loss": summary["final_loss"],
                                    "seconds": time.perf_counter() - t}}))
 """)
@@ -153,7 +105,7 @@ def test_a_second_run_on_a_fresh_machine_loads_what_the_first_compiled(tmp_path:
     for i in range(2):
         env = {**os.environ, "AVA_HOME": str(tmp_path / "home"), "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / f"ind{i}")}
         done = subprocess.run(
-            [sys.executable, "-c", CHILD.format(tests=str(Path(__file__).parent)), str(tmp_path / f"run{i}")],
+            [sys.executable, "-c", CHILD.format(repo=str(REPO)), str(tmp_path / f"run{i}")],
             env=env,
             capture_output=True,
             text=True,

@@ -11,7 +11,7 @@ from ava.heads.llm.data import length_grouped_batches
 from ava.heads.llm.llms import LLMS, load_llm, resolve_llm
 from ava.heads.llm.model import LORA_TARGETS, build_head
 from ava.heads.llm.prompt import IGNORE, PromptEncoder, build_batch, prompt_text
-from tests._llm_fixtures import example
+from tests.helpers import example
 
 T = 9  # image tokens in these tests
 

@@ -13,7 +13,7 @@ import torch
 from ava.errors import AvaError
 from ava.heads.llm import LLMHeadConfig, evaluate, train
 from ava.heads.llm.checkpoint import read_checkpoint
-from tests._llm_fixtures import LLM, VFM, make_cache, make_rel_depth
+from tests.helpers import LLM, LLM_VFM, make_cache, make_rel_depth, plant_pickle
 
 pytestmark = pytest.mark.slow
 
@@ -33,7 +33,7 @@ def _cfg(suite, out, **kw):
     root, data, cache = suite
     base = dict(
         ava=["rel_depth"],
-        vfm=VFM,
+        vfm=LLM_VFM,
         data=str(data),
         cache=str(cache),
         out=str(root / out),
@@ -174,7 +174,7 @@ def test_other_config_in_same_dir_is_refused(suite, trained):
 
 
 def test_cached_and_online_first_step_loss_agree(suite):
-    """Same batch, same init: fp16-cached features vs the VFM run on the images (fp32) give the same loss."""
+    """Same batch, same init: fp16-cached features vs the LLM_VFM run on the images (fp32) give the same loss."""
     from ava.heads.llm.data import Collator
     from ava.heads.llm.runtime import prepare_training
 
@@ -230,7 +230,7 @@ def test_align_then_init(suite, tmp_path):
 
     extract(
         ExtractConfig(
-            vfm=VFM,
+            vfm=LLM_VFM,
             data=str(tmp_path / "capdata"),
             cache=str(tmp_path / "capcache"),
             ava=["captions"],
@@ -240,7 +240,7 @@ def test_align_then_init(suite, tmp_path):
     )
     run = align(
         AlignConfig(
-            vfm=VFM,
+            vfm=LLM_VFM,
             data=str(tmp_path / "capdata"),
             cache=str(tmp_path / "capcache"),
             out=str(tmp_path / "align"),
@@ -264,7 +264,7 @@ def test_cli_train_eval_and_foreign_option(suite, tmp_path):
 
     root, data, cache = suite
     out = tmp_path / "cli_run"
-    common = ["--vfm", VFM, "--data", str(data), "--cache", str(cache)]
+    common = ["--vfm", LLM_VFM, "--data", str(data), "--cache", str(cache)]
     runner = CliRunner()
     bad = runner.invoke(app, ["head", "train", "--head", "llm", *common, "--out", str(out), "--k", "3"])
     assert bad.exit_code != 0 and "--k" in str(bad.exception or bad.output)
@@ -332,7 +332,7 @@ def test_two_cpu_processes_ddp_gloo(suite, tmp_path):
         "--ava",
         "rel_depth",
         "--vfm",
-        VFM,
+        LLM_VFM,
         "--data",
         str(data),
         "--cache",
@@ -367,7 +367,6 @@ def test_planted_pickle_checkpoint_is_refused_by_the_cli(suite, tmp_path):
     from typer.testing import CliRunner
 
     from ava.cli.main import app
-    from tests.test_llm_checkpoint import plant_pickle
 
     root, data, cache = suite
     out, marker = tmp_path / "received", tmp_path / "marker"
@@ -379,7 +378,7 @@ def test_planted_pickle_checkpoint_is_refused_by_the_cli(suite, tmp_path):
         "--ava",
         "rel_depth",
         "--vfm",
-        VFM,
+        LLM_VFM,
         "--data",
         str(data),
         "--cache",
@@ -456,7 +455,7 @@ def test_non_finite_features_stop_training_naming_the_samples(suite, tmp_path):
     root, data, cache = suite
     bad_cache = tmp_path / "cache"
     shutil.copytree(cache, bad_cache)
-    fc = open_cache(bad_cache, VFM)
+    fc = open_cache(bad_cache, LLM_VFM)
     group = CacheGroup.open(bad_cache, fc.key, writable=True)
     samples = [s for s in Dataset(data).samples("rel_depth") if s.split == "train"][:2]
     arr = group.features(fc.layers[0])
@@ -476,7 +475,7 @@ def test_non_finite_features_stop_training_naming_the_samples(suite, tmp_path):
             "--ava",
             "rel_depth",
             "--vfm",
-            VFM,
+            LLM_VFM,
             "--data",
             str(data),
             "--cache",

@@ -14,7 +14,7 @@ from PIL import Image
 from ava.abilities import REL_DEPTH_ANSWERS, format_options, get_ability
 from ava.data.format import DatasetWriter, Sample
 from ava.heads.llm import LLMHeadConfig, evaluate, train
-from tests._llm_fixtures import LLM, VFM, make_cache
+from tests.helpers import LLM, LLM_VFM, make_cache
 
 pytestmark = pytest.mark.slow
 
@@ -67,7 +67,7 @@ def suite(tmp_path_factory):
 def _cfg(suite, out, **kw):
     root, data, cache = suite
     base = dict(
-        vfm=VFM,
+        vfm=LLM_VFM,
         data=str(data),
         cache=str(cache),
         out=str(root / out),
@@ -147,7 +147,7 @@ def test_cli_joint_flag(suite, tmp_path):
         "--head",
         "llm",
         "--vfm",
-        VFM,
+        LLM_VFM,
         "--data",
         str(data),
         "--cache",

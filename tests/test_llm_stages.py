@@ -13,7 +13,7 @@ from PIL import Image
 
 from ava.errors import AvaError
 from ava.heads.llm import train as train_head  # (bound before the ava.heads.llm.train submodule shadows the name)
-from tests._llm_fixtures import LLM, VFM, make_rel_depth
+from tests.helpers import LLM, LLM_VFM, make_rel_depth
 
 
 def _losses(run_dir) -> list[float]:
@@ -76,7 +76,7 @@ def chain(tmp_path_factory):
     data = make_rel_depth(root / "data", n=16)
     cache = root / "cache"  # one cache for the three stages
     for d, ava in ((root / "capdata", ["captions"]), (root / "insdata", ["instructions"]), (data, None)):
-        extract(ExtractConfig(vfm=VFM, data=str(d), cache=str(cache), ava=ava, device="cpu", progress=False))
+        extract(ExtractConfig(vfm=LLM_VFM, data=str(d), cache=str(cache), ava=ava, device="cpu", progress=False))
     return root, data, cache
 
 
@@ -92,7 +92,7 @@ def test_stage_1_2_3_from_one_cache(chain):
     root, data, cache = chain
     s1 = align(
         AlignConfig(
-            vfm=VFM,
+            vfm=LLM_VFM,
             data=str(root / "capdata"),
             cache=str(cache),
             out=str(root / "s1"),
@@ -106,7 +106,7 @@ def test_stage_1_2_3_from_one_cache(chain):
     assert _falls(_losses(s1))
     s2 = instruct(
         InstructConfig(
-            vfm=VFM,
+            vfm=LLM_VFM,
             data=str(root / "insdata"),
             cache=str(cache),
             out=str(root / "s2"),
@@ -123,7 +123,7 @@ def test_stage_1_2_3_from_one_cache(chain):
     assert _falls(_losses(s2 / "training"))
     s3cfg = LLMHeadConfig(
         ava=["rel_depth"],
-        vfm=VFM,
+        vfm=LLM_VFM,
         data=str(data),
         cache=str(cache),
         out=str(root / "s3"),
@@ -216,7 +216,7 @@ def test_instruct_owns_its_out(chain, tmp_path):
     foreign.mkdir()
     (foreign / "notes.txt").write_text("mine")
     cfg = InstructConfig(
-        vfm=VFM,
+        vfm=LLM_VFM,
         data=str(root / "insdata"),
         cache=str(cache),
         out=str(foreign),

@@ -9,6 +9,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from ava.heads.llm.data import Collator, LoopData
 from ava.heads.llm.prompt import Encoded, build_batch
+from tests.helpers import D, T, encoded_prompts, tiny_llm_head
 
 SYNCS = {
     "_local_scalar_dense",
@@ -24,7 +25,6 @@ SYNCS = {
     "unique_consecutive",
     "repeat_interleave",
 }
-T, D = 5, 12
 
 
 class SyncCounter(TorchDispatchMode):
@@ -39,57 +39,31 @@ class SyncCounter(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def _head():
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    from ava.heads.llm.model import build_head
-
-    torch.manual_seed(0)
-    cfg = Qwen2Config(
-        hidden_size=64,
-        intermediate_size=128,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        num_hidden_layers=2,
-        vocab_size=300,
-        attn_implementation="sdpa",
-    )
-    return build_head(Qwen2ForCausalLM(cfg), D, lora_r=8, seed=0)
-
-
-def _encoded() -> list[Encoded]:  # three lengths: the batch is right-padded
-    return [
-        Encoded([1, 2], [3, 4, 5, 6], [7, 8, 2]),
-        Encoded([1, 2], [3, 9], [10, 2]),
-        Encoded([1, 2], [3, 4, 5, 6, 11, 12, 13], [14, 15, 16, 2]),
-    ]
-
-
 def test_training_step_has_no_host_sync():
     import importlib
 
     tr = importlib.import_module("ava.heads.llm.train")
-    head = _head().train()
+    head = tiny_llm_head().train()
     params = [p for p in head.parameters() if p.requires_grad]
     optimizer = tr.adamw(params, 1e-3, 0.0)
     scheduler = tr.schedule(10, 0.1, optimizer)
     feats = torch.randn(3, T, D).half()
-    data = LoopData(None, _encoded(), T, 0, lambda b: feats.index_select(0, b["index"]))
-    batch = Collator(_encoded(), T, 0)([{"index": i} for i in range(3)])
+    data = LoopData(None, encoded_prompts(), T, 0, lambda b: feats.index_select(0, b["index"]))
+    batch = Collator(encoded_prompts(), T, 0)([{"index": i} for i in range(3)])
     cpu = torch.device("cpu")
     tr.train_step(head, params, optimizer, scheduler, [batch], data, cpu, torch.float32)  # lazy state made
     with SyncCounter() as counter:
         loss, n, toks = tr.train_step(head, params, optimizer, scheduler, [batch, batch], data, cpu, torch.float32)
     assert counter.seen == [], counter.seen
-    assert n == 6 and toks == 2 * sum(e.length(T) for e in _encoded())
+    assert n == 6 and toks == 2 * sum(e.length(T) for e in encoded_prompts())
     assert torch.isfinite(loss)
 
 
 def test_sync_free_path_equals_the_masked_padded_path():
-    head = _head().eval()
+    head = tiny_llm_head().eval()
     feats = torch.randn(3, T, D)
-    batch = Collator(_encoded(), T, 0)([{"index": i} for i in range(3)])
-    plain = build_batch(_encoded(), T, 0)  # no host-side positions: boolean gathers and the padding mask
+    batch = Collator(encoded_prompts(), T, 0)([{"index": i} for i in range(3)])
+    plain = build_batch(encoded_prompts(), T, 0)  # no host-side positions: boolean gathers and the padding mask
     assert batch["mask_free"] and "sup_pos" not in plain
     with torch.no_grad():
         fast, slow = head(batch, feats), head(plain, feats)
@@ -109,7 +83,7 @@ def test_compile_default_and_clean_fallback(monkeypatch):
         raise RuntimeError("no C++ compiler")
 
     monkeypatch.setattr(torch, "compile", no_toolchain)
-    head = _head()
+    head = tiny_llm_head()
     with pytest.warns(UserWarning, match="running eagerly"):
         assert tr.compile_layers(head) is False
     assert not any("_orig_mod" in n or "compiled" in type(m).__name__.lower() for n, m in head.named_modules())
@@ -118,12 +92,12 @@ def test_compile_default_and_clean_fallback(monkeypatch):
 def test_packed_batch_equals_the_padded_batch():
     """Samples packed into one row (position ids restart, attention kept inside each sample) give the padded loss;
     attention across samples would not."""
-    head = _head().eval()
+    head = tiny_llm_head().eval()
     feats = torch.randn(3, T, D)
     items = [{"index": i} for i in range(3)]
-    padded = Collator(_encoded(), T, 0)(items)
-    packed = Collator(_encoded(), T, 0, pack=True)(items)
-    lens = tuple(e.length(T) for e in _encoded())
+    padded = Collator(encoded_prompts(), T, 0)(items)
+    packed = Collator(encoded_prompts(), T, 0, pack=True)(items)
+    lens = tuple(e.length(T) for e in encoded_prompts())
     assert packed["input_ids"].shape == (1, sum(lens)) and packed["seq_lens"] == lens
     assert packed["cu_seqlens"].tolist() == [0, lens[0], lens[0] + lens[1], sum(lens)]
     assert packed["position_ids"][0, lens[0]] == 0 and packed["n_tokens"] == padded["n_tokens"] == sum(lens)
@@ -146,20 +120,20 @@ def test_packed_training_step_has_no_host_sync():
     import importlib
 
     tr = importlib.import_module("ava.heads.llm.train")
-    head = _head().train()
+    head = tiny_llm_head().train()
     assert head.use_packing(torch.device("cpu"), torch.float32)
     params = [p for p in head.parameters() if p.requires_grad]
     optimizer = tr.adamw(params, 1e-3, 0.0)
     scheduler = tr.schedule(10, 0.1, optimizer)
     feats = torch.randn(3, T, D).half()
-    data = LoopData(None, _encoded(), T, 0, lambda b: feats.index_select(0, b["index"]))
-    batch = Collator(_encoded(), T, 0, pack=True)([{"index": i} for i in range(3)])
+    data = LoopData(None, encoded_prompts(), T, 0, lambda b: feats.index_select(0, b["index"]))
+    batch = Collator(encoded_prompts(), T, 0, pack=True)([{"index": i} for i in range(3)])
     cpu = torch.device("cpu")
     tr.train_step(head, params, optimizer, scheduler, [batch], data, cpu, torch.float32)
     with SyncCounter() as counter:
         loss, n, toks = tr.train_step(head, params, optimizer, scheduler, [batch, batch], data, cpu, torch.float32)
     assert counter.seen == [], counter.seen
-    assert n == 6 and toks == 2 * sum(e.length(T) for e in _encoded()) and torch.isfinite(loss)
+    assert n == 6 and toks == 2 * sum(e.length(T) for e in encoded_prompts()) and torch.isfinite(loss)
 
 
 def test_packing_falls_back_to_padding_where_it_cannot_run():
@@ -167,11 +141,11 @@ def test_packing_falls_back_to_padding_where_it_cannot_run():
     on a CPU the varlen kernel is never tried."""
     from ava.heads.llm.packing import varlen_usable
 
-    enc = [*_encoded(), Encoded([1, 2], [3, 4], [5, 2], image=False)]
+    enc = [*encoded_prompts(), Encoded([1, 2], [3, 4], [5, 2], image=False)]
     batch = Collator(enc, T, 0, pack=True)([{"index": i} for i in (0, 3)])
     assert "cu_seqlens" not in batch and batch["input_ids"].shape[0] == 2
     assert not varlen_usable(torch.device("cpu"), torch.bfloat16)
-    head = _head()
+    head = tiny_llm_head()
     head.base.config._attn_implementation = "eager"
     with pytest.warns(UserWarning, match="batches stay padded"):
         assert head.use_packing(torch.device("cpu"), torch.float32) is False

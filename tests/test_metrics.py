@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _metrics_fixtures import make_sample
 
 from ava.abilities import ABILITIES, INDOOR_DEPTH_BINS, get_ability
 from ava.abilities.parsers import truth_value
@@ -16,6 +15,7 @@ from ava.metrics.anls import nls
 from ava.metrics.ciede2000 import SRGB_CORNERS, ciede2000, delta_e_lab, srgb_to_lab, worst_ciede2000
 from ava.metrics.giou import giou
 from ava.metrics.mae_gt import mae_gt, worst_mae_gt
+from tests.helpers import make_sample
 
 DATA = Path(__file__).parent / "data"
 

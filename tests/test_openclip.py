@@ -10,10 +10,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _foci_fixtures import make_choice_data
-from _foci_fixtures import run_main as _run
 
 from ava.data.format import Dataset
+from tests.helpers import Cli
 
 open_clip = pytest.importorskip("open_clip")
 
@@ -23,11 +22,6 @@ TINY = {
     "vision_cfg": {"image_size": 32, "layers": 2, "width": 64, "head_width": 32, "patch_size": 8},
     "text_cfg": {"context_length": 16, "vocab_size": 49408, "width": 32, "heads": 2, "layers": 2},
 }
-
-
-@pytest.fixture(scope="module")
-def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_choice_data(tmp_path_factory.mktemp("oc") / "d")
 
 
 @pytest.fixture(scope="module")
@@ -65,13 +59,12 @@ def _reference(ckpt: Path, dataset: Dataset, sample, texts: list[str]) -> int:  
     return int(torch.argmax(txt @ img))
 
 
-def test_zero_shot_head_runs_an_open_clip_local_dir(
-    tiny: Path, data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_zero_shot_head_runs_an_open_clip_local_dir(tiny: Path, choice_data: Path, tmp_path: Path, cli: Cli) -> None:
     out = tmp_path / "run"
     vfm = f"open_clip:local-dir:{tiny}"
-    code, text = _run(
-        ["head", "train", "--head", "zero-shot", "--vfm", vfm, "--data", str(data), "--out", str(out)], capsys
+    code, text = cli(
+        ["head", "train", "--head", "zero-shot", "--vfm", vfm, "--data", str(choice_data), "--out", str(out)],
+        one_line=True,
     )
     assert code == 0, text
     run = json.loads((out / "run.json").read_text())
@@ -82,7 +75,7 @@ def test_zero_shot_head_runs_an_open_clip_local_dir(
     assert meta["model_type"] == "open_clip:ckpt" and meta["weights"].startswith("sha256:")
     assert meta["logit_scale"] == pytest.approx(1 / 0.07, rel=1e-4)  # open_clip's initial temperature
     assert results["abilities"]["recognition"]["n"] == 8 and results["abilities"]["recognition"]["n_unparsed"] == 0
-    dataset = Dataset(data)
+    dataset = Dataset(choice_data)
     records = {r["id"]: r for r in map(json.loads, (out / "predictions_test.jsonl").read_text().splitlines())}
     samples = dataset.samples("recognition", split="test")
     for s in samples:
@@ -118,15 +111,13 @@ def test_named_config_with_a_weights_file_matches_the_local_dir(tiny: Path, tmp_
     assert emb.shape == (2, 16) and np.allclose(np.linalg.norm(emb, axis=1), 1, atol=1e-5)
 
 
-def test_random_form_is_seeded_and_labelled_random(
-    tiny: Path, data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_random_form_is_seeded_and_labelled_random(tiny: Path, choice_data: Path, tmp_path: Path, cli: Cli) -> None:
     from ava.vfm.image_text import load_image_text
 
     a, b = (load_image_text(f"open_clip:{TINY_NAME}:random").texts(["a photo of a red."]) for _ in range(2))
     np.testing.assert_array_equal(a, b)
     out = tmp_path / "run"
-    code, text = _run(
+    code, text = cli(
         [
             "fingerprint",
             "--head",
@@ -134,14 +125,14 @@ def test_random_form_is_seeded_and_labelled_random(
             "--vfm",
             f"open_clip:{TINY_NAME}:random",
             "--data",
-            str(data),
+            str(choice_data),
             "--cache",
             str(tmp_path / "unused"),
             "--out",
             str(out),
             "-q",
         ],
-        capsys,
+        one_line=True,
     )
     assert code == 0, text
     (run_dir,) = [p for p in out.iterdir() if p.name.startswith("zero-shot-")]
@@ -150,12 +141,12 @@ def test_random_form_is_seeded_and_labelled_random(
     assert json.loads((run_dir / "zero_shot.json").read_text())["weights"] == f"random:open_clip:{TINY_NAME}:seed0"
 
 
-def test_clip_miner_takes_an_open_clip_model(
-    tiny: Path, data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_clip_miner_takes_an_open_clip_model(tiny: Path, choice_data: Path, tmp_path: Path, cli: Cli) -> None:
     out = tmp_path / "mined"
     miner = f"clip@open_clip:local-dir:{tiny}"
-    code, text = _run(["data", "options", "--data", str(data), "--miner", miner, "--out", str(out)], capsys)
+    code, text = cli(
+        ["data", "options", "--data", str(choice_data), "--miner", miner, "--out", str(out)], one_line=True
+    )
     assert code == 0, text
     samples = Dataset(out).samples("recognition")
     assert len(samples) == 40
@@ -213,7 +204,7 @@ def test_pe_core_random_runs_through_the_route_on_cpu() -> None:
     ],
 )
 def test_bad_open_clip_names_are_one_line(
-    vfm: str, fragment: str, tiny: Path, data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    vfm: str, fragment: str, tiny: Path, choice_data: Path, tmp_path: Path, cli: Cli
 ) -> None:
     (tmp_path / "NOCONFIG").mkdir()
     (tmp_path / "NOWEIGHTS").mkdir()
@@ -223,38 +214,47 @@ def test_bad_open_clip_names_are_one_line(
         "TINY", str(tiny / "open_clip_model.safetensors")
     )
     fragment = fragment.replace("MISSING", str(tmp_path / "MISSING")).replace("NOCONFIG", str(tmp_path / "NOCONFIG"))
-    code, text = _run(
-        ["head", "train", "--head", "zero-shot", "--vfm", vfm, "--data", str(data), "--out", str(tmp_path / "run")],
-        capsys,
+    code, text = cli(
+        [
+            "head",
+            "train",
+            "--head",
+            "zero-shot",
+            "--vfm",
+            vfm,
+            "--data",
+            str(choice_data),
+            "--out",
+            str(tmp_path / "run"),
+        ],
+        one_line=True,
     )
     assert code == 2 and fragment in text and "Traceback" not in text, text
     assert not (tmp_path / "run" / "results_test.json").exists()
 
 
-def test_cache_extract_refuses_an_open_clip_name(
-    data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    code, text = _run(
+def test_cache_extract_refuses_an_open_clip_name(choice_data: Path, tmp_path: Path, cli: Cli) -> None:
+    code, text = cli(
         [
             "cache",
             "extract",
             "--vfm",
             "open_clip:PE-Core-B-16:random",
             "--data",
-            str(data),
+            str(choice_data),
             "--cache",
             str(tmp_path / "c"),
         ],
-        capsys,
+        one_line=True,
     )
     assert code == 2 and "open_clip models serve the zero-shot head and the clip@ miner only" in text, text
 
 
 def test_fingerprint_refuses_feature_heads_for_an_open_clip_name(
-    tiny: Path, data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tiny: Path, choice_data: Path, tmp_path: Path, cli: Cli
 ) -> None:
     vfm = f"open_clip:local-dir:{tiny}"
-    args = ["--data", str(data), "--cache", str(tmp_path / "c"), "--out", str(tmp_path / "fp"), "-q"]
-    code, text = _run(["fingerprint", "--head", "knn,zero-shot", "--vfm", vfm, *args], capsys)
+    args = ["--data", str(choice_data), "--cache", str(tmp_path / "c"), "--out", str(tmp_path / "fp"), "-q"]
+    code, text = cli(["fingerprint", "--head", "knn,zero-shot", "--vfm", vfm, *args], one_line=True)
     assert code == 2 and "open_clip models serve the zero-shot head and the clip@ miner only" in text, text
     assert not (tmp_path / "fp").exists()

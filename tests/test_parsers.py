@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from _metrics_fixtures import HEIGHT, WIDTH, make_sample
 
 from ava.abilities import ABILITY_KEYS, DTD_TEXTURES, INDOOR_DEPTH_BINS, format_options, get_ability
 from ava.abilities.parsers import (
@@ -16,6 +15,7 @@ from ava.abilities.parsers import (
     words_to_digits,
 )
 from ava.errors import AvaError
+from tests.helpers import HEIGHT, WIDTH, make_sample
 
 ORIENT, SPATIAL, COUNT, DEPTH = (get_ability(k) for k in ("orientation", "spatial", "counting", "abs_depth"))
 BOX, COLOR, OCR, REC = (get_ability(k) for k in ("localization", "color", "ocr", "recognition"))

@@ -20,7 +20,7 @@ from ava.cli.main import app
 from ava.heads import HEADS
 from ava.registry import Plugins, Registry, RegistryError
 from ava.vfm import VFMS
-from tests._cache_fixtures import make_dataset
+from tests.helpers import make_dataset
 
 GOOD = '''
 from dataclasses import replace

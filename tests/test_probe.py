@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from _heads_fixtures import PIXEL_ABILITIES, FakeCache, handmade, majority_baseline, positional, synth_pixels
 
 from ava.abilities import get_ability
 from ava.data.format import Dataset
@@ -21,9 +20,9 @@ from ava.heads.probe.ocr import greedy_decode
 from ava.heads.probe.train import META_FILE, WEIGHTS_FILE, evaluate, fit_ability, train
 from ava.heads.targets import train_samples
 from ava.metrics.giou import giou as metric_giou
+from tests.helpers import ONE_PER_ANSWER_KIND, PIXEL_ABILITIES, FakeCache, handmade, majority_baseline, positional
 
 torch.set_num_threads(1)
-KINDS = ("localization", "counting", "abs_depth", "color", "spatial", "scene", "ocr")  # one per answer kind
 
 
 def _predictions(run_dir: Path, split: str = "test") -> list[dict]:
@@ -33,11 +32,6 @@ def _predictions(run_dir: Path, split: str = "test") -> list[dict]:
 def _values(run_dir: Path, split: str = "test") -> dict[str, float]:
     results = json.loads((run_dir / f"results_{split}.json").read_text())
     return {k: v["value"] for k, v in results["abilities"].items()}
-
-
-@pytest.fixture(scope="module")
-def handmade_data(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, FakeCache]:
-    return handmade(tmp_path_factory.mktemp("hm") / "data", abilities=KINDS, n=50)
 
 
 @pytest.fixture()
@@ -122,7 +116,7 @@ def test_linear_every_kind_run_dir_and_reevaluation(fake_cache: tuple[Path, Fake
     assert {"config.json", "run.json", "results_test.json", "predictions_test.jsonl", META_FILE, WEIGHTS_FILE} <= names
     run_info = json.loads((run / "run.json").read_text())
     assert run_info["head"] == "probe-linear" and run_info["random_weights"] is False
-    assert run_info["cache_key"] == "fake0001" and sorted(run_info["abilities"]) == sorted(KINDS)
+    assert run_info["cache_key"] == "fake0001" and sorted(run_info["abilities"]) == sorted(ONE_PER_ANSWER_KIND)
     results = json.loads((run / "results_test.json").read_text())
     assert results["run"]["head"] == "probe-linear" and results["abilities"]["counting"]["extra"]["grid"]
     values = _values(run)
@@ -266,14 +260,14 @@ def test_cell_pca_in_float64_blocks_is_the_whole_covariance(monkeypatch: pytest.
 
 
 @pytest.mark.slow
-def test_pixels_beat_majority(tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_pixels_beat_majority(tmp_path_factory: pytest.TempPathFactory, pixel_suite: tuple[Path, Path]) -> None:
     """Raw pixel patches through the real synth -> extract -> cache path (what the issue asks of the probes).
 
     Spatial relations and counts are in *where* things are: the linear probe sees them through its grid-cell
     views (the mean over the image alone is at chance on spatial). Scene and depth classes differ in overall
     colour, which the mean keeps. The colour inside the red box needs a gate on where the box is, which no
     linear function of pooled pixels has: the attentive probe finds it (and the count too)."""
-    data, cache = synth_pixels(tmp_path_factory.getbasetemp() / "heads_synth")
+    data, cache = pixel_suite
     out = tmp_path_factory.mktemp("probe_pixels")
     common_kw = dict(data=str(data), cache=str(cache), vfm="pixels", progress=False)
     lin = train(ProbeConfig(out=str(out / "lin"), ava=["scene", "abs_depth", "spatial", "counting"], **common_kw))
@@ -374,9 +368,8 @@ def test_a_probes_steps_never_wait_for_the_gpu(
     the training thread)."""
     import threading
 
-    from _gpu_waits import noted_waits
-
     from ava.heads.probe import train as probe_train
+    from tests.helpers import noted_waits
 
     data, _ = fake_cache
     real, runs = probe_train.train_grid, []

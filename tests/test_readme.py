@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from ava.cli.main import main
-from tests._data_fixtures import write_release
+from tests.helpers import heading_anchors, write_release
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -178,18 +178,12 @@ def test_every_link_and_script_the_docs_name_is_in_the_repository(doc: Path) -> 
             if not path.exists():
                 missing.append(f"{target}: no such file")
                 continue
-        if anchor and path.suffix == ".md" and anchor not in _anchors(path.read_text()):
+        if anchor and path.suffix == ".md" and anchor not in heading_anchors(path.read_text()):
             missing.append(f"{target}: no heading with anchor #{anchor} in {path.name}")
     for script in re.findall(r"(?:python|bash) ((?:docs|examples|benchmarks|\.ci)/[\w./-]+)", text):
         if not (ROOT / script).is_file():
             missing.append(f"{script}: no such script")
     assert not missing, "\n".join(missing)
-
-
-def _anchors(text: str) -> set[str]:
-    """GitHub's heading anchors: lower case, punctuation dropped, spaces as hyphens."""
-    text = re.sub(r"```.*?```", "", text, flags=re.S)
-    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in re.findall(r"^#+ (.*)$", text, re.M)}
 
 
 def slow_tests() -> dict[str, list[str]]:
@@ -222,8 +216,8 @@ def slow_tests() -> dict[str, list[str]]:
 
 
 def readme_slow_list(text: str) -> dict[str, list[str]]:
-    """The README's list under "The slow tier": ``- `file`: `test_a`, `test_b` `` lines."""
-    section = text.split("### The slow tier", 1)[1].split("\n#", 1)[0]
+    """The list under "The slow tier" of tests/README.md: ``- `file`: `test_a`, `test_b` `` lines."""
+    section = text.split("## The slow tier", 1)[1].split("\n#", 1)[0]
     listed: dict[str, list[str]] = {}
     for line in section.splitlines():
         if m := re.match(r"- `(test_\w+\.py)`: (.*)", line):
@@ -232,4 +226,4 @@ def readme_slow_list(text: str) -> dict[str, list[str]]:
 
 
 def test_the_readme_lists_the_slow_tier() -> None:
-    assert readme_slow_list(README.read_text()) == slow_tests()
+    assert readme_slow_list((ROOT / "tests" / "README.md").read_text()) == slow_tests()

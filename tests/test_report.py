@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 import xml.etree.ElementTree as ET
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -18,132 +17,18 @@ from ava.errors import AvaError
 from ava.report import build_report, make_report
 from ava.report.render import markdown
 from ava.report.strict_json import loads_strict
+from tests.helpers import RUN_VALUES, heading_anchors, write_run
 
-ABILITIES = {  # ability: (metric, higher_is_better)
-    "counting": ("mae_gt", False),
-    "spatial": ("accuracy", True),
-    "ocr": ("anls", True),
-    "color": ("ciede2000", False),
-}
 # head -> vfm -> ability -> value
-VALUES = {
-    "knn": {
-        "big": {"counting": 0.10, "spatial": 0.95, "ocr": 0.60, "color": 4.0},
-        "small": {"counting": 0.30, "spatial": 0.80, "ocr": 0.60, "color": 9.0},
-        "random": {"counting": 0.90, "spatial": 0.30, "ocr": 0.05, "color": 30.0},
-    },
-    "probe-linear": {
-        "big": {"counting": 0.20, "spatial": 0.70, "ocr": 0.50, "color": 6.0},
-        "small": {"counting": 0.15, "spatial": 0.90, "ocr": 0.40, "color": 6.0},
-        "random": {"counting": 0.80, "spatial": 0.25, "ocr": 0.01, "color": 25.0},
-    },
-}
-
-
-N = 40
-
-
-def sample_scores(metric: str, value: float, n: int = N, seed: int = 0) -> list[float]:
-    """``n`` per-sample scores whose mean is exactly ``value`` (0/1 for accuracy, spread around it otherwise)."""
-    rng = np.random.default_rng(seed)
-    if metric == "accuracy":
-        k = round(value * n)
-        scores = [1.0] * k + [0.0] * (n - k)
-    else:
-        z = np.linspace(-1, 1, n)
-        scores = list(value * (1 + 0.5 * z))
-    return [float(x) for x in rng.permutation(scores)]
-
-
-def write_records(run: Path, abilities: dict[str, dict], *, n: int = N, id_prefix: str = "s") -> list[dict]:
-    records = []
-    for ab, block in abilities.items():
-        for i, score in enumerate(sample_scores(block["metric"], block["value"], n, seed=zlib.crc32(ab.encode()))):
-            records.append(
-                {
-                    "id": f"{id_prefix}{i:02d}",
-                    "ava": ab,
-                    "split": "test",
-                    "prediction": str(score),
-                    "parsed": None,
-                    "truth": {"k": i},
-                    "score": score,
-                    "ok": True,
-                }
-            )
-    (run / "predictions_test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    return records
-
-
-def write_run(
-    root: Path,
-    head: str,
-    vfm: str,
-    values: dict[str, float],
-    *,
-    random_weights: bool = False,
-    extra: dict | None = None,
-    n: int = N,
-    id_prefix: str = "s",
-    fingerprint: bool = True,
-    records: bool = True,
-) -> Path:
-    run = root / f"{head}-{vfm}"
-    run.mkdir(parents=True)
-    block = {
-        "head": head,
-        "vfm": vfm,
-        "abilities": sorted(values),
-        "random_weights": random_weights,
-        "llm": None,
-        "cache_key": f"key-{vfm}",
-        **(extra or {}),
-    }
-    split = {"name": "test", "made_by": "synthetic", "test_frac": 0.2, "seed": 0}
-    (run / "run.json").write_text(json.dumps({**block, "split": split}))
-    abilities = {}
-    for ab, value in values.items():
-        metric, hib = ABILITIES[ab]
-        abilities[ab] = {
-            "metric": metric,
-            "value": value,
-            "higher_is_better": hib,
-            "n": n,
-            "n_unparsed": 0,
-            "subgroups": {},
-        }
-    abilities["counting"]["subgroups"] = {
-        "count_range": {
-            "<=5": {"value": values["counting"] / 2, "n": 25},
-            "6-10": {"value": values["counting"], "n": 15},
-        }
-    }
-    abilities["ocr"]["subgroups"] = {"text_length": {"1-5": {"value": values["ocr"], "n": 40}}}
-    abilities["ocr"]["n_unparsed"] = 3 if vfm == "random" else 0
-    results = {
-        "schema_version": 1,
-        "ava_version": "0.1.0",
-        "abilities": abilities,
-        "split": split,
-        "synthetic": True,
-        "run": block,
-        "config": {},
-        "provenance": {},
-    }
-    recs = write_records(run, abilities, n=n, id_prefix=id_prefix) if records else []
-    if fingerprint:
-        from ava.metrics.sample_set import sample_set_block
-
-        results["sample_set"] = sample_set_block(recs)
-    (run / "results_test.json").write_text(json.dumps(results))
-    return run
 
 
 @pytest.fixture(scope="module")
 def run_dirs(tmp_path_factory) -> list[Path]:
     root = tmp_path_factory.mktemp("runs")
     return [
-        write_run(root, h, v, vals, random_weights=(v == "random")) for h, d in VALUES.items() for v, vals in d.items()
+        write_run(root, h, v, vals, random_weights=(v == "random"))
+        for h, d in RUN_VALUES.items()
+        for v, vals in d.items()
     ]
 
 
@@ -253,7 +138,7 @@ def test_missing_and_malformed_files_name_the_run(run_dirs, tmp_path):
 
 
 def test_single_vfm_agreement_is_na(tmp_path):
-    runs = [write_run(tmp_path, h, "only", VALUES[h]["big"]) for h in VALUES]
+    runs = [write_run(tmp_path, h, "only", RUN_VALUES[h]["big"]) for h in RUN_VALUES]
     rep = build_report(runs)
     agr = rep["agreement"][0]
     assert agr["average_rank"]["kendall_tau"] is None
@@ -263,7 +148,9 @@ def test_single_vfm_agreement_is_na(tmp_path):
 def test_random_llm_is_not_a_random_vfm(tmp_path):
     # an LLM head with a random LLM: the run is random, the VFM is not; the head label says which
     extra = {"llm": "tiny-random-qwen2", "llm_random_weights": True, "vfm_random_weights": False}
-    runs = [write_run(tmp_path, "llm", v, VALUES["knn"][v], random_weights=True, extra=extra) for v in ("big", "small")]
+    runs = [
+        write_run(tmp_path, "llm", v, RUN_VALUES["knn"][v], random_weights=True, extra=extra) for v in ("big", "small")
+    ]
     rep = build_report(runs)
     (head,) = rep["heads"]
     assert head == "llm:tiny-random-qwen2"  # a stable id; the label says more
@@ -296,7 +183,7 @@ def test_weights_of_a_vfm_at_another_size_are_its_base_vfms(tmp_path):
     """``NAME#size=S`` is NAME's weights at another input size: raw pixels stay weightless, a registered model names
     where its weights come from (the demo's ``pixels#size=160`` once read "real")."""
     names = ("pixels#size=96", "siglip#size=224", "effnet-lite0#size=160")
-    runs = [write_run(tmp_path, "knn", v, VALUES["knn"]["big"]) for v in names]
+    runs = [write_run(tmp_path, "knn", v, RUN_VALUES["knn"]["big"]) for v in names]
     weights = {r["vfm"]: r["weights"] for r in build_report(runs, n_boot=0)["runs"]}
     assert weights == {
         "pixels#size=96": "none (raw pixels)",
@@ -373,14 +260,13 @@ def test_a_results_file_in_range_loads(tmp_path):
 
 
 def test_report_md_and_html_open_with_a_table_of_contents_whose_links_all_land(report):
-    from tests.test_readme import _anchors
 
     _, out = report
     md = (out / "report.md").read_text()
     assert md.startswith("# AVA-Bench report\n\n**Contents**\n\n- [Runs](#runs)\n")
     links = re.findall(r"^\s*- \[.*\]\(#([^)]+)\)$", md, re.M)
     headings = re.findall(r"^#{2,3} .*$", md, re.M)
-    assert len(links) == len(headings) >= 6 and set(links) <= _anchors(md), set(links) - _anchors(md)
+    assert len(links) == len(headings) >= 6 and set(links) <= heading_anchors(md), set(links) - heading_anchors(md)
     page = (out / "report.html").read_text()
     nav = re.search(r'<nav class="contents">(.*?)</nav>', page, re.S).group(1)
     targets = re.findall(r'href="#([^"]+)"', nav)

@@ -8,17 +8,17 @@ import re
 from pathlib import Path
 
 import pytest
-from _foci_fixtures import make_choice_data, save_tiny_image_text, save_tiny_vlm
 
 from ava.errors import AvaError
+from tests.helpers import save_tiny_image_text, save_tiny_vlm
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def runs(tmp_path_factory: pytest.TempPathFactory, choice_data: Path) -> dict[str, Path]:
     import ava
 
     root = tmp_path_factory.mktemp("rep")
-    data = make_choice_data(root / "d")
+    data = choice_data
     clip = save_tiny_image_text(root / "clip", "clip")
     vlm = save_tiny_vlm(root / "llava", "llava")
     out = {}

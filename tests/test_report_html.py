@@ -14,17 +14,17 @@ import pytest
 from ava.report import _build, make_report
 from ava.report.plots import _panel_state, vfm_color
 from ava.report.strict_json import loads_strict
-from tests._report_fixtures import VFMS, make_dataset, write_scored_run
+from tests.helpers import REPORT_VFMS, make_report_dataset, write_scored_run
 
 
 @pytest.fixture(scope="module")
 def scored(tmp_path_factory) -> tuple[dict, Path, list[Path]]:
     root = tmp_path_factory.mktemp("scored")
-    data = make_dataset(root)
+    data = make_report_dataset(root)
     runs = [
         write_scored_run(data, root / "runs", head, vfm, right, seed=i)
         for i, head in enumerate(("knn", "probe-linear"))
-        for vfm, right in VFMS.items()
+        for vfm, right in REPORT_VFMS.items()
     ]
     out = root / "report"
     return make_report(runs, out, n_boot=300), out, runs

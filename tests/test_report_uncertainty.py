@@ -13,7 +13,7 @@ from ava.cli.main import app
 from ava.report import bootstrap as bs
 from ava.report import build_report
 from ava.report.strict_json import dumps, loads_strict
-from tests.test_report import VALUES, write_run
+from tests.helpers import RUN_VALUES, write_run
 
 
 def test_constant_predictor_has_zero_width():
@@ -67,8 +67,8 @@ def test_rank_correlation_rows_match_scipy():
 
 
 def test_same_data_refused_unless_allow_mixed(tmp_path):
-    full = [write_run(tmp_path / "a", "knn", v, VALUES["knn"][v]) for v in ("big", "small")]
-    small = write_run(tmp_path / "b", "knn", "random", VALUES["knn"]["random"], n=6)
+    full = [write_run(tmp_path / "a", "knn", v, RUN_VALUES["knn"][v]) for v in ("big", "small")]
+    small = write_run(tmp_path / "b", "knn", "random", RUN_VALUES["knn"]["random"], n=6)
     rep = build_report([*full, small], n_boot=200)
     t = rep["heads"]["knn"]
     assert t["refused"] and "not scored on the same samples" in t["refused"] and "--allow-mixed" in t["refused"]
@@ -90,21 +90,21 @@ def test_same_data_refused_unless_allow_mixed(tmp_path):
 
 
 def test_same_n_but_other_samples_is_mixed(tmp_path):
-    a = write_run(tmp_path / "a", "knn", "big", VALUES["knn"]["big"])
-    b = write_run(tmp_path / "b", "knn", "small", VALUES["knn"]["small"], id_prefix="other-")
+    a = write_run(tmp_path / "a", "knn", "big", RUN_VALUES["knn"]["big"])
+    b = write_run(tmp_path / "b", "knn", "small", RUN_VALUES["knn"]["small"], id_prefix="other-")
     rep = build_report([a, b], n_boot=200)
     assert rep["heads"]["knn"]["same_data"]["status"] == "mixed" and rep["heads"]["knn"]["refused"]
 
 
 def test_old_results_fingerprinted_from_predictions_or_unverified(tmp_path):
     # no sample_set in the results file: recomputed from predictions_test.jsonl
-    old = [write_run(tmp_path / "a", "knn", v, VALUES["knn"][v], fingerprint=False) for v in ("big", "small")]
+    old = [write_run(tmp_path / "a", "knn", v, RUN_VALUES["knn"][v], fingerprint=False) for v in ("big", "small")]
     rep = build_report(old, n_boot=200)
     assert rep["heads"]["knn"]["refused"] is None
     assert {r["sample_set_source"] for r in rep["runs"]} == {"predictions"}
     # neither fingerprint nor per-sample records: cannot be checked, so refused unless --allow-mixed
     bare = [
-        write_run(tmp_path / "b", "knn", v, VALUES["knn"][v], fingerprint=False, records=False)
+        write_run(tmp_path / "b", "knn", v, RUN_VALUES["knn"][v], fingerprint=False, records=False)
         for v in ("big", "small")
     ]
     rep = build_report(bare, n_boot=200)
@@ -126,7 +126,7 @@ def test_strict_json_helpers():
 
 
 def test_agreement_needs_three_vfms(tmp_path):
-    runs = [write_run(tmp_path, h, v, VALUES[h][v]) for h in VALUES for v in ("big", "small")]
+    runs = [write_run(tmp_path, h, v, RUN_VALUES[h][v]) for h in RUN_VALUES for v in ("big", "small")]
     (agr,) = build_report(runs, n_boot=100)["agreement"]
     for a in (agr["average_rank"], *agr["abilities"].values()):
         assert a["kendall_tau"] is None and a["spearman_rho"] is None and a["kendall_p"] is None
@@ -136,7 +136,7 @@ def test_agreement_needs_three_vfms(tmp_path):
 
 def test_decodes_of_one_head_are_two_heads(tmp_path):
     runs = [
-        write_run(tmp_path / d, "llm", "big", VALUES["knn"]["big"], extra={"llm": "tiny", "decode": d})
+        write_run(tmp_path / d, "llm", "big", RUN_VALUES["knn"]["big"], extra={"llm": "tiny", "decode": d})
         for d in ("generate", "score")
     ]
     rep = build_report(runs, n_boot=100)

@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-from _metrics_fixtures import build_dataset, make_sample
 from typer.testing import CliRunner
 
 from ava.abilities import ABILITY_KEYS, get_ability
@@ -16,6 +15,7 @@ from ava.data.format import Dataset
 from ava.errors import AvaError
 from ava.metrics import METRICS
 from ava.metrics.scoring import read_predictions, score_predictions, score_sample, write_results
+from tests.helpers import make_sample, make_sample_dataset
 
 runner = CliRunner()
 
@@ -49,7 +49,7 @@ def test_unparsed_and_missing_replies_score_the_worst_value(key: str) -> None:
 
 @pytest.fixture()
 def data_dir(tmp_path: Path) -> Path:
-    return build_dataset(tmp_path / "data", list(ABILITY_KEYS))
+    return make_sample_dataset(tmp_path / "data", list(ABILITY_KEYS))
 
 
 def _write_preds(path: Path, rows: list[dict]) -> Path:
@@ -177,7 +177,7 @@ def test_malformed_line_names_file_and_line(data_dir: Path, tmp_path: Path) -> N
 
 
 def test_id_in_several_abilities_needs_ava(tmp_path: Path) -> None:
-    root = build_dataset(tmp_path / "d", ["counting", "ocr"])
+    root = make_sample_dataset(tmp_path / "d", ["counting", "ocr"])
     ds = Dataset(root)
     for path in (root / "samples").glob("*.jsonl"):  # give both abilities the same ids
         path.write_text(path.read_text().replace('"counting-', '"x-').replace('"ocr-', '"x-'))
@@ -210,7 +210,7 @@ def test_errors_for_bad_split_and_absent_ability(data_dir: Path, tmp_path: Path)
     pred = _write_preds(tmp_path / "p.jsonl", [])
     result = runner.invoke(app, ["score", "--data", str(data_dir), "--pred", str(pred), "--split", "val"])
     assert isinstance(result.exception, AvaError) and "unknown split 'val'" in str(result.exception)
-    root = build_dataset(tmp_path / "small", ["counting"])
+    root = make_sample_dataset(tmp_path / "small", ["counting"])
     with pytest.raises(AvaError, match="no samples for ocr"):
         score_predictions(Dataset(root), {}, abilities=["ocr"])
     with pytest.raises(AvaError, match="Did you mean .counting."):
@@ -236,7 +236,7 @@ def test_unsplit_dataset_and_null_predictions(tmp_path: Path) -> None:
 
 
 def test_box_format_1000_reads_qwen_vl_boxes_and_results_count_the_rules(tmp_path: Path) -> None:
-    data = build_dataset(tmp_path / "data", ["localization"])  # images 20 x 10 px
+    data = make_sample_dataset(tmp_path / "data", ["localization"])  # images 20 x 10 px
     # localization-0's truth is [0.1, 0.2, 0.55, 0.8]: on Qwen-VL's 0..1000 grid, 100,200,550,800;
     # localization-1's is [0.5, 0.5, 0.9, 0.7]: in pixels of the 20 x 10 image, 10,5,18,7
     rows = [
@@ -264,7 +264,7 @@ def test_box_format_1000_reads_qwen_vl_boxes_and_results_count_the_rules(tmp_pat
 
 
 def test_auto_box_rule_mix_is_noted(tmp_path: Path) -> None:
-    data = build_dataset(tmp_path / "data", ["localization"])
+    data = make_sample_dataset(tmp_path / "data", ["localization"])
     rows = [
         {"id": "localization-0", "prediction": "[0.1, 0.2, 0.55, 0.8]"},
         {"id": "localization-1", "prediction": "[10, 5, 18, 7]"},
@@ -291,7 +291,7 @@ def test_new_subgroups_and_the_unknown_bin(tmp_path: Path) -> None:
     assert text_domain(replace(ocr, meta={"text_domain": "signs"})) == "signs"
     assert text_domain(replace(ocr, meta={"source": "mystery"})) is None
     # scored: a sample whose bin cannot be read lands in "unknown", counted, not dropped
-    data = build_dataset(tmp_path / "data", ["ocr", "abs_depth"])
+    data = make_sample_dataset(tmp_path / "data", ["ocr", "abs_depth"])
     dataset = Dataset(data)
     report = score_predictions(dataset, {s.key: "x" for k in ("ocr", "abs_depth") for s in dataset.samples(k)})
     groups = report.results["abilities"]["ocr"]["subgroups"]
@@ -305,7 +305,7 @@ def test_questions_without_a_readable_class_are_counted(tmp_path: Path) -> None:
 
     from ava.abilities.subgroups import UNKNOWN
 
-    data = build_dataset(tmp_path / "data", ["counting", "color"])
+    data = make_sample_dataset(tmp_path / "data", ["counting", "color"])
     dataset = Dataset(data)
     samples = dataset.samples("counting")
     samples = [replace(s, meta={**s.meta, "class": UNKNOWN if s.id == "counting-0" else "dogs"}) for s in samples]

@@ -15,14 +15,7 @@ import pytest
 from ava.sweep.jobs import plan_jobs
 from ava.sweep.plan import SweepError, load_plan, make_plan, plan_toml, write_plan
 from ava.sweep.run import status, sweep
-from tests._cache_fixtures import make_dataset
-from tests._sweep_fixtures import slurm_up
-from tests.test_bad_inputs_cache import run_cli
-
-
-@pytest.fixture(scope="module")
-def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_dataset(tmp_path_factory.mktemp("sweep") / "data", n_images=10)
+from tests.helpers import Cli, slurm_up
 
 
 def _fields(data: Path, tmp: Path, **kw: object) -> dict:
@@ -37,9 +30,15 @@ def _fields(data: Path, tmp: Path, **kw: object) -> dict:
     }
 
 
-def test_plan_round_trips_through_toml_and_makes_one_job_per_cell(data: Path, tmp_path: Path) -> None:
+def test_plan_round_trips_through_toml_and_makes_one_job_per_cell(cache_data: Path, tmp_path: Path) -> None:
     plan = make_plan(
-        _fields(data, tmp_path, vfm="pixels,random-vit", head=["knn", "linear"], ava=[["color", "counting"], ["color"]])
+        _fields(
+            cache_data,
+            tmp_path,
+            vfm="pixels,random-vit",
+            head=["knn", "linear"],
+            ava=[["color", "counting"], ["color"]],
+        )
     )
     assert plan.head == ["knn", "probe-linear"] and plan.ava == [["color", "counting"], ["color"]]  # "linear": an alias
     assert load_plan(write_plan(plan)) == plan
@@ -58,7 +57,7 @@ def test_plan_round_trips_through_toml_and_makes_one_job_per_cell(data: Path, tm
         "--vfm",
         "pixels",
         "--data",
-        str(data),
+        str(cache_data),
         "--cache",
         str(tmp_path / "cache"),
         "--out",
@@ -70,14 +69,14 @@ def test_plan_round_trips_through_toml_and_makes_one_job_per_cell(data: Path, tm
     ]
 
 
-def test_the_zero_shot_head_needs_no_cache_nor_extraction(data: Path, tmp_path: Path) -> None:
+def test_the_zero_shot_head_needs_no_cache_nor_extraction(cache_data: Path, tmp_path: Path) -> None:
     """The zero-shot head runs the VFM's own towers: its jobs get no --cache (which it refuses) and wait for no
     extraction; a plan of zero-shot alone extracts nothing."""
-    jobs = plan_jobs(make_plan(_fields(data, tmp_path, head=["zero-shot", "knn"])))
+    jobs = plan_jobs(make_plan(_fields(cache_data, tmp_path, head=["zero-shot", "knn"])))
     zs = next(j for j in jobs if j.head == "zero-shot")
-    assert "--cache" not in zs.argv and zs.after == []
-    assert next(j for j in jobs if j.head == "knn").after == ["extract-pixels"]
-    assert [j.kind for j in plan_jobs(make_plan(_fields(data, tmp_path, head="zero-shot")))] == ["train"]
+    assert "--cache" not in zs.argv and zs.needs is None
+    assert next(j for j in jobs if j.head == "knn").needs == "extract-pixels"
+    assert [j.kind for j in plan_jobs(make_plan(_fields(cache_data, tmp_path, head="zero-shot")))] == ["train"]
 
 
 @pytest.mark.parametrize(
@@ -95,9 +94,9 @@ def test_the_zero_shot_head_needs_no_cache_nor_extraction(data: Path, tmp_path: 
         ),
     ],
 )
-def test_bad_plans_are_refused_before_any_job(data: Path, tmp_path: Path, change: dict, message: str) -> None:
+def test_bad_plans_are_refused_before_any_job(cache_data: Path, tmp_path: Path, change: dict, message: str) -> None:
     with pytest.raises(SweepError, match=message):
-        make_plan(_fields(data, tmp_path, **change))
+        make_plan(_fields(cache_data, tmp_path, **change))
     assert not (tmp_path / "runs").exists()
 
 
@@ -108,16 +107,14 @@ def test_a_plan_file_that_is_not_toml_is_named(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_local_sweep_runs_each_job_once_and_reruns_only_the_failed(
-    data: Path, tmp_path: Path, capsys, monkeypatch
-) -> None:
+def test_local_sweep_runs_each_job_once_and_reruns_only_the_failed(cache_data: Path, tmp_path: Path, cli: Cli) -> None:
     plan_file = tmp_path / "grid.toml"
     plan_file.write_text(
         f'vfm = ["pixels"]\nhead = ["knn"]\nava = [["color", "counting"], ["ocr"]]\n'
-        f'data = "{data}"\ncache = "{tmp_path / "cache"}"\nout = "{tmp_path / "runs"}"\n'
+        f'data = "{cache_data}"\ncache = "{tmp_path / "cache"}"\nout = "{tmp_path / "runs"}"\n'
         f'device = "cpu"\njobs = 2\n'
     )
-    code, output = run_cli(["sweep", "--plan", str(plan_file)], capsys, monkeypatch)
+    code, output = cli(["sweep", "--plan", str(plan_file)])
     assert code == 1, output  # the ocr job fails: the data has no ocr samples
     rows = {r["job"]: r for r in status(load_plan(tmp_path / "runs"))["jobs"]}
     assert rows["extract-pixels"]["state"] == rows["knn-pixels-color+counting"]["state"] == "done"
@@ -136,7 +133,7 @@ def test_local_sweep_runs_each_job_once_and_reruns_only_the_failed(
     again = sweep(load_plan(tmp_path / "runs"))
     assert again["submitted"] == ["knn-pixels-ocr"]  # only the failed job ran again
     assert (tmp_path / "runs/sweep/logs/knn-pixels-color+counting.log").stat().st_mtime_ns == stamp
-    code, output = run_cli(["sweep", "status", str(tmp_path / "runs"), "--json"], capsys, monkeypatch)
+    code, output = cli(["sweep", "status", str(tmp_path / "runs"), "--json"])
     assert code == 0 and json.loads(output)["counts"] == {"done": 2, "failed": 1}
 
 
@@ -154,15 +151,15 @@ def test_local_executor_logs_each_job_and_blocks_those_whose_extraction_failed(t
     todo = [
         Job("extract-a", "extract", "a", ok),
         Job("extract-b", "extract", "b", bad),
-        Job("knn-a", "train", "a", ok, after=["extract-a"]),
-        Job("knn-b", "train", "b", touch, after=["extract-b"]),
+        Job("knn-a", "train", "a", ok, needs="extract-a"),
+        Job("knn-b", "train", "b", touch, needs="extract-b"),
     ]
     state = JobState(tmp_path / "sweep")
     outcome = run_local(todo, state, jobs=2, finished={})
     assert outcome == {"extract-a": DONE, "extract-b": FAILED, "knn-a": DONE, "knn-b": BLOCKED}
     assert state.read(todo[1])["error"] == "error: no such image" and state.read(todo[1])["rc"] == 2
     assert "extracted" in state.log(todo[0]).read_text() and state.read(todo[0])["rc"] == 0
-    assert state.read(todo[3])["error"] == "its dependency extract-b failed: error: no such image"
+    assert state.read(todo[3])["error"] == "its extraction extract-b failed: error: no such image"
     assert not marker.exists()  # the blocked job never ran
 
 
@@ -204,7 +201,7 @@ slurm = pytest.mark.skipif(not slurm_up(), reason="no SLURM cluster answers here
 
 
 @slurm
-def test_a_missing_partition_is_refused_before_any_job(data: Path, tmp_path: Path, capsys, monkeypatch) -> None:
+def test_a_missing_partition_is_refused_before_any_job(cache_data: Path, tmp_path: Path, cli: Cli) -> None:
     pytest.importorskip("submitit")
     args = [
         "sweep",
@@ -213,7 +210,7 @@ def test_a_missing_partition_is_refused_before_any_job(data: Path, tmp_path: Pat
         "--head",
         "knn",
         "--data",
-        str(data),
+        str(cache_data),
         "--cache",
         str(tmp_path / "c"),
         "--out",
@@ -223,7 +220,7 @@ def test_a_missing_partition_is_refused_before_any_job(data: Path, tmp_path: Pat
         "--partition",
         "no-such-partition",
     ]
-    code, output = run_cli(args, capsys, monkeypatch)
+    code, output = cli(args)
     assert code == 2 and len(output.strip().splitlines()) == 1, output
     assert output.startswith("error: --partition 'no-such-partition': no such SLURM partition (partitions: ")
     assert not (tmp_path / "runs").exists()
@@ -231,12 +228,12 @@ def test_a_missing_partition_is_refused_before_any_job(data: Path, tmp_path: Pat
 
 @slurm
 @pytest.mark.slow
-def test_slurm_sweep_runs_through_submitit_and_a_rerun_submits_nothing(data: Path, tmp_path: Path) -> None:
+def test_slurm_sweep_runs_through_submitit_and_a_rerun_submits_nothing(cache_data: Path, tmp_path: Path) -> None:
     pytest.importorskip("submitit")
     partition = subprocess.run(["sinfo", "-h", "-o", "%P"], capture_output=True, text=True).stdout.split()[0]
     plan = make_plan(
         _fields(
-            data,
+            cache_data,
             tmp_path,
             executor="slurm",
             ava="color,counting",
@@ -281,9 +278,9 @@ GOOD = 'vfm = ["pixels"]\nhead = ["knn"]\ndata = "{data}"\ncache = "{cache}"\nou
     ],
 )
 def test_a_plan_field_of_the_wrong_type_is_named_with_its_file(
-    data: Path, tmp_path: Path, extra: str, message: str
+    cache_data: Path, tmp_path: Path, extra: str, message: str
 ) -> None:
-    text = GOOD.format(data=data, cache=tmp_path / "c", out=tmp_path / "runs")
+    text = GOOD.format(data=cache_data, cache=tmp_path / "c", out=tmp_path / "runs")
     (tmp_path / "grid.toml").write_text(text + extra + "\n")
     with pytest.raises(SweepError, match=message):
         load_plan(tmp_path / "grid.toml")
@@ -302,16 +299,14 @@ def test_a_plan_field_of_the_wrong_type_is_named_with_its_file(
     ],
 )
 def test_names_that_would_collide_are_refused_naming_both(
-    data: Path, tmp_path: Path, field: str, value: list, message: str
+    cache_data: Path, tmp_path: Path, field: str, value: list, message: str
 ) -> None:
     with pytest.raises(SweepError, match=message):
-        make_plan(_fields(data, tmp_path, **{field: value}))
+        make_plan(_fields(cache_data, tmp_path, **{field: value}))
     assert not (tmp_path / "runs").exists()
 
 
-def test_a_credential_in_the_cache_url_is_refused_and_never_echoed(
-    data: Path, tmp_path: Path, capsys, monkeypatch
-) -> None:
+def test_a_credential_in_the_cache_url_is_refused_and_never_echoed(cache_data: Path, tmp_path: Path, cli: Cli) -> None:
     args = [
         "sweep",
         "--vfm",
@@ -319,13 +314,13 @@ def test_a_credential_in_the_cache_url_is_refused_and_never_echoed(
         "--head",
         "knn",
         "--data",
-        str(data),
+        str(cache_data),
         "--cache",
         "s3://AKIAEXAMPLE:wJalr/XUtnFEMI+K7MDENG@bucket/features",
         "--out",
         str(tmp_path / "runs"),
     ]
-    code, output = run_cli(args, capsys, monkeypatch)
+    code, output = cli(args)
     assert code == 2 and "s3://***@bucket/features" in output and "a credential written into the URL" in output
     assert "wJalr" not in output and "AKIAEXAMPLE" not in output
     assert not (tmp_path / "runs").exists()  # nothing written: no plan, no log holding the URL
@@ -341,14 +336,14 @@ def _ran_before(plan, name: str, argv: list[str]) -> None:
 
 
 def test_a_second_sweep_with_other_settings_names_them_and_force_replaces(
-    data: Path, tmp_path: Path, capsys, monkeypatch
+    cache_data: Path, tmp_path: Path, monkeypatch, cli: Cli
 ) -> None:
     """`ava sweep --ava color` then `--ava ocr` into one --out: the same run directory with another command."""
     import ava.sweep.local
 
     ran: list[list[str]] = []
     monkeypatch.setattr(ava.sweep.local, "run_local", lambda todo, *a, **k: ran.extend(j.argv for j in todo))
-    first = make_plan(_fields(data, tmp_path, ava="color"))
+    first = make_plan(_fields(cache_data, tmp_path, ava="color"))
     old = next(j for j in plan_jobs(first) if j.name == "knn-pixels").argv
     write_plan(first)
     _ran_before(first, "knn-pixels", old)
@@ -362,7 +357,7 @@ def test_a_second_sweep_with_other_settings_names_them_and_force_replaces(
         "--ava",
         "ocr",
         "--data",
-        str(data),
+        str(cache_data),
         "--cache",
         str(tmp_path / "cache"),
         "--out",
@@ -370,12 +365,12 @@ def test_a_second_sweep_with_other_settings_names_them_and_force_replaces(
         "--device",
         "cpu",
     ]
-    code, output = run_cli(args, capsys, monkeypatch)
+    code, output = cli(args)
     assert code == 2 and not ran, output
     assert "job knn-pixels ran before with other settings (--ava color there, ocr now)" in output
     assert "give --force" in output and "another --out" in output
     assert load_plan(tmp_path / "runs") == first  # the refused sweep left the first plan as it was
-    code, output = run_cli([*args, "--force"], capsys, monkeypatch)
+    code, output = cli([*args, "--force"])
     assert ran and ran[-1][-3:] == ["--ava", "ocr", "--force"], output
     second = load_plan(tmp_path / "runs")
     assert second.ava == [["ocr"]]
@@ -394,11 +389,11 @@ def test_the_local_executor_says_when_each_job_starts_and_ends(tmp_path: Path, c
     todo = [
         Job("extract-a", "extract", "a", ok),
         Job("extract-b", "extract", "b", bad),
-        Job("knn-b", "train", "b", ok, after=["extract-b"]),
+        Job("knn-b", "train", "b", ok, needs="extract-b"),
     ]
     state = JobState(tmp_path / "sweep")
     run_local(todo, state, jobs=1, finished={}, progress=True)
     err = " ".join(capsys.readouterr().err.split())
     assert f"running extract-a (log {state.log(todo[0])})" in err and "done extract-a in" in err
     assert "failed extract-b in" in err and "(exit 2): error: no such image" in err
-    assert "blocked knn-b: its dependency extract-b failed" in err
+    assert "blocked knn-b: its extraction extract-b failed" in err

@@ -18,13 +18,12 @@ from ava.cost.speeds import FIGURES, CostError, save_calibration, table
 from ava.sweep.estimate import simulate
 from ava.sweep.jobs import DONE, Job
 from ava.sweep.slots import Slots
-from tests._cache_fixtures import make_dataset
-from tests._sweep_fixtures import recorder, run_cli
+from tests.helpers import recorder, run_cli
 
 
-@pytest.fixture(scope="module")
-def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_dataset(tmp_path_factory.mktemp("estimate") / "data", n_images=8)
+@pytest.fixture
+def data(cache_data: Path) -> Path:
+    return cache_data
 
 
 def test_every_figure_of_the_table_says_when_and_where_it_was_measured() -> None:

@@ -10,7 +10,7 @@ from ava.sweep.jobs import BLOCKED, DONE, FAILED, Job, JobState, check_graph, to
 from ava.sweep.local import run_local
 from ava.sweep.plan import SweepError
 from ava.sweep.schedule import bottom_levels
-from tests._sweep_fixtures import events, recorder, when
+from tests.helpers import events, recorder, when
 
 
 def test_a_finished_vfm_trains_while_another_still_extracts(tmp_path) -> None:
@@ -45,8 +45,10 @@ def test_a_failure_blocks_its_chain_and_nothing_else(tmp_path) -> None:
     assert [outcome[f"{s}-b"] for s in ("extract", "stage1", "stage2", "report")] == [FAILED, BLOCKED, BLOCKED, BLOCKED]
     read = {j.name: state.read(j) for j in todo}
     assert read["extract-b"]["error"] == "error: no such image"
-    assert read["stage1-b"]["error"] == "its dependency extract-b failed: error: no such image"
-    assert read["stage2-b"]["error"].startswith("its dependency stage1-b is blocked: its dependency extract-b failed")
+    assert read["stage1-b"]["error"] == "the job it waits for, extract-b failed: error: no such image"
+    assert read["stage2-b"]["error"].startswith(
+        "the job it waits for, stage1-b is blocked: the job it waits for, extract-b failed"
+    )
     assert read["report-b"]["state"] == BLOCKED and read["report-b"]["started"] is None
     rows = events(ev)
     assert {r["job"] for r in rows if r["what"] == "start"} == {

@@ -19,8 +19,7 @@ from ava.sweep import run
 from ava.sweep.jobs import DONE, FAILED, RUNNING, Job, JobState
 from ava.sweep.plan import SweepError, load_plan
 from ava.sweep.run import status, sweep
-from tests._cache_fixtures import make_dataset
-from tests._sweep_fixtures import events, gpu_inventory, pid_gone, recorder, wait_for_line, when
+from tests.helpers import events, gpu_inventory, pid_gone, recorder, wait_for_line, when
 
 # the driver: a real plan and run.sweep, its jobs replaced by recording ones (the executor's logic under test)
 DRIVER = """
@@ -52,8 +51,8 @@ def _start_driver(spec: Path, env: dict[str, str], log: Path) -> subprocess.Pope
 
 
 @pytest.fixture
-def sweep_dir(tmp_path: Path) -> Path:
-    data = make_dataset(tmp_path / "data", n_images=4)
+def sweep_dir(tmp_path: Path, cache_data_6: Path) -> Path:
+    data = cache_data_6
     out = tmp_path / "runs"
     (tmp_path / "plan.toml").write_text(
         f'vfm = ["pixels"]\nhead = ["knn"]\ndata = "{data}"\ncache = "{tmp_path / "cache"}"\nout = "{out}"\n'

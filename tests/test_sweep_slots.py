@@ -17,13 +17,12 @@ from ava.sweep.jobs import BLOCKED, DONE, FAILED, Job, JobState
 from ava.sweep.local import run_local
 from ava.sweep.plan import SweepError, make_plan
 from ava.sweep.slots import Slots, cpu_ranges, parse_cpus
-from tests._cache_fixtures import make_dataset
-from tests._sweep_fixtures import events, gpu_inventory, recorder, run_cli, when
+from tests.helpers import events, gpu_inventory, recorder, run_cli, when
 
 
-@pytest.fixture(scope="module")
-def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_dataset(tmp_path_factory.mktemp("slots") / "data", n_images=6)
+@pytest.fixture
+def data(cache_data_6: Path) -> Path:
+    return cache_data_6
 
 
 def H100(i: int, free: float = 80.0) -> GPU:
@@ -262,7 +261,7 @@ def test_a_job_killed_while_holding_its_gpu_frees_it_and_blocks_what_waits(tmp_p
     assert outcome == {"extract-a": FAILED, "knn-a": BLOCKED, "extract-b": DONE, "knn-b": DONE, "knn-c": DONE}
     killed = state.read(todo[0])
     assert killed["rc"] == -9 and killed["error"].startswith("killed by SIGKILL (out of memory?")
-    assert state.read(todo[1])["error"].startswith("its dependency extract-a failed: killed by SIGKILL")
+    assert state.read(todo[1])["error"].startswith("the job it waits for, extract-a failed: killed by SIGKILL")
     assert {r["gpus"] for r in events(ev) if r["what"] == "start"} == {"0"}  # the one GPU, free again after the kill
 
 

@@ -11,18 +11,19 @@ from pathlib import Path
 import pytest
 
 from ava.sweep.jobs import BLOCKED, DONE, FAILED, Job
-from tests._cache_fixtures import make_dataset
-from tests._sweep_fixtures import events, recorder, slurm_up, when
+from tests.helpers import events, recorder, slurm_up, when
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(not slurm_up(), reason="no SLURM cluster answers here (start one: bash .ci/slurm-up.sh)")
-def test_a_chain_runs_in_order_on_slurm_and_a_failure_blocks_what_follows(tmp_path: Path, monkeypatch) -> None:
+def test_a_chain_runs_in_order_on_slurm_and_a_failure_blocks_what_follows(
+    tmp_path: Path, monkeypatch, cache_data_6: Path
+) -> None:
     pytest.importorskip("submitit")
     from ava.sweep import run
     from ava.sweep.plan import make_plan
 
-    data = make_dataset(tmp_path / "data", n_images=4)
+    data = cache_data_6
     ev = tmp_path / "events"
     jobs = [
         Job("extract-a", "extract", "pixels", recorder(ev, "extract-a")),
@@ -62,8 +63,8 @@ def test_a_chain_runs_in_order_on_slurm_and_a_failure_blocks_what_follows(tmp_pa
         "stage1-b": BLOCKED,
         "stage2-b": BLOCKED,
     }, rows
-    assert rows["stage1-b"]["error"].startswith("its dependency extract-b failed")
-    assert rows["stage2-b"]["error"].startswith("its dependency stage1-b is blocked")
+    assert rows["stage1-b"]["error"].startswith("the job it waits for, extract-b failed")
+    assert rows["stage2-b"]["error"].startswith("the job it waits for, stage1-b is blocked")
     order = events(ev)
     assert when(order, "end", "extract-a") < when(order, "start", "stage1-a") < when(order, "start", "stage2-a")
     assert not any(r["job"].startswith("stage") and r["job"].endswith("-b") for r in order)

@@ -9,7 +9,7 @@ from PIL import Image
 
 from ava.errors import AvaError
 from ava.vfm.module import vfm_from_module
-from tests._module_fixtures import small_suite, tiny_vfm, tiny_vit
+from tests.helpers import tiny_vfm, tiny_vit
 
 
 def test_contract_shapes_and_features_of_a_layer():
@@ -160,12 +160,12 @@ def test_a_model_failing_on_an_image_is_named():
         vfm_from_module(Broken(), name="b", version="1", size=32, mean=(0,) * 3, std=(1,) * 3)
 
 
-def test_extract_writes_a_normal_cache_keyed_by_the_checkpoint(tmp_path_factory):
+def test_extract_writes_a_normal_cache_keyed_by_the_checkpoint(tmp_path_factory, small_suite):
     from ava.cache import ExtractConfig, extract, open_cache
     from ava.cache.store import open_groups
     from ava.data.format import Dataset
 
-    data = small_suite(tmp_path_factory.mktemp("suite"))
+    data = small_suite
     cache = tmp_path_factory.mktemp("cache")
     model = tiny_vit()
     vfm = tiny_vfm(model)
@@ -225,7 +225,7 @@ class _Broken(torch.nn.Module):
 def test_unusable_features_are_refused_where_they_are_made(tmp_path, kind, says, path):
     import ava
     from ava.cache import open_cache
-    from tests._cache_fixtures import make_dataset
+    from tests.helpers import make_dataset
 
     data = make_dataset(tmp_path / "data", n_images=4)
     vfm = vfm_from_module(_Broken(kind), name="broken", version="1", size=32, mean=(0, 0, 0), std=(1, 1, 1))

@@ -20,51 +20,9 @@ from typer.testing import CliRunner
 from ava.cli.main import app
 from ava.errors import AvaError
 from ava.vfm import load_vfm
-from tests._cache_fixtures import make_dataset
+from tests.helpers import make_dataset, plant
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIG_PY = """
-from transformers import ViTConfig
-
-open({marker!r}, "a").write("config code ran\\n")
-
-
-class EvilConfig(ViTConfig):
-    model_type = "evil_vit"
-"""
-MODEL_PY = """
-from transformers import ViTModel
-
-from .configuration_evil import EvilConfig
-
-open({marker!r}, "a").write("model code ran\\n")
-
-
-class EvilModel(ViTModel):
-    config_class = EvilConfig
-"""
-
-
-def plant(root: Path) -> Path:
-    """A tiny ViT checkpoint whose config.json points at custom code that writes ``root/payload_ran``."""
-    from transformers import ViTConfig, ViTModel
-
-    marker = root / "payload_ran"
-    ckpt = root / "ckpt"
-    cfg = ViTConfig(
-        hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, image_size=32, patch_size=16
-    )
-    ViTModel(cfg, add_pooling_layer=False).save_pretrained(ckpt)
-    config = json.loads((ckpt / "config.json").read_text())
-    config.update(
-        model_type="evil_vit",
-        architectures=["EvilModel"],
-        auto_map={"AutoConfig": "configuration_evil.EvilConfig", "AutoModel": "modeling_evil.EvilModel"},
-    )
-    (ckpt / "config.json").write_text(json.dumps(config))
-    (ckpt / "configuration_evil.py").write_text(CONFIG_PY.format(marker=str(marker)))
-    (ckpt / "modeling_evil.py").write_text(MODEL_PY.format(marker=str(marker)))
-    return ckpt
 
 
 @pytest.mark.slow

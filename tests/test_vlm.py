@@ -8,13 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
-from _foci_fixtures import make_choice_data, save_tiny_text_llm, save_tiny_vlm
-from _foci_fixtures import run_main as _run
 
-
-@pytest.fixture(scope="module")
-def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_choice_data(tmp_path_factory.mktemp("vlm") / "d")
+from tests.helpers import Cli, make_choice_data, save_tiny_text_llm, save_tiny_vlm
 
 
 @pytest.fixture(scope="module", params=["llava", "qwen2vl"])
@@ -26,9 +21,7 @@ def _replies(run: Path) -> list[dict]:
     return [json.loads(line) for line in (run / "replies.jsonl").read_text().splitlines() if line.strip()]
 
 
-def test_vlm_answers_resumes_and_is_reported_as_a_head(
-    vlm: Path, data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_vlm_answers_resumes_and_is_reported_as_a_head(vlm: Path, choice_data: Path, tmp_path: Path, cli: Cli) -> None:
     import ava
 
     run = tmp_path / "run"
@@ -38,7 +31,7 @@ def test_vlm_answers_resumes_and_is_reported_as_a_head(
         "--model",
         str(vlm),
         "--data",
-        str(data),
+        str(choice_data),
         "--out",
         str(run),
         "--random-weights",
@@ -48,44 +41,42 @@ def test_vlm_answers_resumes_and_is_reported_as_a_head(
         "4",
         "-q",
     ]
-    code, text = _run([*base, "--max-samples", "2"], capsys)
+    code, text = cli([*base, "--max-samples", "2"], one_line=True)
     assert code == 0, text
     assert len(_replies(run)) == 4  # 2 per ability
     with (run / "replies.jsonl").open("a") as f:
         f.write('{"ava": "recognition", "id": "r7')  # a kill in the middle of a line
-    code, text = _run(base, capsys)
+    code, text = cli(base, one_line=True)
     assert code == 0 and "12 answered, 4 already there" in text, text
     replies = _replies(run)
     assert len(replies) == 16 and len({(r["ava"], r["id"]) for r in replies}) == 16
     results = json.loads((run / "results_test.json").read_text())
     assert results["abilities"]["recognition"]["n"] == 8 and results["abilities"]["counting"]["n"] == 8
     # greedy decoding: the same model gives the same replies again
-    again = ava.vlm_answer(vlm, data, tmp_path / "again", max_new_tokens=4, batch_size=5)
+    again = ava.vlm_answer(vlm, choice_data, tmp_path / "again", max_new_tokens=4, batch_size=5)
     assert {(r["ava"], r["id"]): r["prediction"] for r in _replies(tmp_path / "again")} == {
         (r["ava"], r["id"]): r["prediction"] for r in replies
     }
     assert again.answered == 16
     # ava score of the replies gives the run's results; ava report shows the run as head vlm:<model>
-    scored = ava.score(data, run / "replies.jsonl", out=tmp_path / "scored")
+    scored = ava.score(choice_data, run / "replies.jsonl", out=tmp_path / "scored")
     assert scored.scores == {a: r["value"] for a, r in results["abilities"].items()}
     report = ava.make_report([run], tmp_path / "report", n_boot=100).data
     head = next(iter(report["heads"].values()))
     assert head["id"] == f"vlm:{vlm.name}" and head["head_random_weights"] and "random weights" in head["head"]
 
 
-def test_vlm_replies_for_other_data_are_refused(
-    vlm: Path, data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_vlm_replies_for_other_data_are_refused(vlm: Path, choice_data: Path, tmp_path: Path, cli: Cli) -> None:
     run = tmp_path / "run"
     assert (
-        _run(
+        cli(
             [
                 "vlm",
                 "answer",
                 "--model",
                 str(vlm),
                 "--data",
-                str(data),
+                str(choice_data),
                 "--out",
                 str(run),
                 "--ava",
@@ -94,14 +85,16 @@ def test_vlm_replies_for_other_data_are_refused(
                 "2",
                 "-q",
             ],
-            capsys,
+            one_line=True,
         )[0]
         == 0
     )
     other = make_choice_data(tmp_path / "other", seed=1)
-    code, text = _run(["vlm", "answer", "--model", str(vlm), "--data", str(other), "--out", str(run), "-q"], capsys)
+    code, text = cli(
+        ["vlm", "answer", "--model", str(vlm), "--data", str(other), "--out", str(run), "-q"], one_line=True
+    )
     assert code == 2 and "holds replies for other data" in text, text
-    code, text = _run(
+    code, text = cli(
         [
             "score",
             "--data",
@@ -113,18 +106,17 @@ def test_vlm_replies_for_other_data_are_refused(
             "--out",
             str(tmp_path / "s"),
         ],
-        capsys,
+        one_line=True,
     )
     assert code == 2 and f"holds replies of VLM {vlm}" in text and "abilities recognition differ" in text, text
     assert not (tmp_path / "s").exists()
 
 
-def test_a_checkpoint_whose_processor_takes_no_images_is_refused(
-    data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_a_checkpoint_whose_processor_takes_no_images_is_refused(choice_data: Path, tmp_path: Path, cli: Cli) -> None:
     llm = save_tiny_text_llm(tmp_path / "llm")
-    code, text = _run(
-        ["vlm", "answer", "--model", str(llm), "--data", str(data), "--out", str(tmp_path / "run")], capsys
+    code, text = cli(
+        ["vlm", "answer", "--model", str(llm), "--data", str(choice_data), "--out", str(tmp_path / "run")],
+        one_line=True,
     )
     assert code == 2 and "cannot take images and text" in text and "Traceback" not in text, text
     assert not (tmp_path / "run").exists()

@@ -9,28 +9,32 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _foci_fixtures import make_choice_data, save_tiny_image_text
-from _foci_fixtures import run_main as _run
 
-
-@pytest.fixture(scope="module")
-def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_choice_data(tmp_path_factory.mktemp("zs") / "d")
+from tests.helpers import Cli, save_tiny_image_text
 
 
 @pytest.mark.parametrize("kind", ["clip", "siglip", "tipsv2"])
-def test_zero_shot_answers_with_the_most_similar_option(
-    kind: str, data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_zero_shot_answers_with_the_most_similar_option(kind: str, choice_data: Path, tmp_path: Path, cli: Cli) -> None:
     from ava.data.format import Dataset
     from ava.vfm.image_text import load_image_text
 
     ckpt = save_tiny_image_text(tmp_path / kind, kind)
     out = tmp_path / "run"
     key = {"tipsv2": "tipsv2-b"}.get(kind, kind)
-    code, text = _run(
-        ["head", "train", "--head", "zero-shot", "--vfm", f"tiny-{key}@{ckpt}", "--data", str(data), "--out", str(out)],
-        capsys,
+    code, text = cli(
+        [
+            "head",
+            "train",
+            "--head",
+            "zero-shot",
+            "--vfm",
+            f"tiny-{key}@{ckpt}",
+            "--data",
+            str(choice_data),
+            "--out",
+            str(out),
+        ],
+        one_line=True,
     )
     assert code == 0, text
     run = json.loads((out / "run.json").read_text())
@@ -40,7 +44,7 @@ def test_zero_shot_answers_with_the_most_similar_option(
     assert results["abilities"]["recognition"]["n"] == 8 and results["abilities"]["recognition"]["n_unparsed"] == 0
     # the replies are the argmax of cosine similarity, recomputed here from the towers directly
     model = load_image_text(str(ckpt))
-    dataset = Dataset(data)
+    dataset = Dataset(choice_data)
     records = {r["id"]: r for r in map(json.loads, (out / "predictions_test.jsonl").read_text().splitlines())}
     for s in dataset.samples("recognition", split="test"):
         img = model.images([dataset.load_image(s)])[0]
@@ -49,21 +53,19 @@ def test_zero_shot_answers_with_the_most_similar_option(
 
 
 @pytest.mark.slow
-def test_fingerprint_runs_zero_shot_beside_knn_and_report_ranks_it(
-    data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_fingerprint_runs_zero_shot_beside_knn_and_report_ranks_it(choice_data: Path, tmp_path: Path, cli: Cli) -> None:
     import ava
 
     ckpt = save_tiny_image_text(tmp_path / "clip", "clip")
     vfm = f"tiny-clip@{ckpt}"
-    ava.extract(vfm=vfm, data=data, cache=tmp_path / "cache")
-    code, text = _run(
+    ava.extract(vfm=vfm, data=choice_data, cache=tmp_path / "cache")
+    code, text = cli(
         [
             "fingerprint",
             "--vfm",
             vfm,
             "--data",
-            str(data),
+            str(choice_data),
             "--cache",
             str(tmp_path / "cache"),
             "--out",
@@ -72,7 +74,7 @@ def test_fingerprint_runs_zero_shot_beside_knn_and_report_ranks_it(
             "knn,zero-shot",
             "-q",
         ],
-        capsys,
+        one_line=True,
     )
     assert code == 0, text
     runs = sorted(p.name for p in (tmp_path / "runs").iterdir())
@@ -92,7 +94,7 @@ def test_fingerprint_runs_zero_shot_beside_knn_and_report_ranks_it(
     ],
 )
 def test_vfms_without_a_text_tower_are_refused_by_name(
-    vfm: str, fragment: str, data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    vfm: str, fragment: str, choice_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], cli: Cli
 ) -> None:
     if "VISION" in vfm:
         import transformers as T
@@ -101,17 +103,28 @@ def test_vfms_without_a_text_tower_are_refused_by_name(
         T.CLIPVisionModel.from_pretrained(full).save_pretrained(tmp_path / "vision")
         vfm = vfm.replace("VISION", str(tmp_path / "vision"))
         capsys.readouterr()  # transformers' own load report of the vision-only copy
-    code, text = _run(
-        ["head", "train", "--head", "zero-shot", "--vfm", vfm, "--data", str(data), "--out", str(tmp_path / "run")],
-        capsys,
+    code, text = cli(
+        [
+            "head",
+            "train",
+            "--head",
+            "zero-shot",
+            "--vfm",
+            vfm,
+            "--data",
+            str(choice_data),
+            "--out",
+            str(tmp_path / "run"),
+        ],
+        one_line=True,
     )
     assert code == 2 and fragment in text and "Traceback" not in text, text
     assert not (tmp_path / "run" / "results_test.json").exists()
 
 
-def test_only_non_choice_abilities_is_an_error(data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_only_non_choice_abilities_is_an_error(choice_data: Path, tmp_path: Path, cli: Cli) -> None:
     ckpt = save_tiny_image_text(tmp_path / "clip", "clip")
-    code, text = _run(
+    code, text = cli(
         [
             "head",
             "train",
@@ -120,27 +133,27 @@ def test_only_non_choice_abilities_is_an_error(data: Path, tmp_path: Path, capsy
             "--vfm",
             f"clip@{ckpt}",
             "--data",
-            str(data),
+            str(choice_data),
             "--ava",
             "counting",
             "--out",
             str(tmp_path / "run"),
         ],
-        capsys,
+        one_line=True,
     )
     assert code == 2 and "answers choice questions only" in text
 
 
 def test_fingerprint_refuses_zero_shot_for_a_vfm_without_text_tower_before_training(
-    data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    choice_data: Path, tmp_path: Path, cli: Cli
 ) -> None:
-    code, text = _run(
+    code, text = cli(
         [
             "fingerprint",
             "--vfm",
             "pixels",
             "--data",
-            str(data),
+            str(choice_data),
             "--cache",
             str(tmp_path / "c"),
             "--out",
@@ -149,13 +162,13 @@ def test_fingerprint_refuses_zero_shot_for_a_vfm_without_text_tower_before_train
             "knn,zero-shot",
             "-q",
         ],
-        capsys,
+        one_line=True,
     )
     assert code == 2 and "VFM 'pixels' (pixels) has no text tower" in text, text
     assert not (tmp_path / "runs").exists()  # the kNN head did not train first
 
 
-def test_the_progress_advances_per_batch_of_images_within_an_ability(data: Path) -> None:
+def test_the_progress_advances_per_batch_of_images_within_an_ability(choice_data: Path) -> None:
     """Each batch of images the towers embed advances the bar (it counted abilities: 0/33 for minutes)."""
     from ava.data.format import Dataset
     from ava.heads.zero_shot.train import predict
@@ -169,7 +182,7 @@ def test_the_progress_advances_per_batch_of_images_within_an_ability(data: Path)
         def images(self, images: list) -> np.ndarray:
             return np.ones((len(images), 4), np.float32)
 
-    dataset = Dataset(data)
+    dataset = Dataset(choice_data)
     samples = dataset.samples("recognition", split="test")
     steps: list[int] = []
     replies = predict(Towers(), dataset, "recognition", samples, "a photo of a {}.", advance=steps.append)

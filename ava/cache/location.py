@@ -132,19 +132,19 @@ def is_remote(path: Any) -> bool:
     return isinstance(path, RemotePath)
 
 
-def _filesystem(protocol: str, url: str) -> Any:
+def _filesystem(protocol: str, url: str, option: str = "--cache") -> Any:
     """The fsspec filesystem of ``protocol`` (one instance per process: fsspec caches them), or a one-line error
     naming the package to install."""
     try:
         import fsspec
         from fsspec.registry import known_implementations
     except ImportError:  # pragma: no cover - zarr depends on fsspec's absence gracefully; ava needs it for URLs
-        raise CacheLocationError(f"--cache {url}: cache URLs need fsspec (pip install fsspec)") from None
+        raise CacheLocationError(f"{option} {url}: cache URLs need fsspec (pip install fsspec)") from None
     try:
         cls = fsspec.get_filesystem_class(protocol)
     except ValueError:
         raise CacheLocationError(
-            f"--cache {url}: unknown protocol {protocol!r} (fsspec knows "
+            f"{option} {url}: unknown protocol {protocol!r} (fsspec knows "
             f"{', '.join(sorted(known_implementations)[:12])}, ...)"
         ) from None
     except ImportError as e:
@@ -155,7 +155,7 @@ def _filesystem(protocol: str, url: str) -> Any:
         found = extra_of(package)
         how = f"the {found[0]} extra: {install_line(found[0])}" if found else f"pip install {package}"
         raise CacheLocationError(
-            f"--cache {url}: the {protocol}:// protocol needs the package {package} ({how})"
+            f"{option} {url}: the {protocol}:// protocol needs the package {package} ({how})"
         ) from None
     return cls(**_options(protocol))
 
@@ -176,8 +176,9 @@ def _package(cls_path: str, hint: str) -> str:
     return cls_path.split(".")[0] or "the protocol's fsspec package"
 
 
-def cache_path(cache: str | os.PathLike[str] | RemotePath) -> CachePath:
-    """The path object of a ``--cache`` value: a local :class:`Path`, or a :class:`RemotePath` for a URL."""
+def cache_path(cache: str | os.PathLike[str] | RemotePath, option: str = "--cache") -> CachePath:
+    """The path object of a ``--cache`` value: a local :class:`Path`, or a :class:`RemotePath` for a URL. ``option``
+    names the option in errors (other folders that may live at a URL: ``--published``, ``--out``)."""
     if isinstance(cache, (Path, RemotePath)):
         return cache
     text = os.fspath(cache)
@@ -185,7 +186,7 @@ def cache_path(cache: str | os.PathLike[str] | RemotePath) -> CachePath:
         return Path(text)
     if redact(text) != text:
         raise CacheLocationError(
-            f"--cache {redact(text)}: a credential written into the URL is not read (it would be "
+            f"{option} {redact(text)}: a credential written into the URL is not read (it would be "
             "echoed in logs and saved in run files); give it to the client library instead "
             "(for s3://: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, AWS_PROFILE or "
             "~/.aws/credentials)"
@@ -195,8 +196,8 @@ def cache_path(cache: str | os.PathLike[str] | RemotePath) -> CachePath:
     if protocol in LOCAL_PROTOCOLS:
         return Path(rest)
     if not rest.strip("/"):
-        raise CacheLocationError(f"--cache {text}: give a bucket (and prefix), e.g. {protocol}://bucket/features")
-    return RemotePath(_filesystem(protocol, text), protocol, rest.rstrip("/"))
+        raise CacheLocationError(f"{option} {text}: give a bucket (and prefix), e.g. {protocol}://bucket/features")
+    return RemotePath(_filesystem(protocol, text, option), protocol, rest.rstrip("/"))
 
 
 def zarr_store(path: CachePath, *, read_only: bool) -> Any:
@@ -380,7 +381,7 @@ def total_bytes(path: CachePath) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def probe(path: CachePath, *, write: bool) -> None:
+def probe(path: CachePath, *, write: bool, option: str = "--cache") -> None:
     """Check, before any work, that a remote cache location can be reached (and written, with ``write``): one
     listing and, for a writer, one small object put and deleted. Refused in one line naming the URL and the cause
     (no such bucket, credentials refused, endpoint unreachable)."""
@@ -396,22 +397,22 @@ def probe(path: CachePath, *, write: bool) -> None:
             fs.rm_file(token)
     except FileNotFoundError:
         raise CacheLocationError(
-            f"--cache {path}: bucket {bucket!r} does not exist (or is not visible to these credentials)"
+            f"{option} {path}: bucket {bucket!r} does not exist (or is not visible to these credentials)"
         ) from None
     except PermissionError as e:
         raise CacheLocationError(
-            f"--cache {path}: access denied ({_short(e)}); check the credentials "
+            f"{option} {path}: access denied ({_short(e)}); check the credentials "
             "(AWS_ACCESS_KEY_ID, AWS_PROFILE, ~/.aws) and the bucket policy"
         ) from None
     except Exception as e:  # connection refused, DNS, TLS, timeouts: every client library raises its own type
         if "Credential" in type(e).__name__:  # botocore's NoCredentialsError, PartialCredentialsError...
             raise CacheLocationError(
-                f"--cache {path}: no usable credentials ({_short(e)}); set them the way the "
+                f"{option} {path}: no usable credentials ({_short(e)}); set them the way the "
                 "client library reads them (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE, "
                 "~/.aws)"
             ) from None
         raise CacheLocationError(
-            f"--cache {path}: the store cannot be reached ({_short(e)}); check the "
+            f"{option} {path}: the store cannot be reached ({_short(e)}); check the "
             "endpoint (AWS_ENDPOINT_URL) and the network"
         ) from None
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import typer
 
-from ava.cli import cache, data, demo, fingerprint, head, report, score, sweep, vfm, vlm
+from ava.cli import cache, data, demo, fingerprint, head, report, reproduce, results, score, sweep, vfm, vlm
 from ava.cli.params import rewrap_help, tidy_help
 
 tidy_help()
@@ -53,10 +53,14 @@ app.add_typer(vfm.app, name="vfm", help="The registry of frozen vision foundatio
 app.add_typer(cache.app, name="cache", help="Extract, inspect and verify the compressed feature cache.")
 app.add_typer(head.app, name="head", help="Train and evaluate heads (LLM, probes, kNN) on cached features.")
 app.add_typer(vlm.app, name="vlm", help="Whole VLMs answering the same questions, scored beside the heads.")
+app.add_typer(
+    results.app, name="results", help="Published results: export run directories as a results folder, show one."
+)
 app.add_typer(sweep.app, name="sweep", help="Run a grid of VFM x head x ability set as jobs (local or SLURM).")
 app.command("fingerprint")(fingerprint.fingerprint)
 app.command("score")(score.score)
 app.command("report")(report.report)
+app.command("reproduce")(reproduce.reproduce)
 app.command("demo")(demo.demo)
 
 OUTPUT_OPTIONS = ("--out", "-o", "--cache")  # directories a command writes into (temporaries are cleaned there)

@@ -26,6 +26,26 @@ def report(
             show_default=False,
         ),
     ] = None,
+    paper: Annotated[
+        bool,
+        typer.Option(
+            "--paper",
+            help="Also rank the runs among the AVA-Bench paper's Table 5 (9 VFMs, LLM head; shipped with ava, "
+            "Python: ava.paper_table()): per ability and on average, ours - paper with the 95% interval for a VFM "
+            "the paper has, its self-contradicting cells flagged, and why the numbers are (not) comparable. "
+            "The same as --published with the built-in table.",
+        ),
+    ] = False,
+    published: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--published",
+            help="Also rank the runs among a results folder (a path or an fsspec URL, s3://bucket/prefix) that "
+            "`ava results export` wrote: same head and data identity, or a banner saying what differs "
+            "(repeatable).",
+            show_default=False,
+        ),
+    ] = None,
     gap: Annotated[
         list[str] | None,
         typer.Option(
@@ -41,6 +61,9 @@ def report(
 
     Runs of one head are put in one table only when they were scored on the same samples (fingerprint of ids
     and truths); otherwise that table is refused (exit code 1) unless --allow-mixed.
+
+    --paper puts the runs beside the paper's Table 5 (ava.paper_table() in Python), --published DIR beside a
+    results folder; both read and checked before anything is written.
 
     Example: ava report runs/knn-pixels runs/knn-random-vit runs/probe-linear-pixels --out report/
     """
@@ -65,11 +88,17 @@ def report(
         reference=reference,
         gaps=pairs or None,
         progress=not quiet,
+        paper=paper,
+        published=published,
     )
     result = made.data
     console = Console()
     if not quiet:
         print_report(result, console, detail=detail)
+        if result.get("published"):
+            from ava.report.published_view import print_published
+
+            print_published(result, console)
     if result.get("relative") or result.get("alignment"):
         from ava.report.alignment import markdown as gap_markdown
         from ava.report.reference import markdown as relative_markdown

@@ -85,8 +85,9 @@ def sweep(
         bool,
         _O(
             "--dry-run",
-            help="Write and run nothing: print each job's estimated device time and disk, where and when it would "
-            "run, and the grid's GPU-hours and wall time (for the GPUs given, even where there are none).",
+            help="Write and run nothing: print the jobs (command, what each waits for, whether it would run), each "
+            "one's estimated device time and disk, where and when it would run, and the grid's GPU-hours and wall "
+            "time (for the GPUs given, even where there are none).",
         ),
     ] = False,
     calibrate: Annotated[
@@ -147,6 +148,7 @@ def sweep(
     if as_json:
         typer.echo(json.dumps({k: str(v) if isinstance(v, Path) else v for k, v in vars(result).items()}, indent=2))
     elif dry_run:
+        print_dry_run(result.jobs, str(result.folder))
         _print_estimate(result.estimate, result.skipped, result.adopted)
     else:
         typer.echo(
@@ -197,6 +199,26 @@ def _print_estimate(est: dict[str, Any], skipped: list[str], adopted: list[str])
         highlight=False,
         markup=False,
     )
+
+
+def print_dry_run(rows: list[dict[str, Any]], folder: str) -> None:
+    """The jobs a run would make (`--dry-run` of `ava sweep` and `ava reproduce`): one line each with its state and
+    what it waits for, then its command."""
+    from rich.console import Console
+
+    console = Console(soft_wrap=True)
+    todo = sum(r["runs"] for r in rows)
+    console.print(
+        f"{len(rows)} job(s), {todo} would run, {len(rows) - todo} done or in flight (state kept in {folder}); "
+        "nothing was run or written",
+        highlight=False,
+        markup=False,
+    )
+    for r in rows:
+        after = f" after {', '.join(r['after'])}" if r["after"] else ""
+        what = "run " if r["runs"] else "skip"
+        console.print(f"{what} {r['job']} [{r['kind']}, {r['state']}]{after}", highlight=False, markup=False)
+        console.print(f"     $ {r['command']}", highlight=False, markup=False)
 
 
 def _print(rows: list[dict[str, Any]]) -> None:

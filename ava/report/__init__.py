@@ -12,31 +12,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ava.report.load import weights_label
 from ava.report.render import print_report
 
 SCHEMA_VERSION = 2  # docs/report-schema.md
 
 __all__ = ["make_report", "print_report", "build_report", "SCHEMA_VERSION"]
-
-
-def _weights(r: Any) -> str:
-    """What the run's VFM weights are, so a reader sees which extractor has real (published) weights: "random",
-    "none (raw pixels)", or "real: <source>" from the run or the VFM registry."""
-    if r.vfm_random_weights:
-        return "random"
-    base = str(r.vfm).partition("#")[0]  # NAME#size=S is NAME at another input size: the same weights
-    if base == "pixels":
-        return "none (raw pixels)"
-    source = r.run.get("weights") or r.run.get("vfm_weights") or r.run.get("hub_id")
-    if not source:
-        try:
-            from ava.vfm import VFMS
-
-            spec = VFMS.get(base)
-            source = spec.hub_id or (spec.provider and "an installed package")
-        except Exception:  # noqa: BLE001 - a VFM this ava does not know: its weights are still reported as real
-            source = None
-    return f"real: {source}" if isinstance(source, str) and source else "real"
 
 
 class _Sections:
@@ -69,10 +50,15 @@ def build_report(
     opening: list[str] | None = None,
     reference: str | None = None,
     gaps: list[tuple[str, str]] | None = None,
+    paper: bool = False,
+    published: list[str] | None = None,
 ) -> dict[str, Any]:
     """The report as a JSON-able dict (no files written, no plots yet); arguments as :func:`make_report`."""
+    from ava.report.published import load_sources
+
+    sources = load_sources(paper, published)
     report, tables, runs = _build(run_dirs, split, allow_mixed=allow_mixed, n_boot=n_boot, seed=seed, opening=opening)
-    _analyses(report, tables, runs, reference, gaps)
+    _analyses(report, tables, runs, reference, gaps, sources)
     return report
 
 
@@ -82,10 +68,13 @@ def _analyses(
     runs: list[Any],
     reference: str | None,
     gaps: list[tuple[str, str]] | None,
+    sources: list[Any] | None = None,
 ) -> None:
-    """FOCI's and the paper's analyses: scores relative to a reference VFM (``relative``, with ``reference``) and
-    the alignment gap of VLM runs against zero-shot runs or named pairs (``alignment``)."""
+    """FOCI's and the paper's analyses: scores relative to a reference VFM (``relative``, with ``reference``), the
+    alignment gap of VLM runs against zero-shot runs or named pairs (``alignment``), and the runs beside published
+    results (``published``, one block per source: :mod:`ava.report.published`)."""
     from ava.report.alignment import alignment_gap, pairs
+    from ava.report.published import compare
     from ava.report.reference import relative_scores
 
     if reference:
@@ -93,6 +82,8 @@ def _analyses(
     found = pairs(runs, gaps)
     if found:
         report["alignment"] = [alignment_gap(run, ref) for run, ref in found]
+    if sources:
+        report["published"] = [compare(source, tables, runs) for source in sources]
 
 
 def _analysis_markdown(report: dict[str, Any]) -> str:
@@ -153,7 +144,7 @@ def _build(
                 "head": r.head,
                 "head_id": r.head_id,
                 "vfm": r.vfm,
-                "weights": _weights(r),
+                "weights": weights_label(r),
                 "random_weights": r.random_weights,
                 "vfm_random_weights": r.vfm_random_weights,
                 "llm_random_weights": r.llm_random_weights,
@@ -193,6 +184,8 @@ def make_report(
     reference: str | None = None,
     gaps: list[tuple[str, str]] | None = None,
     progress: bool = False,
+    paper: bool = False,
+    published: list[str] | None = None,
 ) -> dict[str, Any]:
     """Read the runs' ``results_<split>.json`` (and ``predictions_<split>.jsonl``) and write, under ``out``:
     report.md, report.json (strict JSON), report.tex, report.html (self-contained) and ``plots/`` (PNG and SVG
@@ -205,13 +198,21 @@ def make_report(
     ``reference``: a VFM every score is also shown relative to (:mod:`ava.report.reference`); ``gaps``: (run dir,
     reference run dir) pairs for the alignment gap (:mod:`ava.report.alignment`; default: each VLM run against
     each zero-shot run). ``progress``: one step per section on stderr.
+
+    ``paper``: the runs beside the AVA-Bench paper's Table 5 (:func:`ava.published.paper_table`); ``published``:
+    beside each results folder (a path or an fsspec URL, written by ``ava results export``). Every source is read
+    and checked before anything is written.
     """
     from ava.progress import progress as progress_bar
+    from ava.report.published import load_sources
 
+    sources = load_sources(paper, published)
     with progress_bar(progress, transient=True) as bar:
         # reading, intervals, agreement, subgroups, the analyses, the files, report.html (+ plots per head, later)
         sections = _Sections(bar, 4 + 1 + 1 + int(html))
-        return _make(run_dirs, Path(out), split, allow_mixed, n_boot, seed, opening, html, reference, gaps, sections)
+        return _make(
+            run_dirs, Path(out), split, allow_mixed, n_boot, seed, opening, html, reference, gaps, sections, sources
+        )
 
 
 def _make(
@@ -226,6 +227,7 @@ def _make(
     reference: str | None,
     gaps: list[tuple[str, str]] | None,
     sections: _Sections,
+    sources: list[Any],
 ) -> dict[str, Any]:
     from ava.data.format import atomic_write_text
     from ava.report.plots import write_plots
@@ -236,8 +238,8 @@ def _make(
         run_dirs, split, allow_mixed=allow_mixed, n_boot=n_boot, seed=seed, opening=opening, sections=sections
     )
     sections.grow(sum(not t.refused for t in tables.values()))
-    with sections("relative scores and alignment gaps"):
-        _analyses(report, tables, runs, reference, gaps)
+    with sections("relative scores, alignment gaps, published results"):
+        _analyses(report, tables, runs, reference, gaps, sources)
     out.mkdir(parents=True, exist_ok=True)
     for head, t in tables.items():
         if t.refused:
@@ -253,14 +255,18 @@ def _make(
         from ava.report.augment import write_plot
 
         report["task_augmentation"]["plot"] = write_plot(report["task_augmentation"], out / "plots")
+    from ava.report import published_view
+
     with sections("report.json, report.md, report.tex"):
         atomic_write_text(out / "report.json", dumps(report))
-        md = markdown(report, base=out) + "\n" + _analysis_markdown(report)
+        md = markdown(report, base=out, after_head=published_view.head_markdown(report, base=out))
+        md += "\n" + _analysis_markdown(report) + "\n".join(published_view.markdown(report))
         atomic_write_text(out / "report.md", with_markdown_contents(md))
-        atomic_write_text(out / "report.tex", latex(report))
+        atomic_write_text(out / "report.tex", latex(report) + published_view.latex(report))
     if html:
         from ava.report.html import write_html
 
         with sections("report.html with the failure galleries"):
-            write_html(report, tables, runs, out)
+            after = published_view.head_html(report, base=out)
+            write_html(report, tables, runs, out, after, published_view.html(report))
     return report

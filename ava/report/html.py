@@ -213,8 +213,16 @@ def _gallery(table: Any, runs: list[Any], datasets: dict[str, Any]) -> str:
 
 
 # -- the page ----------------------------------------------------------------------------------------------------
-def html_page(report: dict[str, Any], tables: dict[str, Any], runs: list[Any], out: Path) -> str:
-    """The report as one HTML document (see the module docstring)."""
+def html_page(
+    report: dict[str, Any],
+    tables: dict[str, Any],
+    runs: list[Any],
+    out: Path,
+    after_head: dict[str, list[str]] | None = None,
+    after_tables: list[str] | None = None,
+) -> str:
+    """The report as one HTML document (see the module docstring). ``after_head``: HTML to add under a head's table,
+    by head id; ``after_tables``: after the tables and analyses (the comparisons with published results)."""
     body = ["<h1>AVA-Bench report</h1>"]
     if lines := render.opening_lines(report):
         items = "".join(f"<li>{escape(line).replace('`', '')}</li>" for line in lines)
@@ -237,6 +245,7 @@ def html_page(report: dict[str, Any], tables: dict[str, Any], runs: list[Any], o
         body.append(f'<h3 id="head-{escape(hid)}">Head: {escape(t["head"])}</h3>')
         if t.get("refused"):
             body.append(f'<p class="refused"><b>Refused:</b> {escape(t["refused"])}</p>')
+            body += (after_head or {}).get(hid, [])
             continue
         body += [
             f'<p class="caption">{escape(render.table_caption(t))}</p>',
@@ -245,6 +254,7 @@ def html_page(report: dict[str, Any], tables: dict[str, Any], runs: list[Any], o
         ]
         body += [f'<p class="warn">{escape(n)}</p>' for n in t["notes"]]
         body += _plots(report, hid, out)
+        body += (after_head or {}).get(hid, [])
     body += ["<h2>Rank agreement between heads</h2>", f'<p class="note">{escape(render.AGREEMENT_NOTE)}</p>']
     if not report["agreement"]:
         body.append("<p>n/a: the report has a single head.</p>")
@@ -266,6 +276,7 @@ def html_page(report: dict[str, Any], tables: dict[str, Any], runs: list[Any], o
     if folded:
         body.append("<p>Single-bin subgroups:</p><ul>" + "".join(f"<li>{escape(x)}</li>" for x in folded) + "</ul>")
     body += _analyses(report, out)
+    body += after_tables or []
     body.append("<h2>Failures, side by side</h2>")
     datasets: dict[str, Any] = {}
     for t in tables.values():
@@ -289,10 +300,17 @@ def _analyses(report: dict[str, Any], out: Path) -> list[str]:
     return body + (alignment.html(report["alignment"]) if report.get("alignment") else [])
 
 
-def write_html(report: dict[str, Any], tables: dict[str, Any], runs: list[Any], out: Path) -> Path:
+def write_html(
+    report: dict[str, Any],
+    tables: dict[str, Any],
+    runs: list[Any],
+    out: Path,
+    after_head: dict[str, list[str]] | None = None,
+    after_tables: list[str] | None = None,
+) -> Path:
     """Write ``out/report.html`` atomically and return its path."""
     from ava.data.format import atomic_write_text
 
     path = Path(out) / "report.html"
-    atomic_write_text(path, html_page(report, tables, runs, Path(out)))
+    atomic_write_text(path, html_page(report, tables, runs, Path(out), after_head, after_tables))
     return path

@@ -47,6 +47,7 @@ class RunResult:
     head_id: str = ""  # stable key of the head in report.json ("knn", "llm:tiny-random-qwen2:generate")
     sample_set_source: str = "none"  # "results" (written by the scorer), "predictions" (recomputed), "none"
     datasets: list[str] = field(default_factory=list)  # where the results say the scored dataset was
+    config: dict[str, Any] = field(default_factory=dict)  # the config the results file records (the head's options)
     records_file: Path | None = None  # predictions_<split>.jsonl, the per-sample scores (None: not there)
     _records: dict[str, list[dict[str, Any]]] | None = field(default=None, repr=False)
 
@@ -60,6 +61,26 @@ class RunResult:
         if self._records is None:
             self._records = read_records(self.records_file) if self.records_file else {}
         return self._records
+
+
+def weights_label(r: RunResult) -> str:
+    """What the run's VFM weights are, so a reader sees which extractor has real (published) weights: "random",
+    "none (raw pixels)", or "real: <source>" from the run or the VFM registry."""
+    if r.vfm_random_weights:
+        return "random"
+    base = str(r.vfm).partition("#")[0]  # NAME#size=S is NAME at another input size: the same weights
+    if base == "pixels":
+        return "none (raw pixels)"
+    source = r.run.get("weights") or r.run.get("vfm_weights") or r.run.get("hub_id")
+    if not source:
+        try:
+            from ava.vfm import VFMS
+
+            spec = VFMS.get(base)
+            source = spec.hub_id or (spec.provider and "an installed package")
+        except Exception:  # noqa: BLE001 - a VFM this ava does not know: its weights are still reported as real
+            source = None
+    return f"real: {source}" if isinstance(source, str) and source else "real"
 
 
 def _read_json(run_dir: Path, name: str) -> dict[str, Any]:
@@ -255,6 +276,7 @@ def load_run(run_dir: str | Path, split: str = "test") -> RunResult:
         sample_set_source=source,
         records_file=records_file,
         datasets=_dataset_candidates(results, run),
+        config=results["config"] if isinstance(results.get("config"), dict) else {},
     )
 
 

@@ -185,7 +185,7 @@ def _subgroup_cell(cell: dict[str, Any] | None) -> str:
     return f"{fmt_value(value)} (n={cell.get('n', '?')})"
 
 
-def _md_table(rows: list[list[str]]) -> str:
+def md_table(rows: list[list[str]]) -> str:
     def esc(c: str) -> str:
         return c.replace("|", "\\|")
 
@@ -216,7 +216,7 @@ def runs_rows(report: dict[str, Any], base: Path | None = None) -> list[list[str
 
 def _md_runs(report: dict[str, Any], base: Path | None) -> str:
     rows = runs_rows(report, base)
-    return _md_table(
+    return md_table(
         [rows[0]] + [[f"`{r[0]}`", *r[1:4], f"**{r[4]}**" if r[4] != "no" else "no", *r[5:]] for r in rows[1:]]
     )
 
@@ -294,10 +294,11 @@ def with_markdown_contents(md: str) -> str:
     return "\n".join([*lines[:at], "", f"**{CONTENTS_TITLE}**", "", *toc, *lines[at:]])
 
 
-def markdown(report: dict[str, Any], base: Path | None = None) -> str:
+def markdown(report: dict[str, Any], base: Path | None = None, after_head: dict[str, list[str]] | None = None) -> str:
     """report.md: runs, one Table-5 per head with its plots, rank agreement, subgroups, notes.
 
     Run paths are shown relative to ``base`` (the report's directory) when given, so the file can move with them.
+    ``after_head``: lines to add under a head's table, by head id (the comparisons with published results).
     """
     md = ["# AVA-Bench report", ""]
     if lines := opening_lines(report):
@@ -315,17 +316,19 @@ def markdown(report: dict[str, Any], base: Path | None = None) -> str:
         md += [f"### Head: {t['head']}", ""]
         if t.get("refused"):
             md += [f"> **Refused:** {t['refused']}", ""]
+            md += (after_head or {}).get(head, [])
             continue
-        md += [f"*{table_caption(t)}*", "", _md_table(table_rows(t)), "", average_over_line(t), ""]
+        md += [f"*{table_caption(t)}*", "", md_table(table_rows(t)), "", average_over_line(t), ""]
         md += [f"> {note}" for note in t["notes"]] + ([""] if t["notes"] else [])
         md += _md_plots(report, head) + [""]
+        md += (after_head or {}).get(head, [])
     md += ["## Rank agreement between heads", "", AGREEMENT_NOTE, ""]
     if not report["agreement"]:
         md += ["n/a: the report has a single head.", ""]
     for agr in report["agreement"]:
         a, b = agr["heads"]
         md += [f"### {a} vs {b}", "", f"*{agreement_caption(report, agr)}*", ""]
-        md += [_md_table(agreement_rows(agr)), ""]
+        md += [md_table(agreement_rows(agr)), ""]
     tables, folded = fold_subgroups(report)
     if tables or folded:
         md += ["## Subgroups", ""]
@@ -336,7 +339,7 @@ def markdown(report: dict[str, Any], base: Path | None = None) -> str:
             "",
             f"*{table_caption(t)}; {t['metrics'][ab]} {arrow(t['higher_is_better'][ab])}*",
             "",
-            _md_table(subgroup_rows(t, group)),
+            md_table(subgroup_rows(t, group)),
             "",
         ]
     if folded:
@@ -379,7 +382,7 @@ _TEX = {
 }
 
 
-def _tex_escape(s: str) -> str:
+def tex_escape(s: str) -> str:
     return "".join(_TEX.get(c, c) for c in s)
 
 
@@ -390,29 +393,37 @@ def latex(report: dict[str, Any]) -> str:
         if t.get("refused"):
             out += ["% " + t["refused"], ""]
             continue
-        rows = table_rows(t)
-        out += [
-            r"\begin{table}[t]",
-            r"\centering",
-            r"\small",
-            r"\begin{tabular}{ll" + "r" * (len(rows[0]) - 2) + "}",
-            r"\toprule",
-            " & ".join(_tex_escape(c) for c in rows[0]) + r" \\",
-            r"\midrule",
-        ]
-        out += [" & ".join(_tex_escape(c) for c in r) + r" \\" for r in rows[1:-1]]
-        out += [r"\midrule", " & ".join(_tex_escape(c) for c in rows[-1]) + r" \\", r"\bottomrule", r"\end{tabular}"]
-        out += [
-            r"\caption{"
-            + _tex_escape(table_caption(t)).replace("·", ";")
+        caption = (
+            tex_escape(table_caption(t)).replace("·", ";")
             + r". Cells: value [95\% bootstrap interval] (rank); \textasciitilde{} marks a rank not separated "
             + "from a neighbour's; "
-            + _tex_escape(average_over_line(t))
-            + "}",
-            r"\end{table}",
-            "",
-        ]
+            + tex_escape(average_over_line(t))
+        )
+        out += tex_table(table_rows(t), caption, total=True)
     return "\n".join(out)
+
+
+def tex_table(rows: list[list[str]], caption: str, *, total: bool = False) -> list[str]:
+    """A booktabs table of header + rows (cells escaped here; ``caption`` is LaTeX already); ``total``: the last row
+    is set apart (an average rank)."""
+    body = [" & ".join(tex_escape(c) for c in r) + r" \\" for r in rows[1:]]
+    if total:
+        body[-1:] = [r"\midrule", body[-1]]
+    return [
+        r"\begin{table}[t]",
+        r"\centering",
+        r"\small",
+        r"\begin{tabular}{ll" + "r" * (len(rows[0]) - 2) + "}",
+        r"\toprule",
+        " & ".join(tex_escape(c) for c in rows[0]) + r" \\",
+        r"\midrule",
+        *body,
+        r"\bottomrule",
+        r"\end{tabular}",
+        r"\caption{" + caption + "}",
+        r"\end{table}",
+        "",
+    ]
 
 
 def summary_rows(report: dict[str, Any]) -> list[list[str]]:

@@ -78,7 +78,8 @@ def alive(pid: int | None, start: int | None = None) -> bool:
 
 
 def read_exit(path: str | os.PathLike[str]) -> dict[str, Any] | None:
-    """The exit record the wrapper wrote (``rc``, ``error``, ``ended``), or None when there is none (yet)."""
+    """The exit record the wrapper wrote (``rc``, ``error``, its ``pid``, ``ended``), or None when there is none
+    (yet)."""
     try:
         record = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -134,7 +135,10 @@ def main(argv: list[str] | None = None) -> int:
             proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "COLUMNS": "200"})
         except OSError as e:
             out.write(f"error: cannot start {command[0]}: {e}\n")
-            _write_exit(exit_file, {"rc": 127, "error": f"cannot start {command[0]}: {e}", "ended": time.time()})
+            _write_exit(
+                exit_file,
+                {"rc": 127, "error": f"cannot start {command[0]}: {e}", "pid": os.getpid(), "ended": time.time()},
+            )
             return 127
         # Ctrl-C signals the whole group: the command gets it and ends; the wrapper stays to record how
         signal.signal(signal.SIGINT, lambda *_: None)
@@ -145,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     error = None if rc == 0 else error_line(log)
     if rc != 0 and (rc < 0 or error in (None, "(empty log)") or error.startswith("$ ")):
         error = ended_line(rc)
-    _write_exit(exit_file, {"rc": rc, "error": error, "started": started, "ended": time.time()})
+    _write_exit(exit_file, {"rc": rc, "error": error, "pid": os.getpid(), "started": started, "ended": time.time()})
     return rc if rc >= 0 else 128 - rc
 
 

@@ -18,7 +18,6 @@ from typing import Any
 from ava.cost import CostError, Estimate, Speeds, data_shape, extract_estimate, head_estimate, vfm_shape
 from ava.errors import AvaError
 from ava.sweep.jobs import DONE, Job
-from ava.sweep.plan import SweepPlan
 from ava.sweep.schedule import Schedule
 
 
@@ -50,11 +49,13 @@ class SweepEstimate:
 
 
 def job_estimates(
-    plan: SweepPlan, jobs: list[Job], speeds: Speeds, threads: int | None = None
+    plan: Any, jobs: list[Job], speeds: Speeds, threads: int | None = None
 ) -> tuple[dict[str, Estimate | None], list[str]]:
     """Each job's estimate alone (None where none can be made), and a line for each reason one could not;
     ``threads``: the CPU threads each job is given (None: the machine's)."""
     notes: list[str] = []
+    if not getattr(plan, "data", None):
+        return dict.fromkeys([j.name for j in jobs]), ["no estimate: the plan names no dataset"]
     try:
         data = data_shape(plan.data)
     except AvaError as e:  # a dataset the jobs themselves will refuse: no estimate, the reason said
@@ -72,7 +73,7 @@ def job_estimates(
             if vfm is None:
                 out[job.name] = None
             elif job.kind == "extract":
-                gpus = job.gpus if plan.gpus else 1
+                gpus = job.gpus if getattr(plan, "gpus", None) else 1
                 out[job.name] = extract_estimate(vfm, data, speeds, gpus=gpus, threads=threads)
             elif job.kind == "train" and job.head:
                 out[job.name] = head_estimate(job.head, vfm, data, job.ava, speeds, llm=_llm(job), threads=threads)
@@ -132,7 +133,7 @@ def simulate(
 
 
 def estimate(
-    plan: SweepPlan,
+    plan: Any,
     todo: list[Job],
     slots: Any,
     speeds: Speeds,

@@ -4,10 +4,10 @@ One extraction job per VFM (``extract-<vfm>``), then one training job per (VFM, 
 (``<head>-<vfm>[-<abilities>]``, also the name of its run directory under the plan's ``out``: what `ava report`
 reads). A job is a command line (``python -m ava ...``), so every executor runs the same thing a user would type.
 
-Jobs form a graph: ``Job.after`` names the jobs one waits for (a training job waits for its VFM's extraction; any
-other chain, extraction -> stage 1 -> stage 2 -> ..., is the same field). An executor starts a job once every job
-it waits for is done, and marks it ``blocked`` (never run, its error naming the dependency) when one failed or was
-blocked itself; nothing else waits, so one VFM's failure stops only that VFM's jobs.
+Jobs form a graph: ``Job.needs`` names the extraction a training job waits for and ``Job.after`` any other jobs
+(a chain extraction -> stage 1 -> stage 2 -> ...; :meth:`Job.waits_for` gives both). An executor starts a job once
+every job it waits for is done, and marks it ``blocked`` (never run, its error naming the dependency) when one
+failed or was blocked itself; nothing else waits, so one VFM's failure stops only that VFM's jobs.
 
 Each job's state is one JSON file, ``OUT/sweep/jobs/<name>.json``, written atomically: ``state`` (``pending``,
 ``submitted``, ``running``, ``done``, ``failed``, ``blocked``), the log path, the SLURM job id where there is one, the
@@ -39,20 +39,17 @@ class Job:
     head: str | None = None
     ava: list[str] = field(default_factory=list)
     run_dir: str | None = None
-    after: list[str] = field(default_factory=list)  # the jobs this one waits for (by name)
+    needs: str | None = None  # the extraction job this one waits for
+    after: list[str] = field(default_factory=list)  # other jobs it waits for (a chain of stages: stage 1 -> 2 -> 3)
     gpus: int = 1  # GPUs it takes in a sweep on GPUs; more than one: its command runs under torchrun
 
-    @classmethod
-    def from_record(cls, fields: dict[str, Any]) -> Job:
-        """A job from its state record's ``job`` block (a record of an earlier version named one ``needs``)."""
-        fields = dict(fields)
-        needs = fields.pop("needs", None)
-        if needs and not fields.get("after"):
-            fields["after"] = [needs]
-        return cls(**fields)
+    def waits_for(self) -> list[str]:
+        """Every job this one starts after (its extraction and ``after``)."""
+        return [n for n in (self.needs, *self.after) if n]
 
 
-def _ava(*args: str) -> list[str]:
+def ava_command(*args: str) -> list[str]:
+    """A job's command line: ``python -m ava ARGS`` with this interpreter (what a user would type)."""
     return [sys.executable, "-m", "ava", *args]
 
 
@@ -66,7 +63,7 @@ def plan_jobs(plan: SweepPlan) -> list[Job]:
                 f"extract-{safe(vfm)}",
                 "extract",
                 vfm,
-                _ava(
+                ava_command(
                     "cache",
                     "extract",
                     "--vfm",
@@ -90,7 +87,7 @@ def plan_jobs(plan: SweepPlan) -> list[Job]:
                 name = f"{head}-{safe(vfm)}{suffix}"
                 run_dir = str(Path(plan.out) / name)
                 cache = ["--cache", plan.cache] if cached[head] else []
-                argv = _ava(
+                argv = ava_command(
                     "head",
                     "train",
                     "--head",
@@ -107,8 +104,8 @@ def plan_jobs(plan: SweepPlan) -> list[Job]:
                 )
                 if abilities:
                     argv += ["--ava", ",".join(abilities)]
-                after = [f"extract-{safe(vfm)}"] if cached[head] else []
-                out.append(Job(name, "train", vfm, argv, head, list(abilities), run_dir, after))
+                needs = f"extract-{safe(vfm)}" if cached[head] else None
+                out.append(Job(name, "train", vfm, argv, head, list(abilities), run_dir, needs))
     return out
 
 
@@ -120,7 +117,7 @@ def check_graph(jobs: list[Job], known: set[str] | frozenset[str] = frozenset())
         twice = next(j.name for i, j in enumerate(jobs) if j.name in {k.name for k in jobs[:i]})
         raise SweepError(f"sweep jobs: two jobs are named {twice!r}")
     for job in jobs:
-        missing = [a for a in job.after if a not in names and a not in known]
+        missing = [a for a in job.waits_for() if a not in names and a not in known]
         if missing:
             raise SweepError(f"sweep jobs: {job.name} waits for {', '.join(missing)}, which is no job of this sweep")
     order = topological(jobs)
@@ -139,7 +136,7 @@ def topological(jobs: list[Job]) -> list[Job]:
     while progressed:
         progressed = False
         for job in jobs:
-            if job.name not in placed and all(a in placed or a not in by_name for a in job.after):
+            if job.name not in placed and all(a in placed or a not in by_name for a in job.waits_for()):
                 placed.add(job.name)
                 out.append(job)
                 progressed = True
@@ -150,14 +147,15 @@ def dependents(jobs: list[Job]) -> dict[str, list[str]]:
     """Job name -> the names of the jobs that wait for it directly."""
     out: dict[str, list[str]] = {j.name: [] for j in jobs}
     for job in jobs:
-        for a in job.after:
+        for a in job.waits_for():
             out.setdefault(a, []).append(job.name)
     return out
 
 
-def blocked_error(dependency: str, state: str, why: str | None) -> str:
-    """Why a job is blocked: the dependency that failed (or was blocked itself), and that one's error line."""
-    line = f"its dependency {dependency} {'failed' if state == FAILED else 'is ' + state}: {why or 'no error line'}"
+def blocked_error(job: Job, dependency: str, state: str, why: str | None) -> str:
+    """Why ``job`` is blocked: the job it waits for that failed (or was blocked itself), and that one's error line."""
+    what = "its extraction" if dependency == job.needs else "the job it waits for,"
+    line = f"{what} {dependency} {'failed' if state == FAILED else 'is ' + state}: {why or 'no error line'}"
     return line if len(line) <= 400 else line[:397] + "..."
 
 

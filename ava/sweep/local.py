@@ -4,8 +4,9 @@ at a time; with ``--gpus``, each job on its own GPU(s)), started as soon as the 
 
 Each job runs through :mod:`ava.sweep.child`, which records how the job ended even when this driver is gone. Jobs
 found running when a sweep begins (left by a driver that was killed) are adopted: they keep their GPUs until they
-end, and their outcome is read from their exit file. With ``progress``, the one progress bar counts the jobs, and
-a line says when each starts (where, and its log) and how it ended.
+end (waited for while a job of this run waits for them), and their outcome is read from their exit file. With
+``progress``, the one progress bar counts the jobs, and a line says when each starts (where, and its log) and how
+it ended.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ def _start(job: Job, lease: Lease, state: JobState, extra_env: dict[str, str]) -
     )
     proc = subprocess.Popen([*wrapper, "--", *command], env=env, stdin=subprocess.DEVNULL)
     start = process_start(proc.pid)
-    state.write(job, pid=proc.pid, pid_start=start)
+    state.write(job, pid=proc.pid, pid_start=[proc.pid, start])  # the pid, and when the process that had it began
     return _Running(job, lease, proc.pid, start, time.perf_counter(), proc)
 
 
@@ -137,7 +138,7 @@ def run_local(
         lease = lease or Lease(tuple(record.get("gpus") or ()))  # more than the slots: held outside them
         schedule.hold(job, lease)
         pid, ran = int(record["pid"]), time.time() - float(record.get("started") or time.time())
-        running[job.name] = _Running(job, lease, pid, record.get("pid_start"), time.perf_counter() - ran)
+        running[job.name] = _Running(job, lease, pid, _start_of(record), time.perf_counter() - ran)
     total = len(todo) + len(running)
     with progress_bar(progress and bool(total)) as bar:
         task = bar.add_task("sweep jobs", total=total)
@@ -159,6 +160,10 @@ def run_local(
                     running[job.name] = _start(job, lease, state, env or {})
                     where = f" on {lease.describe()}" if lease.describe() else ""
                     say(f"running {job.name}{where} (log {state.log(job)})")
+                if not schedule.waiting and running and all(r.proc is None for r in running.values()):
+                    for name in running:  # adopted, and nothing of this run waits for them: theirs to finish
+                        say(f"left running {name} (started by an earlier sweep; `ava sweep status` follows it)")
+                    break
                 if not running:
                     for job, reason in schedule.stuck():
                         state.write(job, state=BLOCKED, log=str(state.log(job)), error=reason)
@@ -205,6 +210,13 @@ def _stop(running: dict[str, _Running], state: JobState) -> None:
         )
 
 
+def _start_of(record: dict[str, Any]) -> int | None:
+    """When the process a record names began (None: not recorded with that pid), to tell it from a later process
+    given the same pid."""
+    pid, start = (record.get("pid_start") or [None, None])[:2]
+    return start if pid == record.get("pid") else None
+
+
 INTERRUPTED = "interrupted: its process ended without an exit status (killed with the sweep's driver?)"
 
 
@@ -217,7 +229,7 @@ def refresh_local(job: Job, record: dict[str, Any], state: JobState) -> dict[str
     if record.get("host") not in (None, socket.gethostname()):
         return record
     exit_record = read_exit(state.exit_file(job))
-    if exit_record is not None:
+    if exit_record is not None and exit_record.get("pid") in (None, record.get("pid")):  # this start's, not a former
         rc = int(exit_record["rc"])
         ended = exit_record.get("ended")
         return {
@@ -227,6 +239,6 @@ def refresh_local(job: Job, record: dict[str, Any], state: JobState) -> dict[str
             "error": exit_record.get("error"),
             "ended": ended,
         }
-    if alive(int(record["pid"]), record.get("pid_start")):
+    if alive(int(record["pid"]), _start_of(record)):
         return record
     return {**record, "state": FAILED, "error": INTERRUPTED}

@@ -17,7 +17,7 @@ from typing import Any
 
 from ava.cost import CostError, Speeds, kinds, speeds_for
 from ava.sweep.gpus import GPU, choose, inventory
-from ava.sweep.plan import SweepError, SweepPlan
+from ava.sweep.plan import SweepError
 from ava.sweep.slots import Slots
 
 DEFAULT_GPU_KIND = "nvidia-h100"  # what a plan for GPUs that are not here is estimated on, unless --device-kind
@@ -35,13 +35,14 @@ class Machine:
 
 
 def machine_for(
-    plan: SweepPlan,
+    plan: Any,
     *,
     dry_run: bool = False,
     device_kind: str | None = None,
     held: frozenset[str] = frozenset(),
 ) -> Machine:
-    """The slots, GPUs and device kind of ``plan`` on this machine (``held``: GPUs this sweep's own jobs fill)."""
+    """The slots, GPUs and device kind of ``plan`` on this machine (``held``: GPUs this sweep's own jobs fill). A plan
+    without GPU fields (a reproduction's) runs on ``jobs`` CPU slots."""
     gpus_here = inventory() if plan.executor == "local" or dry_run else []
     here = gpus_here[0].kind if gpus_here and gpus_here[0].name else "cpu"
     notes: list[str] = []
@@ -52,17 +53,19 @@ def machine_for(
         if plan.slurm.gpus_per_job and not device_kind:
             notes.append(f"the cluster's GPUs are estimated as {kind} (--device-kind names theirs)")
         return Machine(slots, _known(kind), notes=notes, here=here)
-    choice = choose(plan.gpus, gpus_here, dry_run=dry_run, min_free_gb=plan.gpu_min_free, held=held)
+    gpus, per_gpu, per_extract = (
+        getattr(plan, k, d) for k, d in (("gpus", None), ("jobs_per_gpu", 1), ("gpus_per_extract", 1))
+    )
+    choice = choose(gpus, gpus_here, dry_run=dry_run, min_free_gb=getattr(plan, "gpu_min_free", None), held=held)
     notes += [choice.note] if choice.note else []
     if choice.gpus:
-        if plan.gpus_per_extract > len(choice.gpus):
+        if per_extract > len(choice.gpus):
             raise SweepError(
-                f"--gpus-per-extract {plan.gpus_per_extract} is more than the {len(choice.gpus)} GPU(s) this sweep "
+                f"--gpus-per-extract {per_extract} is more than the {len(choice.gpus)} GPU(s) this sweep "
                 f"has ({', '.join(g.id for g in choice.gpus)}"
                 + (f"; skipped: {'; '.join(choice.skipped)}" if choice.skipped else "")
                 + ")"
             )
-        per_gpu = plan.jobs_per_gpu
         units = plan.jobs or len(choice.gpus) * per_gpu
         if units > len(choice.gpus) * per_gpu:  # "all" or busy GPUs left fewer slots than --jobs
             notes.append(f"--jobs {units} capped at the {len(choice.gpus) * per_gpu} GPU slot(s)")
@@ -78,7 +81,8 @@ def machine_for(
         env = {} if "CUDA_VISIBLE_DEVICES" in os.environ else {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
         return Machine(slots, _known(kind), choice.gpus, choice.skipped, notes, env, here)
     slots = Slots(plan.jobs or 1)
-    on_gpu = plan.device != "cpu" and gpus_here and plan.device.startswith(("auto", "cuda"))
+    device = str(getattr(plan, "device", "auto"))
+    on_gpu = device != "cpu" and gpus_here and device.startswith(("auto", "cuda"))
     kind = device_kind or (here if on_gpu else "cpu")
     return Machine(slots, _known(kind), notes=notes, here=here)
 
@@ -94,7 +98,7 @@ def _known(kind: str) -> str:
     return kind
 
 
-def speeds(machine: Machine, plan: SweepPlan, *, calibrate: bool = False, say: Any = None) -> Speeds:
+def speeds(machine: Machine, plan: Any, *, calibrate: bool = False, say: Any = None) -> Speeds:
     """The figures for the machine's device kind, after timing this machine first with ``calibrate``."""
     if calibrate:
         if machine.kind != machine.here:
@@ -109,12 +113,13 @@ def speeds(machine: Machine, plan: SweepPlan, *, calibrate: bool = False, say: A
         raise SweepError(str(e)) from None
 
 
-def run_calibration(machine: Machine, plan: SweepPlan, say: Any = None) -> None:
+def run_calibration(machine: Machine, plan: Any, say: Any = None) -> None:
     """``python -m ava.cost.calibrate`` for the plan's VFMs, on the sweep's first GPU (or the CPU)."""
     device = "cpu" if machine.kind == "cpu" else "cuda"
-    argv = [sys.executable, "-m", "ava.cost.calibrate", "--kind", machine.kind, "--device", device, "--data", plan.data]
+    argv = [sys.executable, "-m", "ava.cost.calibrate", "--kind", machine.kind, "--device", device]
+    argv += ["--data", str(plan.data)] if getattr(plan, "data", None) else []
     argv += ["--jobs", str(machine.slots.units)]
-    for vfm in plan.vfm:
+    for vfm in getattr(plan, "vfm", None) or []:
         argv += ["--vfm", vfm]
     env = {**os.environ, **machine.env}
     if machine.gpus:

@@ -8,10 +8,12 @@ stays in ``ava sweep status``, also those of an earlier plan.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+from ava.errors import redact
 from ava.sweep.jobs import (
     BLOCKED,
     DONE,
@@ -26,14 +28,18 @@ from ava.sweep.jobs import (
     result_files,
     topological,
 )
-from ava.sweep.plan import SweepError, SweepPlan, write_plan
+from ava.sweep.plan import PLAN_FILE, SlurmOptions, SweepError, SweepPlan, write_plan
 
 FORCE = "--force"
 
 
-def _current(plan: SweepPlan, jobs: list[Job], state: JobState) -> dict[str, dict[str, Any]]:
-    """Every job's state record, refreshed from SLURM where it was submitted there (a job SLURM cancelled because
-    a job it waits for failed is blocked, naming that job)."""
+def _current(jobs: list[Job], state: JobState) -> dict[str, dict[str, Any]]:
+    """Every job's state record as it is now, nothing written: refreshed from SLURM where it was submitted there (a
+    job SLURM cancelled because a job it waits for failed is blocked, naming that job); a local job recorded running
+    whose process has ended since takes the outcome its process wrote, or is failed (interrupted) without one, so
+    that a rerun runs it again."""
+    from ava.sweep.local import refresh_local
+
     records = {j.name: state.read(j) for j in jobs}
     if any(r.get("job_id") for r in records.values()):
         from ava.sweep.slurm import refresh_slurm, squeue_states
@@ -42,11 +48,11 @@ def _current(plan: SweepPlan, jobs: list[Job], state: JobState) -> dict[str, dic
         records = {j.name: refresh_slurm(j, records[j.name], state, queued) for j in jobs}
         for job in topological(jobs):
             r = records[job.name]
-            bad = next((a for a in job.after if records.get(a, {}).get("state") in (FAILED, BLOCKED)), None)
+            bad = next((a for a in job.waits_for() if records.get(a, {}).get("state") in (FAILED, BLOCKED)), None)
             if bad and r.get("state") == FAILED and r.get("job_id") and not Path(r.get("result_file") or "").is_file():
-                error = blocked_error(bad, records[bad]["state"], records[bad].get("error"))
+                error = blocked_error(job, bad, records[bad]["state"], records[bad].get("error"))
                 records[job.name] = state.write(job, state=BLOCKED, error=error)
-    return records
+    return {j.name: refresh_local(j, records[j.name], state) for j in jobs}
 
 
 def _command(argv: list[str]) -> list[str]:
@@ -85,14 +91,7 @@ def _changed(jobs: list[Job], records: dict[str, dict[str, Any]]) -> list[tuple[
     return out
 
 
-def _local(jobs: list[Job], records: dict[str, dict[str, Any]], state: JobState) -> dict[str, dict[str, Any]]:
-    """Local jobs' records as they are now (a job whose process ended since: its outcome), not written."""
-    from ava.sweep.local import refresh_local
-
-    return {j.name: refresh_local(j, records[j.name], state) for j in jobs}
-
-
-def _foreign(jobs: list[Job], records: dict[str, dict[str, Any]], plan: SweepPlan) -> None:
+def _foreign(jobs: list[Job], records: dict[str, dict[str, Any]], plan: Executes) -> None:
     """Refuse to run jobs another host's sweep marks running (this host cannot see whether they still run)."""
     import socket
 
@@ -107,11 +106,11 @@ def _foreign(jobs: list[Job], records: dict[str, dict[str, Any]], plan: SweepPla
             )
 
 
-def state_file(plan: SweepPlan, job: Job) -> Path:
+def state_file(plan: Executes, job: Job) -> Path:
     return JobState(plan.folder).folder / f"{job.name}.json"
 
 
-def _driver_lock(plan: SweepPlan) -> Any:
+def _driver_lock(plan: Executes) -> Any:
     """One driver per plan at a time: a second ``ava sweep`` into the same ``--out`` is refused (the lock goes with
     the driver's process, ``kill -9`` included)."""
     from ava.locking import JobLock, LockBusyError
@@ -126,6 +125,29 @@ def _driver_lock(plan: SweepPlan) -> Any:
         raise SweepError(str(e)) from None
 
 
+def _todo(jobs: list[Job], records: dict[str, dict[str, Any]]) -> list[Job]:
+    """The jobs a run would start: not done nor in flight, or whose command changed since."""
+    return [
+        j
+        for j in jobs
+        if records[j.name].get("state", PENDING) in (PENDING, FAILED, BLOCKED)
+        or _command(records[j.name].get("job", {}).get("argv") or []) != _command(j.argv)
+    ]
+
+
+class Executes(Protocol):
+    """What :func:`run_jobs` reads of a plan (a sweep's, a reproduction's): where the jobs' state is kept, which
+    executor runs them, how many at once (local), the SLURM options, and where the runs go. A plan may also say
+    ``gpus``, ``jobs_per_gpu``, ``gpus_per_extract``, ``gpu_min_free`` (a local sweep's GPU slots), and ``data``,
+    ``vfm`` and ``device`` (what the estimate reads)."""
+
+    folder: Path
+    executor: str
+    jobs: int | None
+    slurm: SlurmOptions
+    out: str
+
+
 @dataclass
 class _Work:
     """What a sweep finds to do: the jobs (``--force`` added where forced), every job's record now, the jobs to
@@ -138,12 +160,11 @@ class _Work:
     finished: dict[str, str]
 
 
-def _work(plan: SweepPlan, jobs: list[Job], state: JobState, force: bool) -> _Work:
+def _work(plan: Executes, jobs: list[Job], state: JobState, force: bool) -> _Work:
     """Read the jobs' records and decide what runs (refusing changed jobs unless ``force``); writes nothing."""
-    records = _current(plan, jobs, state)
+    records = _current(jobs, state)
     if plan.executor == "local":
         _foreign(jobs, records, plan)
-        records = _local(jobs, records, state)
     changed = _changed(jobs, records)
     if changed and not force:
         job, old = changed[0]
@@ -155,13 +176,7 @@ def _work(plan: SweepPlan, jobs: list[Job], state: JobState, force: bool) -> _Wo
         )
     forced = {j.name for j, _ in changed}
     jobs = [Job(**{**j.__dict__, "argv": [*j.argv, FORCE]}) if j.name in forced else j for j in jobs]
-    todo = [
-        j
-        for j in jobs
-        if records[j.name].get("state", PENDING) in (PENDING, FAILED, BLOCKED)
-        or _command(records[j.name].get("job", {}).get("argv") or []) != _command(j.argv)
-        or j.name in forced
-    ]
+    todo = [j for j in jobs if j in _todo(jobs, records) or j.name in forced]
     adopted = [
         (j, records[j.name])
         for j in jobs
@@ -171,29 +186,33 @@ def _work(plan: SweepPlan, jobs: list[Job], state: JobState, force: bool) -> _Wo
     return _Work(jobs, records, todo, adopted, finished)
 
 
-def sweep(
-    plan: SweepPlan,
+def run_jobs(
+    jobs: list[Job],
+    plan: Executes,
     *,
     force: bool = False,
     progress: bool = False,
+    before: Callable[[], Any] | None = None,
     dry_run: bool = False,
     calibrate: bool = False,
     device_kind: str | None = None,
 ) -> dict[str, Any]:
-    """Write the plan, then run (``local``) or submit (``slurm``) every job that is not done or in flight.
+    """Run (``local``) or submit (``slurm``) every job of ``jobs`` that is not done or in flight, with ``plan``'s
+    executor, keeping their state under ``plan.folder`` (a rerun resumes: done jobs are skipped). ``before`` runs
+    once everything is checked, before any job starts (it writes the plan).
 
     ``force``: jobs whose command changed since they ran are trained again, replacing their runs (else refused
     before anything runs or is written). ``progress``: the local executor says when each job starts and ends.
-    ``dry_run``: write and run nothing; return what would run, where and when, and its estimated cost (for the
-    GPUs asked for even where there are none). ``calibrate``: time this machine first (:mod:`ava.cost.calibrate`).
+    ``dry_run``: write and run nothing; say what would run, where and when, and its estimated cost (for the GPUs
+    asked for even where there are none). ``calibrate``: time this machine first (:mod:`ava.cost.calibrate`).
     ``device_kind``: the speed table's device to estimate with (default: the machine's).
 
-    Jobs a killed driver left running are adopted: they keep their GPUs until they end; jobs it left dead run
-    again, on whatever slots are free. Everything a user can get wrong (the plan, the GPUs, a changed job) is
-    refused before anything is written.
+    Jobs a killed driver left running are adopted: they keep their GPUs until they end (waited for only while a job
+    of this run waits for them); jobs it left dead run again, on whatever slots are free. Everything a user can get
+    wrong (the jobs' graph, the GPUs, a changed job) is refused before anything is written.
 
-    Returns ``{"plan": path, "submitted": [names], "skipped": [names], "adopted": [names], "jobs": status rows,
-    "estimate": {...}, "gpus": [...], "skipped_gpus": [...]}`` (a dry run: no ``jobs``, and ``plan`` None)."""
+    Returns ``{"submitted": [names], "skipped": [names], "adopted": [names], "gpus": [...], "skipped_gpus": [...],
+    "estimate": {...}}``."""
     from ava.sweep.estimate import estimate
     from ava.sweep.machine import machine_for, speeds
 
@@ -201,13 +220,12 @@ def sweep(
         from ava.sweep.slurm import check_slurm
 
         check_slurm(plan.slurm)  # before anything is written or submitted
-    jobs = plan_jobs(plan)
     check_graph(jobs)
     state = JobState(plan.folder)
     work = _work(plan, jobs, state, force)
 
     def resources(work: _Work) -> Any:
-        held = frozenset(g for _, r in work.adopted for g in r.get("gpus") or ())  # this sweep's own, still running
+        held = frozenset(g for _, r in work.adopted for g in r.get("gpus") or ())  # this run's own, still running
         return machine_for(plan, dry_run=dry_run, device_kind=device_kind, held=held)
 
     machine = resources(work)  # refusals (GPUs this machine lacks or others fill) before anything is written
@@ -239,8 +257,9 @@ def sweep(
             "estimate": cost.as_dict(),
         }
         if dry_run:
-            return {"plan": None, "dry_run": True, **about}
-        path = write_plan(plan)
+            return about
+        if before is not None:
+            before()
         _record(work, state, cost)
         if plan.executor == "slurm":
             from ava.sweep.slurm import submit_slurm
@@ -263,7 +282,64 @@ def sweep(
     finally:
         if lock is not None:
             lock.close()
-    return {"plan": str(path), **about, "jobs": status(plan)["jobs"]}
+    return about
+
+
+def sweep(
+    plan: SweepPlan,
+    *,
+    force: bool = False,
+    progress: bool = False,
+    dry_run: bool = False,
+    calibrate: bool = False,
+    device_kind: str | None = None,
+) -> dict[str, Any]:
+    """Write the plan, then run (``local``) or submit (``slurm``) every job that is not done or in flight
+    (:func:`run_jobs`, whose options these are). Returns ``{"plan": path, "submitted", "skipped", "adopted", "gpus",
+    "skipped_gpus", "estimate", "jobs": status rows}``; a dry run: ``plan`` None and ``jobs`` the rows of
+    :func:`preview` with each job's estimate."""
+    jobs = plan_jobs(plan)
+    ran = run_jobs(
+        jobs,
+        plan,
+        force=force,
+        progress=progress,
+        before=lambda: write_plan(plan),
+        dry_run=dry_run,
+        calibrate=calibrate,
+        device_kind=device_kind,
+    )
+    if dry_run:
+        placed = {r["job"]: r for r in ran["estimate"]["jobs"]}
+        rows = [{**r, **_placed(placed.get(r["job"]))} for r in preview(jobs, plan.folder)]
+        return {"plan": None, **ran, "jobs": rows}
+    return {"plan": str(plan.folder / PLAN_FILE), **ran, "jobs": status(plan)["jobs"]}
+
+
+def _placed(row: dict[str, Any] | None) -> dict[str, Any]:
+    """A job's place in the estimate's schedule: its seconds, bytes, start, end and GPUs (None: it would not run)."""
+    keys = ("seconds", "bytes", "start", "end", "gpus")
+    return {k: (row or {}).get(k) for k in keys}
+
+
+def preview(jobs: list[Job], folder: Path) -> list[dict[str, Any]]:
+    """What a run of ``jobs`` would do, job by job, without starting or writing anything: its kind, the jobs it waits
+    for, its state now, whether it would run, and its command line (credentials redacted)."""
+    state = JobState(folder)
+    records = _current(jobs, state)
+    todo = {j.name for j in _todo(jobs, records)}
+    return [
+        {
+            "job": j.name,
+            "kind": j.kind,
+            "after": j.waits_for(),
+            "state": records[j.name].get("state", PENDING),
+            "runs": j.name in todo,
+            "run_dir": j.run_dir,
+            "command": redact(" ".join(j.argv)),
+        }
+        for j in jobs
+    ]
 
 
 def _record(work: _Work, state: JobState, cost: Any) -> None:
@@ -336,7 +412,7 @@ def _row(job: Job, r: dict[str, Any], current: bool, state: JobState) -> dict[st
         "run_dir": job.run_dir,
         "results": result_files(job) if r.get("state") == DONE else [],
         "error": r.get("error") if r.get("state") in (FAILED, BLOCKED) else None,
-        "after": job.after,
+        "after": job.waits_for(),
         "current": current,
     }
 
@@ -346,17 +422,19 @@ def status(plan: SweepPlan) -> dict[str, Any]:
     SLURM id, and its result files (done) or error line (failed, blocked); the jobs of earlier plans run into the
     same ``out`` follow, with ``current`` false. Reads only: a local job whose process ended since is shown with
     its outcome."""
-    jobs = plan_jobs(plan)
-    state = JobState(plan.folder)
-    records = _current(plan, jobs, state)
-    if plan.executor == "local":
-        records = _local(jobs, records, state)
+    return job_status(plan_jobs(plan), plan.folder, str(plan.folder / PLAN_FILE))
+
+
+def job_status(jobs: list[Job], folder: Path, plan: str) -> dict[str, Any]:
+    """:func:`status` of any list of jobs whose state is kept under ``folder`` (``plan``: the plan file's path)."""
+    state = JobState(folder)
+    records = _current(jobs, state)
     rows = [_row(job, records[job.name], True, state) for job in jobs]
     names = {j.name for j in jobs}
     for record in state.read_all():
         if record.get("name") not in names and isinstance(record.get("job"), dict):
             try:
-                job = Job.from_record(record["job"])
+                job = Job(**record["job"])
             except TypeError:  # a record of another ava version: shown by name only
                 job = Job(str(record["name"]), str(record.get("kind", "")), "", [])
             if not record.get("job_id"):
@@ -367,4 +445,4 @@ def status(plan: SweepPlan) -> dict[str, Any]:
     counts: dict[str, int] = {}
     for row in rows:
         counts[row["state"]] = counts.get(row["state"], 0) + 1
-    return {"plan": str(plan.folder / "plan.toml"), "counts": counts, "jobs": rows}
+    return {"plan": plan, "counts": counts, "jobs": rows}

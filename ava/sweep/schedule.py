@@ -63,10 +63,10 @@ class Schedule:
         while found:
             found = False
             for job in list(self.waiting):
-                bad = next((a for a in job.after if self.outcome.get(a) in (FAILED, BLOCKED)), None)
+                bad = next((a for a in job.waits_for() if self.outcome.get(a) in (FAILED, BLOCKED)), None)
                 if bad is None:
                     continue
-                reason = blocked_error(bad, self.outcome[bad], self.error_of(bad))
+                reason = blocked_error(job, bad, self.outcome[bad], self.error_of(bad))
                 self.waiting.remove(job)
                 self.outcome[job.name] = BLOCKED
                 self._reasons[job.name] = reason
@@ -78,7 +78,7 @@ class Schedule:
         """Ready jobs, in priority order, each with the lease of the slots it takes (taken now)."""
         out = []
         for job in list(self.waiting):
-            if not all(self.outcome.get(a) == DONE for a in job.after):
+            if not all(self.outcome.get(a) == DONE for a in job.waits_for()):
                 continue
             lease = self.slots.take(job)
             if lease is None:
@@ -105,7 +105,7 @@ class Schedule:
         more slots than there are), removed from the waiting list."""
         out = []
         for job in self.waiting:
-            missing = [a for a in job.after if self.outcome.get(a) != DONE]
+            missing = [a for a in job.waits_for() if self.outcome.get(a) != DONE]
             if missing:
                 reason = f"waits for {', '.join(missing)}, which did not run in this sweep"
             else:

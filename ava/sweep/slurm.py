@@ -1,6 +1,6 @@
 """The ``slurm`` executor: jobs submitted through submitit, each extraction as a job and the jobs that wait for the
 same jobs as one array (a VFM's training jobs: one array after its extraction), with ``--dependency=afterok`` on
-the SLURM ids of the jobs they wait for (``Job.after``); with more than one GPU per job the extraction runs under
+the SLURM ids of the jobs they wait for (``Job.waits_for``); with more than one GPU per job the extraction runs under
 torchrun inside the allocation (each rank writes its own shards, :mod:`ava.cache.extraction`).
 
 A job's state is read back without accounting (clusters without ``sacct`` included): ``squeue`` while it is queued
@@ -91,7 +91,7 @@ def submit_slurm(todo: list[Job], state: JobState, options: SlurmOptions, done: 
 
     def after_ids(job: Job) -> list[str]:
         out = []
-        for name in job.after:
+        for name in job.waits_for():
             if name in ids:
                 out.append(ids[name])
             elif done.get(name) != DONE and (job_id := state.read_name(name).get("job_id")):
@@ -113,7 +113,7 @@ def submit_slurm(todo: list[Job], state: JobState, options: SlurmOptions, done: 
     pending = list(todo)
     while pending:  # in waves: each job after every job of this submission it waits for
         names = {j.name for j in pending}
-        wave = [j for j in pending if not any(a in names for a in j.after)]
+        wave = [j for j in pending if not any(a in names for a in j.waits_for())]
         if not wave:
             raise SweepError(f"sweep jobs: {', '.join(sorted(names))} wait for each other in a circle")
         pending = [j for j in pending if j not in wave]
@@ -125,7 +125,7 @@ def submit_slurm(todo: list[Job], state: JobState, options: SlurmOptions, done: 
                 )
                 record(job, sub)
             else:
-                arrays.setdefault(tuple(job.after), []).append(job)
+                arrays.setdefault(tuple(job.waits_for()), []).append(job)
         for key, jobs in arrays.items():
             vfms = {j.vfm for j in jobs}
             name = f"ava-{next(iter(vfms)) if len(vfms) == 1 else 'jobs'}" if key else "ava-no-cache"

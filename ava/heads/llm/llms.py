@@ -287,4 +287,22 @@ def load_llm(name: str, *, dtype: Any = None, device: str = "cpu") -> tuple[Any,
         "llm_random_weights": spec.random_weights,
         "prompt_template": template_of(tokenizer, name),
     }
+    tuned = _tuned_from(source)
+    if tuned:  # a stage-2 directory: the LLM it was tuned from, and random weights stay random
+        info["llm_base"] = str(tuned.get("tuned_from") or "")
+        info["llm_random_weights"] = bool(spec.random_weights or tuned.get("llm_random_weights"))
     return model.to(device), tokenizer, info
+
+
+def _tuned_from(source: str) -> dict[str, Any]:
+    """What a stage-2 directory's :data:`TEMPLATE_FILE` says it was tuned from (empty for any other source)."""
+    import json
+
+    path = Path(source) / TEMPLATE_FILE
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise AvaError(f"{path}: not a valid LLM description ({e})") from e
+    return data if isinstance(data, dict) and "tuned_from" in data else {}

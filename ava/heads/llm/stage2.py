@@ -256,13 +256,15 @@ def _instruct(config: InstructConfig) -> Path:
         description="instruct",
     )
     if dist.main:
-        _save(out, head, tokenizer, info["prompt_template"], TEMPLATE_FILE)
+        _save(out, head, tokenizer, info, TEMPLATE_FILE)
         write_run_files(train_dir, config, {**run, "training": summary})
     return out
 
 
-def _save(out: Path, head: Any, tokenizer: Any, template: str, template_file: str) -> None:
-    """The tuned LLM (safetensors), its tokenizer, the connector and the prompt template, as ``--init`` reads them."""
+def _save(out: Path, head: Any, tokenizer: Any, info: dict[str, Any], template_file: str) -> None:
+    """The tuned LLM (safetensors), its tokenizer, the connector and the prompt template, as ``--init`` reads them;
+    the LLM it was tuned from and whether its weights were random go beside them, so every run started from this
+    directory says so."""
     from safetensors.torch import save_file
 
     from ava.heads.llm.runtime import CONNECTOR_FILE
@@ -273,4 +275,10 @@ def _save(out: Path, head: Any, tokenizer: Any, template: str, template_file: st
     state = {k: v.detach().cpu().contiguous() for k, v in head.connector.state_dict().items()}
     save_file(state, str(out / f".{CONNECTOR_FILE}.tmp"))
     (out / f".{CONNECTOR_FILE}.tmp").replace(out / CONNECTOR_FILE)
-    atomic_write_text(out / template_file, json.dumps({"template": template, "stage": 2}) + "\n")
+    described = {
+        "template": info["prompt_template"],
+        "stage": 2,
+        "tuned_from": info.get("llm_base") or info["llm"],
+        "llm_random_weights": bool(info["llm_random_weights"]),
+    }
+    atomic_write_text(out / template_file, json.dumps(described) + "\n")
