@@ -102,7 +102,8 @@ def test_a_dry_run_prints_the_cost_and_writes_nothing(data: Path, tmp_path: Path
         ["sweep", *grid, "--gpus", "4", "--dry-run", "--device-kind", "nvidia-h200"], capsys, monkeypatch
     )
     assert code == 0, output
-    assert "estimate on nvidia-h200 (table: nvidia-h200" in output and "4 job(s) at once on GPU(s) 0,1,2,3" in output
+    assert "estimate on nvidia-h200 (the speed table's nvidia-h200 figures)" in output
+    assert "4 job(s) at once on GPU(s) 0,1,2,3" in output and "6 job(s), 6 would run" in output
     assert "extract-siglip2" in output and "total: 6 job(s)" in output and "device-hours" in output
     assert not (tmp_path / "runs").exists() and not (tmp_path / "c").exists()
     result = ava.run_sweep(

@@ -71,7 +71,7 @@ class Speeds:
     threads: int = 0  # a CPU's figures: the threads they were measured with (a job given fewer computes slower)
     cores: int = 0  # a CPU's figures: the machine's CPUs
     concurrency: dict[int, float] = field(default_factory=dict)  # N jobs at once -> how much longer each takes
-    source: str = ""  # "table (device, dates)" or "calibrated on HOST at DATE"
+    source: str = ""  # "the speed table's KIND figures", or "calibrated on HOST at DATE (over ...)"
     vfm_forward_s: dict[str, float] = field(default_factory=dict)  # VFM -> measured seconds per image
     vfm_load_s: dict[str, float] = field(default_factory=dict)  # VFM -> measured seconds to load it
     vfm_prep_s: dict[str, float] = field(default_factory=dict)  # VFM -> measured preprocessing seconds per image
@@ -131,11 +131,10 @@ def from_table(kind: str) -> Speeds:
             "--calibrate measures this machine's"
         )
     entry = devices[kind]["figures"]
-    dates = sorted({f["date"] for f in entry.values()})
     values = {name: float(entry[name]["value"]) for name in FIGURES}
     about = {k: devices[kind].get(k, 0) for k in ("threads", "cores")}
     about["concurrency"] = {int(k): float(v) for k, v in (devices[kind].get("concurrency") or {}).items()}
-    return Speeds(kind=kind, source=f"table: {kind}, measured {dates[0]}..{dates[-1]}", **about, **values)
+    return Speeds(kind=kind, source=f"the speed table's {kind} figures", **about, **values)
 
 
 def calibration_path(kind: str, home: Path | None = None, host: str | None = None) -> Path:
