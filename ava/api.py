@@ -45,6 +45,7 @@ __all__ = [
     "ReportResult",
     "ScoreResult",
     "SplitResult",
+    "SweepResult",
     "build_data",
     "data_info",
     "evaluate_head",
@@ -59,7 +60,11 @@ __all__ = [
     "make_report",
     "paper_table",
     "score",
+    "run_sweep",
     "split_data",
+    "sweep_estimate",
+    "sweep_plan",
+    "sweep_status",
     "synth_sources",
     "synthesize",
     "train_head",
@@ -1089,6 +1094,97 @@ def vlm_answer(
         progress=progress,
     )
     return answer(config)
+
+
+@dataclass
+class SweepResult:
+    """What :func:`run_sweep` ran or would run: the plan file written (None for a dry run), the jobs started or
+    submitted, those already done or in flight (``skipped``), those found still running from an earlier driver
+    and waited for (``adopted``), the GPUs used and those skipped (another process fills them), the estimate
+    (per job its seconds, bytes, start, end and GPUs in the simulated schedule; the GPU-hours, wall time and bytes
+    of the whole), and each job's status after the run (a dry run: what each would do, with its estimate)."""
+
+    plan: Path | None
+    folder: Path  # OUT/sweep: the plan, the jobs' state and their logs
+    submitted: list[str]
+    skipped: list[str]
+    estimate: dict[str, Any]
+    jobs: list[dict[str, Any]] = field(default_factory=list)
+    adopted: list[str] = field(default_factory=list)
+    gpus: list[str] = field(default_factory=list)
+    skipped_gpus: list[str] = field(default_factory=list)
+    dry_run: bool = False
+
+
+def sweep_plan(plan: PathLike | None = None, **fields: Any) -> Any:
+    """The checked :class:`ava.sweep.SweepPlan` of a plan file (``plan``) with ``fields`` over it, or of ``fields``
+    alone (the options of ``ava sweep``: ``vfm``, ``head``, ``ava``, ``data``, ``cache``, ``out``, ``executor``,
+    ``jobs``, ``device``, ``gpus``, ``jobs_per_gpu``, ``gpus_per_extract``, ``gpu_min_free``, ``slurm``)."""
+    from ava.sweep.plan import load_plan, make_plan
+
+    given = {k: os.fspath(v) if isinstance(v, os.PathLike) else v for k, v in fields.items() if v is not None}
+    if "ava" in given and not (isinstance(given["ava"], list) and given["ava"] and isinstance(given["ava"][0], list)):
+        given["ava"] = [",".join(_listed(given["ava"]))]
+    if isinstance(given.get("gpus"), (int, list)):
+        given["gpus"] = given["gpus"] if isinstance(given["gpus"], list) else str(given["gpus"])
+    slurm = given.pop("slurm", None) or {}
+    return load_plan(plan, **given, slurm=slurm) if plan is not None else make_plan({**given, "slurm": slurm})
+
+
+def _listed(value: list[str] | str) -> list[str]:
+    return [v.strip() for item in ([value] if isinstance(value, str) else value) for v in item.split(",") if v.strip()]
+
+
+def run_sweep(
+    vfm: list[str] | str | None = None,
+    *,
+    plan: PathLike | None = None,
+    force: bool = False,
+    dry_run: bool = False,
+    calibrate: bool = False,
+    device_kind: str | None = None,
+    progress: bool = False,
+    **fields: Any,
+) -> SweepResult:
+    """``ava sweep``: the grid of VFM x head x ability set as jobs (an extraction per VFM, then a job per cell),
+    run on this machine (``executor="local"``, ``jobs`` at once; ``gpus="all"|N|"0,2,5"``: each job on its own
+    GPU(s)) or submitted to SLURM. A job starts as soon as the jobs it waits for are done; a rerun runs only what
+    is not done. ``fields``: the plan's fields (see :func:`sweep_plan`), over the plan file ``plan`` if given.
+
+    ``dry_run``: nothing is written or run; the result's ``estimate`` says what each job would cost and when it
+    would run on the slots given (for GPUs this machine lacks too). ``calibrate``: time this machine first.
+    ``device_kind``: the speed table's device to estimate with (``nvidia-h100`` ...; default: this machine's)."""
+    from ava.sweep.run import sweep
+
+    the_plan = sweep_plan(plan, vfm=vfm, **fields)
+    out = sweep(the_plan, force=force, progress=progress, dry_run=dry_run, calibrate=calibrate, device_kind=device_kind)
+    return SweepResult(
+        plan=Path(out["plan"]) if out.get("plan") else None,
+        folder=the_plan.folder,
+        submitted=out["submitted"],
+        skipped=out["skipped"],
+        estimate=out["estimate"],
+        jobs=out.get("jobs", []),
+        adopted=out.get("adopted", []),
+        gpus=out.get("gpus", []),
+        skipped_gpus=out.get("skipped_gpus", []),
+        dry_run=dry_run,
+    )
+
+
+def sweep_estimate(vfm: list[str] | str | None = None, **options: Any) -> dict[str, Any]:
+    """The estimate of a sweep before it runs (``run_sweep(..., dry_run=True).estimate``): per job its device seconds,
+    bytes written, start, end and GPUs in the simulated schedule; ``gpu_hours``, ``wall_s`` and ``bytes`` in all."""
+    return run_sweep(vfm, dry_run=True, **options).estimate
+
+
+def sweep_status(plan: PathLike) -> dict[str, Any]:
+    """``ava sweep status``: each job's state, GPUs, elapsed time beside its estimate, progress (running), log and
+    results or error; ``plan`` is the plan file or the runs directory."""
+    from ava.sweep.plan import load_plan
+    from ava.sweep.run import status
+
+    return status(load_plan(plan))
 
 
 # Every public function above checks its arguments against its annotations before it runs (ava.arguments): a wrong

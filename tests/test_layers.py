@@ -47,6 +47,7 @@ LAYERS = [
     "ava.curate",  # benchmarks curated from a user's own annotations
     "ava.published",  # published results: the paper's Table 5, results folders
     "ava.report",  # tables, ranks, plots, report.html
+    "ava.cost",  # what a job costs before it runs: speed table, shapes, calibration
     "ava.sweep",  # grids of runs, local or on SLURM
     "ava.reproduce",  # the paper's protocol end to end, on the sweep's executors
     "ava.callbacks",  # a fingerprint inside a training loop

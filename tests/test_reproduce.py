@@ -129,7 +129,7 @@ def test_sweep_dry_run_prints_its_jobs_with_the_same_printer_and_writes_nothing(
     assert code == 0 and "2 job(s), 2 would run" in stdout and "nothing was run or written" in stdout
     assert "run knn-pixels [train, pending] after extract-pixels" in stdout
     code, stdout, _ = main_streams([*args, "--out", str(out), "--dry-run", "--json"], capsys)
-    assert [r["job"] for r in json.loads(stdout)] == ["extract-pixels", "knn-pixels"]
+    assert [r["job"] for r in json.loads(stdout)["jobs"]] == ["extract-pixels", "knn-pixels"]
     assert not out.exists()
 
 
@@ -179,7 +179,7 @@ def test_a_job_whose_process_died_is_run_again_and_done_jobs_are_not(tmp_path):
     gone.wait()  # a pid that no longer runs: the executor that recorded it was killed
     state.write(jobs[1], state=RUNNING, pid=gone.pid)
     again = run_jobs(jobs, plan)
-    assert again == {"submitted": ["b"], "skipped": ["a"]}
+    assert again["submitted"] == ["b"] and again["skipped"] == ["a"]
     assert log.read_text().split() == ["a", "b", "b"]
     sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
     busy = [jobs[0], Job("b", "train", "v", sleeper, after=["a"])]

@@ -5,7 +5,6 @@ when no cluster answers here)."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import time
@@ -16,7 +15,7 @@ import pytest
 from ava.sweep.jobs import plan_jobs
 from ava.sweep.plan import SweepError, load_plan, make_plan, plan_toml, write_plan
 from ava.sweep.run import status, sweep
-from tests.helpers import Cli
+from tests.helpers import Cli, slurm_up
 
 
 def _fields(data: Path, tmp: Path, **kw: object) -> dict:
@@ -126,7 +125,10 @@ def test_local_sweep_runs_each_job_once_and_reruns_only_the_failed(cache_data: P
     log = str(tmp_path / "runs/sweep/logs/knn-pixels-ocr.log")
     assert failed["state"] == "failed" and failed["log"] == log
     assert failed["error"].startswith("error: dataset") and "no samples for ability 'ocr'" in failed["error"]
-    assert f"failed    knn-pixels-ocr log {log}: error: dataset" in output
+    line = next(ln for ln in output.splitlines() if ln.startswith("failed    knn-pixels-ocr "))
+    assert f" log {log}: error: dataset" in line  # no estimate: the data has no ocr samples
+    done = next(ln for ln in output.splitlines() if ln.startswith("done      knn-pixels-color+counting "))
+    assert "(est " in done  # its time beside its estimate
     stamp = (tmp_path / "runs/sweep/logs/knn-pixels-color+counting.log").stat().st_mtime_ns
     again = sweep(load_plan(tmp_path / "runs"))
     assert again["submitted"] == ["knn-pixels-ocr"]  # only the failed job ran again
@@ -195,17 +197,7 @@ def test_slurm_states_come_from_the_queue_then_from_the_result_file(tmp_path: Pa
 
 
 # -- a real SLURM cluster -----------------------------------------------------------------------------------------
-def _slurm_up() -> bool:
-    if shutil.which("sinfo") is None:
-        return False
-    try:
-        out = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=10)
-    except subprocess.TimeoutExpired:
-        return False
-    return out.returncode == 0 and bool(out.stdout.strip())
-
-
-slurm = pytest.mark.skipif(not _slurm_up(), reason="no SLURM cluster answers here (start one: bash .ci/slurm-up.sh)")
+slurm = pytest.mark.skipif(not slurm_up(), reason="no SLURM cluster answers here (start one: bash .ci/slurm-up.sh)")
 
 
 @slurm
@@ -379,7 +371,7 @@ def test_a_second_sweep_with_other_settings_names_them_and_force_replaces(
     assert "give --force" in output and "another --out" in output
     assert load_plan(tmp_path / "runs") == first  # the refused sweep left the first plan as it was
     code, output = cli([*args, "--force"])
-    assert ran and ran[-1][-3:] == ["--ava", "ocr", "--force"], ran
+    assert ran and ran[-1][-3:] == ["--ava", "ocr", "--force"], output
     second = load_plan(tmp_path / "runs")
     assert second.ava == [["ocr"]]
     # an earlier plan's job, not in this one, is still shown by `sweep status`

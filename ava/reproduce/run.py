@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ava.reproduce.plan import PLAN_FILE, REPORT, ReproducePlan, check_plan, make_jobs, write_plan
-from ava.sweep.run import dry_run, job_status, run_jobs
+from ava.sweep.run import job_status, preview, run_jobs
 
 
 def plan_jobs(plan: ReproducePlan) -> list[Any]:
@@ -25,7 +25,7 @@ def reproduce(plan: ReproducePlan, *, force: bool = False, progress: bool = Fals
     jobs = plan_jobs(plan)
     path = str(plan.folder / PLAN_FILE)
     if dry:
-        return {"plan": path, "stages": plan.stages(), "dry_run": dry_run(jobs, plan.folder)}
+        return {"plan": path, "stages": plan.stages(), "dry_run": preview(jobs, plan.folder)}
     ran = run_jobs(jobs, plan, force=force, progress=progress, before=lambda: write_plan(plan))
     status = job_status(jobs, plan.folder, path)
     return {"plan": path, "stages": plan.stages(), **ran, "jobs": status["jobs"], "report": read_report(plan)}

@@ -4,6 +4,11 @@ One extraction job per VFM (``extract-<vfm>``), then one training job per (VFM, 
 (``<head>-<vfm>[-<abilities>]``, also the name of its run directory under the plan's ``out``: what `ava report`
 reads). A job is a command line (``python -m ava ...``), so every executor runs the same thing a user would type.
 
+Jobs form a graph: ``Job.needs`` names the extraction a training job waits for and ``Job.after`` any other jobs
+(a chain extraction -> stage 1 -> stage 2 -> ...; :meth:`Job.waits_for` gives both). An executor starts a job once
+every job it waits for is done, and marks it ``blocked`` (never run, its error naming the dependency) when one
+failed or was blocked itself; nothing else waits, so one VFM's failure stops only that VFM's jobs.
+
 Each job's state is one JSON file, ``OUT/sweep/jobs/<name>.json``, written atomically: ``state`` (``pending``,
 ``submitted``, ``running``, ``done``, ``failed``, ``blocked``), the log path, the SLURM job id where there is one, the
 exit code and, for a failed job, its error in one line.
@@ -20,7 +25,7 @@ from typing import Any
 
 from ava.errors import redact
 from ava.jsonfile import read_json
-from ava.sweep.plan import SweepPlan, reads_cache, safe
+from ava.sweep.plan import SweepError, SweepPlan, reads_cache, safe
 
 PENDING, SUBMITTED, RUNNING, DONE, FAILED, BLOCKED = "pending", "submitted", "running", "done", "failed", "blocked"
 FINISHED = (DONE,)
@@ -37,6 +42,7 @@ class Job:
     run_dir: str | None = None
     needs: str | None = None  # the extraction job this one waits for
     after: list[str] = field(default_factory=list)  # other jobs it waits for (a chain of stages: stage 1 -> 2 -> 3)
+    gpus: int = 1  # GPUs it takes in a sweep on GPUs; more than one: its command runs under torchrun
 
     def waits_for(self) -> list[str]:
         """Every job this one starts after (its extraction and ``after``)."""
@@ -71,6 +77,7 @@ def plan_jobs(plan: SweepPlan) -> list[Job]:
                     plan.device,
                     "--quiet",
                 ),
+                gpus=plan.gpus_per_extract,
             )
         )
     several = len(plan.ava) > 1
@@ -103,15 +110,80 @@ def plan_jobs(plan: SweepPlan) -> list[Job]:
     return out
 
 
+def check_graph(jobs: list[Job], known: set[str] | frozenset[str] = frozenset()) -> None:
+    """Refuse a job that waits for a job neither in ``jobs`` nor ``known`` (jobs outside them, e.g. done in an
+    earlier sweep), and a cycle (no job of it could ever start), naming the jobs."""
+    names = {j.name for j in jobs}
+    if len(names) != len(jobs):
+        twice = next(j.name for i, j in enumerate(jobs) if j.name in {k.name for k in jobs[:i]})
+        raise SweepError(f"sweep jobs: two jobs are named {twice!r}")
+    for job in jobs:
+        missing = [a for a in job.waits_for() if a not in names and a not in known]
+        if missing:
+            raise SweepError(f"sweep jobs: {job.name} waits for {', '.join(missing)}, which is no job of this sweep")
+    order = topological(jobs)
+    if len(order) < len(jobs):
+        left = [j.name for j in jobs if j.name not in {o.name for o in order}]
+        raise SweepError(f"sweep jobs: {', '.join(left)} wait for each other in a circle (none could start)")
+
+
+def topological(jobs: list[Job]) -> list[Job]:
+    """``jobs`` ordered so that each comes after the jobs of ``jobs`` it waits for (ties kept in list order); the
+    jobs of a cycle are left out."""
+    by_name = {j.name: j for j in jobs}
+    placed: set[str] = set()
+    out: list[Job] = []
+    progressed = True
+    while progressed:
+        progressed = False
+        for job in jobs:
+            if job.name not in placed and all(a in placed or a not in by_name for a in job.waits_for()):
+                placed.add(job.name)
+                out.append(job)
+                progressed = True
+    return out
+
+
+def dependents(jobs: list[Job]) -> dict[str, list[str]]:
+    """Job name -> the names of the jobs that wait for it directly."""
+    out: dict[str, list[str]] = {j.name: [] for j in jobs}
+    for job in jobs:
+        for a in job.waits_for():
+            out.setdefault(a, []).append(job.name)
+    return out
+
+
+def blocked_error(job: Job, dependency: str, state: str, why: str | None) -> str:
+    """Why ``job`` is blocked: the job it waits for that failed (or was blocked itself), and that one's error line."""
+    what = "its extraction" if dependency == job.needs else "the job it waits for,"
+    line = f"{what} {dependency} {'failed' if state == FAILED else 'is ' + state}: {why or 'no error line'}"
+    return line if len(line) <= 400 else line[:397] + "..."
+
+
+def torchrun(argv: list[str], processes: int) -> list[str]:
+    """``python -m ava ...`` as one process per GPU under torchrun on this node (``ava cache extract`` splits its
+    rows among the ranks, each writing its own shards)."""
+    return [argv[0], "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}", *argv[1:]]
+
+
 class JobState:
-    """The state files of a plan's jobs (``OUT/sweep/jobs``)."""
+    """The state files of a plan's jobs (``OUT/sweep/jobs``), their logs, and what a local job's own process
+    writes beside them: its exit status (``OUT/sweep/exits``) and its progress (``OUT/sweep/progress``)."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder / "jobs"
         self.logs = folder / "logs"
+        self.exits = folder / "exits"
+        self.progress = folder / "progress"
 
     def log(self, job: Job) -> Path:
         return self.logs / f"{job.name}.log"
+
+    def exit_file(self, job: Job) -> Path:
+        return self.exits / f"{job.name}.json"
+
+    def progress_file(self, job: Job) -> Path:
+        return self.progress / f"{job.name}.json"
 
     def read(self, job: Job) -> dict[str, Any]:
         try:

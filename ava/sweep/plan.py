@@ -8,7 +8,11 @@ are launched. Given as options (the forms of `ava fingerprint`) or as a TOML fil
     cache = "s3://bucket/features"               # a directory or any cache URL (ava.cache.location)
     out = "runs"
     executor = "slurm"                           # or "local"
-    jobs = 2                                     # local: jobs at once
+    jobs = 2                                     # local: jobs at once (with gpus: one per GPU slot by default)
+    gpus = "all"                                 # local: GPU slots, "all", a count (4) or GPU numbers ("0,2,5")
+    jobs_per_gpu = 1                             # local: jobs sharing one GPU
+    gpus_per_extract = 2                         # local: an extraction on 2 GPUs under torchrun
+    gpu_min_free = 60.0                          # local: skip GPUs with less free memory (GB; default 90%)
     device = "auto"
     [slurm]
     partition = "gpu"
@@ -62,8 +66,12 @@ class SweepPlan:
     cache: str
     out: str
     executor: str = "local"
-    jobs: int = 1
+    jobs: int | None = None  # local: jobs at once; None: one per GPU slot with gpus, else 1
     device: str = "auto"
+    gpus: str | None = None  # local: "all", a count ("4") or GPU numbers ("0,2,5"); None: no GPU slots
+    jobs_per_gpu: int = 1
+    gpus_per_extract: int = 1
+    gpu_min_free: float | None = None  # GB; None: 90% of each GPU's memory
     slurm: SlurmOptions = field(default_factory=SlurmOptions)
 
     @property
@@ -102,6 +110,10 @@ FIELD_TYPES: dict[str, tuple[str, Any]] = {
     "executor": ("a string (local or slurm)", _TEXT),
     "jobs": ("an integer", (int,)),
     "device": ("a string (auto, cpu, cuda ...)", _TEXT),
+    "gpus": ('"all", a count or a list of GPU numbers', "gpus"),
+    "jobs_per_gpu": ("an integer", (int,)),
+    "gpus_per_extract": ("an integer", (int,)),
+    "gpu_min_free": ("a number of GB", (int, float)),
     "slurm": ("a table ([slurm] with partition, gpus_per_job ...)", (dict,)),
 }
 SLURM_TYPES: dict[str, tuple[str, tuple[type, ...]]] = {
@@ -115,6 +127,12 @@ SLURM_TYPES: dict[str, tuple[str, tuple[type, ...]]] = {
 
 
 def _fits(value: Any, kind: Any) -> bool:
+    if kind == "gpus":
+        return (
+            isinstance(value, str)
+            or _fits(value, (int,))
+            or (isinstance(value, list) and all(_fits(v, (int,)) for v in value))
+        )
     if kind == "names":
         return isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value))
     if kind == "sets":
@@ -164,12 +182,25 @@ def make_plan(fields: dict[str, Any], source: str = "sweep plan") -> SweepPlan:
         cache=str(fields["cache"]),
         out=str(fields["out"]),
         executor=str(fields.get("executor", "local")),
-        jobs=int(fields.get("jobs", 1)),
+        jobs=None if fields.get("jobs") is None else int(fields["jobs"]),
         device=str(fields.get("device", "auto")),
+        gpus=_gpus_text(fields.get("gpus")),
+        jobs_per_gpu=int(fields.get("jobs_per_gpu", 1)),
+        gpus_per_extract=int(fields.get("gpus_per_extract", 1)),
+        gpu_min_free=None if fields.get("gpu_min_free") is None else float(fields["gpu_min_free"]),
         slurm=SlurmOptions(**slurm),
     )
     check_plan(plan)
     return plan
+
+
+def _gpus_text(value: Any) -> str | None:
+    """A plan's ``gpus`` as the option's text: ``[0, 2]`` -> ``0,2,`` (a list, also of one GPU), ``4`` -> ``4``."""
+    if value is None:
+        return None
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value) + ","
+    return str(value).strip()
 
 
 def reads_cache(head: str) -> bool:
@@ -235,8 +266,9 @@ def check_plan(plan: SweepPlan) -> None:
 
     if plan.executor not in EXECUTORS:
         raise SweepError(f"--executor {plan.executor!r}: use one of {', '.join(EXECUTORS)}")
-    if plan.jobs < 1:
+    if plan.jobs is not None and plan.jobs < 1:
         raise SweepError(f"--jobs must be >= 1, got {plan.jobs}")
+    _check_gpus(plan)
     for name in plan.vfm:
         check_name(name)
         base = name.partition("#")[0].partition("@")[0]
@@ -262,6 +294,62 @@ def check_plan(plan: SweepPlan) -> None:
         low = 0 if name == "gpus_per_job" else 1
         if getattr(s, name) < low:
             raise SweepError(f"[slurm] {name} must be >= {low}, got {getattr(s, name)}")
+
+
+def parse_gpus(spec: str) -> tuple[str, int | list[int] | None]:
+    """``all`` -> ("all", None); ``4`` -> ("count", 4); ``0,2,5`` / ``3,`` -> ("ids", [...]); refused with one
+    line otherwise (negative numbers, a GPU listed twice, words)."""
+    text = str(spec).strip().replace(" ", "")
+    if text.lower() == "all":
+        return "all", None
+    if re.fullmatch(r"\d+", text):
+        return "count", int(text)
+    if re.fullmatch(r"\d+(,\d+)*,?", text):
+        ids = [int(t) for t in text.split(",") if t]
+        twice = next((i for n, i in enumerate(ids) if i in ids[:n]), None)
+        if twice is not None:
+            raise SweepError(
+                f"--gpus {spec}: GPU {twice} is listed twice (a GPU runs one job at a time; --jobs-per-gpu 2 "
+                "runs two on each)"
+            )
+        return "ids", ids
+    raise SweepError(
+        f"--gpus {spec}: give all, a count (--gpus 4), or GPU numbers as nvidia-smi shows them (--gpus 0,2,5; "
+        "one GPU: --gpus 3,)"
+    )
+
+
+def _check_gpus(plan: SweepPlan) -> None:
+    """The GPU options that no machine could satisfy, refused before any job (the machine's own GPUs are checked
+    when the sweep runs: :func:`ava.sweep.gpus.choose`)."""
+    for name in ("jobs_per_gpu", "gpus_per_extract"):
+        if getattr(plan, name) < 1:
+            raise SweepError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(plan, name)}")
+    if plan.gpus is None or parse_gpus(plan.gpus) == ("count", 0):
+        for name, default in (("jobs_per_gpu", 1), ("gpus_per_extract", 1), ("gpu_min_free", None)):
+            if getattr(plan, name) != default:
+                raise SweepError(f"--{name.replace('_', '-')} needs --gpus (the GPU slots of a local sweep)")
+        return
+    if plan.executor != "local":
+        raise SweepError("--gpus is for --executor local (on SLURM, --gpus-per-job asks each job's allocation)")
+    if plan.device == "cpu" or plan.device.startswith("cuda:"):
+        raise SweepError(
+            f"--device {plan.device} with --gpus: each job sees only its own GPU(s), as cuda; give --device auto "
+            "or cuda"
+        )
+    mode, value = parse_gpus(plan.gpus)
+    count = value if mode == "count" else len(value) if mode == "ids" else None  # type: ignore[arg-type]
+    if count is not None and plan.gpus_per_extract > count:
+        raise SweepError(
+            f"--gpus-per-extract {plan.gpus_per_extract} is more than the {count} GPU(s) of --gpus {plan.gpus}"
+        )
+    if count is not None and plan.jobs is not None and plan.jobs > count * plan.jobs_per_gpu:
+        raise SweepError(
+            f"--jobs {plan.jobs} is more than the {count * plan.jobs_per_gpu} GPU slot(s) of --gpus {plan.gpus} "
+            f"({count} GPU(s) x {plan.jobs_per_gpu} job(s) per GPU); --jobs-per-gpu runs more jobs on each GPU"
+        )
+    if plan.gpu_min_free is not None and plan.gpu_min_free < 0:
+        raise SweepError(f"--gpu-min-free must be >= 0 GB, got {plan.gpu_min_free}")
 
 
 def load_plan(path: str | os.PathLike[str], **overrides: Any) -> SweepPlan:
@@ -294,7 +382,7 @@ def _toml_value(v: Any) -> str:
 
 def plan_toml(plan: SweepPlan) -> str:
     """The plan as TOML (the format :func:`load_plan` reads)."""
-    top = {k: v for k, v in dataclasses.asdict(plan).items() if k != "slurm"}
+    top = {k: v for k, v in dataclasses.asdict(plan).items() if k != "slurm" and v is not None}
     lines = [f"{k} = {_toml_value(v)}" for k, v in top.items()]
     lines.append("\n[slurm]")
     lines += [f"{k} = {_toml_value(v)}" for k, v in dataclasses.asdict(plan.slurm).items() if v is not None]

@@ -1,7 +1,7 @@
-"""The ``slurm`` executor: jobs submitted through submitit, one array per VFM's training jobs, each array waiting
-for its VFM's extraction (``--dependency=afterok``), and a job with ``after`` waiting for those jobs too; with more
-than one GPU per job the extraction runs under torchrun inside the allocation (each rank writes its own shards,
-:mod:`ava.cache.extraction`).
+"""The ``slurm`` executor: jobs submitted through submitit, each extraction as a job and the jobs that wait for the
+same jobs as one array (a VFM's training jobs: one array after its extraction), with ``--dependency=afterok`` on
+the SLURM ids of the jobs they wait for (``Job.waits_for``); with more than one GPU per job the extraction runs under
+torchrun inside the allocation (each rank writes its own shards, :mod:`ava.cache.extraction`).
 
 A job's state is read back without accounting (clusters without ``sacct`` included): ``squeue`` while it is queued
 or running, then the result file submitit writes when it ends (success, or the error); a job gone from the queue
@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ava.sweep.jobs import DONE, FAILED, PENDING, RUNNING, SUBMITTED, Job, JobState, error_line
+from ava.sweep.jobs import DONE, FAILED, PENDING, RUNNING, SUBMITTED, Job, JobState, error_line, torchrun
 from ava.sweep.plan import SlurmOptions, SweepError
 
 
@@ -48,6 +48,7 @@ def check_slurm(options: SlurmOptions) -> None:
 
 
 def _executor(folder: Path, options: SlurmOptions, name: str, after: str | None) -> Any:
+    """A submitit executor for one job or array; ``after``: the SLURM ids it waits for, ``:``-separated."""
     import submitit
 
     ex = submitit.SlurmExecutor(folder=str(folder), python=sys.executable)
@@ -75,27 +76,29 @@ def _executor(folder: Path, options: SlurmOptions, name: str, after: str | None)
 def _command(job: Job, options: SlurmOptions) -> list[str]:
     """The job's command; a multi-GPU extraction under torchrun (one rank per GPU of the allocation)."""
     if job.kind == "extract" and options.gpus_per_job > 1:
-        return [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            f"--nproc_per_node={options.gpus_per_job}",
-            *job.argv[1:],
-        ]
+        return torchrun(job.argv, options.gpus_per_job)
     return job.argv
 
 
 def submit_slurm(todo: list[Job], state: JobState, options: SlurmOptions, done: dict[str, str]) -> dict[str, str]:
-    """Submit ``todo``: each extraction as a job, each VFM's training jobs as one array after it."""
+    """Submit ``todo`` in dependency order: each extraction as a job, the other jobs as one array per set of jobs
+    they wait for (a VFM's training jobs: one array after its extraction), with ``afterok`` on those jobs' SLURM
+    ids (submitted here, or in flight from an earlier sweep)."""
     import submitit
 
     folder = state.folder.parent / "slurm"
     ids: dict[str, str] = {}
-    for job in [j for j in todo if j.kind == "extract"]:
-        sub = _executor(folder, options, job.name, None).submit(
-            submitit.helpers.CommandFunction(_command(job, options), verbose=True)
-        )
+
+    def after_ids(job: Job) -> list[str]:
+        out = []
+        for name in job.waits_for():
+            if name in ids:
+                out.append(ids[name])
+            elif done.get(name) != DONE and (job_id := state.read_name(name).get("job_id")):
+                out.append(str(job_id))  # in flight from an earlier submission
+        return out
+
+    def record(job: Job, sub: Any) -> None:
         ids[job.name] = sub.job_id
         state.write(
             job,
@@ -106,34 +109,31 @@ def submit_slurm(todo: list[Job], state: JobState, options: SlurmOptions, done: 
             error=None,
             rc=None,
         )
-    groups: dict[tuple[str, ...], list[Job]] = {}
-    for job in [j for j in todo if j.kind != "extract"]:  # in order: a job comes after those it waits for
-        groups.setdefault((job.needs or "", *job.after), []).append(job)
-    for waits, jobs in groups.items():
-        needs = waits[0]
-        found = []
-        for name in (n for n in waits if n):
-            job_id = ids.get(name)
-            if job_id is None and done.get(name) != DONE:  # it runs outside this submission
-                job_id = state.read_name(name).get("job_id")
-            if job_id:
-                found.append(str(job_id))
-        after = ":".join(found) or None
-        label = needs.removeprefix("extract-") or (jobs[0].name if len(waits) > 1 else "no-cache")
-        ex = _executor(folder, options, f"ava-{label}", after)
-        with ex.batch():
-            subs = [ex.submit(submitit.helpers.CommandFunction(_command(j, options), verbose=True)) for j in jobs]
-        for job, sub in zip(jobs, subs, strict=True):
-            ids[job.name] = sub.job_id
-            state.write(
-                job,
-                state=SUBMITTED,
-                job_id=sub.job_id,
-                log=str(sub.paths.stdout),
-                result_file=str(sub.paths.result_pickle),
-                error=None,
-                rc=None,
-            )
+
+    pending = list(todo)
+    while pending:  # in waves: each job after every job of this submission it waits for
+        names = {j.name for j in pending}
+        wave = [j for j in pending if not any(a in names for a in j.waits_for())]
+        if not wave:
+            raise SweepError(f"sweep jobs: {', '.join(sorted(names))} wait for each other in a circle")
+        pending = [j for j in pending if j not in wave]
+        arrays: dict[tuple[str, ...], list[Job]] = {}
+        for job in wave:
+            if job.kind == "extract":
+                sub = _executor(folder, options, job.name, ":".join(after_ids(job)) or None).submit(
+                    submitit.helpers.CommandFunction(_command(job, options), verbose=True)
+                )
+                record(job, sub)
+            else:
+                arrays.setdefault(tuple(job.waits_for()), []).append(job)
+        for key, jobs in arrays.items():
+            vfms = {j.vfm for j in jobs}
+            name = f"ava-{next(iter(vfms)) if len(vfms) == 1 else 'jobs'}" if key else "ava-no-cache"
+            ex = _executor(folder, options, name, ":".join(after_ids(jobs[0])) or None)
+            with ex.batch():
+                subs = [ex.submit(submitit.helpers.CommandFunction(_command(j, options), verbose=True)) for j in jobs]
+            for job, sub in zip(jobs, subs, strict=True):
+                record(job, sub)
     return {j.name: SUBMITTED for j in todo}
 
 

@@ -396,7 +396,9 @@ def _grid_shape(cache: Any) -> list[int] | None:
     return list(grid) if grid else None
 
 
-def _defaults(config: ProbeConfig, n: int, tokens: bool) -> tuple[int, int]:
+def epochs_and_batch(config: ProbeConfig, n: int, tokens: bool) -> tuple[int, int]:
+    """(epochs, batch size) of a probe fitted on ``n`` samples: the config's, else ~``config.steps`` optimizer steps
+    within the head's range of epochs (also what a sweep's estimate counts)."""
     batch_size = config.batch_size or (32 if tokens else 128)
     batch_size = max(1, min(batch_size, n))
     # token probes cost ~T times more per sample: fewer epochs (they also converge faster from mean pooling)
@@ -437,7 +439,7 @@ def _fit_pooled(
 
     Per layer set the tokens are read once into every pooled view; each view's fixed transforms are fitted on
     the fit rows, and all (view, lr) members train in one loop on the same batches."""
-    epochs, batch_size = _defaults(config, len(fit), False)
+    epochs, batch_size = epochs_and_batch(config, len(fit), False)
     pools = pool_candidates(cache, config.pools)
     grid_log: list[dict[str, Any]] = []
     best: Pick | None = None
@@ -512,7 +514,7 @@ def _fit_tokens(
     on_epoch: Callable[[], None] | None,
 ) -> tuple[list[dict[str, Any]], Pick]:
     """The grid of token probes (attentive pooling, the CTC reader): layer sets x learning rates."""
-    epochs, batch_size = _defaults(config, len(fit), True)
+    epochs, batch_size = epochs_and_batch(config, len(fit), True)
     grid_log: list[dict[str, Any]] = []
     best: Pick | None = None
     memo: dict[Any, float] = {}  # (sample, reply) -> score: members often give the same reply
@@ -581,7 +583,7 @@ def fit_ability(
     task = Task.build(ability, fit, cache.num_tokens)
     tokens = config.pooling == "attn" or task.kind == "ctc"
     lrs = [config.lr] if config.lr else list(config.ocr_lrs if task.kind == "ctc" else config.lrs)
-    epochs, batch_size = _defaults(config, len(fit), tokens)
+    epochs, batch_size = epochs_and_batch(config, len(fit), tokens)
     fit_grid = _fit_tokens if tokens else _fit_pooled
     # the CTC reader does not depend on the probe's pooling: within a fingerprint (features shared by the heads)
     # probe-linear and probe-attn would train the same one, so the second takes the first's
