@@ -123,7 +123,7 @@ def _extract(config: DemoConfig, data: Path, cache: Path, vfm: str) -> dict[str,
 
 
 def _head_config(head: str, config: DemoConfig, vfm: str, paths: dict[str, Path], ava: list[str]) -> Any:
-    """The head's own config dataclass, filled with the shared fields (CONTRACTS section 4) and demo limits."""
+    """The head's own config dataclass, filled with the fields every head shares and the demo's limits."""
     import dataclasses
 
     from ava.heads import HEADS

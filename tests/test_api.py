@@ -1,7 +1,8 @@
 """The public Python API (ava/api.py): typed results, the CLI's one-line errors, and the same numbers as the CLI.
 
-The in-memory paths (``ava.heads.memory``, ``extract(config, vfm=obj)``) belong to another part of issue 31 and are
-tested there; here a stand-in checks only that ``ava.fingerprint`` routes to them with the right arguments.
+The in-memory paths (``ava.heads.memory``, ``extract(config, vfm=obj)``) have their own tests
+(``tests/test_fingerprint_memory.py``); here a stand-in checks only that ``ava.fingerprint`` routes to them with
+the right arguments.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def test_import_ava_is_light() -> None:
 def test_every_public_name_resolves() -> None:
     for name in ava.__all__:
         if name == "vfm_from_module":
-            continue  # lives in ava.vfm.module (the in-memory VFM part of issue 31)
+            continue  # lives in ava.vfm.module (the in-memory VFM routes)
         assert getattr(ava, name) is not None, name
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         ava.nope  # noqa: B018
@@ -164,7 +165,7 @@ def test_api_errors_are_the_cli_lines(suite: tuple[Path, Path], tmp_path: Path) 
         ava.score(data, tmp_path / "results_test.json", out=tmp_path)
 
 
-# -- routing of in-memory VFMs (the real functions are another part of issue 31) -------------------------------
+# -- routing of in-memory VFMs (the real functions are tested in their own modules) -------------------------------
 calls: list[tuple[Any, ...]] = []
 
 

@@ -1,4 +1,4 @@
-"""Issue 14's bad inputs, one table row each: the CLI's exit code, a fragment of its message, and what
+"""Bad inputs, one table row each: the CLI's exit code, a fragment of its message, and what
 must not have happened (a payload read, a file deleted, code run).
 
 Each row's ``setup`` plants the input under ``tmp_path`` and returns the command line; the command runs
@@ -27,7 +27,7 @@ SECRET = b"TOP-SECRET-PAYLOAD"
 @dataclass
 class Case:
     id: str
-    item: int  # the item of issue 14
+    item: int  # the group of bad inputs (the numbered sections below)
     setup: Callable[[Path], list[str]]
     code: int
     fragment: str
@@ -430,7 +430,7 @@ def captions_duplicate_id(tmp: Path) -> list[str]:
     return ["head", "import-captions", str(tmp / "caps.json"), "--images", str(tmp / "imgs"), "--out", str(tmp / "cap")]
 
 
-# -- item 2 (the vfm helper's): no checkpoint code runs unless asked ----------------------------------------
+# -- item 2: no checkpoint code runs unless asked ----------------------------------------
 
 
 def remote_code_checkpoint(tmp: Path) -> list[str]:
@@ -458,7 +458,7 @@ def payload_not_run(tmp: Path) -> None:
     assert not (tmp / "payload_ran").exists(), "the planted checkpoint code ran"
 
 
-# -- items 10 and 13 (the cli helper's): numbers checked at parse time; OS and format errors in one line ------
+# -- items 10 and 13: numbers checked at parse time; OS and format errors in one line ------
 
 
 def head_train(tmp: Path, head: str, *extra: str) -> list[str]:

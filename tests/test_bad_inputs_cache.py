@@ -1,4 +1,4 @@
-"""Issue 27's cache-integrity bad inputs, one table row each, through the real CLI entry point (as in
+"""Cache-integrity bad inputs, one table row each, through the real CLI entry point (as in
 ``tests/test_bad_inputs.py``): a damaged feature cache (a deleted, empty, truncated or padded shard, a shard whose
 index lists no chunk for a row, a flipped byte, a garbage done chunk, a deleted zarr.json, a cache that is a file)
 met by ``ava fingerprint``, ``ava cache verify``/``info``/``ls`` or ``ava cache extract``; and a full disk while a

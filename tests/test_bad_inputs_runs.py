@@ -1,4 +1,4 @@
-"""Issue 27's bad inputs (run directories, datasets, imports, --vfm names), one table row each, run like
+"""Bad inputs (run directories, datasets, imports, --vfm names), one table row each, run like
 ``tests/test_bad_inputs.py``: through ``ava.cli.main.main`` as a user runs it; the exit code, a fragment of the
 one-line message, and what must not have happened (code run, a run's files rewritten, images blamed).
 

@@ -441,7 +441,7 @@ def test_a_slightly_overshooting_normalized_box_is_not_read_as_pixels():
     assert parse_reply(loc, "[10, 20, 50, 100]", image_size=(100, 200)) == pytest.approx((0.1, 0.1, 0.5, 0.5))
 
 
-# -- goldens for the faults issue 15 found (each failed on the code before the fix) ----------------------------
+# -- goldens for faults once found in the parsers (each failed on the code before its fix) ----------------------------
 
 
 @pytest.mark.parametrize(

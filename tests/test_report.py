@@ -1,4 +1,4 @@
-"""`ava report` over fixture run directories written here in the results schema (CONTRACTS section 1)."""
+"""`ava report` over fixture run directories written here in the results schema (docs/metrics.md)."""
 
 from __future__ import annotations
 

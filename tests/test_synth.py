@@ -18,7 +18,7 @@ from ava.synth import SynthConfig, generate
 
 RED_BOX = ("abs_depth", "rel_depth", "ocr", "recognition", "spatial", "emotion", "color")
 BLUE_BOX = ("rel_depth", "spatial")
-# Minimum number of distinct answers per choice ability (issue 3).
+# Minimum number of distinct answers per choice ability.
 MIN_CLASSES = {
     "texture": 12,
     "emotion": 5,

@@ -21,7 +21,7 @@ from ava.vfm.zoo import NEW, REAL
 
 torch.set_num_threads(1)
 
-# spec section 5: patch tokens x dim of the nine paper VFMs (plus radio-h, ViT-H/16 at 432)
+# patch tokens x dim of the paper's nine VFMs (plus radio-h, ViT-H/16 at 432)
 PAPER = {
     "siglip2": (729, 1152),
     "siglip": (729, 1152),

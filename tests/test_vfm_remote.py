@@ -1,4 +1,4 @@
-"""No checkpoint code runs unless asked (issue 14 item 2), and ``--trust-remote-code`` when asked (issue 13).
+"""No checkpoint code runs unless asked, and ``--trust-remote-code`` runs it when asked.
 
 A planted checkpoint maps its config and model to its own Python files (``auto_map``), whose import writes a
 marker file: the payload.

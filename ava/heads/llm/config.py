@@ -15,7 +15,7 @@ class LLMHeadConfig:
     in one run directory (:mod:`ava.heads.llm.per_ability`), each with its own epochs; ``joint`` trains one head on
     their union instead (epochs default to the largest of theirs)."""
 
-    # shared head fields (CONTRACTS section 4)
+    # the fields every head's config shares (what `ava fingerprint` and the sweep fill in)
     ava: list[str] = field(default_factory=list)
     vfm: str = ""
     data: str = ""
