@@ -74,6 +74,15 @@ def run_cli(argv: list[str], env: dict[str, str], cwd: str, log: str) -> None:
     main(argv)
 
 
+def _first_report(text: str, limit: int = 2000) -> str:
+    """The first traceback or internal-error report in a command's output with what printed it (the line before:
+    asyncio, a thread, an ignored exception) and what follows (chained exceptions), cut to ``limit`` characters."""
+    lines = text.splitlines()
+    at = next(i for i, ln in enumerate(lines) if "Traceback" in ln or "internal error" in ln)
+    report = "\n".join(lines[max(0, at - 1) : at + 80])
+    return report if len(report) <= limit else report[: limit // 2] + "\n...\n" + report[-limit // 2 :]
+
+
 @dataclass
 class Outcome:
     rc: int | None
@@ -305,7 +314,7 @@ class Soak:
     def _judge(self, i: int, op: str, fault: str, o: Outcome) -> None:
         t = self.tally
         if "internal error" in o.text or "Traceback" in o.text:
-            t.internal_errors.append(f"cycle {i} {op} ({fault}): {o.last[:300]}")
+            t.internal_errors.append(f"cycle {i} {op} ({fault}), exit {o.rc}: {_first_report(o.text)}")
         if o.rc in (0, None):
             return
         if o.rc == -signal.SIGKILL:

@@ -160,6 +160,33 @@ def test_a_probe_object_a_killed_writer_left_goes_with_the_next_writer(s3_url: s
     assert left == [live.rsplit("/", 1)[-1]]
 
 
+def test_asyncio_reports_of_an_outage_in_futures_and_callbacks_are_dropped(caplog: pytest.LogCaptureFixture) -> None:
+    """Besides abandoned tasks, the client library leaves futures whose exception nobody reads and callbacks that
+    raise when the store resets a connection; asyncio reports each with a traceback. Inside ``store_errors`` an
+    outage's report is dropped, and a report of anything else (a bug) still reaches the log."""
+    import asyncio
+    import gc
+
+    from ava.cache.location import store_errors
+
+    def callback_raises(e: BaseException) -> None:
+        raise e
+
+    async def leave_reports() -> None:
+        loop = asyncio.get_running_loop()
+        for e in (ConnectionResetError(104, "Connection reset by peer"), ValueError("a bug")):
+            loop.create_future().set_exception(e)  # never retrieved: reported when collected
+            loop.call_soon(callback_raises, e)  # "Exception in callback"
+        await asyncio.sleep(0)
+        gc.collect()
+
+    with store_errors(cache_path("s3://bucket/cache")):
+        asyncio.run(leave_reports())
+    gc.collect()
+    reported = [r.exc_info[1] for r in caplog.records if r.name == "asyncio" and r.exc_info]
+    assert [type(e).__name__ for e in reported] == ["ValueError", "ValueError"], reported
+
+
 def test_store_outage_reads_the_client_libraries_exceptions() -> None:
     import aiohttp
     from botocore.exceptions import ClientError, ConnectionClosedError, EndpointConnectionError, ReadTimeoutError

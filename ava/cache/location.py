@@ -63,11 +63,12 @@ class StoreUnreachableError(CacheLocationError):
 
 
 def _not_an_abandoned_outage(record: logging.LogRecord) -> bool:
-    """asyncio's log filter: False for its report of a client library's task that died of a store outage and that
-    nothing awaited ("Task exception was never retrieved", a traceback each): the outage is said in one line."""
+    """asyncio's log filter: False for its reports of a store outage inside the client library's own tasks, futures
+    and callbacks ("Task exception was never retrieved", "Future exception was never retrieved", "Exception in
+    callback", a traceback each, printed when they are collected): the client retried, or the command says the outage
+    in one line."""
     error = record.exc_info[1] if record.exc_info else None
-    abandoned = str(record.msg).startswith("Task exception was never retrieved")
-    return not (abandoned and error is not None and store_outage(error) is not None)
+    return error is None or store_outage(error) is None
 
 
 @contextlib.contextmanager
