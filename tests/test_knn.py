@@ -476,3 +476,54 @@ def test_own_rows_and_normalized_rows_search_as_before(monkeypatch: pytest.Monke
     assert calls == ["copied"] * 3
     np.testing.assert_array_equal(mine[1], other[1])
     np.testing.assert_array_equal(mine[0], other[0])
+
+
+def _test_scores(run: Path) -> dict[str, dict[str, float]]:
+    by: dict[str, dict[str, float]] = {}
+    for p in _predictions(run):
+        by.setdefault(p["ava"], {})[p["id"]] = p["score"]
+    return by
+
+
+@pytest.mark.slow
+def test_the_subsample_picks_as_leave_one_out_on_the_suite(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The 14 synthetic abilities x 1500 samples (1200 train rows each) through the `pixels` extractor: the subsample
+    (forced by a threshold below every ability's train rows; 400 rows answered) picks leave-one-out's (view, k) on
+    most abilities, and where it does not, the two picks are a tie on test: the subsample's test score inside the 95%
+    bootstrap interval of leave-one-out's, or the paired 95% interval of their difference holding 0, or the
+    subsample's score the better one. (The abilities it differs on are near-ties on train too: a pick among 9
+    candidates a sample or two apart, which any subset of train can turn.)"""
+    from ava.abilities import ABILITY_KEYS
+    from ava.cache import ExtractConfig, extract
+    from ava.report import bootstrap as bs
+    from ava.synth import SynthConfig, generate
+
+    base = tmp_path_factory.mktemp("knn_suite")
+    data, cache, vfm = base / "data", base / "cache", "pixels#size=64"
+    generate(SynthConfig(out=str(data), per_ava=1500, size=64, seed=0), progress=False)
+    extract(ExtractConfig(vfm=vfm, data=str(data), cache=str(cache), device="cpu", progress=False))
+    config = dict(data=str(data), cache=str(cache), vfm=vfm, device="cpu", progress=False)
+    loo = train(KNNConfig(out=str(base / "loo"), **config))  # auto: 1200 train rows, under the threshold
+    sub = train(KNNConfig(out=str(base / "sub"), loo_max_rows=1000, heldout_rows=400, **config))
+    meta_loo, meta_sub = (json.loads((r / META_FILE).read_text()) for r in (loo, sub))
+    values = {r: json.loads((r / "results_test.json").read_text())["abilities"] for r in (loo, sub)}
+    scores_loo, scores_sub = _test_scores(loo), _test_scores(sub)
+    assert sorted(meta_sub) == sorted(ABILITY_KEYS)
+    same, differ = [], []
+    for ava in ABILITY_KEYS:
+        a, b = meta_sub[ava], meta_loo[ava]
+        assert b["selection"] == "loo" and b["n_heldout"] == b["n_train"] == 1200, ava
+        assert a["selection"] == "subsample" and a["n_heldout"] == 400 and a["n_fit"] == 1200, ava
+        if (a["pool"], a["k"]) == (b["pool"], b["k"]):
+            same.append(ava)
+            assert values[sub][ava]["value"] == values[loo][ava]["value"]
+            continue
+        ids = sorted(scores_loo[ava])
+        paired = np.array([[scores_loo[ava][i] for i in ids], [scores_sub[ava][i] for i in ids]])
+        reps = bs.replicate_means(paired, rng=bs.rng_for(ava))
+        (lo, hi), (dlo, dhi) = bs.interval(reps[0]), bs.interval(reps[1] - reps[0])
+        v_loo, v_sub = values[loo][ava]["value"], values[sub][ava]["value"]
+        better = v_sub >= v_loo if get_ability(ava).higher_is_better else v_sub <= v_loo
+        differ.append((ava, v_sub, v_loo, (lo, hi), (dlo, dhi)))
+        assert lo <= v_sub <= hi or dlo <= 0 <= dhi or better, differ[-1]
+    assert len(same) >= 10, differ
