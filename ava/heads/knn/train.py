@@ -10,10 +10,10 @@ the smaller k on ties). Which train samples answer (``KNNConfig.selection``; "au
   samples (the same neighbours leave-one-out gives that sample), ``heldout_rows`` x N similarities a view;
 - ``heldout`` (only when asked): a deterministic 10% of train answered by the other 90% only.
 
- Views: the mean over patch tokens, and ``gridN`` = the mean plus the means of
-N x N cells of the token grid (coarse position, which the mean loses; see ``ava.heads.features.pool_tokens``). The
-saved index then holds all train samples. Evaluation reports the chosen k's predictions and, in the
-results' ``extra`` field, the held-out and test metric of every candidate k.
+Views: the mean over patch tokens, and ``gridN`` = the mean plus the means of N x N cells of the token grid (coarse
+position, which the mean loses; see ``ava.heads.features.pool_tokens``). The saved index then holds all train
+samples. Evaluation reports the chosen k's predictions and, in the results' ``extra`` field, the held-out and test
+metric of every candidate k.
 
 Run directory (besides config.json, run.json, results_<split>.json, predictions_<split>.jsonl)::
 
@@ -55,7 +55,7 @@ def candidate_ks(k: list[int] | int | None) -> list[int]:
     return sorted({int(v) for v in ks})
 
 
-RULES = {
+RULE_TEXT = {
     "loo": "every train row answered by all the other train rows",
     "subsample": "heldout_rows train rows, stratified by answer class or bin as the train/test split is, in "
     "sha256(seed, ability, id) order inside each, each answered by all the other train rows",
@@ -69,7 +69,7 @@ def selection_rule(config: KNNConfig, method: str) -> dict[str, Any]:
     return {
         "asked": config.selection,
         "method": method,
-        "rule": RULES[method],
+        "rule": RULE_TEXT[method],
         "loo_max_rows": config.loo_max_rows,
         "heldout_rows": config.heldout_rows,
         "heldout_frac": config.heldout_frac,
