@@ -3,14 +3,16 @@
 The synthetic suite (``--abilities`` x ``--samples``, ``--size`` px) extracted with ``--vfm`` (pooled views stored),
 then the kNN head trained on one ability at a time, once per ``--selections`` entry, the entries alternating ability
 by ability in this one process (threads pinned to ``--threads``, torch's and faiss's). Per ability and selection:
-the wall and CPU seconds of the whole run (reading the views, the pick, the saved index, the test split's
-predictions), the pick's own seconds, the rule the ability got, the train rows answered, the (view, k) chosen and
-the test score. Where the subsample rule picks another (view, k) than leave-one-out, its test score is set against
-the 95% bootstrap interval of leave-one-out's (paired per sample, ``ava.report.bootstrap``).
+the seconds of the head's fit (``KNNRun.fit``: the pick, the saved index, the test split's predictions; what
+``bench_fingerprint`` times per head, the features being read once for every head before it), of its pick, and of
+the whole run (wall and CPU, the feature read included), the rule the ability got, the train rows answered, the
+(view, k) chosen and the test score. Where the subsample rule picks another (view, k) than leave-one-out, its test
+score is set against the 95% bootstrap interval of leave-one-out's (``ava.report.bootstrap``).
 
     python benchmarks/bench_knn_select.py --threads 2 --json        # 3 abilities x 15600 samples, pixels#size=64
     python benchmarks/bench_knn_select.py --samples 1500 --abilities all --loo-max-rows 500 --heldout-rows 300
     python benchmarks/bench_knn_select.py --work /tmp/knn-bench    # keep the data and cache there (and reuse them)
+    python benchmarks/bench_knn_select.py --selections loo,auto,auto:2000   # also auto with 2000 rows answered
 
 ``--loo-max-rows`` and ``--heldout-rows`` set the ``auto`` rule's threshold and subsample (defaults: the config's).
 """
@@ -65,25 +67,30 @@ def prepare(work: Path, args: argparse.Namespace, abilities: list[str]) -> tuple
 
 
 @contextlib.contextmanager
-def timed_pick() -> Iterator[dict[str, float]]:
-    """While inside: every call of the kNN head's pick (``select_pool``) timed into the dict's ``s``."""
+def timed_fit() -> Iterator[dict[str, float]]:
+    """While inside: the seconds of the kNN head's fit of an ability (``KNNRun.fit``: the pick, the saved index, the
+    test split's predictions and their scores; what ``bench_fingerprint`` times per head, the features being read
+    before it, once for every head) into the dict's ``fit``, and of its pick (``select_pool``) into ``pick``."""
     from ava.heads.knn import train as knn_train
 
-    spent = {"s": 0.0}
-    pick = knn_train.select_pool
+    spent = {"fit": 0.0, "pick": 0.0}
+    pick, fit = knn_train.select_pool, knn_train.KNNRun.fit
 
-    def timed(*a: Any, **k: Any) -> Any:
-        t0 = time.perf_counter()
-        try:
-            return pick(*a, **k)
-        finally:
-            spent["s"] += time.perf_counter() - t0
+    def timer(real: Any, name: str) -> Any:
+        def timed(*a: Any, **k: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return real(*a, **k)
+            finally:
+                spent[name] += time.perf_counter() - t0
 
-    knn_train.select_pool = timed
+        return timed
+
+    knn_train.select_pool, knn_train.KNNRun.fit = timer(pick, "pick"), timer(fit, "fit")
     try:
         yield spent
     finally:
-        knn_train.select_pool = pick
+        knn_train.select_pool, knn_train.KNNRun.fit = pick, fit
 
 
 def run_one(
@@ -92,14 +99,17 @@ def run_one(
     from ava.heads.knn import KNNConfig
     from ava.heads.knn.train import META_FILE, train
 
-    out = work / "runs" / f"{selection}-{ava}"
+    out = work / "runs" / f"{selection.replace(':', '-')}-{ava}"
     shutil.rmtree(out, ignore_errors=True)
     extra = {k: getattr(args, k) for k in ("loo_max_rows", "heldout_rows") if getattr(args, k) is not None}
+    name, _, rows = selection.partition(":")  # "auto:1000": auto with 1000 rows answered
+    if rows:
+        extra["heldout_rows"] = int(rows)
     config = KNNConfig(
         ava=[ava], vfm=args.vfm, data=str(data), cache=str(cache), out=str(out), device="cpu", progress=False,
-        selection=selection, **extra,
+        selection=name, **extra,
     )  # fmt: skip
-    spent["s"] = 0.0
+    spent.update(fit=0.0, pick=0.0)
     load = os.getloadavg()[0]
     t0, c0 = time.perf_counter(), time.process_time()
     train(config)
@@ -116,7 +126,8 @@ def run_one(
         "n_answered": meta["n_heldout"],
         "wall_s": round(wall, 3),
         "cpu_s": round(cpu, 3),
-        "pick_s": round(spent["s"], 3),
+        "fit_s": round(spent["fit"], 3),
+        "pick_s": round(spent["pick"], 3),
         "load_1min": round(load, 2),
         "pool": meta["pool"],
         "k": meta["k"],
@@ -159,7 +170,11 @@ def main() -> None:
     ap.add_argument("--abilities", default=",".join(DEFAULT_ABILITIES), help="comma-separated, or all")
     ap.add_argument("--size", type=int, default=64, help="synthetic image side in px")
     ap.add_argument("--vfm", default="pixels#size=64", help="the feature extractor (a cheap one: 4x4 x 768 tokens)")
-    ap.add_argument("--selections", default="loo,auto", help="the kNN selections compared, in this order")
+    ap.add_argument(
+        "--selections",
+        default="loo,auto",
+        help="the kNN selections compared, in this order (auto:N: auto with N rows answered above the threshold)",
+    )
     ap.add_argument("--loo-max-rows", type=int, default=None)
     ap.add_argument("--heldout-rows", type=int, default=None)
     ap.add_argument("--threads", type=int, default=2, help="torch and faiss threads")
@@ -181,7 +196,7 @@ def main() -> None:
     try:
         data, cache, prepare_s = prepare(work, args, abilities)
         rows = []
-        with timed_pick() as spent:
+        with timed_fit() as spent:
             for ava in abilities:
                 for selection in selections:
                     row = run_one(data, cache, work, args, ava, selection, spent)
@@ -196,42 +211,45 @@ def main() -> None:
 def report(
     args: argparse.Namespace, abilities: list[str], selections: list[str], rows: list[dict], prepare_s: float
 ) -> None:
-    threads = f"{args.threads} threads, {args.vfm}, {args.size} px"
+    setup = f"{args.threads} threads, {args.vfm}, {args.size} px"
     what = f"{len(abilities)} abilities x {args.samples} samples"
-    figures, walls = [], {}
+    figures, fits = [], {}
     for selection in selections:
         mine = [r for r in rows if r["selection"] == selection]
-        walls[selection] = round(statistics.median(r["wall_s"] for r in mine), 2)
-        methods = sorted({r["method"] for r in mine})
-        pick = round(statistics.median(r["pick_s"] for r in mine), 2)
+        fits[selection] = round(statistics.median(r["fit_s"] for r in mine), 2)
+        wall, pick = (round(statistics.median(r[k] for r in mine), 2) for k in ("wall_s", "pick_s"))
+        methods = "/".join(sorted({r["method"] for r in mine}))
         held = TARGET if selection == "auto" and args.samples >= 15000 and args.threads <= 2 else None
         figures.append(
             results.figure(
-                f"kNN per ability at {args.samples} samples, selection {selection}",
-                walls[selection],
+                f"kNN fit per ability at {args.samples} samples, selection {selection}",
+                fits[selection],
                 "s",
                 held,
-                f"median of {what} ({'/'.join(methods)}; pick {pick} s), {threads}",
+                f"median of {what} ({methods}): the pick {pick} s of it; {wall} s with the feature read; {setup}",
             )
         )
-    agree = agreement(rows, "auto") if {"auto", "loo"} <= set(selections) else []
-    if agree:
-        figures.append(results.figure("leave-one-out / auto, per ability", round(walls["loo"] / walls["auto"], 1), "x"))
-        same = sum(a["same"] for a in agree)
+    agree = {s: agreement(rows, s) for s in selections if s != "loo" and "loo" in selections}
+    for selection, found in agree.items():
+        same = sum(a["same"] for a in found)
+        figures.append(
+            results.figure(f"leave-one-out / {selection}, kNN fit", round(fits["loo"] / fits[selection], 1), "x")
+        )
         figures.append(
             results.figure(
-                f"auto picks leave-one-out's (view, k), {what}",
-                f"{same} of {len(agree)}",
+                f"{selection} picks leave-one-out's (view, k), {what}",
+                f"{same} of {len(found)}",
                 "abilities",
-                note=f"where not: test score within leave-one-out's 95% bootstrap interval on "
-                f"{sum(a['within_interval'] for a in agree if not a['same'])} of {len(agree) - same}",
+                note=f"where not, the test score within leave-one-out's 95% bootstrap interval on "
+                f"{sum(a['within_interval'] for a in found if not a['same'])} of {len(found) - same}",
             )
         )
     for f in figures:
         print(f"{f['figure']}: {f['value']} {f['unit']}" + (f"  ({f['note']})" if f["note"] else ""))
     kept = [{k: v for k, v in r.items() if k != "scores"} for r in rows]
-    payload = {"rows": kept, "agreement": agree, "prepare_s": round(prepare_s, 1), "figures": figures}
-    results.write(args.json, "bench_knn_select", figures, [*kept, *({"agreement": a} for a in agree)], payload)
+    agreed = [{"selection": s, **a} for s, found in agree.items() for a in found]
+    payload = {"rows": kept, "agreement": agreed, "prepare_s": round(prepare_s, 1), "figures": figures}
+    results.write(args.json, "bench_knn_select", figures, [*kept, *({"agreement": a} for a in agreed)], payload)
 
 
 if __name__ == "__main__":

@@ -255,7 +255,12 @@ def train(
     ] = None,
     heldout_rows: Annotated[
         int | None,
-        _num("heldout_rows", "Train rows answered by --selection subsample (default 2000).", P_KNN),
+        _num(
+            "heldout_rows",
+            "Train rows answered when the pick is a subsample (--selection subsample, or auto above "
+            "--loo-max-rows; default 1000).",
+            P_KNN,
+        ),
     ] = None,
     force: Annotated[
         bool | None,
@@ -272,7 +277,7 @@ def train(
 
     Defaults per head: probe-linear and probe-attn pick the learning rate (and probe-linear the pooled view) on a
     10% held-out slice of train, ~500 optimizer steps; knn picks k and the pooled view by leave-one-out over
-    train (cosine neighbours), above 4000 train rows on a stratified subsample of 2000 of them; llm uses the
+    train (cosine neighbours), above 4000 train rows on a stratified subsample of 1000 of them; llm uses the
     paper's stage-3 settings (lr 1e-4, batch 16, LoRA r 128).
     Writes results_<split>.json and predictions_<split>.jsonl into --out.
     """

@@ -10,7 +10,7 @@ class KNNConfig:
     """A kNN run: cosine neighbours among train features, the pooled view and k picked per ability on train.
 
     The pick (``selection``) is leave-one-out over all of train up to ``loo_max_rows`` train rows (default 4000), and
-    above that a deterministic, answer-stratified subsample of ``heldout_rows`` train rows (default 2000), each
+    above that a deterministic, answer-stratified subsample of ``heldout_rows`` train rows (default 1000), each
     answered by every other train row: its cost then grows linearly with the ability's size, not quadratically."""
 
     ava: list[str] | None = None  # abilities; None or [] = every ability in the data
@@ -40,7 +40,7 @@ class KNNConfig:
     # - "heldout": a heldout_frac slice of train answered by the other rows only (the probes' rule)
     selection: str = "auto"
     loo_max_rows: int = 4000
-    heldout_rows: int = 2000
+    heldout_rows: int = 1000
     heldout_frac: float = 0.1
     progress: bool = True
     force: bool = False  # replace a different run at `out` (atomically; see ava.heads.rundir.ownership)
