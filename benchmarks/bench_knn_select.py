@@ -218,6 +218,7 @@ def report(
         mine = [r for r in rows if r["selection"] == selection]
         fits[selection] = round(statistics.median(r["fit_s"] for r in mine), 2)
         wall, pick = (round(statistics.median(r[k] for r in mine), 2) for k in ("wall_s", "pick_s"))
+        setup_load = f"{setup}, load {min(r['load_1min'] for r in mine)}-{max(r['load_1min'] for r in mine)}"
         methods = "/".join(sorted({r["method"] for r in mine}))
         held = TARGET if selection == "auto" and args.samples >= 15000 and args.threads <= 2 else None
         figures.append(
@@ -226,7 +227,7 @@ def report(
                 fits[selection],
                 "s",
                 held,
-                f"median of {what} ({methods}): the pick {pick} s of it; {wall} s with the feature read; {setup}",
+                f"median of {what} ({methods}): the pick {pick} s of it; {wall} s with the feature read; {setup_load}",
             )
         )
     agree = {s: agreement(rows, s) for s in selections if s != "loo" and "loo" in selections}
