@@ -69,6 +69,18 @@ def pool_name(value: Any) -> str:
     return value
 
 
+def one_of(*allowed: str) -> Rule:
+    """One of the names ``allowed`` (a mode such as the kNN head's ``selection``)."""
+
+    def rule(value: Any) -> str:
+        if value not in allowed:
+            raise ValueError(f"must be one of {', '.join(allowed)}, not {value!r}")
+        return value
+
+    rule.__doc__ = "one of " + ", ".join(allowed)
+    return rule
+
+
 def each(rule: Rule) -> Rule:
     """The rule applied to every item of a list (a single value is checked as a one-item list)."""
 
@@ -114,6 +126,9 @@ RULES: dict[str, Rule] = {
     "steps": positive_int,
     "cell_rank": positive_int,
     "heldout_frac": open_fraction,
+    "selection": one_of("auto", "loo", "subsample", "heldout"),
+    "loo_max_rows": positive_int,
+    "heldout_rows": positive_int,
     "test_frac": open_fraction,
     "max_memory_gb": finite_positive,
     "per_ava": positive_int,

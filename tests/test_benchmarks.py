@@ -575,3 +575,42 @@ def test_a_packed_batch_padded_to_its_bucket_has_its_own_loss_and_gradients(
     assert [n for n in ga if not torch.allclose(ga[n], gb[n], atol=1e-5, rtol=1e-4)] == []
     with pytest.raises(ValueError, match="cannot be padded"):
         graphs.pad_packed(batch, batch["n_tokens"], targets, longest, pad_id=0)  # no room for the pad sequence
+
+
+def test_knn_select_bench_times_both_rules_and_records_their_agreement(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bench_knn_select at a tiny size: the kNN head per ability with leave-one-out and with the subsample (a
+    threshold below the train rows), the figures recorded through results.py, the data and cache reused by a second
+    run, the pick it times put back afterwards."""
+    from ava.heads.knn import train as knn_train
+
+    bench = benchmark_module("bench_knn_select")
+    monkeypatch.setattr(bench.results, "RESULTS", tmp_path / "results")
+    pick = knn_train.select_pool
+    work = tmp_path / "work"
+    args = ["--samples", "40", "--abilities", "scene,counting", "--loo-max-rows", "10", "--heldout-rows", "8"]
+    monkeypatch.setattr(sys, "argv", ["bench_knn_select.py", *args, "--threads", "1", "--work", str(work), "--json"])
+    bench.main()
+    assert knn_train.select_pool is pick
+    (path,) = (tmp_path / "results").glob("*.json")
+    data = json.loads(path.read_text())
+    figures = {f["figure"]: f for f in data["figures"].values()}
+    assert figures["kNN fit per ability at 40 samples, selection auto"]["value"] > 0
+    assert figures["kNN fit per ability at 40 samples, selection loo"]["target"] is None  # held only at the real size
+    assert figures["auto picks leave-one-out's (view, k), 2 abilities x 40 samples"]["value"].endswith("of 2")
+    rows = [r for r in data["rows"]["bench_knn_select"] if "ability" in r]
+    assert {(r["ability"], r["method"], r["n_answered"]) for r in rows} == {
+        ("scene", "loo", 32),
+        ("scene", "subsample", 8),
+        ("counting", "loo", 32),
+        ("counting", "subsample", 8),
+    }
+    assert all(0 < r["pick_s"] < r["fit_s"] < r["wall_s"] for r in rows)
+    assert not list((work / "runs").iterdir())  # each run removed once measured
+    out = tmp_path / "again.json"
+    monkeypatch.setattr(sys, "argv", ["bench_knn_select.py", *args, "--selections", "auto", "--work", str(work)])
+    monkeypatch.setattr(sys, "argv", [*sys.argv, "--json", str(out)])
+    bench.main()
+    again = json.loads(out.read_text())
+    assert again["prepare_s"] == 0.0 and [r["selection"] for r in again["rows"]] == ["auto", "auto"]

@@ -16,7 +16,7 @@ from ava.heads import HEADS
 from ava.heads.knn import SPEC, KNNConfig
 from ava.heads.knn.model import Memory, build_index, search
 from ava.heads.knn.train import INDEX_DIR, META_FILE, _without_self, candidate_ks, evaluate, train
-from tests.helpers import ONE_PER_ANSWER_KIND, FakeCache, majority_baseline, positional
+from tests.helpers import ONE_PER_ANSWER_KIND, Cli, FakeCache, majority_baseline, positional
 
 
 def _sample(ava: str, options: list[str] | None = None, **truth: object) -> Sample:
@@ -150,8 +150,134 @@ def test_grid_view_sees_where(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert _predictions(run) == before
     held = train(KNNConfig(out=str(tmp_path / "held"), selection="heldout", **config))
     assert json.loads((held / META_FILE).read_text())["spatial"]["n_heldout"] == 8
-    with pytest.raises(AvaError, match="selection"):
-        train(KNNConfig(out=str(tmp_path / "bad"), selection="kfold", **config))
+    for bad in (dict(selection="kfold"), dict(heldout_rows=0), dict(loo_max_rows=None)):
+        name = next(iter(bad))
+        with pytest.raises(AvaError, match=f"knn {name}: must be") as err:
+            train(KNNConfig(out=str(tmp_path / "bad"), **bad, **config))
+        assert "\n" not in str(err.value)
+    assert not (tmp_path / "bad").exists()
+
+
+def _scene_samples(sizes: dict[str, int], prefix: str = "s") -> list[Sample]:
+    """Scene questions, ``sizes[answer]`` of each answer (the answer is the stratum, as the split has it)."""
+    options = list(sizes)
+    return [
+        Sample(
+            id=f"{prefix}{answer}-{i}",
+            ava="scene",
+            image=f"00/{answer}{i}.png",
+            width=4,
+            height=4,
+            question="?",
+            answer=answer,
+            truth={"index": options.index(answer), "text": answer},
+            options=options,
+        )
+        for answer, n in sizes.items()
+        for i in range(n)
+    ]
+
+
+def test_the_subsample_is_stratified_and_deterministic() -> None:
+    """Each answer class gives its share of the subsample (floored, the rows left to the largest remainders), the
+    same rows whatever order the samples come in, other rows for another seed, every row when asked for as many."""
+    from ava.heads.targets import stratified_rows
+
+    sizes = {"beach": 500, "forest": 300, "city": 150, "desert": 49, "lake": 1}
+    samples = _scene_samples(sizes)
+    picked = stratified_rows(samples, 100, seed=0)
+    assert len(picked) == len(set(picked.tolist())) == 100 and np.all(np.diff(picked) > 0)
+    got = {a: sum(samples[i].truth["text"] == a for i in picked) for a in sizes}
+    assert got == {"beach": 50, "forest": 30, "city": 15, "desert": 5, "lake": 0}, got  # 4.9 -> 5, 0.1 -> 0
+    shuffled = [samples[i] for i in np.random.default_rng(3).permutation(len(samples))]
+    ids = {samples[i].id for i in picked}
+    assert {shuffled[i].id for i in stratified_rows(shuffled, 100, seed=0)} == ids
+    assert np.array_equal(stratified_rows(samples, 100, seed=0), picked)
+    other = {samples[i].id for i in stratified_rows(samples, 100, seed=1)}
+    assert other != ids and len(other) == 100
+    assert stratified_rows(samples, 1000).tolist() == list(range(1000))
+    assert stratified_rows(samples, 5000).tolist() == list(range(1000))
+    # uneven shares: every class within one row of its share, the total exact
+    uneven = _scene_samples({"beach": 7, "forest": 5, "city": 3, "desert": 2}, prefix="u")
+    for n in range(1, len(uneven)):
+        rows = stratified_rows(uneven, n, seed=0)
+        assert len(rows) == n
+        for answer, size in {"beach": 7, "forest": 5, "city": 3, "desert": 2}.items():
+            share = n * size / len(uneven)
+            assert np.floor(share) <= sum(uneven[i].truth["text"] == answer for i in rows) <= np.ceil(share)
+
+
+def test_each_subsample_row_gets_its_leave_one_out_neighbours() -> None:
+    """A subsample row is answered by all the other train rows: its 1-NN vote is the one leave-one-out gives it,
+    so the subsample's score is the mean of leave-one-out's outcomes over those rows (checked against a brute-force
+    cosine 1-NN over the rows)."""
+    from ava.heads.knn.model import normalized
+    from ava.heads.knn.train import select_k
+
+    samples = _scene_samples({"beach": 40, "forest": 40, "city": 40})
+    rng = np.random.default_rng(0)
+    labels = np.array([["beach", "forest", "city"].index(s.truth["text"]) for s in samples])
+    x = normalized((rng.normal(0, 1.0, (120, 6)) + 0.8 * np.eye(6)[labels]).astype(np.float32))
+    sims = x @ x.T
+    np.fill_diagonal(sims, -np.inf)
+    right = labels[sims.argmax(1)] == labels  # leave-one-out's 1-NN outcome of every row
+    ability = get_ability("scene")
+    _, loo = select_k(ability, samples, None, x, None, [1], "cpu")
+    assert loo[1] == pytest.approx(right.mean())
+    rows = np.array([0, 5, 41, 42, 90, 119])
+    _, sub = select_k(ability, samples, None, x, None, [1], "cpu", queries=rows)
+    assert sub[1] == pytest.approx(right[rows].mean()) and 0 < sub[1] < 1
+
+
+def test_below_the_threshold_the_pick_is_leave_one_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``auto`` is leave-one-out up to loo_max_rows train rows (the same view, k and scores as ``loo``, the
+    subsample never drawn), and the subsample of heldout_rows above it; knn.json records which and by what rule."""
+    from ava.heads import targets
+
+    data, cache = positional(tmp_path / "pos")  # 80 train rows
+    monkeypatch.setattr("ava.cache.open_cache", lambda *a, **k: cache)
+    config = dict(data=str(data), cache="unused", vfm="fake", progress=False, heldout_rows=20)
+    loo = json.loads((train(KNNConfig(out=str(tmp_path / "loo"), selection="loo", **config)) / META_FILE).read_text())
+    draws: list[int] = []
+    stratified_rows = targets.stratified_rows
+    monkeypatch.setattr(
+        "ava.heads.knn.train.stratified_rows", lambda s, n, seed: draws.append(n) or stratified_rows(s, n, seed)
+    )
+    at = train(KNNConfig(out=str(tmp_path / "at"), loo_max_rows=80, **config))
+    meta = json.loads((at / META_FILE).read_text())["spatial"]
+    assert not draws and meta["selection"] == "loo" and meta["n_heldout"] == meta["n_fit"] == 80
+    for key in ("pool", "k", "heldout", "heldout_by_pool"):
+        assert meta[key] == loo["spatial"][key], key
+    rule = meta["selection_rule"]
+    assert rule["asked"] == "auto" and rule["method"] == "loo" and rule["loo_max_rows"] == 80
+
+    above = train(KNNConfig(out=str(tmp_path / "above"), loo_max_rows=79, **config))
+    meta = json.loads((above / META_FILE).read_text())["spatial"]
+    assert draws == [20] and meta["selection"] == "subsample"
+    assert meta["n_heldout"] == 20 and meta["n_fit"] == meta["n_train"] == 80
+    rule = meta["selection_rule"]
+    assert {k: rule[k] for k in ("asked", "method", "loo_max_rows", "heldout_rows", "seed")} == {
+        "asked": "auto",
+        "method": "subsample",
+        "loo_max_rows": 79,
+        "heldout_rows": 20,
+        "seed": 0,
+    }
+    assert "stratified" in rule["rule"] and "all the other train rows" in rule["rule"]
+    assert set(meta["heldout_by_pool"]) == {"mean", "grid2", "grid4"}
+    assert all(set(v) == {"1", "5", "20"} for v in meta["heldout_by_pool"].values())
+    assert meta["heldout"] == meta["heldout_by_pool"][meta["pool"]] and meta["pool"] != "mean"
+    assert meta["heldout_by_pool"] != loo["spatial"]["heldout_by_pool"]  # 20 rows scored, not 80
+    result = json.loads((above / "results_test.json").read_text())["abilities"]["spatial"]
+    assert result["value"] >= 0.9 and result["extra"]["pool"] == meta["pool"]
+    before = _predictions(above)
+    evaluate(above, "test")
+    assert _predictions(above) == before
+    again = train(KNNConfig(out=str(tmp_path / "again"), selection="subsample", **config))
+    meta_again = json.loads((again / META_FILE).read_text())["spatial"]
+    assert meta_again["selection"] == "subsample" and meta_again["selection_rule"]["asked"] == "subsample"
+    for key in ("pool", "k", "heldout_by_pool", "n_heldout"):
+        assert meta_again[key] == meta[key], key
 
 
 @pytest.mark.slow
@@ -231,6 +357,44 @@ def test_cli_train_and_eval(
     result = CliRunner().invoke(app, ["head", "eval", "--run", str(out), "--split", "train"])
     assert result.exit_code == 0, result.output
     assert json.loads((out / "results_train.json").read_text())["split"]["name"] == "train"
+    sub = tmp_path / "sub"
+    picked = ["--ava", "spatial", "--selection", "subsample", "--heldout-rows", "7", "--loo-max-rows", "9"]
+    result = CliRunner().invoke(app, [*args[:-1], str(sub), *picked])
+    assert result.exit_code == 0, result.output
+    meta = json.loads((sub / META_FILE).read_text())["spatial"]
+    assert meta["selection"] == "subsample" and meta["n_heldout"] == 7 and meta["selection_rule"]["loo_max_rows"] == 9
+
+
+@pytest.mark.parametrize(
+    ("option", "said"),
+    [
+        (["--selection", "kfold"], "--selection"),
+        (["--heldout-rows", "0"], "--heldout-rows"),
+        (["--loo-max-rows", "-5"], "--loo-max-rows"),
+        (["--heldout-rows", "2.5"], "--heldout-rows"),
+    ],
+)
+def test_cli_refuses_a_bad_selection_option(tmp_path: Path, cli: Cli, option: list[str], said: str) -> None:
+    out = tmp_path / "run"
+    args = ["head", "train", "--head", "knn", "--data", str(tmp_path), "--cache", "x", "--vfm", "pixels"]
+    code, text = cli([*args, "--out", str(out), *option], one_line=True)
+    assert code == 2 and said in text, text
+    assert not out.exists()
+
+
+def test_config_file_and_other_heads_refuse_a_bad_selection(tmp_path: Path) -> None:
+    from ava.api import head_config
+
+    toml = tmp_path / "knn.toml"
+    toml.write_text('selection = "kfold"\n')
+    with pytest.raises(AvaError, match=f"config file {toml}: selection: must be one of auto, loo, subsample"):
+        head_config("knn", toml)
+    toml.write_text("heldout_rows = 0\n")
+    with pytest.raises(AvaError, match="heldout_rows: must be an integer >= 1"):
+        head_config("knn", toml)
+    assert head_config("knn", None, selection="loo", loo_max_rows=10)[1].loo_max_rows == 10
+    with pytest.raises(AvaError, match="has no option --selection"):
+        head_config("probe-linear", None, selection="loo")
 
 
 def test_torch_index_matches_faiss() -> None:
@@ -312,3 +476,54 @@ def test_own_rows_and_normalized_rows_search_as_before(monkeypatch: pytest.Monke
     assert calls == ["copied"] * 3
     np.testing.assert_array_equal(mine[1], other[1])
     np.testing.assert_array_equal(mine[0], other[0])
+
+
+def _test_scores(run: Path) -> dict[str, dict[str, float]]:
+    by: dict[str, dict[str, float]] = {}
+    for p in _predictions(run):
+        by.setdefault(p["ava"], {})[p["id"]] = p["score"]
+    return by
+
+
+@pytest.mark.slow
+def test_the_subsample_picks_as_leave_one_out_on_the_suite(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The 14 synthetic abilities x 1500 samples (1200 train rows each) through the `pixels` extractor: the subsample
+    (forced by a threshold below every ability's train rows; 400 rows answered) picks leave-one-out's (view, k) on
+    most abilities, and where it does not, the two picks are a tie on test: the subsample's test score inside the 95%
+    bootstrap interval of leave-one-out's, or the paired 95% interval of their difference holding 0, or the
+    subsample's score the better one. (The abilities it differs on are near-ties on train too: a pick among 9
+    candidates a sample or two apart, which any subset of train can turn.)"""
+    from ava.abilities import ABILITY_KEYS
+    from ava.cache import ExtractConfig, extract
+    from ava.report import bootstrap as bs
+    from ava.synth import SynthConfig, generate
+
+    base = tmp_path_factory.mktemp("knn_suite")
+    data, cache, vfm = base / "data", base / "cache", "pixels#size=64"
+    generate(SynthConfig(out=str(data), per_ava=1500, size=64, seed=0), progress=False)
+    extract(ExtractConfig(vfm=vfm, data=str(data), cache=str(cache), device="cpu", progress=False))
+    config = dict(data=str(data), cache=str(cache), vfm=vfm, device="cpu", progress=False)
+    loo = train(KNNConfig(out=str(base / "loo"), **config))  # auto: 1200 train rows, under the threshold
+    sub = train(KNNConfig(out=str(base / "sub"), loo_max_rows=1000, heldout_rows=400, **config))
+    meta_loo, meta_sub = (json.loads((r / META_FILE).read_text()) for r in (loo, sub))
+    values = {r: json.loads((r / "results_test.json").read_text())["abilities"] for r in (loo, sub)}
+    scores_loo, scores_sub = _test_scores(loo), _test_scores(sub)
+    assert sorted(meta_sub) == sorted(ABILITY_KEYS)
+    same, differ = [], []
+    for ava in ABILITY_KEYS:
+        a, b = meta_sub[ava], meta_loo[ava]
+        assert b["selection"] == "loo" and b["n_heldout"] == b["n_train"] == 1200, ava
+        assert a["selection"] == "subsample" and a["n_heldout"] == 400 and a["n_fit"] == 1200, ava
+        if (a["pool"], a["k"]) == (b["pool"], b["k"]):
+            same.append(ava)
+            assert values[sub][ava]["value"] == values[loo][ava]["value"]
+            continue
+        ids = sorted(scores_loo[ava])
+        paired = np.array([[scores_loo[ava][i] for i in ids], [scores_sub[ava][i] for i in ids]])
+        reps = bs.replicate_means(paired, rng=bs.rng_for(ava))
+        (lo, hi), (dlo, dhi) = bs.interval(reps[0]), bs.interval(reps[1] - reps[0])
+        v_loo, v_sub = values[loo][ava]["value"], values[sub][ava]["value"]
+        better = v_sub >= v_loo if get_ability(ava).higher_is_better else v_sub <= v_loo
+        differ.append((ava, v_sub, v_loo, (lo, hi), (dlo, dhi)))
+        assert lo <= v_sub <= hi or dlo <= 0 <= dhi or better, differ[-1]
+    assert len(same) >= 10, differ

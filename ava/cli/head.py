@@ -220,7 +220,7 @@ def train(
         list[str] | None,
         _O(
             help="Neighbour counts to choose from (repeat or comma-separate; default "
-            "1,5,20, picked with the pool by leave-one-out over train).",
+            "1,5,20, picked with the pool on train, see --selection).",
             callback=checked("k", as_list=True, convert=int),
             rich_help_panel=P_KNN,
             show_default=False,
@@ -235,6 +235,31 @@ def train(
             callback=checked("pools", as_list=True),
             rich_help_panel=P_KNN,
             show_default=False,
+        ),
+    ] = None,
+    selection: Annotated[
+        str | None,
+        _O(
+            help="How k and the pool are picked: auto (default: loo up to --loo-max-rows train rows per ability, "
+            "subsample above), loo (every train row answered by all the others: N x N similarities), subsample "
+            "(--heldout-rows train rows, stratified by answer and deterministic, each answered by all the other "
+            "train rows) or heldout (a 10% slice answered by the other 90%).",
+            callback=checked("selection"),
+            rich_help_panel=P_KNN,
+            show_default=False,
+        ),
+    ] = None,
+    loo_max_rows: Annotated[
+        int | None,
+        _num("loo_max_rows", "Train rows per ability up to which --selection auto uses loo (default 4000).", P_KNN),
+    ] = None,
+    heldout_rows: Annotated[
+        int | None,
+        _num(
+            "heldout_rows",
+            "Train rows answered when the pick is a subsample (--selection subsample, or auto above "
+            "--loo-max-rows; default 1000).",
+            P_KNN,
         ),
     ] = None,
     force: Annotated[
@@ -252,7 +277,8 @@ def train(
 
     Defaults per head: probe-linear and probe-attn pick the learning rate (and probe-linear the pooled view) on a
     10% held-out slice of train, ~500 optimizer steps; knn picks k and the pooled view by leave-one-out over
-    train (cosine neighbours); llm uses the paper's stage-3 settings (lr 1e-4, batch 16, LoRA r 128).
+    train (cosine neighbours), above 4000 train rows on a stratified subsample of 1000 of them; llm uses the
+    paper's stage-3 settings (lr 1e-4, batch 16, LoRA r 128).
     Writes results_<split>.json and predictions_<split>.jsonl into --out.
     """
     from ava.api import train_head
@@ -288,6 +314,9 @@ def train(
         num_workers=num_workers,
         k=k,
         pools=pools,
+        selection=selection,
+        loo_max_rows=loo_max_rows,
+        heldout_rows=heldout_rows,
         compile=compile_,
         pack=pack,
         trust_remote_code=trust_remote_code,

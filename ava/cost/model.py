@@ -9,7 +9,8 @@ are split among the GPUs.
 A feature head (one VFM, one head, an ability set): the job's start; per ability its fixed work, its work per
 sample, reading its features, and its fit:
 
-- ``knn``: leave-one-out search among the train rows of every pooled view, then the test rows (2 FLOP per value);
+- ``knn``: the pick's search among the train rows of every pooled view (every train row answered, leave-one-out, up
+  to the kNN config's ``loo_max_rows``; its ``heldout_rows`` above), then the test rows (2 FLOP per value);
 - ``probe-linear``: the stacked grid (learning rates x views) trained for the head's ~500 optimizer steps (the
   epochs it picks), each step at least the device's least step;
 - ``probe-attn``: the same over the tokens (learned queries attend over them) at the token probe's batch and
@@ -125,11 +126,12 @@ def fit_seconds(head: str, vfm: VFMShape, c: AbilityCounts, speeds: Speeds, llm:
 
     d = vfm.dim
     views = _views(vfm)
-    if head == "knn":  # leave-one-out over every view it picks among
+    if head == "knn":  # the pick's queries (leave-one-out or a subsample) over every view it picks among
         from ava.heads.knn.config import KNNConfig
 
-        width = sum(pool_dim(d, v) for v in KNNConfig().pools if v in views)
-        flops = 2.0 * c.train * c.train * width + 2.0 * c.test * c.train * width
+        config = KNNConfig()
+        width = sum(pool_dim(d, v) for v in config.pools if v in views)
+        flops = 2.0 * config.selection_queries(c.train) * c.train * width + 2.0 * c.test * c.train * width
         return flops / speeds.matmul_flops_per_s, c.train * d * 4.0
     if head in ("probe-linear", "probe-attn"):
         steps, batch, config = _probe_steps(head, c.train)

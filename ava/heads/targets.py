@@ -90,6 +90,34 @@ def holdout_split(samples: Sequence[Sample], frac: float = 0.1, seed: int = 0) -
     return ordered[n_held:], ordered[:n_held]
 
 
+def stratified_rows(samples: Sequence[Sample], n: int, seed: int = 0) -> np.ndarray:
+    """Indices (ascending) of ``n`` of ``samples``, drawn deterministically and stratified by answer class or bin as
+    the train/test split is (:func:`ava.data.split.stratum_label`): each stratum gives its share of ``n``, floored,
+    and the rows left go one each to the strata with the largest remainders (ties in an order set by ``seed``); inside
+    a stratum the rows come in :func:`stable_order`. Every row when ``n`` is at least their number."""
+    from ava.data.split import stratum_label
+
+    total = len(samples)
+    if n >= total:
+        return np.arange(total, dtype=np.int64)
+    strata: dict[str, list[int]] = {}
+    for i, s in enumerate(samples):
+        strata.setdefault(stratum_label(s), []).append(i)
+    quota = {name: n * len(rows) // total for name, rows in strata.items()}
+    left = n - sum(quota.values())  # fewer than the strata: each remainder is below one row
+
+    def priority(name: str) -> tuple[int, str]:
+        return (-(n * len(strata[name]) % total), hashlib.sha256(f"{seed}|{name}".encode()).hexdigest())
+
+    for name in sorted(strata, key=priority)[:left]:
+        quota[name] += 1
+    salt = f"subsample{seed}"
+    picked = [
+        i for name, rows in strata.items() for i in sorted(rows, key=lambda i: _rank(samples[i], salt))[: quota[name]]
+    ]
+    return np.array(sorted(picked), dtype=np.int64)
+
+
 def question_options(ability: Ability, sample: Sample) -> list[str]:
     """The options of this question (the sample's own list, or the ability's fixed one)."""
     from ava.abilities.parsers import sample_options

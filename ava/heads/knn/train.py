@@ -1,16 +1,24 @@
 """Build and evaluate the kNN head from the feature cache.
 
-For each ability: every train sample is answered by its neighbours among the other train samples
-(leave-one-out; ``selection="heldout"``: a deterministic held-out 10% of train among the other 90%),
-every candidate (pooled view, k) is scored with the ability's metric, and the best is kept (the earlier view
-and the smaller k on ties). Views: the mean over patch tokens, and ``gridN`` = the mean plus the means of
-N x N cells of the token grid (coarse position, which the mean loses; see ``ava.heads.features.pool_tokens``). The
-saved index then holds all train samples. Evaluation reports the chosen k's predictions and, in the
-results' ``extra`` field, the held-out and test metric of every candidate k.
+For each ability: train samples are answered by their neighbours among the other train samples, every candidate
+(pooled view, k) is scored on those answers with the ability's metric, and the best is kept (the earlier view and
+the smaller k on ties). Which train samples answer (``KNNConfig.selection``; "auto" by default):
+
+- ``loo`` (leave-one-out), up to ``loo_max_rows`` train rows: every train sample, N x N similarities a view;
+- ``subsample``, above: ``heldout_rows`` train samples, drawn deterministically and stratified by answer class or
+  bin as the train/test split is (:func:`ava.heads.targets.stratified_rows`), each answered by all the other train
+  samples (the same neighbours leave-one-out gives that sample), ``heldout_rows`` x N similarities a view;
+- ``heldout`` (only when asked): a deterministic 10% of train answered by the other 90% only.
+
+Views: the mean over patch tokens, and ``gridN`` = the mean plus the means of N x N cells of the token grid (coarse
+position, which the mean loses; see ``ava.heads.features.pool_tokens``). The saved index then holds all train
+samples. Evaluation reports the chosen k's predictions and, in the results' ``extra`` field, the held-out and test
+metric of every candidate k.
 
 Run directory (besides config.json, run.json, results_<split>.json, predictions_<split>.jsonl)::
 
-    knn.json               # per ability: candidate and chosen k, held-out scores, layer, row labels / ids
+    knn.json               # per ability: candidate and chosen k, held-out scores, how they were picked
+                           # (selection, selection_rule, n_heldout), layer, row labels / ids
     knn.safetensors        # per ability: regression targets of the index rows, key "<ability>.targets"
     knn/<ability>.faiss    # the faiss index (CPU form; moved to GPUs at load when asked)
 """
@@ -32,7 +40,7 @@ from ava.heads.features import pool_candidates, read_pooled_views, resolve_devic
 from ava.heads.knn.config import KNNConfig
 from ava.heads.knn.model import Memory, build_index, make_index, normalized, on_device, search
 from ava.heads.rundir import open_saved_run, owns_run_dir, score_and_write, write_file, write_json
-from ava.heads.targets import holdout_split, is_better, mean_score, select_abilities
+from ava.heads.targets import holdout_split, is_better, mean_score, select_abilities, stratified_rows
 
 META_FILE = "knn.json"
 TARGETS_FILE = "knn.safetensors"
@@ -45,6 +53,43 @@ def candidate_ks(k: list[int] | int | None) -> list[int]:
     if not ks or any(int(v) < 1 for v in ks):
         raise AvaError(f"k must be positive integers, got {k!r}")
     return sorted({int(v) for v in ks})
+
+
+RULE_TEXT = {
+    "loo": "every train row answered by all the other train rows",
+    "subsample": "heldout_rows train rows, stratified by answer class or bin as the train/test split is, in "
+    "sha256(seed, ability, id) order inside each, each answered by all the other train rows",
+    "heldout": "a heldout_frac slice of train in sha256(seed, ability, id) order, answered by the other rows",
+}
+
+
+def selection_rule(config: KNNConfig, method: str) -> dict[str, Any]:
+    """What knn.json records of how (view, k) was picked: the selection asked for, the rule the ability got, the
+    threshold and subsample size behind ``auto``, the seed of the deterministic draws."""
+    return {
+        "asked": config.selection,
+        "method": method,
+        "rule": RULE_TEXT[method],
+        "loo_max_rows": config.loo_max_rows,
+        "heldout_rows": config.heldout_rows,
+        "heldout_frac": config.heldout_frac,
+        "seed": config.seed,
+    }
+
+
+def check_selection(config: KNNConfig) -> None:
+    """The selection fields checked by their rules (:mod:`ava.validate`), for a config built without
+    :func:`ava.config.load_config` (the Python API's dataclass): an AvaError naming the field."""
+    from ava.validate import check
+
+    for name in ("selection", "loo_max_rows", "heldout_rows"):
+        value = getattr(config, name)
+        try:
+            if value is None:
+                raise ValueError("must be given, not None")
+            check(name, value)
+        except ValueError as e:
+            raise AvaError(f"knn {name}: {e}") from None
 
 
 def _search_depth(memory: Memory, ks: Sequence[int], n_rows: int) -> int:
@@ -63,10 +108,12 @@ def select_pool(
     views_held: dict[str, np.ndarray] | None,
     ks: Sequence[int],
     device: str,
+    queries: np.ndarray | None = None,
 ) -> tuple[str, int, dict[str, dict[int, float]], Any]:
     """The (pooled view, k) with the best held-out metric (earlier view, then smaller k, on ties), every
-    candidate's score per view (``held`` None: leave-one-out over ``fit``, see :func:`select_k`), and the index of
-    the chosen view's ``fit`` rows. The views' rows are :func:`~ava.heads.knn.model.normalized` already."""
+    candidate's score per view (``held`` None: leave-one-out over ``fit``, or over its rows ``queries``, see
+    :func:`select_k`), and the index of the chosen view's ``fit`` rows. The views' rows are
+    :func:`~ava.heads.knn.model.normalized` already."""
     scores: dict[str, dict[int, float]] = {}
     best: tuple[str, int] | None = None
     chosen = None  # the best view's index so far (the others are dropped as soon as they lose)
@@ -74,7 +121,9 @@ def select_pool(
     for pool in views_fit:
         x_held = None if views_held is None else views_held[pool]
         index = make_index(views_fit[pool], device)
-        k, scores[pool] = select_k(ability, fit, held, views_fit[pool], x_held, ks, device, memo, index=index)
+        k, scores[pool] = select_k(
+            ability, fit, held, views_fit[pool], x_held, ks, device, memo, index=index, queries=queries
+        )
         if best is None or is_better(ability, scores[pool][k], scores[best[0]][best[1]]):
             best, chosen = (pool, k), index
         del index
@@ -82,9 +131,12 @@ def select_pool(
     return best[0], best[1], scores, chosen
 
 
-def _without_self(sims: np.ndarray, ids: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
-    """Neighbour lists of the index's own rows with each row's own entry dropped (else the last), ``depth`` wide."""
-    own = ids == np.arange(len(ids))[:, None]
+def _without_self(
+    sims: np.ndarray, ids: np.ndarray, depth: int, rows: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Neighbour lists of the index's own rows (``rows``, default all of them in order) with each row's own entry
+    dropped (else the last), ``depth`` wide."""
+    own = ids == (np.arange(len(ids)) if rows is None else rows)[:, None]
     own[~own.any(1), -1] = True  # the row itself was not returned (ties): drop the farthest instead
     keep = ~own
     return sims[keep].reshape(len(ids), -1)[:, :depth], ids[keep].reshape(len(ids), -1)[:, :depth]
@@ -101,18 +153,22 @@ def select_k(
     memo: dict[Any, float] | None = None,
     *,
     index: Any = None,
+    queries: np.ndarray | None = None,
 ) -> tuple[int, dict[int, float]]:
     """The k with the best held-out metric (the smaller k on ties) and every candidate's score.
 
     ``held`` None: leave-one-out, every train row is answered by its neighbours among the others (every train
-    sample is a held-out sample once, so the pick rests on all of train, not a 10% slice). ``x_fit`` and ``x_held``
+    sample is a held-out sample once, so the pick rests on all of train, not a 10% slice); with ``queries`` (row
+    indices of ``fit``) only those rows are answered, each by all the others: the same neighbours as leave-one-out
+    for those rows, at len(queries) x len(fit) similarities instead of len(fit) squared. ``x_fit`` and ``x_held``
     are :func:`~ava.heads.knn.model.normalized` rows; ``index``: the index of ``x_fit`` made already (else made)."""
     memory = Memory.build(ability, fit)
     index = make_index(x_fit, device) if index is None else index
     if held is None:
         depth = _search_depth(memory, ks, len(fit) - 1)
-        sims, ids = _without_self(*search(index, x_fit, depth + 1, unit=True), depth)
-        held = fit
+        x_query = x_fit if queries is None else x_fit[queries]
+        sims, ids = _without_self(*search(index, x_query, depth + 1, unit=True), depth, queries)
+        held = fit if queries is None else [fit[i] for i in queries]
     else:
         sims, ids = search(index, x_held, _search_depth(memory, ks, len(fit)), unit=True)
     scores = {k: mean_score(ability, held, memory.replies(held, sims, ids, k), memo) for k in ks}
@@ -178,8 +234,7 @@ class KNNRun(AbilityRun):
     def __init__(self, config: KNNConfig, dataset: Dataset, cache: Any, abilities: list[str], device: str) -> None:
         self.ks = candidate_ks(config.k)
         self.pools = pool_candidates(cache, config.pools)
-        if config.selection not in ("loo", "heldout"):
-            raise AvaError(f"unknown selection {config.selection!r}; use 'loo' (leave-one-out) or 'heldout'")
+        check_selection(config)
         super().__init__(config, dataset, cache, abilities, device)
 
     def layers(self) -> list[int | None]:
@@ -196,14 +251,12 @@ class KNNRun(AbilityRun):
     ) -> tuple[dict[str, Any], dict[str, Any], list[str], dict]:
         config, ability = self.config, get_ability(ava)
         samples = self.train_samples(ava)
-        fit, held = (
-            (samples, None)
-            if config.selection == "loo" and len(samples) >= 2
-            else holdout_split(samples, config.heldout_frac, config.seed)
-        )
+        method = config.selection_method(len(samples))
+        fit, held = holdout_split(samples, config.heldout_frac, config.seed) if method == "heldout" else (samples, None)
+        queries = stratified_rows(samples, config.heldout_rows, config.seed) if method == "subsample" else None
         views_fit = _unit_views(features, fit, config.layer, self.pools)
         views_held = None if held is None else _unit_views(features, held, config.layer, self.pools)
-        pool, k, by_pool, index = select_pool(ability, fit, held, views_fit, views_held, self.ks, self.device)
+        pool, k, by_pool, index = select_pool(ability, fit, held, views_fit, views_held, self.ks, self.device, queries)
         rows = fit + (held or [])
         x = views_fit[pool] if views_held is None else np.concatenate([views_fit[pool], views_held[pool]])
         del views_fit, views_held
@@ -218,10 +271,11 @@ class KNNRun(AbilityRun):
             "heldout": {str(c): v for c, v in by_pool[pool].items()},
             "heldout_by_pool": {p: {str(c): v for c, v in sc.items()} for p, sc in by_pool.items()},
             "layer": config.layer,
-            "selection": "loo" if held is None else "heldout",
+            "selection": method,
+            "selection_rule": selection_rule(config, method),
             "n_train": len(rows),
             "n_fit": len(fit),
-            "n_heldout": len(held or fit),
+            "n_heldout": len(held) if held is not None else len(fit) if queries is None else len(queries),
             "labels": memory.labels,
             "ids": [s.id for s in rows],
         }
