@@ -172,9 +172,9 @@ def with_growth(rows: list[Stage], ratios: list[dict]) -> list[dict]:
 
 def table(rows: list[Stage], ratios: list[dict]) -> list[str]:
     sizes = sorted({r.samples for r in rows})
-    head = " | ".join(f"{n:,} s / MB" for n in sizes)
-    steps = " | ".join(f"{a:,} -> {b:,} time x / memory x" for a, b in zip(sizes, sizes[1:], strict=False))
-    lines = [f"| stage | {head} | {steps} |", "|---" * (1 + len(sizes) + len(sizes) - 1) + "|"]
+    columns = [f"{n:,} s / MB" for n in sizes]
+    columns += [f"{a:,} -> {b:,} time x / memory x" for a, b in zip(sizes, sizes[1:], strict=False)]
+    lines = ["| stage | " + " | ".join(columns) + " |", "|---" * (1 + len(columns)) + "|"]
     for stage in dict.fromkeys(r.stage for r in rows):
         cells = {r.samples: f"{r.wall_s:.1f} / {r.peak_rss_mb:.0f}" for r in rows if r.stage == stage}
         grow = [g for g in ratios if g["stage"] == stage]
