@@ -108,10 +108,10 @@ _JSON_NAMES = {str: "a string", int: "an integer", dict: "an object", list: "a l
 @contextlib.contextmanager
 def gc_paused() -> Iterator[None]:
     """While inside, Python's cyclic garbage collector does not run (reference counting still frees whatever holds
-    no cycle, which is every record built here). Building a few hundred thousand small records (a sample file's
-    lines, a generated suite's samples) otherwise sets off full collections that walk every record built so far:
-    amortized linear, but each walk of a heap larger than the CPU's caches costs more per object the larger the
-    set, so loading grew faster than the samples. Only the caller that turned the collector off turns it on."""
+    no cycle, which is every record built here). Reading a few hundred thousand samples otherwise sets off full
+    collections that each walk every record read so far: amortized linear, but each walk of a heap larger than the
+    CPU's caches costs more per object the larger the set, so loading grew faster than the samples. Only the caller
+    that turned the collector off turns it on again."""
     was_on = gc.isenabled()
     gc.disable()
     try:
@@ -146,24 +146,13 @@ def read_samples(path: Path) -> list[Sample]:
     return samples
 
 
-_EXCLUSIVE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-
-
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file and a rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    # O_EXCL | O_NOFOLLOW: never write through a file or symlink someone else put at the temporary name. The
-    # folder is made, and a temporary left behind removed, only when the first try says so: a dataset's images
-    # are written by the hundred thousand, two system calls each saved.
-    try:
-        fd = os.open(tmp, _EXCLUSIVE, 0o644)
-    except (FileNotFoundError, NotADirectoryError):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.unlink(missing_ok=True)
-        fd = os.open(tmp, _EXCLUSIVE, 0o644)
-    except FileExistsError:
-        tmp.unlink()
-        fd = os.open(tmp, _EXCLUSIVE, 0o644)
+    tmp.unlink(missing_ok=True)
+    # O_EXCL | O_NOFOLLOW: never write through a file or symlink someone else put at the temporary name
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)

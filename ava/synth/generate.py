@@ -7,7 +7,6 @@ renamed into place at the end: an interrupted run never leaves a half-written da
 
 from __future__ import annotations
 
-import gc
 import multiprocessing as mp
 import os
 import shutil
@@ -17,7 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ava.data.format import DatasetWriter, Sample, check_replaceable, encode_png, gc_paused
+from ava.data.format import DatasetWriter, Sample, check_replaceable, encode_png
 from ava.errors import AvaError
 from ava.jsonfile import read_json
 from ava.synth.core import KNOBS, Ctx, SynthConfig, check_config
@@ -87,8 +86,7 @@ def _render_all(tasks: list[Task], workers: int, progress: bool):
         chunksize = max(1, min(32, len(tasks) // (workers * 8) or 1))
         # concurrent.futures, not multiprocessing.Pool: a worker killed (OOM, signal) breaks the pool and
         # raises here, where Pool would replace the worker and wait forever for its lost task.
-        # (initializer: a worker forked while the caller paused the collector turns it back on for its own work)
-        pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=gc.enable)
+        pool = ProcessPoolExecutor(workers, mp_context=ctx)
         try:
             for out in pool.map(render_sample, tasks, chunksize=chunksize):
                 yield out
@@ -189,17 +187,16 @@ def generate(config: SynthConfig, progress: bool = True) -> Path:
     workers = config.workers or min(2, os.cpu_count() or 1)
     by_ava: dict[str, list[Sample]] = {a: [] for a in abilities}
     try:
-        with gc_paused():  # (the samples are held until they are split: see gc_paused)
-            writer = DatasetWriter(tmp, info=synth_info(config, abilities))
-            for ava, index, png, fields in _render_all(_tasks(config, abilities), workers, progress):
-                rel = writer.add_image_bytes(png, "png")
-                sid = f"synth-{ava}-{index:06d}"
-                by_ava[ava].append(Sample(id=sid, ava=ava, image=rel, width=config.size, height=config.size, **fields))
-            for samples in by_ava.values():
-                assign_splits(samples, test_frac=config.test_frac, seed=config.seed)
-                for s in samples:
-                    writer.add_sample(s)
-            writer.close()
+        writer = DatasetWriter(tmp, info=synth_info(config, abilities))
+        for ava, index, png, fields in _render_all(_tasks(config, abilities), workers, progress):
+            rel = writer.add_image_bytes(png, "png")
+            sid = f"synth-{ava}-{index:06d}"
+            by_ava[ava].append(Sample(id=sid, ava=ava, image=rel, width=config.size, height=config.size, **fields))
+        for samples in by_ava.values():
+            assign_splits(samples, test_frac=config.test_frac, seed=config.seed)
+            for s in samples:
+                writer.add_sample(s)
+        writer.close()
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
