@@ -98,12 +98,73 @@ def device_table(dev: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+SCALE_INTRO = """## How each stage grows with the samples
+
+`benchmarks/bench_scale.py` runs the pipeline through the CLI at several sizes of the synthetic suite (the total
+over the 14 abilities), each stage in its own process, with `--vfm pixels#size=64` (raw pixels: the VFM costs next
+to nothing, so what is timed is `ava`'s own work). A cell is the stage's wall seconds and peak resident memory (the
+largest process of the stage); a growth column is the stage's time and memory at a size over the size before,
+against the samples' growth. The target is linear growth within 1.25x: a stage above it is marked **over**, with
+its cause. See [scale-out.md](scale-out.md#dataset-size-what-each-stage-costs) for what each stage's cost depends
+on.
+"""
+
+
+def scale_rows(files: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """device slug -> the latest ``bench_scale`` rows of that device, with the file's date and the run's command."""
+    out: dict[str, dict[str, Any]] = {}
+    for data in files:  # oldest first: a later date replaces
+        rows = (data.get("rows") or {}).get("bench_scale")
+        if rows:
+            commands = [f["command"] for f in data["figures"].values() if f["benchmark"] == "bench_scale"]
+            out[data["device"]["slug"]] = {
+                "device": data["device"],
+                "date": data["date"],
+                "rows": rows,
+                "command": commands[0] if commands else None,
+            }
+    return out
+
+
+def _growth_cell(row: dict[str, Any]) -> str:
+    if "time_x" not in row:
+        return "-"
+    over = " **over**" if row.get("over") else ""
+    return f"{row['time_x']}x / {row['memory_x']}x (limit {row['limit_x']}x){over}"
+
+
+def scale_table(run: dict[str, Any]) -> str:
+    """One device's bench_scale run: a row per stage, a column per size and per step between sizes."""
+    rows, d = run["rows"], run["device"]
+    sizes = sorted({r["samples"] for r in rows})
+    steps = [f"{a:,} -> {b:,}: time / memory" for a, b in zip(sizes, sizes[1:], strict=False)]
+    lines = [
+        f"### {d['name']}",
+        "",
+        f"`{d['slug']}`, measured {run['date']}: `{_cell(run['command'])}`.",
+        "",
+        "| stage | " + " | ".join([*(f"{n:,} samples" for n in sizes), *steps]) + " |",
+        "|---" * (1 + len(sizes) + len(steps)) + "|",
+    ]
+    causes = []
+    for stage in dict.fromkeys(r["stage"] for r in rows):
+        at = {r["samples"]: r for r in rows if r["stage"] == stage}
+        cells = [f"{at[n]['wall_s']} s, {at[n]['peak_rss_mb']:.0f} MB" if n in at else "-" for n in sizes]
+        grown = [_growth_cell(at[b]) if b in at else "-" for b in sizes[1:]]
+        lines.append(f"| `{stage}` | " + " | ".join([*cells, *grown]) + " |")
+        causes += [f"- `{stage}`, {n:,} samples: {_cell(r['cause'])}" for n, r in at.items() if r.get("over")]
+    return "\n".join([*lines, *([""] + causes if causes else [])]) + "\n"
+
+
 def render(root: Path = FILES) -> str:
     """The page: the introduction, then the GPUs' tables and the CPUs'; in each, the figures held to a target
-    first, by script and name."""
-    devices = latest(load(root))
+    first, by script and name; then how each stage grows with the samples, per device that ran it."""
+    files = load(root)
+    devices = latest(files)
     order = sorted(devices, key=lambda s: (devices[s]["device"]["kind"] == "cpu", s))
-    return "\n".join([INTRO, *(device_table(devices[s]) for s in order)])
+    scale = scale_rows(files)
+    tail = [SCALE_INTRO, *(scale_table(scale[s]) for s in sorted(scale))] if scale else []
+    return "\n".join([INTRO, *(device_table(devices[s]) for s in order), *tail])
 
 
 def main() -> int:

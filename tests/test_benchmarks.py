@@ -614,3 +614,87 @@ def test_knn_select_bench_times_both_rules_and_records_their_agreement(
     bench.main()
     again = json.loads(out.read_text())
     assert again["prepare_s"] == 0.0 and [r["selection"] for r in again["rows"]] == ["auto", "auto"]
+
+
+def test_scale_benchmark_names_each_stage_over_linear_with_its_cause() -> None:
+    """bench_scale's verdicts: between consecutive sizes, a stage whose time or memory grows more than 1.25x the
+    samples' growth is said to be over, with its known cause (or the advice to profile it); the others within."""
+    scale = benchmark_module("bench_scale")
+    rows = [
+        scale.Stage(stage, n, wall, 1.0, rss, 0.5, 0)
+        for stage, n, wall, rss in [
+            ("info", 2100, 1.0, 100.0),
+            ("info", 21000, 10.0, 150.0),
+            ("info", 218400, 103.0, 160.0),  # 10.3x for 10.4x: linear
+            ("knn", 2100, 1.0, 100.0),
+            ("knn", 21000, 10.0, 100.0),
+            ("knn", 218400, 150.0, 100.0),  # 15x: over in time
+            ("report", 21000, 10.0, 100.0),
+            ("report", 218400, 20.0, 1400.0),  # 14x in memory: over, no known cause
+        ]
+    ]
+    ratios = scale.growth(rows, 1.25)
+    last = {g["stage"]: g for g in ratios if g["to"] == 218400}
+    assert last["info"]["over"] == [] and last["info"]["limit_x"] == 13.0 and last["info"]["samples_x"] == 10.4
+    assert last["knn"]["over"] == ["time"] and "quadratic" in last["knn"]["cause"]
+    assert last["report"]["over"] == ["memory"] and "profile it" in last["report"]["cause"]
+    said = scale.verdicts(ratios, 1.25)
+    assert said[0].startswith("info: within 1.25x of linear, 21,000 -> 218,400 samples (10.4x, limit 13.0x)")
+    assert said[1].startswith("knn: OVER in time, 21,000 -> 218,400") and "quadratic" in said[1]
+    figures = {f["figure"]: f for f in scale.figures(ratios)}
+    knn = figures["growth of `knn`, 21,000 -> 218,400 samples (10.4x)"]
+    assert knn["value"] == 15.0 and knn["target"] == "<= 13.0x" and "over: " in knn["note"]
+    recorded = scale.with_growth(rows, ratios)
+    assert "time_x" not in recorded[0] and recorded[2]["time_x"] == 10.3 and recorded[5]["over"] == ["time"]
+    table = scale.table(rows, ratios)
+    assert table[0].startswith("| stage | 2,100 s / MB | 21,000 s / MB | 218,400 s / MB |")
+    assert "| report | - | 10.0 / 100 | 20.0 / 1400 | 2.0 / 14.0 OVER |" in table
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--sizes", "140,ten"], "give whole numbers"),
+        (["--sizes", "7"], "at least 14 samples"),
+        (["--skip", "knn,nope"], "--skip: no stage nope"),
+    ],
+)
+def test_scale_benchmark_refuses_bad_options_before_any_stage(tmp_path: Path, args: list[str], said: str) -> None:
+    done = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "bench_scale.py"), *args, "--work", str(tmp_path / "w")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and said in done.stderr, done.stderr
+    assert not (tmp_path / "w").exists()
+
+
+@pytest.mark.slow
+def test_scale_benchmark_runs_every_stage_at_two_sizes_and_records_them(tmp_path: Path) -> None:
+    """bench_scale.py end to end at tiny sizes: every stage runs through the CLI at each size, the rows (time,
+    peak memory, growth) go to the results file, and a verdict line names every stage."""
+    env = {**os.environ, "AVA_BENCH_RESULTS": str(tmp_path / "results")}
+    done = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "bench_scale.py"), "--sizes", "140,280", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        cwd=REPO,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    scale = benchmark_module("bench_scale")
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import results
+
+    (path,) = (tmp_path / "results").glob("*.json")
+    data = json.loads(path.read_text())
+    assert results.schema_errors(data) == []
+    rows = data["rows"]["bench_scale"]
+    assert [(r["stage"], r["samples"]) for r in rows] == [(s, n) for n in (140, 280) for s in scale.STAGES]
+    assert all(r["exit"] == 0 and r["wall_s"] > 0 and r["peak_rss_mb"] > 20 for r in rows)
+    assert all(r["samples_x"] == 2.0 and r["limit_x"] == 2.5 for r in rows if r["samples"] == 280)
+    assert len(data["figures"]) == len(scale.STAGES)
+    verdicts = [line for line in done.stdout.splitlines() if " of linear, 140 -> 280" in line or "OVER in" in line]
+    assert sorted(line.split(":")[0] for line in verdicts) == sorted(scale.STAGES)

@@ -75,3 +75,32 @@ def test_image_sha256_is_the_stem_of_the_image_name_for_any_path() -> None:
         image = "/".join(rng.choice(parts) for _ in range(rng.randint(1, 4)))
         sample = Sample(id="1", ava="color", image=image, width=1, height=1, question="", answer="", truth={})
         assert sample.image_sha256 == Path(image).name.split(".")[0], image
+
+
+def test_reading_samples_pauses_the_collector_and_leaves_it_as_it_found_it(tmp_path, monkeypatch):
+    """The cyclic collector is off while a sample file is read (its full collections made loading grow faster than
+    the samples), back on after, also when a line is bad; a collector the caller turned off stays off."""
+    import gc
+
+    from ava.data import format as fmt
+
+    with DatasetWriter(tmp_path) as w:
+        for i in range(3):
+            w.add_sample(_sample(w.add_image(Image.new("RGB", (4, 4), (i, 0, 0))), f"s{i}"))
+    seen = []
+    real = fmt._sample_from_line
+    monkeypatch.setattr(fmt, "_sample_from_line", lambda line: seen.append(gc.isenabled()) or real(line))
+    path = tmp_path / "samples" / "color.jsonl"
+    assert gc.isenabled() and len(fmt.read_samples(path)) == 3
+    assert seen == [False, False, False] and gc.isenabled()
+    path.write_text(path.read_text() + "{not json\n")
+    with pytest.raises(DatasetError, match=r"color.jsonl:4: malformed sample"):
+        fmt.read_samples(path)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with fmt.gc_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

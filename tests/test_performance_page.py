@@ -144,3 +144,35 @@ def test_no_benchmark_script_writes_its_own_json() -> None:
     assert own == []
     users = [p.name for p in (ROOT / "benchmarks").glob("*.py") if "results.json_option(" in p.read_text()]
     assert len(users) >= 20, users
+
+
+def test_the_page_shows_the_latest_scale_run_per_device_with_its_causes(tmp_path: Path) -> None:
+    """bench_scale's rows become a table per device: a cell per stage and size (seconds, MB), the growth between
+    sizes against its limit, and the cause of each stage over it; a later run replaces an earlier one."""
+    mp = _make_performance()
+    device = {"slug": "cpu-a", "kind": "cpu", "name": "CPU-A"}
+
+    def run(date: str, knn_s: float) -> None:
+        rows = [
+            {"stage": "info", "samples": 2100, "wall_s": 0.4, "peak_rss_mb": 100.0},
+            {"stage": "info", "samples": 21000, "wall_s": 0.6, "peak_rss_mb": 150.4},
+            {"stage": "knn", "samples": 2100, "wall_s": 4.0, "peak_rss_mb": 300.0},
+            {"stage": "knn", "samples": 21000, "wall_s": knn_s, "peak_rss_mb": 310.0, "time_x": knn_s / 4,
+             "memory_x": 1.03, "limit_x": 12.5, "over": ["time"], "cause": "quadratic | search"},
+        ]  # fmt: skip
+        rows[1].update(time_x=1.5, memory_x=1.5, limit_x=12.5)
+        figure = results.figure("growth of `knn`", knn_s / 4, "x", "<= 12.5x")
+        results.record("bench_scale", [{**figure, "command": "python benchmarks/bench_scale.py --sizes 2100,21000"}],
+                       rows, device=device, date=date, root=tmp_path, environment={"torch": "2.13.0+cpu"})  # fmt: skip
+
+    run("2026-01-02", 80.0)
+    run("2026-01-01", 60.0)  # older: the later date's run is shown
+    page = mp.render(tmp_path)
+    scale = page.split("## How each stage grows with the samples")[1]
+    assert "`cpu-a`, measured 2026-01-02: `python benchmarks/bench_scale.py --sizes 2100,21000`." in scale
+    assert "| stage | 2,100 samples | 21,000 samples | 2,100 -> 21,000: time / memory |" in scale
+    assert "| `info` | 0.4 s, 100 MB | 0.6 s, 150 MB | 1.5x / 1.5x (limit 12.5x) |" in scale
+    assert "| `knn` | 4.0 s, 300 MB | 80.0 s, 310 MB | 20.0x / 1.03x (limit 12.5x) **over** |" in scale
+    assert "- `knn`, 21,000 samples: quadratic \\| search" in scale
+    _write(tmp_path / "other", "cpu-b", "2026-01-02", 2.0)  # results without a scale run: no such section
+    assert "## How each stage grows" not in mp.render(tmp_path / "other")

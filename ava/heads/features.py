@@ -77,7 +77,8 @@ def read_rows(cache: Any, samples: Sequence[Sample], layer: int | None, pooled: 
     unique = list(dict.fromkeys(shas))
     rows = cache.read_pooled(unique, layer=layer) if pooled else cache.read(unique, layer=layer)
     if not getattr(cache, "finite_checked", False):
-        check_finite(rows, [next(s for s in samples if s.image_sha256 == sha) for sha in unique], cache, layer)
+        first = {s.image_sha256: s for s in reversed(samples)}  # each image's first sample, found in one pass
+        check_finite(rows, [first[sha] for sha in unique], cache, layer)
     if len(unique) == len(shas):  # every image once, in order: no copy
         return np.ascontiguousarray(rows, dtype=np.float32)
     where = {sha: i for i, sha in enumerate(unique)}
