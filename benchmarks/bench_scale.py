@@ -42,8 +42,8 @@ STAGES = ("synth", "info", "extract", *HEADS, "llm", "report")
 
 # What a stage's cost grows with beyond the samples, when it is known: printed when a stage is over the line.
 CAUSES = {
-    "knn": "leave-one-out selection of k and the pooled view searches every train sample against every other: "
-    "quadratic in an ability's train samples",
+    "knn": "the exact search of every test sample against every train sample (test x train), and the pick of k and "
+    "the pooled view by leave-one-out on an ability of up to --loo-max-rows train samples (N x N)",
 }
 
 

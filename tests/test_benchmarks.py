@@ -636,11 +636,11 @@ def test_scale_benchmark_names_each_stage_over_linear_with_its_cause() -> None:
     ratios = scale.growth(rows, 1.25)
     last = {g["stage"]: g for g in ratios if g["to"] == 218400}
     assert last["info"]["over"] == [] and last["info"]["limit_x"] == 13.0 and last["info"]["samples_x"] == 10.4
-    assert last["knn"]["over"] == ["time"] and "quadratic" in last["knn"]["cause"]
+    assert last["knn"]["over"] == ["time"] and "test x train" in last["knn"]["cause"]
     assert last["report"]["over"] == ["memory"] and "profile it" in last["report"]["cause"]
     said = scale.verdicts(ratios, 1.25)
     assert said[0].startswith("info: within 1.25x of linear, 21,000 -> 218,400 samples (10.4x, limit 13.0x)")
-    assert said[1].startswith("knn: OVER in time, 21,000 -> 218,400") and "quadratic" in said[1]
+    assert said[1].startswith("knn: OVER in time, 21,000 -> 218,400") and "test x train" in said[1]
     figures = {f["figure"]: f for f in scale.figures(ratios)}
     knn = figures["growth of `knn`, 21,000 -> 218,400 samples (10.4x)"]
     assert knn["value"] == 15.0 and knn["target"] == "<= 13.0x" and "over: " in knn["note"]
