@@ -234,7 +234,11 @@ def report(
     for selection, found in agree.items():
         same = sum(a["same"] for a in found)
         figures.append(
-            results.figure(f"leave-one-out / {selection}, kNN fit", round(fits["loo"] / fits[selection], 1), "x")
+            results.figure(
+                f"leave-one-out / {selection}, kNN fit at {args.samples} samples",
+                round(fits["loo"] / fits[selection], 1),
+                "x",
+            )
         )
         figures.append(
             results.figure(
