@@ -23,7 +23,8 @@ def _evaluate(run_dir: Any, split: str = "test", **options: Any) -> dict[str, An
 
 SPEC = HeadSpec(
     name="knn",
-    description="k nearest neighbours (faiss, cosine on pooled features); pooled view and k picked by leave-one-out",
+    description="k nearest neighbours (faiss, cosine on pooled features); pooled view and k picked by leave-one-out "
+    "(on a stratified subsample of train above 4000 rows)",
     config_cls=KNNConfig,
     train=_train,
     evaluate=_evaluate,
