@@ -8,7 +8,8 @@ request by request, so a fault lands on a request, at a moment the caller choose
 - ``drop``: cut the connection, with probability ``p`` per request, after the request was sent upstream and part of
   the answer came back (the server may have done the write; the client never hears);
 - ``stall``: hold each request ``seconds`` before forwarding it (a slow store; clients time out);
-- ``error``: answer a share ``p`` of requests ``503 SlowDown`` without forwarding them (a store shedding load).
+- ``error``: answer a share ``p`` of requests with a server error without forwarding them: ``503 SlowDown`` (a store
+  shedding load: clients back off and retry) or, with ``status=500``, ``500 InternalError`` (a failing store).
 
 :meth:`FaultProxy.after` switches mode at a known point: once ``n`` requests whose request line matches a pattern
 (``^PUT .*/done/c/``: a shard's commit) have been answered, so a test fails the store at a named step, never after a
@@ -26,10 +27,10 @@ from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
 MODES = ("pass", "refuse", "drop", "stall", "error")
-SLOW_DOWN = (
-    b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code>'
-    b"<Message>Please reduce your request rate.</Message></Error>"
-)
+ERRORS = {  # status -> (reason, the S3 error document)
+    503: (b"Slow Down", b"<Code>SlowDown</Code><Message>Please reduce your request rate.</Message>"),
+    500: (b"Internal Server Error", b"<Code>InternalError</Code><Message>We encountered an internal error.</Message>"),
+}
 
 
 @dataclass
@@ -50,7 +51,7 @@ class FaultProxy:
         self.upstream = (u.hostname or "127.0.0.1", u.port or 80)
         self.port = port
         self.rng = random.Random(seed)
-        self.mode, self.p, self.seconds = "pass", 1.0, 0.0
+        self.mode, self.p, self.seconds, self.status = "pass", 1.0, 0.0, 503
         self.counts = Counts()
         self._loop = asyncio.new_event_loop()
         self._server: asyncio.base_events.Server | None = None
@@ -73,14 +74,16 @@ class FaultProxy:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)
 
-    def set(self, mode: str, *, p: float = 1.0, seconds: float = 0.0) -> None:
+    def set(self, mode: str, *, p: float = 1.0, seconds: float = 0.0, status: int = 503) -> None:
         """Switch to ``mode`` (one of :data:`MODES`) for the requests that follow."""
-        self._call(self._set(mode, p, seconds))
+        self._call(self._set(mode, p, seconds, status))
 
-    def after(self, n: int, pattern: str, mode: str, *, p: float = 1.0, seconds: float = 0.0) -> None:
+    def after(
+        self, n: int, pattern: str, mode: str, *, p: float = 1.0, seconds: float = 0.0, status: int = 503
+    ) -> None:
         """Switch to ``mode`` once ``n`` more requests whose request line (``PUT /bucket/key HTTP/1.1``) matches the
-        regular expression ``pattern`` have been answered."""
-        self._call(self._arm(n, pattern, mode, {"p": p, "seconds": seconds}))
+        regular expression ``pattern`` have been answered (by the server, or by ``error``)."""
+        self._call(self._arm(n, pattern, mode, {"p": p, "seconds": seconds, "status": status}))
 
     def _call(self, coro: object) -> object:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout=30)  # type: ignore[arg-type]
@@ -89,10 +92,12 @@ class FaultProxy:
     async def _arm(self, n: int, pattern: str, mode: str, kw: dict) -> None:
         self._triggers.append((pattern, n, mode, kw))
 
-    async def _set(self, mode: str, p: float, seconds: float) -> None:
+    async def _set(self, mode: str, p: float, seconds: float, status: int) -> None:
         if mode not in MODES:
             raise ValueError(f"mode {mode!r}: one of {MODES}")
-        self.mode, self.p, self.seconds = mode, p, seconds
+        if status not in ERRORS:
+            raise ValueError(f"status {status}: one of {sorted(ERRORS)}")
+        self.mode, self.p, self.seconds, self.status = mode, p, seconds, status
         self.counts.by_mode[mode] = self.counts.by_mode.get(mode, 0) + 1
         if mode == "refuse":  # (the listener stays: one closed under a connection being accepted leaves it hanging)
             self._cut()
@@ -139,12 +144,15 @@ class FaultProxy:
                     await asyncio.sleep(self.seconds)
                 if mode == "error" and self.rng.random() < self.p:
                     self.counts.errors += 1
+                    reason, error = ERRORS[self.status]
+                    doc = b'<?xml version="1.0" encoding="UTF-8"?>\n<Error>' + error + b"</Error>"
                     writer.write(
-                        b"HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml\r\n"
-                        + b"Content-Length: %d\r\n\r\n" % len(SLOW_DOWN)
-                        + (b"" if method == b"HEAD" else SLOW_DOWN)
+                        b"HTTP/1.1 %d %s\r\nContent-Type: application/xml\r\n" % (self.status, reason)
+                        + b"Content-Length: %d\r\n\r\n" % len(doc)
+                        + (b"" if method == b"HEAD" else doc)
                     )
                     await writer.drain()
+                    self._fire(lines[0].decode("latin-1"))  # answered (with an error): it counts for a trigger
                     continue
                 if up is None:
                     up = await asyncio.open_connection(*self.upstream)
@@ -177,7 +185,7 @@ class FaultProxy:
             if re.search(pattern, request_line):
                 n -= 1
             if n <= 0:
-                self._loop.create_task(self._set(mode, kw["p"], kw["seconds"]))
+                self._loop.create_task(self._set(mode, kw["p"], kw["seconds"], kw["status"]))
             else:
                 left.append((pattern, n, mode, kw))
         self._triggers = left

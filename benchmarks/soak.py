@@ -6,7 +6,7 @@ Each cycle runs one command as a user would (``ava cache extract`` to a local di
 ``ava fingerprint``, ``ava sweep --executor local``, ``ava cache push``/``pull``), chosen with the seed, while one
 fault chosen with the seed arrives: the command's process group is killed with SIGKILL at a random moment, its
 output goes to a small disk (a size-limited tmpfs) that fills up, or the fault-injecting proxy between the client
-and the S3 server (:mod:`fault_proxy`) drops connections, stalls, answers 503 or stops listening for a while.
+and the S3 server (:mod:`fault_proxy`) drops connections, stalls, answers 503 or 500 or stops listening for a while.
 A command that failed must have said why in one line (an ``error:`` line that is not an internal error); it is
 then run again without the fault and must finish (resume). After every cycle the caches it touched verify (``ava
 cache verify``'s checks), their content digests equal the fault-free run's, the runs it finished hold the
@@ -278,8 +278,9 @@ class Soak:
             start = self.rng.uniform(0.0, 0.8) * self.expected[op]
             window = self.rng.uniform(0.5, 3.0)
             p = {"drop": 0.3, "error": 0.6}.get(mode, 1.0)
+            status = self.rng.choice((503, 500)) if mode == "error" else 503  # shedding load, or failing
             timers = [
-                threading.Timer(start, self.proxy.set, (mode,), {"p": p, "seconds": 1.5}),
+                threading.Timer(start, self.proxy.set, (mode,), {"p": p, "seconds": 1.5, "status": status}),
                 threading.Timer(start + window, self.proxy.set, ("pass",)),
             ]
             for tm in timers:

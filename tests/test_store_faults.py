@@ -116,6 +116,29 @@ def test_push_cut_off_by_dropped_connections_resumes(
     assert not [n for n in left if ".extract.lease" in n or ".ava-probe" in n], left
 
 
+@pytest.mark.parametrize("command", ["push", "extract"])
+def test_a_lease_the_store_failed_to_delete_as_the_job_ended_is_deleted_once_it_answers(
+    data: Path, tmp_path: Path, s3_url: str, proxy: FaultProxy, capsys: pytest.CaptureFixture, command: str
+) -> None:
+    """The store answers 500 to the very request that deletes the job's lease (the job itself is done), then answers
+    again: the job succeeds and its lease is gone, not left to claim the group until it goes stale."""
+    local = tmp_path / "local"
+    _extract(data, local)
+    lease = r" /[^?\s]*/\.extract\.lease HTTP"  # the lease object (not a listing)
+    proxy.after(1, "^GET" + lease, "error", status=500)  # read back (still this job's) just before its deletion
+    proxy.after(1, "^DELETE" + lease, "pass")  # its deletion answered 500, then the store is back
+    if command == "push":
+        argv = ["cache", "push", str(local), s3_url]
+    else:
+        argv = ["cache", "extract", "--vfm", PIXELS, "--data", str(data), "--cache", s3_url, "--device", "cpu", "-q"]
+    code, err = _cli(argv, capsys)
+    assert code == 0, err
+    assert proxy.counts.errors == 1  # the fault landed on the deletion
+    left = cache_path(s3_url).fs.find(s3_url.removeprefix("s3://"))
+    assert not [n for n in left if ".extract.lease" in n], left
+    assert content_digest(open_cache(s3_url, PIXELS).group) == content_digest(open_cache(local, PIXELS).group)
+
+
 def test_a_store_that_resets_connections_mid_push_prints_one_line(
     data: Path,
     tmp_path: Path,

@@ -527,12 +527,9 @@ def _extract_with(
             "world_size": dist.world,
         }
     group, lock = _prepare(config, vfm, name, list(images), dist)
-    try:
+    with lock if lock is not None else contextlib.nullcontext():  # released as the job ended: done or failed
         summary = _run(config, vfm, group, images, device, dist, None if lock is None else lock.fileno())
         dist.barrier()
-    finally:
-        if lock is not None:
-            lock.close()
     return {**summary, "plan": plan}
 
 

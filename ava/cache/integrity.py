@@ -24,11 +24,11 @@ from typing import Any
 import numpy as np
 
 from ava.cache.chunks import gaps, row_spans
-from ava.cache.location import is_remote, write_text_atomic
+from ava.cache.lease import claim_group
+from ava.cache.location import write_text_atomic
 from ava.cache.store import ROWS_FILE, CacheGroup
 from ava.errors import store_outage
 from ava.jsonfile import read_json
-from ava.locking import JobLock
 
 
 @dataclass
@@ -147,11 +147,7 @@ def _shard_file(group: CacheGroup, array: str, shard: int) -> Any:
 
 def group_lock(group: CacheGroup, busy: str) -> Any:
     """The group's job lock: ``flock`` on a local disk, a lease object in object storage (:mod:`ava.cache.lease`)."""
-    if is_remote(group.path):
-        from ava.cache.lease import Lease
-
-        return Lease(group.path, busy)  # type: ignore[arg-type]
-    return JobLock(group.path / ".extract.lock", busy)
+    return claim_group(group.path, busy)
 
 
 def repair_group(group: CacheGroup, damage: list[Damage]) -> int:

@@ -8,9 +8,10 @@ claim is a lease object, described below. Extraction holds a group's claim for t
 The lease is one small JSON object (``<group>/.extract.lease``: host, pid, a random token, when it was taken and
 last renewed). It is created only if absent (a conditional PUT, ``If-None-Match: *``, where the store supports it;
 else a PUT read back after a pause, the last writer winning), renewed every :data:`RENEW_S` seconds by a
-background thread, and deleted when the job ends. A second job finds it and is refused, naming the holder. A
-killed job's lease is taken over once it is stale (not renewed for :data:`TTL_S` seconds), or at once when its
-holder is a process of this host that no longer runs (the kill-and-resume case).
+background thread, and deleted when the job ends (after a job that succeeded, a store that fails at that moment is
+asked again for up to :data:`RELEASE_S` seconds). A second job finds it and is refused, naming the holder. A killed
+job's lease, or one its job could not delete, is taken over once it is stale (not renewed for :data:`TTL_S`
+seconds), or at once when its holder is a process of this host that no longer runs (the kill-and-resume case).
 
 Writes that commit data never depend on the lease: a shard is committed by its own ``done`` chunk, written after
 its data (:mod:`ava.cache.store`). The lease keeps two jobs from writing the same group's index and shards.
@@ -27,13 +28,14 @@ import time
 from typing import Any
 
 from ava.cache.location import CachePath, RemotePath, is_remote
-from ava.errors import AvaError
+from ava.errors import AvaError, store_outage
 from ava.jsonfile import read_json
 
 LEASE_FILE = ".extract.lease"
 LOCK_FILE = ".extract.lock"
 TTL_S = 120.0
 RENEW_S = 20.0
+RELEASE_S = 15.0  # how long a job that ended waits for a failing store to let it delete its lease
 _SETTLE_S = 0.5  # pause before reading a lease back where the store cannot create-if-absent
 
 
@@ -119,14 +121,27 @@ class Lease:
             with contextlib.suppress(Exception):  # a failed renewal is retried; the lease only goes stale
                 self._put(create=False)
 
-    def close(self) -> None:
+    def close(self, *, patience_s: float = RELEASE_S) -> None:
+        """Stop renewing and delete the lease object if it is still this job's. A store that fails meanwhile (an
+        outage: :func:`ava.errors.store_outage`) is asked again, with backoff, for up to ``patience_s`` seconds, so
+        a short outage at the end of a job that succeeded does not leave the group claimed; past that, or on
+        another error, the lease stays and the next job takes it over (its holder is gone)."""
         if self._stop.is_set():
             return
         self._stop.set()
+        self._thread.join(timeout=patience_s + 5)  # a renewal in flight lands before the delete, not after it
         _HELD.discard(self.token)
-        with contextlib.suppress(Exception):
-            if (self._read() or {}).get("token") == self.token:
-                self.path.unlink(missing_ok=True)
+        end, pause = time.monotonic() + patience_s, 0.25
+        while True:
+            try:
+                if (self._read() or {}).get("token") == self.token:
+                    self.path.unlink(missing_ok=True)
+                return
+            except Exception as e:  # noqa: BLE001 - never fails the job: the lease only stays behind
+                if store_outage(e) is None or time.monotonic() + pause > end:
+                    return
+            time.sleep(pause)
+            pause = min(2 * pause, 4.0)
 
     def fileno(self) -> None:
         """No descriptor for DataLoader workers to close (a local lock has one)."""
@@ -135,8 +150,8 @@ class Lease:
     def __enter__(self) -> Lease:
         return self
 
-    def __exit__(self, *_: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+        self.close(patience_s=RELEASE_S if exc_type is None else 0.0)  # a job that failed says so at once
 
 
 def claim_group(group_path: CachePath, busy: str) -> Any:

@@ -105,8 +105,7 @@ def _delete(root: CachePath, key: str) -> None:
     """Remove group ``key`` whole, under its claim: its metadata first (it stops being a group), then the rest, the
     claim last (released, and its file or lease object gone with the group)."""
     path = root / key
-    claim = claim_group(path, _busy(key))
-    try:
+    with claim_group(path, _busy(key)):  # a lease deletes its object when it still holds it
         if is_remote(path):
             fs = path.fs  # type: ignore[union-attr]
             found = [f for f in fs.find(path.path)]  # type: ignore[union-attr]
@@ -119,8 +118,6 @@ def _delete(root: CachePath, key: str) -> None:
         else:
             (path / "zarr.json").unlink(missing_ok=True)  # type: ignore[operator]
             shutil.rmtree(path)  # (the lock file with it: the claim's descriptor stays valid until closed)
-    finally:
-        claim.close()  # a lease deletes its object when it still holds it
 
 
 def _remove(
