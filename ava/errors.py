@@ -12,6 +12,7 @@ import errno
 import os
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -235,15 +236,19 @@ def describe(e: BaseException) -> str | None:
     return None
 
 
-def remove_own_temp_files(roots: list[Path], max_depth: int = 3) -> list[Path]:
-    """Delete the temporary files this process left under ``roots`` after a failure.
+def writer_pid(name: str) -> int | None:
+    """The pid in the name of one of ava's temporary files (``.NAME.<pid>.tmp``, ``.NAME.<tag>-<pid>.tmp``: a file
+    written atomically beside its target, then renamed), else None."""
+    if not (name.startswith(".") and name.endswith(".tmp")):
+        return None
+    last = name[: -len(".tmp")].rsplit(".", 1)[-1].rsplit("-", 1)[-1]
+    return int(last) if last.isdigit() and 0 < int(last) < 1 << 32 else None
 
-    ava writes files atomically through ``.NAME.<pid>.tmp`` (or ``.NAME.synth-<pid>.tmp``) beside the target;
-    only names holding this process's pid are touched, so another run's temporaries are never removed.
-    """
+
+def _remove_temp_files(roots: list[Path], max_depth: int, which: Callable[[int], bool]) -> list[Path]:
+    """Delete the temporary files (or folders) under ``roots`` whose writer's pid passes ``which``."""
     import shutil
 
-    pid = str(os.getpid())
     removed = []
     for root in roots:
         if not root.is_dir():
@@ -254,11 +259,36 @@ def remove_own_temp_files(roots: list[Path], max_depth: int = 3) -> list[Path]:
             if depth >= max_depth:
                 dirs[:] = []
             for name in [*files, *dirs]:
-                if name.startswith(".") and name.endswith(".tmp") and (f".{pid}." in name or f"-{pid}." in name):
-                    target = Path(here) / name
-                    if target.is_dir() and not target.is_symlink():
-                        shutil.rmtree(target, ignore_errors=True)
-                    else:
-                        target.unlink(missing_ok=True)
-                    removed.append(target)
+                pid = writer_pid(name)
+                if pid is None or not which(pid):
+                    continue
+                target = Path(here) / name
+                if target.is_dir() and not target.is_symlink():
+                    shutil.rmtree(target, ignore_errors=True)
+                else:
+                    target.unlink(missing_ok=True)
+                removed.append(target)
     return removed
+
+
+def remove_own_temp_files(roots: list[Path], max_depth: int = 3) -> list[Path]:
+    """Delete the temporary files this process left under ``roots`` after a failure (:func:`writer_pid`: only names
+    holding this process's pid are touched, so another run's temporaries are never removed)."""
+    return _remove_temp_files(roots, max_depth, lambda pid: pid == os.getpid())
+
+
+def remove_dead_temp_files(roots: list[Path], max_depth: int = 3) -> list[Path]:
+    """Delete the temporary files that writers killed mid-write left under ``roots``: those whose pid
+    (:func:`writer_pid`) is no running process of this host. A job calls it once it holds the folder's lock, so the
+    only live writers there are its own and those of runs still going (whose pids run: left alone)."""
+
+    def dead(pid: int) -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except (PermissionError, OverflowError, ValueError):
+            return False
+        return False
+
+    return _remove_temp_files(roots, max_depth, dead)

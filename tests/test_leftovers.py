@@ -1,11 +1,14 @@
 """What the soak found left behind, as tests at a known point: a pull into a disk that fills leaves no temporary
-file, and the temporaries a writer killed mid-write left in a group (``.NAME.<id>.partial``, ``.NAME.<pid>.tmp``) are
+file; the temporaries a writer killed mid-write left in a group (``.NAME.<id>.partial``, ``.NAME.<pid>.tmp``) are
 removed by the next job that takes the group (an extraction's resume, a copy into it), which then has the digest of
-an undisturbed cache."""
+an undisturbed cache; and those a training killed mid-write left in its run directory go with the next training
+there, while a live writer's stay."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -62,3 +65,57 @@ def test_a_killed_writers_temporaries_go_with_the_next_job(made: tuple[Path, Pat
     _plant(copied / group.name)
     copy_cache(cache, copied)  # a copy resumed into the same place
     assert _temporaries(copied) == [] and content_digest(open_cache(copied, "pixels").group) == want
+
+
+def test_a_killed_trainings_temporaries_go_with_the_next_training(made: tuple[Path, Path], tmp_path: Path) -> None:
+    from ava.api import train_head
+
+    data, cache = made
+    run = tmp_path / "run"
+    options = {"vfm": "pixels", "data": str(data), "cache": str(cache), "out": str(run), "progress": False}
+    first = train_head("probe-linear", **options).results
+    ended = subprocess.Popen(["true"])
+    ended.wait()  # a writer that is gone, as a killed one is
+    dead = [run / f".run.json.{ended.pid}.tmp", run / "abilities" / f".color.safetensors.{ended.pid}.tmp"]
+    live = run / "abilities" / f".counting.safetensors.{os.getpid()}.tmp"  # a writer still running: left alone
+    for p in [*dead, live]:
+        p.write_bytes(b"half")
+    again = train_head("probe-linear", **options).results
+    assert _temporaries(run) == [live]
+    assert again is not None and first is not None and again["abilities"] == first["abilities"]
+
+
+@pytest.mark.parametrize(
+    ("name", "pid"),
+    [
+        (".run.json.4242.tmp", 4242),
+        (".out.synth-77.tmp", 77),
+        (".data.options-9.tmp", 9),
+        (".0.3f2a.partial", None),  # a shard's temporary: its group's job removes it
+        (".step-00000010.3f2a9c1e.tmp", None),  # no pid in it
+        ("run.json.4242.tmp", None),  # not hidden: not one of ava's temporaries
+        (".x.0.tmp", None),
+    ],
+)
+def test_the_writer_of_a_temporary_is_read_from_its_name(name: str, pid: int | None) -> None:
+    from ava.errors import writer_pid
+
+    assert writer_pid(name) == pid
+
+
+def test_only_dead_writers_temporaries_are_removed(tmp_path: Path) -> None:
+    from ava.errors import remove_dead_temp_files
+
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    dead = [tmp_path / f".a.json.{ended.pid}.tmp", tmp_path / "x" / f".b.synth-{ended.pid}.tmp"]
+    kept = [
+        tmp_path / f".c.json.{os.getpid()}.tmp",
+        tmp_path / "c.json",
+        tmp_path / "x" / "y" / "z" / "w" / dead[0].name,
+    ]
+    for p in [*dead, *kept]:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(b"")
+    assert sorted(remove_dead_temp_files([tmp_path], max_depth=3)) == sorted(dead)
+    assert all(p.exists() for p in kept)  # a live writer's, a file of the run, one deeper than asked

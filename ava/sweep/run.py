@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from ava.errors import redact
+from ava.errors import redact, remove_dead_temp_files
 from ava.sweep.jobs import (
     BLOCKED,
     DONE,
@@ -234,6 +234,7 @@ def run_jobs(
     lock = None if dry_run or plan.executor != "local" else _driver_lock(plan)
     try:
         if lock is not None:  # under the lock: what another driver did meanwhile is seen
+            remove_dead_temp_files([plan.folder])  # what a killed driver or job left mid-write
             work = _work(plan, jobs, state, force)
             machine = resources(work)
         for line in machine.skipped:

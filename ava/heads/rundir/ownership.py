@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ava.errors import AvaError
+from ava.errors import AvaError, remove_dead_temp_files
 from ava.jsonfile import read_json
 from ava.locking import JobLock
 
@@ -199,6 +199,8 @@ def claim_run(
     try:
         if rank == 0 and stage.exists():
             shutil.rmtree(stage)  # left by a killed --force training (we hold the lock: nobody else uses it)
+        if rank == 0:
+            remove_dead_temp_files([out])  # what a training killed mid-write left
         diff = differing_fields(out, head, config)
         if not force and diff:
             raise RunDirError(
