@@ -698,3 +698,17 @@ def test_scale_benchmark_runs_every_stage_at_two_sizes_and_records_them(tmp_path
     assert len(data["figures"]) == len(scale.STAGES)
     verdicts = [line for line in done.stdout.splitlines() if " of linear, 140 -> 280" in line or "OVER in" in line]
     assert sorted(line.split(":")[0] for line in verdicts) == sorted(scale.STAGES)
+
+
+def test_the_soak_tells_an_internal_error_from_a_stores_own_words() -> None:
+    soak = benchmark_module("soak")
+    outage = (
+        "error: s3://b/c: the object store at http://127.0.0.1:9 cannot be reached or stopped answering (ClientError: "
+        "An error occurred (InternalError) when calling the PutObject operation: We encountered an internal error.); "
+        "what was committed before is kept: run the command again once it answers and it resumes"
+    )
+    ours = "error: internal error: KeyError: 'x' (run with AVA_DEBUG=1 for the traceback, and report it)"
+    uncaught = "Task exception was never retrieved\nTraceback (most recent call last):\n  File ...\nOSError: gone"
+    assert not soak.INTERNAL.search(outage)
+    assert soak.INTERNAL.search(ours) and soak.INTERNAL.search(uncaught)
+    assert soak._first_report(f"progress\n{uncaught}").startswith("Task exception was never retrieved\nTraceback")
