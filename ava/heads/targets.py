@@ -81,12 +81,18 @@ def train_samples(dataset: Dataset, ava: str, max_train: int | None, seed: int) 
     return stable_order(samples, f"order{seed}")
 
 
+def heldout_count(n: int, frac: float) -> int:
+    """How many of ``n`` train samples :func:`holdout_split` holds out: ``frac`` of them, at least one each side
+    (all of them when there are fewer than two: both sides are the whole set then)."""
+    return n if n < 2 else min(n - 1, max(1, round(frac * n)))
+
+
 def holdout_split(samples: Sequence[Sample], frac: float = 0.1, seed: int = 0) -> tuple[list[Sample], list[Sample]]:
     """(fit, held-out): a deterministic ``frac`` slice of train for model selection (at least one each side)."""
     ordered = stable_order(samples, f"holdout{seed}")
     if len(ordered) < 2:
         return list(ordered), list(ordered)
-    n_held = min(len(ordered) - 1, max(1, round(frac * len(ordered))))
+    n_held = heldout_count(len(ordered), frac)
     return ordered[n_held:], ordered[:n_held]
 
 

@@ -56,7 +56,9 @@ class KNNConfig:
 
     def selection_queries(self, n_train: int) -> int:
         """The train rows answered during the pick (each by the other train rows, or by the fit part)."""
+        from ava.heads.targets import heldout_count
+
         method = self.selection_method(n_train)
         if method == "heldout":
-            return min(n_train - 1, max(1, round(self.heldout_frac * n_train))) if n_train >= 2 else n_train
+            return heldout_count(n_train, self.heldout_frac)
         return self.heldout_rows if method == "subsample" else n_train
